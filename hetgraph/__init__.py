@@ -1,0 +1,21 @@
+"""hetgraph: graph analytics on every CPU core and GPU of a machine.
+
+Graph pages become Dask tasks placed on CPU or GPU workers by a cost model (Garaph).
+See DESIGN.md for the layout; ``import hetgraph as hg`` is the public API.
+"""
+
+from . import datasets
+from .errors import (ChecksumError, GraphError, HetGraphError, InputFormatError,
+                     StoreError, StoreVersionError, UnsupportedFormatError)
+from .graph import Graph
+from .io import generate
+from .io import (PageStore, from_arrays, from_networkx, from_pandas, from_scipy, open_store,
+                 read, read_dimacs, read_edgelist, read_metis, read_mtx, read_npz, read_table)
+from .version import __version__
+
+__all__ = [
+    "datasets", "generate", "Graph", "PageStore", "HetGraphError", "InputFormatError",
+    "UnsupportedFormatError", "GraphError", "StoreError", "ChecksumError", "StoreVersionError",
+    "read", "read_edgelist", "read_mtx", "read_dimacs", "read_metis", "read_npz", "read_table",
+    "from_arrays", "from_pandas", "from_scipy", "from_networkx", "open_store", "__version__",
+]

@@ -1,0 +1,151 @@
+"""Graph: CSC (in-edges, optional float32 weights) + CSR (out-edges, no weights).
+
+Vertices are dense ids 0..N-1; ``labels`` keeps the original label of each id (None
+means the label is the id). Index arrays are int32 while N < 2**31, pointers int64.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .errors import GraphError
+
+
+class Graph:
+    """A directed or undirected graph in CSC + CSR form.
+
+    Build one with ``hetgraph.read``, ``from_*`` or ``generate``; undirected graphs
+    store each edge in both directions. ``in_indptr``/``in_indices``/``in_weights``
+    are the CSC (in-edges of v at ``in_indices[in_indptr[v]:in_indptr[v+1]]``, sorted by
+    source); ``out_indptr``/``out_indices`` the CSR (targets sorted per source).
+    """
+
+    def __init__(self, in_indptr, in_indices, in_weights, out_indptr, out_indices, *,
+                 directed=True, labels=None, name=None):
+        self.in_indptr = in_indptr
+        self.in_indices = in_indices
+        self.in_weights = in_weights
+        self.out_indptr = out_indptr
+        self.out_indices = out_indices
+        self.directed = bool(directed)
+        self.labels = None if labels is None else np.asarray(labels)
+        self.name = name
+        self.store = None  # the PageStore this graph was opened from, if any
+        self._label_index = None
+
+    # sizes ------------------------------------------------------------------
+    @property
+    def num_vertices(self) -> int:
+        return len(self.in_indptr) - 1
+
+    @property
+    def num_arcs(self) -> int:
+        """Stored directed edges (each undirected edge counts twice, loops once)."""
+        return len(self.in_indices)
+
+    @property
+    def num_edges(self) -> int:
+        """Edges as NetworkX counts them: arcs if directed, else undirected edges."""
+        if self.directed:
+            return self.num_arcs
+        return (self.num_arcs + self.num_self_loops) // 2
+
+    @property
+    def num_self_loops(self) -> int:
+        dst = np.repeat(np.arange(self.num_vertices, dtype=self.in_indices.dtype),
+                        np.diff(self.in_indptr))
+        return int(np.count_nonzero(dst == self.in_indices))
+
+    @property
+    def weighted(self) -> bool:
+        return self.in_weights is not None
+
+    @property
+    def index_dtype(self) -> np.dtype:
+        return self.in_indices.dtype
+
+    def in_degree(self) -> np.ndarray:
+        """In-degree of every vertex (int64 array of length N)."""
+        return np.diff(self.in_indptr)
+
+    def out_degree(self) -> np.ndarray:
+        """Out-degree of every vertex (int64 array of length N)."""
+        return np.diff(self.out_indptr)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the graph's arrays (CSC, CSR, weights, labels)."""
+        arrays = [self.in_indptr, self.in_indices, self.in_weights, self.out_indptr,
+                  self.out_indices]
+        total = sum(a.nbytes for a in arrays if a is not None)
+        if self.labels is not None:
+            total += self.labels.nbytes
+            if self.labels.dtype == object:
+                total += sum(len(str(x)) for x in self.labels)
+        return total
+
+    # labels -------------------------------------------------------------------
+    def label_of(self, ids) -> np.ndarray:
+        """Original labels of dense ids (the ids themselves when there are no labels)."""
+        ids = np.asarray(ids)
+        return ids if self.labels is None else self.labels[ids]
+
+    def id_of(self, labels) -> np.ndarray:
+        """Dense ids of original labels; raises GraphError naming an unknown label."""
+        scalar = np.isscalar(labels) or isinstance(labels, str)
+        wanted = np.atleast_1d(np.asarray(labels, dtype=object if scalar and
+                                          isinstance(labels, str) else None))
+        if self.labels is None:
+            if wanted.dtype.kind not in "iu":
+                raise GraphError(f"vertex {wanted[0]!r} is not an integer id of this graph")
+            ids = wanted.astype(np.int64)
+            bad = (ids < 0) | (ids >= self.num_vertices)
+        else:
+            if self._label_index is None:
+                self._label_index = pd.Index(self.labels)
+            ids = self._label_index.get_indexer(wanted)
+            bad = ids < 0
+        if bad.any():
+            raise GraphError(f"vertex {wanted[np.argmax(bad)]!r} is not in the graph "
+                             f"({self.num_vertices} vertices); check the label or id")
+        return ids[0] if scalar else ids
+
+    # conversions --------------------------------------------------------------
+    def to_scipy(self):
+        """scipy.sparse CSR matrix A with A[u, v] = weight (1.0 if unweighted) for u->v."""
+        import scipy.sparse as sp
+
+        data = (self.in_weights if self.weighted
+                else np.ones(self.num_arcs, dtype=np.float32))
+        csc = sp.csc_matrix((data, self.in_indices, self.in_indptr),
+                            shape=(self.num_vertices,) * 2)
+        return csc.tocsr()
+
+    def edges(self):
+        """(src, dst, weight or None) arrays of every stored arc, sorted by dst then src."""
+        dst = np.repeat(np.arange(self.num_vertices, dtype=np.int64), self.in_degree())
+        return self.in_indices.astype(np.int64), dst, self.in_weights
+
+    def partition(self, **options):
+        """Shards and pages of this graph; see :func:`hetgraph.io.partition.partition`."""
+        from .io.partition import partition
+
+        return partition(self, **options)
+
+    def save(self, path, stripes=None, **options):
+        """Write a page store at ``path`` (see :func:`hetgraph.io.store.save`)."""
+        from .io.store import save
+
+        return save(self, path, stripes=stripes, **options)
+
+    def summary(self) -> str:
+        kind = "directed" if self.directed else "undirected"
+        w = "weighted" if self.weighted else "unweighted"
+        name = f"{self.name}: " if self.name else ""
+        return (f"{name}{kind} {w} graph, {self.num_vertices:,} vertices, "
+                f"{self.num_edges:,} edges ({self.num_arcs:,} arcs), "
+                f"{self.nbytes / 2**20:.1f} MiB, {self.index_dtype} indices")
+
+    def __repr__(self):
+        return f"<hetgraph.Graph {self.summary()}>"

@@ -1,0 +1,106 @@
+"""Synthetic graphs, deterministic for a seed: RMAT / Graph500 Kronecker, 2D grid
+(road-like, random weights), Erdos-Renyi."""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from ..errors import GraphError
+from .build import build_graph
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _rmat_bits(words, scale, t_ab, t_a, t_abc, src, dst):
+    """Kronecker descent: 16 random bits per level from ``words`` (4 levels a word)."""
+    for e in numba.prange(src.shape[0]):
+        u = 0
+        v = 0
+        for level in range(scale):
+            r = (words[e, level >> 2] >> np.uint64(16 * (level & 3))) & np.uint64(0xFFFF)
+            bit_u = 1 if r >= t_ab else 0
+            if bit_u:
+                bit_v = 1 if r >= t_abc else 0
+            else:
+                bit_v = 1 if r >= t_a else 0
+            u = (u << 1) | bit_u
+            v = (v << 1) | bit_v
+        src[e] = u
+        dst[e] = v
+
+
+def rmat(scale, edge_factor=16, a=0.57, b=0.19, c=0.19, *, seed=1, permute=True,
+         directed=True, self_loops=False, dedup="first", weights=None, name=None):
+    """RMAT / Graph500 Kronecker graph with 2**scale vertices and edge_factor * 2**scale
+    generated edges (duplicates and self-loops then removed by default).
+
+    ``a, b, c`` (d = 1 - a - b - c): quadrant probabilities (Graph500: .57, .19, .19).
+    ``permute`` relabels vertices by a random permutation (Graph500). ``weights``:
+    None, or (low, high) for uniform float weights. Deterministic for ``seed``.
+    """
+    if not 1 <= scale <= 40:
+        raise GraphError(f"rmat scale={scale} is out of range; use 1..40")
+    d = 1.0 - a - b - c
+    if min(a, b, c, d) < 0:
+        raise GraphError(f"rmat probabilities a={a}, b={b}, c={c} leave d={d:.3f} < 0")
+    n = 1 << scale
+    m = int(edge_factor * n)
+    rng = np.random.default_rng(seed)
+    words = rng.integers(0, 2**64, size=(m, (scale + 3) // 4), dtype=np.uint64)
+    src = np.empty(m, np.int64)
+    dst = np.empty(m, np.int64)
+    to16 = lambda p: np.uint64(min(int(round(p * 65536)), 65536))  # noqa: E731
+    _rmat_bits(words, scale, to16(a + b), to16(a), to16(a + b + c), src, dst)
+    del words
+    if permute:
+        perm = rng.permutation(n)
+        src, dst = perm[src], perm[dst]
+    w = None if weights is None else rng.uniform(weights[0], weights[1], size=m)
+    return build_graph(src, dst, w, directed=directed, num_vertices=n, self_loops=self_loops,
+                       dedup=dedup, source="rmat", name=name or f"rmat-{scale}")
+
+
+def grid(rows, cols, *, weights=(1.0, 100.0), seed=1, name=None):
+    """Undirected 2D grid (4-neighbour), road-like: long paths, degree <= 4. Vertex
+    (i, j) has id i * cols + j; weights uniform in ``weights`` (None: unweighted)."""
+    if rows < 1 or cols < 1:
+        raise GraphError(f"grid needs rows, cols >= 1 (got {rows} x {cols})")
+    ids = np.arange(rows * cols, dtype=np.int64).reshape(rows, cols)
+    src = np.concatenate([ids[:, :-1].ravel(), ids[:-1, :].ravel()])
+    dst = np.concatenate([ids[:, 1:].ravel(), ids[1:, :].ravel()])
+    rng = np.random.default_rng(seed)
+    w = None if weights is None else rng.uniform(weights[0], weights[1], size=len(src))
+    return build_graph(src, dst, w, directed=False, num_vertices=rows * cols, source="grid",
+                       name=name or f"grid-{rows}x{cols}")
+
+
+def erdos_renyi(n, p=None, *, m=None, directed=True, seed=1, weights=None, name=None):
+    """G(n, p) or G(n, m) random graph without self-loops or parallel edges.
+
+    Give edge probability ``p`` or exact edge count ``m``. Sampled in O(m) memory.
+    """
+    if (p is None) == (m is None):
+        raise GraphError("erdos_renyi needs exactly one of p= or m=")
+    pairs = n * (n - 1) if directed else n * (n - 1) // 2
+    rng = np.random.default_rng(seed)
+    if m is None:
+        if not 0 <= p <= 1:
+            raise GraphError(f"erdos_renyi p={p} is not a probability")
+        m = int(rng.binomial(pairs, p))
+    if m > pairs:
+        raise GraphError(f"erdos_renyi m={m} exceeds the {pairs} possible edges")
+    keys = np.empty(0, np.int64)
+    while len(keys) < m:
+        draw = rng.integers(0, pairs, size=int((m - len(keys)) * 1.1) + 16)
+        keys = np.unique(np.concatenate([keys, draw]))
+    keys = rng.permutation(keys)[:m]
+    if directed:
+        src, dst = keys // (n - 1), keys % (n - 1)
+        dst = dst + (dst >= src)
+    else:  # unrank the pair index over the upper triangle
+        i = (n - 2 - np.floor(np.sqrt(-8.0 * keys + 4.0 * n * (n - 1) - 7) / 2.0 - 0.5)).astype(np.int64)
+        start = i * (2 * n - i - 1) // 2
+        src, dst = i, keys - start + i + 1
+    w = None if weights is None else rng.uniform(weights[0], weights[1], size=m)
+    return build_graph(src, dst, w, directed=directed, num_vertices=n, source="erdos_renyi",
+                       name=name or f"er-{n}")

@@ -1,0 +1,242 @@
+"""Shards and pages (Garaph section 2.1 and eq. 2).
+
+A shard is a contiguous range of destination vertices with all their in-edges (sorted by
+destination); its destinations are 16-bit offsets from its first vertex, so it holds at
+most 65,536 vertices. Its size is what fits one GPU block's shared memory:
+``shared_bytes / (vertex_bytes * R_i)`` vertices. A page is a run of consecutive shards
+whose edge data fits a byte budget: the unit of transfer, I/O and scheduling.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import GraphError
+
+MAX_SHARD_VERTICES = 1 << 16
+SHARED_BYTES = 48 * 1024       # shared memory one GPU block may use (bytes)
+PAGE_BYTES = 32 << 20          # default page budget (bytes of edge data)
+MAX_REPLICATION = 32
+
+
+def replication_factor(num_vertices, num_edges):
+    """Garaph eq. 2: R = 2^min(ceil(log2(|E|/|V|) - 0.5), 5), never below 1 (vectorized)."""
+    v = np.maximum(np.asarray(num_vertices, dtype=np.float64), 1.0)
+    e = np.asarray(num_edges, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        exponent = np.ceil(np.log2(e / v) - 0.5)
+    exponent = np.clip(np.nan_to_num(exponent, neginf=0.0), 0, 5)
+    return (2 ** exponent).astype(np.int64)
+
+
+def edge_bytes(index_dtype, weighted):
+    """Bytes one in-edge occupies in a page: source index, 16-bit offset, weight."""
+    return np.dtype(index_dtype).itemsize + 2 + (4 if weighted else 0)
+
+
+def shard_starts(in_indptr, *, vertex_bytes=4, shared_bytes=SHARED_BYTES, replication=None,
+                 shard_vertices=None):
+    """First vertex of every shard (plus N at the end) and each shard's R_i.
+
+    Default: the largest shard from each start whose V * R(V, E) slots of
+    ``vertex_bytes`` fit ``shared_bytes``. ``replication``: a fixed R for every shard
+    instead of eq. 2. ``shard_vertices``: a fixed shard size (R_i still from eq. 2).
+    """
+    n = len(in_indptr) - 1
+    slots = shared_bytes // vertex_bytes
+    if shard_vertices is not None:
+        if not 1 <= shard_vertices <= MAX_SHARD_VERTICES:
+            raise GraphError(f"shard_vertices={shard_vertices} must be in 1..{MAX_SHARD_VERTICES}")
+        starts = np.append(np.arange(0, n, shard_vertices, dtype=np.int64), n)
+        r = _replication_of(in_indptr, starts, replication)
+        return starts, r
+    if replication is not None and replication not in (1, 2, 4, 8, 16, 32):
+        raise GraphError(f"replication={replication} must be one of 1, 2, 4, 8, 16, 32")
+    if slots < MAX_REPLICATION:
+        raise GraphError(f"shared_bytes={shared_bytes} holds fewer than {MAX_REPLICATION} "
+                         f"vertices of {vertex_bytes} bytes; give at least "
+                         f"{MAX_REPLICATION * vertex_bytes}")
+    cap = min(slots, MAX_SHARD_VERTICES)
+    starts = [0]
+    reps = []
+    s = 0
+    while s < n:
+        size = min(cap, n - s)
+        while True:  # shrink until V * R(V) fits; terminates because size decreases
+            r = replication if replication else int(
+                replication_factor(size, in_indptr[s + size] - in_indptr[s]))
+            fit = min(slots // r, size)
+            if fit == size:
+                break
+            size = fit
+        s += size
+        starts.append(s)
+        reps.append(r)
+    return np.asarray(starts, dtype=np.int64), np.asarray(reps, dtype=np.int64)
+
+
+def _replication_of(in_indptr, starts, replication):
+    if replication is not None:
+        return np.full(len(starts) - 1, replication, dtype=np.int64)
+    return replication_factor(np.diff(starts), np.diff(in_indptr[starts]))
+
+
+def page_starts(in_indptr, shard_start, *, page_bytes=PAGE_BYTES, bytes_per_edge=4):
+    """First shard of every page (plus the shard count): greedy runs of consecutive
+    shards whose edges fit ``page_bytes`` (a page always holds at least one shard)."""
+    if page_bytes <= 0:
+        raise GraphError(f"page_bytes={page_bytes} must be positive")
+    shard_edge_end = in_indptr[shard_start[1:]]
+    pages = [0]
+    k = 0
+    n_shards = len(shard_start) - 1
+    while k < n_shards:
+        first_edge = in_indptr[shard_start[k]]
+        limit = first_edge + page_bytes // bytes_per_edge
+        nxt = int(np.searchsorted(shard_edge_end, limit, side="right"))
+        k = max(nxt, k + 1)
+        pages.append(k)
+    return np.asarray(pages, dtype=np.int64)
+
+
+@dataclass
+class Page:
+    """One page: vertex range [vertex_start, vertex_stop), its shards and in-edges.
+
+    ``src``: source id of every in-edge; ``dst_offset``: uint16 destination offset from
+    its shard's first vertex; ``weight``: float32 or None. ``shard_start``: first vertex
+    of each shard of the page (absolute ids, plus the page's end); ``shard_edge``: first
+    edge of each shard relative to the page (plus the page's edge count);
+    ``replication``: R_i per shard.
+    """
+
+    index: int
+    vertex_start: int
+    vertex_stop: int
+    edge_start: int
+    edge_stop: int
+    shard_start: np.ndarray
+    shard_edge: np.ndarray
+    replication: np.ndarray
+    src: np.ndarray
+    dst_offset: np.ndarray
+    weight: np.ndarray | None
+
+    @property
+    def num_edges(self) -> int:
+        return self.edge_stop - self.edge_start
+
+    @property
+    def num_vertices(self) -> int:
+        return self.vertex_stop - self.vertex_start
+
+    @property
+    def nbytes(self) -> int:
+        arrays = (self.src, self.dst_offset, self.weight)
+        return sum(a.nbytes for a in arrays if a is not None)
+
+    def destinations(self) -> np.ndarray:
+        """Absolute destination id of every edge (int64)."""
+        shard_of_edge = np.repeat(np.arange(len(self.replication)), np.diff(self.shard_edge))
+        return self.shard_start[shard_of_edge] + self.dst_offset
+
+
+def destination_offsets(in_indptr, shard_start, v0, v1):
+    """uint16 offset of each in-edge of vertices [v0, v1) from its shard's first vertex."""
+    degrees = np.diff(in_indptr[v0:v1 + 1])
+    dst = np.repeat(np.arange(v0, v1, dtype=np.int64), degrees)
+    shard = np.searchsorted(shard_start, dst, side="right") - 1
+    return (dst - shard_start[shard]).astype(np.uint16)
+
+
+class Partition:
+    """Shard and page tables of a graph (see the module docstring).
+
+    ``shard_start``: first vertex of each shard plus N; ``replication``: R_i per shard;
+    ``page_shard``: first shard of each page plus the shard count.
+    """
+
+    def __init__(self, in_indptr, shard_start, replication, page_shard, *, weighted,
+                 index_dtype, options=None):
+        self.in_indptr = in_indptr
+        self.shard_start = shard_start
+        self.replication = replication
+        self.page_shard = page_shard
+        self.weighted = weighted
+        self.index_dtype = np.dtype(index_dtype)
+        self.options = dict(options or {})
+
+    @property
+    def num_shards(self) -> int:
+        return len(self.shard_start) - 1
+
+    @property
+    def num_pages(self) -> int:
+        return len(self.page_shard) - 1
+
+    def page_vertices(self, p):
+        """(first vertex, end vertex) of page ``p``."""
+        return (int(self.shard_start[self.page_shard[p]]),
+                int(self.shard_start[self.page_shard[p + 1]]))
+
+    def page_edges(self, p):
+        """(first edge, end edge) of page ``p`` in the CSC order."""
+        v0, v1 = self.page_vertices(p)
+        return int(self.in_indptr[v0]), int(self.in_indptr[v1])
+
+    def page_table(self):
+        """One row per page: vertex and edge ranges, shards, bytes (a pandas DataFrame)."""
+        import pandas as pd
+
+        rows = []
+        per_edge = edge_bytes(self.index_dtype, self.weighted)
+        for p in range(self.num_pages):
+            v0, v1 = self.page_vertices(p)
+            e0, e1 = self.page_edges(p)
+            s0, s1 = int(self.page_shard[p]), int(self.page_shard[p + 1])
+            rows.append({"page": p, "vertex_start": v0, "vertex_stop": v1, "edge_start": e0,
+                         "edge_stop": e1, "shards": s1 - s0,
+                         "mean_R": float(self.replication[s0:s1].mean()),
+                         "bytes": (e1 - e0) * per_edge})
+        return pd.DataFrame(rows)
+
+    def page(self, p, src, weight):
+        """Build Page ``p`` from the CSC arrays ``src`` (in_indices) and ``weight``."""
+        if not 0 <= p < self.num_pages:
+            raise GraphError(f"page {p} does not exist (the graph has {self.num_pages} pages)")
+        s0, s1 = int(self.page_shard[p]), int(self.page_shard[p + 1])
+        v0, v1 = self.page_vertices(p)
+        e0, e1 = self.page_edges(p)
+        starts = self.shard_start[s0:s1 + 1]
+        return Page(p, v0, v1, e0, e1, starts, self.in_indptr[starts] - e0,
+                    self.replication[s0:s1], src[e0:e1],
+                    destination_offsets(self.in_indptr, starts, v0, v1),
+                    None if weight is None else weight[e0:e1])
+
+    def pages(self, src, weight):
+        """Iterate over every Page."""
+        for p in range(self.num_pages):
+            yield self.page(p, src, weight)
+
+
+def partition(graph, *, page_bytes=PAGE_BYTES, vertex_bytes=4, shared_bytes=SHARED_BYTES,
+              replication=None, shard_vertices=None):
+    """Shards and pages of ``graph``.
+
+    ``page_bytes``: edge bytes per page (default 32 MiB). ``vertex_bytes``: bytes of one
+    vertex value in shared memory (default 4). ``shared_bytes``: shared memory per GPU
+    block (default 48 KiB). ``replication``: fixed R for all shards (default: eq. 2
+    per shard). ``shard_vertices``: fixed shard size instead of the shared-memory rule.
+    """
+    starts, reps = shard_starts(graph.in_indptr, vertex_bytes=vertex_bytes,
+                                shared_bytes=shared_bytes, replication=replication,
+                                shard_vertices=shard_vertices)
+    per_edge = edge_bytes(graph.index_dtype, graph.weighted)
+    pages = page_starts(graph.in_indptr, starts, page_bytes=page_bytes,
+                        bytes_per_edge=per_edge)
+    options = dict(page_bytes=page_bytes, vertex_bytes=vertex_bytes, shared_bytes=shared_bytes,
+                   replication=replication, shard_vertices=shard_vertices)
+    return Partition(graph.in_indptr, starts, reps, pages, weighted=graph.weighted,
+                     index_dtype=graph.index_dtype, options=options)

@@ -1,0 +1,322 @@
+"""On-disk page store: a directory with a versioned JSON manifest and binary data blocks
+spread over one or more stripe directories (one per disk) by a hash of (page, block).
+
+Layout::
+
+    STORE/manifest.json              format, version, sizes, partition, block table
+    STRIPE/<store-id>/<block>.bin    raw little-endian arrays (no pickle anywhere)
+
+Without ``stripes`` the only stripe is ``STORE/data``. Every block has a CRC32 that is
+verified when it is read (memory-mapped). A store is written into temporary directories
+and renamed into place at the end, so a failed write leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+import zlib
+
+import numpy as np
+
+from ..version import __version__
+from ..errors import ChecksumError, StoreError, StoreVersionError
+from ..graph import Graph
+from .partition import PAGE_BYTES, Page, Partition, destination_offsets, partition
+
+FORMAT = "hetgraph-pagestore"
+VERSION = 1
+MANIFEST = "manifest.json"
+CRC_CHUNK = 64 << 20
+
+
+def _crc32(array) -> int:
+    view = memoryview(np.ascontiguousarray(array)).cast("B")
+    crc = 0
+    for i in range(0, len(view), CRC_CHUNK):
+        crc = zlib.crc32(view[i:i + CRC_CHUNK], crc)
+    return crc
+
+
+def stripe_of(page: int, block: str, stripes: int) -> int:
+    """Stripe directory index of a block: a stable hash of (page, block)."""
+    return zlib.crc32(f"{page}:{block}".encode()) % stripes
+
+
+def _block_name(page, block):
+    return f"graph.{block}.bin" if page < 0 else f"p{page:07d}.{block}.bin"
+
+
+class _Writer:
+    """Writes blocks into temporary stripe directories; ``commit`` renames them in."""
+
+    def __init__(self, path, stripes):
+        self.path = os.path.abspath(os.fspath(path))
+        self.store_id = uuid.uuid4().hex
+        parent = os.path.dirname(self.path)
+        if not os.path.isdir(parent):
+            raise StoreError(f"{parent}: directory does not exist; create it first")
+        self.tmp_root = os.path.join(parent, f".{os.path.basename(self.path)}.partial-{self.store_id[:8]}")
+        if stripes:
+            self.stripes = [os.path.abspath(os.fspath(s)) for s in stripes]
+            for s in self.stripes:
+                if not os.path.isdir(s):
+                    raise StoreError(f"{s}: stripe directory does not exist; create it first")
+            self.final_dirs = [os.path.join(s, f"{os.path.basename(self.path)}-{self.store_id[:8]}")
+                               for s in self.stripes]
+            self.tmp_dirs = [d + ".partial" for d in self.final_dirs]
+        else:
+            self.stripes = None
+            self.final_dirs = [os.path.join(self.path, "data")]
+            self.tmp_dirs = [os.path.join(self.tmp_root, "data")]
+        os.makedirs(self.tmp_root)
+        for d in self.tmp_dirs:
+            os.makedirs(d, exist_ok=True)
+        self.committed = []
+
+    def write(self, page, block, array, fsync=False):
+        stripe = stripe_of(page, block, len(self.tmp_dirs))
+        name = _block_name(page, block)
+        array = np.ascontiguousarray(array)
+        with open(os.path.join(self.tmp_dirs[stripe], name), "wb") as f:
+            f.write(memoryview(array).cast("B"))
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
+        return {"stripe": stripe, "file": name, "dtype": array.dtype.str,
+                "count": int(array.size), "bytes": int(array.nbytes), "crc32": _crc32(array)}
+
+    def commit(self, manifest, overwrite):
+        with open(os.path.join(self.tmp_root, MANIFEST), "w") as f:
+            json.dump(manifest, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        old = None
+        if os.path.exists(self.path):
+            if not overwrite:
+                raise StoreError(f"{self.path}: already exists; pass overwrite=True or "
+                                 "choose another path")
+            old = self.path + f".old-{self.store_id[:8]}"
+            os.rename(self.path, old)
+        if self.stripes:
+            for tmp, final in zip(self.tmp_dirs, self.final_dirs):
+                os.rename(tmp, final)
+                self.committed.append(final)
+        os.rename(self.tmp_root, self.path)
+        if old:
+            _remove_store_dir(old)
+
+    def abort(self):
+        for d in self.tmp_dirs + self.committed + [self.tmp_root]:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def _remove_store_dir(path):
+    """Remove a store directory and its external stripe directories."""
+    try:
+        with open(os.path.join(path, MANIFEST)) as f:
+            manifest = json.load(f)
+        for d in manifest.get("stripe_dirs", []):
+            if os.path.isabs(d):
+                shutil.rmtree(d, ignore_errors=True)
+    except (OSError, ValueError):
+        pass
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _label_blocks(labels):
+    """Labels as blocks: int64 array, or UTF-8 bytes + int64 offsets for strings."""
+    if labels is None:
+        return "none", {}
+    if labels.dtype.kind in "iu":
+        return "int", {"labels": labels.astype(np.int64)}
+    encoded = [str(x).encode("utf-8") for x in labels]
+    offsets = np.zeros(len(encoded) + 1, np.int64)
+    np.cumsum([len(b) for b in encoded], out=offsets[1:])
+    return "str", {"labels_utf8": np.frombuffer(b"".join(encoded), np.uint8),
+                   "labels_offsets": offsets}
+
+
+def save(graph: Graph, path, *, stripes=None, page_bytes=PAGE_BYTES, overwrite=False,
+         fsync=False, **partition_options):
+    """Write ``graph`` as a page store at ``path`` and return the opened PageStore.
+
+    ``stripes``: directories (one per disk) to spread data blocks over; default
+    ``path/data``. ``page_bytes``: edge bytes per page (default 32 MiB); other
+    options go to :func:`hetgraph.io.partition.partition`. ``fsync`` flushes every
+    block to disk. Nothing is left behind if writing fails.
+    """
+    part = partition(graph, page_bytes=page_bytes, **partition_options)
+    writer = _Writer(path, stripes)
+    try:
+        label_kind, label_arrays = _label_blocks(graph.labels)
+        graph_blocks = {
+            "in_indptr": writer.write(-1, "in_indptr", graph.in_indptr, fsync),
+            "out_indptr": writer.write(-1, "out_indptr", graph.out_indptr, fsync),
+            "shard_start": writer.write(-1, "shard_start", part.shard_start, fsync),
+            "replication": writer.write(-1, "replication", part.replication, fsync),
+            "page_shard": writer.write(-1, "page_shard", part.page_shard, fsync),
+        }
+        for name, arr in label_arrays.items():
+            graph_blocks[name] = writer.write(-1, name, arr, fsync)
+        pages = []
+        for p in range(part.num_pages):
+            v0, v1 = part.page_vertices(p)
+            e0, e1 = part.page_edges(p)
+            o0, o1 = int(graph.out_indptr[v0]), int(graph.out_indptr[v1])
+            starts = part.shard_start[part.page_shard[p]:part.page_shard[p + 1] + 1]
+            blocks = {
+                "src": writer.write(p, "src", graph.in_indices[e0:e1], fsync),
+                "dst_offset": writer.write(
+                    p, "dst_offset", destination_offsets(graph.in_indptr, starts, v0, v1), fsync),
+                "out_dst": writer.write(p, "out_dst", graph.out_indices[o0:o1], fsync),
+            }
+            if graph.weighted:
+                blocks["weight"] = writer.write(p, "weight", graph.in_weights[e0:e1], fsync)
+            pages.append({"vertex_start": v0, "vertex_stop": v1, "edge_start": e0,
+                          "edge_stop": e1, "out_edge_start": o0, "out_edge_stop": o1,
+                          "blocks": blocks})
+        manifest = {
+            "format": FORMAT, "version": VERSION, "hetgraph_version": __version__,
+            "store_id": writer.store_id, "name": graph.name,
+            "num_vertices": graph.num_vertices, "num_arcs": graph.num_arcs,
+            "directed": graph.directed, "weighted": graph.weighted,
+            "index_dtype": graph.index_dtype.str, "labels": label_kind,
+            "partition": part.options,
+            "stripe_dirs": writer.final_dirs if stripes else ["data"],
+            "graph_blocks": graph_blocks, "pages": pages,
+        }
+        writer.commit(manifest, overwrite)
+    except OSError as exc:
+        writer.abort()
+        if isinstance(exc, StoreError):
+            raise
+        raise StoreError(f"{path}: writing the page store failed ({exc}); nothing was "
+                         "left behind. Free space or choose another directory") from exc
+    except BaseException:
+        writer.abort()
+        raise
+    return PageStore(path)
+
+
+class PageStore:
+    """An opened page store: verified, memory-mapped reads of its blocks and pages."""
+
+    def __init__(self, path):
+        self.path = os.path.abspath(os.fspath(path))
+        manifest_path = os.path.join(self.path, MANIFEST)
+        if not os.path.isdir(self.path):
+            raise StoreError(f"{self.path}: no page store here (not a directory); "
+                             "write one with Graph.save or `hetgraph convert`")
+        try:
+            with open(manifest_path) as f:
+                m = json.load(f)
+        except FileNotFoundError as exc:
+            raise StoreError(f"{manifest_path}: manifest is missing; the store is incomplete, "
+                             "write it again") from exc
+        except (ValueError, OSError) as exc:
+            raise StoreError(f"{manifest_path}: manifest is unreadable ({exc}); "
+                             "write the store again") from exc
+        if not isinstance(m, dict) or m.get("format") != FORMAT:
+            raise StoreError(f"{manifest_path}: not a hetgraph page store manifest")
+        if not isinstance(m.get("version"), int) or m["version"] > VERSION:
+            raise StoreVersionError(
+                f"{manifest_path}: store format version {m.get('version')!r} is newer than "
+                f"this hetgraph reads ({VERSION}); upgrade hetgraph or rewrite the store")
+        self.manifest = m
+        self.stripe_dirs = [d if os.path.isabs(d) else os.path.join(self.path, d)
+                            for d in m["stripe_dirs"]]
+        self.num_vertices = m["num_vertices"]
+        self.num_arcs = m["num_arcs"]
+        self.directed = m["directed"]
+        self.weighted = m["weighted"]
+        self.index_dtype = np.dtype(m["index_dtype"])
+        self._partition = None
+
+    @property
+    def num_pages(self) -> int:
+        return len(self.manifest["pages"])
+
+    def read_block(self, entry, verify=True):
+        """Memory-map one block and verify its size and CRC32; errors name the file."""
+        path = os.path.join(self.stripe_dirs[entry["stripe"]], entry["file"])
+        if not os.path.exists(path):
+            raise StoreError(f"{path}: data block is missing; restore it or rewrite the store")
+        size = os.path.getsize(path)
+        if size != entry["bytes"]:
+            raise StoreError(f"{path}: data block has {size} bytes, the manifest says "
+                             f"{entry['bytes']} (truncated?); rewrite the store")
+        dtype = np.dtype(entry["dtype"])
+        if entry["count"] == 0:
+            return np.empty(0, dtype)
+        array = np.memmap(path, dtype=dtype, mode="r", shape=(entry["count"],))
+        if verify and _crc32(array) != entry["crc32"]:
+            raise ChecksumError(f"{path}: data block is corrupt (CRC32 mismatch); "
+                                "restore it or rewrite the store")
+        return array
+
+    def graph_block(self, name):
+        return self.read_block(self.manifest["graph_blocks"][name])
+
+    def partition(self) -> Partition:
+        """The stored shard and page tables."""
+        if self._partition is None:
+            self._partition = Partition(
+                self.graph_block("in_indptr"), self.graph_block("shard_start"),
+                self.graph_block("replication"), self.graph_block("page_shard"),
+                weighted=self.weighted, index_dtype=self.index_dtype,
+                options=self.manifest["partition"])
+        return self._partition
+
+    def page(self, p) -> Page:
+        """Read page ``p`` (verified, memory-mapped)."""
+        part = self.partition()
+        if not 0 <= p < self.num_pages:
+            raise StoreError(f"{self.path}: page {p} does not exist "
+                             f"(the store has {self.num_pages} pages)")
+        entry = self.manifest["pages"][p]
+        blocks = entry["blocks"]
+        s0, s1 = int(part.page_shard[p]), int(part.page_shard[p + 1])
+        starts = part.shard_start[s0:s1 + 1]
+        return Page(p, entry["vertex_start"], entry["vertex_stop"], entry["edge_start"],
+                    entry["edge_stop"], starts, part.in_indptr[starts] - entry["edge_start"],
+                    part.replication[s0:s1], self.read_block(blocks["src"]),
+                    self.read_block(blocks["dst_offset"]),
+                    self.read_block(blocks["weight"]) if self.weighted else None)
+
+    def labels(self):
+        kind = self.manifest["labels"]
+        if kind == "none":
+            return None
+        if kind == "int":
+            return np.array(self.graph_block("labels"))
+        data = bytes(self.graph_block("labels_utf8"))
+        off = self.graph_block("labels_offsets")
+        out = np.empty(len(off) - 1, dtype=object)
+        out[:] = [data[off[i]:off[i + 1]].decode("utf-8") for i in range(len(off) - 1)]
+        return out
+
+    def load(self) -> Graph:
+        """The whole graph in memory (every block verified)."""
+        pages = self.manifest["pages"]
+        cat = lambda name, dt: (np.concatenate([self.read_block(p["blocks"][name]) for p in pages])  # noqa: E731
+                                if pages else np.empty(0, dt))
+        g = Graph(np.array(self.graph_block("in_indptr")), cat("src", self.index_dtype),
+                  cat("weight", np.float32) if self.weighted else None,
+                  np.array(self.graph_block("out_indptr")), cat("out_dst", self.index_dtype),
+                  directed=self.directed, labels=self.labels(), name=self.manifest.get("name"))
+        g.store = self
+        return g
+
+    def __repr__(self):
+        return (f"<hetgraph.PageStore {self.path}: {self.num_vertices:,} vertices, "
+                f"{self.num_arcs:,} arcs, {self.num_pages} pages over "
+                f"{len(self.stripe_dirs)} stripe(s)>")
+
+
+def open_store(path) -> Graph:
+    """Open the page store at ``path`` and load its graph (``graph.store`` keeps the
+    PageStore for page-wise access)."""
+    return PageStore(path).load()

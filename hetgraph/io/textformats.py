@@ -1,0 +1,314 @@
+"""Text formats: SNAP/TSV/CSV edge lists, Matrix Market, DIMACS .gr, METIS adjacency.
+
+All are read in blocks by the Numba kernels of :mod:`hetgraph.io.text` (plain, .gz, .bz2,
+.xz). Formats that declare a vertex count (Matrix Market, DIMACS, METIS) number vertices
+from 1; their original 1-based ids are kept as labels.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+
+import numpy as np
+
+from ..errors import InputFormatError
+from .build import build_graph, factorize_labels
+from .text import (OK, iter_line_blocks, line_capacity, open_binary, parse_adjacency_block,
+                   parse_edge_block, raise_parse_error)
+
+
+def _source(path):
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise InputFormatError("file not found", source=path,
+                               fix="Check the path (relative paths start at the working directory)")
+    if os.path.isdir(path):
+        raise InputFormatError("is a directory, not a graph file", source=path,
+                               fix="Give a file, or open a page store with hetgraph.open_store")
+    return path
+
+
+def _comment_bytes(comments):
+    return np.frombuffer(comments.encode("ascii"), dtype=np.uint8)
+
+
+def _parse_edges(stream, source, comments, tag=-1, expect_cols=0, lines_before=0):
+    """Parse every edge line of ``stream``. Returns (src, dst, weight, ncols, lines)."""
+    comment_arr = _comment_bytes(comments)
+    srcs, dsts, ws = [], [], []
+    ncols = expect_cols
+    lines = lines_before
+    for block, before in iter_line_blocks(stream, source):
+        before += lines_before
+        cap = line_capacity(block)
+        s = np.empty(cap, np.int64)
+        d = np.empty(cap, np.int64)
+        w = np.empty(cap, np.float32)
+        m, ncols, err, line, pos = parse_edge_block(block, comment_arr, tag, ncols, s, d, w)
+        if err != OK:
+            raise_parse_error(block, err, line, pos, source, before, need=ncols or 2,
+                              got="a different number of", tag=chr(tag) if tag >= 0 else "")
+        srcs.append(s[:m])
+        dsts.append(d[:m])
+        ws.append(w[:m])
+        lines = before + line
+    cat = (lambda parts, t: np.concatenate(parts) if parts else np.empty(0, t))
+    return cat(srcs, np.int64), cat(dsts, np.int64), cat(ws, np.float32), ncols, lines
+
+
+def _require_edges(src, source):
+    if len(src) == 0:
+        raise InputFormatError("no edges found (the file is empty or only comments)",
+                               source=source, fix="Give a file with at least one edge line")
+
+
+def read_edgelist(path, *, directed=True, weighted=None, comments="#%", ids="int",
+                  relabel=True, self_loops=True, dedup="first", name=None):
+    """Read a SNAP-style edge list: 'source target [weight]' per line.
+
+    Columns are separated by spaces, tabs or commas; lines starting with a character of
+    ``comments`` (default '#' and '%') and blank lines are skipped; .gz/.bz2/.xz are
+    decompressed. ``weighted``: None takes a third column as weights when the first
+    edge line has one; True requires it; False ignores it. ``ids``: "int" for
+    non-negative integer ids (kept as labels when ``relabel``), "str" for any tokens
+    (names). Other options as in :func:`hetgraph.io.build.build_graph`.
+    """
+    source = _source(path)
+    if ids == "str":
+        src, dst, w, labels = _read_str_edges(source, comments, weighted)
+        return build_graph(src, dst, w, directed=directed, labels=labels,
+                           self_loops=self_loops, dedup=dedup, source=source, name=name)
+    if ids != "int":
+        raise InputFormatError(f"ids={ids!r} is not supported", source=source,
+                               fix="Use ids='int' or ids='str'")
+    with open_binary(source) as stream:
+        src, dst, w, ncols, lines = _parse_edges(stream, source, comments,
+                                                 expect_cols=3 if weighted else 0)
+    _require_edges(src, source)
+    use_weights = ncols == 3 and weighted is not False
+    return build_graph(src, dst, w if use_weights else None, directed=directed,
+                       relabel=relabel, self_loops=self_loops, dedup=dedup, source=source,
+                       name=name)
+
+
+def _read_str_edges(source, comments, weighted):
+    """Edge list with arbitrary tokens as ids, parsed by pyarrow in blocks."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    skip = re.compile(rb"(?m)^[ \t]*(?:[" + re.escape(comments.encode()) + rb"].*)?\r?\n")
+    src_parts, dst_parts, w_parts = [], [], []
+    ncols = None
+    with open_binary(source) as stream:
+        for block, before in iter_line_blocks(stream, source):
+            text = skip.sub(b"", bytes(block))
+            if not text.strip():
+                continue
+            first = text.split(b"\n", 1)[0]
+            delim = "\t" if b"\t" in first else ("," if b"," in first else " ")
+            cols = len([t for t in re.split(rb"[\t, ]+", first.strip()) if t])
+            ncols = ncols or cols
+            try:
+                table = pacsv.read_csv(
+                    io.BytesIO(text),
+                    read_options=pacsv.ReadOptions(column_names=[f"c{i}" for i in range(ncols)]),
+                    parse_options=pacsv.ParseOptions(delimiter=delim),
+                    convert_options=pacsv.ConvertOptions(
+                        column_types={"c0": pa.string(), "c1": pa.string(), "c2": pa.float64()}))
+            except (pa.ArrowInvalid, ValueError) as exc:
+                raise InputFormatError(f"cannot parse edge lines ({exc})", source=source,
+                                       line=before + 1,
+                                       fix="Each line must be 'source target [weight]'") from exc
+            src_parts.append(table.column("c0"))
+            dst_parts.append(table.column("c1"))
+            if ncols >= 3:
+                w_parts.append(table.column("c2"))
+    if not src_parts:
+        _require_edges([], source)
+    src, dst, labels = factorize_labels(pa.chunked_array(src_parts).to_pandas(),
+                                        pa.chunked_array(dst_parts).to_pandas())
+    w = None
+    if w_parts and weighted is not False:
+        w = pa.chunked_array(w_parts).to_numpy()
+        if np.isnan(w).any():
+            raise InputFormatError(f"edge {int(np.argmax(np.isnan(w)))} has no weight or a NaN weight",
+                                   source=source,
+                                   fix="A weight column must be on every line and finite")
+    elif weighted:
+        raise InputFormatError("weighted=True but the lines have no weight column", source=source,
+                               fix="Add a third column or pass weighted=None")
+    return src, dst, w, labels
+
+
+def _header_lines(stream, source, is_comment):
+    """Read comment lines and the first header line. Returns (header, comments, lines)."""
+    banner = []
+    lines = 0
+    for raw in stream:
+        lines += 1
+        text = raw.decode("utf-8", "replace").strip()
+        if not text or is_comment(text):
+            banner.append(text)
+            continue
+        return text, banner, lines
+    raise InputFormatError("file is empty or has no header line", source=source,
+                           fix="Check the file and its format")
+
+
+def _declared_ints(text, count, source, line, what):
+    parts = text.split()
+    try:
+        values = [int(p) for p in parts[:count]]
+    except ValueError:
+        values = []
+    if len(parts) < count or len(values) < count or min(values) < 0:
+        raise InputFormatError(f"header {text!r} is not {what}", source=source, line=line,
+                               fix="Fix the header line")
+    return values, parts[count:]
+
+
+def _check_declared_ids(src, dst, n, source, one_based=True):
+    low = 1 if one_based else 0
+    for arr in (src, dst):
+        bad = (arr < low) | (arr >= n + low)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise InputFormatError(
+                f"entry {i + 1} names vertex {arr[i]}, outside the declared 1..{n}",
+                source=source, fix="Fix the entry or the declared vertex count")
+
+
+def read_mtx(path, *, directed=None, weighted=None, self_loops=True, dedup="first",
+             name=None):
+    """Read a Matrix Market coordinate file; entry (i, j, v) is the edge i -> j.
+
+    Supports general and symmetric, pattern/real/integer. ``directed``: None gives a
+    directed graph for general and an undirected one for symmetric matrices.
+    ``weighted``: None keeps real/integer values as weights.
+    """
+    source = _source(path)
+    with open_binary(source) as stream:
+        first = stream.readline().decode("utf-8", "replace").strip()
+        m = re.match(r"%%MatrixMarket\s+matrix\s+(\w+)\s+(\w+)\s+(\w+)\s*$", first, re.I)
+        if not m:
+            raise InputFormatError(
+                f"first line {first[:60]!r} is not a Matrix Market banner", source=source,
+                line=1, fix="It must read '%%MatrixMarket matrix coordinate <field> <symmetry>'")
+        layout, field, symmetry = (g.lower() for g in m.groups())
+        if layout != "coordinate":
+            raise InputFormatError(f"'{layout}' (dense) matrices are not graphs", source=source,
+                                   line=1, fix="Convert it to coordinate format")
+        if field not in ("pattern", "real", "integer", "double"):
+            raise InputFormatError(f"field '{field}' is not supported", source=source, line=1,
+                                   fix="Use pattern, real or integer")
+        if symmetry not in ("general", "symmetric"):
+            raise InputFormatError(f"symmetry '{symmetry}' is not supported", source=source,
+                                   line=1, fix="Use general or symmetric")
+        header, _, lines = _header_lines(stream, source, lambda t: t.startswith("%"))
+        lines += 1
+        (rows, cols, nnz), rest = _declared_ints(header, 3, source, lines,
+                                                 "'rows columns entries'")
+        if rest:
+            raise InputFormatError(f"size line {header!r} has extra fields", source=source,
+                                   line=lines, fix="It must be 'rows columns entries'")
+        if rows != cols:
+            raise InputFormatError(f"matrix is {rows} x {cols}; an adjacency matrix is square",
+                                   source=source, line=lines,
+                                   fix="Use a square matrix (bipartite graphs: embed it)")
+        expect = 2 if field == "pattern" else 3
+        src, dst, w, _, last = _parse_edges(stream, source, "%", expect_cols=expect,
+                                            lines_before=lines)
+    if len(src) != nnz:
+        raise InputFormatError(f"size line declares {nnz} entries but the file has {len(src)}",
+                               source=source, line=last,
+                               fix="The file may be truncated; fix the count or the data")
+    _require_edges(src, source)
+    _check_declared_ids(src, dst, rows, source)
+    if directed is None:
+        directed = symmetry == "general"
+    if symmetry == "symmetric" and directed:
+        off = src != dst
+        src, dst = np.concatenate([src, dst[off]]), np.concatenate([dst, src[off]])
+        w = np.concatenate([w, w[off]])
+    use_w = field != "pattern" and weighted is not False
+    return build_graph(src - 1, dst - 1, w if use_w else None, directed=directed,
+                       labels=np.arange(1, rows + 1, dtype=np.int64),
+                       self_loops=self_loops, dedup=dedup, source=source, name=name)
+
+
+def read_dimacs(path, *, directed=True, self_loops=True, dedup="min", name=None):
+    """Read a DIMACS shortest-path file (.gr): 'p sp N M' then 'a u v w' arc lines.
+
+    Vertices are 1..N (kept as labels); weights are arc lengths; parallel arcs keep the
+    shortest by default (``dedup="min"``).
+    """
+    source = _source(path)
+    with open_binary(source) as stream:
+        header, _, lines = _header_lines(stream, source, lambda t: t.startswith("c"))
+        parts = header.split()
+        if len(parts) != 4 or parts[0] != "p":
+            raise InputFormatError(f"expected the problem line 'p sp N M', got {header[:60]!r}",
+                                   source=source, line=lines,
+                                   fix="Put 'p sp <vertices> <arcs>' before the arcs")
+        (n, m), _ = _declared_ints(" ".join(parts[2:]), 2, source, lines, "'p sp N M'")
+        src, dst, w, _, last = _parse_edges(stream, source, "c", tag=ord("a"), expect_cols=3,
+                                            lines_before=lines)
+    if len(src) != m:
+        raise InputFormatError(f"problem line declares {m} arcs but the file has {len(src)}",
+                               source=source, line=last,
+                               fix="The file may be truncated; fix the count or the arcs")
+    _require_edges(src, source)
+    _check_declared_ids(src, dst, n, source)
+    return build_graph(src - 1, dst - 1, w, directed=directed,
+                       labels=np.arange(1, n + 1, dtype=np.int64), self_loops=self_loops,
+                       dedup=dedup, source=source, name=name)
+
+
+def read_metis(path, *, weighted=None, name=None):
+    """Read a METIS/Chaco adjacency file: header 'N M [fmt [ncon]]', then line k lists
+    the 1-based neighbours of vertex k. The graph is undirected; ids kept as labels."""
+    source = _source(path)
+    with open_binary(source) as stream:
+        header, _, lines = _header_lines(stream, source, lambda t: t.startswith("%"))
+        (n, m), rest = _declared_ints(header, 2, source, lines, "'vertices edges [fmt]'")
+        fmt = rest[0].zfill(3) if rest else "000"
+        if not re.fullmatch(r"[01]{3}", fmt):
+            raise InputFormatError(f"fmt field {rest[0]!r} is not supported", source=source,
+                                   line=lines, fix="Use fmt 0, 1, 10, 11, 100, 101, 110 or 111")
+        ncon = int(rest[1]) if len(rest) > 1 else 1
+        skip = (fmt[0] == "1") + (ncon if fmt[1] == "1" else 0)
+        edge_w = fmt[2] == "1"
+        comment_arr = _comment_bytes("%")
+        srcs, dsts, ws = [], [], []
+        vertices = 0
+        for block, before in iter_line_blocks(stream, source):
+            cap = int(np.count_nonzero(block == 32) + np.count_nonzero(block == 9)) + line_capacity(block)
+            s, d = np.empty(cap, np.int64), np.empty(cap, np.int64)
+            w = np.empty(cap, np.float32)
+            k, got, err, line, pos = parse_adjacency_block(block, comment_arr, skip, edge_w,
+                                                           vertices + 1, s, d, w)
+            if err != OK:
+                raise_parse_error(block, err, line, pos, source, before + lines,
+                                  need="a weight after each neighbour", got="", tag="")
+            vertices += got
+            srcs.append(s[:k])
+            dsts.append(d[:k])
+            ws.append(w[:k])
+    src, dst, w = np.concatenate(srcs), np.concatenate(dsts), np.concatenate(ws)
+    if vertices != n:
+        raise InputFormatError(f"header declares {n} vertices but the file has {vertices} "
+                               "adjacency lines", source=source,
+                               fix="Each vertex needs a line (empty for an isolated vertex)")
+    loops = int(np.count_nonzero(src == dst))
+    if len(src) not in (2 * m, 2 * m - loops):
+        raise InputFormatError(f"header declares {m} edges but the adjacency lists hold "
+                               f"{len(src)} entries (expected {2 * m})", source=source,
+                               fix="Each edge must appear in the lists of both endpoints")
+    _check_declared_ids(src, dst, n, source)
+    use_w = edge_w and weighted is not False
+    keep = src <= dst
+    return build_graph(src[keep] - 1, dst[keep] - 1, w[keep] if use_w else None,
+                       directed=False, labels=np.arange(1, n + 1, dtype=np.int64),
+                       source=source, name=name)
