@@ -9,7 +9,7 @@ from .errors import (ChecksumError, GraphError, HetGraphError, InputFormatError,
                      StoreError, StoreVersionError, UnsupportedFormatError)
 from .graph import Graph
 from .io import generate
-from .io import (PageStore, from_arrays, from_networkx, from_pandas, from_scipy, open_store,
+from .io import (PageStore, convert, from_arrays, from_networkx, from_pandas, from_scipy, open_store,
                  read, read_dimacs, read_edgelist, read_metis, read_mtx, read_npz, read_table)
 from .version import __version__
 
@@ -17,5 +17,6 @@ __all__ = [
     "datasets", "generate", "Graph", "PageStore", "HetGraphError", "InputFormatError",
     "UnsupportedFormatError", "GraphError", "StoreError", "ChecksumError", "StoreVersionError",
     "read", "read_edgelist", "read_mtx", "read_dimacs", "read_metis", "read_npz", "read_table",
-    "from_arrays", "from_pandas", "from_scipy", "from_networkx", "open_store", "__version__",
+    "from_arrays", "from_pandas", "from_scipy", "from_networkx", "open_store", "convert",
+    "__version__",
 ]

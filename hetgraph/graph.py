@@ -107,7 +107,9 @@ class Graph:
             ids = self._label_index.get_indexer(wanted)
             bad = ids < 0
         if bad.any():
-            raise GraphError(f"vertex {wanted[np.argmax(bad)]!r} is not in the graph "
+            first = wanted[np.argmax(bad)]
+            first = first.item() if isinstance(first, np.generic) else first
+            raise GraphError(f"vertex {first!r} is not in the graph "
                              f"({self.num_vertices} vertices); check the label or id")
         return ids[0] if scalar else ids
 

@@ -16,70 +16,80 @@ _RULE_CODES = {"first": 0, "min": 1, "max": 2, "sum": 3}
 
 
 @numba.njit(cache=True, nogil=True)
-def _counting_order(keys, n):
-    """Stable order of ``keys`` (values in 0..n-1) and the segment pointer."""
-    ptr = np.zeros(n + 1, np.int64)
-    for k in keys:
-        ptr[k + 1] += 1
-    for i in range(n):
-        ptr[i + 1] += ptr[i]
+def _scatter_by_key(keys, vals, wts, ptr, out_vals, out_wts):
+    """Stable counting-sort scatter of ``vals`` (and ``wts`` if non-empty) by ``keys``."""
     pos = ptr[:-1].copy()
-    order = np.empty(keys.shape[0], np.int64)
+    with_w = wts.shape[0] > 0
     for i in range(keys.shape[0]):
         k = keys[i]
-        order[pos[k]] = i
-        pos[k] += 1
-    return ptr, order
+        p = pos[k]
+        out_vals[p] = vals[i]
+        if with_w:
+            out_wts[p] = wts[i]
+        pos[k] = p + 1
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def _sort_segments(ptr, order, src):
-    """Stably sort each segment of ``order`` by ``src[order]`` (in place)."""
-    for seg in numba.prange(ptr.shape[0] - 1):
-        a, b = ptr[seg], ptr[seg + 1]
-        if b - a < 2:
-            continue
-        if b - a <= 32:
-            for i in range(a + 1, b):  # stable insertion sort
-                x = order[i]
-                key = src[x]
-                j = i - 1
-                while j >= a and src[order[j]] > key:
-                    order[j + 1] = order[j]
-                    j -= 1
-                order[j + 1] = x
-        else:
-            seg_order = order[a:b].copy()
-            keys = src[seg_order]
-            perm = np.argsort(keys, kind="mergesort")
-            for i in range(b - a):
-                order[a + i] = seg_order[perm[i]]
-
-
-@numba.njit(cache=True, nogil=True)
-def _dedup_sorted(ptr, idx, w, rule):
-    """Merge equal neighbours inside each sorted segment. Returns new ptr, idx, w."""
+def _sort_segments(ptr, vals, wts, dedup):
+    """Stably sort each segment of ``vals`` (weights follow) in place; return the number
+    of distinct values per segment (or its length when not ``dedup``)."""
     n = ptr.shape[0] - 1
-    new_ptr = np.zeros(n + 1, np.int64)
-    out_i = np.empty_like(idx)
-    out_w = np.empty_like(w)
-    m = 0
-    for seg in range(n):
+    counts = np.empty(n, np.int64)
+    with_w = wts.shape[0] > 0
+    for seg in numba.prange(n):
         a, b = ptr[seg], ptr[seg + 1]
-        for e in range(a, b):
-            if e > a and idx[e] == idx[e - 1]:
-                if rule == 1:
-                    out_w[m - 1] = min(out_w[m - 1], w[e])
-                elif rule == 2:
-                    out_w[m - 1] = max(out_w[m - 1], w[e])
-                elif rule == 3:
-                    out_w[m - 1] += w[e]
+        if b - a <= 32 or not with_w:
+            if b - a <= 32:
+                for i in range(a + 1, b):  # stable insertion sort
+                    x = vals[i]
+                    xw = wts[i] if with_w else 0.0
+                    j = i - 1
+                    while j >= a and vals[j] > x:
+                        vals[j + 1] = vals[j]
+                        if with_w:
+                            wts[j + 1] = wts[j]
+                        j -= 1
+                    vals[j + 1] = x
+                    if with_w:
+                        wts[j + 1] = xw
+            else:
+                vals[a:b].sort()
+        else:
+            perm = np.argsort(vals[a:b], kind="mergesort")
+            v = vals[a:b][perm]
+            w = wts[a:b][perm]
+            vals[a:b] = v
+            wts[a:b] = w
+        c = b - a
+        if dedup:
+            for e in range(a + 1, b):
+                if vals[e] == vals[e - 1]:
+                    c -= 1
+        counts[seg] = c
+    return counts
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _merge_duplicates(ptr, vals, wts, new_ptr, out_vals, out_wts, rule):
+    """Copy each sorted segment keeping one entry per value; weights combined by rule
+    (0 first, 1 min, 2 max, 3 sum)."""
+    with_w = wts.shape[0] > 0
+    for seg in numba.prange(ptr.shape[0] - 1):
+        m = new_ptr[seg] - 1
+        for e in range(ptr[seg], ptr[seg + 1]):
+            if e > ptr[seg] and vals[e] == vals[e - 1]:
+                if with_w:
+                    if rule == 1:
+                        out_wts[m] = min(out_wts[m], wts[e])
+                    elif rule == 2:
+                        out_wts[m] = max(out_wts[m], wts[e])
+                    elif rule == 3:
+                        out_wts[m] += wts[e]
                 continue
-            out_i[m] = idx[e]
-            out_w[m] = w[e]
             m += 1
-        new_ptr[seg + 1] = m
-    return new_ptr, out_i[:m].copy(), out_w[:m].copy()
+            out_vals[m] = vals[e]
+            if with_w:
+                out_wts[m] = wts[e]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -133,20 +143,20 @@ def _check_arrays(src, dst, weight, num_vertices, source):
         bad = ~np.isfinite(weight)
         if bad.any():
             i = int(np.argmax(bad))
-            raise GraphError(f"{source}: edge {i} has weight {weight[i]!r}; "
+            raise GraphError(f"{source}: edge {i} has weight {float(weight[i])}; "
                              "every weight must be finite")
         big = np.abs(weight) > np.finfo(np.float32).max
         if big.any():
             i = int(np.argmax(big))
-            raise GraphError(f"{source}: edge {i} has weight {weight[i]!r}, beyond float32")
+            raise GraphError(f"{source}: edge {i} has weight {float(weight[i])}, beyond float32")
     for name, arr in (("source", src), ("target", dst)):
         if arr.size and arr.min() < 0:
             i = int(np.argmax(arr < 0))
-            raise GraphError(f"{source}: edge {i} has negative {name} id {arr[i]}; "
+            raise GraphError(f"{source}: edge {i} has negative {name} id {int(arr[i])}; "
                              "ids must be >= 0 (pass labels through ids='str' or relabel first)")
         if num_vertices is not None and arr.size and arr.max() >= num_vertices:
             i = int(np.argmax(arr >= num_vertices))
-            raise GraphError(f"{source}: edge {i} has {name} id {arr[i]} but the graph "
+            raise GraphError(f"{source}: edge {i} has {name} id {int(arr[i])} but the graph "
                              f"declares {num_vertices} vertices; fix the edge or the count")
 
 
@@ -193,17 +203,28 @@ def build_graph(src, dst, weight=None, *, directed=True, num_vertices=None, labe
     return _assemble(src, dst, weight, num_vertices, directed, labels, dedup, name)
 
 
+def _pointer(keys, n):
+    ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(keys, minlength=n), out=ptr[1:])
+    return ptr
+
+
 def _assemble(src, dst, weight, n, directed, labels, dedup, name):
     idx_t = index_dtype(n)
-    in_ptr, order = _counting_order(dst, n)
-    _sort_segments(in_ptr, order, src)
-    in_idx = src[order].astype(idx_t)
-    w = np.ones(0, np.float32) if weight is None else weight[order].astype(np.float32)
-    del order
-    if dedup is not None and len(in_idx):
-        w_full = w if weight is not None else np.zeros(len(in_idx), np.float32)
-        in_ptr, in_idx, w_full = _dedup_sorted(in_ptr, in_idx, w_full, _RULE_CODES[dedup])
-        w = w_full if weight is not None else w
+    in_ptr = _pointer(dst, n)
+    in_idx = np.empty(len(src), idx_t)
+    w_in = np.empty(0, np.float32) if weight is None else weight.astype(np.float32)
+    w = np.empty(len(w_in), np.float32)
+    _scatter_by_key(dst, src, w_in, in_ptr, in_idx, w)
+    del src, dst, w_in
+    counts = _sort_segments(in_ptr, in_idx, w, dedup is not None)
+    if dedup is not None and counts.sum() < len(in_idx):
+        new_ptr = np.zeros(n + 1, np.int64)
+        np.cumsum(counts, out=new_ptr[1:])
+        out_idx = np.empty(new_ptr[-1], idx_t)
+        out_w = np.empty(new_ptr[-1] if len(w) else 0, np.float32)
+        _merge_duplicates(in_ptr, in_idx, w, new_ptr, out_idx, out_w, _RULE_CODES[dedup])
+        in_ptr, in_idx, w = new_ptr, out_idx, out_w
     out_ptr, out_idx = _transpose(in_ptr, in_idx, n)
     return Graph(in_ptr, in_idx, None if weight is None else w, out_ptr, out_idx,
                  directed=directed, labels=labels, name=name)

@@ -10,14 +10,32 @@ from ..errors import GraphError
 from .build import build_graph
 
 
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _splitmix64(x):
+    z = x + _GOLDEN
+    z = (z ^ (z >> np.uint64(30))) * _MIX1
+    z = (z ^ (z >> np.uint64(27))) * _MIX2
+    return z ^ (z >> np.uint64(31))
+
+
 @numba.njit(cache=True, nogil=True, parallel=True)
-def _rmat_bits(words, scale, t_ab, t_a, t_abc, src, dst):
-    """Kronecker descent: 16 random bits per level from ``words`` (4 levels a word)."""
+def _rmat_edges(seed, scale, t_ab, t_a, t_abc, perm, src, dst):
+    """Kronecker descent with 16 random bits per level from a counter-based generator
+    (splitmix64 of seed, edge, word): deterministic whatever the thread count."""
+    base = _splitmix64(np.uint64(seed))
     for e in numba.prange(src.shape[0]):
         u = 0
         v = 0
+        word = np.uint64(0)
         for level in range(scale):
-            r = (words[e, level >> 2] >> np.uint64(16 * (level & 3))) & np.uint64(0xFFFF)
+            if level % 4 == 0:
+                word = _splitmix64(base ^ (np.uint64(e) * np.uint64(8) + np.uint64(level // 4)))
+            r = (word >> np.uint64(16 * (level % 4))) & np.uint64(0xFFFF)
             bit_u = 1 if r >= t_ab else 0
             if bit_u:
                 bit_v = 1 if r >= t_abc else 0
@@ -25,8 +43,8 @@ def _rmat_bits(words, scale, t_ab, t_a, t_abc, src, dst):
                 bit_v = 1 if r >= t_a else 0
             u = (u << 1) | bit_u
             v = (v << 1) | bit_v
-        src[e] = u
-        dst[e] = v
+        src[e] = perm[u]
+        dst[e] = perm[v]
 
 
 def rmat(scale, edge_factor=16, a=0.57, b=0.19, c=0.19, *, seed=1, permute=True,
@@ -46,15 +64,11 @@ def rmat(scale, edge_factor=16, a=0.57, b=0.19, c=0.19, *, seed=1, permute=True,
     n = 1 << scale
     m = int(edge_factor * n)
     rng = np.random.default_rng(seed)
-    words = rng.integers(0, 2**64, size=(m, (scale + 3) // 4), dtype=np.uint64)
+    perm = rng.permutation(n) if permute else np.arange(n)
     src = np.empty(m, np.int64)
     dst = np.empty(m, np.int64)
     to16 = lambda p: np.uint64(min(int(round(p * 65536)), 65536))  # noqa: E731
-    _rmat_bits(words, scale, to16(a + b), to16(a), to16(a + b + c), src, dst)
-    del words
-    if permute:
-        perm = rng.permutation(n)
-        src, dst = perm[src], perm[dst]
+    _rmat_edges(seed, scale, to16(a + b), to16(a), to16(a + b + c), perm, src, dst)
     w = None if weights is None else rng.uniform(weights[0], weights[1], size=m)
     return build_graph(src, dst, w, directed=directed, num_vertices=n, self_loops=self_loops,
                        dedup=dedup, source="rmat", name=name or f"rmat-{scale}")

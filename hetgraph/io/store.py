@@ -320,3 +320,16 @@ def open_store(path) -> Graph:
     """Open the page store at ``path`` and load its graph (``graph.store`` keeps the
     PageStore for page-wise access)."""
     return PageStore(path).load()
+
+
+def convert(source, path, *, stripes=None, overwrite=False, format=None, page_bytes=PAGE_BYTES,
+            **read_options):
+    """Read the graph file ``source`` and write it as a page store at ``path``.
+
+    Reading finishes (and validates) before anything is written, and writing is atomic,
+    so a bad input or a failed write leaves no store behind.
+    """
+    from .readers import read
+
+    graph = read(source, format=format, **read_options)
+    return save(graph, path, stripes=stripes, overwrite=overwrite, page_bytes=page_bytes)

@@ -49,7 +49,8 @@ _MESSAGES = {
                       "Each edge line is 'source target [weight]'"),
     TOO_MANY_COLUMNS: ("line has more columns than 'source target [weight]'",
                        "Remove the extra columns or convert the file first"),
-    COLUMNS_CHANGE: ("line has {got} columns but earlier lines have {need}",
+    COLUMNS_CHANGE: ("line does not have the {need} columns of the earlier lines or of "
+                     "weighted=True",
                      "A weight column must be on every line or on none"),
     BAD_TAG: ("line does not start with the expected tag {tag!r}",
               "Every data line of this format starts with that tag"),

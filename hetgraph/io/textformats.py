@@ -49,7 +49,7 @@ def _parse_edges(stream, source, comments, tag=-1, expect_cols=0, lines_before=0
         m, ncols, err, line, pos = parse_edge_block(block, comment_arr, tag, ncols, s, d, w)
         if err != OK:
             raise_parse_error(block, err, line, pos, source, before, need=ncols or 2,
-                              got="a different number of", tag=chr(tag) if tag >= 0 else "")
+                              tag=chr(tag) if tag >= 0 else "")
         srcs.append(s[:m])
         dsts.append(d[:m])
         ws.append(w[:m])
@@ -291,7 +291,7 @@ def read_metis(path, *, weighted=None, name=None):
                                                            vertices + 1, s, d, w)
             if err != OK:
                 raise_parse_error(block, err, line, pos, source, before + lines,
-                                  need="a weight after each neighbour", got="", tag="")
+                                  need="a weight after each neighbour", tag="")
             vertices += got
             srcs.append(s[:k])
             dsts.append(d[:k])

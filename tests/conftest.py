@@ -1,0 +1,52 @@
+"""Shared fixtures: the real graphs in ../shared/data and small oracle helpers."""
+
+import os
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.environ.get("HETGRAPH_DATA", os.path.join(ROOT, "..", "shared", "data"))
+
+# file, reader options, |V|, |E| (undirected counted once), directed -- from data/README.md
+REAL_GRAPHS = {
+    "wiki-Vote.txt": ({}, 7115, 103689, True),
+    "power.graph": ({}, 4941, 6594, False),
+    "astro-ph.graph": ({}, 16706, 121251, False),
+    "PGPgiantcompo.graph": ({}, 10680, 24316, False),
+    "MIT8.edgelist": ({"directed": False}, 6440, 251252, False),
+}
+
+
+def data_path(name):
+    path = os.path.join(DATA, name)
+    if not os.path.exists(path):
+        pytest.skip(f"{path} is not present (../shared/data)")
+    return path
+
+
+@pytest.fixture
+def data():
+    return data_path
+
+
+def edge_set(graph):
+    """Set of (source label, target label, weight or None) of every stored arc."""
+    src, dst, w = graph.edges()
+    ls, ld = graph.label_of(src).tolist(), graph.label_of(dst).tolist()
+    ws = [None] * len(ls) if w is None else np.asarray(w, np.float64).tolist()
+    return set(zip(ls, ld, ws))
+
+
+def assert_csr_matches_csc(graph):
+    """The CSR must hold exactly the CSC's arcs, targets sorted within each source."""
+    import scipy.sparse as sp
+
+    n = graph.num_vertices
+    ones = np.ones(graph.num_arcs)
+    csc = sp.csc_matrix((ones, graph.in_indices, graph.in_indptr), shape=(n, n))
+    csr = sp.csr_matrix((ones, graph.out_indices, graph.out_indptr), shape=(n, n))
+    assert (csc.tocsr() != csr).nnz == 0
+    for v in range(0, n, max(1, n // 200)):
+        row = graph.out_indices[graph.out_indptr[v]:graph.out_indptr[v + 1]]
+        assert np.all(np.diff(row) >= 0)

@@ -1,0 +1,53 @@
+"""Graph: CSC/CSR against SciPy, degrees, labels, bytes, dtypes."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import hetgraph as hg
+from conftest import assert_csr_matches_csc
+
+
+def test_csc_csr_degrees_match_scipy():
+    rng = np.random.default_rng(0)
+    src, dst = rng.integers(0, 500, 4000), rng.integers(0, 500, 4000)
+    w = rng.uniform(1, 5, 4000)
+    g = hg.from_arrays(src, dst, w, num_vertices=500, dedup="sum")
+    A = sp.coo_matrix((w, (src, dst)), shape=(500, 500)).tocsr()   # sums duplicates
+    A.eliminate_zeros()
+    assert np.allclose(g.to_scipy().toarray(), A.toarray(), rtol=1e-6)
+    assert np.array_equal(g.out_degree(), np.diff(A.indptr))
+    assert np.array_equal(g.in_degree(), np.diff(A.tocsc().indptr))
+    assert g.in_indices.dtype == np.int32 and g.in_indptr.dtype == np.int64
+    assert g.in_weights.dtype == np.float32
+    assert_csr_matches_csc(g)
+    for v in range(0, 500, 37):   # in-edges sorted by source
+        seg = g.in_indices[g.in_indptr[v]:g.in_indptr[v + 1]]
+        assert np.all(np.diff(seg) > 0)
+
+
+def test_unweighted_bytes_per_edge(data):
+    g = hg.read(data("wiki-Vote.txt"))
+    # 8 bytes/edge (CSC + CSR int32) + 16 bytes/vertex (two int64 pointers) + 8 label bytes
+    assert g.nbytes == 8 * g.num_arcs + 16 * (g.num_vertices + 1) + 8 * g.num_vertices
+    rm = hg.generate.rmat(16)
+    assert rm.labels is None
+    assert rm.nbytes == 8 * rm.num_arcs + 16 * (rm.num_vertices + 1)
+
+
+def test_labels_and_lookup():
+    g = hg.from_pandas(__import__("pandas").DataFrame({"src": ["a", "b"], "dst": ["b", "c"]}))
+    assert list(g.label_of([0, 1, 2])) == ["a", "b", "c"]
+    assert g.id_of("c") == 2
+    with pytest.raises(hg.GraphError, match="'zz' is not in the graph"):
+        g.id_of("zz")
+    h = hg.from_arrays([0, 1], [1, 5])
+    assert h.num_vertices == 6 and h.id_of(5) == 5
+    with pytest.raises(hg.GraphError, match="6 is not in the graph"):
+        h.id_of(6)
+
+
+def test_summary_mentions_sizes():
+    g = hg.generate.grid(3, 3)
+    text = g.summary()
+    assert "undirected weighted" in text and "9 vertices" in text and "12 edges" in text

@@ -1,0 +1,111 @@
+"""Property tests (hypothesis) for shards and pages, and Garaph eq. 2."""
+
+import math
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import hetgraph as hg
+from hetgraph.io.partition import MAX_SHARD_VERTICES, edge_bytes, replication_factor
+
+
+@st.composite
+def graphs(draw):
+    n = draw(st.integers(1, 400))
+    m = draw(st.integers(0, 3000))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    # skewed targets so that some shards are dense and R_i varies
+    dst = (rng.pareto(1.2, m) * 3).astype(np.int64) % n
+    src = rng.integers(0, n, m)
+    weighted = draw(st.booleans())
+    w = rng.uniform(1, 2, m) if weighted else None
+    return hg.from_arrays(src, dst, w, num_vertices=n, dedup=None)
+
+
+def _check(g, part):
+    starts = part.shard_start
+    assert starts[0] == 0 and starts[-1] == g.num_vertices
+    assert np.all(np.diff(starts) > 0) or g.num_vertices == 0
+    assert np.all(np.diff(starts) <= MAX_SHARD_VERTICES)
+    # R_i follows eq. 2 from each shard's own |V_i|, |E_i|
+    v = np.diff(starts)
+    e = np.diff(g.in_indptr[starts])
+    for vi, ei, r in zip(v, e, part.replication):
+        expect = 1 if ei == 0 else 2 ** min(max(math.ceil(math.log2(ei / vi) - 0.5), 0), 5)
+        assert r == expect
+    # pages cut at shard boundaries, cover all shards in order
+    assert part.page_shard[0] == 0 and part.page_shard[-1] == part.num_shards
+    assert np.all(np.diff(part.page_shard) >= 1)
+    seen = np.zeros(g.num_arcs, np.int64)
+    src_all, dst_all, _ = g.edges()
+    for page in part.pages(g.in_indices, g.in_weights):
+        assert page.vertex_start == page.shard_start[0]
+        assert page.vertex_stop == page.shard_start[-1]
+        dst = page.destinations()
+        assert page.dst_offset.dtype == np.uint16
+        assert np.all(np.diff(dst) >= 0)                      # sorted by destination
+        assert np.all((dst >= page.vertex_start) & (dst < page.vertex_stop))
+        assert np.array_equal(dst, dst_all[page.edge_start:page.edge_stop])
+        assert np.array_equal(page.src, src_all[page.edge_start:page.edge_stop])
+        seen[page.edge_start:page.edge_stop] += 1
+    assert np.all(seen == 1)                                  # every edge in exactly one page
+
+
+@settings(max_examples=60, deadline=None)
+@given(graphs(), st.sampled_from([128, 512, 4096, 49152]), st.integers(16, 5000))
+def test_shards_and_pages(g, shared_bytes, page_bytes):
+    part = g.partition(shared_bytes=shared_bytes, page_bytes=page_bytes)
+    _check(g, part)
+    # shared-memory budget: V_i * R_i slots of 4 bytes fit, unless a shard is one vertex
+    slots = shared_bytes // 4
+    v = np.diff(part.shard_start)
+    assert np.all((v * part.replication <= slots) | (v == 1))
+    # page byte budget holds unless the page is a single shard
+    per_edge = edge_bytes(g.index_dtype, g.weighted)
+    for p in range(part.num_pages):
+        e0, e1 = part.page_edges(p)
+        single = part.page_shard[p + 1] - part.page_shard[p] == 1
+        assert single or (e1 - e0) * per_edge <= page_bytes
+
+
+@settings(max_examples=30, deadline=None)
+@given(graphs(), st.integers(1, 300), st.sampled_from([None, 1, 4, 32]))
+def test_fixed_shard_size_and_replication(g, shard_vertices, replication):
+    part = g.partition(shard_vertices=shard_vertices, replication=replication, page_bytes=800)
+    _check(g, part) if replication is None else None
+    assert np.all(np.diff(part.shard_start)[:-1] == shard_vertices)
+    if replication is not None:
+        assert np.all(part.replication == replication)
+
+
+def test_fixed_replication_shrinks_shards():
+    g = hg.generate.rmat(12, seed=3)
+    for r in (1, 2, 4, 8, 16, 32):
+        part = g.partition(replication=r)
+        assert np.all(part.replication == r)
+        assert np.diff(part.shard_start).max() <= 12288 // r
+
+
+@given(st.integers(1, 10**6), st.integers(0, 10**8))
+def test_replication_factor_formula(v, e):
+    r = int(replication_factor(v, e))
+    assert r in (1, 2, 4, 8, 16, 32)
+    if e > 0:
+        exact = 2 ** min(max(math.ceil(math.log2(e / v) - 0.5), 0), 5)
+        assert r == exact
+
+
+def test_replication_factor_examples():
+    # |E|/|V| = 1 -> 1; 3 -> 2^ceil(1.08) = 4; 40 -> 32 (capped); below 1 -> 1
+    assert replication_factor([10, 10, 10, 10], [10, 30, 400, 2]).tolist() == [1, 4, 32, 1]
+
+
+def test_real_graph_pages_have_many_shards(data):
+    g = hg.read(data("wiki-Vote.txt"))
+    part = g.partition(page_bytes=64 << 10)
+    assert part.num_pages > 3
+    _check(g, part)
+    table = part.page_table()
+    assert table["edge_stop"].iloc[-1] == g.num_arcs
