@@ -91,7 +91,6 @@ def test_edgelist_small_blocks_keep_line_numbers(tmp_path, monkeypatch):
     path = tmp_path / "g.txt"
     _write_text(path, src, dst, w)
     monkeypatch.setattr(text, "BLOCK_BYTES", 64)
-    monkeypatch.setattr(text.iter_line_blocks, "__defaults__", (64,))
     g = hg.read(path)
     assert edge_set(g) == edge_set(hg.from_arrays(src, dst, w, relabel=True))
     with open(path, "a") as f:

@@ -13,6 +13,8 @@ import gzip
 import lzma
 import os
 import zlib
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 
 import numba
 import numpy as np
@@ -306,8 +308,9 @@ def open_binary(path):
     return open(path, "rb")
 
 
-def iter_line_blocks(stream, source, block_bytes=BLOCK_BYTES):
-    """Yield (block as uint8 array, number of lines before it) cut at line ends."""
+def iter_line_blocks(stream, source, block_bytes=None):
+    """Yield (block as uint8 array, lines before it, newlines in it) cut at line ends."""
+    block_bytes = block_bytes or BLOCK_BYTES
     carry = b""
     lines_before = 0
     while True:
@@ -326,15 +329,28 @@ def iter_line_blocks(stream, source, block_bytes=BLOCK_BYTES):
             carry = chunk
             continue
         block, carry = chunk[:cut], chunk[cut:]
-        yield np.frombuffer(block, dtype=np.uint8), lines_before
-        lines_before += block.count(b"\n")
+        newlines = block.count(b"\n")
+        yield np.frombuffer(block, dtype=np.uint8), lines_before, newlines
+        lines_before += newlines
     if carry:
-        yield np.frombuffer(carry, dtype=np.uint8), lines_before
+        yield np.frombuffer(carry, dtype=np.uint8), lines_before, carry.count(b"\n")
 
 
-def line_capacity(block):
-    """Upper bound on the number of lines (hence records) in a block."""
-    return int(np.count_nonzero(block == 10)) + 1
+def parse_in_parallel(blocks, parse_one, threads=None):
+    """Apply ``parse_one(block, lines_before, newlines)`` to every block on a thread
+    pool (the kernels release the GIL) and return the results in file order; an error
+    is raised for the earliest bad block. At most ``2 * threads`` blocks are in flight."""
+    threads = threads or numba.get_num_threads()
+    results = []
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        pending = deque()
+        for item in blocks:
+            pending.append(pool.submit(parse_one, *item))
+            while len(pending) >= 2 * threads:
+                results.append(pending.popleft().result())
+        while pending:
+            results.append(pending.popleft().result())
+    return results
 
 
 def raise_parse_error(block, err, line, pos, source, lines_before, **fmt):

@@ -15,8 +15,8 @@ import numpy as np
 
 from ..errors import InputFormatError
 from .build import build_graph, factorize_labels
-from .text import (OK, iter_line_blocks, line_capacity, open_binary, parse_adjacency_block,
-                   parse_edge_block, raise_parse_error)
+from .text import (OK, iter_line_blocks, open_binary, parse_adjacency_block, parse_edge_block,
+                   parse_in_parallel, raise_parse_error)
 
 
 def _source(path):
@@ -35,27 +35,36 @@ def _comment_bytes(comments):
 
 
 def _parse_edges(stream, source, comments, tag=-1, expect_cols=0, lines_before=0):
-    """Parse every edge line of ``stream``. Returns (src, dst, weight, ncols, lines)."""
+    """Parse every edge line of ``stream`` (blocks in parallel). Returns
+    (src, dst, weight, ncols, lines). The first data block fixes the column count."""
     comment_arr = _comment_bytes(comments)
-    srcs, dsts, ws = [], [], []
-    ncols = expect_cols
-    lines = lines_before
-    for block, before in iter_line_blocks(stream, source):
+    state = {"ncols": expect_cols}
+
+    def parse_one(block, before, newlines):
         before += lines_before
-        cap = line_capacity(block)
-        s = np.empty(cap, np.int64)
-        d = np.empty(cap, np.int64)
-        w = np.empty(cap, np.float32)
-        m, ncols, err, line, pos = parse_edge_block(block, comment_arr, tag, ncols, s, d, w)
+        s = np.empty(newlines + 1, np.int64)
+        d = np.empty(newlines + 1, np.int64)
+        w = np.empty(newlines + 1, np.float32)
+        m, ncols, err, line, pos = parse_edge_block(block, comment_arr, tag, state["ncols"],
+                                                    s, d, w)
         if err != OK:
             raise_parse_error(block, err, line, pos, source, before, need=ncols or 2,
                               tag=chr(tag) if tag >= 0 else "")
-        srcs.append(s[:m])
-        dsts.append(d[:m])
-        ws.append(w[:m])
-        lines = before + line
-    cat = (lambda parts, t: np.concatenate(parts) if parts else np.empty(0, t))
-    return cat(srcs, np.int64), cat(dsts, np.int64), cat(ws, np.float32), ncols, lines
+        return s[:m], d[:m], w[:m], ncols, before + line
+
+    blocks = iter_line_blocks(stream, source)
+    parts = []
+    for item in blocks:  # serially until a data line fixes the column count
+        parts.append(parse_one(*item))
+        state["ncols"] = parts[-1][3]
+        if state["ncols"]:
+            break
+    parts += parse_in_parallel(blocks, parse_one)
+    if not parts:
+        return (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float32),
+                expect_cols, lines_before)
+    cat = lambda k: np.concatenate([p[k] for p in parts])  # noqa: E731
+    return cat(0), cat(1), cat(2), state["ncols"], parts[-1][4]
 
 
 def _require_edges(src, source):
@@ -102,7 +111,7 @@ def _read_str_edges(source, comments, weighted):
     src_parts, dst_parts, w_parts = [], [], []
     ncols = None
     with open_binary(source) as stream:
-        for block, before in iter_line_blocks(stream, source):
+        for block, before, _ in iter_line_blocks(stream, source):
             text = skip.sub(b"", bytes(block))
             if not text.strip():
                 continue
@@ -283,8 +292,8 @@ def read_metis(path, *, weighted=None, name=None):
         comment_arr = _comment_bytes("%")
         srcs, dsts, ws = [], [], []
         vertices = 0
-        for block, before in iter_line_blocks(stream, source):
-            cap = int(np.count_nonzero(block == 32) + np.count_nonzero(block == 9)) + line_capacity(block)
+        for block, before, newlines in iter_line_blocks(stream, source):
+            cap = int(np.count_nonzero(block == 32) + np.count_nonzero(block == 9)) + newlines + 1
             s, d = np.empty(cap, np.int64), np.empty(cap, np.int64)
             w = np.empty(cap, np.float32)
             k, got, err, line, pos = parse_adjacency_block(block, comment_arr, skip, edge_w,
