@@ -15,18 +15,32 @@ DEDUP_RULES = ("first", "min", "max", "sum")
 _RULE_CODES = {"first": 0, "min": 1, "max": 2, "sum": 3}
 
 
-@numba.njit(cache=True, nogil=True)
-def _scatter_by_key(keys, vals, wts, ptr, out_vals, out_wts):
-    """Stable counting-sort scatter of ``vals`` (and ``wts`` if non-empty) by ``keys``."""
-    pos = ptr[:-1].copy()
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _scatter_by_key(keys, vals, wts, ptr, out_vals, out_wts, bounds):
+    """Stable counting-sort scatter of ``vals`` (and ``wts`` if non-empty) by ``keys``
+    into the segments of ``ptr``. Items are cut into chunks at ``bounds``; each chunk
+    counts, gets its own cursors, then scatters in parallel (order within a key is kept)."""
+    chunks = bounds.shape[0] - 1
+    n = ptr.shape[0] - 1
+    cursor = np.zeros((chunks, n), np.int64)
+    for t in numba.prange(chunks):
+        for i in range(bounds[t], bounds[t + 1]):
+            cursor[t, keys[i]] += 1
+    for k in numba.prange(n):
+        acc = ptr[k]
+        for t in range(chunks):
+            c = cursor[t, k]
+            cursor[t, k] = acc
+            acc += c
     with_w = wts.shape[0] > 0
-    for i in range(keys.shape[0]):
-        k = keys[i]
-        p = pos[k]
-        out_vals[p] = vals[i]
-        if with_w:
-            out_wts[p] = wts[i]
-        pos[k] = p + 1
+    for t in numba.prange(chunks):
+        for i in range(bounds[t], bounds[t + 1]):
+            k = keys[i]
+            p = cursor[t, k]
+            out_vals[p] = vals[i]
+            if with_w:
+                out_wts[p] = wts[i]
+            cursor[t, k] = p + 1
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
@@ -92,22 +106,36 @@ def _merge_duplicates(ptr, vals, wts, new_ptr, out_vals, out_wts, rule):
                 out_wts[m] = wts[e]
 
 
-@numba.njit(cache=True, nogil=True)
-def _transpose(in_ptr, in_idx, n):
-    """CSR (out-edges) from CSC (in-edges); targets come out sorted per row."""
-    out_ptr = np.zeros(n + 1, np.int64)
-    for s in in_idx:
-        out_ptr[s + 1] += 1
-    for i in range(n):
-        out_ptr[i + 1] += out_ptr[i]
-    pos = out_ptr[:-1].copy()
-    out_idx = np.empty_like(in_idx)
-    for v in range(n):
-        for e in range(in_ptr[v], in_ptr[v + 1]):
-            s = in_idx[e]
-            out_idx[pos[s]] = v
-            pos[s] += 1
-    return out_ptr, out_idx
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _transpose(in_ptr, in_idx, out_ptr, out_idx, col_bounds):
+    """Fill the CSR (out-edges) from the CSC; targets come out sorted per row. Columns
+    are cut into chunks at ``col_bounds`` that count and scatter in parallel."""
+    chunks = col_bounds.shape[0] - 1
+    n = in_ptr.shape[0] - 1
+    cursor = np.zeros((chunks, n), np.int64)
+    for t in numba.prange(chunks):
+        for e in range(in_ptr[col_bounds[t]], in_ptr[col_bounds[t + 1]]):
+            cursor[t, in_idx[e]] += 1
+    for k in numba.prange(n):
+        acc = out_ptr[k]
+        for t in range(chunks):
+            c = cursor[t, k]
+            cursor[t, k] = acc
+            acc += c
+    for t in numba.prange(chunks):
+        for v in range(col_bounds[t], col_bounds[t + 1]):
+            for e in range(in_ptr[v], in_ptr[v + 1]):
+                s = in_idx[e]
+                out_idx[cursor[t, s]] = v
+                cursor[t, s] += 1
+
+
+CURSOR_BYTES = 256 << 20  # memory the per-chunk cursors of a parallel scatter may use
+
+
+def _chunk_count(n):
+    """How many parallel chunks a scatter over n keys uses (cursors are chunks * n int64)."""
+    return int(max(1, min(numba.get_num_threads(), CURSOR_BYTES // (8 * max(n, 1)))))
 
 
 def index_dtype(num_vertices):
@@ -215,7 +243,9 @@ def _assemble(src, dst, weight, n, directed, labels, dedup, name):
     in_idx = np.empty(len(src), idx_t)
     w_in = np.empty(0, np.float32) if weight is None else weight.astype(np.float32)
     w = np.empty(len(w_in), np.float32)
-    _scatter_by_key(dst, src, w_in, in_ptr, in_idx, w)
+    chunks = _chunk_count(n)
+    bounds = np.linspace(0, len(src), chunks + 1).astype(np.int64)
+    _scatter_by_key(dst, src, w_in, in_ptr, in_idx, w, bounds)
     del src, dst, w_in
     counts = _sort_segments(in_ptr, in_idx, w, dedup is not None)
     if dedup is not None and counts.sum() < len(in_idx):
@@ -225,7 +255,12 @@ def _assemble(src, dst, weight, n, directed, labels, dedup, name):
         out_w = np.empty(new_ptr[-1] if len(w) else 0, np.float32)
         _merge_duplicates(in_ptr, in_idx, w, new_ptr, out_idx, out_w, _RULE_CODES[dedup])
         in_ptr, in_idx, w = new_ptr, out_idx, out_w
-    out_ptr, out_idx = _transpose(in_ptr, in_idx, n)
+    out_ptr = _pointer(in_idx, n)
+    out_idx = np.empty_like(in_idx)
+    targets = np.linspace(0, len(in_idx), chunks + 1)
+    col_bounds = np.searchsorted(in_ptr, targets).astype(np.int64)
+    col_bounds[0], col_bounds[-1] = 0, n
+    _transpose(in_ptr, in_idx, out_ptr, out_idx, np.maximum.accumulate(col_bounds))
     return Graph(in_ptr, in_idx, None if weight is None else w, out_ptr, out_idx,
                  directed=directed, labels=labels, name=name)
 

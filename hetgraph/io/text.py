@@ -157,6 +157,36 @@ def _parse_float(buf, i, end):
 
 
 @numba.njit(cache=True, nogil=True)
+def _line_start(buf, i, comments):
+    """For the line starting at ``i``: (end of line, first non-blank byte, kind) with
+    kind 0 data, 1 blank, 2 comment."""
+    n = buf.shape[0]
+    eol = i
+    while eol < n and buf[eol] != 10:
+        eol += 1
+    j = i
+    while j < eol and (buf[j] == 32 or buf[j] == 9 or buf[j] == 13):
+        j += 1
+    if j == eol:
+        return eol, j, 1
+    for c in comments:
+        if buf[j] == c:
+            return eol, j, 2
+    return eol, j, 0
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _next_token(buf, j, eol):
+    """(start, end) of the next token at or after ``j``; start == eol when none is left."""
+    while j < eol and _is_delim(buf[j]):
+        j += 1
+    t = j
+    while j < eol and not _is_delim(buf[j]):
+        j += 1
+    return t, j
+
+
+@numba.njit(cache=True, nogil=True)
 def parse_edge_block(buf, comments, tag, expect_cols, src, dst, weight):
     """Parse edge lines 'u v [w]' from a block of whole lines.
 
@@ -172,20 +202,8 @@ def parse_edge_block(buf, comments, tag, expect_cols, src, dst, weight):
     ncols = expect_cols
     while i < n:
         line += 1
-        eol = i
-        while eol < n and buf[eol] != 10:
-            eol += 1
-        j = i
-        while j < eol and (buf[j] == 32 or buf[j] == 9 or buf[j] == 13):
-            j += 1
-        if j == eol:
-            i = eol + 1
-            continue
-        is_comment = False
-        for c in comments:
-            if buf[j] == c:
-                is_comment = True
-        if is_comment:
+        eol, j, kind = _line_start(buf, i, comments)
+        if kind != 0:
             i = eol + 1
             continue
         if tag >= 0:
@@ -197,13 +215,9 @@ def parse_edge_block(buf, comments, tag, expect_cols, src, dst, weight):
         u = 0
         v = 0
         while True:
-            while j < eol and _is_delim(buf[j]):
-                j += 1
-            if j >= eol:
+            t, j = _next_token(buf, j, eol)
+            if t >= eol:
                 break
-            t = j
-            while j < eol and not _is_delim(buf[j]):
-                j += 1
             if col < 2:
                 val, err = _parse_uint(buf, t, j)
                 if err != OK:
@@ -247,29 +261,15 @@ def parse_adjacency_block(buf, comments, skip_per_vertex, edge_weights, first_ve
     vertex = first_vertex
     while i < n:
         line += 1
-        eol = i
-        while eol < n and buf[eol] != 10:
-            eol += 1
-        j = i
-        while j < eol and (buf[j] == 32 or buf[j] == 9 or buf[j] == 13):
-            j += 1
-        is_comment = False
-        if j < eol:
-            for c in comments:
-                if buf[j] == c:
-                    is_comment = True
-        if is_comment:
+        eol, j, kind = _line_start(buf, i, comments)
+        if kind == 2:  # blank lines are vertices without neighbours
             i = eol + 1
             continue
         tok = 0
         while True:
-            while j < eol and _is_delim(buf[j]):
-                j += 1
-            if j >= eol:
+            t, j = _next_token(buf, j, eol)
+            if t >= eol:
                 break
-            t = j
-            while j < eol and not _is_delim(buf[j]):
-                j += 1
             k = tok - skip_per_vertex
             if k < 0:
                 val, err = _parse_uint(buf, t, j)

@@ -178,10 +178,19 @@ def _declared_ints(text, count, source, line, what):
     return values, parts[count:]
 
 
-def _check_declared_ids(src, dst, n, source, one_based=True):
-    low = 1 if one_based else 0
+def _check_declared(src, dst, n, count, what, source, last_line):
+    """Entries must number ``count`` (as the header says) and name vertices 1..n."""
+    if len(src) != count:
+        raise InputFormatError(f"{what} declares {count} {'entries' if what == 'size line' else 'arcs'}"
+                               f" but the file has {len(src)}", source=source, line=last_line,
+                               fix="The file may be truncated; fix the count or the data")
+    _require_edges(src, source)
+    _check_declared_ids(src, dst, n, source)
+
+
+def _check_declared_ids(src, dst, n, source):
     for arr in (src, dst):
-        bad = (arr < low) | (arr >= n + low)
+        bad = (arr < 1) | (arr > n)
         if bad.any():
             i = int(np.argmax(bad))
             raise InputFormatError(
@@ -229,12 +238,7 @@ def read_mtx(path, *, directed=None, weighted=None, self_loops=True, dedup="firs
         expect = 2 if field == "pattern" else 3
         src, dst, w, _, last = _parse_edges(stream, source, "%", expect_cols=expect,
                                             lines_before=lines)
-    if len(src) != nnz:
-        raise InputFormatError(f"size line declares {nnz} entries but the file has {len(src)}",
-                               source=source, line=last,
-                               fix="The file may be truncated; fix the count or the data")
-    _require_edges(src, source)
-    _check_declared_ids(src, dst, rows, source)
+    _check_declared(src, dst, rows, nnz, "size line", source, last)
     if directed is None:
         directed = symmetry == "general"
     if symmetry == "symmetric" and directed:
@@ -264,12 +268,7 @@ def read_dimacs(path, *, directed=True, self_loops=True, dedup="min", name=None)
         (n, m), _ = _declared_ints(" ".join(parts[2:]), 2, source, lines, "'p sp N M'")
         src, dst, w, _, last = _parse_edges(stream, source, "c", tag=ord("a"), expect_cols=3,
                                             lines_before=lines)
-    if len(src) != m:
-        raise InputFormatError(f"problem line declares {m} arcs but the file has {len(src)}",
-                               source=source, line=last,
-                               fix="The file may be truncated; fix the count or the arcs")
-    _require_edges(src, source)
-    _check_declared_ids(src, dst, n, source)
+    _check_declared(src, dst, n, m, "problem line", source, last)
     return build_graph(src - 1, dst - 1, w, directed=directed,
                        labels=np.arange(1, n + 1, dtype=np.int64), self_loops=self_loops,
                        dedup=dedup, source=source, name=name)
