@@ -1,0 +1,111 @@
+"""Property tests (hypothesis) for the readers: any edge list written in any supported
+format reads back to the same graph; arbitrary bytes give a graph or a HetGraphError."""
+
+import gzip
+
+import numpy as np
+import pandas as pd
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import hetgraph as hg
+from conftest import edge_set
+
+SETTINGS = settings(max_examples=40, deadline=None,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+edges = st.lists(st.tuples(st.integers(0, 2**40), st.integers(0, 2**40),
+                           st.floats(-1e6, 1e6, allow_nan=False, width=32)),
+                 min_size=1, max_size=60)
+
+
+def _expected(rows, weighted, one_based=False):
+    src = np.array([r[0] for r in rows], np.int64)
+    dst = np.array([r[1] for r in rows], np.int64)
+    w = np.array([r[2] for r in rows], np.float64) if weighted else None
+    return edge_set(hg.from_arrays(src, dst, w, relabel=True))
+
+
+@SETTINGS
+@given(rows=edges, weighted=st.booleans(), sep=st.sampled_from([" ", "\t", ",", " \t ", ", "]),
+       newline=st.sampled_from(["\n", "\r\n"]), comments=st.lists(st.sampled_from(
+           ["# c", "% c", "", "   "]), max_size=3), compress=st.booleans())
+def test_edgelist_round_trip(tmp_path_factory, rows, weighted, sep, newline, comments, compress):
+    lines = list(comments)
+    for u, v, w in rows:
+        cols = [str(u), str(v)] + ([repr(float(w))] if weighted else [])
+        lines.append(sep.join(cols))
+        if comments:
+            lines.append(comments[0])
+    text = newline.join(lines) + newline
+    path = tmp_path_factory.mktemp("el") / ("g.txt.gz" if compress else "g.txt")
+    data = text.encode()
+    path.write_bytes(gzip.compress(data) if compress else data)
+    g = hg.read(path)
+    assert g.weighted == weighted
+    assert edge_set(g) == _expected(rows, weighted)
+
+
+@SETTINGS
+@given(rows=st.lists(st.tuples(st.integers(1, 50), st.integers(1, 50),
+                               st.integers(1, 1000)), min_size=1, max_size=80))
+def test_mtx_and_dimacs_round_trip(tmp_path_factory, rows):
+    d = tmp_path_factory.mktemp("fmt")
+    body = "".join(f"{u} {v} {w}\n" for u, v, w in rows)
+    (d / "a.mtx").write_text(f"%%MatrixMarket matrix coordinate integer general\n% x\n"
+                             f"50 50 {len(rows)}\n" + body)
+    (d / "a.gr").write_text(f"c x\np sp 50 {len(rows)}\n" + "".join(f"a {r}" for r in
+                            body.splitlines(keepends=True)))
+    src = np.array([r[0] for r in rows]) - 1
+    dst = np.array([r[1] for r in rows]) - 1
+    w = np.array([r[2] for r in rows], np.float64)
+    for name, rule in (("a.mtx", "first"), ("a.gr", "min")):
+        g = hg.read(d / name)
+        ref = hg.from_arrays(src, dst, w, num_vertices=50, labels=np.arange(1, 51), dedup=rule)
+        assert g.num_vertices == 50
+        assert edge_set(g) == edge_set(ref)
+
+
+@SETTINGS
+@given(rows=edges, weighted=st.booleans(), fmt=st.sampled_from(["npz", "parquet", "csv"]))
+def test_table_formats_round_trip(tmp_path_factory, rows, weighted, fmt):
+    d = tmp_path_factory.mktemp("tab")
+    df = pd.DataFrame({"src": [r[0] for r in rows], "dst": [r[1] for r in rows],
+                       "w": np.array([r[2] for r in rows], np.float32)})
+    if fmt == "npz":
+        arrays = {"src": df["src"].to_numpy(), "dst": df["dst"].to_numpy()}
+        if weighted:
+            arrays["weight"] = df["w"].to_numpy()
+        np.savez(d / "e.npz", **arrays)
+        g = hg.read(d / "e.npz", relabel=True)
+    else:
+        getattr(df, "to_parquet" if fmt == "parquet" else "to_csv")(d / f"e.{fmt}", index=False)
+        g = hg.read(d / f"e.{fmt}", weight="w" if weighted else None)
+    assert edge_set(g) == _expected(rows, weighted)
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(max_size=300), ext=st.sampled_from(["txt", "mtx", "gr", "graph"]))
+def test_arbitrary_bytes_never_crash(tmp_path_factory, data, ext):
+    path = tmp_path_factory.mktemp("fuzz") / f"x.{ext}"
+    path.write_bytes(data)
+    try:
+        g = hg.read(path)
+    except hg.HetGraphError:
+        return
+    assert g.num_vertices >= 1
+    assert len(g.in_indptr) == g.num_vertices + 1 and g.in_indptr[-1] == g.num_arcs
+
+
+@settings(max_examples=100, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(st.text(alphabet="0123456789 \t,.-+eE#%naif\n", max_size=20),
+                      min_size=1, max_size=20))
+def test_numeric_looking_noise_never_crashes(tmp_path_factory, lines):
+    path = tmp_path_factory.mktemp("noise") / "x.txt"
+    path.write_text("\n".join(lines))
+    try:
+        hg.read(path)
+    except hg.HetGraphError as exc:
+        assert "x.txt" in str(exc)
