@@ -16,6 +16,17 @@ _RULE_CODES = {"first": 0, "min": 1, "max": 2, "sum": 3}
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
+def _counts_to_cursors(cursor, ptr):
+    """Turn per-chunk key counts into each chunk's first write position per key."""
+    for k in numba.prange(cursor.shape[1]):
+        acc = ptr[k]
+        for t in range(cursor.shape[0]):
+            c = cursor[t, k]
+            cursor[t, k] = acc
+            acc += c
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
 def _scatter_by_key(keys, vals, wts, ptr, out_vals, out_wts, bounds):
     """Stable counting-sort scatter of ``vals`` (and ``wts`` if non-empty) by ``keys``
     into the segments of ``ptr``. Items are cut into chunks at ``bounds``; each chunk
@@ -26,12 +37,7 @@ def _scatter_by_key(keys, vals, wts, ptr, out_vals, out_wts, bounds):
     for t in numba.prange(chunks):
         for i in range(bounds[t], bounds[t + 1]):
             cursor[t, keys[i]] += 1
-    for k in numba.prange(n):
-        acc = ptr[k]
-        for t in range(chunks):
-            c = cursor[t, k]
-            cursor[t, k] = acc
-            acc += c
+    _counts_to_cursors(cursor, ptr)
     with_w = wts.shape[0] > 0
     for t in numba.prange(chunks):
         for i in range(bounds[t], bounds[t + 1]):
@@ -116,12 +122,7 @@ def _transpose(in_ptr, in_idx, out_ptr, out_idx, col_bounds):
     for t in numba.prange(chunks):
         for e in range(in_ptr[col_bounds[t]], in_ptr[col_bounds[t + 1]]):
             cursor[t, in_idx[e]] += 1
-    for k in numba.prange(n):
-        acc = out_ptr[k]
-        for t in range(chunks):
-            c = cursor[t, k]
-            cursor[t, k] = acc
-            acc += c
+    _counts_to_cursors(cursor, out_ptr)
     for t in numba.prange(chunks):
         for v in range(col_bounds[t], col_bounds[t + 1]):
             for e in range(in_ptr[v], in_ptr[v + 1]):

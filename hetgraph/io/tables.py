@@ -19,7 +19,7 @@ def from_arrays(src, dst, weight=None, *, directed=True, num_vertices=None, labe
     ``num_vertices`` defaults to max id + 1; ``labels`` gives each id's original label.
     """
     return build_graph(src, dst, weight, directed=directed, num_vertices=num_vertices,
-                       labels=labels, relabel=relabel and labels is None and num_vertices is None,
+                       labels=labels, relabel=relabel,
                        self_loops=self_loops, dedup=dedup, name=name)
 
 
