@@ -266,6 +266,24 @@ def _assemble(src, dst, weight, n, directed, labels, dedup, name):
                  directed=directed, labels=labels, name=name)
 
 
+def factorize_arrow(src_labels, dst_labels):
+    """Dense ids for Arrow label columns (any type) in first-seen order, computed in Arrow
+    (no Python object per edge). Returns (src, dst, labels as a NumPy array)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    src_labels, dst_labels = pa.chunked_array(src_labels), pa.chunked_array(dst_labels)
+    both = pa.chunked_array(src_labels.chunks + dst_labels.chunks)
+    n = len(src_labels)
+    if both.null_count:
+        i = int(np.argmax(both.is_null().to_numpy(zero_copy_only=False)))
+        raise GraphError(f"edge {i % max(n, 1)} has a missing (null) vertex label; "
+                         "drop or fill it first")
+    labels = both.unique()
+    codes = pc.index_in(both, value_set=labels).to_numpy().astype(np.int64)
+    return codes[:n], codes[n:], labels.to_numpy(zero_copy_only=False)
+
+
 def factorize_labels(src_labels, dst_labels):
     """Dense ids for arbitrary (e.g. string) labels in first-seen order.
 

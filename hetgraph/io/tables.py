@@ -8,7 +8,7 @@ import os
 import numpy as np
 
 from ..errors import GraphError, InputFormatError
-from .build import build_graph, factorize_labels
+from .build import build_graph, factorize_arrow, factorize_labels
 from .textformats import _source
 
 
@@ -200,7 +200,13 @@ def read_table(path, *, format=None, source=None, target=None, weight=None, dire
             i = int(np.argmax(table.column(c).is_null().to_numpy(zero_copy_only=False)))
             raise InputFormatError(f"column {c!r} is empty in record {i + 1}", source=where,
                                    fix="Drop or fill rows with missing values")
-    col = lambda c: table.column(c).to_numpy()  # noqa: E731
-    w = col(weight) if weight else None
-    return _edges_from_columns(col(cols[0]), col(cols[1]), w, where, directed=directed,
-                               relabel=True, self_loops=self_loops, dedup=dedup, name=name)
+    w = table.column(weight).to_numpy() if weight else None
+    options = dict(directed=directed, self_loops=self_loops, dedup=dedup, name=name)
+    s, d = table.column(cols[0]), table.column(cols[1])
+    if pa.types.is_integer(s.type) and pa.types.is_integer(d.type):
+        return _edges_from_columns(s.to_numpy(), d.to_numpy(), w, where, relabel=True, **options)
+    if pa.types.is_floating(s.type) or pa.types.is_floating(d.type):
+        raise InputFormatError(f"id columns have types {s.type} and {d.type}, not vertex ids",
+                               source=where, fix="Store ids as integers or strings")
+    src, dst, labels = factorize_arrow(s, d)
+    return build_graph(src, dst, w, labels=labels, source=where, **options)

@@ -14,7 +14,7 @@ import re
 import numpy as np
 
 from ..errors import InputFormatError
-from .build import build_graph, factorize_labels
+from .build import build_graph, factorize_arrow
 from .text import (OK, iter_line_blocks, open_binary, parse_adjacency_block, parse_edge_block,
                    parse_in_parallel, raise_parse_error)
 
@@ -136,8 +136,7 @@ def _read_str_edges(source, comments, weighted):
                 w_parts.append(table.column("c2"))
     if not src_parts:
         _require_edges([], source)
-    src, dst, labels = factorize_labels(pa.chunked_array(src_parts).to_pandas(),
-                                        pa.chunked_array(dst_parts).to_pandas())
+    src, dst, labels = factorize_arrow(src_parts, dst_parts)
     w = None
     if w_parts and weighted is not False:
         w = pa.chunked_array(w_parts).to_numpy()
