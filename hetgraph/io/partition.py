@@ -202,8 +202,9 @@ class Partition:
                          "bytes": (e1 - e0) * per_edge})
         return pd.DataFrame(rows)
 
-    def page(self, p, src, weight):
-        """Build Page ``p`` from the CSC arrays ``src`` (in_indices) and ``weight``."""
+    def page_from_arrays(self, p, src, dst_offset, weight):
+        """Page ``p`` around its own edge arrays (as stored: ``src``, ``dst_offset``,
+        ``weight`` or None, each holding only this page's edges)."""
         if not 0 <= p < self.num_pages:
             raise GraphError(f"page {p} does not exist (the graph has {self.num_pages} pages)")
         s0, s1 = int(self.page_shard[p]), int(self.page_shard[p + 1])
@@ -211,9 +212,18 @@ class Partition:
         e0, e1 = self.page_edges(p)
         starts = self.shard_start[s0:s1 + 1]
         return Page(p, v0, v1, e0, e1, starts, self.in_indptr[starts] - e0,
-                    self.replication[s0:s1], src[e0:e1],
-                    destination_offsets(self.in_indptr, starts, v0, v1),
-                    None if weight is None else weight[e0:e1])
+                    self.replication[s0:s1], src, dst_offset, weight)
+
+    def page(self, p, src, weight):
+        """Build Page ``p`` from the whole CSC arrays ``src`` (in_indices) and ``weight``."""
+        if not 0 <= p < self.num_pages:
+            raise GraphError(f"page {p} does not exist (the graph has {self.num_pages} pages)")
+        v0, v1 = self.page_vertices(p)
+        e0, e1 = self.page_edges(p)
+        starts = self.shard_start[self.page_shard[p]:self.page_shard[p + 1] + 1]
+        return self.page_from_arrays(p, src[e0:e1],
+                                     destination_offsets(self.in_indptr, starts, v0, v1),
+                                     None if weight is None else weight[e0:e1])
 
     def pages(self, src, weight):
         """Iterate over every Page."""

@@ -24,7 +24,7 @@ import numpy as np
 from ..version import __version__
 from ..errors import ChecksumError, StoreError, StoreVersionError
 from ..graph import Graph
-from .partition import PAGE_BYTES, Page, Partition, destination_offsets, partition
+from .partition import PAGE_BYTES, Page, Partition, partition
 
 FORMAT = "hetgraph-pagestore"
 VERSION = 1
@@ -162,19 +162,17 @@ def save(graph: Graph, path, *, stripes=None, page_bytes=PAGE_BYTES, overwrite=F
         for name, arr in label_arrays.items():
             graph_blocks[name] = writer.write(-1, name, arr, fsync)
         pages = []
-        for p in range(part.num_pages):
-            v0, v1 = part.page_vertices(p)
-            e0, e1 = part.page_edges(p)
+        for page in part.pages(graph.in_indices, graph.in_weights):
+            p, v0, v1, e0, e1 = (page.index, page.vertex_start, page.vertex_stop,
+                                 page.edge_start, page.edge_stop)
             o0, o1 = int(graph.out_indptr[v0]), int(graph.out_indptr[v1])
-            starts = part.shard_start[part.page_shard[p]:part.page_shard[p + 1] + 1]
             blocks = {
-                "src": writer.write(p, "src", graph.in_indices[e0:e1], fsync),
-                "dst_offset": writer.write(
-                    p, "dst_offset", destination_offsets(graph.in_indptr, starts, v0, v1), fsync),
+                "src": writer.write(p, "src", page.src, fsync),
+                "dst_offset": writer.write(p, "dst_offset", page.dst_offset, fsync),
                 "out_dst": writer.write(p, "out_dst", graph.out_indices[o0:o1], fsync),
             }
             if graph.weighted:
-                blocks["weight"] = writer.write(p, "weight", graph.in_weights[e0:e1], fsync)
+                blocks["weight"] = writer.write(p, "weight", page.weight, fsync)
             pages.append({"vertex_start": v0, "vertex_stop": v1, "edge_start": e0,
                           "edge_stop": e1, "out_edge_start": o0, "out_edge_stop": o1,
                           "blocks": blocks})
@@ -276,15 +274,10 @@ class PageStore:
         if not 0 <= p < self.num_pages:
             raise StoreError(f"{self.path}: page {p} does not exist "
                              f"(the store has {self.num_pages} pages)")
-        entry = self.manifest["pages"][p]
-        blocks = entry["blocks"]
-        s0, s1 = int(part.page_shard[p]), int(part.page_shard[p + 1])
-        starts = part.shard_start[s0:s1 + 1]
-        return Page(p, entry["vertex_start"], entry["vertex_stop"], entry["edge_start"],
-                    entry["edge_stop"], starts, part.in_indptr[starts] - entry["edge_start"],
-                    part.replication[s0:s1], self.read_block(blocks["src"]),
-                    self.read_block(blocks["dst_offset"]),
-                    self.read_block(blocks["weight"]) if self.weighted else None)
+        blocks = self.manifest["pages"][p]["blocks"]
+        return part.page_from_arrays(p, self.read_block(blocks["src"]),
+                                     self.read_block(blocks["dst_offset"]),
+                                     self.read_block(blocks["weight"]) if self.weighted else None)
 
     def labels(self):
         kind = self.manifest["labels"]
