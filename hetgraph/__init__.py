@@ -7,10 +7,14 @@ See DESIGN.md for the layout; ``import hetgraph as hg`` is the public API.
 from . import datasets
 from .errors import (ChecksumError, GraphError, HetGraphError, InputFormatError,
                      StoreError, StoreVersionError, UnsupportedFormatError)
+from .algorithms import bfs, circuit, connected_components, heat, nn, pagerank, sssp
 from .graph import Graph
 from .io import generate
 from .io import (PageStore, convert, from_arrays, from_networkx, from_pandas, from_scipy, open_store,
                  read, read_dimacs, read_edgelist, read_metis, read_mtx, read_npz, read_table)
+from .program import ProgramError, VertexProgram
+from .result import Result
+from .scheduler.dispatcher import run
 from .version import __version__
 
 __all__ = [
@@ -18,5 +22,6 @@ __all__ = [
     "UnsupportedFormatError", "GraphError", "StoreError", "ChecksumError", "StoreVersionError",
     "read", "read_edgelist", "read_mtx", "read_dimacs", "read_metis", "read_npz", "read_table",
     "from_arrays", "from_pandas", "from_scipy", "from_networkx", "open_store", "convert",
-    "__version__",
+    "VertexProgram", "ProgramError", "Result", "run", "pagerank", "sssp", "bfs",
+    "connected_components", "nn", "heat", "circuit", "__version__",
 ]

@@ -89,11 +89,13 @@ class Graph:
     def label_of(self, ids) -> np.ndarray:
         """Original labels of dense ids (the ids themselves when there are no labels)."""
         ids = np.asarray(ids)
+        if ids.ndim == 0:
+            return int(ids) if self.labels is None else self.labels[int(ids)]
         return ids if self.labels is None else self.labels[ids]
 
     def id_of(self, labels) -> np.ndarray:
         """Dense ids of original labels; raises GraphError naming an unknown label."""
-        scalar = np.isscalar(labels) or isinstance(labels, str)
+        scalar = np.ndim(labels) == 0
         wanted = np.atleast_1d(np.asarray(labels, dtype=object if scalar and
                                           isinstance(labels, str) else None))
         if self.labels is None:
@@ -128,6 +130,17 @@ class Graph:
         """(src, dst, weight or None) arrays of every stored arc, sorted by dst then src."""
         dst = np.repeat(np.arange(self.num_vertices, dtype=np.int64), self.in_degree())
         return self.in_indices.astype(np.int64), dst, self.in_weights
+
+    def to_undirected(self) -> "Graph":
+        """The undirected graph with an edge u-v wherever u->v or v->u (self if already
+        undirected); weights of both directions are combined by min."""
+        if not self.directed:
+            return self
+        from .io.build import build_graph
+
+        src, dst, weight = self.edges()
+        return build_graph(src, dst, weight, directed=False, num_vertices=self.num_vertices,
+                           labels=self.labels, dedup="min", name=self.name)
 
     def partition(self, **options):
         """Shards and pages of this graph; see :func:`hetgraph.io.partition.partition`."""

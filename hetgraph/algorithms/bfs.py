@@ -1,0 +1,58 @@
+"""Breadth-first search levels: the number of edges on a shortest path from the source.
+
+    level'[v] = min(level[v], min_{u -> v} level[u] + 1),  level[source] = 0
+
+Reported levels are int32; -1 marks vertices the source cannot reach.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..program import VertexProgram
+from ..scheduler.dispatcher import run
+from .common import vertex_id
+
+UNREACHED = np.iinfo(np.int32).max
+
+
+class BreadthFirst(VertexProgram):
+    """BFS program from dense vertex id ``source`` (UNREACHED until reached)."""
+
+    dtype = np.int32
+    reduce = "min"
+
+    def __init__(self, source):
+        self.source = source
+
+    @staticmethod
+    def gather(src, weight, dst):
+        return src + 1 if src < UNREACHED else src
+
+    @staticmethod
+    def apply(old, acc, aux):
+        return acc if acc < old else old
+
+    @staticmethod
+    def activate(new, old):
+        return new < old
+
+    def init(self, graph):
+        values = np.full(graph.num_vertices, UNREACHED, np.int32)
+        values[self.source] = 0
+        active = np.zeros(graph.num_vertices, bool)
+        active[self.source] = True
+        return values, active
+
+    def finalize(self, graph, values):
+        return np.where(values == UNREACHED, -1, values).astype(np.int32)
+
+
+def bfs(graph, source, **options):
+    """BFS level of every vertex from ``source`` (an original label); -1 if unreachable.
+
+    Follows edge direction (u -> v). Options go to :func:`hetgraph.run`.
+    """
+    program = BreadthFirst(vertex_id(graph, source))
+    options.setdefault("max_iterations", max(graph.num_vertices, 1))
+    return run(program, graph, **options)

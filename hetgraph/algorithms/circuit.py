@@ -1,0 +1,66 @@
+"""Circuit simulation (the CS workload of Garaph / CuSha): node voltages of a resistor
+network by Jacobi iteration on Kirchhoff's current law.
+
+    V'[v] = sum_{u -> v} g_uv * V[u] / sum_{u -> v} g_uv   for a free node v
+    V'[v] = V[v]                                           for a node held by a source
+
+with g the edge weights as conductances (1 when unweighted). Free nodes start at 0.
+At the fixed point no current is lost at any free node: on an undirected network this
+is the solution of the Laplacian system with the held voltages as boundary values.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import GraphError
+from ..program import VertexProgram
+from ..scheduler.dispatcher import run
+from .common import in_weight_sums, vertex_id
+
+
+class Circuit(VertexProgram):
+    """Jacobi program; aux = 1 / in-conductance, 0 for held or isolated nodes."""
+
+    reduce = "add"
+    needs_weights = True
+    notify_self = True
+
+    def __init__(self, held, dtype=np.float64):
+        self.held = held  # {dense id: volts}
+        self.dtype = np.dtype(dtype)
+
+    @staticmethod
+    def gather(src, weight, dst):
+        return weight * src
+
+    @staticmethod
+    def apply(old, acc, aux):
+        return acc * aux if aux > 0 else old
+
+    @staticmethod
+    def activate(new, old):
+        return new != old
+
+    def init(self, graph):
+        values = np.zeros(graph.num_vertices, self.dtype)
+        for v, volts in self.held.items():
+            values[v] = volts
+        return values, None
+
+    def aux(self, graph):
+        conductance = in_weight_sums(graph)
+        with np.errstate(divide="ignore"):
+            aux = np.where(conductance > 0, 1.0 / conductance, 0.0)
+        aux[list(self.held)] = 0
+        return aux.astype(self.dtype)
+
+
+def circuit(graph, voltages, iterations=10, *, dtype=np.float64, **options):
+    """Node voltages after ``iterations`` Jacobi steps (module docstring), with
+    ``voltages`` = {original label: volts} held fixed, e.g. {source: 1.0, ground: 0.0}.
+    Use a large ``iterations`` to run to the fixed point. Options go to hetgraph.run."""
+    if not voltages:
+        raise GraphError("circuit needs at least one held voltage, e.g. {source: 1.0}")
+    held = {vertex_id(graph, label, "circuit node"): float(v) for label, v in voltages.items()}
+    return run(Circuit(held, dtype), graph, max_iterations=iterations, **options)

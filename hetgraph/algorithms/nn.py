@@ -1,0 +1,62 @@
+"""Neural network simulation (the NN workload of Garaph / CuSha): each vertex is a
+neuron whose activation is the logistic function of its weighted inputs.
+
+    a'[v] = sigma(sum_{u -> v} w_uv * a[u] + b[v]),  sigma(z) = 1 / (1 + exp(-z))
+
+Weights are the edge weights (1 when unweighted), b the per-vertex bias (default 0),
+a = 0.5 everywhere initially. Runs a fixed number of iterations (default 10).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import GraphError
+from ..program import VertexProgram
+from ..scheduler.dispatcher import run
+
+
+class NeuralNetwork(VertexProgram):
+    """Logistic neuron program; ``bias`` is a float or an array of length N."""
+
+    reduce = "add"
+    needs_weights = True
+    notify_self = True
+
+    def __init__(self, bias=0.0, initial=0.5, dtype=np.float32):
+        self.bias = bias
+        self.initial = initial
+        self.dtype = np.dtype(dtype)
+
+    @staticmethod
+    def gather(src, weight, dst):
+        return weight * src
+
+    @staticmethod
+    def apply(old, acc, aux):
+        return 1.0 / (1.0 + math.exp(-(acc + aux)))
+
+    @staticmethod
+    def activate(new, old):
+        return new != old
+
+    def init(self, graph):
+        return np.full(graph.num_vertices, self.initial, self.dtype), None
+
+    def aux(self, graph):
+        bias = np.asarray(self.bias, dtype=np.float64)
+        if bias.ndim == 0:
+            return np.full(graph.num_vertices, float(bias), self.dtype)
+        if bias.shape != (graph.num_vertices,):
+            raise GraphError(f"nn bias has shape {bias.shape}; give a float or an array of "
+                             f"length {graph.num_vertices}")
+        return bias.astype(self.dtype)
+
+
+def nn(graph, iterations=10, *, bias=0.0, initial=0.5, dtype=np.float32, **options):
+    """Activations after ``iterations`` synchronous steps of the logistic network
+    (formula in the module docstring). Options go to :func:`hetgraph.run`."""
+    return run(NeuralNetwork(bias, initial, dtype), graph, max_iterations=iterations,
+               **options)

@@ -1,0 +1,100 @@
+"""PageRank as NetworkX computes it (dangling vertices spread their rank uniformly).
+
+    rank'[v] = (1 - d) / N + d * (sum_{u -> v} rank[u] * w_uv / W_u + D / N)
+
+with d the damping, W_u the out-weight of u (out-degree when unweighted) and D the
+total rank of dangling vertices (W_u = 0). Internally a vertex holds
+x[u] = d * rank[u] / W_u (d * rank[u] when dangling), so that gather is one multiply:
+acc = sum x[u] * w_uv, rank' = c + acc with the iteration constant c = (1 - d) / N +
+(sum of dangling x) / N, and x' = rank' * aux with aux = d / W (d when dangling).
+Stops when sum |rank' - rank| < N * tol (NetworkX's test) or after max_iterations.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from ..errors import GraphError
+from ..program import VertexProgram
+from ..scheduler.dispatcher import run
+from .common import out_weight_sums
+
+log = logging.getLogger("hetgraph.algorithms")
+
+
+class PageRank(VertexProgram):
+    """PageRank program (see the module docstring); ``tol=None`` runs all iterations."""
+
+    reduce = "add"
+    notify_self = True  # every rank depends on the dangling total
+
+    def __init__(self, damping=0.85, tol=1e-6, dtype=np.float64, weighted=True):
+        if not 0.0 < damping <= 1.0:
+            raise GraphError(f"damping={damping} is out of range; use 0 < damping <= 1")
+        if tol is not None and not tol > 0:
+            raise GraphError(f"tol={tol} must be > 0 or None")
+        self.damping = float(damping)
+        self.tol = tol
+        if tol is None:
+            self.converged = None  # fixed iterations: no L1 test, no copy of the values
+        self.dtype = np.dtype(dtype)
+        self.needs_weights = bool(weighted)
+
+    @staticmethod
+    def gather(src, weight, dst):
+        return src * weight
+
+    @staticmethod
+    def apply(old, acc, aux, constant):
+        return (constant + acc) * aux
+
+    @staticmethod
+    def activate(new, old):
+        return True
+
+    def init(self, graph):
+        n = graph.num_vertices
+        out_weight = out_weight_sums(graph) if self.needs_weights else \
+            graph.out_degree().astype(np.float64)
+        self._dangling = np.flatnonzero(out_weight == 0)
+        with np.errstate(divide="ignore"):
+            scale = np.where(out_weight > 0, self.damping / out_weight, self.damping)
+        self._scale = scale.astype(self.dtype)
+        self._rank_of = 1.0 / scale  # rank per unit of internal value
+        return np.full(n, 1.0 / max(n, 1)) * self._scale, None
+
+    def aux(self, graph):
+        return self._scale
+
+    def iteration_constant(self, graph, values):
+        n = graph.num_vertices
+        dangling = float(np.add.reduce(values[self._dangling], dtype=np.float64))
+        return (1.0 - self.damping) / n + dangling / n
+
+    def converged(self, graph, previous, values):
+        change = np.subtract(values, previous, dtype=np.float64)
+        np.abs(change, out=change)
+        return float(change @ self._rank_of) < graph.num_vertices * self.tol
+
+    def finalize(self, graph, values):
+        return values / self._scale
+
+
+def pagerank(graph, damping=0.85, max_iterations=100, tol=1e-6, *, weighted=True,
+             dtype=np.float64, **options):
+    """PageRank of every vertex (sums to 1), as ``networkx.pagerank``.
+
+    ``damping``: d (default 0.85). ``tol``: stop when the L1 change of the ranks is
+    below N * tol (default 1e-6); None runs ``max_iterations`` (default 100) exactly.
+    ``weighted``: use edge weights when the graph has them (as NetworkX's
+    weight="weight"). ``dtype``: float64 (default) or float32. Other options go to
+    :func:`hetgraph.run`. Returns a Result; ``result.converged`` is False when the
+    tolerance was not reached (NetworkX raises in that case; hetgraph logs a warning).
+    """
+    result = run(PageRank(damping, tol, dtype, weighted), graph,
+                 max_iterations=max_iterations, **options)
+    if tol is not None and not result.converged:
+        log.warning("pagerank did not reach tol=%g in %d iterations", tol, max_iterations)
+    return result

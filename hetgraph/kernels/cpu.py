@@ -1,0 +1,304 @@
+"""CPU kernels (Numba): a VertexProgram's gather / apply / activate over the CSC.
+
+Garaph section 4. The in-edges of the vertices to compute are cut into ``parts`` equal
+edge ranges, run in parallel by a thread pool (the kernels release the GIL); a vertex
+cut by a range boundary gets a partial accumulator (a replica) in each range it
+touches, and the replicas are merged after the ranges are done. The vertices to compute are either a contiguous range (pull mode) or a
+sorted list (notify-pull mode: the out-neighbours of the vertices active last
+iteration, found through the CSR). Writing to a second array gives sync execution;
+writing to the values themselves gives async execution (values visible at once).
+
+``compile_program`` returns a :class:`CpuKernel`, compiled once per program and kept
+in memory for the process (keyed by the program's functions, their closure constants
+and its dtype); the program-independent notify / compact helpers are cached on disk.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba import prange
+
+from ..program import ProgramError, ProgramSpec
+
+
+# --- monoids --------------------------------------------------------------------------
+
+@numba.njit(nogil=True)
+def _add(a, b):
+    return a + b
+
+
+@numba.njit(nogil=True)
+def _min(a, b):
+    return b if b < a else a
+
+
+@numba.njit(nogil=True)
+def _max(a, b):
+    return b if b > a else a
+
+
+@numba.njit(nogil=True)
+def _or(a, b):
+    return a | b
+
+
+@numba.njit(nogil=True)
+def _and(a, b):
+    return a & b
+
+
+COMBINE = {"add": _add, "min": _min, "max": _max, "or": _or, "and": _and}
+
+
+# --- program-independent helpers (cached on disk) -----------------------------------------
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def frontier_size(flags, out_indptr, chunks):
+    """(active vertices, sum of their out-degrees) for the active flags."""
+    n = flags.shape[0]
+    counts = np.zeros(chunks, np.int64)
+    degrees = np.zeros(chunks, np.int64)
+    for c in prange(chunks):
+        for u in range(n * c // chunks, n * (c + 1) // chunks):
+            if flags[u]:
+                counts[c] += 1
+                degrees[c] += out_indptr[u + 1] - out_indptr[u]
+    return counts.sum(), degrees.sum()
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def notify(flags, out_indptr, out_indices, marks, notify_self, chunks):
+    """Mark the out-neighbours of active vertices (and the active vertices themselves if
+    ``notify_self``) in ``marks``; clear ``flags``."""
+    n = flags.shape[0]
+    for c in prange(chunks):
+        for u in range(n * c // chunks, n * (c + 1) // chunks):
+            if flags[u]:
+                flags[u] = 0
+                if notify_self:
+                    marks[u] = 1
+                for e in range(out_indptr[u], out_indptr[u + 1]):
+                    marks[out_indices[e]] = 1
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def compact(marks, chunks):
+    """Sorted ids of the marked vertices (int64); clears ``marks``."""
+    n = marks.shape[0]
+    counts = np.zeros(chunks + 1, np.int64)
+    for c in prange(chunks):
+        for u in range(n * c // chunks, n * (c + 1) // chunks):
+            counts[c + 1] += marks[u] != 0
+    offsets = np.cumsum(counts)
+    vertices = np.empty(offsets[chunks], np.int64)
+    for c in prange(chunks):
+        k = offsets[c]
+        for u in range(n * c // chunks, n * (c + 1) // chunks):
+            if marks[u]:
+                marks[u] = 0
+                vertices[k] = u
+                k += 1
+    return vertices
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def commit(values, new_values, vertices):
+    """values[v] = new_values[v] for v in vertices (sync notify-pull)."""
+    for i in prange(vertices.shape[0]):
+        v = vertices[i]
+        values[v] = new_values[v]
+
+
+def edge_prefix(in_indptr, vertices):
+    """Running total of the in-degrees of ``vertices`` (length len(vertices) + 1)."""
+    prefix = np.zeros(len(vertices) + 1, np.int64)
+    np.cumsum(in_indptr[vertices + 1] - in_indptr[vertices], out=prefix[1:])
+    return prefix
+
+
+# --- the program's step kernel ------------------------------------------------------------
+
+def _build_step(gather, combine, apply, activate, cast, identity, uses_constant):
+    if uses_constant:
+        @numba.njit(nogil=True)
+        def apply_with(old, acc, aux, constant):
+            return apply(old, acc, aux, constant)
+    else:
+        @numba.njit(nogil=True)
+        def apply_with(old, acc, aux, constant):
+            return apply(old, acc, aux)
+
+    @numba.njit(nogil=True)
+    def accumulate(indices, weights, values, first, last, dst_value, acc):
+        weighted = weights.shape[0] > 0
+        for e in range(first, last):
+            w = weights[e] if weighted else np.float32(1.0)
+            acc = combine(acc, cast(gather(values[indices[e]], w, dst_value)))
+        return acc
+
+    @numba.njit(nogil=True)
+    def finish(values, new_values, flags, aux, constant, v, acc):
+        old = values[v]
+        new = cast(apply_with(old, acc, aux[v] if aux.shape[0] > 1 else aux[0], constant))
+        new_values[v] = new
+        if activate(new, old):
+            flags[v] = 1
+            return 1
+        flags[v] = 0
+        return 0
+
+    @numba.njit(nogil=True)
+    def vertex(vertices, v0, i):
+        return vertices[i] if vertices.shape[0] > 0 else v0 + i
+
+    @numba.njit(nogil=True)
+    def gather_range(t, in_indptr, in_indices, weights, values, new_values, flags, aux,
+                     constant, vertices, prefix, v0, bounds, owned, head, tail, has_tail):
+        """Edge range t: complete vertices are applied; the partial accumulators of the
+        vertex cut at the range start (head) and at its end (tail) are kept."""
+        a = bounds[t]
+        b = bounds[t + 1]
+        lo = owned[t]
+        hi = owned[t + 1]
+        head[t] = cast(identity)
+        has_tail[t] = False
+        if lo > 0 and a < b and prefix[lo] > a:
+            v = vertex(vertices, v0, lo - 1)
+            shift = in_indptr[v] - prefix[lo - 1]
+            head[t] = accumulate(in_indices, weights, values, a + shift,
+                                 min(prefix[lo], b) + shift, values[v], head[t])
+        activated = 0
+        for i in range(lo, hi):
+            v = vertex(vertices, v0, i)
+            shift = in_indptr[v] - prefix[i]
+            last = prefix[i + 1]
+            acc = accumulate(in_indices, weights, values, prefix[i] + shift,
+                             min(last, b) + shift, values[v], cast(identity))
+            if last <= b:
+                activated += finish(values, new_values, flags, aux, constant, v, acc)
+            else:
+                tail[t] = acc
+                has_tail[t] = True
+        return activated
+
+    @numba.njit(nogil=True)
+    def merge_replicas(values, new_values, flags, aux, constant, vertices, v0, owned, head,
+                       tail, has_tail):
+        """Combine the replicas of every vertex cut at a range boundary, then apply it
+        (Garaph 4.1)."""
+        parts = head.shape[0]
+        activated = 0
+        for t in range(parts):
+            if has_tail[t]:
+                i = owned[t + 1] - 1
+                acc = tail[t]
+                s = t + 1
+                while s < parts and owned[s] == i + 1:
+                    acc = combine(acc, head[s])
+                    s += 1
+                activated += finish(values, new_values, flags, aux, constant,
+                                    vertex(vertices, v0, i), acc)
+        return activated
+
+    return gather_range, merge_replicas
+
+
+def _jit_user(spec, name, fn, argtypes, returns):
+    """Compile one user function alone so that a failure names it."""
+    dispatcher = numba.njit(nogil=True)(fn)
+    try:
+        dispatcher.compile(tuple(argtypes))
+    except Exception as exc:  # Numba raises many error classes
+        first = str(exc).strip().splitlines()
+        detail = next((line for line in first if line.strip()), type(exc).__name__)
+        raise ProgramError(f"{spec.name}.{name} cannot be compiled for the CPU "
+                           f"({', '.join(str(t) for t in argtypes)}): {detail}") from None
+    result = dispatcher.nopython_signatures[-1].return_type
+    if not isinstance(result, (numba.types.Number, numba.types.Boolean)):
+        raise ProgramError(f"{spec.name}.{name} returns {result}; it must return "
+                           f"{returns} for every input (is a return statement missing?)")
+    return dispatcher
+
+
+def _function_key(fn):
+    cells = fn.__closure__ or ()
+    try:
+        contents = tuple(c.cell_contents for c in cells)
+        hash(contents)
+    except (TypeError, ValueError):
+        return id(fn)
+    return fn.__code__, contents, fn.__module__
+
+
+class CpuKernel:
+    """A program compiled for the CPU; :meth:`step` runs one pull or notify-pull pass."""
+
+    def __init__(self, spec: ProgramSpec, aux_dtype):
+        value = numba.from_dtype(spec.dtype)
+        weight = numba.float32
+        gather = _jit_user(spec, "gather", spec.gather, (value, weight, value), "a number")
+        aux_args = (numba.from_dtype(aux_dtype),) + ((numba.float64,) if spec.uses_constant
+                                                     else ())
+        apply = _jit_user(spec, "apply", spec.apply, (value, value) + aux_args, "a number")
+        activate = _jit_user(spec, "activate", spec.activate, (value, value), "a bool")
+        self.spec = spec
+        self.identity = spec.identity().item()
+        self._gather_range, self._merge = _build_step(
+            gather, COMBINE[spec.reduce], apply, activate, value, self.identity,
+            spec.uses_constant)
+
+    def warm_up(self, graph, values, flags, aux):
+        """Compile for these array types now (a pass over no vertex), so that the first
+        iteration's time is not compile time."""
+        self.step(graph, values, values, flags, aux, 0.0, _NO_VERTICES,
+                  np.zeros(1, np.int64), 0, 1)
+
+    def step(self, graph, values, new_values, flags, aux, constant, vertices, prefix, v0,
+             parts, pool=None):
+        """Compute the vertices ``vertices`` (ids; empty = the range v0..v0+len(prefix)-2)
+        whose in-edges are counted by ``prefix``: their in-edges are cut into ``parts``
+        equal ranges, run on ``pool`` (a ThreadPoolExecutor; None runs them in this
+        thread). Writes new_values and flags of those vertices; returns how many became
+        active."""
+        weights = graph.in_weights if (self.spec.needs_weights and graph.weighted) \
+            else _NO_WEIGHTS
+        n = len(prefix) - 1
+        bounds = prefix[0] + ((prefix[-1] - prefix[0]) * np.arange(parts + 1)) // parts
+        owned = np.searchsorted(prefix[:-1], bounds)
+        owned[0], owned[-1] = 0, n
+        head = np.empty(parts, values.dtype)
+        tail = np.empty(parts, values.dtype)
+        has_tail = np.zeros(parts, np.bool_)
+        # unsigned ids spare Numba's negative-index check on every gathered value
+        indices = graph.in_indices.view(_UNSIGNED[graph.in_indices.dtype.itemsize])
+        args = (graph.in_indptr, indices, weights, values, new_values, flags, aux,
+                float(constant), vertices, prefix, v0, bounds, owned, head, tail, has_tail)
+        if pool is None or parts == 1:
+            activated = sum(self._gather_range(t, *args) for t in range(parts))
+        else:
+            activated = sum(pool.map(lambda t: self._gather_range(t, *args), range(parts)))
+        activated += self._merge(values, new_values, flags, aux, float(constant), vertices,
+                                 v0, owned, head, tail, has_tail)
+        return int(activated)
+
+
+_NO_WEIGHTS = np.empty(0, np.float32)
+_UNSIGNED = {4: np.uint32, 8: np.uint64}
+_NO_VERTICES = np.empty(0, np.int64)
+_CACHE: dict = {}
+
+
+def compile_program(spec: ProgramSpec, aux_dtype=np.float32) -> CpuKernel:
+    """The CpuKernel of a checked program, compiled on first use and kept for the process."""
+    key = (tuple(_function_key(f) for f in (spec.gather, spec.apply, spec.activate)),
+           spec.dtype, spec.reduce, spec.uses_constant, np.dtype(aux_dtype))
+    kernel = _CACHE.get(key)
+    if kernel is None:
+        kernel = _CACHE[key] = CpuKernel(spec, np.dtype(aux_dtype))
+    return kernel
+
+
+__all__ = ["CpuKernel", "compile_program", "frontier_size", "notify", "compact", "commit",
+           "edge_prefix", "ProgramError"]

@@ -1,0 +1,229 @@
+"""VertexProgram: one gather / sum / apply / activate program for the CPU and the GPU.
+
+A program is a class with scalar functions written in plain Python (no NumPy array
+tricks, so that the same functions compile with Numba for the CPU and for the GPU)::
+
+    class WidestPath(hg.VertexProgram):
+        dtype = np.float64
+        reduce = "max"            # the monoid that combines gathered values
+        needs_weights = True
+
+        @staticmethod
+        def gather(src, weight, dst):     # value pulled along one in-edge
+            return min(src, weight)
+
+        @staticmethod
+        def apply(old, acc, aux):         # new value from the combined gathers
+            return max(old, acc)
+
+        @staticmethod
+        def activate(new, old):           # does the change need to propagate?
+            return new > old
+
+        def init(self, graph):            # (values, active) arrays of length N
+            ...
+
+Per iteration every vertex v that is recomputed gets
+``acc = sum(gather(x[u], w[u, v], x[v]) for u -> v)`` (the identity of ``reduce`` when
+v has no in-edge), ``x'[v] = apply(x[v], acc, aux[v])`` and is active next iteration
+when ``activate(x'[v], x[v])``. Optional hooks run on the host between iterations:
+``aux(graph)`` (read-only per-vertex array passed to apply), ``iteration_constant``
+(a float computed from all values before each iteration, passed to a four-argument
+``apply(old, acc, aux, constant)``), ``converged(graph, previous, values)`` (a global
+stopping test; the instance attribute may be set to None to disable it) and
+``finalize`` (turns the internal values into the reported ones).
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+
+from .errors import HetGraphError
+
+MONOIDS = ("add", "min", "max", "or", "and")
+VALUE_DTYPES = tuple(np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64, np.uint32))
+BITWISE_MONOIDS = ("or", "and")
+
+
+class ProgramError(HetGraphError, TypeError):
+    """A VertexProgram is malformed: bad signature, monoid, dtype or uncompilable code."""
+
+
+class VertexProgram:
+    """Base class of vertex programs; subclass it and set the attributes below.
+
+    ``dtype``: numpy dtype of vertex values and accumulators (float32, float64, int32,
+    int64, uint32; default float32). ``reduce``: the monoid of the gather results, one
+    of "add", "min", "max", "or", "and" (or/and need an integer dtype).
+    ``needs_weights``: gather receives the edge weight (1.0 on unweighted graphs);
+    otherwise it receives 1.0. ``notify_self``: in notify-pull mode active vertices also
+    recompute themselves; set it when apply's result depends on the vertex's own old
+    value or on the iteration constant and not only on its in-neighbours (default False).
+    """
+
+    dtype = np.float32
+    reduce = "add"
+    needs_weights = False
+    notify_self = False
+
+    @staticmethod
+    def gather(src, weight, dst):
+        raise NotImplementedError
+
+    @staticmethod
+    def apply(old, acc, aux):
+        raise NotImplementedError
+
+    @staticmethod
+    def activate(new, old):
+        raise NotImplementedError
+
+    def init(self, graph):
+        """(values, active): initial values (length N, castable to dtype) and the
+        initially active vertices (bool array of length N, or None for all)."""
+        raise NotImplementedError
+
+    def aux(self, graph):
+        """Read-only per-vertex array passed to apply (length N), or None (default)."""
+        return None
+
+    # iteration_constant(self, graph, values) -> float: define it and give apply a
+    # fourth parameter to receive it; computed before each iteration.
+
+    # converged(self, graph, previous, values) -> bool: a global stopping test after an
+    # iteration, given the values before and after it. None (the default) means none;
+    # the run always stops when no vertex is active.
+    converged = None
+
+    def finalize(self, graph, values):
+        """Reported values from the internal ones (default: unchanged)."""
+        return values
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+
+def _user_function(program, name, arities):
+    fn = getattr(type(program), name, None)
+    if fn is None or not callable(fn):
+        raise ProgramError(f"{program.name}.{name} is missing; define it as a @staticmethod")
+    if getattr(VertexProgram, name) is fn:
+        raise ProgramError(f"{program.name}.{name} is not defined; write it as a "
+                           f"@staticmethod taking {arities[0]} arguments")
+    if not isinstance(inspect.getattr_static(type(program), name), staticmethod):
+        raise ProgramError(f"{program.name}.{name} must be a @staticmethod (it cannot use "
+                           f"self: pass per-vertex data through aux, constants as globals)")
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return fn, arities[0]
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.KEYWORD_ONLY) for p in params):
+        raise ProgramError(f"{program.name}.{name} must take plain positional arguments")
+    count = len(list(params))
+    if count not in arities:
+        wanted = " or ".join(str(a) for a in arities)
+        raise ProgramError(f"{program.name}.{name} takes {count} arguments; it must take "
+                           f"{wanted} ({_SIGNATURES[name]})")
+    return fn, count
+
+
+_SIGNATURES = {
+    "gather": "src_value, edge_weight, dst_value",
+    "apply": "old, acc, aux[, constant]",
+    "activate": "new, old",
+}
+
+
+class ProgramSpec:
+    """A checked program: its functions, dtype, monoid and which optional hooks it uses."""
+
+    def __init__(self, program):
+        if isinstance(program, type):
+            raise ProgramError(f"pass an instance of {program.__name__}, not the class "
+                               f"(write {program.__name__}())")
+        if not isinstance(program, VertexProgram):
+            raise ProgramError(f"{type(program).__name__} is not a hetgraph.VertexProgram; "
+                               f"subclass hg.VertexProgram")
+        self.program = program
+        try:
+            self.dtype = np.dtype(program.dtype)
+        except TypeError as exc:
+            raise ProgramError(f"{program.name}.dtype={program.dtype!r} is not a dtype") from exc
+        if self.dtype not in VALUE_DTYPES:
+            names = ", ".join(str(d) for d in VALUE_DTYPES)
+            raise ProgramError(f"{program.name}.dtype={self.dtype} is not supported; "
+                               f"use one of {names}")
+        self.reduce = program.reduce
+        if self.reduce not in MONOIDS:
+            raise ProgramError(f"{program.name}.reduce={self.reduce!r} is not a monoid; "
+                               f"use one of {', '.join(MONOIDS)}")
+        if self.reduce in BITWISE_MONOIDS and self.dtype.kind == "f":
+            raise ProgramError(f"{program.name}.reduce={self.reduce!r} needs an integer "
+                               f"dtype, not {self.dtype}")
+        self.gather, _ = _user_function(program, "gather", (3,))
+        self.apply, apply_arity = _user_function(program, "apply", (3, 4))
+        self.activate, _ = _user_function(program, "activate", (2,))
+        self.uses_constant = apply_arity == 4
+        has_constant = callable(getattr(program, "iteration_constant", None))
+        if self.uses_constant and not has_constant:
+            raise ProgramError(f"{program.name}.apply takes a constant but the program has "
+                               f"no iteration_constant(graph, values) method")
+        if has_constant and not self.uses_constant:
+            raise ProgramError(f"{program.name} defines iteration_constant but apply takes "
+                               f"3 arguments; add a fourth parameter to receive it")
+        self.has_converged = callable(program.converged)
+        self.needs_weights = bool(program.needs_weights)
+        self.notify_self = bool(program.notify_self)
+
+    @property
+    def name(self):
+        return self.program.name
+
+    def identity(self):
+        """The monoid's identity in the program's dtype."""
+        kind = self.dtype.kind
+        if self.reduce == "add" or self.reduce == "or":
+            return self.dtype.type(0)
+        if self.reduce == "and":
+            return self.dtype.type(np.iinfo(self.dtype).max if kind == "u" else -1)
+        if kind == "f":
+            return self.dtype.type(np.inf if self.reduce == "min" else -np.inf)
+        info = np.iinfo(self.dtype)
+        return self.dtype.type(info.max if self.reduce == "min" else info.min)
+
+    def initial_state(self, graph):
+        """Checked (values, active, aux) arrays for ``graph``."""
+        n = graph.num_vertices
+        result = self.program.init(graph)
+        if not isinstance(result, tuple) or len(result) != 2:
+            raise ProgramError(f"{self.name}.init must return (values, active), "
+                               f"got {type(result).__name__}")
+        values, active = result
+        values = np.asarray(values)
+        if values.shape != (n,):
+            raise ProgramError(f"{self.name}.init returned values of shape {values.shape}; "
+                               f"the graph has {n} vertices")
+        if not np.can_cast(values.dtype, self.dtype, "same_kind"):
+            raise ProgramError(f"{self.name}.init returned {values.dtype} values but the "
+                               f"program's dtype is {self.dtype}; convert them or change dtype")
+        values = np.array(values, dtype=self.dtype)  # a copy: runs write into it
+        if active is None:
+            flags = np.ones(n, np.uint8)
+        else:
+            active = np.asarray(active)
+            if active.shape != (n,) or active.dtype.kind not in "bui":
+                raise ProgramError(f"{self.name}.init returned active of shape {active.shape}"
+                                   f" and dtype {active.dtype}; it must be a bool array of "
+                                   f"length {n} or None")
+            flags = (active != 0).view(np.uint8).copy()
+        aux = self.program.aux(graph)
+        if aux is not None:
+            aux = np.asarray(aux)
+            if aux.shape != (n,) or aux.dtype.kind not in "buif":
+                raise ProgramError(f"{self.name}.aux must return a numeric array of length "
+                                   f"{n}, got shape {aux.shape} and dtype {aux.dtype}")
+            aux = np.ascontiguousarray(aux)
+        return values, flags, aux

@@ -1,0 +1,23 @@
+"""Vertex state of a run: values, the array written in sync mode and the active flags."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class VertexState:
+    """``values`` (read by gather), ``new_values`` (written by apply: a second array in
+    sync mode, the same array in async mode), ``flags`` (uint8, 1 = active) and
+    ``marks`` (uint8 scratch for notify-pull, all zero between iterations)."""
+
+    def __init__(self, values, flags, *, sync):
+        self.sync = sync
+        self.values = values
+        self.new_values = np.empty_like(values) if sync else values
+        self.flags = flags
+        self.marks = np.zeros_like(flags)
+
+    def swap(self):
+        """Make the values written by a sync pull pass current."""
+        if self.sync:
+            self.values, self.new_values = self.new_values, self.values
