@@ -1,0 +1,156 @@
+"""Malformed vertex programs and run options: each gives a clear HetGraphError that
+names the program and the function, before anything runs."""
+
+import numpy as np
+import pytest
+
+import hetgraph as hg
+
+GRAPH = hg.generate.erdos_renyi(50, m=200, seed=1)
+
+
+class Good(hg.VertexProgram):
+    dtype = np.float64
+    reduce = "min"
+
+    @staticmethod
+    def gather(src, weight, dst):
+        return src + weight
+
+    @staticmethod
+    def apply(old, acc, aux):
+        return min(old, acc)
+
+    @staticmethod
+    def activate(new, old):
+        return new < old
+
+    def init(self, graph):
+        values = np.full(graph.num_vertices, np.inf)
+        values[0] = 0
+        return values, None
+
+
+def variant(**members):
+    return type("Bad", (Good,), members)()
+
+
+CASES = {
+    "unknown monoid": (variant(reduce="mul"), "reduce='mul' is not a monoid"),
+    "bitwise monoid on floats": (variant(reduce="or"), "needs an integer dtype"),
+    "unsupported dtype": (variant(dtype=np.complex128), "is not supported"),
+    "not a dtype": (variant(dtype="banana"), "is not a dtype"),
+    "gather arity": (variant(gather=staticmethod(lambda src, w: src)),
+                     "gather takes 2 arguments; it must take 3"),
+    "apply arity": (variant(apply=staticmethod(lambda old: old)), "apply takes 1"),
+    "activate arity": (variant(activate=staticmethod(lambda a, b, c: True)),
+                       "activate takes 3"),
+    "varargs": (variant(gather=staticmethod(lambda *args: args[0])),
+                "plain positional arguments"),
+    "gather not static": (variant(gather=lambda self, s, w, d: s), "must be a @staticmethod"),
+    "constant without hook": (variant(apply=staticmethod(lambda o, a, x, c: o)),
+                              "no iteration_constant"),
+    "hook without constant": (variant(iteration_constant=lambda self, g, v: 1.0),
+                              "apply takes 3 arguments"),
+    "uncompilable gather": (variant(gather=staticmethod(lambda s, w, d: len(s))),
+                            "Bad.gather cannot be compiled"),
+    "gather returns nothing": (variant(gather=staticmethod(lambda s, w, d: None)),
+                               "Bad.gather returns none"),
+    "activate returns a string": (variant(activate=staticmethod(lambda n, o: "yes")),
+                                  "Bad.activate"),
+    "init returns one array": (variant(init=lambda self, g: np.zeros(g.num_vertices)),
+                               "must return (values, active)"),
+    "init wrong length": (variant(init=lambda self, g: (np.zeros(3), None)),
+                          "values of shape (3,)"),
+    "init float values for an int program": (
+        variant(dtype=np.int32, init=lambda self, g: (np.zeros(g.num_vertices), None)),
+        "float64 values but the program's dtype is int32"),
+    "active wrong shape": (variant(init=lambda self, g: (np.zeros(g.num_vertices),
+                                                          np.ones(2, bool))),
+                           "active of shape (2,)"),
+    "aux wrong length": (variant(aux=lambda self, g: np.zeros(7)), "aux must return"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_bad_program(name):
+    program, message = CASES[name]
+    with pytest.raises(hg.ProgramError) as err:
+        hg.run(program, GRAPH)
+    assert message.lower() in str(err.value).lower()
+    assert isinstance(err.value, hg.HetGraphError)
+
+
+def test_class_instead_of_instance():
+    with pytest.raises(hg.ProgramError, match=r"pass an instance of Good"):
+        hg.run(Good, GRAPH)
+
+
+def test_not_a_program():
+    with pytest.raises(hg.ProgramError, match="not a hetgraph.VertexProgram"):
+        hg.run(object(), GRAPH)
+
+
+def test_missing_function():
+    class NoGather(hg.VertexProgram):
+        pass
+    with pytest.raises(hg.ProgramError, match="NoGather.gather is not defined"):
+        hg.run(NoGather(), GRAPH)
+
+
+OPTIONS = {
+    "mode": ({"mode": "eventually"}, "mode='eventually'"),
+    "devices": ({"devices": "tpu"}, "devices='tpu'"),
+    "cpu_mode": ({"cpu_mode": "push"}, "cpu_mode='push'"),
+    "negative iterations": ({"max_iterations": -1}, "max_iterations=-1"),
+    "threads": ({"threads": 10_000}, "threads=10000 is out of range"),
+    "partitions": ({"partitions": 0}, "partitions=0"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPTIONS))
+def test_bad_run_option(name):
+    options, message = OPTIONS[name]
+    with pytest.raises(hg.HetGraphError, match=message):
+        hg.run(Good(), GRAPH, **options)
+
+
+def test_not_a_graph():
+    with pytest.raises(hg.GraphError, match="needs a hetgraph.Graph"):
+        hg.run(Good(), [(0, 1)])
+
+
+@pytest.mark.parametrize("call", [
+    lambda g: hg.sssp(g, 10**6), lambda g: hg.bfs(g, -1), lambda g: hg.sssp(g, "x"),
+    lambda g: hg.heat(g, [0, 999]), lambda g: hg.circuit(g, {77: 1.0}),
+])
+def test_unknown_source_vertex(call):
+    with pytest.raises(hg.GraphError, match="is not in the graph|not an integer id"):
+        call(GRAPH)
+
+
+def test_missing_source():
+    with pytest.raises(hg.GraphError, match="source vertex is required"):
+        hg.sssp(GRAPH, None)
+
+
+def test_negative_weight_for_sssp():
+    g = hg.from_arrays([0, 1, 2], [1, 2, 0], weight=[1.0, -2.0, 1.0])
+    with pytest.raises(hg.GraphError, match=r"non-negative edge weights; edge 1 -> 2 has "
+                                            r"weight -2"):
+        hg.sssp(g, 0)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"damping": 1.5}, "damping=1.5"), ({"tol": -1.0}, "tol=-1.0"),
+])
+def test_bad_pagerank_parameters(kwargs, message):
+    with pytest.raises(hg.GraphError, match=message):
+        hg.pagerank(GRAPH, **kwargs)
+
+
+def test_bad_nn_bias_and_empty_circuit():
+    with pytest.raises(hg.GraphError, match="nn bias has shape"):
+        hg.nn(GRAPH, bias=np.zeros(3))
+    with pytest.raises(hg.GraphError, match="at least one held voltage"):
+        hg.circuit(GRAPH, {})

@@ -1,0 +1,200 @@
+"""The CPU engine itself: edge-range partitioning with replica merging (property
+tests against a direct computation), the cost model's switch, run options, Result."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import hetgraph as hg
+from hetgraph.kernels import cpu
+from hetgraph.program import ProgramSpec
+from hetgraph.scheduler.costmodel import choose_cpu_mode, notify_fraction
+
+
+class SumOfSources(hg.VertexProgram):
+    """new = old + sum of weighted in-neighbour values; integer-valued so sums are exact."""
+
+    dtype = np.int64
+    reduce = "add"
+    needs_weights = True
+
+    @staticmethod
+    def gather(src, weight, dst):
+        return src * 2 * weight + dst
+
+    @staticmethod
+    def apply(old, acc, aux):
+        return old + acc + aux
+
+    @staticmethod
+    def activate(new, old):
+        return new % 3 == 0
+
+    def init(self, graph):
+        return np.arange(graph.num_vertices) % 5, None
+
+    def aux(self, graph):
+        return np.arange(graph.num_vertices, dtype=np.int32)
+
+
+@st.composite
+def graphs_and_vertex_lists(draw):
+    n = draw(st.integers(1, 40))
+    m = draw(st.integers(0, 200))
+    hub = draw(st.booleans())
+    src = draw(st.lists(st.integers(0, n - 1), min_size=m, max_size=m))
+    dst = draw(st.lists(st.integers(0, n - 1), min_size=m, max_size=m))
+    if hub:  # one vertex with most in-edges: it spans many edge ranges
+        dst = [d if i % 4 else 0 for i, d in enumerate(dst)]
+    weights = draw(st.lists(st.integers(1, 3), min_size=m, max_size=m))
+    g = hg.from_arrays(np.array(src, np.int64), np.array(dst, np.int64),
+                       weight=np.array(weights, np.float64), num_vertices=n, dedup=None)
+    subset = draw(st.lists(st.integers(0, n - 1), unique=True))
+    return g, np.array(sorted(subset), np.int64), draw(st.integers(1, 64))
+
+
+def expected_step(g, values, aux, vertices):
+    new = values.copy()
+    flags = np.zeros(g.num_vertices, np.uint8)
+    for v in vertices:
+        lo, hi = g.in_indptr[v], g.in_indptr[v + 1]
+        acc = sum(values[u] * 2 * int(w) + values[v] for u, w in
+                  zip(g.in_indices[lo:hi], g.in_weights[lo:hi]))
+        new[v] = values[v] + acc + aux[v]
+        flags[v] = new[v] % 3 == 0
+    return new, flags
+
+
+@settings(max_examples=150, deadline=None)
+@given(graphs_and_vertex_lists())
+def test_edge_ranges_and_replica_merge_equal_a_direct_computation(case):
+    g, subset, parts = case
+    spec = ProgramSpec(SumOfSources())
+    values, _, aux = spec.initial_state(g)
+    kernel = cpu.compile_program(spec, aux.dtype)
+    cases = [(np.empty(0, np.int64), g.in_indptr)]  # empty list = every vertex (pull)
+    if len(subset):  # notify-pull never runs an empty list
+        cases.append((subset, cpu.edge_prefix(g.in_indptr, subset)))
+    for vertices, prefix in cases:
+        listed = vertices if len(vertices) else np.arange(g.num_vertices)
+        new = values.copy()
+        flags = np.full(g.num_vertices, 7, np.uint8)
+        activated = kernel.step(g, values, new, flags, aux, 0.0, vertices, prefix, 0, parts)
+        want_values, want_flags = expected_step(g, values, aux, listed)
+        np.testing.assert_array_equal(new[listed], want_values[listed])
+        np.testing.assert_array_equal(flags[listed], want_flags[listed])
+        assert activated == int(want_flags[listed].sum())
+        untouched = np.setdiff1d(np.arange(g.num_vertices), listed)
+        assert np.all(flags[untouched] == 7) and np.all(new[untouched] == values[untouched])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 300), st.integers(0, 1000), st.integers(0, 2**31))
+def test_notify_marks_exactly_the_out_neighbours(n, m, seed):
+    g = hg.generate.erdos_renyi(max(n, 2), m=min(m, max(n, 2) * (max(n, 2) - 1)), seed=seed)
+    rng = np.random.default_rng(seed)
+    flags = (rng.random(g.num_vertices) < 0.2).astype(np.uint8)
+    active = np.flatnonzero(flags)
+    count, degree = cpu.frontier_size(flags, g.out_indptr, 3)
+    assert count == len(active) and degree == g.out_degree()[active].sum()
+    marks = np.zeros_like(flags)
+    cpu.notify(flags, g.out_indptr, g.out_indices, marks, True, 3)
+    assert not flags.any()
+    expected = set(active.tolist())
+    for u in active:
+        expected.update(g.out_indices[g.out_indptr[u]:g.out_indptr[u + 1]].tolist())
+    assert cpu.compact(marks, 4).tolist() == sorted(expected)
+    assert not marks.any()
+
+
+# --- cost model ----------------------------------------------------------------------------
+
+def test_notify_pull_is_chosen_when_f_is_at_most_one_over_two_rho():
+    assert notify_fraction(30, 100) == 0.3
+    assert notify_fraction(5, 0) == 0.0
+    assert choose_cpu_mode(0.5) == "notify-pull"
+    assert choose_cpu_mode(0.5001) == "pull"
+    assert choose_cpu_mode(0.05, rho=10) == "notify-pull"
+    assert choose_cpu_mode(0.06, rho=10) == "pull"
+
+
+def test_rho_moves_the_switch():
+    g = hg.generate.grid(40, 40, seed=1)
+    in_memory = hg.sssp(g, 0).history
+    out_of_core = hg.sssp(g, 0, rho=10.0).history
+    # random reads cost rho times more: notify-pull pays off only for sparser frontiers
+    assert (out_of_core["mode"] == "pull").sum() > (in_memory["mode"] == "pull").sum()
+    assert np.all((out_of_core["mode"] == "pull") == (out_of_core["f"] > 0.05))
+
+
+# --- run and Result ------------------------------------------------------------------------
+
+def test_result_is_keyed_by_original_labels():
+    g = hg.from_pandas(__import__("pandas").DataFrame(
+        {"src": ["a", "b", "c"], "dst": ["b", "c", "d"], "w": [1.0, 2.0, 4.0]}),
+        source="src", target="dst", weight="w")
+    r = hg.sssp(g, "a")
+    assert r["d"] == 7.0 and r["a"] == 0.0
+    frame = r.to_pandas()
+    assert list(frame.columns) == ["vertex", "value"]
+    assert dict(zip(frame.vertex, frame.value)) == {"a": 0.0, "b": 1.0, "c": 3.0, "d": 7.0}
+    assert r.to_series()["c"] == 3.0
+    assert list(r.history.columns) == ["iteration", "mode", "f", "active", "computed",
+                                       "edges", "activated", "seconds"]
+    assert r.iterations == len(r.history) == 4 and r.converged
+    assert "ShortestPaths" in repr(r)
+
+
+def test_history_counts_work():
+    g = hg.generate.rmat(9, seed=2)
+    r = hg.pagerank(g, tol=None, max_iterations=3)
+    h = r.history
+    assert h["mode"].tolist() == ["pull"] * 3
+    assert np.all(h["f"] == 1.0) and np.all(h["edges"] == g.num_arcs)
+    assert np.all(h["computed"] == g.num_vertices) and np.all(h["seconds"] > 0)
+    s = hg.sssp(g, g.label_of(0), cpu_mode="notify-pull").history
+    assert s["computed"].iloc[0] == g.out_degree()[0]
+
+
+def test_program_compiles_once_per_process():
+    g = hg.generate.grid(5, 5)
+    hg.bfs(g, 0)
+    assert hg.bfs(g, 3).compile_seconds < 0.5
+
+
+def test_zero_iterations_and_edgeless_graphs():
+    g = hg.generate.grid(4, 4)
+    r = hg.sssp(g, 0, max_iterations=0)
+    assert r.iterations == 0 and not r.converged and r.values[0] == 0
+    assert np.isinf(r.values[1:]).all()
+    empty = hg.from_arrays(np.array([], np.int64), np.array([], np.int64), num_vertices=5)
+    cc = hg.connected_components(empty)
+    assert cc.converged and cc.values.tolist() == [0, 1, 2, 3, 4]
+    pr = hg.pagerank(empty)
+    np.testing.assert_allclose(pr.values, 0.2)
+
+
+def test_async_with_one_thread_is_deterministic():
+    g = hg.generate.rmat(10, seed=6)
+    first = hg.pagerank(g, mode="async", threads=1, tol=1e-10)
+    second = hg.pagerank(g, mode="async", threads=1, tol=1e-10)
+    np.testing.assert_array_equal(first.values, second.values)
+    assert first.mode == "async"
+
+
+def test_sync_sums_agree_across_threads_and_partitions():
+    g = hg.generate.rmat(11, seed=8)
+    base = hg.pagerank(g, tol=None, max_iterations=10, threads=1, partitions=1).values
+    for threads, parts in ((2, 2), (2, 13), (1, 64)):
+        other = hg.pagerank(g, tol=None, max_iterations=10, threads=threads,
+                            partitions=parts).values
+        np.testing.assert_allclose(other, base, rtol=1e-13)
+
+
+def test_run_from_a_page_store(tmp_path):
+    g = hg.generate.grid(10, 10, seed=3)
+    g.save(tmp_path / "store")
+    store = hg.PageStore(tmp_path / "store")
+    np.testing.assert_array_equal(hg.sssp(store.load(), 0).values,
+                                  hg.run(hg.algorithms.ShortestPaths(0), store).values)
