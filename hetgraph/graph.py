@@ -33,6 +33,7 @@ class Graph:
         self.name = name
         self.store = None  # the PageStore this graph was opened from, if any
         self._label_index = None
+        self._undirected = None
 
     # sizes ------------------------------------------------------------------
     @property
@@ -133,14 +134,18 @@ class Graph:
 
     def to_undirected(self) -> "Graph":
         """The undirected graph with an edge u-v wherever u->v or v->u (self if already
-        undirected); weights of both directions are combined by min."""
+        undirected); weights of both directions are combined by min. Built once and kept
+        by this graph (it costs about as much memory again)."""
         if not self.directed:
             return self
-        from .io.build import build_graph
+        if self._undirected is None:
+            from .io.build import build_graph
 
-        src, dst, weight = self.edges()
-        return build_graph(src, dst, weight, directed=False, num_vertices=self.num_vertices,
-                           labels=self.labels, dedup="min", name=self.name)
+            src, dst, weight = self.edges()
+            self._undirected = build_graph(src, dst, weight, directed=False,
+                                           num_vertices=self.num_vertices, labels=self.labels,
+                                           dedup="min", name=self.name)
+        return self._undirected
 
     def partition(self, **options):
         """Shards and pages of this graph; see :func:`hetgraph.io.partition.partition`."""

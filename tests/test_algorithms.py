@@ -9,6 +9,7 @@ import scipy.sparse.csgraph as csgraph
 import scipy.sparse.linalg as spla
 
 import hetgraph as hg
+from hetgraph.scheduler import dispatcher
 from conftest import REAL_GRAPHS, data_path
 
 # every engine configuration must give the oracle's answer
@@ -16,12 +17,25 @@ CONFIGS = [
     {},
     {"cpu_mode": "pull"},
     {"cpu_mode": "notify-pull"},
+    {"mode": "sync"},
     {"mode": "async"},
     {"mode": "async", "cpu_mode": "notify-pull"},
     {"threads": 1, "partitions": 1},
     {"partitions": 7},
+    {"cpu_mode": "notify-pull", "sparse_edges": 0},
+    {"cpu_mode": "notify-pull", "sparse_edges": 0, "mode": "async", "partitions": 3},
 ]
-CONFIG_IDS = ["auto", "pull", "notify", "async", "async-notify", "1-thread", "7-parts"]
+CONFIG_IDS = ["auto", "pull", "notify", "sync", "async", "async-notify", "1-thread", "7-parts",
+              "dense-notify", "dense-notify-async"]
+
+
+def use(config, monkeypatch):
+    """Run options of a config; "sparse_edges" sets the frontier size up to which
+    notify-pull runs from the id list (0 forces the pass through the active flags)."""
+    options = dict(config)
+    if "sparse_edges" in options:
+        monkeypatch.setattr(dispatcher, "SPARSE_EDGES", options.pop("sparse_edges"))
+    return options
 
 
 def real(name):
@@ -76,11 +90,11 @@ def test_pagerank_equals_networkx(name):
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=CONFIG_IDS)
-def test_pagerank_every_engine_mode(config):
+def test_pagerank_every_engine_mode(config, monkeypatch):
     g = real("wiki-Vote.txt")
     ref = nx.pagerank(to_networkx(g, weighted=False), tol=1e-12, max_iter=500)
     ref = np.array([ref[i] for i in range(g.num_vertices)])
-    r = hg.pagerank(g, tol=1e-12, max_iterations=500, **config)
+    r = hg.pagerank(g, tol=1e-12, max_iterations=500, **use(config, monkeypatch))
     assert r.converged
     np.testing.assert_allclose(r.values, ref, rtol=1e-6)
 
@@ -122,10 +136,10 @@ def test_sssp_equals_dijkstra(name):
 
 @pytest.mark.parametrize("config", CONFIGS, ids=CONFIG_IDS)
 @pytest.mark.parametrize("name", ["grid", "rmat"])
-def test_sssp_every_engine_mode(name, config):
+def test_sssp_every_engine_mode(name, config, monkeypatch):
     g = generated(name)
     ref = csgraph.dijkstra(g.to_scipy(), directed=True, indices=0)
-    r = hg.sssp(g, g.label_of(0), **config)
+    r = hg.sssp(g, g.label_of(0), **use(config, monkeypatch))
     np.testing.assert_array_equal(r.values, ref)
 
 
@@ -162,13 +176,13 @@ def test_bfs_levels_equal_scipy(name):
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=CONFIG_IDS)
-def test_bfs_every_engine_mode_equals_networkx(config):
+def test_bfs_every_engine_mode_equals_networkx(config, monkeypatch):
     g = real("wiki-Vote.txt")
     s = source_of(g)
     layers = nx.single_source_shortest_path_length(to_networkx(g, False), int(g.id_of(s)))
     ref = np.full(g.num_vertices, -1)
     ref[list(layers)] = list(layers.values())
-    np.testing.assert_array_equal(hg.bfs(g, s, **config).values, ref)
+    np.testing.assert_array_equal(hg.bfs(g, s, **use(config, monkeypatch)).values, ref)
 
 
 # --- connected components ----------------------------------------------------------------
@@ -191,10 +205,10 @@ def test_cc_equals_scipy(name):
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=CONFIG_IDS)
-def test_cc_every_engine_mode(config):
+def test_cc_every_engine_mode(config, monkeypatch):
     g = hg.generate.erdos_renyi(4000, m=3000, seed=9)  # many small components
     _, ref = csgraph.connected_components(g.to_scipy(), directed=True, connection="weak")
-    assert same_partition(hg.connected_components(g, **config).values, ref)
+    assert same_partition(hg.connected_components(g, **use(config, monkeypatch)).values, ref)
 
 
 # --- nn, heat, circuit ------------------------------------------------------------------
@@ -216,8 +230,9 @@ def test_nn_equals_matrix_iteration(name):
     np.testing.assert_allclose(r.values, a, rtol=1e-5)
 
 
-@pytest.mark.parametrize("config", [{}, {"cpu_mode": "notify-pull"}, {"partitions": 5}])
-def test_heat_equals_matrix_iteration(config):
+@pytest.mark.parametrize("config", [{}, {"cpu_mode": "notify-pull"}, {"partitions": 5},
+                                    {"cpu_mode": "notify-pull", "sparse_edges": 0}])
+def test_heat_equals_matrix_iteration(config, monkeypatch):
     g = real("power.graph")
     M = in_matrix(g)
     sources = [1, 100]  # METIS labels are 1-based
@@ -229,7 +244,7 @@ def test_heat_equals_matrix_iteration(config):
         new = (t + M @ t) * scale
         new[held] = 1
         t = new
-    r = hg.heat(g, sources, **config)
+    r = hg.heat(g, sources, **use(config, monkeypatch))
     np.testing.assert_allclose(r.values, t, rtol=1e-5, atol=1e-7)
     assert r.values.min() >= 0 and r.values.max() <= 1
 

@@ -38,15 +38,19 @@ class MinLabel(VertexProgram):
         return np.arange(graph.num_vertices, dtype=self.dtype), None
 
 
-def connected_components(graph, **options):
+def connected_components(graph, mode="async", **options):
     """Component of every vertex: the smallest dense vertex id in it (weakly connected
     components on a directed graph). ``result.values`` holds those ids;
     ``len(np.unique(result.values))`` is the number of components.
-    Options go to :func:`hetgraph.run`; the result refers to ``graph``.
+
+    ``mode`` defaults to "async": the answer is the same as "sync" (each vertex ends with
+    its component's minimum) but a label crosses many vertices per iteration, so long
+    paths (road networks) take a few iterations instead of their diameter. Other
+    options go to :func:`hetgraph.run`; the result refers to ``graph``.
     """
     undirected = graph.to_undirected()
     dtype = np.int32 if graph.num_vertices < 2**31 else np.int64
     options.setdefault("max_iterations", max(graph.num_vertices, 1))
-    result = run(MinLabel(dtype), undirected, **options)
+    result = run(MinLabel(dtype), undirected, mode=mode, **options)
     result.graph = graph
     return result

@@ -202,7 +202,51 @@ def _build_step(gather, combine, apply, activate, cast, identity, uses_constant)
                                     vertex(vertices, v0, i), acc)
         return activated
 
-    return gather_range, merge_replicas
+    @numba.njit(nogil=True)
+    def sparse_pass(frontier, out_indptr, out_indices, in_indptr, in_indices, weights,
+                    values, new_values, flags, marks, aux, constant, notify_self, sync):
+        """One whole notify-pull iteration in this thread for a small frontier (sorted
+        active ids): no pass over all N vertices. Returns (vertices computed, edges read,
+        the next frontier, the sum of its out-degrees)."""
+        bound = frontier.shape[0]
+        for u in frontier:
+            flags[u] = 0
+            bound += out_indptr[u + 1] - out_indptr[u]
+        found = np.empty(bound, np.int64)
+        k = 0
+        for u in frontier:
+            if notify_self and marks[u] == 0:
+                marks[u] = 1
+                found[k] = u
+                k += 1
+            for e in range(out_indptr[u], out_indptr[u + 1]):
+                v = out_indices[e]
+                if marks[v] == 0:
+                    marks[v] = 1
+                    found[k] = v
+                    k += 1
+        computed = np.sort(found[:k])
+        following = np.empty(k, np.int64)
+        count = 0
+        edges = 0
+        degree = 0
+        for v in computed:
+            marks[v] = 0
+            first = in_indptr[v]
+            last = in_indptr[v + 1]
+            edges += last - first
+            acc = accumulate(in_indices, weights, values, first, last, values[v],
+                             cast(identity))
+            if finish(values, new_values, flags, aux, constant, v, acc):
+                following[count] = v
+                count += 1
+                degree += out_indptr[v + 1] - out_indptr[v]
+        if sync:
+            for v in computed:
+                values[v] = new_values[v]
+        return k, edges, following[:count], degree
+
+    return gather_range, merge_replicas, sparse_pass
 
 
 def _jit_user(spec, name, fn, argtypes, returns):
@@ -245,7 +289,7 @@ class CpuKernel:
         activate = _jit_user(spec, "activate", spec.activate, (value, value), "a bool")
         self.spec = spec
         self.identity = spec.identity().item()
-        self._gather_range, self._merge = _build_step(
+        self._gather_range, self._merge, self._sparse_pass = _build_step(
             gather, COMBINE[spec.reduce], apply, activate, value, self.identity,
             spec.uses_constant)
 
@@ -254,6 +298,27 @@ class CpuKernel:
         iteration's time is not compile time."""
         self.step(graph, values, values, flags, aux, 0.0, _NO_VERTICES,
                   np.zeros(1, np.int64), 0, 1)
+        self.sparse_step(graph, _NO_VERTICES, values, values, flags, flags, aux, 0.0, True)
+
+    def sparse_step(self, graph, frontier, values, new_values, flags, marks, aux, constant,
+                    sync):
+        """Notify-pull from the sorted active ids ``frontier`` in this thread, touching
+        only the frontier's neighbourhood; returns (vertices computed, edges read, next
+        frontier, its out-degree sum)."""
+        computed, edges, following, degree = self._sparse_pass(
+            frontier, graph.out_indptr, graph.out_indices, graph.in_indptr,
+            self._indices(graph), self._weights(graph), values, new_values, flags, marks,
+            aux, float(constant), self.spec.notify_self, sync)
+        return int(computed), int(edges), following, int(degree)
+
+    def _weights(self, graph):
+        return graph.in_weights if (self.spec.needs_weights and graph.weighted) \
+            else _NO_WEIGHTS
+
+    @staticmethod
+    def _indices(graph):
+        # unsigned ids spare Numba's negative-index check on every gathered value
+        return graph.in_indices.view(_UNSIGNED[graph.in_indices.dtype.itemsize])
 
     def step(self, graph, values, new_values, flags, aux, constant, vertices, prefix, v0,
              parts, pool=None):
@@ -262,8 +327,6 @@ class CpuKernel:
         equal ranges, run on ``pool`` (a ThreadPoolExecutor; None runs them in this
         thread). Writes new_values and flags of those vertices; returns how many became
         active."""
-        weights = graph.in_weights if (self.spec.needs_weights and graph.weighted) \
-            else _NO_WEIGHTS
         n = len(prefix) - 1
         bounds = prefix[0] + ((prefix[-1] - prefix[0]) * np.arange(parts + 1)) // parts
         owned = np.searchsorted(prefix[:-1], bounds)
@@ -271,9 +334,7 @@ class CpuKernel:
         head = np.empty(parts, values.dtype)
         tail = np.empty(parts, values.dtype)
         has_tail = np.zeros(parts, np.bool_)
-        # unsigned ids spare Numba's negative-index check on every gathered value
-        indices = graph.in_indices.view(_UNSIGNED[graph.in_indices.dtype.itemsize])
-        args = (graph.in_indptr, indices, weights, values, new_values, flags, aux,
+        args = (graph.in_indptr, self._indices(graph), self._weights(graph), values, new_values, flags, aux,
                 float(constant), vertices, prefix, v0, bounds, owned, head, tail, has_tail)
         if pool is None or parts == 1:
             activated = sum(self._gather_range(t, *args) for t in range(parts))

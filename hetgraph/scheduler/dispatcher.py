@@ -28,6 +28,11 @@ log = logging.getLogger("hetgraph.scheduler")
 EXECUTION_MODES = ("sync", "async")
 DEVICES = ("auto", "cpu", "gpu")
 _ALL_VERTICES = np.empty(0, np.int64)
+# a notify-pull iteration whose frontier has at most this many out-edges runs in one
+# thread from the frontier's id list, without any pass over all vertices
+SPARSE_EDGES = 50_000
+# passes reading fewer edges run in one thread unless partitions= is given
+SERIAL_EDGES = 100_000
 _NO_AUX = np.zeros(1, np.float32)
 
 
@@ -82,6 +87,32 @@ def _check_options(mode, devices, cpu_mode, max_iterations, partitions):
         raise GraphError(f"partitions={partitions!r} must be an integer >= 1 or None")
 
 
+def _dense_pass(kernel, graph, state, aux, constant, chosen, notify_self, chunks, partitions,
+                threads):
+    """A pull pass, or a notify-pull pass through the active flags, with the edges cut
+    into ranges over the threads; returns (vertices computed, edges read, activated)."""
+    if chosen == "pull":
+        vertices, prefix = _ALL_VERTICES, graph.in_indptr
+    else:
+        cpu.notify(state.flags, graph.out_indptr, graph.out_indices, state.marks,
+                   notify_self, chunks)
+        vertices = cpu.compact(state.marks, chunks)
+        prefix = cpu.edge_prefix(graph.in_indptr, vertices)
+    edges = int(prefix[-1] - prefix[0])
+    parts = partitions or (threads if edges >= SERIAL_EDGES else 1)
+    activated = 0
+    if chosen == "pull" or len(vertices):
+        pool = _thread_pool(threads) if threads > 1 and parts > 1 else None
+        activated = kernel.step(graph, state.values, state.new_values, state.flags, aux,
+                                constant, vertices, prefix, 0, parts, pool)
+    if chosen == "pull":
+        state.swap()
+    elif state.sync:
+        cpu.commit(state.values, state.new_values, vertices)
+    computed = graph.num_vertices if chosen == "pull" else len(vertices)
+    return computed, edges, activated
+
+
 def run(program, graph, *, devices="auto", mode="sync", max_iterations=100, threads=None,
         partitions=None, cpu_mode="auto", rho=1.0) -> Result:
     """Run a VertexProgram on ``graph`` until no vertex is active, the program's
@@ -106,13 +137,15 @@ def run(program, graph, *, devices="auto", mode="sync", max_iterations=100, thre
     history = []
     converged = False
     activated = -1
+    frontier = None  # sorted ids of the active vertices, when known
+    degree = 0  # sum of the frontier's out-degrees, when known
     with _numba_threads(threads) as nthreads:
-        parts = partitions or nthreads
-        pool = _thread_pool(nthreads) if nthreads > 1 else None
         chunks = max(1, min(graph.num_vertices // 4096, 8 * nthreads))
         for iteration in range(1, max_iterations + 1):
             start = time.perf_counter()
-            if activated == graph.num_vertices:  # all active: no need to scan the flags
+            if frontier is not None:
+                active = len(frontier)
+            elif activated == graph.num_vertices:  # all active: nothing to scan
                 active, degree = activated, graph.num_arcs
             else:
                 active, degree = cpu.frontier_size(state.flags, graph.out_indptr, chunks)
@@ -124,26 +157,22 @@ def run(program, graph, *, devices="auto", mode="sync", max_iterations=100, thre
             constant = (float(program.iteration_constant(graph, state.values))
                         if spec.uses_constant else 0.0)
             previous = state.values.copy() if spec.has_converged else None
-            if chosen == "pull":
-                vertices, prefix = _ALL_VERTICES, graph.in_indptr
+            if chosen == "notify-pull" and degree + active <= SPARSE_EDGES:
+                if frontier is None:
+                    frontier = cpu.compact(state.flags, chunks)
+                computed, edges, frontier, degree = kernel.sparse_step(
+                    graph, frontier, state.values, state.new_values, state.flags,
+                    state.marks, aux, constant, state.sync)
+                activated = len(frontier)
             else:
-                cpu.notify(state.flags, graph.out_indptr, graph.out_indices, state.marks,
-                           spec.notify_self, chunks)
-                vertices = cpu.compact(state.marks, chunks)
-                prefix = cpu.edge_prefix(graph.in_indptr, vertices)
-            activated = 0
-            if chosen == "pull" or len(vertices):
-                activated = kernel.step(graph, state.values, state.new_values, state.flags,
-                                        aux, constant, vertices, prefix, 0, parts, pool)
-            if chosen == "pull":
-                state.swap()
-            elif state.sync:
-                cpu.commit(state.values, state.new_values, vertices)
+                frontier = None
+                computed, edges, activated = _dense_pass(
+                    kernel, graph, state, aux, constant, chosen, spec.notify_self, chunks,
+                    partitions, nthreads)
             done = spec.has_converged and program.converged(graph, previous, state.values)
             seconds = time.perf_counter() - start
-            computed = graph.num_vertices if chosen == "pull" else len(vertices)
-            history.append((iteration, chosen, f, int(active), computed,
-                            int(prefix[-1] - prefix[0]), activated, seconds))
+            history.append((iteration, chosen, f, int(active), computed, edges, activated,
+                            seconds))
             log.debug("iteration %d: %s f=%.4f active=%d computed=%d %.4f s", iteration,
                       chosen, f, active, computed, seconds)
             if done:

@@ -1,0 +1,304 @@
+"""CPU engine benchmark: PageRank, BFS, connected components and SSSP against
+python-graphblas (SuiteSparse), scipy and NetworkX, measured in the same run.
+
+Usage: python bench/cpu.py [--scales 20 22] [--grid 1000] [--repeat 3]
+           [--out bench/results/cpu.json] [--plot bench/results/cpu-modes.png]
+
+Every time is the best of ``--repeat`` warm runs of one whole call (hetgraph's program
+compile is excluded: it is done once per process). Ratios are peer seconds / hetgraph
+seconds, so > 1 means hetgraph is faster. Every peer's answer is checked against
+hetgraph's. The plot is Garaph fig. 10: seconds per iteration of SSSP and CC forced to
+pull and to notify-pull, with the mode hetgraph picks marked.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.csgraph as csgraph
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hetgraph as hg  # noqa: E402
+from machine import describe  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(ROOT, "..", "shared", "data")
+PR_ITERATIONS = 20
+NX_MAX_ARCS = 3_000_000  # NetworkX only where it finishes in reasonable time
+
+
+def best_of(fn, repeat):
+    times, out = [], None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - start)
+    return min(times), out
+
+
+# --- peers ------------------------------------------------------------------------------
+
+def graphblas_matrices(g):
+    import graphblas as gb
+
+    A = g.to_scipy().astype(np.float64)
+    return gb.io.from_scipy_sparse(A), gb.io.from_scipy_sparse(A.T.tocsr())
+
+
+def graphblas_pagerank(AT, out_weight, iterations, damping=0.85):
+    """LAGraph-style PageRank with NetworkX's dangling rule: x' = (1-d)/N + d*(A^T
+    (x/W) + dangling/N), A^T held by rows so each step is one mxv (its fastest form)."""
+    import graphblas as gb
+
+    n = AT.nrows
+    dangling = out_weight == 0
+    scale = gb.Vector.from_dense(np.where(dangling, 0.0, 1.0 / np.where(dangling, 1, out_weight)))
+    mask = gb.Vector.from_dense(dangling.astype(np.float64))
+    x = gb.Vector.from_dense(np.full(n, 1.0 / n))
+    w = gb.Vector(float, n)
+    for _ in range(iterations):
+        lost = x.inner(mask).new().get(0.0)
+        w << x * scale
+        y = gb.Vector(float, n)
+        y << AT.mxv(w, gb.semiring.plus_times)
+        x << y.apply(gb.binary.times, damping)
+        x(accum=gb.binary.plus) << gb.Vector.from_scalar(
+            (1 - damping) / n + damping * lost / n, n)
+        x.wait()
+    return x.to_dense(fill_value=0.0)
+
+
+def graphblas_components(A):
+    """Min-label propagation (the same algorithm as hetgraph's) with min.second."""
+    import graphblas as gb
+
+    n = A.nrows
+    S = gb.Matrix(bool, n, n)
+    S << A.ewise_add(A.T).apply(gb.unary.one[bool])
+    labels = gb.Vector.from_dense(np.arange(n, dtype=np.int64))
+    while True:
+        new = gb.Vector(np.int64, n)
+        new << S.mxv(labels, gb.semiring.min_second)
+        new(accum=gb.binary.min) << labels
+        if new.isequal(labels):
+            return labels.to_dense()
+        labels = new
+
+
+def scipy_pagerank(AT, out_weight, iterations, damping=0.85):
+    n = AT.shape[0]
+    dangling = out_weight == 0
+    scale = np.where(dangling, 0.0, 1.0 / np.where(dangling, 1, out_weight))
+    x = np.full(n, 1.0 / n)
+    for _ in range(iterations):
+        x = (1 - damping) / n + damping * (AT @ (x * scale) + x[dangling].sum() / n)
+    return x
+
+
+def networkx_graph(g):
+    import networkx as nx
+
+    G = nx.DiGraph() if g.directed else nx.Graph()
+    G.add_nodes_from(range(g.num_vertices))
+    src, dst, w = g.edges()
+    if w is None:
+        G.add_edges_from(zip(src.tolist(), dst.tolist()))
+    else:
+        G.add_weighted_edges_from(zip(src.tolist(), dst.tolist(), w.astype(float).tolist()))
+    return G
+
+
+def same_partition(a, b):
+    return np.unique(np.stack([a, b]), axis=1).shape[1] == len(np.unique(a)) == len(np.unique(b))
+
+
+# --- one graph -----------------------------------------------------------------------------
+
+def bench_graph(name, g, repeat):
+    import graphblas_algorithms as ga
+    import networkx as nx
+
+    rows = []
+    n = g.num_vertices
+    source = int(np.argmax(g.out_degree()))  # dense id, for the peers
+    label = g.label_of(source)  # hetgraph takes original labels
+    A, AT = graphblas_matrices(g)
+    S = g.to_scipy().astype(np.float64)
+    ST = S.T.tocsr()
+    out_weight = np.asarray(S.sum(axis=1)).ravel()
+    G = networkx_graph(g) if g.num_arcs <= NX_MAX_ARCS else None
+    gaG = ga.DiGraph(A)
+
+    def row(algorithm, ours, peers, iterations, extra=None):
+        entry = {"graph": name, "vertices": n, "arcs": g.num_arcs, "algorithm": algorithm,
+                 "hetgraph_s": ours, "iterations": iterations, "peers_s": peers,
+                 "speedup": {k: v / ours for k, v in peers.items()}}
+        entry.update(extra or {})
+        rows.append(entry)
+        ratios = ", ".join(f"{k} {v:.2f}x" for k, v in entry["speedup"].items())
+        print(f"{name:>12} {algorithm:<5} hetgraph {ours:8.4f} s  ({ratios})", flush=True)
+
+    # PageRank, fixed iterations
+    hg.pagerank(g, tol=None, max_iterations=PR_ITERATIONS)  # warm: compile, caches
+    t_hg, r = best_of(lambda: hg.pagerank(g, tol=None, max_iterations=PR_ITERATIONS), repeat)
+    t_gb, x_gb = best_of(lambda: graphblas_pagerank(AT, out_weight, PR_ITERATIONS), repeat)
+    t_sp, x_sp = best_of(lambda: scipy_pagerank(ST, out_weight, PR_ITERATIONS), repeat)
+    assert np.allclose(r.values, x_gb, rtol=1e-9) and np.allclose(r.values, x_sp, rtol=1e-9)
+    peers = {"graphblas": t_gb, "scipy": t_sp}
+    if G is not None:
+        peers["networkx"] = best_of(lambda: _nx_pagerank_fixed(G, PR_ITERATIONS), 1)[0]
+    row("pr", t_hg, peers, PR_ITERATIONS,
+        {"per_iteration_s": t_hg / PR_ITERATIONS,
+         "history_mode": r.history["mode"].iloc[-1]})
+
+    # BFS levels
+    hg.bfs(g, label)
+    t_hg, r = best_of(lambda: hg.bfs(g, label), repeat)
+    t_ga, lv = best_of(lambda: ga.single_source_shortest_path_length(gaG, source), repeat)
+    t_sp, order = best_of(lambda: csgraph.breadth_first_order(
+        S, source, directed=True, return_predecessors=False), repeat)
+    ref = np.full(n, -1)
+    idx, vals = lv.to_coo()
+    ref[idx] = vals
+    assert np.array_equal(r.values, ref) and set(order) == set(np.flatnonzero(ref >= 0))
+    peers = {"graphblas": t_ga, "scipy": t_sp}
+    if G is not None:
+        peers["networkx"] = best_of(lambda: nx.single_source_shortest_path_length(G, source),
+                                    1)[0]
+    row("bfs", t_hg, peers, r.iterations, _modes(r))
+
+    # connected components (weak)
+    hg.connected_components(g)
+    t_hg, r = best_of(lambda: hg.connected_components(g), repeat)
+    t_gb, labels = best_of(lambda: graphblas_components(A), repeat)
+    t_sp, (_, ref) = best_of(lambda: csgraph.connected_components(
+        S, directed=True, connection="weak"), repeat)
+    assert same_partition(r.values, labels) and same_partition(r.values, ref)
+    peers = {"graphblas": t_gb, "scipy": t_sp}
+    if G is not None:
+        fn = nx.weakly_connected_components if g.directed else nx.connected_components
+        peers["networkx"] = best_of(lambda: list(fn(G)), 1)[0]
+    row("cc", t_hg, peers, r.iterations, _modes(r))
+
+    # SSSP
+    if g.weighted:
+        hg.sssp(g, label)
+        t_hg, r = best_of(lambda: hg.sssp(g, label), repeat)
+        t_ga, d = best_of(lambda: ga.single_source_bellman_ford_path_length(gaG, source),
+                          repeat)
+        t_sp, ref = best_of(lambda: csgraph.dijkstra(S, directed=True, indices=source), repeat)
+        assert np.array_equal(r.values, ref)
+        peers = {"graphblas": t_ga, "scipy": t_sp}
+        if G is not None:
+            peers["networkx"] = best_of(
+                lambda: nx.single_source_dijkstra_path_length(G, source), 1)[0]
+        row("sssp", t_hg, peers, r.iterations, _modes(r))
+    return rows
+
+
+def _nx_pagerank_fixed(G, iterations):
+    """networkx.pagerank run for exactly ``iterations`` (it raises when tol is unmet)."""
+    import networkx as nx
+
+    try:
+        return nx.pagerank(G, max_iter=iterations, tol=1e-300)
+    except nx.PowerIterationFailedConvergence:
+        return None
+
+
+def _modes(result):
+    counts = result.history["mode"].value_counts().to_dict()
+    return {"pull_iterations": int(counts.get("pull", 0)),
+            "notify_pull_iterations": int(counts.get("notify-pull", 0))}
+
+
+# --- Garaph fig. 10 ------------------------------------------------------------------------
+
+def mode_curves(graphs):
+    curves = []
+    for name, g in graphs:
+        source = g.label_of(int(np.argmax(g.out_degree())))
+        for algorithm, call in (("sssp", lambda **o: hg.sssp(g, source, **o)),
+                                ("cc", lambda **o: hg.connected_components(g, **o))):
+            if algorithm == "sssp" and not g.weighted:
+                continue
+            runs = {mode: call(cpu_mode=mode).history for mode in ("pull", "notify-pull")}
+            auto = call().history
+            curves.append({"graph": name, "algorithm": algorithm,
+                           "pull_s": runs["pull"]["seconds"].tolist(),
+                           "notify_pull_s": runs["notify-pull"]["seconds"].tolist(),
+                           "auto_mode": auto["mode"].tolist(),
+                           "auto_s": auto["seconds"].tolist(), "f": auto["f"].tolist()})
+    return curves
+
+
+def plot_curves(curves, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(curves), figsize=(4.2 * len(curves), 3.4), squeeze=False)
+    for ax, c in zip(axes[0], curves):
+        it = np.arange(1, len(c["pull_s"]) + 1)
+        ax.plot(it, np.array(c["pull_s"]) * 1e3, label="pull", color="tab:blue")
+        ax.plot(it, np.array(c["notify_pull_s"]) * 1e3, label="notify-pull", color="tab:orange")
+        switches = [i for i in range(1, len(c["auto_mode"]))
+                    if c["auto_mode"][i] != c["auto_mode"][i - 1]]
+        for i in switches:
+            ax.plot(i + 1, c["auto_s"][i] * 1e3, "ko", fillstyle="none")
+        ax.set_yscale("log")
+        ax.set_title(f"{c['algorithm'].upper()} on {c['graph']}")
+        ax.set_xlabel("iteration")
+        ax.set_ylabel("ms per iteration")
+        ax.legend(fontsize=8)
+    fig.suptitle("hetgraph CPU engine: pull vs notify-pull (o = automatic switch)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scales", type=int, nargs="*", default=[20, 22])
+    parser.add_argument("--grid", type=int, default=1000, help="road-like grid side")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "cpu.json"))
+    parser.add_argument("--plot", default=os.path.join(ROOT, "bench", "results",
+                                                       "cpu-modes.png"))
+    args = parser.parse_args()
+
+    graphs = []
+    for file, label in (("wiki-Vote.txt", "wiki-Vote"), ("astro-ph.graph", "astro-ph"),
+                        ("power.graph", "power")):
+        path = os.path.join(DATA, file)
+        if os.path.exists(path):
+            graphs.append((label, hg.read(path)))
+    graphs.append(("rmat-16-w", hg.generate.rmat(16, seed=1, weights=(1.0, 100.0))))
+    graphs.append((f"grid-{args.grid}", hg.generate.grid(args.grid, args.grid, seed=1)))
+    for scale in args.scales:
+        graphs.append((f"rmat-{scale}", hg.generate.rmat(scale, seed=1)))
+
+    rows = []
+    for name, g in graphs:
+        rows.extend(bench_graph(name, g, args.repeat))
+    small_road = hg.generate.grid(300, 300, seed=1)
+    curves = mode_curves([("grid-300", small_road),
+                          ("rmat-18-w", hg.generate.rmat(18, seed=1, weights=(1.0, 100.0)))])
+    plot_curves(curves, args.plot)
+    import numba
+
+    result = {"benchmark": "cpu", "machine": describe(), "threads": numba.get_num_threads(),
+              "pagerank_iterations": PR_ITERATIONS,
+              "rows": rows, "mode_curves": curves, "plot": os.path.relpath(args.plot, ROOT)}
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=1)
+    print("wrote", args.out, "and", args.plot)
+
+
+if __name__ == "__main__":
+    main()
