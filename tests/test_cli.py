@@ -9,6 +9,15 @@ def test_demo_prints_bundled_graph(capsys):
     out = capsys.readouterr().out
     assert "wiki-vote: directed unweighted graph, 7,115 vertices, 103,689 edges" in out
     assert "pages" in out and "mean_R" in out
+    import networkx as nx
+    from conftest import data_path
+    G = nx.read_edgelist(data_path("wiki-Vote.txt"), create_using=nx.DiGraph, nodetype=int)
+    ranks = nx.pagerank(G)
+    top = max(ranks, key=ranks.get)
+    assert f"\n  {top:>8}  {ranks[top]:.6f}" in out
+    hops = nx.single_source_shortest_path_length(G, top)
+    assert f"SSSP from {top} " in out
+    assert f"{len(hops):,} vertices reached, farthest {max(hops.values())} hops" in out
 
 
 def test_info_file_and_store(tmp_path, capsys):

@@ -9,18 +9,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..program import VertexProgram
 from ..scheduler.dispatcher import run
-from .common import vertex_id
+from .common import MinRelaxation, single_source_state, vertex_id
 
 UNREACHED = np.iinfo(np.int32).max
 
 
-class BreadthFirst(VertexProgram):
+class BreadthFirst(MinRelaxation):
     """BFS program from dense vertex id ``source`` (UNREACHED until reached)."""
 
     dtype = np.int32
-    reduce = "min"
 
     def __init__(self, source):
         self.source = source
@@ -29,20 +27,8 @@ class BreadthFirst(VertexProgram):
     def gather(src, weight, dst):
         return src + 1 if src < UNREACHED else src
 
-    @staticmethod
-    def apply(old, acc, aux):
-        return acc if acc < old else old
-
-    @staticmethod
-    def activate(new, old):
-        return new < old
-
     def init(self, graph):
-        values = np.full(graph.num_vertices, UNREACHED, np.int32)
-        values[self.source] = 0
-        active = np.zeros(graph.num_vertices, bool)
-        active[self.source] = True
-        return values, active
+        return single_source_state(graph.num_vertices, self.source, UNREACHED, np.int32)
 
     def finalize(self, graph, values):
         return np.where(values == UNREACHED, -1, values).astype(np.int32)

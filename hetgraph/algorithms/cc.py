@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..program import VertexProgram
 from ..scheduler.dispatcher import run
+from .common import MinRelaxation
 
 
-class MinLabel(VertexProgram):
+class MinLabel(MinRelaxation):
     """Label propagation program; run it on an undirected graph."""
-
-    reduce = "min"
 
     def __init__(self, dtype=np.int64):
         self.dtype = np.dtype(dtype)
@@ -25,14 +23,6 @@ class MinLabel(VertexProgram):
     @staticmethod
     def gather(src, weight, dst):
         return src
-
-    @staticmethod
-    def apply(old, acc, aux):
-        return acc if acc < old else old
-
-    @staticmethod
-    def activate(new, old):
-        return new < old
 
     def init(self, graph):
         return np.arange(graph.num_vertices, dtype=self.dtype), None

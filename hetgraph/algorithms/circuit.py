@@ -14,33 +14,20 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import GraphError
-from ..program import VertexProgram
 from ..scheduler.dispatcher import run
-from .common import in_weight_sums, vertex_id
+from .common import WeightedInputs, in_weight_sums, vertex_id
 
 
-class Circuit(VertexProgram):
+class Circuit(WeightedInputs):
     """Jacobi program; aux = 1 / in-conductance, 0 for held or isolated nodes."""
-
-    reduce = "add"
-    needs_weights = True
-    notify_self = True
 
     def __init__(self, held, dtype=np.float64):
         self.held = held  # {dense id: volts}
         self.dtype = np.dtype(dtype)
 
     @staticmethod
-    def gather(src, weight, dst):
-        return weight * src
-
-    @staticmethod
     def apply(old, acc, aux):
         return acc * aux if aux > 0 else old
-
-    @staticmethod
-    def activate(new, old):
-        return new != old
 
     def init(self, graph):
         values = np.zeros(graph.num_vertices, self.dtype)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import GraphError
+from ..program import VertexProgram
 
 
 def vertex_id(graph, label, what="source"):
@@ -45,3 +46,44 @@ def check_nonnegative_weights(graph, algorithm):
         raise GraphError(f"{algorithm} needs non-negative edge weights; edge "
                          f"{graph.label_of(src)!r} -> {graph.label_of(dst)!r} has weight "
                          f"{graph.in_weights[e]}; use weights >= 0")
+
+
+class MinRelaxation(VertexProgram):
+    """Base of the fixed-point min programs (sssp, bfs, cc): a vertex keeps the smaller
+    of its value and what it gathered, and propagates only decreases."""
+
+    reduce = "min"
+
+    @staticmethod
+    def apply(old, acc, aux):
+        return acc if acc < old else old
+
+    @staticmethod
+    def activate(new, old):
+        return new < old
+
+
+class WeightedInputs(VertexProgram):
+    """Base of the simulations (nn, heat, circuit): gather the weighted sum of the
+    in-neighbours' values; a vertex is active while its value changes."""
+
+    reduce = "add"
+    needs_weights = True
+    notify_self = True  # apply reads the old value
+
+    @staticmethod
+    def gather(src, weight, dst):
+        return weight * src
+
+    @staticmethod
+    def activate(new, old):
+        return new != old
+
+
+def single_source_state(num_vertices, source, unreached, dtype):
+    """(values, active) with every vertex at ``unreached``, the source at 0 and active."""
+    values = np.full(num_vertices, unreached, dtype)
+    values[source] = 0
+    active = np.zeros(num_vertices, bool)
+    active[source] = True
+    return values, active

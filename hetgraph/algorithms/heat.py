@@ -11,33 +11,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..program import VertexProgram
 from ..scheduler.dispatcher import run
-from .common import in_weight_sums, vertex_id
+from .common import WeightedInputs, in_weight_sums, vertex_id
 
 
-class HeatDiffusion(VertexProgram):
+class HeatDiffusion(WeightedInputs):
     """Diffusion program; aux = 1 / (1 + in-weight), 0 for held sources."""
-
-    reduce = "add"
-    needs_weights = True
-    notify_self = True
 
     def __init__(self, sources, dtype=np.float32):
         self.sources = np.asarray(sources, np.int64)
         self.dtype = np.dtype(dtype)
 
     @staticmethod
-    def gather(src, weight, dst):
-        return weight * src
-
-    @staticmethod
     def apply(old, acc, aux):
         return (old + acc) * aux if aux > 0 else old
-
-    @staticmethod
-    def activate(new, old):
-        return new != old
 
     def init(self, graph):
         values = np.zeros(graph.num_vertices, self.dtype)

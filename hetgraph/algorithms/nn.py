@@ -14,16 +14,12 @@ import math
 import numpy as np
 
 from ..errors import GraphError
-from ..program import VertexProgram
 from ..scheduler.dispatcher import run
+from .common import WeightedInputs
 
 
-class NeuralNetwork(VertexProgram):
+class NeuralNetwork(WeightedInputs):
     """Logistic neuron program; ``bias`` is a float or an array of length N."""
-
-    reduce = "add"
-    needs_weights = True
-    notify_self = True
 
     def __init__(self, bias=0.0, initial=0.5, dtype=np.float32):
         self.bias = bias
@@ -31,16 +27,8 @@ class NeuralNetwork(VertexProgram):
         self.dtype = np.dtype(dtype)
 
     @staticmethod
-    def gather(src, weight, dst):
-        return weight * src
-
-    @staticmethod
     def apply(old, acc, aux):
         return 1.0 / (1.0 + math.exp(-(acc + aux)))
-
-    @staticmethod
-    def activate(new, old):
-        return new != old
 
     def init(self, graph):
         return np.full(graph.num_vertices, self.initial, self.dtype), None

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..program import VertexProgram
 from ..scheduler.dispatcher import run
-from .common import check_nonnegative_weights, vertex_id
+from .common import MinRelaxation, single_source_state, check_nonnegative_weights, vertex_id
 
 
-class ShortestPaths(VertexProgram):
+class ShortestPaths(MinRelaxation):
     """SSSP program from dense vertex id ``source``."""
 
-    reduce = "min"
     needs_weights = True
 
     def __init__(self, source, dtype=np.float64):
@@ -28,20 +26,8 @@ class ShortestPaths(VertexProgram):
     def gather(src, weight, dst):
         return src + weight
 
-    @staticmethod
-    def apply(old, acc, aux):
-        return acc if acc < old else old
-
-    @staticmethod
-    def activate(new, old):
-        return new < old
-
     def init(self, graph):
-        values = np.full(graph.num_vertices, np.inf, self.dtype)
-        values[self.source] = 0
-        active = np.zeros(graph.num_vertices, bool)
-        active[self.source] = True
-        return values, active
+        return single_source_state(graph.num_vertices, self.source, np.inf, self.dtype)
 
 
 def sssp(graph, source, *, dtype=np.float64, max_iterations=None, **options):
