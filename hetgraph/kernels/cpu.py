@@ -3,10 +3,11 @@
 Garaph section 4. The in-edges of the vertices to compute are cut into ``parts`` equal
 edge ranges, run in parallel by a thread pool (the kernels release the GIL); a vertex
 cut by a range boundary gets a partial accumulator (a replica) in each range it
-touches, and the replicas are merged after the ranges are done. The vertices to compute are either a contiguous range (pull mode) or a
-sorted list (notify-pull mode: the out-neighbours of the vertices active last
-iteration, found through the CSR). Writing to a second array gives sync execution;
-writing to the values themselves gives async execution (values visible at once).
+touches, and the replicas are merged after the ranges are done. The vertices to
+compute are either a contiguous range (pull mode) or a sorted list (notify-pull mode:
+the out-neighbours of the vertices active last iteration, found through the CSR).
+Writing to a second array gives sync execution; writing to the values themselves gives
+async execution (values visible at once).
 
 ``compile_program`` returns a :class:`CpuKernel`, compiled once per program and kept
 in memory for the process (keyed by the program's functions, their closure constants
@@ -296,9 +297,9 @@ class CpuKernel:
     def warm_up(self, graph, values, flags, aux):
         """Compile for these array types now (a pass over no vertex), so that the first
         iteration's time is not compile time."""
-        self.step(graph, values, values, flags, aux, 0.0, _NO_VERTICES,
+        self.step(graph, values, values, flags, aux, 0.0, ALL_VERTICES,
                   np.zeros(1, np.int64), 0, 1)
-        self.sparse_step(graph, _NO_VERTICES, values, values, flags, flags, aux, 0.0, True)
+        self.sparse_step(graph, ALL_VERTICES, values, values, flags, flags, aux, 0.0, True)
 
     def sparse_step(self, graph, frontier, values, new_values, flags, marks, aux, constant,
                     sync):
@@ -334,8 +335,9 @@ class CpuKernel:
         head = np.empty(parts, values.dtype)
         tail = np.empty(parts, values.dtype)
         has_tail = np.zeros(parts, np.bool_)
-        args = (graph.in_indptr, self._indices(graph), self._weights(graph), values, new_values, flags, aux,
-                float(constant), vertices, prefix, v0, bounds, owned, head, tail, has_tail)
+        args = (graph.in_indptr, self._indices(graph), self._weights(graph), values,
+                new_values, flags, aux, float(constant), vertices, prefix, v0, bounds, owned,
+                head, tail, has_tail)
         if pool is None or parts == 1:
             activated = sum(self._gather_range(t, *args) for t in range(parts))
         else:
@@ -347,7 +349,7 @@ class CpuKernel:
 
 _NO_WEIGHTS = np.empty(0, np.float32)
 _UNSIGNED = {4: np.uint32, 8: np.uint64}
-_NO_VERTICES = np.empty(0, np.int64)
+ALL_VERTICES = np.empty(0, np.int64)  # an empty id list: every vertex of the range
 _CACHE: dict = {}
 
 
@@ -361,5 +363,5 @@ def compile_program(spec: ProgramSpec, aux_dtype=np.float32) -> CpuKernel:
     return kernel
 
 
-__all__ = ["CpuKernel", "compile_program", "frontier_size", "notify", "compact", "commit",
-           "edge_prefix", "ProgramError"]
+__all__ = ["ALL_VERTICES", "CpuKernel", "compile_program", "frontier_size", "notify",
+           "compact", "commit", "edge_prefix", "ProgramError"]

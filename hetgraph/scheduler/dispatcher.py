@@ -27,7 +27,6 @@ log = logging.getLogger("hetgraph.scheduler")
 
 EXECUTION_MODES = ("sync", "async")
 DEVICES = ("auto", "cpu", "gpu")
-_ALL_VERTICES = np.empty(0, np.int64)
 # a notify-pull iteration whose frontier has at most this many out-edges runs in one
 # thread from the frontier's id list, without any pass over all vertices
 SPARSE_EDGES = 50_000
@@ -92,7 +91,7 @@ def _dense_pass(kernel, graph, state, aux, constant, chosen, notify_self, chunks
     """A pull pass, or a notify-pull pass through the active flags, with the edges cut
     into ranges over the threads; returns (vertices computed, edges read, activated)."""
     if chosen == "pull":
-        vertices, prefix = _ALL_VERTICES, graph.in_indptr
+        vertices, prefix = cpu.ALL_VERTICES, graph.in_indptr
     else:
         cpu.notify(state.flags, graph.out_indptr, graph.out_indices, state.marks,
                    notify_self, chunks)
