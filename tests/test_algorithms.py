@@ -9,7 +9,7 @@ import scipy.sparse.csgraph as csgraph
 import scipy.sparse.linalg as spla
 
 import hetgraph as hg
-from hetgraph.scheduler import dispatcher
+from hetgraph.scheduler import cpu_engine
 from conftest import REAL_GRAPHS, data_path
 
 # every engine configuration must give the oracle's answer
@@ -34,7 +34,7 @@ def use(config, monkeypatch):
     notify-pull runs from the id list (0 forces the pass through the active flags)."""
     options = dict(config)
     if "sparse_edges" in options:
-        monkeypatch.setattr(dispatcher, "SPARSE_EDGES", options.pop("sparse_edges"))
+        monkeypatch.setattr(cpu_engine, "SPARSE_EDGES", options.pop("sparse_edges"))
     return options
 
 

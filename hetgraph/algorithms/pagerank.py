@@ -17,6 +17,7 @@ import logging
 import numpy as np
 
 from ..errors import GraphError
+from ..kernels.gpu import on_device_of
 from ..program import VertexProgram
 from ..scheduler.dispatcher import run
 from .common import out_weight_sums
@@ -68,15 +69,16 @@ class PageRank(VertexProgram):
     def aux(self, graph):
         return self._scale
 
+    # the hooks get the values on the device that holds them (NumPy or CuPy arrays)
     def iteration_constant(self, graph, values):
         n = graph.num_vertices
-        dangling = float(np.add.reduce(values[self._dangling], dtype=np.float64))
-        return (1.0 - self.damping) / n + dangling / n
+        dangling = on_device_of(values, self._dangling)
+        # stays a 0-d device array on the GPU: no wait for the device here
+        return (1.0 - self.damping) / n + values[dangling].sum(dtype=np.float64) / n
 
     def converged(self, graph, previous, values):
-        change = np.subtract(values, previous, dtype=np.float64)
-        np.abs(change, out=change)
-        return float(change @ self._rank_of) < graph.num_vertices * self.tol
+        change = abs(values.astype(np.float64) - previous)
+        return float(change @ on_device_of(values, self._rank_of)) < graph.num_vertices * self.tol
 
     def finalize(self, graph, values):
         return values / self._scale

@@ -1,0 +1,121 @@
+"""The CPU engine: one iteration of a program on the Numba kernels, in pull or
+notify-pull mode as the cost model says (Garaph section 4).
+
+It keeps the vertex state, the sorted frontier when it is small, and chooses between a
+whole notify-pull iteration in one thread (small frontiers), a notify-pull pass through
+the active flags, and a pull pass over every vertex.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from ..kernels import cpu
+from .costmodel import choose_cpu_mode, notify_fraction
+from .state import VertexState
+
+# a notify-pull iteration whose frontier has at most this many out-edges runs in one
+# thread from the frontier's id list, without any pass over all vertices
+SPARSE_EDGES = 50_000
+# passes reading fewer edges run in one thread unless partitions= is given
+SERIAL_EDGES = 100_000
+
+
+@functools.lru_cache(maxsize=None)
+def _thread_pool(threads):
+    return ThreadPoolExecutor(threads, thread_name_prefix="hetgraph-cpu")
+
+
+class CpuEngine:
+    """A program's state and kernels on the CPU.
+
+    ``threads``: threads of the passes; ``partitions``: edge ranges per pass (default =
+    threads for passes over at least SERIAL_EDGES edges, else 1); ``cpu_mode``: "auto",
+    "pull" or "notify-pull"; ``rho``: read-cost ratio of the storage (1 in memory).
+    """
+
+    def __init__(self, spec, graph, values, flags, aux, *, sync, threads, partitions=None,
+                 cpu_mode="auto", rho=1.0):
+        self.spec = spec
+        self.graph = graph
+        self.aux = aux
+        self.state = VertexState(values, flags, sync=sync)
+        self.threads = threads
+        self.partitions = partitions
+        self.cpu_mode = cpu_mode
+        self.rho = rho
+        self.chunks = max(1, min(graph.num_vertices // 4096, 8 * threads))
+        start = time.perf_counter()
+        self.kernel = cpu.compile_program(spec, aux.dtype)
+        self.kernel.warm_up(graph, self.state.values, self.state.flags, aux)
+        self.compile_seconds = time.perf_counter() - start
+        self._frontier = None  # sorted ids of the active vertices, when known
+        self._degree = 0  # sum of the frontier's out-degrees, when known
+        self._activated = -1
+
+    @property
+    def values(self):
+        return self.state.values
+
+    def frontier(self):
+        """(active vertices, sum of their out-degrees)."""
+        graph = self.graph
+        if self._frontier is not None:
+            return len(self._frontier), self._degree
+        if self._activated == graph.num_vertices:  # all active: nothing to scan
+            return self._activated, graph.num_arcs
+        active, degree = cpu.frontier_size(self.state.flags, graph.out_indptr, self.chunks)
+        return int(active), int(degree)
+
+    def iterate(self, constant, frontier):
+        """One iteration from ``frontier`` = :meth:`frontier`'s (active, degree) with the
+        program's iteration constant; returns (mode, vertices computed, edges read,
+        vertices activated)."""
+        active, degree = frontier
+        constant = float(constant)
+        f = notify_fraction(degree, self.graph.num_arcs)
+        chosen = choose_cpu_mode(f, self.rho) if self.cpu_mode == "auto" else self.cpu_mode
+        state = self.state
+        if chosen == "notify-pull" and degree + active <= SPARSE_EDGES:
+            if self._frontier is None:
+                self._frontier = cpu.compact(state.flags, self.chunks)
+            computed, edges, self._frontier, self._degree = self.kernel.sparse_step(
+                self.graph, self._frontier, state.values, state.new_values, state.flags,
+                state.marks, self.aux, constant, state.sync)
+            self._activated = len(self._frontier)
+        else:
+            self._frontier = None
+            computed, edges, self._activated = self._dense_pass(constant, chosen)
+        return chosen, computed, edges, self._activated
+
+    def _dense_pass(self, constant, chosen):
+        """A pull pass, or a notify-pull pass through the active flags, with the edges
+        cut into ranges over the threads; returns (vertices computed, edges read,
+        activated)."""
+        graph, state = self.graph, self.state
+        if chosen == "pull":
+            vertices, prefix = cpu.ALL_VERTICES, graph.in_indptr
+        else:
+            cpu.notify(state.flags, graph.out_indptr, graph.out_indices, state.marks,
+                       self.spec.notify_self, self.chunks)
+            vertices = cpu.compact(state.marks, self.chunks)
+            prefix = cpu.edge_prefix(graph.in_indptr, vertices)
+        edges = int(prefix[-1] - prefix[0])
+        parts = self.partitions or (self.threads if edges >= SERIAL_EDGES else 1)
+        activated = 0
+        if chosen == "pull" or len(vertices):
+            pool = _thread_pool(self.threads) if self.threads > 1 and parts > 1 else None
+            activated = self.kernel.step(graph, state.values, state.new_values, state.flags,
+                                         self.aux, constant, vertices, prefix, 0, parts, pool)
+        if chosen == "pull":
+            state.swap()
+        elif state.sync:
+            cpu.commit(state.values, state.new_values, vertices)
+        computed = graph.num_vertices if chosen == "pull" else len(vertices)
+        return computed, edges, activated
+
+    def result(self):
+        """The current values (a host NumPy array)."""
+        return self.state.values
