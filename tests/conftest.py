@@ -50,3 +50,16 @@ def assert_csr_matches_csc(graph):
     for v in range(0, n, max(1, n // 200)):
         row = graph.out_indices[graph.out_indptr[v]:graph.out_indptr[v + 1]]
         assert np.all(np.diff(row) >= 0)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip the tests marked gpu where the GPU engine cannot run (no CuPy or no device)."""
+    from hetgraph.kernels import gpu
+
+    ok, reason = gpu.availability()
+    if ok:
+        return
+    skip = pytest.mark.skip(reason=f"no GPU: {reason}")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

@@ -109,3 +109,36 @@ def test_real_graph_pages_have_many_shards(data):
     _check(g, part)
     table = part.page_table()
     assert table["edge_stop"].iloc[-1] == g.num_arcs
+
+
+@given(st.integers(1, 300), st.integers(0, 3000), st.integers(0, 2**32 - 1),
+       st.sampled_from([64 * 4, 1024, 4096]))
+@settings(max_examples=40, deadline=None)
+def test_gpu_shard_edges_sorted_by_source_keep_each_shard(n, m, seed, shared):
+    """The GPU's source order permutes edges only inside their shard, sorted by source,
+    each with its own offset and weight; the range table cuts each shard's edges at the
+    source-range boundaries."""
+    from hetgraph.kernels.gpu import shard_edges, source_range_table
+
+    rng = np.random.default_rng(seed)
+    g = hg.from_arrays(rng.integers(0, n, m), rng.integers(0, n, m),
+                       weight=rng.random(m).astype(np.float32), num_vertices=n)
+    part = g.partition(shared_bytes=shared)
+    by_dst = shard_edges(g, part, True, "destination")
+    by_src = shard_edges(g, part, True, "source")
+    ranges = int(rng.integers(1, 6))
+    table = source_range_table(by_src[0], g.in_indptr[part.shard_start], n, ranges)
+    cuts = np.arange(ranges + 1) * n // ranges
+    for row in table:
+        for k in range(ranges):
+            sources = by_src[0][row[k]:row[k + 1]]
+            assert np.all((sources >= cuts[k]) & (sources < cuts[k + 1]))
+    np.testing.assert_array_equal(table[:, 0], g.in_indptr[part.shard_start[:-1]])
+    np.testing.assert_array_equal(table[:, -1], g.in_indptr[part.shard_start[1:]])
+    pages = [page.dst_offset for page in part.pages(g.in_indices, None)]
+    np.testing.assert_array_equal(np.concatenate(pages) if pages else [], by_dst[1])
+    bounds = g.in_indptr[part.shard_start]
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        assert np.all(np.diff(by_src[0][a:b].astype(np.int64)) >= 0)
+        want = sorted(zip(*(x[a:b].tolist() for x in by_dst)))
+        assert sorted(zip(*(x[a:b].tolist() for x in by_src))) == want

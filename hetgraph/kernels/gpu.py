@@ -1,0 +1,626 @@
+"""GPU engine (CuPy): the Garaph shard kernel for a VertexProgram (Garaph sections 3, 5.2).
+
+One thread block per shard. The shard's vertices live in shared memory with R_i
+replicas each (slot ``offset * R_i + tid % R_i``); every in-edge's gather result is
+combined into its slot with the monoid's shared-memory atomic (float min/max through
+compare-and-swap); the replicas are merged by a two-way reduction; then apply and
+activate run for each vertex and write the new value (a second array in sync mode, the
+values themselves in async mode) and the active flag. The user's gather / apply /
+activate are translated to CUDA by :mod:`.transpile` and compiled with NVRTC through
+``cupy.RawModule``, once per program, dtype and layout.
+
+Pages live in device memory when they fit the budget; the others stay in pinned host
+memory and are copied in every iteration over several CUDA streams, so that the copy of
+one page overlaps the kernel of another. cupy is imported lazily: without a GPU this
+module imports and :func:`available` says why the GPU engine cannot run.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+
+import numba
+import numpy as np
+
+from ..errors import GraphError, HetGraphError
+from ..io.partition import PAGE_BYTES, edge_bytes
+from ..program import ProgramSpec
+from .transpile import PRELUDE, c_type, device_function, literal
+
+log = logging.getLogger("hetgraph.kernels.gpu")
+
+THREADS_PER_BLOCK = 256
+STREAMS = 4
+# shared memory per block: 16 KiB measured faster than 48 KiB on an H100 (PageRank on
+# RMAT 22: 0.95 vs 1.27 ms) because more blocks fit an SM
+GPU_SHARED_BYTES = 16 << 10
+BUDGET_FRACTION = 0.8  # of the free device memory, when no budget is given
+
+
+class GpuUnavailableError(HetGraphError, RuntimeError):
+    """No usable GPU: CuPy is missing, no device is visible, or it cannot run kernels."""
+
+
+class GpuMemoryError(HetGraphError, MemoryError):
+    """The GPU cannot hold what a run needs even with the smallest pages: run the pages
+    on the CPU (devices="cpu") or give the GPU more memory."""
+
+
+@functools.lru_cache(maxsize=None)
+def availability():
+    """(True, device description) when a GPU can run kernels, else (False, reason)."""
+    try:
+        import cupy
+    except ImportError as exc:
+        return False, f"CuPy is not installed ({exc}); pip install 'hetgraph[gpu]'"
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # CUDA driver errors come in several classes
+        return False, f"no CUDA device can be used ({exc})"
+    if count == 0:
+        return False, "no CUDA device is visible"
+    props = cupy.cuda.runtime.getDeviceProperties(0)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+    return True, f"{count} x {name}"
+
+
+def available() -> bool:
+    """Whether the GPU engine can run here."""
+    return availability()[0]
+
+
+def require_gpu():
+    ok, reason = availability()
+    if not ok:
+        raise GpuUnavailableError(f"the GPU engine cannot run: {reason}; use devices='cpu'")
+
+
+def on_device_of(values, array):
+    """``array`` (a host NumPy array) on the device that holds ``values``: itself when
+    ``values`` is a NumPy array, else a device copy made once and kept."""
+    if isinstance(values, np.ndarray):
+        return array
+    return _device_copy(array)
+
+
+_COPIES: dict = {}
+
+
+def _device_copy(array):
+    import cupy
+
+    entry = _COPIES.get(id(array))
+    if entry is None or entry[0] is not array:
+        if len(_COPIES) > 32:
+            _COPIES.clear()
+        entry = _COPIES[id(array)] = (array, cupy.asarray(array))
+    return entry[1]
+
+
+# --- source -----------------------------------------------------------------------------
+
+def _combine(reduce):
+    return {"add": "a + b", "min": "b < a ? b : a", "max": "b > a ? b : a",
+            "or": "a | b", "and": "a & b"}[reduce]
+
+
+def _atomic(reduce, dtype):
+    """Body of ``hg_atomic(value_t* p, value_t v)``: the monoid's shared-memory atomic."""
+    dtype = np.dtype(dtype)
+    native = {"add": "atomicAdd", "min": "atomicMin", "max": "atomicMax", "or": "atomicOr",
+              "and": "atomicAnd"}[reduce]
+    if dtype.kind == "f" and reduce in ("min", "max"):
+        bits, to_bits, from_bits = (("int", "__float_as_int", "__int_as_float")
+                                    if dtype.itemsize == 4 else
+                                    ("unsigned long long", "__double_as_longlong",
+                                     "__longlong_as_double"))
+        better = "<" if reduce == "min" else ">"
+        return (f"{bits}* a = ({bits}*)p; {bits} old = *a;\n"
+                f"  while (v {better} {from_bits}(old)) {{\n"
+                f"    {bits} seen = atomicCAS(a, old, ({bits}){to_bits}(v));\n"
+                f"    if (seen == old) break;\n    old = seen;\n  }}")
+    if dtype == np.dtype(np.int64) and reduce in ("add", "or", "and"):
+        return (f"{native}((unsigned long long*)p, (unsigned long long)v);")
+    if dtype == np.dtype(np.int64):
+        return f"{native}((long long*)p, v);"
+    return f"{native}(p, v);"
+
+
+def kernel_source(spec: ProgramSpec, aux_dtype, index_dtype, degree_dtype, *, weighted,
+                  sync) -> str:
+    """CUDA source of the shard kernel ``shard_pass`` for ``spec``."""
+    value = spec.dtype
+    aux_dtype = np.dtype(aux_dtype)
+    unsigned = {4: np.uint32, 8: np.uint64}[np.dtype(index_dtype).itemsize]
+    gather = device_function(spec.name, "gather", spec.gather, "hg_gather",
+                             (value, np.float32, value), value)
+    apply_params = (value, value, aux_dtype) + ((np.float64,) if spec.uses_constant else ())
+    apply = device_function(spec.name, "apply", spec.apply, "hg_user_apply", apply_params,
+                            value)
+    activate = device_function(spec.name, "activate", spec.activate, "hg_activate",
+                               (value, value), np.bool_)
+    call = "hg_user_apply(old, acc, aux" + (", constant)" if spec.uses_constant else ")")
+    return f"""
+typedef {c_type(value)} value_t;
+typedef {c_type(aux_dtype)} aux_t;
+typedef {c_type(unsigned)} index_t;
+typedef {c_type(degree_dtype)} degree_t;
+#define HG_SYNC {int(bool(sync))}
+#define HG_WEIGHTED {int(bool(weighted))}
+{PRELUDE}
+{gather}
+{apply}
+{activate}
+__device__ __forceinline__ value_t hg_apply(value_t old, value_t acc, aux_t aux,
+                                            double constant) {{ return {call}; }}
+__device__ __forceinline__ value_t hg_combine(value_t a, value_t b) {{
+  return {_combine(spec.reduce)};
+}}
+__device__ __forceinline__ void hg_atomic(value_t* p, value_t v) {{
+  {_atomic(spec.reduce, value)}
+}}
+#if HG_SYNC
+#define HG_VALUES const value_t* __restrict__
+#else
+#define HG_VALUES const value_t*
+#endif
+#if HG_WEIGHTED
+#define HG_WEIGHT(e) weight[e]
+#else
+#define HG_WEIGHT(e) 1.0f
+#endif
+#define HG_UNROLL 4
+
+extern "C" __global__ void shard_pass(
+    const index_t* __restrict__ src, const unsigned short* __restrict__ dst_offset,
+    const float* __restrict__ weight, const long long* __restrict__ shard_start,
+    const long long* __restrict__ shard_edge, const unsigned char* __restrict__ shard_log_r,
+    const int ranges, const int k_begin, const int k_end, const int first, const int last,
+    value_t* __restrict__ partial, const long long edge_base, const int first_shard,
+    HG_VALUES values,
+    value_t* new_values, unsigned char* __restrict__ flags, const aux_t* __restrict__ aux,
+    const int aux_per_vertex, const double* __restrict__ constant_at,
+    const degree_t* __restrict__ out_degree, unsigned long long* counters)
+{{
+  extern __shared__ __align__(8) unsigned char hg_shared[];
+  value_t* slots = (value_t*)hg_shared;
+  __shared__ unsigned long long block_active, block_degree;
+  const int s = first_shard + blockIdx.x;
+  const long long v0 = shard_start[s];
+  const int nv = (int)(shard_start[s + 1] - v0);
+  const int log_r = shard_log_r[s];
+  /* edges of source ranges [k_begin, k_end) of this shard (row s of the range table) */
+  const long long* table = shard_edge + (long long)s * (ranges + 1);
+  const long long e0 = table[k_begin] - edge_base, e1 = table[k_end] - edge_base;
+  if (threadIdx.x == 0) {{ block_active = 0; block_degree = 0; }}
+  for (int k = threadIdx.x; k < (nv << log_r); k += blockDim.x)
+    slots[k] = {literal(spec.identity(), value)};
+  __syncthreads();
+  const int lane = threadIdx.x & ((1 << log_r) - 1);
+  const int stride = blockDim.x;
+  long long e = e0 + threadIdx.x;
+  /* HG_UNROLL edges per thread at once: their loads are independent, so they overlap */
+  for (; e + (HG_UNROLL - 1) * stride < e1; e += HG_UNROLL * stride) {{
+    int off[HG_UNROLL];
+    value_t gathered[HG_UNROLL];
+#pragma unroll
+    for (int u = 0; u < HG_UNROLL; ++u) off[u] = dst_offset[e + u * stride];
+#pragma unroll
+    for (int u = 0; u < HG_UNROLL; ++u)
+      gathered[u] = hg_gather(values[src[e + u * stride]], HG_WEIGHT(e + u * stride),
+                              values[v0 + off[u]]);
+#pragma unroll
+    for (int u = 0; u < HG_UNROLL; ++u) hg_atomic(&slots[(off[u] << log_r) + lane], gathered[u]);
+  }}
+  for (; e < e1; e += stride) {{
+    const int off = dst_offset[e];
+    hg_atomic(&slots[(off << log_r) + lane], hg_gather(values[src[e]], HG_WEIGHT(e),
+                                                       values[v0 + off]));
+  }}
+  __syncthreads();
+  for (int log_h = log_r - 1; log_h >= 0; --log_h) {{  /* two-way reduction */
+    const int half = 1 << log_h;
+    for (int k = threadIdx.x; k < (nv << log_h); k += blockDim.x) {{
+      value_t* p = &slots[((k >> log_h) << log_r) + (k & (half - 1))];
+      *p = hg_combine(*p, p[half]);
+    }}
+    __syncthreads();
+  }}
+  unsigned long long active = 0, degree = 0;
+  const double constant = *constant_at;
+  for (int i = threadIdx.x; i < nv; i += blockDim.x) {{
+    const long long v = v0 + i;
+    value_t acc = slots[i << log_r];
+    if (!first) acc = hg_combine(partial[v], acc);  /* earlier source ranges */
+    if (!last) {{ partial[v] = acc; continue; }}
+    const value_t old = values[v];
+    const value_t now = hg_apply(old, acc, aux[aux_per_vertex ? v : 0], constant);
+    new_values[v] = now;
+    const bool on = hg_activate(now, old);
+    flags[v] = on;
+    if (on) {{ active += 1; degree += out_degree[v]; }}
+  }}
+  if (active) {{ atomicAdd(&block_active, active); atomicAdd(&block_degree, degree); }}
+  __syncthreads();
+  if (threadIdx.x == 0 && block_active) {{
+    atomicAdd(&counters[0], block_active);
+    atomicAdd(&counters[1], block_degree);
+  }}
+}}
+"""
+
+
+_KERNELS: dict = {}
+
+
+def compile_kernel(spec: ProgramSpec, aux_dtype, index_dtype, degree_dtype, *, weighted,
+                   sync):
+    """The compiled ``shard_pass`` (a cupy.RawKernel), kept per source for the process."""
+    import cupy
+
+    source = kernel_source(spec, aux_dtype, index_dtype, degree_dtype, weighted=weighted,
+                           sync=sync)
+    kernel = _KERNELS.get(source)
+    if kernel is None:
+        try:
+            module = cupy.RawModule(code=source, options=("-std=c++17",))
+            kernel = module.get_function("shard_pass")
+        except cupy.cuda.compiler.CompileException as exc:
+            detail = next((line for line in str(exc).splitlines() if "error" in line),
+                          str(exc).splitlines()[0])
+            raise HetGraphError(f"{spec.name}: the GPU translation did not compile "
+                                f"({detail}); please report it with the program") from None
+        _KERNELS[source] = kernel
+    return kernel
+
+
+# --- layout -------------------------------------------------------------------------------
+
+EDGE_ORDERS = ("source", "destination")
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _sort_shards_by_source(src, offsets, weight, bounds):
+    """Copies of the edge arrays with each shard's edges [bounds[s], bounds[s+1]) in
+    increasing source order (stable); ``weight`` may be empty."""
+    out_src = np.empty_like(src)
+    out_offsets = np.empty_like(offsets)
+    out_weight = np.empty_like(weight)
+    weighted = weight.shape[0] > 0
+    for s in numba.prange(bounds.shape[0] - 1):
+        a, b = bounds[s], bounds[s + 1]
+        order = np.argsort(src[a:b], kind="mergesort")
+        for i in range(b - a):
+            out_src[a + i] = src[a + order[i]]
+            out_offsets[a + i] = offsets[a + order[i]]
+            if weighted:
+                out_weight[a + i] = weight[a + order[i]]
+    return out_src, out_offsets, out_weight
+
+
+def shard_edges(graph, partition, weighted, order="source"):
+    """(src, destination offset, weight or None) of every in-edge, shard by shard.
+
+    ``order="destination"`` keeps the CSC order; ``"source"`` sorts each shard's edges
+    by source, so that the blocks running at the same time gather from a narrow band of
+    source vertices that stays in the L2 cache (a soft form of GraphCage's cache
+    blocking; the shard kernel accumulates in shared memory, so order is free)."""
+    src = graph.in_indices.view({4: np.uint32, 8: np.uint64}[graph.index_dtype.itemsize])
+    offsets = destination_offsets(graph.in_indptr, partition.shard_start)
+    weight = graph.in_weights if weighted else None
+    if order == "destination":
+        return src, offsets, weight
+    bounds = graph.in_indptr[partition.shard_start]
+    src, offsets, sorted_weight = _sort_shards_by_source(
+        src, offsets, np.empty(0, np.float32) if weight is None else weight, bounds)
+    return src, offsets, None if weight is None else sorted_weight
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _range_table(src, bounds, cuts):
+    table = np.empty((bounds.shape[0] - 1, cuts.shape[0]), np.int64)
+    for s in numba.prange(bounds.shape[0] - 1):
+        a, b = bounds[s], bounds[s + 1]
+        table[s] = a + np.searchsorted(src[a:b], cuts)
+    return table
+
+
+def source_range_table(src, bounds, num_vertices, ranges):
+    """First edge of each source range in each shard: an (S, ranges + 1) int64 table
+    for edges sorted by source inside each shard (``bounds``: the shards' first edges
+    plus the end). Range k holds the sources [k * N / ranges, (k + 1) * N / ranges)."""
+    cuts = ((np.arange(ranges + 1, dtype=np.int64) * num_vertices) // ranges).astype(src.dtype)
+    return _range_table(src, np.asarray(bounds, np.int64), cuts)
+
+
+def destination_offsets(in_indptr, shard_start):
+    """uint16 offset of every in-edge's destination from its shard's first vertex."""
+    first = np.repeat(shard_start[:-1], np.diff(shard_start))
+    vertex_offset = (np.arange(len(in_indptr) - 1, dtype=np.int64) - first).astype(np.uint16)
+    return np.repeat(vertex_offset, np.diff(in_indptr))
+
+
+class PagePlan:
+    """Which pages stay on the device and which are streamed, for a byte budget.
+
+    ``budget``: device bytes for edge data (resident pages + staging buffers).
+    ``per_edge``: bytes of one edge. Pages are those of ``partition``; all resident when
+    the whole graph fits, else a resident prefix and ``streams`` staging buffers each
+    as large as the largest streamed page.
+    """
+
+    def __init__(self, partition, per_edge, budget, streams):
+        self.partition = partition
+        pages = partition.num_pages
+        edges = np.array([partition.page_edges(p) for p in range(pages)],
+                         dtype=np.int64).reshape(-1, 2)
+        sizes = (edges[:, 1] - edges[:, 0]) * per_edge
+        total = int(sizes.sum())
+        self.page_edges = edges
+        self.streams = 0
+        self.stage_edges = 0
+        if total <= budget:
+            self.resident = pages
+            return
+        largest = int(sizes.max())
+        if largest > budget:
+            raise GpuMemoryError(f"a page of {largest:,} bytes does not fit the GPU budget of "
+                                 f"{budget:,} bytes even alone")
+        self.streams = max(1, min(streams, budget // largest))
+        stage = self.streams * largest
+        cumulative = np.cumsum(sizes)
+        self.resident = int(np.searchsorted(cumulative, budget - stage, side="right"))
+        self.stage_edges = largest // per_edge
+
+    @property
+    def resident_edges(self) -> int:
+        return int(self.page_edges[self.resident - 1, 1]) if self.resident else 0
+
+    @property
+    def streamed_pages(self):
+        return range(self.resident, self.partition.num_pages)
+
+
+def _check_options(memory_budget, page_bytes, streams, threads_per_block, edge_order,
+                   source_ranges):
+    if edge_order not in EDGE_ORDERS:
+        raise GraphError(f"edge_order={edge_order!r} is not valid; use 'source' or "
+                         f"'destination'")
+    if not isinstance(source_ranges, (int, np.integer)) or not 1 <= source_ranges <= 1024:
+        raise GraphError(f"source_ranges={source_ranges!r} must be an integer in 1..1024")
+    if source_ranges > 1 and edge_order != "source":
+        raise GraphError("source_ranges > 1 needs edge_order='source'")
+    for name, value in (("memory_budget", memory_budget), ("page_bytes", page_bytes),
+                        ("streams", streams)):
+        if value is not None and (not isinstance(value, (int, np.integer)) or value < 1):
+            raise GraphError(f"{name}={value!r} must be a positive integer")
+    if threads_per_block not in (32, 64, 128, 256, 512, 1024):
+        raise GraphError(f"threads_per_block={threads_per_block!r} must be a power of two "
+                         f"from 32 to 1024")
+
+
+class GpuEngine:
+    """A program running on one GPU: device vertex arrays, resident and streamed pages.
+
+    ``memory_budget``: device bytes for edge data (default 80% of the free memory after
+    the vertex arrays). ``page_bytes``: the page size used when pages must be streamed
+    (default 32 MiB, smaller when the budget asks). ``streams``: CUDA streams for page
+    copies (default 4). ``shared_bytes``: shared memory per block (default 16 KiB).
+    ``replication``: a fixed R for every shard instead of Garaph eq. 2.
+    ``threads_per_block``: default 256. ``edge_order``: "source" (default) or
+    "destination", the order of the edges inside a shard (see :func:`shard_edges`).
+    ``source_ranges``: passes over the resident pages, one per range of source vertices,
+    so that the values gathered in a pass stay in the L2 cache (GraphCage's cache
+    blocking). Default 1: on an H100 2-8 ranges were slower on RMAT 22 and 24 (the
+    per-shard work repeats in every pass).
+    """
+
+    mode = "gpu-pull"
+
+    def __init__(self, spec, graph, values, flags, aux, *, sync=True, memory_budget=None,
+                 page_bytes=PAGE_BYTES, streams=STREAMS, shared_bytes=GPU_SHARED_BYTES,
+                 replication=None, threads_per_block=THREADS_PER_BLOCK, edge_order="source",
+                 source_ranges=1):
+        require_gpu()
+        _check_options(memory_budget, page_bytes, streams, threads_per_block, edge_order,
+                       source_ranges)
+        import cupy
+
+        self.cupy = cupy
+        self.spec = spec
+        self.graph = graph
+        self.sync = sync
+        self.threads_per_block = int(threads_per_block)
+        self.edge_order = edge_order
+        self.ranges = int(source_ranges)
+        self.weighted = bool(spec.needs_weights and graph.weighted)
+        start = time.perf_counter()
+        degree = graph.out_degree()
+        degree_dtype = np.uint32 if degree.size == 0 or degree.max() < 2**32 else np.uint64
+        self.kernel = compile_kernel(spec, aux.dtype, graph.index_dtype, degree_dtype,
+                                     weighted=self.weighted, sync=sync)
+        self.compile_seconds = time.perf_counter() - start
+        self._upload_vertices(values, flags, aux, degree.astype(degree_dtype))
+        self.per_edge = edge_bytes(graph.index_dtype, self.weighted)
+        if memory_budget is None:
+            free, _ = cupy.cuda.runtime.memGetInfo()
+            memory_budget = int(free * BUDGET_FRACTION)
+        self.layout = dict(shared_bytes=shared_bytes, replication=replication,
+                           vertex_bytes=spec.dtype.itemsize)
+        self._place_pages(int(memory_budget), int(page_bytes), int(streams))
+        self._active = int(np.count_nonzero(flags))
+        self._degree = int(degree[flags != 0].sum())
+
+    # setup -------------------------------------------------------------------------------
+    def _upload_vertices(self, values, flags, aux, degree):
+        cp = self.cupy
+        try:
+            self.values = cp.asarray(values)
+            self.new_values = cp.empty_like(self.values) if self.sync else self.values
+            self.flags = cp.asarray(flags)
+            self.aux = cp.asarray(aux)
+            self.out_degree = cp.asarray(degree)
+            self.counters = cp.zeros(2, cp.uint64)
+            self.constant = cp.zeros(1, cp.float64)
+            self._no_weight = cp.empty(1, np.float32)
+        except cp.cuda.memory.OutOfMemoryError:
+            raise GpuMemoryError(f"the GPU cannot hold the vertex arrays of "
+                                 f"{self.graph.num_vertices:,} vertices") from None
+
+    def _place_pages(self, budget, page_bytes, streams):
+        """Plan and allocate the pages, halving the budget when the device runs out."""
+        cp = self.cupy
+        while True:
+            try:
+                self._allocate(budget, page_bytes, streams)
+                return
+            except cp.cuda.memory.OutOfMemoryError:
+                self._release_pages()
+                cp.get_default_memory_pool().free_all_blocks()
+                smaller = budget // 2
+                log.warning("GPU out of memory with a page budget of %d bytes; trying %d",
+                            budget, smaller)
+                if smaller < 1 << 16:
+                    raise GpuMemoryError(f"the GPU ran out of memory for the pages of "
+                                         f"{self.graph.summary()} even with a budget of "
+                                         f"{budget:,} bytes") from None
+                budget = smaller
+
+    def _allocate(self, budget, page_bytes, streams):
+        cp = self.cupy
+        graph = self.graph
+        total = graph.num_arcs * self.per_edge
+        if total > budget:  # pages small enough that `streams` of them use a quarter
+            page_bytes = max(1, min(page_bytes, budget // (4 * streams)))
+        self.partition = graph.partition(page_bytes=page_bytes, **self.layout)
+        self.plan = PagePlan(self.partition, self.per_edge, budget, streams)
+        part = self.partition
+        log_r = np.log2(part.replication).astype(np.uint8)
+        self.shard_start = cp.asarray(part.shard_start)
+        self.shard_log_r = cp.asarray(log_r)
+        slots = np.diff(part.shard_start) << log_r.astype(np.int64)
+        self.shared_bytes = int(slots.max(initial=1)) * self.spec.dtype.itemsize
+        # with the kernel's 16 static bytes, 48 KiB of dynamic memory needs the opt-in
+        self.kernel.max_dynamic_shared_size_bytes = self.shared_bytes
+        src, offsets, weight = shard_edges(graph, part, self.weighted, self.edge_order)
+        bounds = graph.in_indptr[part.shard_start]
+        self.shard_edge = cp.asarray(
+            source_range_table(src, bounds, graph.num_vertices, self.ranges)
+            if self.ranges > 1 else np.stack([bounds[:-1], bounds[1:]], axis=1))
+        self.partial = (cp.empty(graph.num_vertices, self.spec.dtype) if self.ranges > 1
+                        else self._no_weight)
+        split = self.plan.resident_edges
+        self.resident = self._device_edges(src[:split], offsets[:split],
+                                           None if weight is None else weight[:split])
+        self.resident_shards = int(part.page_shard[self.plan.resident])
+        self.streams = []
+        self.stages = []
+        self.pinned = None
+        if self.plan.streams:
+            self.pinned = tuple(_pinned_copy(a[split:]) if a is not None else None
+                                for a in (src, offsets, weight))
+            n = self.plan.stage_edges
+            for _ in range(self.plan.streams):
+                self.streams.append(cp.cuda.Stream(non_blocking=True))
+                self.stages.append((cp.empty(n, src.dtype), cp.empty(n, np.uint16),
+                                    cp.empty(n, np.float32) if self.weighted else None))
+        log.info("GPU pages: %d resident (%d edges), %d streamed over %d streams",
+                 self.plan.resident, split, len(self.plan.streamed_pages), self.plan.streams)
+
+    def _device_edges(self, src, offsets, weight):
+        cp = self.cupy
+        return (cp.asarray(src), cp.asarray(offsets),
+                None if weight is None else cp.asarray(weight))
+
+    def _release_pages(self):
+        for name in ("resident", "stages", "pinned", "shard_start", "shard_edge",
+                     "shard_log_r", "partial"):
+            setattr(self, name, None)
+
+    # iteration ------------------------------------------------------------------------------
+    def frontier(self):
+        """(active vertices, sum of their out-degrees) after the last iteration."""
+        return self._active, self._degree
+
+    def _launch(self, grid, first_shard, edge_base, edges, stream, k_begin=0, k_end=None):
+        """Shards [first_shard, first_shard + grid) over the source ranges
+        [k_begin, k_end) (default all): the first range starts from the identity, the
+        last one applies; the others keep their sums in ``partial``."""
+        if grid == 0:
+            return
+        k_end = self.ranges if k_end is None else k_end
+        src, offsets, weight = edges
+        args = (src, offsets, self._no_weight if weight is None else weight,
+                self.shard_start, self.shard_edge, self.shard_log_r, np.int32(self.ranges),
+                np.int32(k_begin), np.int32(k_end), np.int32(k_begin == 0),
+                np.int32(k_end == self.ranges), self.partial, np.int64(edge_base),
+                np.int32(first_shard), self.values, self.new_values, self.flags, self.aux,
+                np.int32(self.aux.size > 1), self.constant, self.out_degree,
+                self.counters)
+        with stream:
+            self.kernel((grid,), (self.threads_per_block,), args,
+                        shared_mem=self.shared_bytes)
+
+    def iterate(self, constant, frontier=None):
+        """One pull pass over every page (the GPU computes every vertex, so the frontier
+        is not needed); returns (mode, vertices computed, edges read, vertices
+        activated)."""
+        cp = self.cupy
+        if isinstance(constant, cp.ndarray):  # computed on the device: no wait for it
+            self.constant[...] = constant.reshape(1)
+        else:
+            self.constant.fill(float(constant))
+        self.counters.fill(0)
+        main = cp.cuda.get_current_stream()
+        part = self.partition
+        ready = main.record()  # streamed copies may start while the resident pages run
+        for k in range(self.ranges):  # cache blocking: one pass per source range
+            self._launch(self.resident_shards, 0, 0, self.resident, main, k, k + 1)
+        if self.plan.streams:
+            split = self.plan.resident_edges
+            for k, p in enumerate(self.plan.streamed_pages):
+                stream = self.streams[k % len(self.streams)]
+                stream.wait_event(ready)
+                e0, e1 = (int(x) for x in self.plan.page_edges[p])
+                stage = self.stages[k % len(self.stages)]
+                for device, host in zip(stage, self.pinned):
+                    if device is not None:
+                        device[:e1 - e0].set(host[e0 - split:e1 - split], stream=stream)
+                s0, s1 = int(part.page_shard[p]), int(part.page_shard[p + 1])
+                self._launch(s1 - s0, s0, e0, stage, stream)
+            for stream in self.streams:
+                main.wait_event(stream.record())
+        active, degree = (int(x) for x in self.counters.get())
+        if self.sync:
+            self.values, self.new_values = self.new_values, self.values
+        self._active, self._degree = active, degree
+        return self.mode, self.graph.num_vertices, self.graph.num_arcs, active
+
+    def result(self):
+        """The current values as a host NumPy array."""
+        return self.values.get()
+
+    def describe(self):
+        """The page placement, for logs and benchmarks."""
+        return {"pages": self.partition.num_pages, "resident_pages": self.plan.resident,
+                "streamed_pages": len(self.plan.streamed_pages), "streams": self.plan.streams,
+                "resident_edges": self.plan.resident_edges,
+                "streamed_edges": self.graph.num_arcs - self.plan.resident_edges,
+                "shards": self.partition.num_shards, "shared_bytes": self.shared_bytes,
+                "source_ranges": self.ranges}
+
+
+def _pinned_copy(array):
+    """A copy of ``array`` in page-locked host memory (pageable when pinning fails)."""
+    import cupyx
+
+    try:
+        pinned = cupyx.empty_pinned(array.shape, array.dtype)
+    except Exception:  # pinning can fail when the host limits locked memory
+        log.warning("could not pin %d bytes of host memory; page copies will be slower",
+                    array.nbytes)
+        return np.ascontiguousarray(array)
+    pinned[...] = array
+    return pinned

@@ -1,0 +1,193 @@
+"""The GPU engine (marked gpu: skipped without a GPU, run on the GPU machine).
+
+Every built-in algorithm on the GPU equals the CPU engine (exactly for min programs,
+to 1e-5 relative for float sums) on real and RMAT graphs; every fixed replication
+factor equals the customized one; streamed pages equal resident ones; sync and async
+converge to the reference; running out of device memory degrades instead of failing.
+"""
+
+import numpy as np
+import pytest
+import scipy.sparse.csgraph as csgraph
+
+import hetgraph as hg
+from conftest import REAL_GRAPHS, data_path
+from hetgraph.algorithms.sssp import ShortestPaths
+from hetgraph.kernels import gpu
+from hetgraph.program import ProgramSpec
+from test_user_programs import doc  # noqa: F401  (the guide's programs, a fixture)
+
+pytestmark = pytest.mark.gpu
+
+
+def real(name):
+    return hg.read(data_path(name), **REAL_GRAPHS[name][0])
+
+
+def graph_of(name):
+    if name == "rmat":
+        return hg.generate.rmat(14, seed=4, weights=(1.0, 9.0))
+    return real(name)
+
+
+GRAPHS = ["wiki-Vote.txt", "astro-ph.graph", "power.graph", "rmat"]
+
+
+def source_of(g):
+    return g.label_of(int(np.argmax(g.out_degree())))
+
+
+def edge_bytes(g, weighted):
+    return g.num_arcs * (g.index_dtype.itemsize + 2 + (4 if weighted else 0))
+
+
+def assert_close(gpu_values, cpu_values, dtype):
+    rtol = 1e-5 if np.dtype(dtype) == np.float32 else 1e-9
+    np.testing.assert_allclose(gpu_values, cpu_values, rtol=rtol, atol=0)
+
+
+@pytest.mark.parametrize("name", GRAPHS)
+def test_every_algorithm_equals_the_cpu(name):
+    g = graph_of(name)
+    s = source_of(g)
+    runs = {
+        "pagerank": lambda **o: hg.pagerank(g, tol=None, max_iterations=20, **o),
+        "pagerank32": lambda **o: hg.pagerank(g, tol=None, max_iterations=20,
+                                              dtype=np.float32, **o),
+        "sssp": lambda **o: hg.sssp(g, s, **o),
+        "bfs": lambda **o: hg.bfs(g, s, **o),
+        "cc": lambda **o: hg.connected_components(g, mode="sync", **o),
+        "nn": lambda **o: hg.nn(g, 5, **o),
+        "heat": lambda **o: hg.heat(g, [s], 5, **o),
+        "circuit": lambda **o: hg.circuit(g, {s: 1.0}, 5, **o),
+    }
+    for algorithm, call in runs.items():
+        on_gpu = call(devices="gpu")
+        on_cpu = call(devices="cpu")
+        assert on_gpu.iterations == on_cpu.iterations, algorithm
+        assert set(on_gpu.history["mode"]) == {"gpu-pull"}
+        if on_cpu.values.dtype.kind == "f" and algorithm not in ("sssp",):
+            assert_close(on_gpu.values, on_cpu.values, on_cpu.values.dtype)
+        else:
+            np.testing.assert_array_equal(on_gpu.values, on_cpu.values, err_msg=algorithm)
+
+
+@pytest.mark.parametrize("name", ["wiki-Vote.txt", "rmat"])
+def test_sssp_and_bfs_equal_scipy_on_gpu(name):
+    g = graph_of(name)
+    s = source_of(g)
+    sid = int(g.id_of(s))
+    want = csgraph.dijkstra(g.to_scipy(), indices=sid)
+    np.testing.assert_array_equal(hg.sssp(g, s, devices="gpu").values, want)
+    levels = csgraph.shortest_path(g.to_scipy(), unweighted=True, indices=sid)
+    got = hg.bfs(g, s, devices="gpu").values
+    np.testing.assert_array_equal(np.where(got < 0, np.inf, got), levels)
+
+
+@pytest.mark.parametrize("replication", [1, 2, 4, 8, 16, 32])
+def test_every_fixed_replication_equals_customized(replication):
+    g = graph_of("rmat")
+    s = source_of(g)
+    fixed = {"replication": replication}
+    pr = hg.pagerank(g, tol=None, max_iterations=10, devices="gpu")
+    pr_fixed = hg.pagerank(g, tol=None, max_iterations=10, devices="gpu", gpu=fixed)
+    assert_close(pr_fixed.values, pr.values, np.float64)
+    np.testing.assert_array_equal(hg.sssp(g, s, devices="gpu", gpu=fixed).values,
+                                  hg.sssp(g, s, devices="gpu").values)
+    np.testing.assert_array_equal(
+        hg.connected_components(g, devices="gpu", gpu=fixed).values,
+        hg.connected_components(g, devices="gpu").values)
+
+
+@pytest.mark.parametrize("layout", [{"source_ranges": 1}, {"source_ranges": 2},
+                                    {"source_ranges": 7}, {"edge_order": "destination"},
+                                    {"source_ranges": 3, "memory_budget": 300_000}])
+def test_cache_blocking_and_edge_order_give_the_same_answer(layout):
+    g = graph_of("rmat")
+    s = source_of(g)
+    pr = hg.pagerank(g, tol=None, max_iterations=10, devices="gpu", gpu=layout)
+    assert_close(pr.values, hg.pagerank(g, tol=None, max_iterations=10).values, np.float64)
+    for call in (lambda **o: hg.sssp(g, s, **o), lambda **o: hg.bfs(g, s, **o),
+                 lambda **o: hg.connected_components(g, mode="sync", **o)):
+        np.testing.assert_array_equal(call(devices="gpu", gpu=layout).values,
+                                      call(devices="cpu").values)
+
+
+@pytest.mark.parametrize("name", ["wiki-Vote.txt", "rmat"])
+def test_streamed_pages_equal_resident(name):
+    g = graph_of(name)
+    s = source_of(g)
+    quarter = {"memory_budget": edge_bytes(g, g.weighted) // 4}
+    spec = ProgramSpec(ShortestPaths(int(g.id_of(s))))
+    values, flags, _ = spec.initial_state(g)
+    engine = gpu.GpuEngine(spec, g, values, flags, np.zeros(1, np.float32), **quarter)
+    placed = engine.describe()
+    assert placed["streamed_pages"] > 0 and placed["streamed_edges"] > g.num_arcs // 2
+    np.testing.assert_array_equal(hg.sssp(g, s, devices="gpu", gpu=quarter).values,
+                                  hg.sssp(g, s, devices="cpu").values)
+    assert_close(hg.pagerank(g, tol=None, max_iterations=10, devices="gpu", gpu=quarter).values,
+                 hg.pagerank(g, tol=None, max_iterations=10, devices="gpu").values, np.float64)
+    np.testing.assert_array_equal(
+        hg.connected_components(g, devices="gpu", gpu={**quarter, "streams": 1}).values,
+        hg.connected_components(g, devices="cpu").values)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_sync_and_async_converge_to_the_reference(mode):
+    g = graph_of("rmat")
+    s = source_of(g)
+    sid = int(g.id_of(s))
+    dist = hg.sssp(g, s, devices="gpu", mode=mode)
+    assert dist.converged
+    np.testing.assert_array_equal(dist.values, csgraph.dijkstra(g.to_scipy(), indices=sid))
+    cc = hg.connected_components(g, devices="gpu", mode=mode)
+    np.testing.assert_array_equal(cc.values, hg.connected_components(g, devices="cpu").values)
+    pr = hg.pagerank(g, tol=1e-13, max_iterations=400, devices="gpu", mode=mode)
+    assert pr.converged
+    assert_close(pr.values, hg.pagerank(g, tol=1e-13, max_iterations=400).values, np.float32)
+
+
+def test_pagerank_tolerance_hooks_run_on_the_device():
+    g = real("wiki-Vote.txt")
+    on_gpu = hg.pagerank(g, devices="gpu")
+    on_cpu = hg.pagerank(g, devices="cpu")
+    assert on_gpu.converged and abs(on_gpu.iterations - on_cpu.iterations) <= 1
+    np.testing.assert_allclose(on_gpu.values, on_cpu.values, rtol=1e-5)
+
+
+def test_user_programs_from_the_guide_run_on_the_gpu(doc):
+    namespace = doc
+    g = graph_of("rmat")
+    s = int(source_of(g))
+    widest = namespace["WidestPath"](s)
+    np.testing.assert_array_equal(hg.run(widest, g, devices="gpu").values,
+                                  hg.run(widest, g, devices="cpu").values)
+    reach_class = namespace["Reachability"]
+    sources = list(range(0, 64, 2))
+    reach = reach_class(sources)
+    np.testing.assert_array_equal(hg.run(reach, g, devices="gpu").values,
+                                  hg.run(reach, g, devices="cpu").values)
+
+
+def test_out_of_memory_degrades_to_smaller_pages():
+    import cupy
+
+    g = graph_of("rmat")
+    s = source_of(g)
+    want = hg.sssp(g, s, devices="cpu").values
+    pool = cupy.get_default_memory_pool()
+    pool.free_all_blocks()
+    limit = pool.total_bytes() + edge_bytes(g, True) // 3
+    pool.set_limit(size=limit)
+    try:
+        # the budget claims the whole graph fits; the allocation fails and it streams
+        result = hg.sssp(g, s, devices="gpu", gpu={"memory_budget": 4 * edge_bytes(g, True)})
+    finally:
+        pool.set_limit(size=0)
+    np.testing.assert_array_equal(result.values, want)
+
+
+def test_a_page_larger_than_the_budget_is_a_clear_error():
+    g = graph_of("rmat")
+    with pytest.raises(gpu.GpuMemoryError, match="does not fit the GPU budget"):
+        hg.sssp(g, source_of(g), devices="gpu", gpu={"memory_budget": 64})
