@@ -1,0 +1,218 @@
+"""GPU engine benchmark (run on the GPU machine in one call; writes one JSON).
+
+Usage: python bench/gpu.py [--scales 22 24 26] [--real wiki-vote] [--iterations 20]
+           [--out bench/results/gpu.json]
+
+Per graph (RMAT scales and a real power-law graph):
+* PageRank (float32) seconds per iteration of ``hg.pagerank(devices="gpu")`` (the
+  median of the run's history, hooks included) against cuSPARSE SpMV (cupyx csr @ x,
+  float32) measured in the same run, and against the bandwidth floor: the bytes an
+  iteration must move over the device copy bandwidth measured here;
+* Garaph fig. 9: the same iteration with the customized R_i against every fixed R;
+* streamed pages: the budget set to a quarter of the graph's page bytes, against the
+  PCIe floor (streamed bytes over the measured pinned host-to-device bandwidth).
+Ratios are peer seconds / hetgraph seconds (> 1: hetgraph faster) and floor / seconds.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hetgraph as hg  # noqa: E402
+from machine import describe  # noqa: E402
+
+FIXED_R = (1, 2, 4, 8, 16, 32)
+SWEEP_MAX_ARCS = 400_000_000  # larger graphs skip the layout sweeps (device time)
+
+
+def device_bandwidths(cp, nbytes=1 << 30):
+    """(device copy bytes moved per second (read + write), pinned H2D bytes/s)."""
+    import cupyx
+
+    a = cp.empty(nbytes, cp.uint8)
+    b = cp.empty_like(a)
+    b[...] = a
+    cp.cuda.Device().synchronize()
+    copies = []
+    for _ in range(5):
+        start = time.perf_counter()
+        b[...] = a
+        cp.cuda.Device().synchronize()
+        copies.append(time.perf_counter() - start)
+    host = cupyx.empty_pinned(nbytes, np.uint8)
+    host[...] = 1
+    uploads = []
+    for _ in range(5):
+        start = time.perf_counter()
+        a.set(host)
+        cp.cuda.Device().synchronize()
+        uploads.append(time.perf_counter() - start)
+    del a, b, host
+    return 2 * nbytes / min(copies), nbytes / min(uploads)
+
+
+def cusparse_spmv(cp, g, iterations):
+    """Median seconds of y = A^T x (cuSPARSE CSR, float32) and of an equal-size copy."""
+    import cupyx.scipy.sparse as csp
+
+    data = cp.ones(g.num_arcs, cp.float32)
+    # A^T in CSR = the CSC of A: row v holds the in-edges of v
+    AT = csp.csr_matrix((data, cp.asarray(g.in_indices), cp.asarray(g.in_indptr)),
+                        shape=(g.num_vertices,) * 2)
+    x = cp.full(g.num_vertices, 1.0 / g.num_vertices, cp.float32)
+    y = AT @ x
+    times = []
+    for _ in range(iterations):
+        cp.cuda.Device().synchronize()
+        start = time.perf_counter()
+        y = AT @ x
+        cp.cuda.Device().synchronize()
+        times.append(time.perf_counter() - start)
+    del AT, data, x, y
+    return float(np.median(times))
+
+
+def pagerank_seconds(g, iterations, **gpu_options):
+    """Median seconds per PageRank iteration (float32, fixed iterations) on the GPU,
+    and the result."""
+    result = hg.pagerank(g, tol=None, max_iterations=iterations, dtype=np.float32,
+                         devices="gpu", gpu=gpu_options or None)
+    seconds = result.history["seconds"].to_numpy()
+    return float(np.median(seconds[1:] if len(seconds) > 2 else seconds)), result
+
+
+def floor_bytes(g):
+    """Bytes a float32 PageRank iteration must move on the device: every edge's source
+    id and 16-bit offset, every value gathered once, old value, aux, out-degree read and
+    new value and flag written."""
+    return g.num_arcs * (g.index_dtype.itemsize + 2) + g.num_vertices * (4 + 4 + 4 + 4 + 4 + 1)
+
+
+def engine_profile(g, iterations, **gpu_options):
+    """(page placement, median seconds of the engine's pass alone: no program hooks)
+    for float32 PageRank."""
+    from hetgraph.algorithms.pagerank import PageRank
+    from hetgraph.kernels.gpu import GpuEngine
+    from hetgraph.program import ProgramSpec
+
+    spec = ProgramSpec(PageRank(dtype=np.float32, tol=None))
+    values, flags, aux = spec.initial_state(g)
+    engine = GpuEngine(spec, g, values, flags, aux, **gpu_options)
+    times = []
+    for _ in range(iterations):
+        start = time.perf_counter()
+        engine.iterate(1e-9)
+        times.append(time.perf_counter() - start)
+    described = engine.describe()
+    del engine
+    return described, float(np.median(times))
+
+
+def bench_graph(cp, name, g, iterations, bandwidth, upload):
+    print(f"{name}: {g.summary()}", flush=True)
+    row = {"graph": name, "vertices": g.num_vertices, "arcs": g.num_arcs}
+    ours, result = pagerank_seconds(g, iterations)
+    spmv = cusparse_spmv(cp, g, iterations)
+    reference = hg.pagerank(g, tol=None, max_iterations=iterations, dtype=np.float32,
+                            devices="cpu").values
+    error = float(np.max(np.abs(result.values - reference) / np.maximum(reference, 1e-30)))
+    floor = floor_bytes(g) / bandwidth
+    layout, engine_pass = engine_profile(g, iterations)
+    row.update(pagerank_seconds=ours, cusparse_spmv_seconds=spmv,
+               ratio_vs_cusparse=spmv / ours, floor_seconds=floor,
+               times_floor=ours / floor, gteps=g.num_arcs / ours / 1e9,
+               engine_pass_seconds=engine_pass, pass_ratio_vs_cusparse=spmv / engine_pass,
+               max_relative_error_vs_cpu=error, layout=layout)
+    print(f"  PR {ours * 1e3:.3f} ms/iter (engine pass {engine_pass * 1e3:.3f} ms), cuSPARSE "
+          f"SpMV {spmv * 1e3:.3f} ms ({spmv / ours:.2f}x), floor {floor * 1e3:.3f} ms "
+          f"({ours / floor:.2f}x floor), err {error:.1e}, {layout['source_ranges']} source "
+          f"ranges", flush=True)
+    if g.num_arcs > SWEEP_MAX_ARCS:
+        return row | streamed_row(g, iterations, upload, result)
+    fixed = {}
+    for r in FIXED_R:
+        fixed[str(r)] = pagerank_seconds(g, iterations, replication=r)[0]
+    row["fixed_replication_seconds"] = fixed
+    row["customized_vs_best_fixed"] = min(fixed.values()) / ours
+    print("  fig9 " + " ".join(f"R={r}:{t * 1e3:.2f}" for r, t in fixed.items())
+          + f" custom:{ours * 1e3:.2f} ms", flush=True)
+    for shared in (8 << 10, 48 << 10):
+        row[f"shared_{shared >> 10}k_seconds"] = pagerank_seconds(
+            g, iterations, shared_bytes=shared)[0]
+    row["destination_order_seconds"] = pagerank_seconds(g, iterations,
+                                                        edge_order="destination")[0]
+    row["source_ranges_seconds"] = {str(k): pagerank_seconds(g, iterations, source_ranges=k)[0]
+                                    for k in (1, 2, 4, 8)}
+    print("  orders: destination %.3f ms; source ranges %s" % (
+        row["destination_order_seconds"] * 1e3, {k: round(v * 1e3, 3) for k, v in
+                                                 row["source_ranges_seconds"].items()}),
+          flush=True)
+    for threads in (128, 512):
+        row[f"threads_{threads}_seconds"] = pagerank_seconds(
+            g, iterations, threads_per_block=threads)[0]
+    return row | streamed_row(g, iterations, upload, result)
+
+
+def streamed_row(g, iterations, upload, result):
+    """PageRank with a device budget of a quarter of the page bytes, against the PCIe
+    floor, and its largest difference from the resident run's ``result``."""
+    quarter = g.num_arcs * (g.index_dtype.itemsize + 2) // 4
+    streamed, streamed_result = pagerank_seconds(g, iterations, memory_budget=quarter)
+    layout = engine_profile(g, 2, memory_budget=quarter)[0]
+    pcie_floor = layout["streamed_edges"] * (g.index_dtype.itemsize + 2) / upload
+    same = float(np.max(np.abs(streamed_result.values - result.values)
+                        / np.maximum(result.values, 1e-30)))
+    row = dict(streamed_seconds=streamed, streamed_layout=layout, pcie_floor_seconds=pcie_floor,
+               streamed_times_pcie_floor=streamed / pcie_floor,
+               streamed_max_relative_difference=same)
+    print(f"  streamed (budget {quarter:,} B) {streamed * 1e3:.3f} ms/iter, PCIe floor "
+          f"{pcie_floor * 1e3:.3f} ms ({streamed / pcie_floor:.2f}x floor), "
+          f"{layout['streamed_pages']} pages streamed over {layout['streams']} streams",
+          flush=True)
+    return row
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scales", type=int, nargs="*", default=[22, 24, 26])
+    parser.add_argument("--real", default="wiki-vote")
+    parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--out", default=os.path.join("bench", "results", "gpu.json"))
+    args = parser.parse_args()
+    import cupy as cp
+
+    from hetgraph.kernels import gpu
+
+    ok, device = gpu.availability()
+    if not ok:
+        sys.exit(f"no GPU: {device}")
+    bandwidth, upload = device_bandwidths(cp)
+    print(f"{device}: device copy {bandwidth / 1e9:.0f} GB/s, pinned H2D "
+          f"{upload / 1e9:.1f} GB/s", flush=True)
+    rows = []
+    graphs = [(args.real, lambda: hg.datasets.load(args.real))] if args.real else []
+    graphs += [(f"rmat-{s}", lambda s=s: hg.generate.rmat(s, seed=1)) for s in args.scales]
+    for name, make in graphs:
+        start = time.perf_counter()
+        g = make()
+        built = time.perf_counter() - start
+        row = bench_graph(cp, name, g, args.iterations, bandwidth, upload)
+        row["build_seconds"] = built
+        rows.append(row)
+        del g
+        cp.get_default_memory_pool().free_all_blocks()
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        with open(args.out, "w") as f:  # after every graph: a timeout keeps what ran
+            json.dump({"benchmark": "gpu", "date": time.strftime("%Y-%m-%d"),
+                       "machine": dict(describe(), gpu=device),
+                       "device_copy_bytes_per_second": bandwidth,
+                       "pinned_h2d_bytes_per_second": upload, "results": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
