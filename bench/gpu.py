@@ -146,6 +146,12 @@ def bench_graph(cp, name, g, iterations, bandwidth, upload):
             g, iterations, shared_bytes=shared)[0]
     row["destination_order_seconds"] = pagerank_seconds(g, iterations,
                                                         edge_order="destination")[0]
+    row["fixed_replication_destination_order_seconds"] = {
+        str(r): pagerank_seconds(g, iterations, replication=r, edge_order="destination")[0]
+        for r in FIXED_R}
+    print("  destination order (warp combine) by R: " + " ".join(
+        f"R={r}:{t * 1e3:.2f}" for r, t in
+        row["fixed_replication_destination_order_seconds"].items()), flush=True)
     row["source_ranges_seconds"] = {str(k): pagerank_seconds(g, iterations, source_ranges=k)[0]
                                     for k in (1, 2, 4, 8)}
     print("  orders: destination %.3f ms; source ranges %s" % (

@@ -219,12 +219,14 @@ def builtin_programs():
 
 @pytest.mark.parametrize("sync", [True, False])
 @pytest.mark.parametrize("index", [np.int32, np.int64])
-def test_builtin_kernels_compile(sync, index, tmp_path):
+@pytest.mark.parametrize("warp_combine", [False, True])
+def test_builtin_kernels_compile(sync, index, warp_combine, tmp_path):
     """Every built-in program's shard kernel translates; with nvcc it compiles for sm_90."""
     for program in builtin_programs():
         spec = ProgramSpec(program)
         aux = np.float32 if program.dtype != np.float64 else np.float64
-        source = kernel_source(spec, aux, index, np.uint32, weighted=True, sync=sync)
+        source = kernel_source(spec, aux, index, np.uint32, weighted=True, sync=sync,
+                               warp_combine=warp_combine)
         assert "shard_pass" in source and "hg_gather" in source
         if NVCC and sync and index is np.int32:
             compile_for_sm90(source, tmp_path)
@@ -254,6 +256,7 @@ def test_every_monoid_atomic_compiles(reduce, dtype, tmp_path):
             return new != old
 
     Program.reduce, Program.dtype = reduce, dtype
-    source = kernel_source(ProgramSpec(Program()), np.float32, np.int32, np.uint32,
-                           weighted=False, sync=True)
-    compile_for_sm90(source, tmp_path)
+    for warp_combine in (False, True):
+        source = kernel_source(ProgramSpec(Program()), np.float32, np.int32, np.uint32,
+                               weighted=False, sync=True, warp_combine=warp_combine)
+        compile_for_sm90(source, tmp_path)

@@ -129,8 +129,10 @@ def _atomic(reduce, dtype):
 
 
 def kernel_source(spec: ProgramSpec, aux_dtype, index_dtype, degree_dtype, *, weighted,
-                  sync) -> str:
-    """CUDA source of the shard kernel ``shard_pass`` for ``spec``."""
+                  sync, warp_combine=False) -> str:
+    """CUDA source of the shard kernel ``shard_pass`` for ``spec``; ``warp_combine``:
+    the edges come in destination order and a warp combines equal destinations before
+    its shared-memory atomics."""
     value = spec.dtype
     aux_dtype = np.dtype(aux_dtype)
     unsigned = {4: np.uint32, 8: np.uint64}[np.dtype(index_dtype).itemsize]
@@ -149,6 +151,7 @@ typedef {c_type(unsigned)} index_t;
 typedef {c_type(degree_dtype)} degree_t;
 #define HG_SYNC {int(bool(sync))}
 #define HG_WEIGHTED {int(bool(weighted))}
+#define HG_WARP_COMBINE {int(bool(warp_combine))}
 {PRELUDE}
 {gather}
 {apply}
@@ -200,6 +203,26 @@ extern "C" __global__ void shard_pass(
   __syncthreads();
   const int lane = threadIdx.x & ((1 << log_r) - 1);
   const int stride = blockDim.x;
+#if HG_WARP_COMBINE
+  /* edges in destination order: the lanes of a warp holding the same destination
+     combine their values with shuffles (a segmented reduction), then one atomic each */
+  const int warp_lane = threadIdx.x & 31;
+  for (long long base = e0; base < e1; base += stride) {{
+    const long long e = base + threadIdx.x;
+    const bool valid = e < e1;
+    const int off = valid ? (int)dst_offset[e] : -1 - warp_lane;
+    value_t g = valid ? (value_t)hg_gather(values[src[e]], HG_WEIGHT(e), values[v0 + off])
+                      : ({literal(spec.identity(), value)});
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {{
+      const value_t other = __shfl_down_sync(0xffffffffu, g, d);
+      const int other_off = __shfl_down_sync(0xffffffffu, off, d);
+      if (warp_lane + d < 32 && other_off == off) g = hg_combine(g, other);
+    }}
+    const int before = __shfl_up_sync(0xffffffffu, off, 1);
+    if (valid && (warp_lane == 0 || before != off)) hg_atomic(&slots[(off << log_r) + lane], g);
+  }}
+#else
   long long e = e0 + threadIdx.x;
   /* HG_UNROLL edges per thread at once: their loads are independent, so they overlap */
   for (; e + (HG_UNROLL - 1) * stride < e1; e += HG_UNROLL * stride) {{
@@ -219,6 +242,7 @@ extern "C" __global__ void shard_pass(
     hg_atomic(&slots[(off << log_r) + lane], hg_gather(values[src[e]], HG_WEIGHT(e),
                                                        values[v0 + off]));
   }}
+#endif
   __syncthreads();
   for (int log_h = log_r - 1; log_h >= 0; --log_h) {{  /* two-way reduction */
     const int half = 1 << log_h;
@@ -256,12 +280,12 @@ _KERNELS: dict = {}
 
 
 def compile_kernel(spec: ProgramSpec, aux_dtype, index_dtype, degree_dtype, *, weighted,
-                   sync):
+                   sync, warp_combine=False):
     """The compiled ``shard_pass`` (a cupy.RawKernel), kept per source for the process."""
     import cupy
 
     source = kernel_source(spec, aux_dtype, index_dtype, degree_dtype, weighted=weighted,
-                           sync=sync)
+                           sync=sync, warp_combine=warp_combine)
     kernel = _KERNELS.get(source)
     if kernel is None:
         try:
@@ -440,7 +464,8 @@ class GpuEngine:
         degree = graph.out_degree()
         degree_dtype = np.uint32 if degree.size == 0 or degree.max() < 2**32 else np.uint64
         self.kernel = compile_kernel(spec, aux.dtype, graph.index_dtype, degree_dtype,
-                                     weighted=self.weighted, sync=sync)
+                                     weighted=self.weighted, sync=sync,
+                                     warp_combine=edge_order == "destination")
         self.compile_seconds = time.perf_counter() - start
         self._upload_vertices(values, flags, aux, degree.astype(degree_dtype))
         self.per_edge = edge_bytes(graph.index_dtype, self.weighted)
