@@ -7,6 +7,7 @@ See DESIGN.md for the layout; ``import hetgraph as hg`` is the public API.
 from . import datasets
 from .errors import (ChecksumError, GraphError, HetGraphError, InputFormatError,
                      StoreError, StoreVersionError, UnsupportedFormatError)
+from .cluster import Cluster, ClusterError
 from .algorithms import bfs, circuit, connected_components, heat, nn, pagerank, sssp
 from .graph import Graph
 from .io import generate
@@ -22,6 +23,6 @@ __all__ = [
     "UnsupportedFormatError", "GraphError", "StoreError", "ChecksumError", "StoreVersionError",
     "read", "read_edgelist", "read_mtx", "read_dimacs", "read_metis", "read_npz", "read_table",
     "from_arrays", "from_pandas", "from_scipy", "from_networkx", "open_store", "convert",
-    "VertexProgram", "ProgramError", "Result", "run", "pagerank", "sssp", "bfs",
+    "VertexProgram", "ProgramError", "Cluster", "ClusterError", "Result", "run", "pagerank", "sssp", "bfs",
     "connected_components", "nn", "heat", "circuit", "__version__",
 ]

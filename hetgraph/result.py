@@ -5,8 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-HISTORY_COLUMNS = ("iteration", "mode", "f", "active", "computed", "edges", "activated",
-                   "seconds")
+HISTORY_COLUMNS = ("iteration", "placement", "mode", "f", "rho", "alpha", "active",
+                   "computed", "edges", "activated", "cpu_pages", "gpu_pages", "cpu_edges",
+                   "gpu_edges", "cpu_seconds", "gpu_seconds", "seconds", "overhead")
+
 
 
 class Result:
@@ -15,9 +17,12 @@ class Result:
     ``values``: numpy array indexed by dense vertex id; ``labels``: the original label of
     each id; ``iterations``: iterations run; ``converged``: True when the run stopped
     because no vertex was active or the program's convergence test held; ``history``:
-    one row per iteration (see :data:`HISTORY_COLUMNS`: CPU mode chosen, f = active
-    out-degree / |E|, vertices active at the start, vertices and edges computed,
-    vertices activated, wall seconds); ``compile_seconds``: time spent compiling the
+    one row per iteration (see :data:`HISTORY_COLUMNS`: placement "cpu", "gpu" or
+    "hybrid", mode ("pull", "notify-pull", "gpu-pull"), f = active out-degree / |E|,
+    rho, alpha (nan when no GPU took part in the decision), vertices active at the
+    start, vertices and edges computed, vertices activated, pages / edges / seconds on
+    each device kind, wall seconds, and overhead = wall seconds beyond the busiest
+    device); ``compile_seconds``: time spent compiling the
     program (0 when it was already compiled in this process).
     """
 

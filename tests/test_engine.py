@@ -140,8 +140,10 @@ def test_result_is_keyed_by_original_labels():
     assert list(frame.columns) == ["vertex", "value"]
     assert dict(zip(frame.vertex, frame.value)) == {"a": 0.0, "b": 1.0, "c": 3.0, "d": 7.0}
     assert r.to_series()["c"] == 3.0
-    assert list(r.history.columns) == ["iteration", "mode", "f", "active", "computed",
-                                       "edges", "activated", "seconds"]
+    assert list(r.history.columns) == [
+        "iteration", "placement", "mode", "f", "rho", "alpha", "active", "computed", "edges",
+        "activated", "cpu_pages", "gpu_pages", "cpu_edges", "gpu_edges", "cpu_seconds",
+        "gpu_seconds", "seconds", "overhead"]
     assert r.iterations == len(r.history) == 4 and r.converged
     assert "ShortestPaths" in repr(r)
 

@@ -47,6 +47,9 @@ class GpuMemoryError(HetGraphError, MemoryError):
     """The GPU cannot hold what a run needs even with the smallest pages: run the pages
     on the CPU (devices="cpu") or give the GPU more memory."""
 
+    def __reduce__(self):  # MemoryError's own pickling fails for subclasses (Dask sends it)
+        return type(self), self.args
+
 
 @functools.lru_cache(maxsize=None)
 def availability():
@@ -91,12 +94,20 @@ _COPIES: dict = {}
 def _device_copy(array):
     import cupy
 
-    entry = _COPIES.get(id(array))
+    key = id(array), cupy.cuda.runtime.getDevice()
+    entry = _COPIES.get(key)
     if entry is None or entry[0] is not array:
         if len(_COPIES) > 32:
             _COPIES.clear()
-        entry = _COPIES[id(array)] = (array, cupy.asarray(array))
+        entry = _COPIES[key] = (array, cupy.asarray(array))
     return entry[1]
+
+
+def use_device(index):
+    """A context manager that makes GPU ``index`` current in this thread."""
+    import cupy
+
+    return cupy.cuda.Device(index)
 
 
 # --- source -----------------------------------------------------------------------------
@@ -366,6 +377,14 @@ def destination_offsets(in_indptr, shard_start):
     return np.repeat(vertex_offset, np.diff(in_indptr))
 
 
+def page_bytes_for(edge_bytes_total, budget, page_bytes=PAGE_BYTES, streams=STREAMS):
+    """Page size (bytes) for a GPU budget: ``page_bytes`` when all the edges fit the
+    budget, else small enough that ``streams`` staged pages use a quarter of it."""
+    if budget is None or edge_bytes_total <= budget:
+        return page_bytes
+    return max(1, min(page_bytes, budget // (4 * streams)))
+
+
 class PagePlan:
     """Which pages stay on the device and which are streamed, for a byte budget.
 
@@ -435,6 +454,8 @@ class GpuEngine:
     ``replication``: a fixed R for every shard instead of Garaph eq. 2.
     ``threads_per_block``: default 256. ``edge_order``: "source" (default) or
     "destination", the order of the edges inside a shard (see :func:`shard_edges`).
+    ``partition``: the shards and pages to use (default: made for the layout options
+    and the budget); a hybrid run passes the one it shares with the CPU.
     ``source_ranges``: passes over the resident pages, one per range of source vertices,
     so that the values gathered in a pass stay in the L2 cache (GraphCage's cache
     blocking). Default 1: on an H100 2-8 ranges were slower on RMAT 22 and 24 (the
@@ -446,7 +467,7 @@ class GpuEngine:
     def __init__(self, spec, graph, values, flags, aux, *, sync=True, memory_budget=None,
                  page_bytes=PAGE_BYTES, streams=STREAMS, shared_bytes=GPU_SHARED_BYTES,
                  replication=None, threads_per_block=THREADS_PER_BLOCK, edge_order="source",
-                 source_ranges=1):
+                 source_ranges=1, partition=None):
         require_gpu()
         _check_options(memory_budget, page_bytes, streams, threads_per_block, edge_order,
                        source_ranges)
@@ -474,6 +495,7 @@ class GpuEngine:
             memory_budget = int(free * BUDGET_FRACTION)
         self.layout = dict(shared_bytes=shared_bytes, replication=replication,
                            vertex_bytes=spec.dtype.itemsize)
+        self.given_partition = partition
         self._place_pages(int(memory_budget), int(page_bytes), int(streams))
         self._active = int(np.count_nonzero(flags))
         self._degree = int(degree[flags != 0].sum())
@@ -516,10 +538,12 @@ class GpuEngine:
     def _allocate(self, budget, page_bytes, streams):
         cp = self.cupy
         graph = self.graph
-        total = graph.num_arcs * self.per_edge
-        if total > budget:  # pages small enough that `streams` of them use a quarter
-            page_bytes = max(1, min(page_bytes, budget // (4 * streams)))
-        self.partition = graph.partition(page_bytes=page_bytes, **self.layout)
+        if self.given_partition is not None:
+            self.partition = self.given_partition
+        else:
+            page_bytes = page_bytes_for(graph.num_arcs * self.per_edge, budget, page_bytes,
+                                        streams)
+            self.partition = graph.partition(page_bytes=page_bytes, **self.layout)
         self.plan = PagePlan(self.partition, self.per_edge, budget, streams)
         part = self.partition
         log_r = np.log2(part.replication).astype(np.uint8)
@@ -539,7 +563,6 @@ class GpuEngine:
         split = self.plan.resident_edges
         self.resident = self._device_edges(src[:split], offsets[:split],
                                            None if weight is None else weight[:split])
-        self.resident_shards = int(part.page_shard[self.plan.resident])
         self.streams = []
         self.stages = []
         self.pinned = None
@@ -592,20 +615,41 @@ class GpuEngine:
         """One pull pass over every page (the GPU computes every vertex, so the frontier
         is not needed); returns (mode, vertices computed, edges read, vertices
         activated)."""
+        self.begin(constant)
+        self.run_pages(range(self.partition.num_pages))
+        active, degree = self.counts()
+        self.finish()
+        self._active, self._degree = active, degree
+        return self.mode, self.graph.num_vertices, self.graph.num_arcs, active
+
+    def begin(self, constant):
+        """Start an iteration with the program's iteration constant (a number or a 0-d
+        device array): zero the counters."""
         cp = self.cupy
         if isinstance(constant, cp.ndarray):  # computed on the device: no wait for it
             self.constant[...] = constant.reshape(1)
         else:
             self.constant.fill(float(constant))
         self.counters.fill(0)
-        main = cp.cuda.get_current_stream()
+
+    def run_pages(self, pages):
+        """Pull the pages ``pages`` (increasing page numbers): resident runs of pages in
+        one launch per source range, streamed pages copied over the streams."""
         part = self.partition
+        pages = np.asarray(pages, np.int64)
+        main = self.cupy.cuda.get_current_stream()
         ready = main.record()  # streamed copies may start while the resident pages run
-        for k in range(self.ranges):  # cache blocking: one pass per source range
-            self._launch(self.resident_shards, 0, 0, self.resident, main, k, k + 1)
-        if self.plan.streams:
+        resident = pages[pages < self.plan.resident]
+        # runs of consecutive resident pages: one launch each
+        cuts = np.flatnonzero(np.diff(resident) != 1) + 1
+        for run in np.split(resident, cuts) if len(resident) else ():
+            s0, s1 = int(part.page_shard[run[0]]), int(part.page_shard[run[-1] + 1])
+            for k in range(self.ranges):  # cache blocking: one pass per source range
+                self._launch(s1 - s0, s0, 0, self.resident, main, k, k + 1)
+        streamed = pages[pages >= self.plan.resident]
+        if len(streamed):
             split = self.plan.resident_edges
-            for k, p in enumerate(self.plan.streamed_pages):
+            for k, p in enumerate(streamed):
                 stream = self.streams[k % len(self.streams)]
                 stream.wait_event(ready)
                 e0, e1 = (int(x) for x in self.plan.page_edges[p])
@@ -617,11 +661,37 @@ class GpuEngine:
                 self._launch(s1 - s0, s0, e0, stage, stream)
             for stream in self.streams:
                 main.wait_event(stream.record())
+
+    def counts(self):
+        """(vertices activated, their out-degree sum) since :meth:`begin` (waits)."""
         active, degree = (int(x) for x in self.counters.get())
+        return active, degree
+
+    def finish(self):
+        """End an iteration: in sync mode the values written become current."""
         if self.sync:
             self.values, self.new_values = self.new_values, self.values
-        self._active, self._degree = active, degree
-        return self.mode, self.graph.num_vertices, self.graph.num_arcs, active
+
+    def load(self, values, flags, ranges):
+        """Copy host ``values`` and ``flags`` (NumPy) of the vertex ``ranges``
+        [(v0, v1), ...] to the device; ``flags`` may be None."""
+        for v0, v1 in ranges:
+            self.values[v0:v1].set(values[v0:v1])
+            if flags is not None:
+                self.flags[v0:v1].set(flags[v0:v1])
+
+    def store(self, values, flags, ranges, written=True):
+        """Copy the device values of the vertex ``ranges`` and their flags into the host
+        arrays ``values`` and ``flags``: the values written by the current iteration
+        (``written``; before :meth:`finish`) or the current ones."""
+        source = self.new_values if written else self.values
+        for v0, v1 in ranges:
+            source[v0:v1].get(out=values[v0:v1])
+            self.flags[v0:v1].get(out=flags[v0:v1])
+
+    def reset_frontier(self, active, degree):
+        """Set the frontier after the vertex state was loaded from the host."""
+        self._active, self._degree = int(active), int(degree)
 
     def result(self):
         """The current values as a host NumPy array."""

@@ -14,7 +14,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ..kernels import cpu
 from .costmodel import choose_cpu_mode, notify_fraction
-from .state import VertexState
 
 # a notify-pull iteration whose frontier has at most this many out-edges runs in one
 # thread from the frontier's id list, without any pass over all vertices
@@ -29,19 +28,19 @@ def _thread_pool(threads):
 
 
 class CpuEngine:
-    """A program's state and kernels on the CPU.
+    """A program's kernels on the CPU over a :class:`VertexState`.
 
     ``threads``: threads of the passes; ``partitions``: edge ranges per pass (default =
     threads for passes over at least SERIAL_EDGES edges, else 1); ``cpu_mode``: "auto",
     "pull" or "notify-pull"; ``rho``: read-cost ratio of the storage (1 in memory).
     """
 
-    def __init__(self, spec, graph, values, flags, aux, *, sync, threads, partitions=None,
+    def __init__(self, spec, graph, state, aux, *, threads, partitions=None,
                  cpu_mode="auto", rho=1.0):
         self.spec = spec
         self.graph = graph
         self.aux = aux
-        self.state = VertexState(values, flags, sync=sync)
+        self.state = state
         self.threads = threads
         self.partitions = partitions
         self.cpu_mode = cpu_mode
@@ -58,6 +57,11 @@ class CpuEngine:
     @property
     def values(self):
         return self.state.values
+
+    def reset_frontier(self):
+        """Forget the frontier kept between iterations (the state changed elsewhere)."""
+        self._frontier = None
+        self._activated = -1
 
     def frontier(self):
         """(active vertices, sum of their out-degrees)."""
@@ -90,6 +94,28 @@ class CpuEngine:
             computed, edges, self._activated = self._dense_pass(constant, chosen)
         return chosen, computed, edges, self._activated
 
+    def pull_pages(self, ranges, constant):
+        """Pull the vertex ``ranges`` [(v0, v1), ...] (pages) with the iteration
+        constant, writing the state's new values and flags; returns (edges read,
+        vertices activated)."""
+        edges = activated = 0
+        for v0, v1 in ranges:
+            prefix = self.graph.in_indptr[v0:v1 + 1]
+            edges += int(prefix[-1] - prefix[0])
+            activated += self._step(float(constant), cpu.ALL_VERTICES, prefix, v0)
+        self._frontier = None
+        return edges, activated
+
+    def _step(self, constant, vertices, prefix, v0):
+        """The kernel over ``vertices`` (or the range from v0) counted by ``prefix``, its
+        edges cut over the threads; returns the vertices activated."""
+        edges = int(prefix[-1] - prefix[0])
+        parts = self.partitions or (self.threads if edges >= SERIAL_EDGES else 1)
+        pool = _thread_pool(self.threads) if self.threads > 1 and parts > 1 else None
+        state = self.state
+        return self.kernel.step(self.graph, state.values, state.new_values, state.flags,
+                                self.aux, constant, vertices, prefix, v0, parts, pool)
+
     def _dense_pass(self, constant, chosen):
         """A pull pass, or a notify-pull pass through the active flags, with the edges
         cut into ranges over the threads; returns (vertices computed, edges read,
@@ -103,12 +129,9 @@ class CpuEngine:
             vertices = cpu.compact(state.marks, self.chunks)
             prefix = cpu.edge_prefix(graph.in_indptr, vertices)
         edges = int(prefix[-1] - prefix[0])
-        parts = self.partitions or (self.threads if edges >= SERIAL_EDGES else 1)
         activated = 0
         if chosen == "pull" or len(vertices):
-            pool = _thread_pool(self.threads) if self.threads > 1 and parts > 1 else None
-            activated = self.kernel.step(graph, state.values, state.new_values, state.flags,
-                                         self.aux, constant, vertices, prefix, 0, parts, pool)
+            activated = self._step(constant, vertices, prefix, 0)
         if chosen == "pull":
             state.swap()
         elif state.sync:

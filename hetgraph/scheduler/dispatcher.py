@@ -1,49 +1,44 @@
-"""The iteration loop: run a VertexProgram to convergence on the CPU or the GPU engine.
+"""The dispatcher: a VertexProgram's iterations as Dask tasks on CPU and GPU workers.
 
-Each iteration measures the active frontier (f), lets the engine run one pass (the CPU
-engine picks pull or notify-pull through the cost model) and records what it did.
+Garaph section 5.1 on Dask. Before each iteration the dispatcher measures the frontier
+(f) and asks the cost model where it runs (alpha = min(2*f*rho, 1) * T_pull / T_GPU):
+
+- "cpu": alpha < 1, the CPU alone (pull or notify-pull, Garaph 4.2);
+- "gpu": the GPU alone; "hybrid": pages go reactively to whichever worker kind frees
+  first (:mod:`.placement`).
+
+A stretch of CPU-only or single-GPU iterations runs as one *segment* task on that
+device (one round trip per second of work, not per iteration); hybrid iterations are
+one task per page batch, named after the pages and the device so that the dashboard's
+task stream shows the placement. Page times measured by the tasks update the model.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
+import uuid
 
 import numba
 import numpy as np
 
+from ..cluster import ClusterError, cluster_for
 from ..errors import GraphError
 from ..graph import Graph
 from ..program import ProgramSpec
 from ..result import Result
-from .costmodel import CPU_MODES, notify_fraction
-from .cpu_engine import CpuEngine
+from . import tasks
+from .costmodel import CPU_MODES, CostModel, choose_cpu_mode, notify_fraction
+from .placement import PageQueue
+from .state import VertexState
 
 log = logging.getLogger("hetgraph.scheduler")
 
 EXECUTION_MODES = ("sync", "async")
-DEVICES = ("auto", "cpu", "gpu")
+DEVICES = ("auto", "cpu", "gpu", "hybrid")
 GPU_OPTIONS = ("memory_budget", "page_bytes", "streams", "shared_bytes", "replication",
                "threads_per_block", "edge_order", "source_ranges")
 _NO_AUX = np.zeros(1, np.float32)
-
-
-@contextlib.contextmanager
-def _numba_threads(threads):
-    if threads is None:
-        yield numba.get_num_threads()
-        return
-    limit = numba.config.NUMBA_NUM_THREADS
-    if not isinstance(threads, (int, np.integer)) or not 1 <= threads <= limit:
-        raise GraphError(f"threads={threads!r} is out of range; use 1..{limit} "
-                         f"(NUMBA_NUM_THREADS) or None for all")
-    before = numba.get_num_threads()
-    numba.set_num_threads(int(threads))
-    try:
-        yield int(threads)
-    finally:
-        numba.set_num_threads(before)
 
 
 def _as_graph(graph):
@@ -57,89 +52,339 @@ def _as_graph(graph):
     return graph
 
 
-def _check_options(mode, devices, cpu_mode, max_iterations, partitions, gpu):
+def _check_options(mode, devices, cpu_mode, max_iterations, threads, partitions, gpu,
+                   page_bytes):
     if mode not in EXECUTION_MODES:
         raise GraphError(f"mode={mode!r} is not an execution mode; use 'sync' or 'async'")
     if devices not in DEVICES:
-        raise GraphError(f"devices={devices!r} is not valid; use 'auto', 'cpu' or 'gpu'")
+        raise GraphError(f"devices={devices!r} is not valid; use 'auto', 'cpu', 'gpu' or "
+                         f"'hybrid'")
     if cpu_mode not in ("auto",) + CPU_MODES:
         raise GraphError(f"cpu_mode={cpu_mode!r} is not valid; use 'auto', 'pull' or "
                          f"'notify-pull'")
+    if threads is not None and (not isinstance(threads, (int, np.integer))
+                                or not 1 <= threads <= numba.config.NUMBA_NUM_THREADS):
+        raise GraphError(f"threads={threads!r} is out of range; use "
+                         f"1..{numba.config.NUMBA_NUM_THREADS} (NUMBA_NUM_THREADS) or None "
+                         f"for all")
     if not isinstance(max_iterations, (int, np.integer)) or max_iterations < 0:
         raise GraphError(f"max_iterations={max_iterations!r} must be an integer >= 0")
     if partitions is not None and (not isinstance(partitions, (int, np.integer))
                                    or partitions < 1):
         raise GraphError(f"partitions={partitions!r} must be an integer >= 1 or None")
+    if page_bytes is not None and (not isinstance(page_bytes, (int, np.integer))
+                                   or page_bytes < 1):
+        raise GraphError(f"page_bytes={page_bytes!r} must be a positive integer or None")
     if gpu is not None:
-        if devices != "gpu":
-            raise GraphError(f"gpu= options were given with devices={devices!r}; "
-                             f"pass devices='gpu' or drop them")
+        if devices == "cpu":
+            raise GraphError("gpu= options were given with devices='cpu'; pass "
+                             "devices='gpu' or 'auto', or drop them")
         unknown = set(gpu) - set(GPU_OPTIONS) if isinstance(gpu, dict) else {gpu}
         if unknown:
             raise GraphError(f"gpu={gpu!r} has unknown options {sorted(map(str, unknown))}; "
                              f"use a dict with keys among {', '.join(GPU_OPTIONS)}")
 
 
-def run(program, graph, *, devices="auto", mode="sync", max_iterations=100, threads=None,
-        partitions=None, cpu_mode="auto", rho=1.0, gpu=None) -> Result:
-    """Run a VertexProgram on ``graph`` until no vertex is active, the program's
-    ``converged`` test holds, or ``max_iterations`` (default 100) iterations ran.
 
-    ``mode``: "sync" (new values visible next iteration; deterministic) or "async"
-    (visible at once). ``devices``: "cpu", "gpu" (one GPU, CuPy; errors when none is
-    usable) or "auto" (the CPU until the hybrid dispatcher places pages on both).
+def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterations=100,
+        threads=None, partitions=None, cpu_mode="auto", rho=1.0, page_bytes=None,
+        gpu=None) -> Result:
+    """Run a VertexProgram on ``graph`` (a Graph or PageStore) until no vertex is
+    active, the program's ``converged`` test holds, or ``max_iterations`` (default 100)
+    iterations ran.
+
+    ``cluster``: a :class:`hetgraph.Cluster` (default: the one of an enclosing
+    ``with hg.Cluster()``, else a local in-process one for this call). ``devices``:
+    "auto" (the cost model places every iteration on the CPU, the GPU or both),
+    "cpu", "gpu" (errors when the cluster has no GPU worker) or "hybrid" (every
+    iteration's pages spread over all workers, without the cost model's switch).
+    ``mode``: "sync" (new
+    values visible next iteration; deterministic) or "async" (visible at once on the
+    device that computed them; between devices at the end of the iteration).
     ``threads``: CPU threads (default all Numba threads). ``partitions``: edge
     partitions per CPU pass (default = threads). ``cpu_mode``: "auto" (Garaph's switch
-    at f <= 1/(2*rho)), or force "pull" / "notify-pull". ``rho``: read-cost ratio of
-    the graph's storage (1 in memory). ``gpu``: options of the GPU engine as a dict
+    at f <= 1/(2*rho)), or force "pull" / "notify-pull". ``rho``: read-cost ratio of the
+    graph's storage (1 in memory). ``page_bytes``: edge bytes per page, the unit of
+    placement when pages are spread over several workers (default 32 MiB, or
+    ``gpu["page_bytes"]``). ``gpu``: options of the GPU engine as a dict
     (memory_budget, page_bytes, streams, shared_bytes, replication, threads_per_block,
-    edge_order, source_ranges;
-    see :class:`hetgraph.kernels.gpu.GpuEngine`).
+    edge_order, source_ranges; see :class:`hetgraph.kernels.gpu.GpuEngine`).
     """
     spec = ProgramSpec(program)
     graph = _as_graph(graph)
-    _check_options(mode, devices, cpu_mode, max_iterations, partitions, gpu)
+    _check_options(mode, devices, cpu_mode, max_iterations, threads, partitions, gpu,
+                   page_bytes)
     values, flags, aux = spec.initial_state(graph)
+    state = VertexState(values, flags, sync=mode == "sync")
     aux = _NO_AUX if aux is None else aux
-    with _numba_threads(threads) as nthreads:
-        if devices == "gpu":
-            from ..kernels.gpu import GpuEngine
-
-            engine = GpuEngine(spec, graph, values, flags, aux, sync=mode == "sync",
-                               **(gpu or {}))
-        else:
-            engine = CpuEngine(spec, graph, values, flags, aux, sync=mode == "sync",
-                               threads=nthreads, partitions=partitions, cpu_mode=cpu_mode,
-                               rho=rho)
-        history, converged = _iterate(spec, graph, engine, max_iterations)
-    values = program.finalize(graph, engine.result())
+    with cluster_for(cluster) as active_cluster:
+        driver = _Driver(active_cluster, spec, graph, state, aux, devices,
+                         dict(threads=threads, partitions=partitions, cpu_mode=cpu_mode,
+                              rho=float(rho), page_bytes=page_bytes, gpu=dict(gpu or {})))
+        try:
+            history, converged = driver.run(max_iterations)
+        finally:
+            driver.close()
+    values = program.finalize(graph, state.values)
     return Result(graph, values, program=spec.name, iterations=len(history),
                   converged=converged, history=history, mode=mode,
-                  compile_seconds=engine.compile_seconds)
+                  compile_seconds=driver.compile_seconds)
 
 
-def _iterate(spec, graph, engine, max_iterations):
-    """The iteration loop over an engine (CPU or GPU); returns (history, converged).
-    The program's hooks get the values on the engine's device (NumPy or CuPy)."""
-    program = spec.program
-    history = []
-    activated = -1
-    for iteration in range(1, max_iterations + 1):
+def _kinds(cluster, devices):
+    """{kind: worker count} of the devices the run may use."""
+    workers = {"cpu": len(cluster.cpu_workers), "gpu": len(cluster.gpu_workers)}
+    if devices == "cpu" and not workers["cpu"]:
+        raise ClusterError("devices='cpu' but the cluster has no CPU worker; start one "
+                           "with --resources CPU=1")
+    if devices == "gpu" and not workers["gpu"]:
+        from ..kernels.gpu import GpuUnavailableError, availability
+
+        reason = availability()[1] if cluster.in_process else "no worker has resource GPU"
+        raise GpuUnavailableError(f"devices='gpu' but the cluster has no GPU worker "
+                                  f"({reason}); use devices='cpu' or 'auto'")
+    if devices in ("cpu", "gpu"):
+        return {devices: workers[devices]}
+    if devices == "hybrid" and not all(workers.values()):
+        raise ClusterError(f"devices='hybrid' needs CPU and GPU workers; the cluster has "
+                           f"{workers['cpu']} CPU and {workers['gpu']} GPU worker(s)")
+    return {kind: n for kind, n in workers.items() if n}
+
+
+class _Driver:
+    """One run's iteration loop on a cluster."""
+
+    def __init__(self, cluster, spec, graph, state, aux, devices, options):
+        self.client = cluster.client
+        self.shared = cluster.in_process
+        self.spec, self.graph, self.state = spec, graph, state
+        self.devices = devices
+        self.kinds = _kinds(cluster, devices)
+        gpu = options["gpu"]
+        if "gpu" in self.kinds or self.kinds.get("cpu", 0) > 1:
+            from ..io.partition import PAGE_BYTES, edge_bytes
+            from ..kernels.gpu import GPU_SHARED_BYTES, STREAMS, page_bytes_for
+
+            per_edge = edge_bytes(graph.index_dtype, spec.needs_weights and graph.weighted)
+            page_bytes = page_bytes_for(graph.num_arcs * per_edge, gpu.get("memory_budget"),
+                                        options["page_bytes"] or gpu.get("page_bytes",
+                                                                         PAGE_BYTES),
+                                        gpu.get("streams", STREAMS))
+            partition = graph.partition(page_bytes=page_bytes,
+                                        shared_bytes=gpu.get("shared_bytes", GPU_SHARED_BYTES),
+                                        replication=gpu.get("replication"),
+                                        vertex_bytes=spec.dtype.itemsize)
+            pages = np.array([partition.page_vertices(p) for p in range(partition.num_pages)],
+                             np.int64).reshape(-1, 2)
+        else:  # one CPU worker reads the graph as one page
+            partition, pages = None, np.array([[0, graph.num_vertices]], np.int64)
+        self.run_id = uuid.uuid4().hex[:8]
+        if len(self.kinds) == 1 and self.kinds.get("gpu") == 1:
+            partition = None  # GPU segments only: the engine pages (and degrades) alone
+        self.runspec = tasks.RunSpec(self.run_id, spec, graph, aux, state.sync, self.shared,
+                                 pages, partition, options["threads"], options["partitions"],
+                                 options["cpu_mode"], options["rho"], gpu)
+        self.run_ref = tasks.share(self.runspec, state) if self.shared else \
+            self.client.scatter(self.runspec, broadcast=True, hash=False)
+        self.page_edges = np.diff(graph.in_indptr[pages], axis=1)[:, 0]
+        self.model = CostModel()
+        self.round_trip = 0.0
+        self.version = 0
+        self.compile_seconds = 0.0
+        if len(self.kinds) == 2:
+            self._calibrate()
+
+    # tasks --------------------------------------------------------------------------------
+    def _submit(self, function, kind, name, *args):
+        key = f"hetgraph-{kind}-{name}-{self.run_id}"
+        return self.client.submit(function, self.run_ref, self._state_ref, *args, key=key,
+                                  resources={kind.upper(): 1})
+
+    def _share_state(self):
+        self._state_ref = self.run_ref if self.shared else \
+            self.client.scatter(self.state, broadcast=True, hash=False)
+
+    def _merge(self, report):
+        """Take a task's values and flags into the host state (workers in processes)."""
+        self.compile_seconds += report.build_seconds
+        if report.out is None:
+            return
+        written, ranges, values, flags = report.out
+        target = tasks.written_values(self.state) if written else self.state.values
+        for (a, b), v, f in zip(ranges, values, flags):
+            target[a:b] = v
+            self.state.flags[a:b] = f
+
+    def _calibrate(self):
+        """Time one page pull on each device kind (building their contexts) and a task
+        round trip; the cost model starts from these."""
+        self._share_state()
+        page = int(np.argmax(self.page_edges))
+        futures = [self._submit(tasks.calibrate, kind, f"calibrate-page-{page}", kind, page)
+                   for kind in self.kinds]
+        try:
+            reports = [f.result() for f in futures]
+        except MemoryError as exc:  # the GPU cannot hold the run: the CPU takes it
+            log.warning("the GPU cannot take this run (%s); running on the CPU", exc)
+            del self.kinds["gpu"]
+            return
+        for report in reports:
+            self.compile_seconds += report.build_seconds
+            self.model.observe(report.kind, "pull", report.edges, report.seconds)
+        trips = []
+        for i in range(3):
+            start = time.perf_counter()
+            self.client.submit(tasks.ping, key=f"hetgraph-ping-{i}-{self.run_id}",
+                               resources={"CPU": 1}).result()
+            trips.append(time.perf_counter() - start)
+        self.round_trip = float(np.median(trips))
+        copy = next(r.per_edge for r in reports if r.kind == "gpu")[("copy", "byte")]
+        vertex_bytes = self.graph.num_vertices * (self.spec.dtype.itemsize + 1)
+        self.model.overhead = 2 * self.round_trip + 2 * copy * vertex_bytes
+        log.info("calibrated: %s, round trip %.2f ms, hybrid overhead %.2f ms",
+                 self.model.per_edge, self.round_trip * 1e3, self.model.overhead * 1e3)
+
+    # placement ------------------------------------------------------------------------------
+    def _place(self, f):
+        rho = self.runspec.rho
+        if len(self.kinds) == 1:
+            kind = next(iter(self.kinds))
+            return kind, self.model.alpha(f, rho)
+        if self.devices == "hybrid":
+            return "hybrid", self.model.alpha(f, rho)
+        return self.model.placement(f, rho, self.graph.num_arcs)
+
+    def _segment_possible(self, kind, f):
+        """Whether iterations placed on ``kind`` run as a segment on one worker: always
+        for notify-pull on the CPU, else when the run has one worker of that kind (with
+        several, the pull pages are spread over them)."""
+        if kind == "cpu" and self.runspec.cpu_mode != "pull" and \
+                (self.runspec.cpu_mode == "notify-pull" or
+                 choose_cpu_mode(f, self.runspec.rho) == "notify-pull"):
+            return True
+        return self.kinds.get(kind) == 1
+
+    # the loop ---------------------------------------------------------------------------------
+    def run(self, max_iterations):
+        history = []
+        iteration = 1
+        while iteration <= max_iterations:
+            frontier = tasks.frontier_of(self.state, self.graph)
+            if frontier[0] == 0:
+                return history, True
+            f = notify_fraction(frontier[1], self.graph.num_arcs)
+            placement, a = self._place(f)
+            rows = []
+            if self._segment_possible(placement, f):
+                rows, status = self._segment(placement, iteration, max_iterations, frontier)
+                if status == "converged":
+                    return history + rows, True
+            if not rows:  # a hybrid iteration, or a segment that moved at once
+                kinds = self.kinds if placement == "hybrid" else \
+                    {placement: self.kinds[placement]}
+                row, done = self._page_iteration(iteration, kinds, placement, f, a, frontier)
+                rows = [row]
+                if done:
+                    return history + rows, True
+            history += rows
+            iteration += len(rows)
+        return history, bool(history) and history[-1]["activated"] == 0
+
+    def _segment(self, kind, first, last, frontier):
+        self._share_state()
         start = time.perf_counter()
-        active, degree = frontier = engine.frontier()
-        if active == 0:
-            return history, True
-        f = notify_fraction(degree, graph.num_arcs)
-        constant = (program.iteration_constant(graph, engine.values)
-                    if spec.uses_constant else 0.0)
-        previous = engine.values.copy() if spec.has_converged else None
-        chosen, computed, edges, activated = engine.iterate(constant, frontier)
-        done = spec.has_converged and program.converged(graph, previous, engine.values)
+        name = f"iterations-from-{first}"
+        others = len(self.kinds) > 1
+        if kind == "cpu":
+            future = self._submit(tasks.cpu_segment, kind, name, self.version, first, last,
+                                  dict(self.model.per_edge), others, self.kinds["cpu"] > 1)
+        else:
+            future = self._submit(tasks.gpu_segment, kind, name, self.version, first, last,
+                                  dict(self.model.per_edge), others, frontier)
+        report = future.result()
+        self._merge(report)
+        self.version += 1
+        self.model.per_edge.update(report.per_edge)
+        rows = report.rows
+        if rows:  # the task's round trip counts as overhead of its last iteration
+            extra = time.perf_counter() - start - report.build_seconds - \
+                sum(r["seconds"] for r in rows)
+            rows[-1]["seconds"] += max(extra, 0.0)
+            rows[-1]["overhead"] += max(extra, 0.0)
+        return rows, report.status
+
+    def _page_iteration(self, iteration, kinds, placement, f, a, frontier):
+        """One iteration of pull pages spread reactively over the workers of ``kinds``."""
+        program, spec, graph, state = self.spec.program, self.spec, self.graph, self.state
+        start = time.perf_counter()
+        constant = float(program.iteration_constant(graph, state.values)) \
+            if spec.uses_constant else 0.0
+        previous = state.values.copy() if spec.has_converged else None
+        self._share_state()
+        queue = PageQueue(self.page_edges, self.model, self.round_trip, kinds.get("gpu", 0))
+        busy = dict.fromkeys(kinds, 0)
+        done = {kind: [0, 0, 0.0] for kind in ("cpu", "gpu")}  # pages, edges, seconds
+        activated = 0
+        from distributed import as_completed
+
+        pending = as_completed()
+        take = {"gpu": queue.take_gpu, "cpu": queue.take_cpu}
+        task = {"gpu": tasks.gpu_pages, "cpu": tasks.cpu_pages}
+
+        def fill():
+            for kind in sorted(kinds, reverse=True):  # the GPU first
+                while busy[kind] < kinds[kind]:
+                    pages = take[kind]()
+                    if not pages:
+                        break
+                    pending.add(self._submit(task[kind], kind,
+                                             f"pages-{pages[0]}-{pages[-1]}-it{iteration}",
+                                             self.version, iteration, pages, constant))
+                    busy[kind] += 1
+
+        fill()
+        try:
+            for future in pending:
+                report = future.result()
+                kind = report.kind
+                busy[kind] -= 1
+                if kind == "gpu":
+                    queue.gpu_done(report.pages)
+                self._merge(report)
+                activated += report.activated
+                totals = done[kind]
+                totals[0] += len(report.pages)
+                totals[1] += report.edges
+                totals[2] += report.seconds / kinds[kind]
+                self.model.observe(kind, "pull", report.edges, report.seconds)
+                fill()
+        except BaseException:
+            for future in pending.futures:
+                future.cancel()
+            raise
+        state.swap()
+        self.version += 1
+        finished = spec.has_converged and program.converged(graph, previous, state.values)
         seconds = time.perf_counter() - start
-        history.append((iteration, chosen, f, int(active), computed, edges, activated,
-                        seconds))
-        log.debug("iteration %d: %s f=%.4f active=%d computed=%d %.4f s", iteration,
-                  chosen, f, active, computed, seconds)
-        if done:
-            return history, True
-    return history, activated == 0
+        overhead = seconds - max(done["cpu"][2], done["gpu"][2])
+        if len(kinds) == 2:
+            self.model.observe_overhead(overhead)
+        row = tasks.history_row(
+            iteration=iteration, placement=placement if len(kinds) == 2 else next(iter(kinds)),
+            mode="pull", f=f, rho=self.runspec.rho, alpha=a, active=frontier[0],
+            computed=graph.num_vertices, edges=graph.num_arcs, activated=activated,
+            cpu_pages=done["cpu"][0], gpu_pages=done["gpu"][0], cpu_edges=done["cpu"][1],
+            gpu_edges=done["gpu"][1], cpu_seconds=done["cpu"][2], gpu_seconds=done["gpu"][2],
+            seconds=seconds, overhead=overhead)
+        return row, finished
+
+    def close(self):
+        """Drop the run's contexts on every worker (device memory included)."""
+        try:
+            if self.shared:
+                tasks.unshare(self.run_id)
+                tasks.drop_contexts(self.run_id)
+            else:
+                self.client.run(tasks.drop_contexts, self.run_id)
+        except Exception as exc:  # a closing cluster must not hide the run's own error
+            log.debug("could not drop the contexts of run %s: %s", self.run_id, exc)

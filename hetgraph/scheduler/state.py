@@ -21,3 +21,9 @@ class VertexState:
         """Make the values written by a sync pull pass current."""
         if self.sync:
             self.values, self.new_values = self.new_values, self.values
+
+    def __getstate__(self):  # sent to worker processes: the current values and flags
+        return {"values": self.values, "flags": self.flags, "sync": self.sync}
+
+    def __setstate__(self, data):
+        self.__init__(data["values"], data["flags"], sync=data["sync"])

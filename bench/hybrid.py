@@ -1,0 +1,183 @@
+"""Hybrid dispatcher benchmark (run on the GPU machine in one call; writes one JSON).
+
+Usage: python bench/hybrid.py [--scale 24] [--grid 1000] [--out bench/results/hybrid.json]
+
+Garaph fig. 11: per algorithm (SSSP, CC, BFS, PageRank) on an RMAT power-law graph and
+a road-like grid, the iterations' seconds with devices="cpu", "gpu" and "auto" (the
+cost model's placement: CPU, GPU or both per iteration) through the Dask dispatcher
+on an in-process cluster (1 CPU worker with every core, 1 GPU worker). Also PageRank
+with the GPU budget at a quarter of the graph (pages streamed over PCIe), where the
+CPU's share matters most. Reported: total iteration seconds per placement, the
+per-iteration curves, speedup of auto over the better single device.
+
+Overhead: each single-device run is repeated as the bare engine looped in plain Python
+(no Dask: frontier, program hooks, engine pass), and the Dask run's iteration seconds
+are compared with it.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hetgraph as hg  # noqa: E402
+from machine import describe  # noqa: E402
+
+PR_ITERATIONS = 20
+
+
+def algorithms(g):
+    """name -> call(max_iterations=None, **options) running the algorithm on ``g``."""
+    source = g.label_of(int(np.argmax(g.out_degree())))
+
+    def limit(max_iterations, default=100_000):
+        return {"max_iterations": max_iterations or default}
+
+    return {
+        "sssp": lambda n=None, **o: hg.sssp(g, source, **limit(n), **o),
+        "cc": lambda n=None, **o: hg.connected_components(g, mode="sync", **limit(n), **o),
+        "bfs": lambda n=None, **o: hg.bfs(g, source, **limit(n), **o),
+        "pagerank": lambda n=None, **o: hg.pagerank(g, tol=None, dtype=np.float32,
+                                                    **limit(n, PR_ITERATIONS), **o),
+    }
+
+
+def bare_seconds(program, g, device, max_iterations, gpu_options=None):
+    """Iteration seconds of the engine looped in plain Python (no Dask)."""
+    from hetgraph.program import ProgramSpec
+    from hetgraph.scheduler.cpu_engine import CpuEngine
+    from hetgraph.scheduler.state import VertexState
+
+    spec = ProgramSpec(program)
+    values, flags, aux = spec.initial_state(g)
+    aux = np.zeros(1, np.float32) if aux is None else aux
+    if device == "gpu":
+        from hetgraph.kernels.gpu import GpuEngine
+
+        engine = GpuEngine(spec, g, values, flags, aux, **(gpu_options or {}))
+    else:
+        import numba
+
+        engine = CpuEngine(spec, g, VertexState(values, flags, sync=True), aux,
+                           threads=numba.get_num_threads())
+    start = time.perf_counter()
+    for _ in range(max_iterations):
+        frontier = engine.frontier()
+        if frontier[0] == 0:
+            break
+        constant = program.iteration_constant(g, engine.values) if spec.uses_constant else 0.0
+        previous = engine.values.copy() if spec.has_converged else None
+        engine.iterate(constant, frontier)
+        if spec.has_converged and program.converged(g, previous, engine.values):
+            break
+    if device == "gpu":
+        engine.counts()  # wait for the device
+    return time.perf_counter() - start
+
+
+def summary(result):
+    h = result.history
+    return {"iterations": int(result.iterations),
+            "seconds": float(h["seconds"].sum()),
+            "overhead_seconds": float(h["overhead"].sum()),
+            "placements": {k: int(v) for k, v in h["placement"].value_counts().items()},
+            "cpu_pages": int(h["cpu_pages"].sum()), "gpu_pages": int(h["gpu_pages"].sum()),
+            "per_iteration": [round(float(s), 6) for s in h["seconds"]],
+            "placement_per_iteration": h["placement"].tolist(),
+            "alpha": [None if np.isnan(a) else round(float(a), 3) for a in h["alpha"]]}
+
+
+def bench_graph(name, g, cluster, gpu_options=None, only=None):
+    print(f"{name}: {g.summary()}", flush=True)
+    rows = []
+    for algo, call in algorithms(g).items():
+        if only and algo not in only:
+            continue
+        runs, values = {}, {}
+        for devices in ("cpu", "gpu", "auto"):
+            options = dict(cluster=cluster, devices=devices,
+                           gpu=gpu_options if devices != "cpu" else None)
+            call(2, **options)  # compiles the kernels
+            result = call(**options)
+            runs[devices] = summary(result)
+            values[devices] = result.values
+        for devices in ("gpu", "auto"):
+            agree = np.allclose(values[devices], values["cpu"], rtol=1e-4, equal_nan=True) \
+                if algo == "pagerank" else np.array_equal(values[devices], values["cpu"])
+            runs[devices]["equals_cpu"] = bool(agree)
+        best = min(runs["cpu"]["seconds"], runs["gpu"]["seconds"])
+        row = {"graph": name, "algorithm": algo, "runs": runs,
+               "auto_speedup_vs_best_single": best / runs["auto"]["seconds"],
+               "auto_vs_cpu": runs["cpu"]["seconds"] / runs["auto"]["seconds"],
+               "auto_vs_gpu": runs["gpu"]["seconds"] / runs["auto"]["seconds"]}
+        rows.append(row)
+        print(f"  {algo}: cpu {runs['cpu']['seconds']:.3f} s, gpu {runs['gpu']['seconds']:.3f}"
+              f" s, auto {runs['auto']['seconds']:.3f} s {runs['auto']['placements']} -> "
+              f"{row['auto_speedup_vs_best_single']:.2f}x best single; equal "
+              f"{runs['gpu']['equals_cpu']}/{runs['auto']['equals_cpu']}", flush=True)
+    return rows
+
+
+def overhead_rows(name, g, cluster):
+    """Dask iteration seconds vs the bare engine loop for each single device."""
+    from hetgraph.algorithms.bfs import BreadthFirst
+    from hetgraph.algorithms.pagerank import PageRank
+
+    rows = []
+    source = int(np.argmax(g.out_degree()))
+    cases = {"pagerank": (lambda: PageRank(tol=None, dtype=np.float32), PR_ITERATIONS),
+             "bfs": (lambda: BreadthFirst(source), 10_000)}
+    for algo, (make, iterations) in cases.items():
+        for device in ("cpu", "gpu"):
+            bare = min(bare_seconds(make(), g, device, iterations) for _ in range(2))
+            start = time.perf_counter()
+            result = hg.run(make(), g, cluster=cluster, devices=device,
+                            max_iterations=iterations)
+            wall = time.perf_counter() - start
+            dask = float(result.history["seconds"].sum())
+            rows.append({"graph": name, "algorithm": algo, "device": device,
+                         "bare_seconds": bare, "dask_iteration_seconds": dask,
+                         "dask_wall_seconds_with_setup": wall,
+                         "overhead": dask / bare - 1.0})
+            print(f"  overhead {algo}/{device}: bare {bare:.4f} s, dask {dask:.4f} s "
+                  f"({(dask / bare - 1) * 100:+.1f}%)", flush=True)
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scale", type=int, default=24)
+    parser.add_argument("--grid", type=int, default=1000)
+    parser.add_argument("--out", default="bench/results/hybrid.json")
+    args = parser.parse_args()
+    from hetgraph.kernels import gpu
+
+    ok, device = gpu.availability()
+    if not ok:
+        sys.exit(f"bench/hybrid needs a GPU: {device}")
+    out = {"machine": describe() | {"gpu": device}, "pagerank_iterations": PR_ITERATIONS}
+    with hg.Cluster(dashboard_address=None) as cluster:
+        out["cluster"] = repr(cluster)
+        rmat = hg.generate.rmat(args.scale, seed=1, weights=(1.0, 9.0))
+        road = hg.generate.grid(args.grid, args.grid, seed=1)
+        out["graphs"] = {"rmat": rmat.summary(), "road": road.summary()}
+        out["results"] = bench_graph(f"rmat-{args.scale}", rmat, cluster)
+        out["results"] += bench_graph(f"grid-{args.grid}", road, cluster)
+        quarter = rmat.num_arcs * (rmat.index_dtype.itemsize + 2) // 4
+        out["streamed"] = bench_graph(f"rmat-{args.scale}-budget-quarter", rmat, cluster,
+                                      gpu_options={"memory_budget": quarter},
+                                      only=("pagerank",))
+        out["overhead"] = overhead_rows(f"rmat-{args.scale}", rmat, cluster)
+        out["overhead"] += overhead_rows(f"grid-{args.grid}", road, cluster)
+    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(out, f, indent=1)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

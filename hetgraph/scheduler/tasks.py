@@ -1,0 +1,444 @@
+"""What runs on the workers: page tasks, iteration segments and calibration.
+
+Each worker keeps a context per run and device kind (the program compiled for its
+device, and on a GPU the device vertex arrays and resident pages), built on the first
+task that needs it and dropped when the run ends. Every task gets the run's
+:class:`RunSpec` and the host :class:`VertexState`: in an in-process cluster the task
+gets an :class:`InProcess` handle and looks up the driver's own objects (Dask copies
+task arguments even in process), so tasks write the host arrays directly; in worker
+processes they are copies sent by Dask, and the tasks send back what they computed.
+
+- a page task pulls some pages of one iteration (the hybrid placement);
+- a segment runs whole iterations on one device while the cost model keeps choosing
+  that device (so a CPU-only or GPU-only stretch of a run costs one task round trip per
+  ``SEGMENT_SECONDS``, not one per iteration), with the program's hooks on that device.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import threading
+import time
+
+import numba
+import numpy as np
+
+from ..kernels import cpu
+from ..result import HISTORY_COLUMNS
+from .costmodel import CostModel, choose_cpu_mode, notify_fraction
+from .cpu_engine import CpuEngine
+
+SEGMENT_SECONDS = 1.0  # a segment returns to the driver after this long (progress, dashboard)
+
+
+
+def history_row(**values):
+    """A history row with zeros for what the iteration did not do."""
+    row = dict.fromkeys(HISTORY_COLUMNS, 0)
+    row.update(values)
+    return row
+
+
+@dataclasses.dataclass
+class RunSpec:
+    """What a worker needs to build its context for a run (sent once per worker)."""
+
+    run_id: str
+    spec: object  # ProgramSpec
+    graph: object  # Graph
+    aux: np.ndarray
+    sync: bool
+    shared: bool  # tasks run in the driver's process and share its host arrays
+    page_vertices: np.ndarray  # (pages, 2): first and end vertex of each page
+    partition: object  # the Partition of the pages, for the GPU (None: its own)
+    threads: int | None
+    partitions: int | None
+    cpu_mode: str
+    rho: float
+    gpu: dict
+
+    def ranges(self, pages):
+        """[(first vertex, end vertex)] of ``pages``."""
+        return [tuple(int(v) for v in self.page_vertices[p]) for p in pages]
+
+    def edges(self, pages):
+        """In-edges of ``pages``."""
+        indptr = self.graph.in_indptr
+        return sum(int(indptr[b] - indptr[a]) for a, b in self.ranges(pages))
+
+
+@dataclasses.dataclass
+class Report:
+    """What a task did: device kind, pages (for page tasks), edges, vertices activated,
+    seconds on the device, history rows (segments), the values and flags it computed
+    when the state is not shared (vertex ranges, values, flags), and the model's
+    per-edge times it measured."""
+
+    kind: str
+    pages: list
+    edges: int = 0
+    activated: int = 0
+    seconds: float = 0.0
+    build_seconds: float = 0.0
+    rows: list = dataclasses.field(default_factory=list)
+    status: str = ""
+    out: tuple | None = None
+    per_edge: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class InProcess:
+    """Stands for the RunSpec and host state of a run whose tasks run in the driver's
+    process (see :func:`share`)."""
+
+    run_id: str
+
+
+_SHARED: dict = {}  # run_id -> (RunSpec, VertexState) of the in-process runs
+
+
+def share(run, state) -> InProcess:
+    """Make ``run`` and ``state`` reachable by this process's tasks; returns the handle
+    to pass instead of them."""
+    _SHARED[run.run_id] = (run, state)
+    return InProcess(run.run_id)
+
+
+def unshare(run_id):
+    _SHARED.pop(run_id, None)
+
+
+def _resolved(task):
+    """Let ``task(run, state, ...)`` take an InProcess handle for (run, state)."""
+    @functools.wraps(task)
+    def wrapper(run, state, *args):
+        if isinstance(run, InProcess):
+            run, state = _SHARED[run.run_id]
+        return task(run, state, *args)
+    return wrapper
+
+
+# --- contexts --------------------------------------------------------------------------------
+
+_CONTEXTS: dict = {}
+_LOCK = threading.Lock()
+
+
+class _Context:
+    version = None  # the host state version this device's arrays hold
+    pages: tuple = ()  # pages it computed for that version
+    pending_finish = False  # a sync hybrid iteration awaits its swap
+    iteration = None
+    counted = 0
+    build_seconds = 0.0
+
+    def take_build_seconds(self):
+        """Seconds spent building this context, reported once."""
+        seconds, self.build_seconds = self.build_seconds, 0.0
+        return seconds
+
+
+def drop_contexts(run_id):
+    """Forget every context of ``run_id`` in this process (device memory included)."""
+    with _LOCK:
+        for key in [k for k in _CONTEXTS if k[0] == run_id]:
+            del _CONTEXTS[key]
+
+
+@contextlib.contextmanager
+def numba_threads(threads):
+    """Numba's thread count for this thread (it is per thread) while the block runs."""
+    if threads is None:
+        yield numba.get_num_threads()
+        return
+    before = numba.get_num_threads()
+    numba.set_num_threads(int(threads))
+    try:
+        yield int(threads)
+    finally:
+        numba.set_num_threads(before)
+
+
+def _cpu_context(run, state):
+    key = (run.run_id, "cpu", 0)
+    with _LOCK:
+        ctx = _CONTEXTS.get(key)
+        if ctx is None:
+            ctx = _CONTEXTS[key] = _Context()
+            start = time.perf_counter()
+            ctx.engine = CpuEngine(run.spec, run.graph, state, run.aux,
+                                   threads=numba.get_num_threads(),
+                                   partitions=run.partitions, cpu_mode=run.cpu_mode,
+                                   rho=run.rho)
+            ctx.build_seconds = time.perf_counter() - start
+    ctx.engine.state = state
+    return ctx
+
+
+def _gpu_context(run, device):
+    from ..kernels.gpu import GpuEngine, use_device
+
+    key = (run.run_id, "gpu", device)
+    with _LOCK:
+        ctx = _CONTEXTS.get(key)
+        if ctx is None:
+            ctx = _Context()
+            start = time.perf_counter()
+            with use_device(device):
+                n = run.graph.num_vertices
+                values = np.zeros(n, run.spec.dtype)  # loaded from the host before use
+                ctx.engine = GpuEngine(run.spec, run.graph, values, np.zeros(n, np.uint8),
+                                       run.aux, sync=run.sync, partition=run.partition,
+                                       **run.gpu)
+            ctx.device = device
+            ctx.build_seconds = time.perf_counter() - start
+            _CONTEXTS[key] = ctx
+    return ctx
+
+
+def _device_of_worker(run):
+    """GPU of this worker: "gpu-<i>" in an in-process cluster, else its only one."""
+    from distributed import get_worker
+
+    from ..cluster import gpu_index
+
+    return gpu_index(get_worker().name) if run.shared else 0
+
+
+def written_values(state):
+    """The array an iteration writes: new_values in sync mode, values in async mode."""
+    return state.new_values if state.sync else state.values
+
+
+def _out(run, state, ranges, written=True):
+    """(written, ranges, values, flags) to send back: the values of ``ranges`` written
+    by this iteration (``written``) or the current ones; None when the state is shared."""
+    if run.shared:
+        return None
+    values = written_values(state) if written else state.values
+    return written, ranges, [values[a:b].copy() for a, b in ranges], \
+        [state.flags[a:b].copy() for a, b in ranges]
+
+
+def _complement(ranges, n):
+    """The vertex ranges of 0..n not covered by the sorted, disjoint ``ranges``."""
+    gaps, at = [], 0
+    for a, b in sorted(ranges):
+        if a > at:
+            gaps.append((at, a))
+        at = max(at, b)
+    if at < n:
+        gaps.append((at, n))
+    return gaps
+
+
+# --- page tasks --------------------------------------------------------------------------------
+
+@_resolved
+def cpu_pages(run, state, version, iteration, pages, constant):
+    """Pull ``pages`` of one iteration on the CPU into the state's written values."""
+    with numba_threads(run.threads):
+        ctx = _cpu_context(run, state)
+        start = time.perf_counter()
+        ranges = run.ranges(pages)
+        edges, activated = ctx.engine.pull_pages(ranges, constant)
+        seconds = time.perf_counter() - start
+    return Report("cpu", list(pages), edges, activated, seconds,
+                  build_seconds=ctx.take_build_seconds(), out=_out(run, state, ranges))
+
+
+@_resolved
+def gpu_pages(run, state, version, iteration, pages, constant):
+    """Pull ``pages`` of one iteration on this worker's GPU; their values and flags are
+    copied into the host state. The first task of an iteration first brings the device
+    values up to date: only the ranges other devices computed when this GPU took part in
+    the previous iteration, else all of them."""
+    from ..kernels.gpu import use_device
+
+    device = _device_of_worker(run)
+    ctx = _gpu_context(run, device)
+    engine = ctx.engine
+    start = time.perf_counter()
+    with use_device(device):
+        if ctx.iteration != iteration:
+            if ctx.pending_finish:
+                engine.finish()
+            n = run.graph.num_vertices
+            stale = _complement(run.ranges(ctx.pages), n) if ctx.version == version \
+                else [(0, n)]
+            engine.load(state.values, None, stale)
+            engine.begin(constant)
+            ctx.iteration, ctx.pages, ctx.counted = iteration, (), 0
+            ctx.version, ctx.pending_finish = version + 1, True
+        engine.run_pages(pages)
+        ranges = run.ranges(pages)
+        engine.store(written_values(state), state.flags, ranges)
+        activated = engine.counts()[0]
+    ctx.pages = tuple(ctx.pages) + tuple(pages)
+    activated, ctx.counted = activated - ctx.counted, activated
+    return Report("gpu", list(pages), run.edges(pages), activated,
+                  time.perf_counter() - start, build_seconds=ctx.take_build_seconds(),
+                  out=_out(run, state, ranges))
+
+
+# --- segments ------------------------------------------------------------------------------------
+
+def run_iterations(run, engine, kind, first, last, choose, pages):
+    """Iterations ``first``..``last`` of ``engine`` (which reads ``pages`` pages per
+    pass) while ``choose(f)`` returns (``kind``, alpha); returns (rows, status) with status "converged", "moved" (the
+    cost model chose another placement), "slice" (SEGMENT_SECONDS passed) or "limit"."""
+    program, spec, graph = run.spec.program, run.spec, run.graph
+    rows = []
+    began = time.perf_counter()
+    for iteration in range(first, last + 1):
+        start = time.perf_counter()
+        active, degree = frontier = engine.frontier()
+        if active == 0:
+            return rows, "converged"
+        f = notify_fraction(degree, graph.num_arcs)
+        placement, alpha = choose(f)
+        if placement != kind:
+            return rows, "moved"
+        constant = program.iteration_constant(graph, engine.values) \
+            if spec.uses_constant else 0.0
+        previous = engine.values.copy() if spec.has_converged else None
+        kernel_start = time.perf_counter()
+        mode, computed, edges, activated = engine.iterate(constant, frontier)
+        kernel = time.perf_counter() - kernel_start
+        done = spec.has_converged and program.converged(graph, previous, engine.values)
+        seconds = time.perf_counter() - start
+        rows.append(history_row(
+            iteration=iteration, placement=kind, mode=mode, f=f, rho=run.rho, alpha=alpha,
+            active=int(active), computed=computed, edges=edges, activated=activated,
+            **{f"{kind}_pages": pages, f"{kind}_edges": edges, f"{kind}_seconds": kernel},
+            seconds=seconds, overhead=seconds - kernel))
+        if done:
+            return rows, "converged"
+        if time.perf_counter() - began > SEGMENT_SECONDS:
+            return rows, "slice"
+    return rows, "limit"
+
+
+def _chooser(model, run, kind, others, spread_pull=False):
+    """choose(f) for a segment: the kind the cost model places the iteration on
+    (``kind`` itself when no other device kind is in the run). ``spread_pull``: end a
+    CPU segment at a pull iteration, which several CPU workers share by pages."""
+    def choose(f):
+        if spread_pull and run.cpu_mode != "notify-pull" and \
+                choose_cpu_mode(f, run.rho) == "pull":
+            return "pages", float("nan")
+        if not others:
+            return kind, model.alpha(f, run.rho)
+        return model.placement(f, run.rho, run.graph.num_arcs)
+    return choose
+
+
+@_resolved
+def cpu_segment(run, state, version, first, last, per_edge, others, spread_pull):
+    """Iterations on the CPU engine (pull or notify-pull per iteration) while the cost
+    model keeps the run on the CPU (and, with ``spread_pull``, while it notify-pulls)."""
+    with numba_threads(run.threads):
+        ctx = _cpu_context(run, state)
+        if ctx.version != version:
+            ctx.engine.reset_frontier()
+        model = CostModel()
+        model.per_edge.update(per_edge)
+        rows, status = run_iterations(run, ctx.engine, "cpu", first, last,
+                                      _chooser(model, run, "cpu", others, spread_pull),
+                                      len(run.page_vertices))
+        ctx.version = version + 1
+    for row in rows:
+        model.observe("cpu", row["mode"], row["edges"], row["cpu_seconds"])
+    return Report("cpu", [], rows=rows, status=status,
+                  build_seconds=ctx.take_build_seconds(),
+                  out=_out(run, state, [(0, run.graph.num_vertices)], written=False),
+                  per_edge={k: v for k, v in model.per_edge.items() if k[0] == "cpu"})
+
+
+@_resolved
+def gpu_segment(run, state, version, first, last, per_edge, others, frontier):
+    """Iterations on this worker's GPU with the vertex state kept on the device, while
+    the cost model keeps the run on the GPU; the state is copied back at the end."""
+    from ..kernels.gpu import use_device
+
+    device = _device_of_worker(run)
+    ctx = _gpu_context(run, device)
+    engine = ctx.engine
+    n = run.graph.num_vertices
+    with use_device(device):
+        if ctx.pending_finish:
+            engine.finish()
+            ctx.pending_finish = False
+        if ctx.version != version:
+            engine.load(state.values, state.flags, [(0, n)])
+        engine.reset_frontier(*frontier)
+        model = CostModel()
+        model.per_edge.update(per_edge)
+        rows, status = run_iterations(run, engine, "gpu", first, last,
+                                      _chooser(model, run, "gpu", others),
+                                      engine.partition.num_pages)
+        engine.store(state.values, state.flags, [(0, n)], written=False)
+    ctx.version, ctx.iteration = version + 1, None
+    ctx.pages = tuple(range(len(run.page_vertices)))
+    for row in rows:
+        model.observe("gpu", "pull", row["edges"], row["gpu_seconds"])
+    return Report("gpu", [], rows=rows, status=status,
+                  build_seconds=ctx.take_build_seconds(), out=_out(run, state, [(0, n)], written=False),
+                  per_edge={k: v for k, v in model.per_edge.items() if k[0] == "gpu"})
+
+
+# --- calibration -------------------------------------------------------------------------------
+
+@_resolved
+def calibrate(run, state, kind, page):
+    """Build this worker's context and time a pull of ``page`` twice (the first warms
+    up), without touching the run's state; returns a Report with the second time and,
+    on a GPU, the per-byte time of a host-to-device copy of the values in ``per_edge``."""
+    from .state import VertexState
+
+    if kind == "cpu":
+        scratch = VertexState(state.values.copy(), state.flags.copy(), sync=True)
+        with numba_threads(run.threads):
+            ctx = _cpu_context(run, scratch)
+            for _ in range(2):
+                start = time.perf_counter()
+                edges, _ = ctx.engine.pull_pages(run.ranges([page]), 0.0)
+                seconds = time.perf_counter() - start
+        return Report("cpu", [page], edges, seconds=seconds,
+                      build_seconds=ctx.take_build_seconds())
+    from ..kernels.gpu import use_device
+
+    device = _device_of_worker(run)
+    ctx = _gpu_context(run, device)
+    engine = ctx.engine
+    n = run.graph.num_vertices
+    with use_device(device):
+        start = time.perf_counter()
+        engine.load(state.values, None, [(0, n)])
+        engine.counts()  # waits for the copy
+        copy = time.perf_counter() - start
+        for _ in range(2):
+            start = time.perf_counter()
+            engine.begin(0.0)
+            engine.run_pages([page])
+            engine.counts()
+            seconds = time.perf_counter() - start
+    ctx.version, ctx.pending_finish, ctx.iteration = None, False, None  # reload before use
+    bytes_ = n * (state.values.itemsize + 1)
+    return Report("gpu", [page], run.edges([page]), seconds=seconds,
+                  build_seconds=ctx.take_build_seconds(),
+                  per_edge={("copy", "byte"): copy / max(bytes_, 1)})
+
+
+def ping():
+    """A task that does nothing: its round trip is the task overhead."""
+    return time.perf_counter()
+
+
+def frontier_of(state, graph):
+    """(active vertices, sum of their out-degrees) of the host state."""
+    chunks = max(1, min(graph.num_vertices // 4096, 8 * numba.get_num_threads()))
+    active, degree = cpu.frontier_size(state.flags, graph.out_indptr, chunks)
+    return int(active), int(degree)

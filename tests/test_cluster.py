@@ -1,0 +1,175 @@
+"""The Dask side: in-process and multi-process clusters, joining a scheduler, page
+tasks spread over several CPU workers, and a worker killed in the middle of a run."""
+
+import os
+import signal
+import tempfile
+
+import numpy as np
+import pytest
+import scipy.sparse.csgraph as csgraph
+
+import hetgraph as hg
+from hetgraph.cluster import ClusterError
+from hetgraph.kernels.gpu import GpuUnavailableError
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+PAGE_BYTES = 64 << 10  # small pages: the test graphs span many pages
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return hg.generate.rmat(scale=12, edge_factor=8, seed=3)
+
+
+@pytest.fixture(scope="module")
+def weighted():
+    return hg.generate.rmat(scale=11, edge_factor=8, seed=5, weights=(1.0, 10.0))
+
+
+def reference(graph, weighted):
+    """Single in-process CPU worker, one edge range per pass (bitwise reproducible)."""
+    with hg.Cluster(gpus=0, dashboard_address=None) as cluster:
+        return run_all(graph, weighted, cluster)
+
+
+def run_all(graph, weighted, cluster, **options):
+    options = dict(partitions=1, page_bytes=PAGE_BYTES, **options)
+    return {
+        "pagerank": hg.pagerank(graph, tol=None, max_iterations=12, cluster=cluster,
+                                **options),
+        "sssp": hg.sssp(weighted, weighted.label_of(0), cluster=cluster, **options),
+        "bfs": hg.bfs(graph, graph.label_of(1), cluster=cluster, **options),
+        "cc": hg.connected_components(graph, cluster=cluster, mode="sync", **options),
+    }
+
+
+def assert_identical(results, expected):
+    for name in expected:
+        np.testing.assert_array_equal(results[name].values, expected[name].values,
+                                      err_msg=name)
+        assert results[name].iterations == expected[name].iterations, name
+
+
+@pytest.fixture(scope="module")
+def expected(graph, weighted):
+    return reference(graph, weighted)
+
+
+def test_reference_is_right(graph, weighted, expected):
+    dist = csgraph.dijkstra(weighted.to_scipy(), indices=0)
+    np.testing.assert_array_equal(expected["sssp"].values, dist)
+    _, labels = csgraph.connected_components(graph.to_scipy(), directed=True,
+                                             connection="weak")
+    cc = expected["cc"].values
+    assert len(np.unique(cc)) == labels.max() + 1
+    assert expected["pagerank"].values.sum() == pytest.approx(1.0)
+
+
+def test_two_cpu_workers_share_pull_pages(graph, weighted, expected):
+    with hg.Cluster(cpu_workers=2, gpus=0, dashboard_address=None) as cluster:
+        results = run_all(graph, weighted, cluster)
+    assert_identical(results, expected)
+    h = results["pagerank"].history
+    assert (h["placement"] == "cpu").all()
+    assert (h["cpu_pages"] > 1).all() and (h["cpu_edges"] == graph.num_arcs).all()
+    # sparse BFS frontiers run as notify-pull segments on one worker
+    assert "notify-pull" in set(results["bfs"].history["mode"])
+
+
+def test_worker_processes_give_the_in_process_answers(graph, weighted, expected):
+    with hg.Cluster(cpu_workers=2, gpus=0, processes=True, dashboard_address=None) as cluster:
+        assert not cluster.in_process
+        results = run_all(graph, weighted, cluster)
+    assert_identical(results, expected)
+
+
+def test_joining_a_running_scheduler_sends_the_state(graph, weighted, expected):
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp://",
+                      resources={"CPU": 1}, dashboard_address=None) as dask_cluster:
+        with hg.Cluster(address=dask_cluster.scheduler_address) as cluster:
+            assert not cluster.in_process and len(cluster.cpu_workers) == 1
+            results = run_all(graph, weighted, cluster)
+    assert_identical(results, expected)
+
+
+class _KillOnce:
+    """Worker plugin: SIGKILL this worker process when it starts a page task of
+    iteration 3, once (a file marks that it happened)."""
+
+    name = "hetgraph-kill-once"
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def setup(self, worker):
+        pass
+
+    def teardown(self, worker):
+        pass
+
+    def transition(self, key, start, finish, **kwargs):
+        if finish == "executing" and "-pages-" in str(key) and "-it3-" in str(key):
+            try:
+                os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL))
+            except FileExistsError:
+                return
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_killed_worker_page_is_rerun(graph, weighted, expected):
+    from distributed.diagnostics.plugin import WorkerPlugin
+
+    plugin_class = type("KillOnce", (_KillOnce, WorkerPlugin), {})
+    with tempfile.TemporaryDirectory() as tmp:
+        marker = os.path.join(tmp, "killed")
+        with hg.Cluster(cpu_workers=2, gpus=0, processes=True, dashboard_address=None) as cluster:
+            cluster.client.register_plugin(plugin_class(marker))
+            result = hg.pagerank(graph, tol=None, max_iterations=12, cluster=cluster,
+                                 partitions=1, page_bytes=PAGE_BYTES)
+        assert os.path.exists(marker), "no worker was killed: the test did not test"
+    np.testing.assert_array_equal(result.values, expected["pagerank"].values)
+
+
+def test_embedded_cluster_and_enclosing_cluster(graph):
+    alone = hg.bfs(graph, graph.label_of(1))  # creates and closes its own cluster
+    with hg.Cluster(gpus=0, dashboard_address=None) as cluster:
+        inside = hg.bfs(graph, graph.label_of(1))
+        explicit = hg.bfs(graph, graph.label_of(1), cluster=cluster)
+    np.testing.assert_array_equal(alone.values, inside.values)
+    np.testing.assert_array_equal(alone.values, explicit.values)
+
+
+def test_history_records_the_placement(graph):
+    r = hg.pagerank(graph, tol=None, max_iterations=3, devices="cpu")
+    h = r.history
+    assert list(h.columns) == list(hg.result.HISTORY_COLUMNS)
+    assert (h["placement"] == "cpu").all() and (h["gpu_pages"] == 0).all()
+    assert h["alpha"].isna().all()  # no GPU took part in the decision
+    assert (h["rho"] == 1.0).all()
+    assert (h["overhead"] >= 0).all() and (h["cpu_seconds"] > 0).all()
+    assert np.allclose(h["seconds"], h["cpu_seconds"] + h["overhead"])
+
+
+@pytest.mark.skipif(hg.cluster.gpu_count() > 0, reason="this machine has a GPU")
+def test_cluster_without_gpu_refuses_gpu_devices(graph):
+    with hg.Cluster(gpus=0, dashboard_address=None) as cluster:
+        assert cluster.gpu_workers == [] and "0 GPU" in repr(cluster)
+        with pytest.raises(GpuUnavailableError, match="devices='cpu'"):
+            hg.pagerank(graph, devices="gpu", cluster=cluster)
+        with pytest.raises(ClusterError, match="CPU and GPU workers"):
+            hg.pagerank(graph, devices="hybrid", cluster=cluster)
+
+
+def test_dashboard_listens_on_localhost():
+    import urllib.request
+
+    pytest.importorskip("bokeh")
+    with hg.Cluster(dashboard_address="127.0.0.1:0") as cluster:
+        link = cluster.dashboard_link
+        assert link.startswith("http://127.0.0.1:")
+        with urllib.request.urlopen(link.replace("/status", "/health"), timeout=10) as r:
+            assert r.status == 200

@@ -1,0 +1,99 @@
+"""The hybrid dispatcher with a GPU worker (marked gpu: run on the GPU machine).
+
+Every placement (auto, GPU only, every iteration split over CPU and GPU, pages forced
+to interleave between the devices, worker processes) gives the CPU engine's answer:
+exactly for min programs, to 1e-9 relative for float64 sums.
+"""
+
+import numpy as np
+import pytest
+
+import hetgraph as hg
+from hetgraph.scheduler import placement
+
+pytestmark = pytest.mark.gpu
+
+PAGE_BYTES = 256 << 10
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return hg.generate.rmat(16, seed=7, weights=(1.0, 9.0))
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with hg.Cluster(dashboard_address=None) as c:
+        assert c.gpu_workers and c.cpu_workers
+        yield c
+
+
+RUNS = {
+    "pagerank": lambda g, **o: hg.pagerank(g, tol=None, max_iterations=15, **o),
+    "sssp": lambda g, **o: hg.sssp(g, g.label_of(int(np.argmax(g.out_degree()))), **o),
+    "bfs": lambda g, **o: hg.bfs(g, g.label_of(int(np.argmax(g.out_degree()))), **o),
+    "cc": lambda g, mode="sync", **o: hg.connected_components(g, mode=mode, **o),
+}
+
+
+@pytest.fixture(scope="module")
+def expected(graph, cluster):
+    return {name: f(graph, cluster=cluster, devices="cpu") for name, f in RUNS.items()}
+
+
+def check(name, values, reference):
+    if name == "pagerank":
+        np.testing.assert_allclose(values, reference, rtol=1e-9)
+    else:
+        np.testing.assert_array_equal(values, reference)
+
+
+@pytest.mark.parametrize("devices", ["auto", "gpu", "hybrid"])
+@pytest.mark.parametrize("name", list(RUNS))
+def test_every_placement_equals_the_cpu(name, devices, graph, cluster, expected):
+    r = RUNS[name](graph, cluster=cluster, devices=devices, page_bytes=PAGE_BYTES)
+    check(name, r.values, expected[name].values)
+    h = r.history
+    if devices == "hybrid":
+        assert (h["placement"] == "hybrid").all()
+        assert (h["cpu_pages"] + h["gpu_pages"] > 0).all()
+    if devices == "gpu":
+        assert (h["placement"] == "gpu").all() and (h["cpu_pages"] == 0).all()
+    if devices == "auto":
+        assert h["alpha"].notna().all()
+
+
+@pytest.fixture
+def interleaved(monkeypatch):
+    """Pages alternate between the devices: the GPU takes one page from the front,
+    the CPU one from the back, without the cost model's guard."""
+    monkeypatch.setattr(placement.PageQueue, "take_gpu",
+                        lambda self: [self.pages.popleft()] if self.pages else [])
+    monkeypatch.setattr(placement.PageQueue, "take_cpu",
+                        lambda self: [self.pages.pop()] if self.pages else [])
+
+
+@pytest.mark.parametrize("name, mode", [(name, "sync") for name in RUNS] +
+                         [("sssp", "async"), ("bfs", "async"), ("cc", "async")])
+def test_interleaved_pages_equal_the_cpu(name, mode, graph, cluster, expected, interleaved):
+    r = RUNS[name](graph, cluster=cluster, devices="hybrid", page_bytes=PAGE_BYTES, mode=mode)
+    h = r.history
+    assert (h["cpu_pages"] > 0).all() and (h["gpu_pages"] > 0).all()
+    check(name, r.values, expected[name].values)
+
+
+def test_streamed_pages_in_a_hybrid_run(graph, cluster, expected):
+    budget = graph.num_arcs * 10 // 4
+    r = hg.sssp(graph, graph.label_of(int(np.argmax(graph.out_degree()))), cluster=cluster,
+                devices="hybrid", page_bytes=PAGE_BYTES, gpu={"memory_budget": budget})
+    check("sssp", r.values, expected["sssp"].values)
+
+
+def test_worker_processes_with_a_gpu(graph, expected):
+    with hg.Cluster(processes=True, dashboard_address=None) as c:
+        assert not c.in_process and c.gpu_workers
+        for name in ("pagerank", "bfs"):
+            r = RUNS[name](graph, cluster=c, devices="hybrid", page_bytes=PAGE_BYTES)
+            check(name, r.values, expected[name].values)
+            r = RUNS[name](graph, cluster=c, devices="gpu")
+            check(name, r.values, expected[name].values)

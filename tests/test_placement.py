@@ -1,0 +1,151 @@
+"""The cost model and the reactive page placement, fed known page times."""
+
+import heapq
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from hetgraph.scheduler.costmodel import CostModel, alpha
+from hetgraph.scheduler.placement import OVERHEAD_SHARE, PageQueue
+
+
+def model(cpu_per_edge, gpu_per_edge, overhead=0.0):
+    m = CostModel(overhead)
+    m.observe("cpu", "pull", 1000, 1000 * cpu_per_edge)
+    m.observe("gpu", "pull", 1000, 1000 * gpu_per_edge)
+    return m
+
+
+def test_alpha_is_garaph_equation_3():
+    # alpha = min(2 f rho, 1) * T_pull / T_GPU
+    assert alpha(0.1, 1.0, 8.0, 2.0) == pytest.approx(0.2 * 4)
+    assert alpha(0.3, 1.0, 8.0, 2.0) == pytest.approx(0.6 * 4)
+    assert alpha(0.9, 1.0, 8.0, 2.0) == pytest.approx(4.0)  # min(..., 1)
+    assert alpha(0.1, 10.0, 8.0, 2.0) == pytest.approx(4.0)  # out of core: rho = k
+    assert alpha(0.01, 1.0, 8.0, 2.0) == pytest.approx(0.08)
+
+
+def test_cpu_only_when_alpha_below_one():
+    m = model(8e-9, 2e-9)  # the GPU pulls 4x faster per edge
+    place, a = m.placement(0.1, 1.0, 10**6)  # alpha = 0.8
+    assert place == "cpu" and a == pytest.approx(0.8)
+    place, a = m.placement(0.2, 1.0, 10**6)  # alpha = 1.6
+    assert place != "cpu" and a == pytest.approx(1.6)
+    # a slower GPU never gets an iteration
+    assert model(1e-9, 2e-9).placement(1.0, 1.0, 10**6)[0] == "cpu"
+
+
+def test_hybrid_only_when_the_split_beats_the_overhead():
+    # full pull: GPU 2 ms, CPU 8 ms; balanced split = 1.6 ms
+    assert model(8e-9, 2e-9, overhead=0.0).placement(1.0, 1.0, 10**6)[0] == "hybrid"
+    assert model(8e-9, 2e-9, overhead=0.3e-3).placement(1.0, 1.0, 10**6)[0] == "hybrid"
+    assert model(8e-9, 2e-9, overhead=0.5e-3).placement(1.0, 1.0, 10**6)[0] == "gpu"
+
+
+def test_uncalibrated_model_keeps_the_cpu():
+    m = CostModel()
+    assert math.isnan(m.alpha(1.0))
+    assert m.placement(1.0, 1.0, 100)[0] == "cpu"
+
+
+def test_observations_are_smoothed():
+    m = CostModel()
+    m.observe("cpu", "pull", 100, 1.0)
+    assert m.per_edge[("cpu", "pull")] == pytest.approx(0.01)
+    m.observe("cpu", "pull", 100, 2.0)
+    assert m.per_edge[("cpu", "pull")] == pytest.approx(0.7 * 0.01 + 0.3 * 0.02)
+    m.observe("cpu", "pull", 0, 1.0)  # ignored: no edges
+    assert m.per_edge[("cpu", "pull")] == pytest.approx(0.013)
+    m.observe_overhead(1.0)
+    assert m.overhead == pytest.approx(0.3)
+
+
+def test_gpu_takes_the_front_cpu_the_back():
+    m = model(2e-9, 1e-9)
+    q = PageQueue(np.full(10, 10**6), m, round_trip=0.0, gpu_workers=1)
+    assert q.take_gpu() == [0]  # no overhead to amortize: one page at a time
+    assert q.take_cpu() == [9]
+    assert q.take_gpu() == [1]
+    assert q.take_cpu() == [8]
+    assert len(q) == 6
+
+
+def test_gpu_batches_amortize_the_round_trip_but_leave_half():
+    m = model(1e-6, 1e-9)  # GPU page of 1e6 edges: 1 ms
+    q = PageQueue(np.full(100, 10**6), m, round_trip=0.002, gpu_workers=1)
+    # 2 ms round trip / 5% = 40 ms of work per batch
+    batch = q.take_gpu()
+    assert batch == list(range(40))
+    assert 0.002 / (len(batch) * 1e-3) <= OVERHEAD_SHARE
+    # at most half of what is left: 60 pages left -> 30
+    assert q.take_gpu() == list(range(40, 70))
+
+
+def test_cpu_refuses_a_page_the_gpu_would_finish_sooner():
+    m = model(100e-9, 1e-9)  # CPU 100x slower
+    q = PageQueue(np.full(4, 10**6), m, round_trip=0.0, gpu_workers=1)
+    assert q.take_cpu() == []  # 100 ms on the CPU vs 4 ms for the GPU to do all
+    assert len(q) == 4
+    q = PageQueue(np.full(400, 10**6), m, round_trip=0.0, gpu_workers=1)
+    assert q.take_cpu() == [399]  # 100 ms vs 400 ms of GPU work
+
+
+def test_cpu_alone_takes_every_page():
+    q = PageQueue(np.full(3, 10), CostModel(), round_trip=0.0, gpu_workers=0)
+    assert [q.take_cpu() for _ in range(4)] == [[2], [1], [0], []]
+
+
+def simulate(page_edges, cpu_per_edge, gpu_per_edge, round_trip, cpu_workers=1,
+             gpu_workers=1):
+    """Event simulation of the dispatcher's reactive loop with exact page times;
+    returns (makespan, pages taken per kind)."""
+    m = model(cpu_per_edge, gpu_per_edge)
+    q = PageQueue(np.asarray(page_edges), m, round_trip, gpu_workers)
+    events, taken, now = [], {"cpu": [], "gpu": []}, 0.0
+    idle = {"cpu": cpu_workers, "gpu": gpu_workers}
+    per_edge = {"cpu": cpu_per_edge, "gpu": gpu_per_edge}
+
+    def fill(now):
+        for kind in ("gpu", "cpu"):
+            while idle[kind]:
+                pages = q.take_gpu() if kind == "gpu" else q.take_cpu()
+                if not pages:
+                    break
+                idle[kind] -= 1
+                taken[kind] += pages
+                busy = sum(page_edges[p] for p in pages) * per_edge[kind] + round_trip
+                heapq.heappush(events, (now + busy, kind, pages))
+
+    fill(0.0)
+    while events:
+        now, kind, pages = heapq.heappop(events)
+        idle[kind] += 1
+        if kind == "gpu":
+            q.gpu_done(pages)
+        fill(now)
+    assert len(q) == 0
+    return now, taken
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 10**6), min_size=1, max_size=60),
+       st.floats(1e-9, 1e-7), st.floats(1e-10, 1e-7), st.sampled_from([0.0, 1e-4, 1e-3]))
+def test_reactive_placement_is_never_much_slower_than_the_best_device(
+        pages, cpu_per_edge, gpu_per_edge, round_trip):
+    makespan, taken = simulate(pages, cpu_per_edge, gpu_per_edge, round_trip)
+    assert sorted(taken["cpu"] + taken["gpu"]) == list(range(len(pages)))
+    total = sum(pages)
+    gpu_alone = total * gpu_per_edge + round_trip * len(pages)
+    # the CPU only takes a page it finishes before the GPU finishes the rest, so the
+    # iteration ends at most one GPU batch's overhead and one page after the GPU alone
+    slack = max(pages) * gpu_per_edge + round_trip
+    assert makespan <= gpu_alone + slack + 1e-12
+
+
+def test_reactive_split_follows_the_speed_ratio():
+    makespan, taken = simulate([10**5] * 200, 3e-9, 1e-9, 0.0)
+    # CPU 3x slower: about a quarter of the pages
+    assert 40 <= len(taken["cpu"]) <= 60
+    assert makespan < 200 * 10**5 * 1e-9 * 0.8
