@@ -173,8 +173,14 @@ def _local_cluster(cpu_workers, gpus, processes, dashboard_address):
         if processes:  # as dask-cuda does: the worker's GPU first, seen as device 0
             options["env"] = {"CUDA_VISIBLE_DEVICES": _visible_devices(i)}
         workers[f"gpu-{i}"] = {"cls": cls, "options": options}
+    import dask
+
     try:
-        return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.ERROR)
+        # the active memory manager would drop the replicas that runs scatter to every
+        # worker, and a page rerun after a worker dies would lose its inputs
+        with dask.config.set({"distributed.scheduler.active-memory-manager.start": False}):
+            return SpecCluster(workers=workers, scheduler=scheduler,
+                               silence_logs=logging.ERROR)
     except Exception as exc:  # Dask raises many kinds on a failed start
         raise ClusterError(f"the local Dask cluster did not start: {exc}") from exc
 

@@ -44,6 +44,36 @@ def test_hybrid_only_when_the_split_beats_the_overhead():
     assert model(8e-9, 2e-9, overhead=0.5e-3).placement(1.0, 1.0, 10**6)[0] == "gpu"
 
 
+def test_measured_notify_pull_cost_replaces_garaphs_estimate():
+    m = model(8e-9, 2e-9, overhead=1.0)
+    assert m.placement(0.1, 1.0, 10**6)[0] == "cpu"  # 2 f T_pull = 1.6 ms < 2 ms
+    # notify-pull measured at 3x the frontier's edges in pulled in-edges: 0.1 * 1e6
+    # frontier edges * 24 ns = 2.4 ms > 2 ms on the GPU
+    m.observe("cpu", "notify-pull", 10**5, 10**5 * 24e-9)
+    place, a = m.placement(0.1, 1.0, 10**6)
+    assert place == "gpu" and a == pytest.approx(1.2)
+    assert m.placement(0.05, 1.0, 10**6)[0] == "cpu"  # 1.2 ms
+
+
+def test_moving_the_state_counts_against_leaving_the_current_device():
+    m = model(8e-9, 2e-9, overhead=1.0)  # no hybrid
+    m.switch = 0.5e-3
+    # CPU 1.8 ms vs GPU 2 ms: worth it from the host, not worth a 0.5 ms move
+    assert m.placement(0.1125, 1.0, 10**6)[0] == "cpu"
+    assert m.placement(0.1125, 1.0, 10**6, current="cpu")[0] == "cpu"
+    assert m.placement(0.1125, 1.0, 10**6, current="gpu")[0] == "gpu"
+    assert m.placement(0.05, 1.0, 10**6, current="gpu")[0] == "cpu"  # 0.8 + 0.5 < 2
+
+
+def test_measured_iterations_replace_the_hybrid_prediction():
+    m = model(8e-9, 2e-9)
+    assert m.placement(1.0, 1.0, 10**6)[0] == "hybrid"  # predicted 1.6 ms < 2 ms
+    m.observe_iteration("hybrid", 5e-3)  # measured: the copies cost more than the split
+    assert m.placement(1.0, 1.0, 10**6)[0] == "gpu"
+    m.observe_iteration("gpu", 9e-3)  # and the GPU alone measured slower still
+    assert m.placement(1.0, 1.0, 10**6)[0] == "hybrid"
+
+
 def test_uncalibrated_model_keeps_the_cpu():
     m = CostModel()
     assert math.isnan(m.alpha(1.0))

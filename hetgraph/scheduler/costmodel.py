@@ -32,19 +32,32 @@ SMOOTHING = 0.3  # weight of a new measurement in the running per-edge times
 
 class CostModel:
     """Seconds per edge for each (device kind, mode), from a calibration then smoothed
-    over measured page times, and the placement of each iteration.
+    over measured times, and the placement of each iteration.
 
-    Kinds are "cpu" and "gpu"; modes "pull" and "notify-pull" (the GPU only pulls).
-    ``overhead``: seconds a hybrid iteration spends beyond its busiest device (task
-    round trips, vertex copies between host and GPU), also smoothed.
+    ("cpu", "pull") and ("gpu", "pull"): seconds per edge of a pull. ("cpu",
+    "notify-pull"): seconds per *frontier* edge (f * |E|) of a CPU notify-pull
+    iteration; until one was measured it is Garaph's 2 * rho * T_pull, after that the
+    measurement also counts the in-edges of the notified vertices, which on power-law
+    graphs can be many times the frontier's out-edges. ``overhead``: seconds a hybrid
+    iteration spends beyond its busiest device (task round trips, vertex copies),
+    smoothed. ``switch``: seconds to move the vertex state between host and GPU.
     """
 
-    def __init__(self, overhead=0.0):
+    def __init__(self, overhead=0.0, switch=0.0):
         self.per_edge: dict = {}
+        self.iteration: dict = {}  # measured seconds of a full pull, per placement
         self.overhead = float(overhead)
+        self.switch = float(switch)
+
+    def observe_iteration(self, placement, seconds):
+        """Fold the measured seconds of a full-pull iteration placed on "gpu" or
+        "hybrid" into the model; placement then compares measurements."""
+        old = self.iteration.get(placement)
+        self.iteration[placement] = seconds if old is None else \
+            (1 - SMOOTHING) * old + SMOOTHING * seconds
 
     def observe(self, kind, mode, edges, seconds):
-        """Fold a measured page time (``edges`` edges in ``seconds``) into the model."""
+        """Fold a measured time (``edges`` edges in ``seconds``) into the model."""
         if edges <= 0 or seconds <= 0:
             return
         measured = seconds / edges
@@ -59,21 +72,37 @@ class CostModel:
         """Predicted seconds for ``edges`` edges (0 when the model has no measurement)."""
         return edges * self.per_edge.get((kind, mode), 0.0)
 
+    def cpu_seconds(self, f, rho, num_arcs):
+        """Predicted seconds of the CPU's iteration: notify-pull or pull, the cheaper."""
+        pull = self.seconds("cpu", num_arcs)
+        t_notify = self.per_edge.get(("cpu", "notify-pull"))
+        notify = f * num_arcs * t_notify if t_notify else 2 * f * rho * pull
+        return min(notify, pull)
+
     def alpha(self, f, rho=1.0):
-        """Garaph's alpha for this frontier; nan until both devices were measured."""
+        """The CPU's predicted iteration time over the GPU's pull: Garaph's eq. 3,
+        min(2 f rho, 1) T_pull / T_GPU, until a notify-pull was measured; nan until
+        both devices were measured."""
         t_pull, t_gpu = self.per_edge.get(("cpu", "pull")), self.per_edge.get(("gpu", "pull"))
         if not t_pull or not t_gpu:
             return float("nan")
-        return alpha(f, rho, t_pull, t_gpu)
+        return self.cpu_seconds(f, rho, 1.0) / t_gpu
 
-    def placement(self, f, rho, num_arcs):
+    def placement(self, f, rho, num_arcs, current=None):
         """(placement, alpha) for an iteration with both device kinds available:
-        "cpu" when alpha < 1 (Garaph); otherwise "hybrid" when the balanced split of a
-        pull over CPU and GPU plus the hybrid overhead beats the GPU alone, else "gpu"."""
+        "cpu" when the CPU alone is faster (alpha < 1, Garaph), counting the move of the
+        vertex state when the ``current`` placement is elsewhere; otherwise "hybrid"
+        when the balanced split of a pull over CPU and GPU plus the hybrid overhead
+        beats the GPU alone (measured iteration times replace both predictions once
+        there are some), else "gpu"."""
         a = self.alpha(f, rho)
-        if not a >= 1.0:  # alpha < 1, or nan (not calibrated): the CPU alone
+        if a != a:  # nan: not calibrated, the CPU alone
             return "cpu", a
         gpu = self.seconds("gpu", num_arcs)
-        cpu = self.seconds("cpu", num_arcs)
-        balanced = gpu * cpu / (gpu + cpu)
-        return ("hybrid" if balanced + self.overhead < gpu else "gpu"), a
+        cpu = self.cpu_seconds(f, rho, num_arcs)
+        if cpu + (self.switch if current == "gpu" else 0.0) < \
+                gpu + (self.switch if current == "cpu" else 0.0):
+            return "cpu", a
+        pull = self.seconds("cpu", num_arcs)
+        hybrid = self.iteration.get("hybrid", gpu * pull / (gpu + pull) + self.overhead)
+        return ("hybrid" if hybrid < self.iteration.get("gpu", gpu) else "gpu"), a

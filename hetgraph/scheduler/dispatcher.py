@@ -21,6 +21,8 @@ import uuid
 
 import numba
 import numpy as np
+from distributed import CancelledError
+from distributed.scheduler import KilledWorker
 
 from ..cluster import ClusterError, cluster_for
 from ..errors import GraphError
@@ -39,6 +41,7 @@ DEVICES = ("auto", "cpu", "gpu", "hybrid")
 GPU_OPTIONS = ("memory_budget", "page_bytes", "streams", "shared_bytes", "replication",
                "threads_per_block", "edge_order", "source_ranges")
 _NO_AUX = np.zeros(1, np.float32)
+LOST_TASK_RETRIES = 3  # a page task whose inputs died with a worker is sent again
 
 
 def _as_graph(graph):
@@ -184,11 +187,11 @@ class _Driver:
         self.runspec = tasks.RunSpec(self.run_id, spec, graph, aux, state.sync, self.shared,
                                  pages, partition, options["threads"], options["partitions"],
                                  options["cpu_mode"], options["rho"], gpu)
-        self.run_ref = tasks.share(self.runspec, state) if self.shared else \
-            self.client.scatter(self.runspec, broadcast=True, hash=False)
+        self._share_run()
         self.page_edges = np.diff(graph.in_indptr[pages], axis=1)[:, 0]
         self.model = CostModel()
         self.round_trip = 0.0
+        self.placed = None  # where the last iteration ran
         self.version = 0
         self.compile_seconds = 0.0
         if len(self.kinds) == 2:
@@ -199,6 +202,10 @@ class _Driver:
         key = f"hetgraph-{kind}-{name}-{self.run_id}"
         return self.client.submit(function, self.run_ref, self._state_ref, *args, key=key,
                                   resources={kind.upper(): 1})
+
+    def _share_run(self):
+        self.run_ref = tasks.share(self.runspec, self.state) if self.shared else \
+            self.client.scatter(self.runspec, broadcast=True, hash=False)
 
     def _share_state(self):
         self._state_ref = self.run_ref if self.shared else \
@@ -240,7 +247,8 @@ class _Driver:
         self.round_trip = float(np.median(trips))
         copy = next(r.per_edge for r in reports if r.kind == "gpu")[("copy", "byte")]
         vertex_bytes = self.graph.num_vertices * (self.spec.dtype.itemsize + 1)
-        self.model.overhead = 2 * self.round_trip + 2 * copy * vertex_bytes
+        self.model.switch = copy * vertex_bytes
+        self.model.overhead = 2 * self.round_trip + 2 * self.model.switch
         log.info("calibrated: %s, round trip %.2f ms, hybrid overhead %.2f ms",
                  self.model.per_edge, self.round_trip * 1e3, self.model.overhead * 1e3)
 
@@ -252,7 +260,7 @@ class _Driver:
             return kind, self.model.alpha(f, rho)
         if self.devices == "hybrid":
             return "hybrid", self.model.alpha(f, rho)
-        return self.model.placement(f, rho, self.graph.num_arcs)
+        return self.model.placement(f, rho, self.graph.num_arcs, current=self.placed)
 
     def _segment_possible(self, kind, f):
         """Whether iterations placed on ``kind`` run as a segment on one worker: always
@@ -274,6 +282,7 @@ class _Driver:
                 return history, True
             f = notify_fraction(frontier[1], self.graph.num_arcs)
             placement, a = self._place(f)
+            self.placed = placement
             rows = []
             if self._segment_possible(placement, f):
                 rows, status = self._segment(placement, iteration, max_iterations, frontier)
@@ -297,15 +306,18 @@ class _Driver:
         others = len(self.kinds) > 1
         if kind == "cpu":
             future = self._submit(tasks.cpu_segment, kind, name, self.version, first, last,
-                                  dict(self.model.per_edge), others, self.kinds["cpu"] > 1)
+                                  self.model, others, self.kinds["cpu"] > 1)
         else:
             future = self._submit(tasks.gpu_segment, kind, name, self.version, first, last,
-                                  dict(self.model.per_edge), others, frontier)
+                                  self.model, others, frontier)
         report = future.result()
         self._merge(report)
         self.version += 1
         self.model.per_edge.update(report.per_edge)
         rows = report.rows
+        for row in rows:
+            if row["placement"] == "gpu":
+                self.model.observe_iteration("gpu", row["seconds"])
         if rows:  # the task's round trip counts as overhead of its last iteration
             extra = time.perf_counter() - start - report.build_seconds - \
                 sum(r["seconds"] for r in rows)
@@ -337,15 +349,34 @@ class _Driver:
                     pages = take[kind]()
                     if not pages:
                         break
-                    pending.add(self._submit(task[kind], kind,
-                                             f"pages-{pages[0]}-{pages[-1]}-it{iteration}",
-                                             self.version, iteration, pages, constant))
+                    submit(kind, pages)
                     busy[kind] += 1
 
+        def submit(kind, pages, attempt=0):
+            retry = f"-retry{attempt}" if attempt else ""
+            future = self._submit(task[kind], kind,
+                                  f"pages-{pages[0]}-{pages[-1]}-it{iteration}{retry}",
+                                  self.version, iteration, pages, constant)
+            placed[future.key] = (kind, pages, attempt)
+            pending.add(future)
+
+        placed = {}
         fill()
         try:
             for future in pending:
-                report = future.result()
+                try:
+                    report = future.result()
+                except (CancelledError, KilledWorker) as exc:
+                    # a worker died and its inputs went with it: send them again
+                    kind, pages, attempt = placed[future.key]
+                    if attempt >= LOST_TASK_RETRIES:
+                        raise
+                    log.warning("page task %s was lost (%s); running it again", future.key,
+                                exc)
+                    self._share_run()
+                    self._share_state()
+                    submit(kind, pages, attempt + 1)
+                    continue
                 kind = report.kind
                 busy[kind] -= 1
                 if kind == "gpu":
@@ -369,6 +400,7 @@ class _Driver:
         overhead = seconds - max(done["cpu"][2], done["gpu"][2])
         if len(kinds) == 2:
             self.model.observe_overhead(overhead)
+            self.model.observe_iteration("hybrid", seconds)
         row = tasks.history_row(
             iteration=iteration, placement=placement if len(kinds) == 2 else next(iter(kinds)),
             mode="pull", f=f, rho=self.runspec.rho, alpha=a, active=frontier[0],

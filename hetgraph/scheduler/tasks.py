@@ -27,7 +27,7 @@ import numpy as np
 
 from ..kernels import cpu
 from ..result import HISTORY_COLUMNS
-from .costmodel import CostModel, choose_cpu_mode, notify_fraction
+from .costmodel import choose_cpu_mode, notify_fraction
 from .cpu_engine import CpuEngine
 
 SEGMENT_SECONDS = 1.0  # a segment returns to the driver after this long (progress, dashboard)
@@ -331,26 +331,25 @@ def _chooser(model, run, kind, others, spread_pull=False):
             return "pages", float("nan")
         if not others:
             return kind, model.alpha(f, run.rho)
-        return model.placement(f, run.rho, run.graph.num_arcs)
+        return model.placement(f, run.rho, run.graph.num_arcs, current=kind)
     return choose
 
 
 @_resolved
-def cpu_segment(run, state, version, first, last, per_edge, others, spread_pull):
+def cpu_segment(run, state, version, first, last, model, others, spread_pull):
     """Iterations on the CPU engine (pull or notify-pull per iteration) while the cost
     model keeps the run on the CPU (and, with ``spread_pull``, while it notify-pulls)."""
     with numba_threads(run.threads):
         ctx = _cpu_context(run, state)
         if ctx.version != version:
             ctx.engine.reset_frontier()
-        model = CostModel()
-        model.per_edge.update(per_edge)
         rows, status = run_iterations(run, ctx.engine, "cpu", first, last,
                                       _chooser(model, run, "cpu", others, spread_pull),
                                       len(run.page_vertices))
         ctx.version = version + 1
-    for row in rows:
-        model.observe("cpu", row["mode"], row["edges"], row["cpu_seconds"])
+    for row in rows:  # notify-pull per frontier edge (see CostModel)
+        edges = row["edges"] if row["mode"] == "pull" else row["f"] * run.graph.num_arcs
+        model.observe("cpu", row["mode"], edges, row["cpu_seconds"])
     return Report("cpu", [], rows=rows, status=status,
                   build_seconds=ctx.take_build_seconds(),
                   out=_out(run, state, [(0, run.graph.num_vertices)], written=False),
@@ -358,7 +357,7 @@ def cpu_segment(run, state, version, first, last, per_edge, others, spread_pull)
 
 
 @_resolved
-def gpu_segment(run, state, version, first, last, per_edge, others, frontier):
+def gpu_segment(run, state, version, first, last, model, others, frontier):
     """Iterations on this worker's GPU with the vertex state kept on the device, while
     the cost model keeps the run on the GPU; the state is copied back at the end."""
     from ..kernels.gpu import use_device
@@ -374,8 +373,6 @@ def gpu_segment(run, state, version, first, last, per_edge, others, frontier):
         if ctx.version != version:
             engine.load(state.values, state.flags, [(0, n)])
         engine.reset_frontier(*frontier)
-        model = CostModel()
-        model.per_edge.update(per_edge)
         rows, status = run_iterations(run, engine, "gpu", first, last,
                                       _chooser(model, run, "gpu", others),
                                       engine.partition.num_pages)
