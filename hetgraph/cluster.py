@@ -79,6 +79,7 @@ class Cluster:
         from distributed import Client
 
         self._cluster = None
+        self._dashboard = False
         if address is not None:
             try:
                 self.client = Client(address, timeout="10s")
@@ -96,6 +97,8 @@ class Cluster:
                                    f"GPU(s); pass 0..{available} or None for all")
             if cpu_workers + gpus == 0:
                 raise ClusterError("a cluster needs at least one CPU or GPU worker")
+            dashboard_address = _dashboard_or_none(dashboard_address)
+            self._dashboard = dashboard_address is not None
             self._cluster = _local_cluster(cpu_workers, gpus, processes, dashboard_address)
             self.client = Client(self._cluster)
             self.in_process = not processes
@@ -117,13 +120,11 @@ class Cluster:
     @property
     def dashboard_link(self):
         """URL of the Dask dashboard (None when it is off)."""
-        scheduler = getattr(self._cluster, "scheduler", None)
-        server = getattr(scheduler, "http_server", None)
-        if server is not None and scheduler.services.get("dashboard") is not None:
-            return f"http://127.0.0.1:{server.port}/status"  # it listens on localhost
-        if self._cluster is None:
+        if self._cluster is None:  # a joined scheduler
             return self.client.dashboard_link
-        return None
+        if not self._dashboard:
+            return None
+        return f"http://127.0.0.1:{self._cluster.scheduler.http_server.port}/status"
 
     def close(self):
         """Stop the client and, for a local cluster, its scheduler and workers."""
@@ -156,11 +157,13 @@ def gpu_index(worker_name) -> int:
 def _local_cluster(cpu_workers, gpus, processes, dashboard_address):
     from distributed import Nanny, Scheduler, SpecCluster, Worker
 
-    if dashboard_address is not None:
-        dashboard_address = _free_dashboard_address(dashboard_address)
+    dashboard = dashboard_address is not None
+    # without a dashboard the scheduler still serves /health and /metrics: on localhost
+    dashboard_address = _free_dashboard_address(dashboard_address) if dashboard \
+        else "127.0.0.1:0"
     scheduler = {"cls": Scheduler,
                  "options": {"dashboard_address": dashboard_address,
-                             "dashboard": dashboard_address is not None,
+                             "dashboard": dashboard,
                              **({"host": "127.0.0.1"} if processes else
                                 {"protocol": "inproc"})}}
     cls = Nanny if processes else Worker
@@ -183,6 +186,19 @@ def _local_cluster(cpu_workers, gpus, processes, dashboard_address):
                                silence_logs=logging.ERROR)
     except Exception as exc:  # Dask raises many kinds on a failed start
         raise ClusterError(f"the local Dask cluster did not start: {exc}") from exc
+
+
+def _dashboard_or_none(address):
+    """``address``, or None (with a warning) when bokeh, which Dask's dashboard needs,
+    is missing."""
+    if address is None:
+        return None
+    try:
+        import bokeh  # noqa: F401
+    except ImportError:
+        log.warning("the Dask dashboard needs bokeh: pip install 'hetgraph[dashboard]'")
+        return None
+    return address
 
 
 def _visible_devices(i):
