@@ -166,7 +166,7 @@ def main():
 
     def save():  # after every section: a run cut short keeps what it measured
         with open(args.out, "w") as f:
-            json.dump(out, f, indent=1)
+            json.dump(out, f, separators=(",", ":"))  # long per-iteration lists
 
     with hg.Cluster(dashboard_address=None) as cluster:
         out["cluster"] = repr(cluster)

@@ -88,7 +88,6 @@ def _check_options(mode, devices, cpu_mode, max_iterations, threads, partitions,
                              f"use a dict with keys among {', '.join(GPU_OPTIONS)}")
 
 
-
 def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterations=100,
         threads=None, partitions=None, cpu_mode="auto", rho=1.0, page_bytes=None,
         gpu=None) -> Result:
@@ -101,9 +100,9 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
     "auto" (the cost model places every iteration on the CPU, the GPU or both),
     "cpu", "gpu" (errors when the cluster has no GPU worker) or "hybrid" (every
     iteration's pages spread over all workers, without the cost model's switch).
-    ``mode``: "sync" (new
-    values visible next iteration; deterministic) or "async" (visible at once on the
-    device that computed them; between devices at the end of the iteration).
+    ``mode``: "sync" (new values visible next iteration; deterministic) or "async"
+    (visible at once on the device that computed them; between devices at the end of
+    the iteration).
     ``threads``: CPU threads (default all Numba threads). ``partitions``: edge
     partitions per CPU pass (default = threads). ``cpu_mode``: "auto" (Garaph's switch
     at f <= 1/(2*rho)), or force "pull" / "notify-pull". ``rho``: read-cost ratio of the
