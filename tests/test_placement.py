@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from hetgraph.scheduler.costmodel import CostModel, alpha
+from hetgraph.scheduler.costmodel import SWITCH_PAYBACK, CostModel, alpha
 from hetgraph.scheduler.placement import OVERHEAD_SHARE, PageQueue
 
 
@@ -44,6 +44,16 @@ def test_hybrid_only_when_the_split_beats_the_overhead():
     assert model(8e-9, 2e-9, overhead=0.5e-3).placement(1.0, 1.0, 10**6)[0] == "gpu"
 
 
+def test_skewed_in_degrees_raise_the_notify_pull_estimate():
+    m = model(8e-9, 2e-9, overhead=1.0)
+    assert m.placement(0.1, 1.0, 10**6)[0] == "cpu"  # skew 1: 2 f T_pull = 1.6 ms
+    m.skew = 3.0  # notified vertices pull 3x the frontier's edges: (0.1 + 0.3) * 8 ms
+    place, a = m.placement(0.1, 1.0, 10**6)
+    assert place == "gpu" and a == pytest.approx(1.6)
+    m.skew = 1000.0  # capped at a full pull
+    assert m.cpu_seconds(0.1, 1.0, 10**6) == pytest.approx(8e-3)
+
+
 def test_measured_notify_pull_cost_replaces_garaphs_estimate():
     m = model(8e-9, 2e-9, overhead=1.0)
     assert m.placement(0.1, 1.0, 10**6)[0] == "cpu"  # 2 f T_pull = 1.6 ms < 2 ms
@@ -57,7 +67,7 @@ def test_measured_notify_pull_cost_replaces_garaphs_estimate():
 
 def test_moving_the_state_counts_against_leaving_the_current_device():
     m = model(8e-9, 2e-9, overhead=1.0)  # no hybrid
-    m.switch = 0.5e-3
+    m.switch = 0.5e-3 * SWITCH_PAYBACK  # 0.5 ms per iteration of the payback
     # CPU 1.8 ms vs GPU 2 ms: worth it from the host, not worth a 0.5 ms move
     assert m.placement(0.1125, 1.0, 10**6)[0] == "cpu"
     assert m.placement(0.1125, 1.0, 10**6, current="cpu")[0] == "cpu"
@@ -72,6 +82,16 @@ def test_measured_iterations_replace_the_hybrid_prediction():
     assert m.placement(1.0, 1.0, 10**6)[0] == "gpu"
     m.observe_iteration("gpu", 9e-3)  # and the GPU alone measured slower still
     assert m.placement(1.0, 1.0, 10**6)[0] == "hybrid"
+
+
+def test_history_rows_feed_the_model():
+    m = CostModel()
+    m.observe_row({"placement": "cpu", "mode": "notify-pull", "f": 0.01, "edges": 5000,
+                   "cpu_seconds": 1e-3}, 10**5)
+    assert m.per_edge[("cpu", "notify-pull")] == pytest.approx(1e-6)  # per frontier edge
+    m.observe_row({"placement": "gpu", "mode": "gpu-pull", "f": 1.0, "edges": 10**5,
+                   "gpu_seconds": 1e-4}, 10**5)
+    assert m.per_edge[("gpu", "pull")] == pytest.approx(1e-9)
 
 
 def test_uncalibrated_model_keeps_the_cpu():

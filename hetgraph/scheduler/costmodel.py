@@ -28,6 +28,7 @@ def alpha(f: float, rho: float, t_pull: float, t_gpu: float) -> float:
 
 
 SMOOTHING = 0.3  # weight of a new measurement in the running per-edge times
+SWITCH_PAYBACK = 8  # iterations over which moving the vertex state must pay off
 
 
 class CostModel:
@@ -41,9 +42,13 @@ class CostModel:
     graphs can be many times the frontier's out-edges. ``overhead``: seconds a hybrid
     iteration spends beyond its busiest device (task round trips, vertex copies),
     smoothed. ``switch``: seconds to move the vertex state between host and GPU.
+    ``skew``: the in-degree of the destination of an average edge, sum(d_in^2) / |E|
+    (1 in Garaph's model): a notified vertex is reached through one of its in-edges, so
+    before any measurement notify-pull is predicted to pull min(f |E| skew, |E|) edges.
     """
 
-    def __init__(self, overhead=0.0, switch=0.0):
+    def __init__(self, overhead=0.0, switch=0.0, skew=1.0):
+        self.skew = float(skew)
         self.per_edge: dict = {}
         self.iteration: dict = {}  # measured seconds of a full pull, per placement
         self.overhead = float(overhead)
@@ -65,6 +70,14 @@ class CostModel:
         self.per_edge[(kind, mode)] = measured if old is None else \
             (1 - SMOOTHING) * old + SMOOTHING * measured
 
+    def observe_row(self, row, num_arcs):
+        """Fold a history row of a single-device iteration into the model (a CPU
+        notify-pull per frontier edge, see above)."""
+        kind = row["placement"]
+        edges = row["f"] * num_arcs if row["mode"] == "notify-pull" else row["edges"]
+        self.observe(kind, "pull" if kind == "gpu" else row["mode"], edges,
+                     row[f"{kind}_seconds"])
+
     def observe_overhead(self, seconds):
         self.overhead = (1 - SMOOTHING) * self.overhead + SMOOTHING * max(seconds, 0.0)
 
@@ -76,13 +89,14 @@ class CostModel:
         """Predicted seconds of the CPU's iteration: notify-pull or pull, the cheaper."""
         pull = self.seconds("cpu", num_arcs)
         t_notify = self.per_edge.get(("cpu", "notify-pull"))
-        notify = f * num_arcs * t_notify if t_notify else 2 * f * rho * pull
-        return min(notify, pull)
+        if t_notify:
+            return min(f * num_arcs * t_notify, pull)
+        return min(rho * (f + min(f * self.skew, 1.0)) * pull, pull)
 
     def alpha(self, f, rho=1.0):
         """The CPU's predicted iteration time over the GPU's pull: Garaph's eq. 3,
-        min(2 f rho, 1) T_pull / T_GPU, until a notify-pull was measured; nan until
-        both devices were measured."""
+        min(2 f rho, 1) T_pull / T_GPU with skew 1, until a notify-pull was measured;
+        nan until both devices were measured."""
         t_pull, t_gpu = self.per_edge.get(("cpu", "pull")), self.per_edge.get(("gpu", "pull"))
         if not t_pull or not t_gpu:
             return float("nan")
@@ -100,8 +114,8 @@ class CostModel:
             return "cpu", a
         gpu = self.seconds("gpu", num_arcs)
         cpu = self.cpu_seconds(f, rho, num_arcs)
-        if cpu + (self.switch if current == "gpu" else 0.0) < \
-                gpu + (self.switch if current == "cpu" else 0.0):
+        move = self.switch / SWITCH_PAYBACK  # a move is paid back over a few iterations
+        if cpu + (move if current == "gpu" else 0.0) < gpu + (move if current == "cpu" else 0.0):
             return "cpu", a
         pull = self.seconds("cpu", num_arcs)
         hybrid = self.iteration.get("hybrid", gpu * pull / (gpu + pull) + self.overhead)

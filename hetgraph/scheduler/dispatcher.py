@@ -188,7 +188,8 @@ class _Driver:
                                  options["cpu_mode"], options["rho"], gpu)
         self._share_run()
         self.page_edges = np.diff(graph.in_indptr[pages], axis=1)[:, 0]
-        self.model = CostModel()
+        degree = graph.in_degree().astype(np.float64)
+        self.model = CostModel(skew=max(1.0, float(degree @ degree) / max(graph.num_arcs, 1)))
         self.round_trip = 0.0
         self.placed = None  # where the last iteration ran
         self.version = 0

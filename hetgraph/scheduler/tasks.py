@@ -285,10 +285,11 @@ def gpu_pages(run, state, version, iteration, pages, constant):
 
 # --- segments ------------------------------------------------------------------------------------
 
-def run_iterations(run, engine, kind, first, last, choose, pages):
+def run_iterations(run, engine, kind, first, last, choose, pages, model):
     """Iterations ``first``..``last`` of ``engine`` (which reads ``pages`` pages per
-    pass) while ``choose(f)`` returns (``kind``, alpha); returns (rows, status) with status "converged", "moved" (the
-    cost model chose another placement), "slice" (SEGMENT_SECONDS passed) or "limit"."""
+    pass) while ``choose(f)`` returns (``kind``, alpha), each measured into ``model``;
+    returns (rows, status) with status "converged", "moved" (the cost model chose
+    another placement), "slice" (SEGMENT_SECONDS passed) or "limit"."""
     program, spec, graph = run.spec.program, run.spec, run.graph
     rows = []
     began = time.perf_counter()
@@ -314,6 +315,7 @@ def run_iterations(run, engine, kind, first, last, choose, pages):
             active=int(active), computed=computed, edges=edges, activated=activated,
             **{f"{kind}_pages": pages, f"{kind}_edges": edges, f"{kind}_seconds": kernel},
             seconds=seconds, overhead=seconds - kernel))
+        model.observe_row(rows[-1], graph.num_arcs)
         if done:
             return rows, "converged"
         if time.perf_counter() - began > SEGMENT_SECONDS:
@@ -345,11 +347,8 @@ def cpu_segment(run, state, version, first, last, model, others, spread_pull):
             ctx.engine.reset_frontier()
         rows, status = run_iterations(run, ctx.engine, "cpu", first, last,
                                       _chooser(model, run, "cpu", others, spread_pull),
-                                      len(run.page_vertices))
+                                      len(run.page_vertices), model)
         ctx.version = version + 1
-    for row in rows:  # notify-pull per frontier edge (see CostModel)
-        edges = row["edges"] if row["mode"] == "pull" else row["f"] * run.graph.num_arcs
-        model.observe("cpu", row["mode"], edges, row["cpu_seconds"])
     return Report("cpu", [], rows=rows, status=status,
                   build_seconds=ctx.take_build_seconds(),
                   out=_out(run, state, [(0, run.graph.num_vertices)], written=False),
@@ -375,14 +374,13 @@ def gpu_segment(run, state, version, first, last, model, others, frontier):
         engine.reset_frontier(*frontier)
         rows, status = run_iterations(run, engine, "gpu", first, last,
                                       _chooser(model, run, "gpu", others),
-                                      engine.partition.num_pages)
+                                      engine.partition.num_pages, model)
         engine.store(state.values, state.flags, [(0, n)], written=False)
     ctx.version, ctx.iteration = version + 1, None
     ctx.pages = tuple(range(len(run.page_vertices)))
-    for row in rows:
-        model.observe("gpu", "pull", row["edges"], row["gpu_seconds"])
     return Report("gpu", [], rows=rows, status=status,
-                  build_seconds=ctx.take_build_seconds(), out=_out(run, state, [(0, n)], written=False),
+                  build_seconds=ctx.take_build_seconds(),
+                  out=_out(run, state, [(0, n)], written=False),
                   per_edge={k: v for k, v in model.per_edge.items() if k[0] == "gpu"})
 
 
