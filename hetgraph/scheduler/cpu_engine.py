@@ -22,6 +22,12 @@ SPARSE_EDGES = 50_000
 SERIAL_EDGES = 100_000
 
 
+def chunk_count(num_vertices, threads):
+    """Chunks of the vertex range for the parallel per-vertex helpers (frontier, notify,
+    compact): about 4096 vertices each, at most 8 per thread."""
+    return max(1, min(num_vertices // 4096, 8 * threads))
+
+
 @functools.lru_cache(maxsize=None)
 def _thread_pool(threads):
     return ThreadPoolExecutor(threads, thread_name_prefix="hetgraph-cpu")
@@ -45,7 +51,7 @@ class CpuEngine:
         self.partitions = partitions
         self.cpu_mode = cpu_mode
         self.rho = rho
-        self.chunks = max(1, min(graph.num_vertices // 4096, 8 * threads))
+        self.chunks = chunk_count(graph.num_vertices, threads)
         start = time.perf_counter()
         self.kernel = cpu.compile_program(spec, aux.dtype)
         self.kernel.warm_up(graph, self.state.values, self.state.flags, aux)

@@ -28,7 +28,7 @@ import numpy as np
 from ..kernels import cpu
 from ..result import HISTORY_COLUMNS
 from .costmodel import choose_cpu_mode, notify_fraction
-from .cpu_engine import CpuEngine
+from .cpu_engine import CpuEngine, chunk_count
 
 SEGMENT_SECONDS = 1.0  # a segment returns to the driver after this long (progress, dashboard)
 
@@ -434,6 +434,6 @@ def ping():
 
 def frontier_of(state, graph):
     """(active vertices, sum of their out-degrees) of the host state."""
-    chunks = max(1, min(graph.num_vertices // 4096, 8 * numba.get_num_threads()))
-    active, degree = cpu.frontier_size(state.flags, graph.out_indptr, chunks)
+    active, degree = cpu.frontier_size(state.flags, graph.out_indptr,
+                                       chunk_count(graph.num_vertices, numba.get_num_threads()))
     return int(active), int(degree)
