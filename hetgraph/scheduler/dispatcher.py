@@ -163,7 +163,7 @@ class _Driver:
         self.devices = devices
         self.kinds = _kinds(cluster, devices)
         gpu = options["gpu"]
-        if "gpu" in self.kinds or self.kinds.get("cpu", 0) > 1:
+        if len(self.kinds) == 2 or max(self.kinds.values()) > 1:  # pages spread out
             from ..io.partition import PAGE_BYTES, edge_bytes
             from ..kernels.gpu import GPU_SHARED_BYTES, STREAMS, page_bytes_for
 
@@ -178,18 +178,16 @@ class _Driver:
                                         vertex_bytes=spec.dtype.itemsize)
             pages = np.array([partition.page_vertices(p) for p in range(partition.num_pages)],
                              np.int64).reshape(-1, 2)
-        else:  # one CPU worker reads the graph as one page
+        else:  # one worker in all: the CPU reads the graph as one page, the GPU engine
+            # pages (and degrades) alone
             partition, pages = None, np.array([[0, graph.num_vertices]], np.int64)
         self.run_id = uuid.uuid4().hex[:8]
-        if len(self.kinds) == 1 and self.kinds.get("gpu") == 1:
-            partition = None  # GPU segments only: the engine pages (and degrades) alone
         self.runspec = tasks.RunSpec(self.run_id, spec, graph, aux, state.sync, self.shared,
                                  pages, partition, options["threads"], options["partitions"],
                                  options["cpu_mode"], options["rho"], gpu)
         self._share_run()
         self.page_edges = np.diff(graph.in_indptr[pages], axis=1)[:, 0]
-        degree = graph.in_degree().astype(np.float64)
-        self.model = CostModel(skew=max(1.0, float(degree @ degree) / max(graph.num_arcs, 1)))
+        self.model = CostModel()
         self.round_trip = 0.0
         self.placed = None  # where the last iteration ran
         self.version = 0
@@ -224,7 +222,9 @@ class _Driver:
 
     def _calibrate(self):
         """Time one page pull on each device kind (building their contexts) and a task
-        round trip; the cost model starts from these."""
+        round trip, and the graph's in-degree skew; the cost model starts from these."""
+        degree = self.graph.in_degree().astype(np.float64)
+        self.model.skew = max(1.0, float(degree @ degree) / max(self.graph.num_arcs, 1))
         self._share_state()
         page = int(np.argmax(self.page_edges))
         futures = [self._submit(tasks.calibrate, kind, f"calibrate-page-{page}", kind, page)
