@@ -80,7 +80,7 @@ def test_edge_ranges_and_replica_merge_equal_a_direct_computation(case):
         listed = vertices if len(vertices) else np.arange(g.num_vertices)
         new = values.copy()
         flags = np.full(g.num_vertices, 7, np.uint8)
-        activated = kernel.step(g, values, new, flags, aux, 0.0, vertices, prefix, 0, parts)
+        activated = kernel.step(kernel.edges(g), values, new, flags, aux, 0.0, vertices, prefix, 0, parts)
         want_values, want_flags = expected_step(g, values, aux, listed)
         np.testing.assert_array_equal(new[listed], want_values[listed])
         np.testing.assert_array_equal(flags[listed], want_flags[listed])
@@ -99,7 +99,7 @@ def test_notify_marks_exactly_the_out_neighbours(n, m, seed):
     count, degree = cpu.frontier_size(flags, g.out_indptr, 3)
     assert count == len(active) and degree == g.out_degree()[active].sum()
     marks = np.zeros_like(flags)
-    cpu.notify(flags, g.out_indptr, g.out_indices, marks, True, 3)
+    cpu.notify(flags, g.out_indptr, g.out_indices, 0, 0, g.num_vertices, marks, True, 3)
     assert not flags.any()
     expected = set(active.tolist())
     for u in active:
@@ -143,7 +143,7 @@ def test_result_is_keyed_by_original_labels():
     assert list(r.history.columns) == [
         "iteration", "placement", "mode", "f", "rho", "alpha", "active", "computed", "edges",
         "activated", "cpu_pages", "gpu_pages", "cpu_edges", "gpu_edges", "cpu_seconds",
-        "gpu_seconds", "seconds", "overhead"]
+        "gpu_seconds", "read_bytes", "seconds", "overhead"]
     assert r.iterations == len(r.history) == 4 and r.converged
     assert "ShortestPaths" in repr(r)
 

@@ -210,8 +210,9 @@ def build_graph(src, dst, weight=None, *, directed=True, num_vertices=None, labe
                          f"{dst.dtype}); pass labels through ids='str' or from_pandas")
     weight = None if weight is None else np.asarray(weight, dtype=np.float64)
     _check_arrays(src, dst, weight, num_vertices, source)
-    src = src.astype(np.int64, copy=False)
-    dst = dst.astype(np.int64, copy=False)
+    if src.dtype != np.int32 or dst.dtype != np.int32:  # int32 ids stay (half the memory)
+        src = src.astype(np.int64, copy=False)
+        dst = dst.astype(np.int64, copy=False)
     if labels is not None:
         num_vertices = len(labels)
     elif num_vertices is None:

@@ -7,7 +7,7 @@ import numba
 import numpy as np
 
 from ..errors import GraphError
-from .build import build_graph
+from .build import build_graph, index_dtype
 
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -65,8 +65,8 @@ def rmat(scale, edge_factor=16, a=0.57, b=0.19, c=0.19, *, seed=1, permute=True,
     m = int(edge_factor * n)
     rng = np.random.default_rng(seed)
     perm = rng.permutation(n) if permute else np.arange(n)
-    src = np.empty(m, np.int64)
-    dst = np.empty(m, np.int64)
+    src = np.empty(m, index_dtype(n))
+    dst = np.empty(m, index_dtype(n))
     to16 = lambda p: np.uint64(min(int(round(p * 65536)), 65536))  # noqa: E731
     _rmat_edges(seed, scale, to16(a + b), to16(a), to16(a + b + c), perm, src, dst)
     w = None if weights is None else rng.uniform(weights[0], weights[1], size=m)

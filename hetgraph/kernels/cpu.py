@@ -70,17 +70,18 @@ def frontier_size(flags, out_indptr, chunks):
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
-def notify(flags, out_indptr, out_indices, marks, notify_self, chunks):
-    """Mark the out-neighbours of active vertices (and the active vertices themselves if
-    ``notify_self``) in ``marks``; clear ``flags``."""
-    n = flags.shape[0]
+def notify(flags, out_indptr, out_indices, base, v0, v1, marks, notify_self, chunks):
+    """Mark the out-neighbours of the active vertices of v0..v1-1 (and the active vertices
+    themselves if ``notify_self``) in ``marks``; clear their ``flags``. The out-edges of
+    u are out_indices[out_indptr[u] - base ...] (base: the first out-edge held)."""
+    n = v1 - v0
     for c in prange(chunks):
-        for u in range(n * c // chunks, n * (c + 1) // chunks):
+        for u in range(v0 + n * c // chunks, v0 + n * (c + 1) // chunks):
             if flags[u]:
                 flags[u] = 0
                 if notify_self:
                     marks[u] = 1
-                for e in range(out_indptr[u], out_indptr[u + 1]):
+                for e in range(out_indptr[u] - base, out_indptr[u + 1] - base):
                     marks[out_indices[e]] = 1
 
 
@@ -155,10 +156,12 @@ def _build_step(gather, combine, apply, activate, cast, identity, uses_constant)
         return vertices[i] if vertices.shape[0] > 0 else v0 + i
 
     @numba.njit(nogil=True)
-    def gather_range(t, in_indptr, in_indices, weights, values, new_values, flags, aux,
-                     constant, vertices, prefix, v0, bounds, owned, head, tail, has_tail):
+    def gather_range(t, in_indptr, in_indices, weights, base, values, new_values, flags,
+                     aux, constant, vertices, prefix, v0, bounds, owned, head, tail,
+                     has_tail):
         """Edge range t: complete vertices are applied; the partial accumulators of the
-        vertex cut at the range start (head) and at its end (tail) are kept."""
+        vertex cut at the range start (head) and at its end (tail) are kept. The in-edges
+        of v are in_indices[in_indptr[v] - base ...] (base: the first edge held)."""
         a = bounds[t]
         b = bounds[t + 1]
         lo = owned[t]
@@ -167,13 +170,13 @@ def _build_step(gather, combine, apply, activate, cast, identity, uses_constant)
         has_tail[t] = False
         if lo > 0 and a < b and prefix[lo] > a:
             v = vertex(vertices, v0, lo - 1)
-            shift = in_indptr[v] - prefix[lo - 1]
+            shift = in_indptr[v] - prefix[lo - 1] - base
             head[t] = accumulate(in_indices, weights, values, a + shift,
                                  min(prefix[lo], b) + shift, values[v], head[t])
         activated = 0
         for i in range(lo, hi):
             v = vertex(vertices, v0, i)
-            shift = in_indptr[v] - prefix[i]
+            shift = in_indptr[v] - prefix[i] - base
             last = prefix[i + 1]
             acc = accumulate(in_indices, weights, values, prefix[i] + shift,
                              min(last, b) + shift, values[v], cast(identity))
@@ -297,7 +300,7 @@ class CpuKernel:
     def warm_up(self, graph, values, flags, aux):
         """Compile for these array types now (a pass over no vertex), so that the first
         iteration's time is not compile time."""
-        self.step(graph, values, values, flags, aux, 0.0, ALL_VERTICES,
+        self.step(self.edges(graph), values, values, flags, aux, 0.0, ALL_VERTICES,
                   np.zeros(1, np.int64), 0, 1)
         self.sparse_step(graph, ALL_VERTICES, values, values, flags, flags, aux, 0.0, True)
 
@@ -308,26 +311,32 @@ class CpuKernel:
         frontier, its out-degree sum)."""
         computed, edges, following, degree = self._sparse_pass(
             frontier, graph.out_indptr, graph.out_indices, graph.in_indptr,
-            self._indices(graph), self._weights(graph), values, new_values, flags, marks,
+            *self.edges(graph)[1:3], values, new_values, flags, marks,
             aux, float(constant), self.spec.notify_self, sync)
         return int(computed), int(edges), following, int(degree)
 
-    def _weights(self, graph):
-        return graph.in_weights if (self.spec.needs_weights and graph.weighted) \
+    def edges(self, graph):
+        """(in_indptr, in_indices, weights, 0): the in-edges of a graph in memory, as
+        :meth:`step` reads them."""
+        return graph.in_indptr, *self.page_edges(graph.in_indices, graph.in_weights), 0
+
+    def page_edges(self, indices, weights):
+        """(indices, weights) as the kernels read them: unsigned ids (they spare Numba's
+        negative-index check on every gathered value), and no weights unless the program
+        needs them."""
+        weights = weights if (self.spec.needs_weights and weights is not None) \
             else _NO_WEIGHTS
+        return indices.view(_UNSIGNED[indices.dtype.itemsize]), weights
 
-    @staticmethod
-    def _indices(graph):
-        # unsigned ids spare Numba's negative-index check on every gathered value
-        return graph.in_indices.view(_UNSIGNED[graph.in_indices.dtype.itemsize])
-
-    def step(self, graph, values, new_values, flags, aux, constant, vertices, prefix, v0,
+    def step(self, edges, values, new_values, flags, aux, constant, vertices, prefix, v0,
              parts, pool=None):
         """Compute the vertices ``vertices`` (ids; empty = the range v0..v0+len(prefix)-2)
-        whose in-edges are counted by ``prefix``: their in-edges are cut into ``parts``
-        equal ranges, run on ``pool`` (a ThreadPoolExecutor; None runs them in this
-        thread). Writes new_values and flags of those vertices; returns how many became
-        active."""
+        whose in-edges are counted by ``prefix``, reading ``edges`` = (in_indptr, indices,
+        weights, base): v's in-edges are indices[in_indptr[v] - base ...] (see
+        :meth:`edges`; a page read from disk holds its own edges only). The in-edges are
+        cut into ``parts`` equal ranges, run on ``pool`` (a ThreadPoolExecutor; None runs
+        them in this thread). Writes new_values and flags of those vertices; returns how
+        many became active."""
         n = len(prefix) - 1
         bounds = prefix[0] + ((prefix[-1] - prefix[0]) * np.arange(parts + 1)) // parts
         owned = np.searchsorted(prefix[:-1], bounds)
@@ -335,9 +344,9 @@ class CpuKernel:
         head = np.empty(parts, values.dtype)
         tail = np.empty(parts, values.dtype)
         has_tail = np.zeros(parts, np.bool_)
-        args = (graph.in_indptr, self._indices(graph), self._weights(graph), values,
-                new_values, flags, aux, float(constant), vertices, prefix, v0, bounds, owned,
-                head, tail, has_tail)
+        in_indptr, indices, weights, base = edges
+        args = (in_indptr, indices, weights, int(base), values, new_values, flags, aux,
+                float(constant), vertices, prefix, v0, bounds, owned, head, tail, has_tail)
         if pool is None or parts == 1:
             activated = sum(self._gather_range(t, *args) for t in range(parts))
         else:

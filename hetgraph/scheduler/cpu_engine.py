@@ -54,11 +54,16 @@ class CpuEngine:
         self.chunks = chunk_count(graph.num_vertices, threads)
         start = time.perf_counter()
         self.kernel = cpu.compile_program(spec, aux.dtype)
-        self.kernel.warm_up(graph, self.state.values, self.state.flags, aux)
+        self._warm_up()
         self.compile_seconds = time.perf_counter() - start
         self._frontier = None  # sorted ids of the active vertices, when known
         self._degree = 0  # sum of the frontier's out-degrees, when known
         self._activated = -1
+
+    read_bytes = 0  # bytes read from storage (the graph is in memory)
+
+    def _warm_up(self):
+        self.kernel.warm_up(self.graph, self.state.values, self.state.flags, self.aux)
 
     @property
     def values(self):
@@ -112,14 +117,16 @@ class CpuEngine:
         self._frontier = None
         return edges, activated
 
-    def _step(self, constant, vertices, prefix, v0):
+    def _step(self, constant, vertices, prefix, v0, edges=None):
         """The kernel over ``vertices`` (or the range from v0) counted by ``prefix``, its
-        edges cut over the threads; returns the vertices activated."""
-        edges = int(prefix[-1] - prefix[0])
-        parts = self.partitions or (self.threads if edges >= SERIAL_EDGES else 1)
+        edges cut over the threads; ``edges``: what :meth:`CpuKernel.step` reads
+        (default: the graph's in-edges). Returns the vertices activated."""
+        count = int(prefix[-1] - prefix[0])
+        parts = self.partitions or (self.threads if count >= SERIAL_EDGES else 1)
         pool = _thread_pool(self.threads) if self.threads > 1 and parts > 1 else None
         state = self.state
-        return self.kernel.step(self.graph, state.values, state.new_values, state.flags,
+        edges = self.kernel.edges(self.graph) if edges is None else edges
+        return self.kernel.step(edges, state.values, state.new_values, state.flags,
                                 self.aux, constant, vertices, prefix, v0, parts, pool)
 
     def _dense_pass(self, constant, chosen):
@@ -130,8 +137,8 @@ class CpuEngine:
         if chosen == "pull":
             vertices, prefix = cpu.ALL_VERTICES, graph.in_indptr
         else:
-            cpu.notify(state.flags, graph.out_indptr, graph.out_indices, state.marks,
-                       self.spec.notify_self, self.chunks)
+            cpu.notify(state.flags, graph.out_indptr, graph.out_indices, 0, 0,
+                       graph.num_vertices, state.marks, self.spec.notify_self, self.chunks)
             vertices = cpu.compact(state.marks, self.chunks)
             prefix = cpu.edge_prefix(graph.in_indptr, vertices)
         edges = int(prefix[-1] - prefix[0])
@@ -148,3 +155,6 @@ class CpuEngine:
     def result(self):
         """The current values (a host NumPy array)."""
         return self.state.values
+
+    def close(self):
+        """Release what the engine holds beyond its arrays (nothing in memory)."""
