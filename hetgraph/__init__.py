@@ -5,8 +5,9 @@ See DESIGN.md for the layout; ``import hetgraph as hg`` is the public API.
 """
 
 from . import datasets
-from .errors import (ChecksumError, GraphError, HetGraphError, InputFormatError,
-                     StoreError, StoreVersionError, UnsupportedFormatError)
+from .errors import (CheckpointError, ChecksumError, GraphError, HetGraphError,
+                     InputFormatError, OutOfCoreError, StoreError, StoreVersionError,
+                     UnsupportedFormatError)
 from .cluster import Cluster, ClusterError
 from .algorithms import bfs, circuit, connected_components, heat, nn, pagerank, sssp
 from .graph import Graph
@@ -21,6 +22,7 @@ from .version import __version__
 __all__ = [
     "datasets", "generate", "Graph", "PageStore", "HetGraphError", "InputFormatError",
     "UnsupportedFormatError", "GraphError", "StoreError", "ChecksumError", "StoreVersionError",
+    "OutOfCoreError", "CheckpointError",
     "read", "read_edgelist", "read_mtx", "read_dimacs", "read_metis", "read_npz", "read_table",
     "from_arrays", "from_pandas", "from_scipy", "from_networkx", "open_store", "convert",
     "VertexProgram", "ProgramError", "Cluster", "ClusterError", "Result", "run", "pagerank", "sssp", "bfs",

@@ -43,3 +43,12 @@ class ChecksumError(StoreError):
 
 class StoreVersionError(StoreError):
     """The page store was written in a format version this hetgraph cannot read."""
+
+
+class OutOfCoreError(StoreError):
+    """A run from a page store larger than host memory cannot do what was asked (a
+    memory budget too small for one page, an operation that needs the whole graph)."""
+
+
+class CheckpointError(HetGraphError, OSError):
+    """A checkpoint cannot be written, read, or does not belong to this run."""

@@ -86,6 +86,12 @@ class Graph:
                 total += sum(len(str(x)) for x in self.labels)
         return total
 
+    def in_edge_blocks(self):
+        """(first edge, sources, weights or None) of consecutive runs of in-edges, in CSC
+        order, each holding all the in-edges of its vertices: the whole graph here, one
+        per page for a graph read from its store."""
+        yield 0, self.in_indices, self.in_weights
+
     # labels -------------------------------------------------------------------
     def label_of(self, ids) -> np.ndarray:
         """Original labels of dense ids (the ids themselves when there are no labels)."""

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pandas as pd
 
+from .errors import GraphError, StoreError
+
 HISTORY_COLUMNS = ("iteration", "placement", "mode", "f", "rho", "alpha", "active",
                    "computed", "edges", "activated", "cpu_pages", "gpu_pages", "cpu_edges",
-                   "gpu_edges", "cpu_seconds", "gpu_seconds", "seconds", "overhead")
+                   "gpu_edges", "cpu_seconds", "gpu_seconds", "read_bytes", "seconds",
+                   "overhead")
 
 
 
@@ -21,7 +26,8 @@ class Result:
     "hybrid", mode ("pull", "notify-pull", "gpu-pull"), f = active out-degree / |E|,
     rho, alpha (nan when no GPU took part in the decision), vertices active at the
     start, vertices and edges computed, vertices activated, pages / edges / seconds on
-    each device kind, wall seconds, and overhead = wall seconds beyond the busiest
+    each device kind, bytes read from the page store (out-of-core runs), wall seconds,
+    and overhead = wall seconds beyond the busiest
     device); ``compile_seconds``: time spent compiling the
     program (0 when it was already compiled in this process).
     """
@@ -48,6 +54,44 @@ class Result:
     def to_pandas(self) -> pd.DataFrame:
         """DataFrame with columns ``vertex`` (original label) and ``value``."""
         return pd.DataFrame({"vertex": self.labels, "value": self.values})
+
+    def top(self, k=10, largest=True) -> pd.DataFrame:
+        """The ``k`` vertices with the largest (or smallest) values: columns ``vertex``
+        (original label) and ``value``, best first; ties by dense id."""
+        order = np.argsort(-self.values if largest else self.values, kind="stable")[:k]
+        return pd.DataFrame({"vertex": self.graph.label_of(order), "value": self.values[order]})
+
+    def save(self, path):
+        """Write the values with their original labels to ``path``: .parquet or .csv
+        (columns vertex, value) or .npy (a structured array with fields vertex, value;
+        string labels as fixed-width unicode, no pickle). Written to a temporary file and
+        renamed, so a failure leaves nothing behind."""
+        path = os.fspath(path)
+        kind = os.path.splitext(path)[1].lower()
+        if kind not in (".parquet", ".csv", ".npy"):
+            raise GraphError(f"{path}: cannot write results as {kind or 'no extension'}; "
+                             f"use a .parquet, .csv or .npy file")
+        tmp = f"{path}.partial-{os.getpid()}{kind}"
+        frame = self.to_pandas()
+        try:
+            if kind == ".parquet":
+                frame.to_parquet(tmp, index=False)
+            elif kind == ".csv":
+                frame.to_csv(tmp, index=False)
+            else:
+                labels = np.asarray(frame["vertex"])
+                if labels.dtype == object:
+                    labels = labels.astype(str)
+                table = np.empty(len(frame), [("vertex", labels.dtype),
+                                              ("value", self.values.dtype)])
+                table["vertex"], table["value"] = labels, self.values
+                np.save(tmp, table, allow_pickle=False)
+            os.replace(tmp, path)
+        except (OSError, ImportError) as exc:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+            raise StoreError(f"{path}: writing the results failed ({exc}); nothing was "
+                             f"written") from exc
 
     def __getitem__(self, label):
         """Value of one vertex given by its original label."""

@@ -52,6 +52,22 @@ def assert_csr_matches_csc(graph):
         assert np.all(np.diff(row) >= 0)
 
 
+def disk_full_after(monkeypatch, calls):
+    """Make the page store writer fail with ENOSPC at its ``calls``-th block."""
+    from hetgraph.io import store
+
+    real_write = store._Writer.write
+    count = {"n": 0}
+
+    def write(self, page, block, array, fsync=False):
+        count["n"] += 1
+        if count["n"] == calls:
+            raise OSError(28, "No space left on device")
+        return real_write(self, page, block, array, fsync)
+
+    monkeypatch.setattr(store._Writer, "write", write)
+
+
 def pytest_collection_modifyitems(config, items):
     """Skip the tests marked gpu where the GPU engine cannot run (no CuPy or no device)."""
     from hetgraph.kernels import gpu

@@ -29,7 +29,7 @@ def cluster():
 
 
 RUNS = {
-    "pagerank": lambda g, **o: hg.pagerank(g, tol=None, max_iterations=15, **o),
+    "pagerank": lambda g, **o: hg.pagerank(g, tol=None, **{"max_iterations": 15, **o}),
     "sssp": lambda g, **o: hg.sssp(g, g.label_of(int(np.argmax(g.out_degree()))), **o),
     "bfs": lambda g, **o: hg.bfs(g, g.label_of(int(np.argmax(g.out_degree()))), **o),
     "cc": lambda g, mode="sync", **o: hg.connected_components(g, mode=mode, **o),
@@ -97,3 +97,23 @@ def test_worker_processes_with_a_gpu(graph, expected):
             check(name, r.values, expected[name].values)
             r = RUNS[name](graph, cluster=c, devices="gpu")
             check(name, r.values, expected[name].values)
+
+
+@pytest.mark.parametrize("devices", ["gpu", "hybrid", "auto"])
+def test_checkpointed_gpu_runs_resume_to_the_cpu_answer(graph, cluster, expected, devices,
+                                                        tmp_path):
+    for name in ("pagerank", "sssp"):
+        RUNS[name](graph, cluster=cluster, devices=devices, max_iterations=3,
+                   checkpoint=tmp_path / name, checkpoint_every=2)
+        r = RUNS[name](graph, cluster=cluster, devices=devices, checkpoint=tmp_path / name,
+                       resume=True)
+        assert r.history["iteration"].tolist()[:4] == [1, 2, 3, 4]
+        check(name, r.values, expected[name].values)
+
+
+def test_out_of_core_runs_use_the_cpu_workers(graph, cluster, expected, tmp_path):
+    store = graph.save(tmp_path / "s", page_bytes=PAGE_BYTES)
+    source = graph.label_of(int(np.argmax(graph.out_degree())))
+    r = hg.sssp(store, source, cluster=cluster, host_budget=store.data_bytes // 2)
+    assert set(r.history["placement"]) == {"cpu"} and r.history["read_bytes"].sum() > 0
+    check("sssp", r.values, expected["sssp"].values)

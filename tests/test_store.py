@@ -8,7 +8,7 @@ import pytest
 
 import hetgraph as hg
 from hetgraph.io import store as store_mod
-from conftest import edge_set
+from conftest import disk_full_after, edge_set
 
 
 def _same_graph(a, b):
@@ -121,16 +121,7 @@ def test_failed_write_leaves_nothing(tmp_path, monkeypatch):
     stripes = [tmp_path / "a", tmp_path / "b"]
     for s in stripes:
         s.mkdir()
-    real_write = store_mod._Writer.write
-    calls = {"n": 0}
-
-    def failing_write(self, page, block, array, fsync=False):
-        calls["n"] += 1
-        if calls["n"] == 7:
-            raise OSError(28, "No space left on device")
-        return real_write(self, page, block, array, fsync)
-
-    monkeypatch.setattr(store_mod._Writer, "write", failing_write)
+    disk_full_after(monkeypatch, 7)
     with pytest.raises(hg.StoreError, match="No space left.*nothing was left behind"):
         g.save(tmp_path / "s", stripes=stripes, page_bytes=4000)
     assert sorted(os.listdir(tmp_path)) == ["a", "b"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..scheduler.dispatcher import run
+from ..io.store import as_graph
 from .common import MinRelaxation, single_source_state, vertex_id
 
 UNREACHED = np.iinfo(np.int32).max
@@ -39,6 +40,7 @@ def bfs(graph, source, **options):
 
     Follows edge direction (u -> v). Options go to :func:`hetgraph.run`.
     """
+    graph = as_graph(graph, options.get("host_budget"))
     program = BreadthFirst(vertex_id(graph, source))
     options.setdefault("max_iterations", max(graph.num_vertices, 1))
     return run(program, graph, **options)

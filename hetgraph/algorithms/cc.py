@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..scheduler.dispatcher import run
+from ..io.store import as_graph
 from .common import MinRelaxation
 
 
@@ -38,6 +39,7 @@ def connected_components(graph, mode="async", **options):
     paths (road networks) take a few iterations instead of their diameter. Other
     options go to :func:`hetgraph.run`; the result refers to ``graph``.
     """
+    graph = as_graph(graph, options.get("host_budget"))
     undirected = graph.to_undirected()
     dtype = np.int32 if graph.num_vertices < 2**31 else np.int64
     options.setdefault("max_iterations", max(graph.num_vertices, 1))

@@ -15,7 +15,8 @@ import numpy as np
 
 from ..errors import GraphError
 from ..scheduler.dispatcher import run
-from .common import WeightedInputs, in_weight_sums, vertex_id
+from ..io.store import as_graph
+from .common import in_weight_sums, vertex_id, WeightedInputs
 
 
 class Circuit(WeightedInputs):
@@ -49,5 +50,6 @@ def circuit(graph, voltages, iterations=10, *, dtype=np.float64, **options):
     Use a large ``iterations`` to run to the fixed point. Options go to hetgraph.run."""
     if not voltages:
         raise GraphError("circuit needs at least one held voltage, e.g. {source: 1.0}")
+    graph = as_graph(graph, options.get("host_budget"))
     held = {vertex_id(graph, label, "circuit node"): float(v) for label, v in voltages.items()}
     return run(Circuit(held, dtype), graph, max_iterations=iterations, **options)

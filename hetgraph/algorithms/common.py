@@ -22,30 +22,38 @@ def in_weight_sums(graph):
     """Sum of the in-edge weights of every vertex (in-degree when unweighted), float64."""
     if not graph.weighted:
         return graph.in_degree().astype(np.float64)
-    return np.add.reduceat(np.append(graph.in_weights.astype(np.float64), 0.0),
-                           graph.in_indptr[:-1]) * (graph.in_degree() > 0)
+    sums = np.zeros(graph.num_vertices)
+    starts = graph.in_indptr[:-1]
+    for e0, _, weights in graph.in_edge_blocks():  # blocks hold whole vertices
+        lo, hi = np.searchsorted(starts, [e0, e0 + len(weights)])
+        ptr = graph.in_indptr[lo:hi + 1] - e0
+        run = np.add.reduceat(np.append(weights.astype(np.float64), 0.0), ptr[:-1])
+        sums[lo:hi] = run * (np.diff(ptr) > 0)
+    return sums
 
 
 def out_weight_sums(graph):
     """Sum of the out-edge weights of every vertex (out-degree when unweighted), float64."""
     if not graph.weighted:
         return graph.out_degree().astype(np.float64)
-    return np.bincount(graph.in_indices, weights=graph.in_weights,
-                       minlength=graph.num_vertices)
+    sums = np.zeros(graph.num_vertices)
+    for _, sources, weights in graph.in_edge_blocks():
+        sums += np.bincount(sources, weights=weights, minlength=graph.num_vertices)
+    return sums
 
 
 def check_nonnegative_weights(graph, algorithm):
     """GraphError naming the first negative or NaN edge weight, if any."""
     if not graph.weighted or graph.num_arcs == 0:
         return
-    bad = ~(graph.in_weights >= 0)
-    if bad.any():
-        e = int(np.argmax(bad))
-        dst = int(np.searchsorted(graph.in_indptr, e, side="right") - 1)
-        src = int(graph.in_indices[e])
-        raise GraphError(f"{algorithm} needs non-negative edge weights; edge "
-                         f"{graph.label_of(src)!r} -> {graph.label_of(dst)!r} has weight "
-                         f"{graph.in_weights[e]}; use weights >= 0")
+    for e0, sources, weights in graph.in_edge_blocks():
+        bad = ~(weights >= 0)
+        if bad.any():
+            e = int(np.argmax(bad))
+            dst = int(np.searchsorted(graph.in_indptr, e0 + e, side="right") - 1)
+            raise GraphError(f"{algorithm} needs non-negative edge weights; edge "
+                             f"{graph.label_of(int(sources[e]))!r} -> {graph.label_of(dst)!r} "
+                             f"has weight {weights[e]}; use weights >= 0")
 
 
 class MinRelaxation(VertexProgram):

@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..scheduler.dispatcher import run
-from .common import WeightedInputs, in_weight_sums, vertex_id
+from ..io.store import as_graph
+from .common import in_weight_sums, vertex_id, WeightedInputs
 
 
 class HeatDiffusion(WeightedInputs):
@@ -40,5 +41,6 @@ class HeatDiffusion(WeightedInputs):
 def heat(graph, sources, iterations=10, *, dtype=np.float32, **options):
     """Temperatures after ``iterations`` diffusion steps with ``sources`` (original
     labels) held at 1 (formula in the module docstring). Options go to hetgraph.run."""
+    graph = as_graph(graph, options.get("host_budget"))
     ids = [vertex_id(graph, s, "heat source") for s in np.atleast_1d(sources)]
     return run(HeatDiffusion(ids, dtype), graph, max_iterations=iterations, **options)

@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..scheduler.dispatcher import run
-from .common import MinRelaxation, single_source_state, check_nonnegative_weights, vertex_id
+from ..io.store import as_graph
+from .common import check_nonnegative_weights, MinRelaxation, single_source_state, vertex_id
 
 
 class ShortestPaths(MinRelaxation):
@@ -37,6 +38,7 @@ def sssp(graph, source, *, dtype=np.float64, max_iterations=None, **options):
     unreachable. Runs until no distance changes (``max_iterations`` default: N).
     Other options go to :func:`hetgraph.run`.
     """
+    graph = as_graph(graph, options.get("host_budget"))
     check_nonnegative_weights(graph, "sssp")
     program = ShortestPaths(vertex_id(graph, source), dtype)
     limit = max(graph.num_vertices, 1) if max_iterations is None else max_iterations

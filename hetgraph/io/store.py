@@ -16,13 +16,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 import uuid
 import zlib
 
 import numpy as np
 
 from ..version import __version__
-from ..errors import ChecksumError, StoreError, StoreVersionError
+from ..errors import ChecksumError, OutOfCoreError, StoreError, StoreVersionError
 from ..graph import Graph
 from .partition import PAGE_BYTES, Page, Partition, partition
 
@@ -32,7 +33,8 @@ MANIFEST = "manifest.json"
 CRC_CHUNK = 64 << 20
 
 
-def _crc32(array) -> int:
+def crc32(array) -> int:
+    """CRC32 of an array's bytes (in 64 MiB chunks)."""
     view = memoryview(np.ascontiguousarray(array)).cast("B")
     crc = 0
     for i in range(0, len(view), CRC_CHUNK):
@@ -86,7 +88,7 @@ class _Writer:
                 f.flush()
                 os.fsync(f.fileno())
         return {"stripe": stripe, "file": name, "dtype": array.dtype.str,
-                "count": int(array.size), "bytes": int(array.nbytes), "crc32": _crc32(array)}
+                "count": int(array.size), "bytes": int(array.nbytes), "crc32": crc32(array)}
 
     def commit(self, manifest, overwrite):
         with open(os.path.join(self.tmp_root, MANIFEST), "w") as f:
@@ -232,13 +234,14 @@ class PageStore:
         self.weighted = m["weighted"]
         self.index_dtype = np.dtype(m["index_dtype"])
         self._partition = None
+        self._read_ratio = None
 
     @property
     def num_pages(self) -> int:
         return len(self.manifest["pages"])
 
-    def read_block(self, entry, verify=True):
-        """Memory-map one block and verify its size and CRC32; errors name the file."""
+    def block_path(self, entry):
+        """Path of a block's file, checked to exist with the manifest's size."""
         path = os.path.join(self.stripe_dirs[entry["stripe"]], entry["file"])
         if not os.path.exists(path):
             raise StoreError(f"{path}: data block is missing; restore it or rewrite the store")
@@ -246,14 +249,66 @@ class PageStore:
         if size != entry["bytes"]:
             raise StoreError(f"{path}: data block has {size} bytes, the manifest says "
                              f"{entry['bytes']} (truncated?); rewrite the store")
+        return path
+
+    @staticmethod
+    def _verified(path, array, entry):
+        if crc32(array) != entry["crc32"]:
+            raise ChecksumError(f"{path}: data block is corrupt (CRC32 mismatch); "
+                                "restore it or rewrite the store")
+        return array
+
+    def read_block(self, entry, verify=True):
+        """Memory-map one block and verify its size and CRC32; errors name the file."""
+        path = self.block_path(entry)
         dtype = np.dtype(entry["dtype"])
         if entry["count"] == 0:
             return np.empty(0, dtype)
         array = np.memmap(path, dtype=dtype, mode="r", shape=(entry["count"],))
-        if verify and _crc32(array) != entry["crc32"]:
-            raise ChecksumError(f"{path}: data block is corrupt (CRC32 mismatch); "
-                                "restore it or rewrite the store")
-        return array
+        return self._verified(path, array, entry) if verify else array
+
+    def fetch_block(self, entry):
+        """Read one block into a new array (not memory-mapped) and verify it. The block
+        is then dropped from the OS page cache: an out-of-core run's own page cache is
+        what keeps data in memory, within its budget."""
+        path = self.block_path(entry)
+        array = np.empty(entry["count"], np.dtype(entry["dtype"]))
+        view = memoryview(array).cast("B")
+        with open(path, "rb", buffering=0) as f:
+            done = 0
+            while done < len(view):
+                got = f.readinto(view[done:])
+                if not got:
+                    raise StoreError(f"{path}: data block ended after {done} bytes, the "
+                                     f"manifest says {len(view)}; rewrite the store")
+                done += got
+            drop_os_cache(f.fileno())
+        return self._verified(path, array, entry)
+
+    def page_blocks(self, p):
+        """{block name: manifest entry} of page ``p``."""
+        if not 0 <= p < self.num_pages:
+            raise StoreError(f"{self.path}: page {p} does not exist "
+                             f"(the store has {self.num_pages} pages)")
+        return self.manifest["pages"][p]["blocks"]
+
+    @property
+    def data_bytes(self) -> int:
+        """Bytes of every data block (the graph's size on disk)."""
+        entries = list(self.manifest["graph_blocks"].values())
+        entries += [e for page in self.manifest["pages"] for e in page["blocks"].values()]
+        return sum(e["bytes"] for e in entries)
+
+    def read_ratio(self, seconds=0.5):
+        """k: sequential over random read speed of this store's disk(s) (Garaph 4.2),
+        measured once (about ``seconds``) on its largest blocks with the OS cache
+        dropped: 4 MiB sequential reads vs 4 KiB reads at random offsets."""
+        if self._read_ratio is None:
+            entries = sorted((e for page in self.manifest["pages"]
+                              for e in page["blocks"].values()), key=lambda e: -e["bytes"])
+            paths = [self.block_path(e) for e in entries[:64] if e["bytes"]]
+            self._read_ratio = measure_read_ratio(paths, seconds) if paths else 1.0
+        return self._read_ratio
 
     def graph_block(self, name):
         return self.read_block(self.manifest["graph_blocks"][name])
@@ -271,10 +326,7 @@ class PageStore:
     def page(self, p) -> Page:
         """Read page ``p`` (verified, memory-mapped)."""
         part = self.partition()
-        if not 0 <= p < self.num_pages:
-            raise StoreError(f"{self.path}: page {p} does not exist "
-                             f"(the store has {self.num_pages} pages)")
-        blocks = self.manifest["pages"][p]["blocks"]
+        blocks = self.page_blocks(p)
         return part.page_from_arrays(p, self.read_block(blocks["src"]),
                                      self.read_block(blocks["dst_offset"]),
                                      self.read_block(blocks["weight"]) if self.weighted else None)
@@ -303,10 +355,149 @@ class PageStore:
         g.store = self
         return g
 
+    def page_vertices(self) -> np.ndarray:
+        """(pages, 2) int64: first and end vertex of every page."""
+        pages = self.manifest["pages"]
+        return np.array([[p["vertex_start"], p["vertex_stop"]] for p in pages],
+                        np.int64).reshape(-1, 2)
+
+    def stored_graph(self) -> "StoredGraph":
+        """The graph with only its per-vertex arrays in memory; edges stay on disk and
+        are read page by page by an out-of-core run."""
+        return StoredGraph(self)
+
     def __repr__(self):
         return (f"<hetgraph.PageStore {self.path}: {self.num_vertices:,} vertices, "
                 f"{self.num_arcs:,} arcs, {self.num_pages} pages over "
                 f"{len(self.stripe_dirs)} stripe(s)>")
+
+
+class StoredGraph(Graph):
+    """A graph whose edges stay in its page store: degrees, labels and the CSC/CSR
+    pointers are in memory (about 16 bytes per vertex), the edges are read page by
+    page. Runs on it go out of core (:mod:`hetgraph.scheduler.outofcore`); operations
+    that need every edge in memory raise OutOfCoreError."""
+
+    def __init__(self, store: PageStore):
+        super().__init__(np.array(store.graph_block("in_indptr")), None, None,
+                         np.array(store.graph_block("out_indptr")), None,
+                         directed=store.directed, labels=store.labels(),
+                         name=store.manifest.get("name"))
+        self.store = store
+
+    @property
+    def num_arcs(self) -> int:
+        return self.store.num_arcs
+
+    @property
+    def weighted(self) -> bool:
+        return self.store.weighted
+
+    @property
+    def index_dtype(self) -> np.dtype:
+        return self.store.index_dtype
+
+    @property
+    def nbytes(self) -> int:
+        return self.in_indptr.nbytes + self.out_indptr.nbytes + \
+            (0 if self.labels is None else self.labels.nbytes)
+
+    def in_edge_blocks(self):
+        for p, page in enumerate(self.store.manifest["pages"]):
+            blocks = self.store.page_blocks(p)
+            yield (page["edge_start"], self.store.fetch_block(blocks["src"]),
+                   self.store.fetch_block(blocks["weight"]) if self.weighted else None)
+
+    def _needs_memory(self, what):
+        raise OutOfCoreError(f"{self.store.path}: {what} needs the whole graph in memory "
+                             f"and this graph is read from its store page by page; load "
+                             f"it with hg.open_store(path) if it fits in memory")
+
+    @property
+    def num_self_loops(self) -> int:
+        return self._needs_memory("counting self-loops")
+
+    def to_scipy(self):
+        return self._needs_memory("to_scipy")
+
+    def edges(self):
+        return self._needs_memory("edges()")
+
+    def to_undirected(self):
+        if not self.directed:
+            return self
+        return self._needs_memory("the undirected version of a directed graph (e.g. for "
+                                  "weakly connected components)")
+
+    def partition(self, **options):
+        return self._needs_memory("a new partition")
+
+    def save(self, path, stripes=None, **options):
+        return self._needs_memory("saving")
+
+    def summary(self) -> str:
+        kind = "directed" if self.directed else "undirected"
+        w = "weighted" if self.weighted else "unweighted"
+        return (f"{self.name + ': ' if self.name else ''}{kind} {w} graph on disk, "
+                f"{self.num_vertices:,} vertices, {self.num_arcs:,} arcs, "
+                f"{self.store.data_bytes / 2**20:.1f} MiB in {self.store.num_pages} pages")
+
+
+def drop_os_cache(fd):
+    """Tell the OS to drop its cached pages of the file open as ``fd`` (Linux)."""
+    if hasattr(os, "posix_fadvise"):
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+
+
+def measure_read_ratio(paths, seconds=0.5, chunk=4 << 20, small=4096, seed=0):
+    """Sequential / random read speed (bytes per second) over ``paths`` with their OS
+    cache dropped first: ``chunk``-byte reads in order, then ``small``-byte reads at
+    random aligned offsets, each for about half of ``seconds``. At least 1."""
+    def timed(reads):
+        total, start = 0, time.perf_counter()
+        for fd, offset, size in reads:
+            total += len(os.pread(fd, size, offset))
+            if time.perf_counter() - start > seconds / 2:
+                break
+        return total / max(time.perf_counter() - start, 1e-9)
+
+    fds = [os.open(p, os.O_RDONLY) for p in paths]
+    try:
+        for fd in fds:
+            drop_os_cache(fd)
+        sizes = [os.fstat(fd).st_size for fd in fds]
+        sequential = timed((fd, off, chunk) for fd, size in zip(fds, sizes)
+                           for off in range(0, size, chunk))
+        for fd in fds:
+            drop_os_cache(fd)
+        rng = np.random.default_rng(seed)
+        pick = rng.integers(0, len(fds), 1 << 16)
+        random = timed((fds[i], int(rng.integers(0, max(sizes[i] // small, 1))) * small, small)
+                       for i in pick)
+        for fd in fds:
+            drop_os_cache(fd)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    return max(1.0, sequential / max(random, 1.0))
+
+
+def as_graph(graph, host_budget=None):
+    """A Graph for a run: ``graph`` itself, or a PageStore loaded into memory when its
+    data fits ``host_budget`` bytes (default: half the memory available now), else
+    its :class:`StoredGraph` (out of core)."""
+    if not isinstance(graph, PageStore):
+        return graph
+    if host_budget is None:
+        host_budget = available_memory() // 2
+    return graph.load() if graph.data_bytes <= host_budget else graph.stored_graph()
+
+
+def available_memory() -> int:
+    """Bytes of host memory available now (psutil)."""
+    import psutil
+
+    return int(psutil.virtual_memory().available)
 
 
 def open_store(path) -> Graph:

@@ -463,6 +463,7 @@ class GpuEngine:
     """
 
     mode = "gpu-pull"
+    read_bytes = 0  # bytes read from storage (pages come from host memory)
 
     def __init__(self, spec, graph, values, flags, aux, *, sync=True, memory_budget=None,
                  page_bytes=PAGE_BYTES, streams=STREAMS, shared_bytes=GPU_SHARED_BYTES,
@@ -586,6 +587,10 @@ class GpuEngine:
         for name in ("resident", "stages", "pinned", "shard_start", "shard_edge",
                      "shard_log_r", "partial"):
             setattr(self, name, None)
+
+    def close(self):
+        """Free the device pages and the pinned host buffers now (the run is over)."""
+        self._release_pages()
 
     # iteration ------------------------------------------------------------------------------
     def frontier(self):

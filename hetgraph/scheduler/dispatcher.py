@@ -25,11 +25,13 @@ from distributed import CancelledError
 from distributed.scheduler import KilledWorker
 
 from ..cluster import ClusterError, cluster_for
-from ..errors import GraphError
+from ..errors import GraphError, OutOfCoreError
 from ..graph import Graph
+from ..io.store import StoredGraph, as_graph, available_memory
 from ..program import ProgramSpec
 from ..result import Result
 from . import tasks
+from .checkpoint import Checkpointer, graph_fingerprint, program_fingerprint
 from .costmodel import CPU_MODES, CostModel, choose_cpu_mode, notify_fraction
 from .placement import PageQueue
 from .state import VertexState
@@ -44,11 +46,8 @@ _NO_AUX = np.zeros(1, np.float32)
 LOST_TASK_RETRIES = 3  # a page task whose inputs died with a worker is sent again
 
 
-def _as_graph(graph):
-    from ..io.store import PageStore
-
-    if isinstance(graph, PageStore):
-        return graph.load()
+def _as_graph(graph, host_budget):
+    graph = as_graph(graph, host_budget)
     if not isinstance(graph, Graph):
         raise GraphError(f"run needs a hetgraph.Graph or PageStore, got "
                          f"{type(graph).__name__}; read one with hg.read or hg.from_*")
@@ -56,7 +55,7 @@ def _as_graph(graph):
 
 
 def _check_options(mode, devices, cpu_mode, max_iterations, threads, partitions, gpu,
-                   page_bytes):
+                   page_bytes, host_budget):
     if mode not in EXECUTION_MODES:
         raise GraphError(f"mode={mode!r} is not an execution mode; use 'sync' or 'async'")
     if devices not in DEVICES:
@@ -75,9 +74,9 @@ def _check_options(mode, devices, cpu_mode, max_iterations, threads, partitions,
     if partitions is not None and (not isinstance(partitions, (int, np.integer))
                                    or partitions < 1):
         raise GraphError(f"partitions={partitions!r} must be an integer >= 1 or None")
-    if page_bytes is not None and (not isinstance(page_bytes, (int, np.integer))
-                                   or page_bytes < 1):
-        raise GraphError(f"page_bytes={page_bytes!r} must be a positive integer or None")
+    for name, value in (("page_bytes", page_bytes), ("host_budget", host_budget)):
+        if value is not None and (not isinstance(value, (int, np.integer)) or value < 1):
+            raise GraphError(f"{name}={value!r} must be a positive integer (bytes) or None")
     if gpu is not None:
         if devices == "cpu":
             raise GraphError("gpu= options were given with devices='cpu'; pass "
@@ -89,8 +88,9 @@ def _check_options(mode, devices, cpu_mode, max_iterations, threads, partitions,
 
 
 def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterations=100,
-        threads=None, partitions=None, cpu_mode="auto", rho=1.0, page_bytes=None,
-        gpu=None) -> Result:
+        threads=None, partitions=None, cpu_mode="auto", rho=None, page_bytes=None,
+        gpu=None, host_budget=None, checkpoint=None, checkpoint_every=10,
+        resume=False) -> Result:
     """Run a VertexProgram on ``graph`` (a Graph or PageStore) until no vertex is
     active, the program's ``converged`` test holds, or ``max_iterations`` (default 100)
     iterations ran.
@@ -106,25 +106,41 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
     ``threads``: CPU threads (default all Numba threads). ``partitions``: edge
     partitions per CPU pass (default = threads). ``cpu_mode``: "auto" (Garaph's switch
     at f <= 1/(2*rho)), or force "pull" / "notify-pull". ``rho``: read-cost ratio of the
-    graph's storage (1 in memory). ``page_bytes``: edge bytes per page, the unit of
+    graph's storage (default 1 in memory, and out of core k, the store's sequential over
+    random read speed, measured). ``host_budget``: bytes of host memory for a run on a
+    PageStore (default: half the memory available); a store whose data does not fit is
+    run out of core, its pages read from disk as each pass needs them (CPU workers
+    only). ``page_bytes``: edge bytes per page, the unit of
     placement when pages are spread over several workers (default 32 MiB, or
     ``gpu["page_bytes"]``). ``gpu``: options of the GPU engine as a dict
     (memory_budget, page_bytes, streams, shared_bytes, replication, threads_per_block,
     edge_order, source_ranges; see :class:`hetgraph.kernels.gpu.GpuEngine`).
+    ``checkpoint``: a directory where the vertex state is written atomically every
+    ``checkpoint_every`` iterations (default 10) and at the end; ``resume=True``
+    continues from the newest good checkpoint there (from the start when there is
+    none); a checkpoint of another graph, program or mode is refused
+    (:mod:`hetgraph.scheduler.checkpoint`).
     """
     spec = ProgramSpec(program)
-    graph = _as_graph(graph)
     _check_options(mode, devices, cpu_mode, max_iterations, threads, partitions, gpu,
-                   page_bytes)
+                   page_bytes, host_budget)
+    host_budget = available_memory() // 2 if host_budget is None else int(host_budget)
+    graph = _as_graph(graph, host_budget)
+    if rho is None:
+        rho = graph.store.read_ratio() if isinstance(graph, StoredGraph) else 1.0
+    checkpointer = _checkpointer(checkpoint, checkpoint_every, resume, spec, graph, mode)
     values, flags, aux = spec.initial_state(graph)
     state = VertexState(values, flags, sync=mode == "sync")
     aux = _NO_AUX if aux is None else aux
+    start = _resume(checkpointer, state) if resume else ([], False)
     with cluster_for(cluster) as active_cluster:
         driver = _Driver(active_cluster, spec, graph, state, aux, devices,
                          dict(threads=threads, partitions=partitions, cpu_mode=cpu_mode,
-                              rho=float(rho), page_bytes=page_bytes, gpu=dict(gpu or {})))
+                              rho=float(rho), page_bytes=page_bytes, gpu=dict(gpu or {}),
+                              host_budget=host_budget))
         try:
-            history, converged = driver.run(max_iterations)
+            history, converged = start if start[1] else \
+                driver.run(max_iterations, start[0], checkpointer)
         finally:
             driver.close()
     values = program.finalize(graph, state.values)
@@ -133,9 +149,40 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
                   compile_seconds=driver.compile_seconds)
 
 
-def _kinds(cluster, devices):
-    """{kind: worker count} of the devices the run may use."""
+def _checkpointer(directory, every, resume, spec, graph, mode):
+    if directory is None:
+        if resume:
+            raise GraphError("resume=True needs checkpoint=DIR, the directory of the "
+                             "checkpoints to resume from")
+        return None
+    return Checkpointer(directory, every=every, graph_fp=graph_fingerprint(graph),
+                        program_fp=program_fingerprint(spec), mode=mode)
+
+
+def _resume(checkpointer, state):
+    """Load the newest good checkpoint into ``state``; returns (history so far, whether
+    that run had converged)."""
+    saved = checkpointer.load(len(state.values), state.values.dtype)
+    if saved is None:
+        log.info("no checkpoint in %s: starting from the beginning", checkpointer.directory)
+        return [], False
+    state.values[:] = saved["values"]
+    state.flags[:] = saved["flags"]
+    log.info("resuming after iteration %d from %s", saved["iteration"],
+             checkpointer.directory)
+    return saved["history"], saved["converged"]
+
+
+def _kinds(cluster, devices, out_of_core):
+    """{kind: worker count} of the devices the run may use (CPU workers only out of
+    core)."""
     workers = {"cpu": len(cluster.cpu_workers), "gpu": len(cluster.gpu_workers)}
+    if out_of_core:
+        if devices in ("gpu", "hybrid"):
+            raise OutOfCoreError(f"devices={devices!r}: a graph read from its store out of "
+                                 f"core runs on CPU workers only; use devices='cpu' or "
+                                 f"'auto', or a host_budget that holds the store")
+        workers["gpu"] = 0
     if devices == "cpu" and not workers["cpu"]:
         raise ClusterError("devices='cpu' but the cluster has no CPU worker; start one "
                            "with --resources CPU=1")
@@ -161,9 +208,12 @@ class _Driver:
         self.shared = cluster.in_process
         self.spec, self.graph, self.state = spec, graph, state
         self.devices = devices
-        self.kinds = _kinds(cluster, devices)
+        out_of_core = isinstance(graph, StoredGraph)
+        self.kinds = _kinds(cluster, devices, out_of_core)
         gpu = options["gpu"]
-        if len(self.kinds) == 2 or max(self.kinds.values()) > 1:  # pages spread out
+        if out_of_core:  # the store's pages
+            partition, pages = None, graph.store.page_vertices()
+        elif len(self.kinds) == 2 or max(self.kinds.values()) > 1:  # pages spread out
             from ..io.partition import PAGE_BYTES, edge_bytes
             from ..kernels.gpu import GPU_SHARED_BYTES, STREAMS, page_bytes_for
 
@@ -184,7 +234,8 @@ class _Driver:
         self.run_id = uuid.uuid4().hex[:8]
         self.runspec = tasks.RunSpec(self.run_id, spec, graph, aux, state.sync, self.shared,
                                  pages, partition, options["threads"], options["partitions"],
-                                 options["cpu_mode"], options["rho"], gpu)
+                                 options["cpu_mode"], options["rho"], gpu,
+                                 options["host_budget"])
         self._share_run()
         self.page_edges = np.diff(graph.in_indptr[pages], axis=1)[:, 0]
         self.model = CostModel()
@@ -273,31 +324,44 @@ class _Driver:
         return self.kinds.get(kind) == 1
 
     # the loop ---------------------------------------------------------------------------------
-    def run(self, max_iterations):
-        history = []
-        iteration = 1
+    def run(self, max_iterations, history=(), checkpointer=None):
+        """Iterations after ``history`` (rows of a resumed run) up to ``max_iterations``;
+        returns (history, converged). With ``checkpointer``, the state is saved after
+        every iteration it says is due, and at the end."""
+        history = list(history)
+        converged = self._loop(max_iterations, history, checkpointer)
+        if checkpointer is not None and (converged or checkpointer.last != len(history)):
+            checkpointer.save(len(history), self.state.values, self.state.flags, history,
+                              converged=converged)
+        return history, converged
+
+    def _loop(self, max_iterations, history, checkpointer):
+        iteration = len(history) + 1
         while iteration <= max_iterations:
             frontier = tasks.frontier_of(self.state, self.graph)
             if frontier[0] == 0:
-                return history, True
+                return True
             f = notify_fraction(frontier[1], self.graph.num_arcs)
             placement, a = self._place(f)
             self.placed = placement
-            rows = []
+            rows, done = [], False
             if self._segment_possible(placement, f):
-                rows, status = self._segment(placement, iteration, max_iterations, frontier)
-                if status == "converged":
-                    return history + rows, True
-            if not rows:  # a hybrid iteration, or a segment that moved at once
+                last = max_iterations if checkpointer is None else \
+                    min(max_iterations, checkpointer.next_due(iteration))
+                rows, status = self._segment(placement, iteration, last, frontier)
+                done = status == "converged"
+            if not rows and not done:  # a hybrid iteration, or a segment that moved at once
                 kinds = self.kinds if placement == "hybrid" else \
                     {placement: self.kinds[placement]}
                 row, done = self._page_iteration(iteration, kinds, placement, f, a, frontier)
                 rows = [row]
-                if done:
-                    return history + rows, True
             history += rows
             iteration += len(rows)
-        return history, bool(history) and history[-1]["activated"] == 0
+            if done:
+                return True
+            if checkpointer is not None and checkpointer.due(iteration - 1):
+                checkpointer.save(iteration - 1, self.state.values, self.state.flags, history)
+        return bool(history) and history[-1]["activated"] == 0
 
     def _segment(self, kind, first, last, frontier):
         self._share_state()
@@ -336,7 +400,7 @@ class _Driver:
         queue = PageQueue(self.page_edges, self.model, self.round_trip, kinds.get("gpu", 0))
         busy = dict.fromkeys(kinds, 0)
         done = {kind: [0, 0, 0.0] for kind in ("cpu", "gpu")}  # pages, edges, seconds
-        activated = 0
+        activated = read_bytes = 0
         from distributed import as_completed
 
         pending = as_completed()
@@ -383,6 +447,7 @@ class _Driver:
                     queue.gpu_done(report.pages)
                 self._merge(report)
                 activated += report.activated
+                read_bytes += report.read_bytes
                 totals = done[kind]
                 totals[0] += len(report.pages)
                 totals[1] += report.edges
@@ -407,7 +472,7 @@ class _Driver:
             computed=graph.num_vertices, edges=graph.num_arcs, activated=activated,
             cpu_pages=done["cpu"][0], gpu_pages=done["gpu"][0], cpu_edges=done["cpu"][1],
             gpu_edges=done["gpu"][1], cpu_seconds=done["cpu"][2], gpu_seconds=done["gpu"][2],
-            seconds=seconds, overhead=overhead)
+            read_bytes=read_bytes, seconds=seconds, overhead=overhead)
         return row, finished
 
     def close(self):

@@ -25,10 +25,12 @@ import time
 import numba
 import numpy as np
 
+from ..io.store import StoredGraph
 from ..kernels import cpu
 from ..result import HISTORY_COLUMNS
 from .costmodel import choose_cpu_mode, notify_fraction
 from .cpu_engine import CpuEngine, chunk_count
+from .outofcore import StoreEngine
 
 SEGMENT_SECONDS = 1.0  # a segment returns to the driver after this long (progress, dashboard)
 
@@ -58,6 +60,7 @@ class RunSpec:
     cpu_mode: str
     rho: float
     gpu: dict
+    host_budget: int | None = None  # bytes of host memory of an out-of-core run
 
     def ranges(self, pages):
         """[(first vertex, end vertex)] of ``pages``."""
@@ -84,6 +87,7 @@ class Report:
     build_seconds: float = 0.0
     rows: list = dataclasses.field(default_factory=list)
     status: str = ""
+    read_bytes: int = 0
     out: tuple | None = None
     per_edge: dict = dataclasses.field(default_factory=dict)
 
@@ -144,7 +148,7 @@ def drop_contexts(run_id):
     """Forget every context of ``run_id`` in this process (device memory included)."""
     with _LOCK:
         for key in [k for k in _CONTEXTS if k[0] == run_id]:
-            del _CONTEXTS[key]
+            _CONTEXTS.pop(key).engine.close()
 
 
 @contextlib.contextmanager
@@ -168,10 +172,13 @@ def _cpu_context(run, state):
         if ctx is None:
             ctx = _CONTEXTS[key] = _Context()
             start = time.perf_counter()
-            ctx.engine = CpuEngine(run.spec, run.graph, state, run.aux,
-                                   threads=numba.get_num_threads(),
-                                   partitions=run.partitions, cpu_mode=run.cpu_mode,
-                                   rho=run.rho)
+            options = dict(threads=numba.get_num_threads(), partitions=run.partitions,
+                           cpu_mode=run.cpu_mode, rho=run.rho)
+            if isinstance(run.graph, StoredGraph):
+                ctx.engine = StoreEngine(run.spec, run.graph, state, run.aux,
+                                         budget=run.host_budget, **options)
+            else:
+                ctx.engine = CpuEngine(run.spec, run.graph, state, run.aux, **options)
             ctx.build_seconds = time.perf_counter() - start
     ctx.engine.state = state
     return ctx
@@ -243,10 +250,12 @@ def cpu_pages(run, state, version, iteration, pages, constant):
         ctx = _cpu_context(run, state)
         start = time.perf_counter()
         ranges = run.ranges(pages)
+        read = ctx.engine.read_bytes
         edges, activated = ctx.engine.pull_pages(ranges, constant)
         seconds = time.perf_counter() - start
     return Report("cpu", list(pages), edges, activated, seconds,
-                  build_seconds=ctx.take_build_seconds(), out=_out(run, state, ranges))
+                  build_seconds=ctx.take_build_seconds(),
+                  read_bytes=ctx.engine.read_bytes - read, out=_out(run, state, ranges))
 
 
 @_resolved
@@ -305,7 +314,7 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model):
         constant = program.iteration_constant(graph, engine.values) \
             if spec.uses_constant else 0.0
         previous = engine.values.copy() if spec.has_converged else None
-        kernel_start = time.perf_counter()
+        kernel_start, read = time.perf_counter(), engine.read_bytes
         mode, computed, edges, activated = engine.iterate(constant, frontier)
         kernel = time.perf_counter() - kernel_start
         done = spec.has_converged and program.converged(graph, previous, engine.values)
@@ -314,7 +323,7 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model):
             iteration=iteration, placement=kind, mode=mode, f=f, rho=run.rho, alpha=alpha,
             active=int(active), computed=computed, edges=edges, activated=activated,
             **{f"{kind}_pages": pages, f"{kind}_edges": edges, f"{kind}_seconds": kernel},
-            seconds=seconds, overhead=seconds - kernel))
+            read_bytes=engine.read_bytes - read, seconds=seconds, overhead=seconds - kernel))
         model.observe_row(rows[-1], graph.num_arcs)
         if done:
             return rows, "converged"

@@ -1,0 +1,165 @@
+"""Blocks of a page store read on demand for an out-of-core run.
+
+One I/O thread per stripe directory (one per disk) reads the blocks of that stripe;
+a pass announces the pages it will read (:meth:`PageCache.plan`) and the cache keeps
+reads of the next ones in flight while the current ones compute. What it keeps is
+bounded by a byte budget:
+
+- ``prefetch_bytes`` of it hold reads in flight and pages passing through;
+- the rest caches blocks. A block read when the cache is full replaces blocks that
+  the current pass has not used; when every cached block was used by this pass (a
+  scan larger than the cache), it passes through uncached, so that a repeated scan
+  keeps hitting the same cached pages instead of evicting each one just before it
+  is needed again (which LRU would do).
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from ..errors import OutOfCoreError
+
+
+class PageCache:
+    """Blocks of ``store`` (a PageStore) within ``budget`` bytes of host memory.
+
+    ``prefetch_bytes``: the part of the budget for reads in flight (default: a quarter
+    of the budget). Counters: ``read_bytes`` (from disk), ``reads``, ``hits``,
+    ``misses``, ``wait_seconds`` (time a pass waited for a read).
+    """
+
+    def __init__(self, store, budget, prefetch_bytes=None):
+        self.store = store
+        self.budget = int(budget)
+        self.prefetch_bytes = int(prefetch_bytes if prefetch_bytes is not None
+                                  else self.budget // 4)
+        largest = max((e["bytes"] for page in store.manifest["pages"]
+                       for e in page["blocks"].values()), default=0)
+        if largest > self.prefetch_bytes or self.prefetch_bytes > self.budget:
+            raise OutOfCoreError(
+                f"{store.path}: a page cache of {self.budget:,} bytes ({self.prefetch_bytes:,} "
+                f"for reads in flight) is too small for this store's blocks (up to "
+                f"{largest:,} bytes each; the reads in flight must hold one); raise "
+                f"host_budget or rewrite the store with smaller pages")
+        self.capacity = self.budget - self.prefetch_bytes
+        self._io = [ThreadPoolExecutor(1, thread_name_prefix=f"hetgraph-io-{i}")
+                    for i in range(len(store.stripe_dirs))]
+        self._cached = collections.OrderedDict()  # (page, block) -> [array, pass]
+        self._cached_bytes = 0
+        self._inflight = {}  # (page, block) -> Future
+        self._inflight_bytes = 0
+        self._plan = collections.deque()
+        self._pass = 0
+        self._lock = threading.Lock()
+        self.read_bytes = self.reads = self.hits = self.misses = 0
+        self.wait_seconds = 0.0
+
+    def _entry(self, key):
+        return self.store.page_blocks(key[0])[key[1]]
+
+    def plan(self, pages, blocks, same_pass=False):
+        """Announce that ``blocks`` (names) of ``pages`` are read next, in this order;
+        reads of the first ones start now. This starts a new pass unless ``same_pass``
+        (a second phase of the same iteration, whose blocks stay protected)."""
+        with self._lock:
+            self._pass += 0 if same_pass else 1
+            self._plan = collections.deque((p, b) for p in pages for b in blocks)
+            planned = set(self._plan)
+            left = [(k, f) for k, f in self._inflight.items() if k not in planned]
+        for key, future in left:  # reads of an abandoned plan: cached if there is room
+            self._keep(key, self._finish(key, future))
+        self._top_up()
+
+    def _top_up(self):
+        """Start reads of planned blocks while the in-flight part of the budget allows."""
+        with self._lock:
+            while self._plan:
+                key = self._plan[0]
+                if key in self._cached or key in self._inflight:
+                    self._plan.popleft()
+                    continue
+                size = self._entry(key)["bytes"]
+                if self._inflight and self._inflight_bytes + size > self.prefetch_bytes:
+                    return
+                self._plan.popleft()
+                self._start(key, size)
+
+    def _start(self, key, size):
+        entry = self._entry(key)
+        self._inflight[key] = self._io[entry["stripe"]].submit(self.store.fetch_block, entry)
+        self._inflight_bytes += size
+
+    def get(self, page, blocks):
+        """The arrays of ``blocks`` (names) of ``page``, read now if no read is in flight."""
+        arrays = []
+        for block in blocks:
+            key = (page, block)
+            with self._lock:
+                cached = self._cached.get(key)
+                if cached is not None:
+                    cached[1] = self._pass
+                    self._cached.move_to_end(key)
+                    self.hits += 1
+                    arrays.append(cached[0])
+                    continue
+                self.misses += 1
+                if self._plan and self._plan[0] == key:
+                    self._plan.popleft()
+                if key not in self._inflight:
+                    self._start(key, self._entry(key)["bytes"])
+                future = self._inflight[key]
+            array = self._finish(key, future)
+            self._keep(key, array)
+            arrays.append(array)
+        self._top_up()
+        return arrays
+
+    def _finish(self, key, future):
+        """Wait for ``future``, the read of ``key`` in flight, and count it once (another
+        thread may wait for the same read)."""
+        start = time.perf_counter()
+        try:
+            array = future.result()
+        finally:
+            with self._lock:
+                first = self._inflight.get(key) is future
+                if first:
+                    del self._inflight[key]
+                    self._inflight_bytes -= self._entry(key)["bytes"]
+                self.wait_seconds += time.perf_counter() - start
+        if first:
+            self.reads += 1
+            self.read_bytes += array.nbytes
+        return array
+
+    def _keep(self, key, array):
+        """Cache ``array`` if room can be made from blocks this pass has not used."""
+        with self._lock:
+            need = self._cached_bytes + array.nbytes - self.capacity
+            if need > 0:
+                stale = [k for k, (a, used) in self._cached.items() if used < self._pass]
+                if sum(self._cached[k][0].nbytes for k in stale) < need:
+                    return  # passes through
+                for k in stale:
+                    if need <= 0:
+                        break
+                    need -= self._cached[k][0].nbytes
+                    self._cached_bytes -= self._cached.pop(k)[0].nbytes
+            self._cached[key] = [array, self._pass]
+            self._cached_bytes += array.nbytes
+
+    @property
+    def cached_bytes(self) -> int:
+        return self._cached_bytes
+
+    def close(self):
+        """Stop the I/O threads and drop every block."""
+        for pool in self._io:
+            pool.shutdown(wait=True, cancel_futures=True)
+        with self._lock:
+            self._cached.clear()
+            self._inflight.clear()
+            self._cached_bytes = self._inflight_bytes = 0

@@ -1,0 +1,144 @@
+"""The CPU engine out of core: a graph read from its page store page by page.
+
+Only per-vertex arrays stay in memory (values, flags, the CSC and CSR pointers, aux);
+every pass reads the pages it needs through a :class:`~hetgraph.io.pagecache.PageCache`
+bounded by the run's host memory budget, with the next pages read (one I/O thread per
+stripe) while the current ones compute:
+
+- pull: every page's in-edges (sources, and weights when the program needs them);
+- notify-pull: the out-edges of the pages holding active vertices, then the in-edges of
+  the pages holding the vertices they notified, and nothing else.
+
+Garaph 4.2: notify-pull is chosen when f <= 1/(2*rho), with rho = k, the store's
+sequential over random read speed ratio, measured by the dispatcher.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import OutOfCoreError
+from ..io.pagecache import PageCache
+from ..kernels import cpu
+from .costmodel import choose_cpu_mode, notify_fraction
+from .cpu_engine import CpuEngine, chunk_count
+
+NOTIFY_BLOCKS = ("out_dst",)
+
+
+def resident_bytes(graph, state, aux):
+    """Host bytes an out-of-core run keeps whatever its budget: the pointers of the CSC
+    and CSR, the vertex state and the aux array."""
+    arrays = [graph.in_indptr, graph.out_indptr, state.values, state.flags, state.marks, aux]
+    if state.sync:
+        arrays.append(state.new_values)
+    return sum(a.nbytes for a in arrays)
+
+
+class StoreEngine(CpuEngine):
+    """:class:`CpuEngine` on a :class:`~hetgraph.io.store.StoredGraph`.
+
+    ``budget``: host memory bytes for the whole run; what the vertex arrays leave of it
+    (see :func:`resident_bytes`) bounds the page cache. Other options as CpuEngine.
+    """
+
+    def __init__(self, spec, graph, state, aux, *, budget, **options):
+        store = graph.store
+        left = int(budget) - resident_bytes(graph, state, aux)
+        if left <= 0:
+            raise OutOfCoreError(
+                f"{store.path}: host_budget={int(budget):,} bytes does not even hold the "
+                f"run's vertex arrays ({resident_bytes(graph, state, aux):,} bytes); raise it")
+        self.cache = PageCache(store, left)
+        pages = store.manifest["pages"]
+        self.page_vertices = store.page_vertices()
+        self.edge_start = np.array([p["edge_start"] for p in pages], np.int64)
+        self.out_edge_start = np.array([p["out_edge_start"] for p in pages], np.int64)
+        self.pull_blocks = ("src", "weight") if spec.needs_weights and store.weighted \
+            else ("src",)
+        super().__init__(spec, graph, state, aux, **options)
+
+    def _warm_up(self):
+        nothing = np.empty(0, self.graph.index_dtype)
+        edges = (self.graph.in_indptr, *self.kernel.page_edges(nothing, None), 0)
+        self.kernel.step(edges, self.state.values, self.state.values, self.state.flags,
+                         self.aux, 0.0, cpu.ALL_VERTICES, np.zeros(1, np.int64), 0, 1)
+
+    @property
+    def read_bytes(self) -> int:
+        return self.cache.read_bytes
+
+    def _edges(self, page, arrays):
+        """What the kernel reads for ``page`` from its blocks' arrays."""
+        weights = arrays[1] if len(arrays) > 1 else None
+        return (self.graph.in_indptr, *self.kernel.page_edges(arrays[0], weights),
+                self.edge_start[page])
+
+    def iterate(self, constant, frontier):
+        """One iteration, pull or notify-pull (Garaph's switch at f <= 1/(2*rho)); returns
+        (mode, vertices computed, edges read, vertices activated)."""
+        active, degree = frontier
+        f = notify_fraction(degree, self.graph.num_arcs)
+        chosen = choose_cpu_mode(f, self.rho) if self.cpu_mode == "auto" else self.cpu_mode
+        if chosen == "pull":
+            edges, activated = self._pull(range(len(self.page_vertices)), float(constant))
+            self.state.swap()
+            computed = self.graph.num_vertices
+        else:
+            computed, edges, activated = self._notify_pull(float(constant))
+        self._frontier, self._activated = None, activated
+        return chosen, computed, edges, activated
+
+    def pull_pages(self, ranges, constant):
+        """Pull the pages whose vertex ranges are ``ranges``; returns (edges read,
+        vertices activated)."""
+        pages = np.searchsorted(self.page_vertices[:, 0], [a for a, _ in ranges])
+        self._frontier = None
+        return self._pull(pages, float(constant))
+
+    def _pull(self, pages, constant):
+        self.cache.plan(pages, self.pull_blocks)
+        edges = activated = 0
+        for p in pages:
+            arrays = self.cache.get(p, self.pull_blocks)
+            v0, v1 = self.page_vertices[p]
+            prefix = self.graph.in_indptr[v0:v1 + 1]
+            edges += int(prefix[-1] - prefix[0])
+            activated += self._step(constant, cpu.ALL_VERTICES, prefix, v0,
+                                    self._edges(p, arrays))
+        return edges, activated
+
+    def _notify_pull(self, constant):
+        """Notify from the pages with active vertices, pull the pages with notified ones;
+        returns (vertices computed, edges read, vertices activated)."""
+        graph, state = self.graph, self.state
+        if graph.num_vertices == 0:
+            return 0, 0, 0
+        starts = self.page_vertices[:, 0]
+        nonempty = self.page_vertices[:, 1] > starts
+        notifying = np.flatnonzero(np.maximum.reduceat(state.flags, starts) * nonempty)
+        self.cache.plan(notifying, NOTIFY_BLOCKS)
+        for p in notifying:
+            (out_dst,) = self.cache.get(p, NOTIFY_BLOCKS)
+            v0, v1 = (int(v) for v in self.page_vertices[p])
+            cpu.notify(state.flags, graph.out_indptr, out_dst, self.out_edge_start[p], v0,
+                       v1, state.marks, self.spec.notify_self, chunk_count(v1 - v0,
+                                                                           self.threads))
+        vertices = cpu.compact(state.marks, self.chunks)
+        cuts = np.append(np.searchsorted(vertices, starts), len(vertices))
+        pulled = np.flatnonzero(np.diff(cuts))
+        self.cache.plan(pulled, self.pull_blocks, same_pass=True)
+        edges = activated = 0
+        for p in pulled:
+            arrays = self.cache.get(p, self.pull_blocks)
+            ids = vertices[cuts[p]:cuts[p + 1]]
+            prefix = cpu.edge_prefix(graph.in_indptr, ids)
+            edges += int(prefix[-1])
+            activated += self._step(constant, ids, prefix, 0, self._edges(p, arrays))
+        if state.sync:
+            cpu.commit(state.values, state.new_values, vertices)
+        return len(vertices), edges, activated
+
+    def close(self):
+        """Stop the I/O threads and drop the cached pages."""
+        self.cache.close()

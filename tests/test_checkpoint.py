@@ -1,0 +1,161 @@
+"""Checkpoints: written atomically every n iterations, resumed to the uninterrupted
+answer, refused for another graph, program or mode, damaged ones skipped."""
+
+import json
+import logging
+import os
+
+import numpy as np
+import pytest
+
+import hetgraph as hg
+from hetgraph.scheduler import checkpoint as checkpoint_mod
+
+
+CPU = {"devices": "cpu", "partitions": 1}  # bit-identical PageRank sums
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return hg.generate.rmat(11, edge_factor=8, seed=7, weights=(1.0, 4.0))
+
+
+def _pagerank(graph, directory, iterations, **options):
+    return hg.pagerank(graph, max_iterations=iterations, tol=None, checkpoint=directory,
+                       **CPU, **options)
+
+
+def _checkpoints(directory):
+    return sorted(n for n in os.listdir(directory) if n.startswith("ckpt-"))
+
+
+def test_checkpoints_every_n_and_resume_gives_the_uninterrupted_answer(graph, tmp_path):
+    expected = hg.pagerank(graph, max_iterations=17, tol=None, **CPU)
+    first = _pagerank(graph, tmp_path, 7, checkpoint_every=3)
+    assert _checkpoints(tmp_path) == ["ckpt-000000006", "ckpt-000000007"]  # newest two
+    resumed = _pagerank(graph, tmp_path, 17, checkpoint_every=3, resume=True)
+    np.testing.assert_array_equal(resumed.values, expected.values)
+    assert resumed.iterations == 17
+    assert resumed.history["iteration"].tolist() == list(range(1, 18))
+    assert resumed.history.iloc[:7]["seconds"].tolist() == first.history["seconds"].tolist()
+    assert _checkpoints(tmp_path) == ["ckpt-000000015", "ckpt-000000017"]
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(".")]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_resumed_sssp_and_cc_converge_to_the_reference(graph, tmp_path, mode):
+    source = int(np.argmax(graph.out_degree()))
+    expected = hg.sssp(graph, source, mode=mode).values
+    hg.sssp(graph, source, mode=mode, max_iterations=2, checkpoint=tmp_path / "s",
+            checkpoint_every=1)
+    got = hg.sssp(graph, source, mode=mode, checkpoint=tmp_path / "s", resume=True)
+    np.testing.assert_array_equal(got.values, expected)
+    assert got.converged and got.iterations > 2
+    cc = hg.connected_components(graph, mode=mode, max_iterations=1,
+                                 checkpoint=tmp_path / "c")
+    assert not cc.converged
+    cc = hg.connected_components(graph, mode=mode, checkpoint=tmp_path / "c", resume=True)
+    np.testing.assert_array_equal(cc.values, hg.connected_components(graph).values)
+
+
+def test_a_converged_run_resumes_without_iterating(graph, tmp_path):
+    done = hg.sssp(graph, 0, checkpoint=tmp_path)
+    again = hg.sssp(graph, 0, checkpoint=tmp_path, resume=True)
+    assert again.converged and again.iterations == done.iterations
+    np.testing.assert_array_equal(again.values, done.values)
+    assert again.history["seconds"].tolist() == done.history["seconds"].tolist()
+
+
+def test_resume_without_checkpoints_starts_from_the_beginning(graph, tmp_path):
+    got = _pagerank(graph, tmp_path / "new", 4, resume=True)
+    np.testing.assert_array_equal(
+        got.values, hg.pagerank(graph, max_iterations=4, tol=None, **CPU).values)
+    with pytest.raises(hg.GraphError, match="resume=True needs checkpoint=DIR"):
+        hg.pagerank(graph, resume=True)
+
+
+def test_a_checkpoint_of_another_run_is_refused(graph, tmp_path):
+    _pagerank(graph, tmp_path, 3)
+    other = hg.generate.rmat(11, edge_factor=8, seed=8, weights=(1.0, 4.0))
+    with pytest.raises(hg.CheckpointError, match="another graph"):
+        _pagerank(other, tmp_path, 5, resume=True)
+    with pytest.raises(hg.CheckpointError, match="another program or other parameters"):
+        _pagerank(graph, tmp_path, 5, damping=0.9, resume=True)
+    with pytest.raises(hg.CheckpointError, match="mode='sync'"):
+        _pagerank(graph, tmp_path, 5, mode="async", resume=True)
+    hg.sssp(graph, 0, checkpoint=tmp_path / "s", max_iterations=1)
+    with pytest.raises(hg.CheckpointError, match="another program"):
+        hg.sssp(graph, 1, checkpoint=tmp_path / "s", resume=True)
+    with pytest.raises(hg.CheckpointError, match="another program"):
+        hg.bfs(graph, 0, checkpoint=tmp_path / "s", resume=True)
+
+
+def test_a_damaged_newest_checkpoint_falls_back_to_the_previous(graph, tmp_path, caplog):
+    expected = hg.pagerank(graph, max_iterations=9, tol=None, **CPU).values
+    _pagerank(graph, tmp_path, 6, checkpoint_every=3)
+    newest = tmp_path / "ckpt-000000006" / "values.bin"
+    data = bytearray(newest.read_bytes())
+    data[100] ^= 0xFF
+    newest.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING, logger="hetgraph.checkpoint"):
+        got = _pagerank(graph, tmp_path, 9, checkpoint_every=3, resume=True)
+    assert "ckpt-000000006/values.bin: damaged" in caplog.text
+    np.testing.assert_array_equal(got.values, expected)
+
+
+def test_no_checkpoint_reading_back_is_an_error(graph, tmp_path):
+    _pagerank(graph, tmp_path, 2, checkpoint_every=1)
+    for name in _checkpoints(tmp_path):
+        os.truncate(tmp_path / name / "flags.bin", 10)
+    with pytest.raises(hg.CheckpointError, match="no checkpoint reads back whole.*delete"):
+        _pagerank(graph, tmp_path, 4, resume=True)
+
+
+def test_a_newer_checkpoint_format_is_refused(graph, tmp_path):
+    _pagerank(graph, tmp_path, 2)
+    meta_path = tmp_path / "ckpt-000000002" / "checkpoint.json"
+    meta = json.loads(meta_path.read_text())
+    meta["version"] = checkpoint_mod.VERSION + 1
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(hg.CheckpointError, match="newer than this hetgraph reads"):
+        _pagerank(graph, tmp_path, 4, resume=True)
+
+
+def test_disk_full_while_checkpointing_keeps_the_previous_one(graph, tmp_path, monkeypatch):
+    _pagerank(graph, tmp_path, 4, checkpoint_every=2)
+    real_write = checkpoint_mod._write
+    calls = {"n": 0}
+
+    def failing_write(path, data):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise OSError(28, "No space left on device")
+        return real_write(path, data)
+
+    monkeypatch.setattr(checkpoint_mod, "_write", failing_write)
+    with pytest.raises(hg.CheckpointError, match="No space left.*previous checkpoints are "
+                                                 "intact"):
+        _pagerank(graph, tmp_path, 8, checkpoint_every=2, resume=True)
+    monkeypatch.setattr(checkpoint_mod, "_write", real_write)
+    assert _checkpoints(tmp_path) == ["ckpt-000000002", "ckpt-000000004"]
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(".")]
+    got = _pagerank(graph, tmp_path, 8, checkpoint_every=2, resume=True)
+    np.testing.assert_array_equal(
+        got.values, hg.pagerank(graph, max_iterations=8, tol=None, **CPU).values)
+
+
+def test_fingerprints_are_stable_and_discriminating(graph, tmp_path):
+    from hetgraph.program import ProgramSpec
+    from hetgraph.algorithms.pagerank import PageRank
+
+    fp = checkpoint_mod.program_fingerprint
+    assert fp(ProgramSpec(PageRank(0.85, None, np.float64, True))) == \
+        fp(ProgramSpec(PageRank(0.85, None, np.float64, True)))
+    assert fp(ProgramSpec(PageRank(0.85, None, np.float64, True))) != \
+        fp(ProgramSpec(PageRank(0.85, None, np.float32, True)))
+    gf = checkpoint_mod.graph_fingerprint
+    store = graph.save(tmp_path / "s")
+    assert gf(hg.open_store(tmp_path / "s")) == gf(store.stored_graph())
+    assert gf(graph) != gf(hg.generate.rmat(11, edge_factor=8, seed=7))  # no weights
+    with pytest.raises(hg.CheckpointError, match="checkpoint_every=0"):
+        hg.pagerank(graph, checkpoint=tmp_path / "c", checkpoint_every=0)
