@@ -1,13 +1,18 @@
-"""`hetgraph` command line: `demo` (PageRank and SSSP on the bundled real graph) and
-`info INPUT|STORE`."""
+"""`hetgraph` command line: `run` an algorithm on a graph file or page store, `convert` a
+graph file into a page store, `info` about either, `cluster` (start a local CPU + GPU
+Dask cluster), and `demo` (PageRank and SSSP on the bundled real graph).
+
+Exit codes: 0 done, 1 a hetgraph error (one line; the traceback with --debug), 2 bad
+usage."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+import time
 
-from .errors import HetGraphError
+from .errors import GraphError, HetGraphError
 
 
 def _describe(graph, page_bytes):
@@ -46,13 +51,107 @@ def _demo(page_bytes, top=5):
     return "\n".join(lines)
 
 
+def _is_store(path):
+    return os.path.isdir(path) and os.path.exists(os.path.join(path, "manifest.json"))
+
+
 def _load(path):
     from .io.readers import read
     from .io.store import open_store
 
-    if os.path.isdir(path) and os.path.exists(os.path.join(path, "manifest.json")):
-        return open_store(path)
-    return read(path)
+    return open_store(path) if _is_store(path) else read(path)
+
+
+ALGORITHMS = ("pagerank", "sssp", "bfs", "cc", "nn", "heat")
+NEEDS_SOURCE = ("sssp", "bfs", "heat")
+
+
+def _source(graph, text):
+    """The original label ``text`` names: an integer when the graph's labels are."""
+    labels = graph.labels
+    if labels is None or labels.dtype.kind in "iu":
+        try:
+            return int(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _run(args):
+    from . import algorithms
+    from .cluster import Cluster
+    from .io.store import PageStore
+
+    if args.algorithm in NEEDS_SOURCE and args.source is None:
+        raise GraphError(f"{args.algorithm} needs --source VERTEX (an original label)")
+    graph = PageStore(args.input) if _is_store(args.input) else _load(args.input)
+    options = {"devices": args.devices, "mode": args.mode, "checkpoint": args.checkpoint,
+               "resume": args.resume, "host_budget": args.host_budget}
+    if args.algorithm != "cc" and args.iterations is not None:
+        options["max_iterations"] = args.iterations
+    if args.algorithm in NEEDS_SOURCE:
+        from .io.store import as_graph
+
+        graph = as_graph(graph, args.host_budget)
+        source = _source(graph, args.source)
+        call = {"sssp": lambda **o: algorithms.sssp(graph, source, **o),
+                "bfs": lambda **o: algorithms.bfs(graph, source, **o),
+                "heat": lambda **o: algorithms.heat(graph, source, **o)}[args.algorithm]
+    else:
+        function = {"pagerank": algorithms.pagerank, "cc": algorithms.connected_components,
+                    "nn": algorithms.nn}[args.algorithm]
+        if args.algorithm == "cc" and args.iterations is not None:
+            options["max_iterations"] = args.iterations
+        call = lambda **o: function(graph, **o)  # noqa: E731
+    with Cluster(address=args.scheduler, dashboard_address=None) if args.scheduler \
+            else _no_cluster():
+        result = call(**options)
+    if args.out:
+        result.save(args.out)
+    state = "converged" if result.converged else "not converged"
+    lines = [f"{args.algorithm}: {result.iterations} iterations ({result.mode}, {state}), "
+             f"{result.seconds:.3f} s" + (f"; values written to {args.out}" if args.out else "")]
+    if args.top:
+        if args.algorithm in ("sssp", "bfs"):  # the nearest reached vertices
+            frame = result.to_pandas()
+            reached = (frame.value >= 0) & (frame.value < float("inf"))
+            best = frame[reached].sort_values("value", kind="stable").head(args.top)
+        else:
+            best = result.top(args.top)
+        lines += [f"  {v!s:>12}  {x:g}" for v, x in zip(best["vertex"], best["value"])]
+    return "\n".join(lines)
+
+
+def _no_cluster():
+    import contextlib
+
+    return contextlib.nullcontext()
+
+
+def _convert(args):
+    from .io.store import convert
+
+    store = convert(args.input, args.store, stripes=args.stripes or None,
+                    overwrite=args.overwrite, page_bytes=args.page_bytes)
+    return repr(store)
+
+
+def _cluster(args):
+    from .cluster import Cluster
+
+    with Cluster(cpu_workers=args.cpu_workers, processes=True,
+                 dashboard_address=args.dashboard) as cluster:
+        print(f"scheduler {cluster.client.scheduler.address} (hetgraph run --scheduler ...)",
+              flush=True)
+        print(f"dashboard {cluster.dashboard_link or 'off (pip install bokeh)'}", flush=True)
+        print(f"workers: {len(cluster.cpu_workers)} CPU, {len(cluster.gpu_workers)} GPU; "
+              f"Ctrl-C stops", flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+    return "cluster stopped"
 
 
 def main(argv=None):
@@ -64,12 +163,37 @@ def main(argv=None):
     info = sub.add_parser("info", help="describe a graph file or page store")
     info.add_argument("input")
     info.add_argument("--page-bytes", type=int, default=32 << 20)
+    run = sub.add_parser("run", help="run an algorithm on a graph file or page store")
+    run.add_argument("algorithm", choices=ALGORITHMS)
+    run.add_argument("input", help="graph file (any format hetgraph reads) or page store")
+    run.add_argument("--source", help="source vertex (original label) for sssp, bfs, heat")
+    run.add_argument("--iterations", type=int, help="maximum iterations")
+    run.add_argument("--devices", choices=("auto", "cpu", "gpu", "hybrid"), default="auto")
+    run.add_argument("--mode", choices=("sync", "async"), default="sync")
+    run.add_argument("--scheduler", help="tcp://host:port of a running Dask scheduler")
+    run.add_argument("--out", help="write the values: FILE.parquet, .csv or .npy")
+    run.add_argument("--checkpoint", help="checkpoint directory")
+    run.add_argument("--resume", action="store_true", help="continue from --checkpoint")
+    run.add_argument("--host-budget", type=int, help="host memory bytes for a page store")
+    run.add_argument("--top", type=int, default=10, help="print the top K vertices (0: none)")
+    convert = sub.add_parser("convert", help="write a graph file as a page store")
+    convert.add_argument("input")
+    convert.add_argument("store")
+    convert.add_argument("--stripes", nargs="*", help="one directory per disk")
+    convert.add_argument("--page-bytes", type=int, default=32 << 20)
+    convert.add_argument("--overwrite", action="store_true")
+    cluster = sub.add_parser("cluster", help="start a local CPU + GPU Dask cluster (worker "
+                                             "processes) and wait")
+    cluster.add_argument("--cpu-workers", type=int, default=1)
+    cluster.add_argument("--dashboard", default="127.0.0.1:8787", help="host:port")
     args = parser.parse_args(argv)
     try:
         if args.command == "demo":
             print(_demo(args.page_bytes))
-        else:
+        elif args.command == "info":
             print(_describe(_load(args.input), args.page_bytes))
+        else:
+            print({"run": _run, "convert": _convert, "cluster": _cluster}[args.command](args))
     except HetGraphError as exc:
         if args.debug:
             raise

@@ -1,4 +1,8 @@
-"""The command line: demo and info print the layout; errors are one line with exit 1."""
+"""The command line: demo, info, run, convert; errors are one line with exit 1, bad usage
+exits 2."""
+
+import numpy as np
+import pytest
 
 import hetgraph as hg
 from hetgraph.cli import main
@@ -35,3 +39,51 @@ def test_bad_input_is_one_line(tmp_path, capsys):
     assert main(["info", str(tmp_path / "g.txt")]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "line 1" in err and "Traceback" not in err
+
+
+def test_run_prints_the_top_vertices_and_writes_the_values(tmp_path, capsys, data):
+    import networkx as nx
+    import pandas as pd
+
+    path = data("wiki-Vote.txt")
+    out = tmp_path / "hops.parquet"
+    assert main(["run", "bfs", path, "--source", "30", "--top", "3", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    G = nx.read_edgelist(path, create_using=nx.DiGraph, nodetype=int)
+    hops = nx.single_source_shortest_path_length(G, 30)
+    assert text.startswith("bfs: ") and "converged" in text and str(out) in text
+    assert text.splitlines()[1].split() == ["30", "0"]
+    frame = pd.read_parquet(out)
+    reached = frame[frame.value >= 0]
+    assert dict(zip(reached.vertex, reached.value)) == hops
+
+
+def test_convert_then_run_from_the_store_with_a_checkpoint(tmp_path, capsys):
+    (tmp_path / "g.txt").write_text("a b\nb c\nc a\nc d\n")
+    with pytest.raises(hg.InputFormatError):
+        hg.read(tmp_path / "g.txt")  # string ids need ids="str": convert reports it
+    assert main(["convert", str(tmp_path / "g.txt"), str(tmp_path / "s")]) == 1
+    assert "line 1" in capsys.readouterr().err
+    (tmp_path / "n.txt").write_text("1 2\n2 3\n3 1\n3 4\n")
+    assert main(["convert", str(tmp_path / "n.txt"), str(tmp_path / "s")]) == 0
+    assert "4 vertices" in capsys.readouterr().out
+    args = ["run", "pagerank", str(tmp_path / "s"), "--iterations", "30", "--checkpoint",
+            str(tmp_path / "ck"), "--out", str(tmp_path / "r.npy"), "--devices", "cpu"]
+    assert main(args) == 0
+    first = np.load(tmp_path / "r.npy")
+    assert main(args + ["--resume"]) == 0
+    runs = [line.split(",")[0] for line in capsys.readouterr().out.splitlines()
+            if line.startswith("pagerank: ")]
+    assert len(runs) == 2 and runs[0] == runs[1]  # the resumed run had converged
+    second = np.load(tmp_path / "r.npy")
+    assert first.dtype.names == ("vertex", "value") and list(first["vertex"]) == [1, 2, 3, 4]
+    np.testing.assert_array_equal(first, second)
+
+
+def test_usage_errors_exit_2(capsys):
+    for argv in (["run", "bogus", "x"], ["run"], ["convert", "only-input"]):
+        with pytest.raises(SystemExit) as exit_:
+            main(argv)
+        assert exit_.value.code == 2
+    assert main(["run", "sssp", "x.txt"]) == 1
+    assert "sssp needs --source" in capsys.readouterr().err
