@@ -132,21 +132,23 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
     values, flags, aux = spec.initial_state(graph)
     state = VertexState(values, flags, sync=mode == "sync")
     aux = _NO_AUX if aux is None else aux
-    start = _resume(checkpointer, state) if resume else ([], False)
-    with cluster_for(cluster) as active_cluster:
-        driver = _Driver(active_cluster, spec, graph, state, aux, devices,
-                         dict(threads=threads, partitions=partitions, cpu_mode=cpu_mode,
-                              rho=float(rho), page_bytes=page_bytes, gpu=dict(gpu or {}),
-                              host_budget=host_budget))
-        try:
-            history, converged = start if start[1] else \
-                driver.run(max_iterations, start[0], checkpointer)
-        finally:
-            driver.close()
+    history, converged = _resume(checkpointer, state) if resume else ([], False)
+    compile_seconds = 0.0
+    if not converged:  # (a resumed run that had converged is returned as it was)
+        with cluster_for(cluster) as active_cluster:
+            driver = _Driver(active_cluster, spec, graph, state, aux, devices,
+                             dict(threads=threads, partitions=partitions, cpu_mode=cpu_mode,
+                                  rho=float(rho), page_bytes=page_bytes,
+                                  gpu=dict(gpu or {}), host_budget=host_budget))
+            try:
+                history, converged = driver.run(max_iterations, history, checkpointer)
+            finally:
+                driver.close()
+        compile_seconds = driver.compile_seconds
     values = program.finalize(graph, state.values)
     return Result(graph, values, program=spec.name, iterations=len(history),
                   converged=converged, history=history, mode=mode,
-                  compile_seconds=driver.compile_seconds)
+                  compile_seconds=compile_seconds)
 
 
 def _checkpointer(directory, every, resume, spec, graph, mode):

@@ -170,7 +170,7 @@ def _cpu_context(run, state):
     with _LOCK:
         ctx = _CONTEXTS.get(key)
         if ctx is None:
-            ctx = _CONTEXTS[key] = _Context()
+            ctx = _Context()
             start = time.perf_counter()
             options = dict(threads=numba.get_num_threads(), partitions=run.partitions,
                            cpu_mode=run.cpu_mode, rho=run.rho)
@@ -180,6 +180,7 @@ def _cpu_context(run, state):
             else:
                 ctx.engine = CpuEngine(run.spec, run.graph, state, run.aux, **options)
             ctx.build_seconds = time.perf_counter() - start
+            _CONTEXTS[key] = ctx
     ctx.engine.state = state
     return ctx
 
