@@ -8,6 +8,7 @@ usage."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -104,7 +105,7 @@ def _run(args):
             options["max_iterations"] = args.iterations
         call = lambda **o: function(graph, **o)  # noqa: E731
     with Cluster(address=args.scheduler, dashboard_address=None) if args.scheduler \
-            else _no_cluster():
+            else contextlib.nullcontext():
         result = call(**options)
     if args.out:
         result.save(args.out)
@@ -120,12 +121,6 @@ def _run(args):
             best = result.top(args.top)
         lines += [f"  {v!s:>12}  {x:g}" for v, x in zip(best["vertex"], best["value"])]
     return "\n".join(lines)
-
-
-def _no_cluster():
-    import contextlib
-
-    return contextlib.nullcontext()
 
 
 def _convert(args):

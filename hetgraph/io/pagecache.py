@@ -125,19 +125,19 @@ class PageCache:
             array = future.result()
         finally:
             with self._lock:
-                first = self._inflight.get(key) is future
-                if first:
+                if self._inflight.get(key) is future:
                     del self._inflight[key]
                     self._inflight_bytes -= self._entry(key)["bytes"]
+                    self.reads += 1
+                    self.read_bytes += self._entry(key)["bytes"]
                 self.wait_seconds += time.perf_counter() - start
-        if first:
-            self.reads += 1
-            self.read_bytes += array.nbytes
         return array
 
     def _keep(self, key, array):
         """Cache ``array`` if room can be made from blocks this pass has not used."""
         with self._lock:
+            if key in self._cached:  # another thread waited for the same read
+                return
             need = self._cached_bytes + array.nbytes - self.capacity
             if need > 0:
                 stale = [k for k, (a, used) in self._cached.items() if used < self._pass]

@@ -297,12 +297,15 @@ class CpuKernel:
             gather, COMBINE[spec.reduce], apply, activate, value, self.identity,
             spec.uses_constant)
 
-    def warm_up(self, graph, values, flags, aux):
+    def warm_up(self, edges, values, flags, aux, graph=None):
         """Compile for these array types now (a pass over no vertex), so that the first
-        iteration's time is not compile time."""
-        self.step(self.edges(graph), values, values, flags, aux, 0.0, ALL_VERTICES,
+        iteration's time is not compile time: :meth:`step` reading ``edges``, and with
+        ``graph`` (in memory) :meth:`sparse_step` too."""
+        self.step(edges, values, values, flags, aux, 0.0, ALL_VERTICES,
                   np.zeros(1, np.int64), 0, 1)
-        self.sparse_step(graph, ALL_VERTICES, values, values, flags, flags, aux, 0.0, True)
+        if graph is not None:
+            self.sparse_step(graph, ALL_VERTICES, values, values, flags, flags, aux, 0.0,
+                             True)
 
     def sparse_step(self, graph, frontier, values, new_values, flags, marks, aux, constant,
                     sync):

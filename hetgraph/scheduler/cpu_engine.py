@@ -63,7 +63,8 @@ class CpuEngine:
     read_bytes = 0  # bytes read from storage (the graph is in memory)
 
     def _warm_up(self):
-        self.kernel.warm_up(self.graph, self.state.values, self.state.flags, self.aux)
+        self.kernel.warm_up(self.kernel.edges(self.graph), self.state.values,
+                            self.state.flags, self.aux, graph=self.graph)
 
     @property
     def values(self):

@@ -44,12 +44,12 @@ class StoreEngine(CpuEngine):
 
     def __init__(self, spec, graph, state, aux, *, budget, **options):
         store = graph.store
-        left = int(budget) - resident_bytes(graph, state, aux)
-        if left <= 0:
+        resident = resident_bytes(graph, state, aux)
+        if int(budget) <= resident:
             raise OutOfCoreError(
                 f"{store.path}: host_budget={int(budget):,} bytes does not even hold the "
-                f"run's vertex arrays ({resident_bytes(graph, state, aux):,} bytes); raise it")
-        self.cache = PageCache(store, left)
+                f"run's vertex arrays ({resident:,} bytes); raise it")
+        self.cache = PageCache(store, int(budget) - resident)
         pages = store.manifest["pages"]
         self.page_vertices = store.page_vertices()
         self.edge_start = np.array([p["edge_start"] for p in pages], np.int64)
@@ -61,8 +61,7 @@ class StoreEngine(CpuEngine):
     def _warm_up(self):
         nothing = np.empty(0, self.graph.index_dtype)
         edges = (self.graph.in_indptr, *self.kernel.page_edges(nothing, None), 0)
-        self.kernel.step(edges, self.state.values, self.state.values, self.state.flags,
-                         self.aux, 0.0, cpu.ALL_VERTICES, np.zeros(1, np.int64), 0, 1)
+        self.kernel.warm_up(edges, self.state.values, self.state.flags, self.aux)
 
     @property
     def read_bytes(self) -> int:
