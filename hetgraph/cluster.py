@@ -157,6 +157,8 @@ def gpu_index(worker_name) -> int:
 def _local_cluster(cpu_workers, gpus, processes, dashboard_address):
     from distributed import Nanny, Scheduler, SpecCluster, Worker
 
+    from . import dashboard as _  # noqa: F401 (registers the hetgraph page and gauges)
+
     dashboard = dashboard_address is not None
     # without a dashboard the scheduler still serves /health and /metrics: on localhost
     dashboard_address = _free_dashboard_address(dashboard_address) if dashboard \

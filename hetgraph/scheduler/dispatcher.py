@@ -34,6 +34,7 @@ from . import tasks
 from .checkpoint import Checkpointer, graph_fingerprint, program_fingerprint
 from .costmodel import CPU_MODES, CostModel, choose_cpu_mode, notify_fraction
 from .placement import PageQueue
+from .progress import ProgressBar, RunEvents, show_progress
 from .state import VertexState
 
 log = logging.getLogger("hetgraph.scheduler")
@@ -90,7 +91,7 @@ def _check_options(mode, devices, cpu_mode, max_iterations, threads, partitions,
 def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterations=100,
         threads=None, partitions=None, cpu_mode="auto", rho=None, page_bytes=None,
         gpu=None, host_budget=None, checkpoint=None, checkpoint_every=10,
-        resume=False) -> Result:
+        resume=False, progress=None) -> Result:
     """Run a VertexProgram on ``graph`` (a Graph or PageStore) until no vertex is
     active, the program's ``converged`` test holds, or ``max_iterations`` (default 100)
     iterations ran.
@@ -119,7 +120,10 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
     ``checkpoint_every`` iterations (default 10) and at the end; ``resume=True``
     continues from the newest good checkpoint there (from the start when there is
     none); a checkpoint of another graph, program or mode is refused
-    (:mod:`hetgraph.scheduler.checkpoint`).
+    (:mod:`hetgraph.scheduler.checkpoint`). ``progress``: draw a progress bar on
+    stderr once the run takes over 2 s (default None: when stderr is a terminal). Every
+    iteration is also sent to the Dask scheduler's event log, for the dashboard's
+    hetgraph page (:mod:`hetgraph.dashboard`).
     """
     spec = ProgramSpec(program)
     _check_options(mode, devices, cpu_mode, max_iterations, threads, partitions, gpu,
@@ -140,8 +144,10 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
                              dict(threads=threads, partitions=partitions, cpu_mode=cpu_mode,
                                   rho=float(rho), page_bytes=page_bytes,
                                   gpu=dict(gpu or {}), host_budget=host_budget))
+            bar = ProgressBar(spec.name, max_iterations) if show_progress(progress) else None
             try:
-                history, converged = driver.run(max_iterations, history, checkpointer)
+                history, converged = driver.run(max_iterations, history, checkpointer,
+                                                bar=bar)
             finally:
                 driver.close()
         compile_seconds = driver.compile_seconds
@@ -326,12 +332,28 @@ class _Driver:
         return self.kinds.get(kind) == 1
 
     # the loop ---------------------------------------------------------------------------------
-    def run(self, max_iterations, history=(), checkpointer=None):
+    def run(self, max_iterations, history=(), checkpointer=None, bar=None):
         """Iterations after ``history`` (rows of a resumed run) up to ``max_iterations``;
         returns (history, converged). With ``checkpointer``, the state is saved after
-        every iteration it says is due, and at the end."""
+        every iteration it says is due, and at the end; ``bar``: a ProgressBar updated
+        as iterations finish (as is the scheduler's event log)."""
         history = list(history)
-        converged = self._loop(max_iterations, history, checkpointer)
+        self.events = RunEvents(self.client, self.run_id, program=self.spec.name,
+                                vertices=int(self.graph.num_vertices),
+                                arcs=int(self.graph.num_arcs), devices=self.devices,
+                                kinds=dict(self.kinds), max_iterations=int(max_iterations),
+                                first=len(history) + 1)
+        self.bar = bar
+        converged, error = False, None
+        try:
+            converged = self._loop(max_iterations, history, checkpointer)
+        except BaseException as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            self.events.end(len(history), converged, error)
+            if bar is not None:
+                bar.close(len(history), converged, error)
         if checkpointer is not None and (converged or checkpointer.last != len(history)):
             checkpointer.save(len(history), self.state.values, self.state.flags, history,
                               converged=converged)
@@ -358,6 +380,9 @@ class _Driver:
                 row, done = self._page_iteration(iteration, kinds, placement, f, a, frontier)
                 rows = [row]
             history += rows
+            self.events.rows(rows)
+            if self.bar is not None:
+                self.bar.update(rows)
             iteration += len(rows)
             if done:
                 return True

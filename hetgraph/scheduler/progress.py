@@ -1,0 +1,95 @@
+"""What a run tells the outside while it runs: a one-line progress bar on a terminal, and
+every iteration's history row sent to the Dask scheduler's event log under the topic
+:data:`TOPIC`, where the dashboard page and the Prometheus gauges
+(:mod:`hetgraph.dashboard`) read it."""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+
+TOPIC = "hetgraph"  # the scheduler event-log topic of run events
+BAR_WIDTH = 20  # characters
+
+
+def _number(value):
+    value = float(value)
+    return "-" if math.isnan(value) else f"{value:.3g}"
+
+
+class ProgressBar:
+    """One line on ``stream`` (default stderr), drawn once the run has taken ``delay``
+    seconds (default 2), redrawn at most every ``interval`` seconds (default 0.1):
+    iterations against the maximum, alpha, f, the CPU mode and the pages each device kind
+    computed in the latest iteration, and the elapsed seconds."""
+
+    def __init__(self, name, max_iterations, stream=None, delay=2.0, interval=0.1):
+        self.name, self.max_iterations = name, max_iterations
+        self.stream = sys.stderr if stream is None else stream
+        self.delay, self.interval = delay, interval
+        self.start = time.perf_counter()
+        self.drawn = 0.0  # when the bar was last drawn (0: never)
+        self.line = ""
+
+    def format(self, row):
+        """The bar's text after history row ``row``."""
+        done = min(row["iteration"] / self.max_iterations, 1.0) if self.max_iterations else 1.0
+        filled = round(done * BAR_WIDTH)
+        return (f"{self.name} {row['iteration']}/{self.max_iterations} "
+                f"[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] alpha {_number(row['alpha'])} "
+                f"f {_number(row['f'])} {row['mode']} pages cpu {row['cpu_pages']} gpu "
+                f"{row['gpu_pages']} {time.perf_counter() - self.start:.1f} s")
+
+    def update(self, rows):
+        """Show the latest of ``rows`` (history rows just finished) when due."""
+        now = time.perf_counter()
+        if not rows or now - self.start < self.delay or now - self.drawn < self.interval:
+            return
+        self._write(self.format(rows[-1]))
+        self.drawn = now
+
+    def _write(self, line, end=""):
+        """Overwrite the bar's line with ``line`` (padded over a longer previous one)."""
+        self.stream.write("\r" + line.ljust(len(self.line)) + end)
+        self.stream.flush()
+        self.line = line
+
+    def close(self, iterations, converged, error=None):
+        """End the line (only when the bar was drawn)."""
+        if self.drawn:
+            state = "failed" if error else "converged" if converged else "stopped"
+            self._write(f"{self.name}: {iterations} iterations, {state}, "
+                        f"{time.perf_counter() - self.start:.1f} s", end="\n")
+
+
+def show_progress(progress, stream=None) -> bool:
+    """Whether a run draws a bar: ``progress`` True / False, or None for "when ``stream``
+    (default stderr) is a terminal"."""
+    if progress is not None:
+        return bool(progress)
+    stream = sys.stderr if stream is None else stream
+    return bool(getattr(stream, "isatty", lambda: False)())
+
+
+class RunEvents:
+    """Sends a run's start, its history rows and its end to the scheduler's event log of
+    ``client`` (topic :data:`TOPIC`). Each message is a dict with ``run`` (the run id) and
+    ``event`` ("start", "iteration" or "end")."""
+
+    def __init__(self, client, run_id, **start):
+        self.client, self.run_id = client, run_id
+        self._send("start", **start)
+
+    def _send(self, event, **fields):
+        self.client.log_event(TOPIC, {"run": self.run_id, "event": event, "time": time.time(),
+                                      **fields})
+
+    def rows(self, rows):
+        for row in rows:
+            self._send("iteration", **{k: (v.item() if hasattr(v, "item") else v)
+                                       for k, v in row.items()})
+
+    def end(self, iterations, converged, error=None):
+        """The run ended: ``error`` is the exception's "Type: message" when it failed."""
+        self._send("end", iterations=int(iterations), converged=bool(converged), error=error)
