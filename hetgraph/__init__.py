@@ -6,7 +6,8 @@ See DESIGN.md for the layout; ``import hetgraph as hg`` is the public API.
 
 from . import datasets
 from .errors import (CheckpointError, ChecksumError, GraphError, HetGraphError,
-                     InputFormatError, OutOfCoreError, StoreError, StoreVersionError,
+                     InputFormatError, MissingDependencyError, OutOfCoreError,
+                     StoreError, StoreVersionError,
                      UnsupportedFormatError)
 from .cluster import Cluster, ClusterError
 from .algorithms import bfs, circuit, connected_components, heat, nn, pagerank, sssp
@@ -22,7 +23,7 @@ from .version import __version__
 __all__ = [
     "datasets", "generate", "Graph", "PageStore", "HetGraphError", "InputFormatError",
     "UnsupportedFormatError", "GraphError", "StoreError", "ChecksumError", "StoreVersionError",
-    "OutOfCoreError", "CheckpointError",
+    "OutOfCoreError", "CheckpointError", "MissingDependencyError",
     "read", "read_edgelist", "read_mtx", "read_dimacs", "read_metis", "read_npz", "read_table",
     "from_arrays", "from_pandas", "from_scipy", "from_networkx", "open_store", "convert",
     "VertexProgram", "ProgramError", "Cluster", "ClusterError", "Result", "run", "pagerank", "sssp", "bfs",

@@ -52,3 +52,8 @@ class OutOfCoreError(StoreError):
 
 class CheckpointError(HetGraphError, OSError):
     """A checkpoint cannot be written, read, or does not belong to this run."""
+
+
+class MissingDependencyError(HetGraphError, ImportError):
+    """An optional package a feature needs is not installed (the message names the
+    extra to install)."""

@@ -14,8 +14,6 @@ HISTORY_COLUMNS = ("iteration", "placement", "mode", "f", "rho", "alpha", "activ
                    "gpu_edges", "cpu_seconds", "gpu_seconds", "read_bytes", "seconds",
                    "overhead")
 
-
-
 class Result:
     """Values of a finished run.
 
@@ -92,6 +90,15 @@ class Result:
                 os.remove(tmp)
             raise StoreError(f"{path}: writing the results failed ({exc}); nothing was "
                              f"written") from exc
+
+    def plot(self, path=None):
+        """The run's timeline (matplotlib, ``pip install 'hetgraph[plot]'``): pages and
+        seconds per device kind, the CPU mode, alpha and f per iteration; ``path``: also
+        save it (PNG, SVG, PDF). Returns the Figure (see :func:`hetgraph.plot.timeline`)."""
+        from .plot import timeline
+
+        return timeline(self.history, title=repr(self)[len("<hetgraph.Result "):-1],
+                        path=path)
 
     def __getitem__(self, label):
         """Value of one vertex given by its original label."""
