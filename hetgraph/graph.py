@@ -101,10 +101,19 @@ class Graph:
         return ids if self.labels is None else self.labels[ids]
 
     def id_of(self, labels) -> np.ndarray:
-        """Dense ids of original labels; raises GraphError naming an unknown label."""
-        scalar = np.ndim(labels) == 0
-        wanted = np.atleast_1d(np.asarray(labels, dtype=object if scalar and
-                                          isinstance(labels, str) else None))
+        """Dense ids of original labels; raises GraphError naming an unknown label. A
+        tuple is one label when the labels are objects (NetworkX nodes such as (row,
+        col)), else a sequence of labels."""
+        objects = self.labels is not None and self.labels.dtype == object
+        scalar = np.ndim(labels) == 0 or (objects and isinstance(labels, tuple))
+        if objects and not isinstance(labels, (str, np.ndarray)) and np.ndim(labels) > 0:
+            items = [labels] if scalar else list(labels)  # tuples stay whole labels
+            wanted = np.empty(len(items), object)
+            for i, item in enumerate(items):
+                wanted[i] = item
+        else:
+            wanted = np.atleast_1d(np.asarray(labels, dtype=object if scalar and
+                                              isinstance(labels, str) else None))
         if self.labels is None:
             if wanted.dtype.kind not in "iu":
                 raise GraphError(f"vertex {wanted[0]!r} is not an integer id of this graph")
@@ -112,7 +121,7 @@ class Graph:
             bad = (ids < 0) | (ids >= self.num_vertices)
         else:
             if self._label_index is None:
-                self._label_index = pd.Index(self.labels)
+                self._label_index = pd.Index(self.labels, tupleize_cols=False)
             ids = self._label_index.get_indexer(wanted)
             bad = ids < 0
         if bad.any():
