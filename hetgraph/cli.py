@@ -87,7 +87,8 @@ def _run(args):
         raise GraphError(f"{args.algorithm} needs --source VERTEX (an original label)")
     graph = PageStore(args.input) if _is_store(args.input) else _load(args.input)
     options = {"devices": args.devices, "mode": args.mode, "checkpoint": args.checkpoint,
-               "resume": args.resume, "host_budget": args.host_budget}
+               "resume": args.resume, "host_budget": args.host_budget,
+               "progress": False if args.quiet else None}
     if args.algorithm != "cc" and args.iterations is not None:
         options["max_iterations"] = args.iterations
     if args.algorithm in NEEDS_SOURCE:
@@ -138,7 +139,9 @@ def _cluster(args):
                  dashboard_address=args.dashboard) as cluster:
         print(f"scheduler {cluster.client.scheduler.address} (hetgraph run --scheduler ...)",
               flush=True)
-        print(f"dashboard {cluster.dashboard_link or 'off (pip install bokeh)'}", flush=True)
+        link = cluster.dashboard_link
+        print(f"dashboard {link} (hetgraph page {link.rsplit('/', 1)[0]}/hetgraph)" if link
+              else "dashboard off (pip install 'hetgraph[dashboard]')", flush=True)
         print(f"workers: {len(cluster.cpu_workers)} CPU, {len(cluster.gpu_workers)} GPU; "
               f"Ctrl-C stops", flush=True)
         try:
@@ -171,6 +174,8 @@ def main(argv=None):
     run.add_argument("--resume", action="store_true", help="continue from --checkpoint")
     run.add_argument("--host-budget", type=int, help="host memory bytes for a page store")
     run.add_argument("--top", type=int, default=10, help="print the top K vertices (0: none)")
+    run.add_argument("--quiet", action="store_true",
+                     help="no progress bar (there is none when stderr is not a terminal)")
     convert = sub.add_parser("convert", help="write a graph file as a page store")
     convert.add_argument("input")
     convert.add_argument("store")

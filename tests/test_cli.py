@@ -87,3 +87,57 @@ def test_usage_errors_exit_2(capsys):
         assert exit_.value.code == 2
     assert main(["run", "sssp", "x.txt"]) == 1
     assert "sssp needs --source" in capsys.readouterr().err
+
+
+def test_cluster_serves_runs_and_its_dashboard(tmp_path):
+    """`hetgraph cluster` in a subprocess: `hetgraph run --scheduler` runs on it, its
+    hetgraph page and gauges show that run, Ctrl-C stops it with exit 0."""
+    import re
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+
+    pytest.importorskip("bokeh")
+    process = subprocess.Popen([sys.executable, "-m", "hetgraph", "cluster", "--dashboard",
+                                "127.0.0.1:0"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        lines = [process.stdout.readline() for _ in range(3)]
+        scheduler = re.search(r"scheduler (tcp://\S+)", lines[0]).group(1)
+        page = re.search(r"hetgraph page (http://127\.0\.0\.1:\d+/hetgraph)", lines[1]).group(1)
+        assert "workers: 1 CPU" in lines[2]
+        (tmp_path / "g.txt").write_text("1 2\n2 3\n3 1\n3 4\n")
+        assert main(["run", "bfs", str(tmp_path / "g.txt"), "--source", "1", "--scheduler",
+                     scheduler, "--out", str(tmp_path / "levels.csv")]) == 0
+        assert (tmp_path / "levels.csv").read_text().splitlines() == \
+            ["vertex,value", "1,0", "2,1", "3,2", "4,3"]
+        assert urllib.request.urlopen(page, timeout=30).status == 200
+        metrics = urllib.request.urlopen(page.replace("/hetgraph", "/metrics"),
+                                         timeout=30).read().decode()
+        assert "\ndask_hetgraph_iteration 4.0\n" in metrics
+        assert '\ndask_hetgraph_pages{device="cpu"} 1.0\n' in metrics
+    finally:
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+    assert process.returncode == 0 and "cluster stopped" in out, err
+
+
+def test_progress_bar_on_a_terminal_unless_quiet(tmp_path, monkeypatch):
+    import io
+
+    from hetgraph.scheduler import dispatcher, progress
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setattr(dispatcher, "ProgressBar",
+                        lambda name, total: progress.ProgressBar(name, total, delay=0,
+                                                                 interval=0))
+    hg.generate.grid(8, 8).save(tmp_path / "s")
+    for quiet, shown in (([], True), (["--quiet"], False)):
+        terminal = Terminal()
+        monkeypatch.setattr("sys.stderr", terminal)
+        assert main(["run", "pagerank", str(tmp_path / "s"), "--iterations", "4"] + quiet) == 0
+        assert ("\rPageRank 4/4 [####################]" in terminal.getvalue()) is shown
