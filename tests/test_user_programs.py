@@ -21,7 +21,7 @@ def doc():
     """The namespace left by running every python block of the guide in order."""
     with open(DOC) as f:
         blocks = re.findall(r"```python\n(.*?)```", f.read(), re.S)
-    assert len(blocks) == 2
+    assert len(blocks) == 3
     namespace = {}
     for number, block in enumerate(blocks):
         # registered in linecache so that inspect (the GPU translation) finds the source
@@ -52,6 +52,15 @@ def widest_paths(graph, source):
                 width[v] = cand
                 heapq.heappush(heap, (-cand, v))
     return width
+
+
+def test_guide_oracle_agrees(doc):
+    """The guide's own test block ran (its asserts passed); its oracle agrees with
+    this one."""
+    small, expected = doc["small"], doc["expected"]
+    width = widest_paths(small, 0)
+    assert expected == {v: width[v] for v in np.flatnonzero(width > 0)}
+    assert len(expected) == small.num_vertices  # a connected grid: every vertex reached
 
 
 def test_widest_path_from_the_guide(doc):
