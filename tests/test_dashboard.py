@@ -248,3 +248,13 @@ def test_run_draws_its_bar(monkeypatch, capsys):
     assert "PageRank: 6 iterations, stopped" in err and result.iterations == 6
     hg.pagerank(hg.generate.grid(10, 10), tol=None, max_iterations=6, progress=False)
     assert capsys.readouterr().err == ""
+
+
+def test_events_never_stop_a_run():
+    class Closed:
+        def log_event(self, topic, message):
+            raise RuntimeError("client closed")
+
+    events = progress.RunEvents(Closed(), "r1", program="P")
+    events.rows([{"iteration": 1}])
+    events.end(1, True)  # nothing raised

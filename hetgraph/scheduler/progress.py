@@ -5,9 +5,12 @@ every iteration's history row sent to the Dask scheduler's event log under the t
 
 from __future__ import annotations
 
+import logging
 import math
 import sys
 import time
+
+log = logging.getLogger("hetgraph.progress")
 
 TOPIC = "hetgraph"  # the scheduler event-log topic of run events
 BAR_WIDTH = 20  # characters
@@ -82,8 +85,11 @@ class RunEvents:
         self._send("start", **start)
 
     def _send(self, event, **fields):
-        self.client.log_event(TOPIC, {"run": self.run_id, "event": event, "time": time.time(),
-                                      **fields})
+        try:
+            self.client.log_event(TOPIC, {"run": self.run_id, "event": event,
+                                          "time": time.time(), **fields})
+        except Exception as exc:  # monitoring never stops a run (e.g. a closing client)
+            log.debug("run event %s not sent: %s", event, exc)
 
     def rows(self, rows):
         for row in rows:
