@@ -65,8 +65,12 @@ def run_title(start, rows, end) -> str:
 # --- the bokeh page ---------------------------------------------------------------------------
 
 def _columns(rows):
+    """The page's columns: the history columns, plus alpha and f for a log axis
+    ("log_alpha", "log_f": NaN where not positive)."""
     data = {name: [row.get(name) for row in rows] for name in HISTORY_COLUMNS}
-    data["iteration"] = [row["iteration"] for row in rows]
+    for name in ("alpha", "f"):
+        data[f"log_{name}"] = [v if v is not None and v > 0 else float("nan")
+                               for v in data[name]]
     return data
 
 
@@ -83,12 +87,11 @@ def hetgraph_doc(scheduler, extra, doc):
     tools = "pan,wheel_zoom,box_zoom,reset,hover"
     ratio = figure(title="alpha (CPU time / GPU time; < 1: CPU only) and f (active "
                          "out-degree / |E|)", height=260, sizing_mode="stretch_width",
-                   x_axis_label="iteration", tools=tools)
-    ratio.line("iteration", "alpha", source=source, color="#d62728", legend_label="alpha",
-               line_width=2)
-    ratio.scatter("iteration", "alpha", source=source, color="#d62728", size=5)
-    ratio.line("iteration", "f", source=source, color="#1f77b4", legend_label="f",
-               line_width=2)
+                   x_axis_label="iteration", y_axis_type="log", tools=tools)
+    for name, color in (("alpha", "#d62728"), ("f", "#1f77b4")):
+        ratio.line("iteration", f"log_{name}", source=source, color=color,
+                   legend_label=name, line_width=2)
+        ratio.scatter("iteration", f"log_{name}", source=source, color=color, size=5)
     ratio.add_layout(Span(location=1.0, dimension="width", line_dash="dashed",
                           line_color="grey"))
     pages = figure(title="pages per device", height=260, sizing_mode="stretch_width",

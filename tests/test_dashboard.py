@@ -258,3 +258,11 @@ def test_events_never_stop_a_run():
     events = progress.RunEvents(Closed(), "r1", program="P")
     events.rows([{"iteration": 1}])
     events.end(1, True)  # nothing raised
+
+
+def test_log_columns_hide_what_a_log_axis_cannot_show():
+    data = dashboard._columns([{**ROW, "iteration": 1, "alpha": float("nan"), "f": 0.0},
+                               {**ROW, "iteration": 2, "alpha": 2.5, "f": 1e-7}])
+    assert data["iteration"] == [1, 2] and data["f"] == [0.0, 1e-7]
+    assert math.isnan(data["log_alpha"][0]) and math.isnan(data["log_f"][0])
+    assert data["log_alpha"][1] == 2.5 and data["log_f"][1] == 1e-7
