@@ -6,7 +6,7 @@ import os
 
 from ..errors import UnsupportedFormatError
 from .tables import read_npz, read_table
-from .textformats import read_dimacs, read_edgelist, read_metis, read_mtx
+from .textformats import existing_file, read_dimacs, read_edgelist, read_metis, read_mtx
 
 READERS = {
     "snap": read_edgelist, "edgelist": read_edgelist, "tsv": read_edgelist,
@@ -43,6 +43,8 @@ def read(path, format=None, **options):
     """Read a graph file. ``format``: None (from the extension) or one of "snap",
     "edgelist", "tsv", "mtx", "dimacs", "metis", "npz", "npy", "parquet", "csv".
     Other keyword options go to the format's reader (see read_edgelist, read_mtx, ...)."""
+    if format is None and isinstance(path, (str, os.PathLike)):
+        existing_file(path)  # a missing file says so before its extension is judged
     fmt = format or detect_format(path)
     if fmt not in READERS:
         raise UnsupportedFormatError(f"{path}: format {fmt!r} is not supported; "

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..errors import GraphError, InputFormatError
 from .build import build_graph, factorize_arrow, factorize_labels
-from .textformats import _source
+from .textformats import existing_file
 
 
 def from_arrays(src, dst, weight=None, *, directed=True, num_vertices=None, labels=None,
@@ -120,7 +120,7 @@ _NPZ_NAMES = (("src", "dst"), ("source", "target"), ("row", "col"))
 def read_npz(path, *, directed=True, relabel=False, self_loops=True, dedup="first", name=None):
     """Read edges from .npz (arrays src/dst, source/target or row/col, optional weight and
     num_vertices) or .npy (an (M, 2) integer or (M, 3) array)."""
-    source = _source(path)
+    source = existing_file(path)
     weight = num_vertices = None
     try:
         data = np.load(source, allow_pickle=False)
@@ -166,7 +166,7 @@ def read_table(path, *, format=None, source=None, target=None, weight=None, dire
     """
     import pyarrow as pa
 
-    where = _source(path)
+    where = existing_file(path)
     fmt = format or ("parquet" if ".parquet" in os.fspath(path) else "csv")
     try:
         if fmt == "parquet":

@@ -19,7 +19,8 @@ from .text import (OK, iter_line_blocks, open_binary, parse_adjacency_block, par
                    parse_in_parallel, raise_parse_error)
 
 
-def _source(path):
+def existing_file(path):
+    """``path`` as a string; InputFormatError when it is missing or a directory."""
     path = os.fspath(path)
     if not os.path.exists(path):
         raise InputFormatError("file not found", source=path,
@@ -84,7 +85,7 @@ def read_edgelist(path, *, directed=True, weighted=None, comments="#%", ids="int
     non-negative integer ids (kept as labels when ``relabel``), "str" for any tokens
     (names). Other options as in :func:`hetgraph.io.build.build_graph`.
     """
-    source = _source(path)
+    source = existing_file(path)
     if ids == "str":
         src, dst, w, labels = _read_str_edges(source, comments, weighted)
         return build_graph(src, dst, w, directed=directed, labels=labels,
@@ -205,7 +206,7 @@ def read_mtx(path, *, directed=None, weighted=None, self_loops=True, dedup="firs
     directed graph for general and an undirected one for symmetric matrices.
     ``weighted``: None keeps real/integer values as weights.
     """
-    source = _source(path)
+    source = existing_file(path)
     with open_binary(source) as stream:
         first = stream.readline().decode("utf-8", "replace").strip()
         m = re.match(r"%%MatrixMarket\s+matrix\s+(\w+)\s+(\w+)\s+(\w+)\s*$", first, re.I)
@@ -256,7 +257,7 @@ def read_dimacs(path, *, directed=True, self_loops=True, dedup="min", name=None)
     Vertices are 1..N (kept as labels); weights are arc lengths; parallel arcs keep the
     shortest by default (``dedup="min"``).
     """
-    source = _source(path)
+    source = existing_file(path)
     with open_binary(source) as stream:
         header, _, lines = _header_lines(stream, source, lambda t: t.startswith("c"))
         parts = header.split()
@@ -276,7 +277,7 @@ def read_dimacs(path, *, directed=True, self_loops=True, dedup="min", name=None)
 def read_metis(path, *, weighted=None, name=None):
     """Read a METIS/Chaco adjacency file: header 'N M [fmt [ncon]]', then line k lists
     the 1-based neighbours of vertex k. The graph is undirected; ids kept as labels."""
-    source = _source(path)
+    source = existing_file(path)
     with open_binary(source) as stream:
         header, _, lines = _header_lines(stream, source, lambda t: t.startswith("%"))
         (n, m), rest = _declared_ints(header, 2, source, lines, "'vertices edges [fmt]'")

@@ -110,6 +110,14 @@ def test_missing_file_and_directory(tmp_path):
         hg.read(tmp_path / "nope.txt")
     with pytest.raises(hg.InputFormatError, match=r"is a directory"):
         hg.read(tmp_path, format="snap")
+    # a missing file without a known extension: "not found", not "cannot tell the format"
+    with pytest.raises(hg.InputFormatError, match=r"nope: file not found"):
+        hg.read(tmp_path / "nope")
+    with pytest.raises(hg.InputFormatError, match=r"is a directory"):
+        hg.read(tmp_path)
+    (tmp_path / "g.unknown").write_text("1 2\n")  # an existing file: its extension judged
+    with pytest.raises(hg.UnsupportedFormatError, match=r"cannot tell the format"):
+        hg.read(tmp_path / "g.unknown")
 
 
 def test_unknown_format_name(tmp_path):
