@@ -21,12 +21,11 @@ graph is kept in NetworkX's cache of the graph.
 
 from __future__ import annotations
 
-import logging
 import warnings
 
 import numpy as np
 
-log = logging.getLogger("hetgraph.nx_backend")
+QUIET = {"progress": False}  # no progress bar inside NetworkX calls
 
 FUNCTIONS = ("pagerank", "single_source_dijkstra_path_length",
              "single_source_shortest_path_length", "bfs_layers", "connected_components",
@@ -47,6 +46,7 @@ class BackendGraph:
         self.nx_graph = graph
         self.nodes = list(graph)
         self._graphs = {}
+        self._weights = {}
 
     def is_directed(self):
         return self.nx_graph.is_directed()
@@ -62,6 +62,15 @@ class BackendGraph:
 
             self._graphs[weight] = from_networkx(self.nx_graph, weight=weight)
         return self._graphs[weight]
+
+    def weights(self, weight):
+        """(float64 array of edge attribute ``weight``, default 1; whether every value
+        is an int), read from the NetworkX edges once per attribute."""
+        if weight not in self._weights:
+            values = [d.get(weight, 1) for *_, d in self.nx_graph.edges(data=True)]
+            self._weights[weight] = (np.array(values, np.float64),
+                                     all(isinstance(v, int) for v in values))
+        return self._weights[weight]
 
     def node(self, ids):
         """The NetworkX nodes of dense ids."""
@@ -102,7 +111,9 @@ def should_run(name, args, kwargs):
     bound = inspect.signature(_registered_algorithms[name].orig_func).bind(*args, **kwargs)
     bound.apply_defaults()
     arguments = dict(bound.arguments)
-    reason = _unsupported(name, _nx(arguments.pop("G")), arguments)
+    graph = arguments.pop("G")
+    reason = _unsupported(name, graph if isinstance(graph, BackendGraph) else
+                          BackendGraph(graph), arguments)
     return True if reason is None else reason
 
 
@@ -139,15 +150,9 @@ def __getattr__(name):
 
 # --- what each function cannot do exactly ---------------------------------------------------
 
-def _weights(graph, weight):
-    """The values of edge attribute ``weight`` (default 1), as a float64 array."""
-    return np.fromiter((d.get(weight, 1) for *_, d in graph.edges(data=True)), np.float64,
-                       graph.number_of_edges())
-
-
 def _unsupported(name, graph, kwargs):
-    """Why hetgraph cannot answer ``name`` on ``graph`` with ``kwargs`` exactly (None:
-    it can)."""
+    """Why hetgraph cannot answer ``name`` on ``graph`` (a BackendGraph) with ``kwargs``
+    exactly (None: it can)."""
     if name == "pagerank":
         given = [k for k in ("personalization", "nstart", "dangling")
                  if kwargs.get(k) is not None]
@@ -159,8 +164,8 @@ def _unsupported(name, graph, kwargs):
             return "with a weight function is not supported by hetgraph"
         if graph.is_multigraph():
             return "on a multigraph (parallel edges) is not supported by hetgraph"
-        if weight is not None and graph.number_of_edges():
-            w = _weights(graph, weight)
+        if weight is not None:
+            w = graph.weights(weight)[0]
             if (w < 0).any():
                 return "with negative weights is not supported by hetgraph"
             if not np.array_equal(w.astype(np.float32), w):
@@ -170,14 +175,10 @@ def _unsupported(name, graph, kwargs):
 
 
 def _run_or_fallback(name, graph, args, kwargs, compute):
-    reason = _unsupported(name, graph.nx_graph, kwargs)
+    reason = _unsupported(name, graph, kwargs)
     if reason is not None:
         return _fallback(name, reason, (graph, *args), kwargs)
     return compute()
-
-
-def _quiet():
-    return {"progress": False}
 
 
 # --- the algorithms ------------------------------------------------------------------------------
@@ -196,7 +197,7 @@ def pagerank(G, alpha=0.85, personalization=None, max_iter=100, tol=1e-06, nstar
         if not G.nodes:
             return {}
         result = hg_pagerank(G.graph(weight), damping=alpha, max_iterations=max_iter,
-                             tol=tol, **_quiet())
+                             tol=tol, **QUIET)
         if not result.converged:
             raise nx.PowerIterationFailedConvergence(max_iter)
         return dict(zip(G.nodes, result.values.tolist()))
@@ -216,10 +217,8 @@ def single_source_dijkstra_path_length(G, source, cutoff=None, weight="weight"):
     def compute():
         if source not in G.nx_graph:
             raise nx.NodeNotFound(f"Node {source} not found in graph")
-        graph = G.graph(weight)
-        distances = sssp(graph, graph.label_of(G.dense(source)), **_quiet()).values
-        integral = weight is None or all(isinstance(d.get(weight, 1), int)
-                                         for *_, d in G.nx_graph.edges(data=True))
+        distances = sssp(G.graph(weight), source, **QUIET).values  # labels are the nodes
+        integral = weight is None or G.weights(weight)[1]
         return _nearest_first(G, distances, cutoff, int if integral else float)
 
     return _run_or_fallback("single_source_dijkstra_path_length", G, (source,), kwargs,
@@ -243,7 +242,7 @@ def _levels(G, sources):
 
     graph = G.graph(None)
     result = run(BreadthFirst(np.asarray(sources, np.int64)), graph,
-                 max_iterations=max(graph.num_vertices, 1), **_quiet())
+                 max_iterations=max(graph.num_vertices, 1), **QUIET)
     return result.values
 
 
@@ -281,7 +280,7 @@ def bfs_layers(G, sources):
 def _components(G):
     from .algorithms import connected_components as hg_components
 
-    labels = hg_components(G.graph(None), **_quiet()).values
+    labels = hg_components(G.graph(None), **QUIET).values
     order = np.argsort(labels, kind="stable")
     bounds = np.flatnonzero(np.diff(labels[order])) + 1
     return (set(G.node(ids)) for ids in np.split(order, bounds))
