@@ -106,8 +106,8 @@ class Graph:
         col)), else a sequence of labels."""
         objects = self.labels is not None and self.labels.dtype == object
         scalar = np.ndim(labels) == 0 or (objects and isinstance(labels, tuple))
-        if objects and not isinstance(labels, (str, np.ndarray)) and np.ndim(labels) > 0:
-            items = [labels] if scalar else list(labels)  # tuples stay whole labels
+        if objects:  # one object per label (np.asarray would split tuples)
+            items = [labels] if scalar else list(labels)
             wanted = np.empty(len(items), object)
             for i, item in enumerate(items):
                 wanted[i] = item
