@@ -44,12 +44,12 @@ def timeline(history, title=None, path=None):
     seconds.plot(it, history["seconds"], color=COLORS["wall"], marker=".", label="wall")
     seconds.set_ylabel("seconds")
     seconds.legend(loc="upper right", fontsize=8)
-    for name in ("alpha", "f"):
-        values = history[name].to_numpy(float)
-        shown = np.where(values > 0, values, np.nan)  # a log axis
+    positive = history[["alpha", "f"]].to_numpy(float) > 0  # what a log axis can show
+    for column, name in enumerate(("alpha", "f")):
+        shown = np.where(positive[:, column], history[name].to_numpy(float), np.nan)
         ratios.plot(it, shown, color=COLORS[name], marker=".", label=name)
     ratios.axhline(1.0, color=COLORS["wall"], linestyle="--", linewidth=0.8)
-    if np.isfinite(np.where(history[["alpha", "f"]].to_numpy(float) > 0, 1.0, np.nan)).any():
+    if positive.any():
         ratios.set_yscale("log")
     ratios.set_ylabel("alpha, f")
     ratios.set_xlabel("iteration")
