@@ -115,7 +115,7 @@ def test_page_document_holds_the_rows(served):
     assert sources and sources[0].data["iteration"] == result.history["iteration"].tolist()
     assert sources[0].data["mode"] == result.history["mode"].tolist()
     titles = [m.text for m in doc.models if isinstance(m, Div)]
-    assert any(f"BreadthFirst on 225 vertices" in t and "converged" in t for t in titles)
+    assert any("BreadthFirst on 225 vertices" in t and "converged" in t for t in titles)
 
 
 def test_failed_run_is_reported(served):
@@ -244,7 +244,7 @@ def test_run_draws_its_bar(monkeypatch, capsys):
                          progress=True, devices="cpu")
     err = capsys.readouterr().err
     assert "\rPageRank 6/6 [####################]" in err
-    assert f"pages cpu 1 gpu 0" in err
+    assert "pages cpu 1 gpu 0" in err
     assert "PageRank: 6 iterations, stopped" in err and result.iterations == 6
     hg.pagerank(hg.generate.grid(10, 10), tol=None, max_iterations=6, progress=False)
     assert capsys.readouterr().err == ""
