@@ -25,6 +25,26 @@ RUNS = (("sssp-auto", "sssp", {"devices": "auto"}),
                                          "max_iterations": 12}))
 
 
+def _readable(message):
+    """A run event with its history rows as a list (JSON can hold it)."""
+    from hetgraph.scheduler.progress import message_rows
+
+    if message["event"] != "iterations":
+        return message
+    readable = {k: v for k, v in message.items() if k != "rows_pickle"}
+    return readable | {"rows": message_rows(message)}
+
+
+def _loggable(message):
+    """The run event :func:`_readable` read, as a run logs it."""
+    import pickle
+
+    if message["event"] != "iterations":
+        return message
+    loggable = {k: v for k, v in message.items() if k != "rows"}
+    return loggable | {"rows_pickle": pickle.dumps(message["rows"], protocol=5)}
+
+
 def run(path, scale=22):
     sys.path.insert(0, os.path.join(HERE, "..", "bench"))
     import hetgraph as hg
@@ -45,7 +65,7 @@ def run(path, scale=22):
             start = max(i for i, m in enumerate(events) if m["event"] == "start")
             out["runs"].append({"name": name, "title": repr(result)[len("<hetgraph.Result "):-1],
                                 "history": result.history.to_dict("list"),
-                                "events": events[start:]})
+                                "events": [_readable(m) for m in events[start:]]})
             print(result, result.history[["placement", "mode", "alpha", "cpu_pages",
                                           "gpu_pages", "seconds"]].to_string(), sep="\n")
     with open(path, "w") as f:
@@ -70,7 +90,7 @@ def draw(path):
     shown = saved["runs"][-1]
     with hg.Cluster(dashboard_address="127.0.0.1:0") as cluster:
         for message in shown["events"]:
-            cluster.client.log_event("hetgraph", message)
+            cluster.client.log_event("hetgraph", _loggable(message))
         scheduler = cluster._cluster.scheduler
         while latest_run(scheduler)[2] is None:  # the events arrive asynchronously
             cluster.client.run_on_scheduler(lambda: None)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 
 from .result import HISTORY_COLUMNS
-from .scheduler.progress import TOPIC
+from .scheduler.progress import TOPIC, message_rows
 
 log = logging.getLogger("hetgraph.dashboard")
 
@@ -32,7 +32,7 @@ REFRESH_MS = 500  # how often the page reads the events
 
 def latest_run(scheduler):
     """(start, rows, end) of the newest run in ``scheduler``'s event log: the start
-    message (None when no run was logged), its iteration messages in order, and its end
+    message (None when no run was logged), its history rows in order, and its end
     message (None while it runs)."""
     events = [message for _, message in scheduler.get_events(TOPIC)]
     starts = [i for i, message in enumerate(events) if message.get("event") == "start"]
@@ -40,14 +40,15 @@ def latest_run(scheduler):
         return None, [], None
     start = events[starts[-1]]
     mine = [m for m in events[starts[-1] + 1:] if m.get("run") == start["run"]]
-    rows = [m for m in mine if m.get("event") == "iteration"]
+    rows = [row for m in mine if m.get("event") == "iterations" for row in message_rows(m)]
     ends = [m for m in mine if m.get("event") == "end"]
     return start, rows, ends[-1] if ends else None
 
 
 def iterations_total(scheduler) -> int:
     """Iterations logged by every run."""
-    return sum(m.get("event") == "iteration" for _, m in scheduler.get_events(TOPIC))
+    return sum(len(message_rows(m)) for _, m in scheduler.get_events(TOPIC)
+               if m.get("event") == "iterations")
 
 
 def run_title(start, rows, end) -> str:

@@ -266,3 +266,37 @@ def test_log_columns_hide_what_a_log_axis_cannot_show():
     assert data["iteration"] == [1, 2] and data["f"] == [0.0, 1e-7]
     assert math.isnan(data["log_alpha"][0]) and math.isnan(data["log_f"][0])
     assert data["log_alpha"][1] == 2.5 and data["log_f"][1] == 1e-7
+
+
+class Recorder:
+    def __init__(self):
+        self.messages = []
+
+    def log_event(self, topic, message):
+        assert topic == progress.TOPIC
+        self.messages.append(message)
+
+
+def test_rows_are_sent_in_batches():
+    client = Recorder()
+    events = progress.RunEvents(client, "r1", interval=3600, program="P")
+    for i in range(1, 101):
+        events.rows([{"iteration": i, "f": np.float64(0.5)}])
+    assert [m["event"] for m in client.messages] == ["start"]  # held back
+    events.end(100, False)
+    assert [m["event"] for m in client.messages] == ["start", "iterations", "end"]
+    assert isinstance(client.messages[1]["rows_pickle"], bytes)  # one object for Dask
+    rows = progress.message_rows(client.messages[1])
+    assert [r["iteration"] for r in rows] == list(range(1, 101)) and rows[0]["f"] == 0.5
+
+
+def test_rows_are_sent_once_the_interval_passed():
+    client = Recorder()
+    events = progress.RunEvents(client, "r1", interval=0, program="P")
+    events.rows([{"iteration": 1}, {"iteration": 2}])
+    events.rows([{"iteration": 3}])
+    events.end(3, True)
+    assert [m["event"] for m in client.messages] == ["start", "iterations", "iterations",
+                                                     "end"]
+    assert [progress.message_rows(m) for m in client.messages[1:3]] == \
+        [[{"iteration": 1}, {"iteration": 2}], [{"iteration": 3}]]
