@@ -104,11 +104,38 @@ def test_notify_marks_exactly_the_out_neighbours(n, m, seed):
     expected = set(active.tolist())
     for u in active:
         expected.update(g.out_indices[g.out_indptr[u]:g.out_indptr[u + 1]].tolist())
+    kept = marks.copy()
+    assert cpu.compact(marks, 4, False).tolist() == sorted(expected)
+    assert np.array_equal(marks, kept)
     assert cpu.compact(marks, 4).tolist() == sorted(expected)
     assert not marks.any()
 
 
 # --- cost model ----------------------------------------------------------------------------
+
+def test_frontier_gathers_a_small_frontier_and_keeps_the_host_flags():
+    """A segment may end right after asking for the frontier (the cost model moved the
+    run): the host flags must still hold it. The id list gathered there is the one the
+    sparse iteration then uses."""
+    from hetgraph.algorithms.bfs import BreadthFirst
+    from hetgraph.scheduler.cpu_engine import CpuEngine
+    from hetgraph.scheduler.state import VertexState
+
+    g = hg.generate.grid(30, 30, seed=1)
+    spec = ProgramSpec(BreadthFirst(0))
+    values, flags, _ = spec.initial_state(g)
+    flags[[5, 77, 400]] = 1
+    kept = flags.copy()
+    engine = CpuEngine(spec, g, VertexState(values, flags, sync=True),
+                       np.zeros(1, np.float32), threads=2)
+    frontier = engine.frontier()
+    assert frontier == (4, int(g.out_degree()[np.flatnonzero(kept)].sum()))
+    assert np.array_equal(flags, kept) and engine.frontier() == frontier
+    mode, computed, _, _ = engine.iterate(0.0, frontier)
+    notified = {int(v) for u in np.flatnonzero(kept)  # BFS does not notify itself
+                for v in g.out_indices[g.out_indptr[u]:g.out_indptr[u + 1]]}
+    assert mode == "notify-pull" and computed == len(notified)
+
 
 def test_notify_pull_is_chosen_when_f_is_at_most_one_over_two_rho():
     assert notify_fraction(30, 100) == 0.3

@@ -54,15 +54,36 @@ def test_skewed_in_degrees_raise_the_notify_pull_estimate():
     assert m.cpu_seconds(0.1, 1.0, 10**6) == pytest.approx(8e-3)
 
 
+def notify_row(f, seconds):
+    return {"placement": "cpu", "mode": "notify-pull", "f": f, "edges": 0,
+            "cpu_seconds": seconds}
+
+
 def test_measured_notify_pull_cost_replaces_garaphs_estimate():
     m = model(8e-9, 2e-9, overhead=1.0)
     assert m.placement(0.1, 1.0, 10**6)[0] == "cpu"  # 2 f T_pull = 1.6 ms < 2 ms
     # notify-pull measured at 3x the frontier's edges in pulled in-edges: 0.1 * 1e6
-    # frontier edges * 24 ns = 2.4 ms > 2 ms on the GPU
-    m.observe("cpu", "notify-pull", 10**5, 10**5 * 24e-9)
+    # frontier edges * 24 ns = 2.4 ms > 2 ms on the GPU, and at a tenth as many
+    m.observe_row(notify_row(0.1, 2.4e-3), 10**6)
+    m.observe_row(notify_row(0.01, 0.24e-3), 10**6)
+    m.observe_row(notify_row(0.1, 2.4e-3), 10**6)
     place, a = m.placement(0.1, 1.0, 10**6)
     assert place == "gpu" and a == pytest.approx(1.2)
     assert m.placement(0.05, 1.0, 10**6)[0] == "cpu"  # 1.2 ms
+
+
+def test_a_small_notify_pull_teaches_its_fixed_cost_not_a_cost_per_edge():
+    # 20 frontier edges in 50 us: 2.5 us per edge would predict 250 ms for 1e5 edges;
+    # with Garaph's prior slope (2 T_pull = 16 ns per frontier edge) it is ~1.65 ms
+    m = model(8e-9, 2e-9, overhead=1.0)
+    m.observe_row(notify_row(20 / 10**6, 50e-6), 10**6)
+    assert m.cpu_seconds(0.1, 1.0, 10**6) == pytest.approx(50e-6 + 10**5 * 16e-9, rel=1e-3)
+    assert m.placement(0.1, 1.0, 10**6)[0] == "cpu"
+    # measured over a spread of sizes, the fit finds fixed part and slope
+    for edges in (10**3, 10**4, 10**5, 10**4, 10**3, 10**5):
+        m.observe_row(notify_row(edges / 10**6, 30e-6 + edges * 40e-9), 10**6)
+    assert m.cpu_seconds(0.05, 1.0, 10**6) == pytest.approx(30e-6 + 5e4 * 40e-9, rel=1e-3)
+    assert m.cpu_seconds(0.9, 1.0, 10**6) == pytest.approx(8e-3)  # a pull is cheaper
 
 
 def test_moving_the_state_counts_against_leaving_the_current_device():
@@ -86,9 +107,11 @@ def test_measured_iterations_replace_the_hybrid_prediction():
 
 def test_history_rows_feed_the_model():
     m = CostModel()
-    m.observe_row({"placement": "cpu", "mode": "notify-pull", "f": 0.01, "edges": 5000,
+    m.observe_row(notify_row(0.01, 1e-3), 10**5)
+    assert m.notify.predict(1000, 0.0) == pytest.approx(1e-3)  # 1000 frontier edges
+    m.observe_row({"placement": "cpu", "mode": "pull", "f": 0.9, "edges": 10**5,
                    "cpu_seconds": 1e-3}, 10**5)
-    assert m.per_edge[("cpu", "notify-pull")] == pytest.approx(1e-6)  # per frontier edge
+    assert m.per_edge[("cpu", "pull")] == pytest.approx(1e-8)
     m.observe_row({"placement": "gpu", "mode": "gpu-pull", "f": 1.0, "edges": 10**5,
                    "gpu_seconds": 1e-4}, 10**5)
     assert m.per_edge[("gpu", "pull")] == pytest.approx(1e-9)
@@ -96,8 +119,9 @@ def test_history_rows_feed_the_model():
 
 def test_uncalibrated_model_keeps_the_cpu():
     m = CostModel()
-    assert math.isnan(m.alpha(1.0))
+    assert math.isnan(m.alpha(1.0, 1.0, 100))
     assert m.placement(1.0, 1.0, 100)[0] == "cpu"
+    assert math.isnan(model(8e-9, 2e-9).alpha(0.0, 1.0, 0))  # no edge: nothing to compare
 
 
 def test_observations_are_smoothed():

@@ -29,17 +29,48 @@ def alpha(f: float, rho: float, t_pull: float, t_gpu: float) -> float:
 
 SMOOTHING = 0.3  # weight of a new measurement in the running per-edge times
 SWITCH_PAYBACK = 8  # iterations over which moving the vertex state must pay off
+SPREAD = 0.5  # sizes measured must vary by this coefficient of variation to fit a slope
+
+
+class LinearFit:
+    """seconds = fixed + slope * size, fitted by least squares to the measurements with
+    exponential forgetting (the newest weighs SMOOTHING). A small iteration costs its
+    fixed part (a call, a sort) more than its edges: a cost per edge alone, learnt from
+    one, would predict a large one many times too slow. Until the sizes measured spread
+    enough to tell the two apart (coefficient of variation SPREAD), the slope is the
+    caller's prior and the fit only sets the fixed part."""
+
+    def __init__(self):
+        self.sums = [0.0] * 5  # weight, size, seconds, size^2, size * seconds
+
+    def observe(self, size, seconds):
+        point = (1.0, size, seconds, size * size, size * seconds)
+        self.sums = [(1 - SMOOTHING) * s + SMOOTHING * p for s, p in zip(self.sums, point)]
+
+    def predict(self, size, prior_slope):
+        """Predicted seconds for ``size`` (None before any measurement)."""
+        weight, sx, sy, sxx, sxy = self.sums
+        if weight == 0.0:
+            return None
+        mx, my = sx / weight, sy / weight
+        var = sxx / weight - mx * mx
+        if var > (SPREAD * mx) ** 2:
+            slope = max((sxy / weight - mx * my) / var, 0.0)
+        else:
+            slope = prior_slope
+        return max(my - slope * mx, 0.0) + slope * size
 
 
 class CostModel:
     """Seconds per edge for each (device kind, mode), from a calibration then smoothed
     over measured times, and the placement of each iteration.
 
-    ("cpu", "pull") and ("gpu", "pull"): seconds per edge of a pull. ("cpu",
-    "notify-pull"): seconds per *frontier* edge (f * |E|) of a CPU notify-pull
-    iteration; until one was measured it is Garaph's 2 * rho * T_pull, after that the
-    measurement also counts the in-edges of the notified vertices, which on power-law
-    graphs can be many times the frontier's out-edges. ``overhead``: seconds a hybrid
+    ``per_edge``: ("cpu", "pull") and ("gpu", "pull"), seconds per edge of a pull.
+    ``notify``: a :class:`LinearFit` of a CPU notify-pull iteration's seconds against its
+    frontier's edges (f * |E|); before it has measurements, the prior is Garaph's
+    2 * rho * T_pull per frontier edge (with the skew below). Measured, it also counts
+    the in-edges of the notified vertices, which on power-law graphs can be many times
+    the frontier's out-edges. ``overhead``: seconds a hybrid
     iteration spends beyond its busiest device (task round trips, vertex copies),
     smoothed. ``switch``: seconds to move the vertex state between host and GPU.
     ``skew``: the in-degree of the destination of an average edge, sum(d_in^2) / |E|
@@ -50,6 +81,7 @@ class CostModel:
     def __init__(self, overhead=0.0, switch=0.0, skew=1.0):
         self.skew = float(skew)
         self.per_edge: dict = {}
+        self.notify = LinearFit()
         self.iteration: dict = {}  # measured seconds of a full pull, per placement
         self.overhead = float(overhead)
         self.switch = float(switch)
@@ -72,11 +104,13 @@ class CostModel:
 
     def observe_row(self, row, num_arcs):
         """Fold a history row of a single-device iteration into the model (a CPU
-        notify-pull per frontier edge, see above)."""
+        notify-pull against its frontier's edges, see above)."""
         kind = row["placement"]
-        edges = row["f"] * num_arcs if row["mode"] == "notify-pull" else row["edges"]
-        self.observe(kind, "pull" if kind == "gpu" else row["mode"], edges,
-                     row[f"{kind}_seconds"])
+        if kind == "cpu" and row["mode"] == "notify-pull":
+            self.notify.observe(row["f"] * num_arcs, row["cpu_seconds"])
+        else:
+            self.observe(kind, "pull" if kind == "gpu" else row["mode"], row["edges"],
+                         row[f"{kind}_seconds"])
 
     def observe_overhead(self, seconds):
         self.overhead = (1 - SMOOTHING) * self.overhead + SMOOTHING * max(seconds, 0.0)
@@ -88,19 +122,18 @@ class CostModel:
     def cpu_seconds(self, f, rho, num_arcs):
         """Predicted seconds of the CPU's iteration: notify-pull or pull, the cheaper."""
         pull = self.seconds("cpu", num_arcs)
-        t_notify = self.per_edge.get(("cpu", "notify-pull"))
-        if t_notify:
-            return min(f * num_arcs * t_notify, pull)
-        return min(rho * (f + min(f * self.skew, 1.0)) * pull, pull)
+        prior = rho * (f + min(f * self.skew, 1.0)) * pull
+        notify = self.notify.predict(f * num_arcs, prior / (f * num_arcs) if f else 0.0)
+        return min(prior if notify is None else notify, pull)
 
-    def alpha(self, f, rho=1.0):
+    def alpha(self, f, rho, num_arcs):
         """The CPU's predicted iteration time over the GPU's pull: Garaph's eq. 3,
         min(2 f rho, 1) T_pull / T_GPU with skew 1, until a notify-pull was measured;
         nan until both devices were measured."""
         t_pull, t_gpu = self.per_edge.get(("cpu", "pull")), self.per_edge.get(("gpu", "pull"))
-        if not t_pull or not t_gpu:
+        if not t_pull or not t_gpu or not num_arcs:
             return float("nan")
-        return self.cpu_seconds(f, rho, 1.0) / t_gpu
+        return self.cpu_seconds(f, rho, num_arcs) / self.seconds("gpu", num_arcs)
 
     def placement(self, f, rho, num_arcs, current=None):
         """(placement, alpha) for an iteration with both device kinds available:
@@ -109,7 +142,7 @@ class CostModel:
         when the balanced split of a pull over CPU and GPU plus the hybrid overhead
         beats the GPU alone (measured iteration times replace both predictions once
         there are some), else "gpu"."""
-        a = self.alpha(f, rho)
+        a = self.alpha(f, rho, num_arcs)
         if a != a:  # nan: not calibrated, the CPU alone
             return "cpu", a
         gpu = self.seconds("gpu", num_arcs)

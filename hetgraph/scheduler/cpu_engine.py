@@ -76,14 +76,27 @@ class CpuEngine:
         self._activated = -1
 
     def frontier(self):
-        """(active vertices, sum of their out-degrees)."""
+        """(active vertices, sum of their out-degrees). After the state changed
+        elsewhere, a frontier small enough for a sparse iteration is also gathered into
+        its id list here (a pass over all vertices), so that the iteration's own time
+        is the work that grows with the frontier."""
         graph = self.graph
         if self._frontier is not None:
             return len(self._frontier), self._degree
         if self._activated == graph.num_vertices:  # all active: nothing to scan
             return self._activated, graph.num_arcs
-        active, degree = cpu.frontier_size(self.state.flags, graph.out_indptr, self.chunks)
-        return int(active), int(degree)
+        active, degree = (int(x) for x in cpu.frontier_size(self.state.flags,
+                                                            graph.out_indptr, self.chunks))
+        if self._mode(degree) == "notify-pull" and degree + active <= SPARSE_EDGES:
+            self._frontier = cpu.compact(self.state.flags, self.chunks, False)
+            self._degree = degree
+        return active, degree
+
+    def _mode(self, degree):
+        """The CPU mode of an iteration whose frontier has ``degree`` out-edges."""
+        if self.cpu_mode != "auto":
+            return self.cpu_mode
+        return choose_cpu_mode(notify_fraction(degree, self.graph.num_arcs), self.rho)
 
     def iterate(self, constant, frontier):
         """One iteration from ``frontier`` = :meth:`frontier`'s (active, degree) with the
@@ -91,12 +104,11 @@ class CpuEngine:
         vertices activated)."""
         active, degree = frontier
         constant = float(constant)
-        f = notify_fraction(degree, self.graph.num_arcs)
-        chosen = choose_cpu_mode(f, self.rho) if self.cpu_mode == "auto" else self.cpu_mode
+        chosen = self._mode(degree)
         state = self.state
         if chosen == "notify-pull" and degree + active <= SPARSE_EDGES:
             if self._frontier is None:
-                self._frontier = cpu.compact(state.flags, self.chunks)
+                self._frontier = cpu.compact(state.flags, self.chunks, False)
             computed, edges, self._frontier, self._degree = self.kernel.sparse_step(
                 self.graph, self._frontier, state.values, state.new_values, state.flags,
                 state.marks, self.aux, constant, state.sync)

@@ -304,7 +304,7 @@ class _Driver:
                                resources={"CPU": 1}).result()
             trips.append(time.perf_counter() - start)
         self.round_trip = float(np.median(trips))
-        copy = next(r.per_edge for r in reports if r.kind == "gpu")[("copy", "byte")]
+        copy = next(r.copy_per_byte for r in reports if r.kind == "gpu")
         vertex_bytes = self.graph.num_vertices * (self.spec.dtype.itemsize + 1)
         self.model.switch = copy * vertex_bytes
         self.model.overhead = 2 * self.round_trip + 2 * self.model.switch
@@ -316,9 +316,9 @@ class _Driver:
         rho = self.runspec.rho
         if len(self.kinds) == 1:
             kind = next(iter(self.kinds))
-            return kind, self.model.alpha(f, rho)
+            return kind, self.model.alpha(f, rho, self.graph.num_arcs)
         if self.devices == "hybrid":
-            return "hybrid", self.model.alpha(f, rho)
+            return "hybrid", self.model.alpha(f, rho, self.graph.num_arcs)
         return self.model.placement(f, rho, self.graph.num_arcs, current=self.placed)
 
     def _segment_possible(self, kind, f):
@@ -404,7 +404,7 @@ class _Driver:
         report = future.result()
         self._merge(report)
         self.version += 1
-        self.model.per_edge.update(report.per_edge)
+        self.model = report.model  # the driver's, plus what the segment measured
         rows = report.rows
         for row in rows:
             if row["placement"] == "gpu":

@@ -75,9 +75,10 @@ class RunSpec:
 @dataclasses.dataclass
 class Report:
     """What a task did: device kind, pages (for page tasks), edges, vertices activated,
-    seconds on the device, history rows (segments), the values and flags it computed
-    when the state is not shared (vertex ranges, values, flags), and the model's
-    per-edge times it measured."""
+    seconds on the device, history rows and the cost model with what they measured
+    (segments), the values and flags it computed when the state is not shared (vertex
+    ranges, values, flags), and the seconds per byte of a host-to-device copy
+    (GPU calibration)."""
 
     kind: str
     pages: list
@@ -89,7 +90,8 @@ class Report:
     status: str = ""
     read_bytes: int = 0
     out: tuple | None = None
-    per_edge: dict = dataclasses.field(default_factory=dict)
+    model: object = None
+    copy_per_byte: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -342,7 +344,7 @@ def _chooser(model, run, kind, others, spread_pull=False):
                 choose_cpu_mode(f, run.rho) == "pull":
             return "pages", float("nan")
         if not others:
-            return kind, model.alpha(f, run.rho)
+            return kind, model.alpha(f, run.rho, run.graph.num_arcs)
         return model.placement(f, run.rho, run.graph.num_arcs, current=kind)
     return choose
 
@@ -362,7 +364,7 @@ def cpu_segment(run, state, version, first, last, model, others, spread_pull):
     return Report("cpu", [], rows=rows, status=status,
                   build_seconds=ctx.take_build_seconds(),
                   out=_out(run, state, [(0, run.graph.num_vertices)], written=False),
-                  per_edge={k: v for k, v in model.per_edge.items() if k[0] == "cpu"})
+                  model=model)
 
 
 @_resolved
@@ -390,8 +392,7 @@ def gpu_segment(run, state, version, first, last, model, others, frontier):
     ctx.pages = tuple(range(len(run.page_vertices)))
     return Report("gpu", [], rows=rows, status=status,
                   build_seconds=ctx.take_build_seconds(),
-                  out=_out(run, state, [(0, n)], written=False),
-                  per_edge={k: v for k, v in model.per_edge.items() if k[0] == "gpu"})
+                  out=_out(run, state, [(0, n)], written=False), model=model)
 
 
 # --- calibration -------------------------------------------------------------------------------
@@ -400,7 +401,7 @@ def gpu_segment(run, state, version, first, last, model, others, frontier):
 def calibrate(run, state, kind, page):
     """Build this worker's context and time a pull of ``page`` twice (the first warms
     up), without touching the run's state; returns a Report with the second time and,
-    on a GPU, the per-byte time of a host-to-device copy of the values in ``per_edge``."""
+    on a GPU, the per-byte time of a host-to-device copy of the values."""
     from .state import VertexState
 
     if kind == "cpu":
@@ -434,7 +435,7 @@ def calibrate(run, state, kind, page):
     bytes_ = n * (state.values.itemsize + 1)
     return Report("gpu", [page], run.edges([page]), seconds=seconds,
                   build_seconds=ctx.take_build_seconds(),
-                  per_edge={("copy", "byte"): copy / max(bytes_, 1)})
+                  copy_per_byte=copy / max(bytes_, 1))
 
 
 def ping():
