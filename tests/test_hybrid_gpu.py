@@ -5,11 +5,13 @@ to interleave between the devices, worker processes) gives the CPU engine's answ
 exactly for min programs, to 1e-9 relative for float64 sums.
 """
 
+import itertools
+
 import numpy as np
 import pytest
 
 import hetgraph as hg
-from hetgraph.scheduler import placement
+from hetgraph.scheduler import dispatcher, placement, tasks
 
 pytestmark = pytest.mark.gpu
 
@@ -79,6 +81,24 @@ def test_interleaved_pages_equal_the_cpu(name, mode, graph, cluster, expected, i
     r = RUNS[name](graph, cluster=cluster, devices="hybrid", page_bytes=PAGE_BYTES, mode=mode)
     h = r.history
     assert (h["cpu_pages"] > 0).all() and (h["gpu_pages"] > 0).all()
+    check(name, r.values, expected[name].values)
+
+
+PLACEMENTS = ["hybrid", "gpu", "gpu", "hybrid", "cpu", "hybrid", "cpu", "gpu", "cpu"]
+
+
+@pytest.mark.parametrize("name", ["pagerank", "sssp"])
+def test_every_move_between_placements_keeps_the_state(name, graph, cluster, expected,
+                                                        interleaved, monkeypatch):
+    """The driver places the iterations by a script that crosses every boundary (a
+    hybrid iteration, then a GPU segment, ...), and a segment stops after one
+    iteration: each move must hand over the whole vertex state."""
+    script = itertools.cycle(PLACEMENTS)
+    monkeypatch.setattr(dispatcher._Driver, "_place", lambda self, f: (next(script), 1.0))
+    monkeypatch.setattr(tasks, "_chooser", lambda *args: lambda f: ("elsewhere", 1.0))
+    r = RUNS[name](graph, cluster=cluster, devices="auto", page_bytes=PAGE_BYTES)
+    n = min(r.iterations, len(PLACEMENTS))
+    assert r.history["placement"].tolist()[:n] == PLACEMENTS[:n] and n >= 6
     check(name, r.values, expected[name].values)
 
 

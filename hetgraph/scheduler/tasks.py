@@ -311,7 +311,10 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model):
         if active == 0:
             return rows, "converged"
         f = notify_fraction(degree, graph.num_arcs)
-        placement, alpha = choose(f)
+        if iteration == first:  # the driver has just placed it here
+            placement, alpha = kind, model.alpha(f, run.rho, graph.num_arcs)
+        else:
+            placement, alpha = choose(f)
         if placement != kind:
             return rows, "moved"
         constant = program.iteration_constant(graph, engine.values) \
@@ -383,6 +386,8 @@ def gpu_segment(run, state, version, first, last, model, others, frontier):
             ctx.pending_finish = False
         if ctx.version != version:
             engine.load(state.values, state.flags, [(0, n)])
+        else:  # after a hybrid iteration: the vertices the other devices computed
+            engine.load(state.values, state.flags, _complement(run.ranges(ctx.pages), n))
         engine.reset_frontier(*frontier)
         rows, status = run_iterations(run, engine, "gpu", first, last,
                                       _chooser(model, run, "gpu", others),
