@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from hetgraph.scheduler.costmodel import SWITCH_PAYBACK, CostModel, alpha
+from hetgraph.scheduler.costmodel import CostModel, alpha
 from hetgraph.scheduler.placement import OVERHEAD_SHARE, PageQueue
 
 
@@ -86,14 +86,33 @@ def test_a_small_notify_pull_teaches_its_fixed_cost_not_a_cost_per_edge():
     assert m.cpu_seconds(0.9, 1.0, 10**6) == pytest.approx(8e-3)  # a pull is cheaper
 
 
-def test_moving_the_state_counts_against_leaving_the_current_device():
-    m = model(8e-9, 2e-9, overhead=1.0)  # no hybrid
-    m.switch = 0.5e-3 * SWITCH_PAYBACK  # 0.5 ms per iteration of the payback
-    # CPU 1.8 ms vs GPU 2 ms: worth it from the host, not worth a 0.5 ms move
-    assert m.placement(0.1125, 1.0, 10**6)[0] == "cpu"
-    assert m.placement(0.1125, 1.0, 10**6, current="cpu")[0] == "cpu"
-    assert m.placement(0.1125, 1.0, 10**6, current="gpu")[0] == "gpu"
-    assert m.placement(0.05, 1.0, 10**6, current="gpu")[0] == "cpu"  # 0.8 + 0.5 < 2
+def test_the_run_moves_once_staying_has_lost_what_a_move_costs():
+    m = model(8e-9, 2e-9, overhead=1.0)  # no hybrid; GPU 2 ms per iteration
+    m.switch = 1e-3
+    # CPU 0.8 ms (f = 0.05): better by 1.2 ms per iteration
+    assert m.placement(0.05, 1.0, 10**6)[0] == "cpu"  # from nowhere: no move
+    assert m.placement(0.05, 1.0, 10**6, current="cpu")[0] == "cpu"
+    assert m.placement(0.05, 1.0, 10**6, current="gpu")[0] == "cpu"  # lost 1.2 >= 1 ms
+    m.switch = 3e-3
+    assert m.placement(0.05, 1.0, 10**6, current="gpu")[0] == "gpu"  # lost 1.2 ms
+    assert m.placement(0.05, 1.0, 10**6, current="gpu")[0] == "gpu"  # lost 2.4 ms
+    assert m.placement(0.05, 1.0, 10**6, current="gpu")[0] == "cpu"  # lost 3.6 ms
+    assert m.regret == 0.0
+    # an iteration where the current side is better again forgets what was lost
+    m.placement(0.05, 1.0, 10**6, current="gpu")
+    m.placement(0.05, 1.0, 10**6, current="gpu")
+    assert m.placement(0.2, 1.0, 10**6, current="gpu")[0] == "gpu"  # CPU 3.2 ms
+    assert m.placement(0.05, 1.0, 10**6, current="gpu")[0] == "gpu"
+    # and the same from the CPU: 0.2 -> CPU 3.2 ms, 1.2 ms behind the GPU
+    m.regret = 0.0
+    assert [m.placement(0.2, 1.0, 10**6, current="cpu")[0] for _ in range(3)] == \
+        ["cpu", "cpu", "gpu"]
+
+
+def test_segment_boundaries_measure_the_switch():
+    m = CostModel(switch=1e-3)
+    m.observe_switch(11e-3)
+    assert m.switch == pytest.approx(0.7 * 1e-3 + 0.3 * 11e-3)
 
 
 def test_measured_iterations_replace_the_hybrid_prediction():

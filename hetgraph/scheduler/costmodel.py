@@ -28,7 +28,6 @@ def alpha(f: float, rho: float, t_pull: float, t_gpu: float) -> float:
 
 
 SMOOTHING = 0.3  # weight of a new measurement in the running per-edge times
-SWITCH_PAYBACK = 8  # iterations over which moving the vertex state must pay off
 SPREAD = 0.5  # sizes measured must vary by this coefficient of variation to fit a slope
 
 
@@ -72,7 +71,10 @@ class CostModel:
     the in-edges of the notified vertices, which on power-law graphs can be many times
     the frontier's out-edges. ``overhead``: seconds a hybrid
     iteration spends beyond its busiest device (task round trips, vertex copies),
-    smoothed. ``switch``: seconds to move the vertex state between host and GPU.
+    smoothed. ``switch``: seconds to move the run between the CPU and the GPU (the
+    state's copies and the task round trips of ending one segment and starting the
+    next), smoothed over measured segment boundaries. ``regret``: seconds the current
+    placement has lost so far against the other, by the model's predictions.
     ``skew``: the in-degree of the destination of an average edge, sum(d_in^2) / |E|
     (1 in Garaph's model): a notified vertex is reached through one of its in-edges, so
     before any measurement notify-pull is predicted to pull min(f |E| skew, |E|) edges.
@@ -85,6 +87,7 @@ class CostModel:
         self.iteration: dict = {}  # measured seconds of a full pull, per placement
         self.overhead = float(overhead)
         self.switch = float(switch)
+        self.regret = 0.0
 
     def observe_iteration(self, placement, seconds):
         """Fold the measured seconds of a full-pull iteration placed on "gpu" or
@@ -112,6 +115,10 @@ class CostModel:
             self.observe(kind, "pull" if kind == "gpu" else row["mode"], row["edges"],
                          row[f"{kind}_seconds"])
 
+    def observe_switch(self, seconds):
+        """Fold the measured cost of a segment boundary into ``switch``."""
+        self.switch = (1 - SMOOTHING) * self.switch + SMOOTHING * max(seconds, 0.0)
+
     def observe_overhead(self, seconds):
         self.overhead = (1 - SMOOTHING) * self.overhead + SMOOTHING * max(seconds, 0.0)
 
@@ -136,20 +143,30 @@ class CostModel:
         return self.cpu_seconds(f, rho, num_arcs) / self.seconds("gpu", num_arcs)
 
     def placement(self, f, rho, num_arcs, current=None):
-        """(placement, alpha) for an iteration with both device kinds available:
-        "cpu" when the CPU alone is faster (alpha < 1, Garaph), counting the move of the
-        vertex state when the ``current`` placement is elsewhere; otherwise "hybrid"
-        when the balanced split of a pull over CPU and GPU plus the hybrid overhead
-        beats the GPU alone (measured iteration times replace both predictions once
-        there are some), else "gpu"."""
+        """(placement, alpha) for an iteration with both device kinds available: "cpu"
+        when the CPU alone is predicted faster (alpha < 1, Garaph), else "hybrid" when
+        the balanced split of a pull over CPU and GPU plus the hybrid overhead beats the
+        GPU alone (measured iteration times replace both predictions once there are
+        some), else "gpu". Leaving the ``current`` placement for the other side of the
+        host/GPU line moves the vertex state, whose cost predictions cannot be trusted to
+        recoup (a run may end the next iteration): the run moves only once staying has
+        lost, summed over the iterations since the other side became faster, as much as
+        a move costs (``switch``; the ski-rental rule: never worse than twice the best
+        choice in hindsight)."""
         a = self.alpha(f, rho, num_arcs)
         if a != a:  # nan: not calibrated, the CPU alone
             return "cpu", a
         gpu = self.seconds("gpu", num_arcs)
         cpu = self.cpu_seconds(f, rho, num_arcs)
-        move = self.switch / SWITCH_PAYBACK  # a move is paid back over a few iterations
-        if cpu + (move if current == "gpu" else 0.0) < gpu + (move if current == "cpu" else 0.0):
-            return "cpu", a
         pull = self.seconds("cpu", num_arcs)
         hybrid = self.iteration.get("hybrid", gpu * pull / (gpu + pull) + self.overhead)
-        return ("hybrid" if hybrid < self.iteration.get("gpu", gpu) else "gpu"), a
+        device = "hybrid" if hybrid < self.iteration.get("gpu", gpu) else "gpu"
+        best = "cpu" if cpu < gpu else device
+        if current is None or (best == "cpu") == (current == "cpu"):
+            self.regret = 0.0
+            return best, a
+        self.regret += abs(cpu - gpu)
+        if self.regret < self.switch:
+            return ("cpu" if current == "cpu" else device), a
+        self.regret = 0.0
+        return best, a

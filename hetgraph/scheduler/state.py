@@ -17,6 +17,13 @@ class VertexState:
         self.flags = flags
         self.marks = np.zeros_like(flags)
 
+    def pin(self, copy):
+        """Move the arrays into the memory ``copy(array)`` returns (page-locked host
+        memory, so that the GPU's copies of the state run at PCIe speed)."""
+        self.values = copy(self.values)
+        self.new_values = copy(self.new_values) if self.sync else self.values
+        self.flags = copy(self.flags)
+
     def swap(self):
         """Make the values written by a sync pull pass current."""
         if self.sync:
