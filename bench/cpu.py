@@ -18,7 +18,6 @@ import sys
 import time
 
 import numpy as np
-import scipy.sparse as sp
 import scipy.sparse.csgraph as csgraph
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -2,7 +2,6 @@
 tests against a direct computation), the cost model's switch, run options, Result."""
 
 import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

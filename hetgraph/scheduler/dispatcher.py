@@ -122,8 +122,8 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
     none); a checkpoint of another graph, program or mode is refused
     (:mod:`hetgraph.scheduler.checkpoint`). ``progress``: draw a progress bar on
     stderr once the run takes over 2 s (default None: when stderr is a terminal). Every
-    iteration is also sent to the Dask scheduler's event log, for the dashboard's
-    hetgraph page (:mod:`hetgraph.dashboard`).
+    iteration's history row is also sent to the Dask scheduler's event log (in batches,
+    at most every 0.25 s), for the dashboard's hetgraph page (:mod:`hetgraph.dashboard`).
     """
     spec = ProgramSpec(program)
     _check_options(mode, devices, cpu_mode, max_iterations, threads, partitions, gpu,
@@ -384,7 +384,8 @@ class _Driver:
                 done = status == "converged"
                 if status == "moved":  # the segment's model decided: no second check
                     self.placed = None
-            if not rows and not done:  # a hybrid iteration, or a segment that moved at once
+            if not rows and not done:  # a hybrid iteration, or pull pages spread over
+                # several workers of one kind (a segment computes its first iteration)
                 kinds = self.kinds if placement == "hybrid" else \
                     {placement: self.kinds[placement]}
                 row, done = self._page_iteration(iteration, kinds, placement, f, a, frontier)
