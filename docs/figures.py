@@ -42,7 +42,8 @@ def _loggable(message):
     if message["event"] != "iterations":
         return message
     loggable = {k: v for k, v in message.items() if k != "rows"}
-    return loggable | {"rows_pickle": pickle.dumps(message["rows"], protocol=5)}
+    return loggable | {"count": len(message["rows"]),
+                       "rows_pickle": pickle.dumps(message["rows"], protocol=5)}
 
 
 def run(path, scale=22):

@@ -47,7 +47,7 @@ def latest_run(scheduler):
 
 def iterations_total(scheduler) -> int:
     """Iterations logged by every run."""
-    return sum(len(message_rows(m)) for _, m in scheduler.get_events(TOPIC)
+    return sum(m["count"] for _, m in scheduler.get_events(TOPIC)
                if m.get("event") == "iterations")
 
 

@@ -86,10 +86,10 @@ def message_rows(message) -> list:
 class RunEvents:
     """Sends a run's start, its history rows and its end to the scheduler's event log of
     ``client`` (topic :data:`TOPIC`). Each message is a dict with ``run`` (the run id) and
-    ``event``: "start", "iterations" or "end". An "iterations" message holds history
-    rows in order, pickled into the bytes ``rows_pickle``: Dask checks every element of a
-    message (a list of dicts cost more than a small iteration), and JSON spends ten
-    times pickle's time writing floats. Any Dask client may run code on the scheduler,
+    ``event``: "start", "iterations" or "end". An "iterations" message holds ``count``
+    history rows in order, pickled into the bytes ``rows_pickle``: Dask checks every
+    element of a message (a list of dicts cost more than a small iteration), and JSON
+    spends ten times pickle's time writing floats. Any Dask client may run code on the scheduler,
     so unpickling what clients logged grants nothing new. Rows are held back until
     ``interval`` seconds (default EVENT_INTERVAL) passed since the last such message,
     and sent before the end. :func:`message_rows` reads them."""
@@ -115,7 +115,8 @@ class RunEvents:
 
     def _flush(self):
         if self.pending:
-            self._send("iterations", rows_pickle=pickle.dumps(self.pending, protocol=5))
+            self._send("iterations", count=len(self.pending),
+                       rows_pickle=pickle.dumps(self.pending, protocol=5))
             self.pending = []
         self.sent = time.perf_counter()
 

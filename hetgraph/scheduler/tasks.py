@@ -244,6 +244,16 @@ def _complement(ranges, n):
     return gaps
 
 
+def _stale_ranges(run, ctx, version):
+    """The vertex ranges whose host values (at ``version``) this GPU context lacks: all
+    of them when it last held another version, else those the other devices computed
+    while it took part in a hybrid iteration (none after one of its own segments)."""
+    n = run.graph.num_vertices
+    if ctx.version != version:
+        return [(0, n)]
+    return _complement(run.ranges(ctx.pages), n)
+
+
 # --- page tasks --------------------------------------------------------------------------------
 
 @_resolved
@@ -277,10 +287,7 @@ def gpu_pages(run, state, version, iteration, pages, constant):
         if ctx.iteration != iteration:
             if ctx.pending_finish:
                 engine.finish()
-            n = run.graph.num_vertices
-            stale = _complement(run.ranges(ctx.pages), n) if ctx.version == version \
-                else [(0, n)]
-            engine.load(state.values, None, stale)
+            engine.load(state.values, None, _stale_ranges(run, ctx, version))
             engine.begin(constant)
             ctx.iteration, ctx.pages, ctx.counted = iteration, (), 0
             ctx.version, ctx.pending_finish = version + 1, True
@@ -384,10 +391,7 @@ def gpu_segment(run, state, version, first, last, model, others, frontier):
         if ctx.pending_finish:
             engine.finish()
             ctx.pending_finish = False
-        if ctx.version != version:
-            engine.load(state.values, state.flags, [(0, n)])
-        else:  # after a hybrid iteration: the vertices the other devices computed
-            engine.load(state.values, state.flags, _complement(run.ranges(ctx.pages), n))
+        engine.load(state.values, state.flags, _stale_ranges(run, ctx, version))
         engine.reset_frontier(*frontier)
         rows, status = run_iterations(run, engine, "gpu", first, last,
                                       _chooser(model, run, "gpu", others),
