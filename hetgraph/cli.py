@@ -64,6 +64,10 @@ def _load(path):
 
 
 ALGORITHMS = ("pagerank", "sssp", "bfs", "cc", "nn", "heat")
+ORDER_OPTION = dict(choices=("auto", "degree", "none"), default="auto",
+                    help="renumber the vertices for cache locality (results keep the "
+                         "original labels): auto (by degree when a few hubs carry most "
+                         "edges), degree, none")
 NEEDS_SOURCE = ("sssp", "bfs", "heat")
 
 
@@ -85,7 +89,8 @@ def _run(args):
 
     if args.algorithm in NEEDS_SOURCE and args.source is None:
         raise GraphError(f"{args.algorithm} needs --source VERTEX (an original label)")
-    graph = PageStore(args.input) if _is_store(args.input) else _load(args.input)
+    graph = PageStore(args.input) if _is_store(args.input) else \
+        _load(args.input).reorder(args.order)
     options = {"devices": args.devices, "mode": args.mode, "checkpoint": args.checkpoint,
                "resume": args.resume, "host_budget": args.host_budget,
                "progress": False if args.quiet else None}
@@ -128,7 +133,7 @@ def _convert(args):
     from .io.store import convert
 
     store = convert(args.input, args.store, stripes=args.stripes or None,
-                    overwrite=args.overwrite, page_bytes=args.page_bytes)
+                    overwrite=args.overwrite, page_bytes=args.page_bytes, order=args.order)
     return repr(store)
 
 
@@ -174,6 +179,7 @@ def main(argv=None):
     run.add_argument("--resume", action="store_true", help="continue from --checkpoint")
     run.add_argument("--host-budget", type=int, help="host memory bytes for a page store")
     run.add_argument("--top", type=int, default=10, help="print the top K vertices (0: none)")
+    run.add_argument("--order", **ORDER_OPTION)
     run.add_argument("--quiet", action="store_true",
                      help="no progress bar (there is none when stderr is not a terminal)")
     convert = sub.add_parser("convert", help="write a graph file as a page store")
@@ -182,6 +188,7 @@ def main(argv=None):
     convert.add_argument("--stripes", nargs="*", help="one directory per disk")
     convert.add_argument("--page-bytes", type=int, default=32 << 20)
     convert.add_argument("--overwrite", action="store_true")
+    convert.add_argument("--order", **ORDER_OPTION)
     cluster = sub.add_parser("cluster", help="start a local CPU + GPU Dask cluster (worker "
                                              "processes) and wait")
     cluster.add_argument("--cpu-workers", type=int, default=1)

@@ -162,6 +162,14 @@ class Graph:
                                            dedup="min", name=self.name)
         return self._undirected
 
+    def reorder(self, order="degree") -> "Graph":
+        """This graph with its dense ids renumbered for cache locality (labels kept):
+        "degree" (by decreasing out-degree), "auto" (degree order when a few hubs carry
+        most arcs, else this graph) or "none"; see :mod:`hetgraph.io.order`."""
+        from .io.order import reorder
+
+        return reorder(self, order)
+
     def partition(self, **options):
         """Shards and pages of this graph; see :func:`hetgraph.io.partition.partition`."""
         from .io.partition import partition

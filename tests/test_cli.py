@@ -58,6 +58,28 @@ def test_run_prints_the_top_vertices_and_writes_the_values(tmp_path, capsys, dat
     assert dict(zip(reached.vertex, reached.value)) == hops
 
 
+def test_the_vertex_order_changes_no_value_of_any_label(tmp_path, capsys):
+    import pandas as pd
+
+    g = hg.generate.rmat(9, seed=4)
+    src, dst, _ = g.edges()
+    path = tmp_path / "g.txt"
+    path.write_text("".join(f"{u + 100} {v + 100}\n" for u, v in zip(src, dst)))
+    values = {}
+    for order in ("none", "degree", "auto"):
+        out = tmp_path / f"{order}.csv"
+        assert main(["run", "pagerank", str(path), "--order", order, "--out", str(out),
+                     "--top", "0", "--quiet", "--devices", "cpu"]) == 0
+        values[order] = pd.read_csv(out).set_index("vertex")["value"].sort_index()
+    np.testing.assert_allclose(values["degree"], values["none"], rtol=1e-9)
+    np.testing.assert_allclose(values["auto"], values["none"], rtol=1e-9)
+    assert main(["convert", str(path), str(tmp_path / "s"), "--order", "degree"]) == 0
+    stored = hg.open_store(tmp_path / "s")
+    assert stored.out_degree()[0] == g.out_degree().max()
+    assert stored.labels[0] == int(np.argmax(g.out_degree())) + 100
+    capsys.readouterr()
+
+
 def test_convert_then_run_from_the_store_with_a_checkpoint(tmp_path, capsys):
     (tmp_path / "g.txt").write_text("a b\nb c\nc a\nc d\n")
     with pytest.raises(hg.InputFormatError):

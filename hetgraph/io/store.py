@@ -432,6 +432,9 @@ class StoredGraph(Graph):
     def partition(self, **options):
         return self._needs_memory("a new partition")
 
+    def reorder(self, order="degree"):
+        return self._needs_memory("renumbering the vertices (reorder before saving)")
+
     def save(self, path, stripes=None, **options):
         return self._needs_memory("saving")
 
@@ -507,13 +510,15 @@ def open_store(path) -> Graph:
 
 
 def convert(source, path, *, stripes=None, overwrite=False, format=None, page_bytes=PAGE_BYTES,
-            **read_options):
-    """Read the graph file ``source`` and write it as a page store at ``path``.
+            order="none", **read_options):
+    """Read the graph file ``source`` and write it as a page store at ``path``, its
+    vertices renumbered by ``order`` first ("none", "auto" or "degree"; see
+    :meth:`hetgraph.Graph.reorder`).
 
     Reading finishes (and validates) before anything is written, and writing is atomic,
     so a bad input or a failed write leaves no store behind.
     """
     from .readers import read
 
-    graph = read(source, format=format, **read_options)
+    graph = read(source, format=format, **read_options).reorder(order)
     return save(graph, path, stripes=stripes, overwrite=overwrite, page_bytes=page_bytes)

@@ -1,0 +1,88 @@
+"""Vertex renumbering (hetgraph.io.order): the renumbered graph is the same graph under
+its labels, and every algorithm keyed by label gives the same answer on it."""
+
+import numpy as np
+import pytest
+import scipy.sparse.csgraph as csgraph
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import hetgraph as hg
+from conftest import assert_csr_matches_csc, edge_set
+from hetgraph.io.order import is_skewed, renumber
+
+arcs = st.lists(st.tuples(st.integers(0, 30), st.integers(0, 30),
+                          st.floats(0.5, 100.0, width=32)), min_size=1, max_size=120)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=arcs, directed=st.booleans(), weighted=st.booleans(), labelled=st.booleans(),
+       seed=st.integers(0, 2**31))
+def test_a_renumbered_graph_is_the_same_graph_under_its_labels(rows, directed, weighted,
+                                                              labelled, seed):
+    src = np.array([r[0] for r in rows])
+    dst = np.array([r[1] for r in rows])
+    w = np.array([r[2] for r in rows]) if weighted else None
+    if labelled:  # string labels through from_pandas' factorization
+        import pandas as pd
+
+        frame = pd.DataFrame({"s": [f"v{u}" for u in src], "t": [f"v{v}" for v in dst]})
+        if weighted:
+            frame["w"] = w
+        g = hg.from_pandas(frame, source="s", target="t", weight="w" if weighted else None,
+                           directed=directed)
+    else:
+        g = hg.from_arrays(src, dst, w, directed=directed)
+    for h in (g.reorder("degree"),
+              renumber(g, np.random.default_rng(seed).permutation(g.num_vertices))):
+        assert edge_set(h) == edge_set(g)
+        assert (h.num_vertices, h.num_arcs, h.directed, h.weighted, h.name) == \
+            (g.num_vertices, g.num_arcs, g.directed, g.weighted, g.name)
+        assert_csr_matches_csc(h)
+        for v in range(h.num_vertices):  # sources sorted within every vertex's in-edges
+            row = h.in_indices[h.in_indptr[v]:h.in_indptr[v + 1]]
+            assert np.all(np.diff(row) > 0)
+        assert sorted(h.label_of(np.arange(h.num_vertices)).tolist()) == \
+            sorted(g.label_of(np.arange(g.num_vertices)).tolist())
+    degree = g.reorder("degree").out_degree()
+    assert np.all(np.diff(degree) <= 0)
+
+
+def test_orders_and_bad_input():
+    grid = hg.generate.grid(20, 20)
+    rmat = hg.generate.rmat(12, seed=3)
+    assert not is_skewed(grid) and is_skewed(rmat)
+    assert grid.reorder("auto") is grid and rmat.reorder("none") is rmat
+    assert rmat.reorder("auto").out_degree()[0] == rmat.out_degree().max()
+    with pytest.raises(hg.GraphError, match="not a vertex order"):
+        rmat.reorder("random")
+    with pytest.raises(hg.GraphError, match="permutation of 0..4"):
+        renumber(hg.from_arrays([0, 1], [1, 4]), [0, 1, 2, 3, 3])
+    assert not is_skewed(hg.from_arrays(np.array([], int), np.array([], int),
+                                        num_vertices=3))
+
+
+def test_every_algorithm_keyed_by_label_is_unchanged_by_the_order():
+    g = hg.generate.rmat(12, seed=7, weights=(1.0, 9.0))
+    h = g.reorder()
+    assert not np.array_equal(h.labels, np.arange(g.num_vertices))
+    source = int(np.argmax(g.out_degree()))
+    assert h.label_of(0) == source  # the biggest hub comes first
+    for run in (lambda x: hg.pagerank(x, tol=None, max_iterations=15),
+                lambda x: hg.sssp(x, source), lambda x: hg.bfs(x, source)):
+        a, b = run(g).to_series(), run(h).to_series().reindex(np.arange(g.num_vertices))
+        np.testing.assert_allclose(b.to_numpy(), a.to_numpy(), rtol=1e-12)
+    dist = csgraph.dijkstra(g.to_scipy(), indices=source)
+    np.testing.assert_array_equal(hg.sssp(h, source).to_series().sort_index().to_numpy(),
+                                  dist)
+    a = hg.connected_components(g).to_series()
+    b = hg.connected_components(h).to_series().reindex(a.index)
+    assert len(set(zip(a, b))) == a.nunique() == b.nunique()  # the same partition
+
+
+def test_a_graph_read_page_by_page_is_not_renumbered(tmp_path):
+    g = hg.generate.rmat(10, seed=1)
+    store = g.save(tmp_path / "s", page_bytes=4 << 10)
+    graph = hg.io.store.as_graph(store, store.data_bytes // 4)
+    with pytest.raises(hg.OutOfCoreError, match="reorder before saving"):
+        graph.reorder()
