@@ -54,20 +54,36 @@ def _check(g, part):
 
 
 @settings(max_examples=60, deadline=None)
-@given(graphs(), st.sampled_from([128, 512, 4096, 49152]), st.integers(16, 5000))
-def test_shards_and_pages(g, shared_bytes, page_bytes):
-    part = g.partition(shared_bytes=shared_bytes, page_bytes=page_bytes)
+@given(graphs(), st.sampled_from([128, 512, 4096, 49152]), st.integers(16, 5000),
+       st.sampled_from([None, 1, 7, 64]))
+def test_shards_and_pages(g, shared_bytes, page_bytes, max_shard_edges):
+    part = g.partition(shared_bytes=shared_bytes, page_bytes=page_bytes,
+                       max_shard_edges=max_shard_edges)
     _check(g, part)
     # shared-memory budget: V_i * R_i slots of 4 bytes fit, unless a shard is one vertex
     slots = shared_bytes // 4
     v = np.diff(part.shard_start)
     assert np.all((v * part.replication <= slots) | (v == 1))
+    # edge bound: a shard holds at most max_shard_edges in-edges unless it is one vertex
+    e = np.diff(g.in_indptr[part.shard_start])
+    if max_shard_edges is not None:
+        assert np.all((e <= max_shard_edges) | (v == 1))
     # page byte budget holds unless the page is a single shard
     per_edge = edge_bytes(g.index_dtype, g.weighted)
     for p in range(part.num_pages):
         e0, e1 = part.page_edges(p)
         single = part.page_shard[p + 1] - part.page_shard[p] == 1
         assert single or (e1 - e0) * per_edge <= page_bytes
+
+
+def test_a_hub_gets_a_shard_of_its_own():
+    # vertex 0 has 40 in-edges, vertices 1..39 one each (from vertex 0)
+    src = np.concatenate([np.arange(1, 41) % 40, np.zeros(39, np.int64)])
+    dst = np.concatenate([np.zeros(40, np.int64), np.arange(1, 40)])
+    g = hg.from_arrays(src, dst, num_vertices=40)
+    part = g.partition(max_shard_edges=16)
+    assert part.shard_start.tolist() == [0, 1, 17, 33, 40]
+    assert len(g.partition(max_shard_edges=None).shard_start) == 2
 
 
 @settings(max_examples=30, deadline=None)

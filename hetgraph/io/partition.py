@@ -19,6 +19,7 @@ MAX_SHARD_VERTICES = 1 << 16
 SHARED_BYTES = 48 * 1024       # shared memory one GPU block may use (bytes)
 PAGE_BYTES = 32 << 20          # default page budget (bytes of edge data)
 MAX_REPLICATION = 32
+MAX_SHARD_EDGES = 1 << 16  # in-edges per shard (one GPU block's work) unless one vertex has more
 
 
 def replication_factor(num_vertices, num_edges):
@@ -37,12 +38,14 @@ def edge_bytes(index_dtype, weighted):
 
 
 def shard_starts(in_indptr, *, vertex_bytes=4, shared_bytes=SHARED_BYTES, replication=None,
-                 shard_vertices=None):
+                 shard_vertices=None, max_shard_edges=MAX_SHARD_EDGES):
     """First vertex of every shard (plus N at the end) and each shard's R_i.
 
     Default: the largest shard from each start whose V * R(V, E) slots of
-    ``vertex_bytes`` fit ``shared_bytes``. ``replication``: a fixed R for every shard
-    instead of eq. 2. ``shard_vertices``: a fixed shard size (R_i still from eq. 2).
+    ``vertex_bytes`` fit ``shared_bytes`` and whose in-edges number at most
+    ``max_shard_edges`` (a single vertex with more is a shard of its own; None: no
+    bound). ``replication``: a fixed R for every shard instead of eq. 2.
+    ``shard_vertices``: a fixed shard size (R_i still from eq. 2).
     """
     n = len(in_indptr) - 1
     slots = shared_bytes // vertex_bytes
@@ -64,6 +67,9 @@ def shard_starts(in_indptr, *, vertex_bytes=4, shared_bytes=SHARED_BYTES, replic
     s = 0
     while s < n:
         size = min(cap, n - s)
+        if max_shard_edges is not None:  # a GPU block's work: hub vertices get few per shard
+            last = np.searchsorted(in_indptr, in_indptr[s] + max_shard_edges, side="right")
+            size = max(1, min(size, int(last) - 1 - s))
         while True:  # shrink until V * R(V) fits; terminates because size decreases
             r = replication if replication else int(
                 replication_factor(size, in_indptr[s + size] - in_indptr[s]))
@@ -232,21 +238,24 @@ class Partition:
 
 
 def partition(graph, *, page_bytes=PAGE_BYTES, vertex_bytes=4, shared_bytes=SHARED_BYTES,
-              replication=None, shard_vertices=None):
+              replication=None, shard_vertices=None, max_shard_edges=MAX_SHARD_EDGES):
     """Shards and pages of ``graph``.
 
     ``page_bytes``: edge bytes per page (default 32 MiB). ``vertex_bytes``: bytes of one
     vertex value in shared memory (default 4). ``shared_bytes``: shared memory per GPU
     block (default 48 KiB). ``replication``: fixed R for all shards (default: eq. 2
     per shard). ``shard_vertices``: fixed shard size instead of the shared-memory rule.
+    ``max_shard_edges``: in-edges per shard (default 65,536; None: no bound).
     """
     starts, reps = shard_starts(graph.in_indptr, vertex_bytes=vertex_bytes,
                                 shared_bytes=shared_bytes, replication=replication,
-                                shard_vertices=shard_vertices)
+                                shard_vertices=shard_vertices,
+                                max_shard_edges=max_shard_edges)
     per_edge = edge_bytes(graph.index_dtype, graph.weighted)
     pages = page_starts(graph.in_indptr, starts, page_bytes=page_bytes,
                         bytes_per_edge=per_edge)
     options = dict(page_bytes=page_bytes, vertex_bytes=vertex_bytes, shared_bytes=shared_bytes,
-                   replication=replication, shard_vertices=shard_vertices)
+                   replication=replication, shard_vertices=shard_vertices,
+                   max_shard_edges=max_shard_edges)
     return Partition(graph.in_indptr, starts, reps, pages, weighted=graph.weighted,
                      index_dtype=graph.index_dtype, options=options)
