@@ -3,7 +3,8 @@
 Usage: python bench/gpu.py [--scales 22 24 26] [--real wiki-vote] [--iterations 20]
            [--out bench/results/gpu.json]
 
-Per graph (RMAT scales and a real power-law graph):
+Per graph (RMAT scales and a real power-law graph; hetgraph runs on it renumbered by
+``Graph.reorder("auto")``, cuSPARSE on it as given and renumbered):
 * PageRank (float32) seconds per iteration of ``hg.pagerank(devices="gpu")`` (the
   median of the run's history, hooks included) against cuSPARSE SpMV (cupyx csr @ x,
   float32) measured in the same run, and against the bandwidth floor: the bytes an
@@ -113,23 +114,37 @@ def engine_profile(g, iterations, **gpu_options):
     return described, float(np.median(times))
 
 
-def bench_graph(cp, name, g, iterations, bandwidth, upload):
-    print(f"{name}: {g.summary()}", flush=True)
-    row = {"graph": name, "vertices": g.num_vertices, "arcs": g.num_arcs}
+def bench_graph(cp, name, given, iterations, bandwidth, upload):
+    """hetgraph on the graph renumbered by ``reorder("auto")`` (as the command line
+    runs), cuSPARSE on the graph as given (``ratio_vs_cusparse``) and on the renumbered
+    one (``ratio_vs_cusparse_renumbered``: kernel against kernel); every sweep below runs
+    on the renumbered graph."""
+    print(f"{name}: {given.summary()}", flush=True)
+    start = time.perf_counter()
+    g = given.reorder("auto")
+    row = {"graph": name, "vertices": g.num_vertices, "arcs": g.num_arcs,
+           "order": "degree" if g is not given else "given",
+           "reorder_seconds": time.perf_counter() - start}
     ours, result = pagerank_seconds(g, iterations)
-    spmv = cusparse_spmv(cp, g, iterations)
+    spmv = cusparse_spmv(cp, given, iterations)
+    spmv_renumbered = spmv if g is given else cusparse_spmv(cp, g, iterations)
+    given_order = ours if g is given else pagerank_seconds(given, iterations)[0]
     reference = hg.pagerank(g, tol=None, max_iterations=iterations, dtype=np.float32,
                             devices="cpu").values
     error = float(np.max(np.abs(result.values - reference) / np.maximum(reference, 1e-30)))
     floor = floor_bytes(g) / bandwidth
     layout, engine_pass = engine_profile(g, iterations)
     row.update(pagerank_seconds=ours, cusparse_spmv_seconds=spmv,
-               ratio_vs_cusparse=spmv / ours, floor_seconds=floor,
+               ratio_vs_cusparse=spmv / ours, cusparse_renumbered_seconds=spmv_renumbered,
+               ratio_vs_cusparse_renumbered=spmv_renumbered / ours,
+               pagerank_given_order_seconds=given_order, floor_seconds=floor,
                times_floor=ours / floor, gteps=g.num_arcs / ours / 1e9,
                engine_pass_seconds=engine_pass, pass_ratio_vs_cusparse=spmv / engine_pass,
                max_relative_error_vs_cpu=error, layout=layout)
-    print(f"  PR {ours * 1e3:.3f} ms/iter (engine pass {engine_pass * 1e3:.3f} ms), cuSPARSE "
-          f"SpMV {spmv * 1e3:.3f} ms ({spmv / ours:.2f}x), floor {floor * 1e3:.3f} ms "
+    print(f"  PR {ours * 1e3:.3f} ms/iter (engine pass {engine_pass * 1e3:.3f} ms; given "
+          f"order {given_order * 1e3:.3f} ms), cuSPARSE SpMV {spmv * 1e3:.3f} ms "
+          f"({spmv / ours:.2f}x; renumbered {spmv_renumbered * 1e3:.3f} ms, "
+          f"{spmv_renumbered / ours:.2f}x), floor {floor * 1e3:.3f} ms "
           f"({ours / floor:.2f}x floor), err {error:.1e}, {layout['source_ranges']} source "
           f"ranges", flush=True)
     if g.num_arcs > SWEEP_MAX_ARCS:
