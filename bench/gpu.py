@@ -28,7 +28,7 @@ import hetgraph as hg  # noqa: E402
 from machine import describe  # noqa: E402
 
 FIXED_R = (1, 2, 4, 8, 16, 32)
-SWEEP_MAX_ARCS = 400_000_000  # larger graphs skip the layout sweeps (device time)
+SWEEP_MAX_ARCS = 100_000_000  # larger graphs skip the layout sweeps (device time)
 
 
 def device_bandwidths(cp, nbytes=1 << 30):
