@@ -163,7 +163,7 @@ def test_read_ratio_is_measured_and_drives_the_mode_switch(web):
     assert store.read_ratio() >= 1.0
     rows = hg.sssp(store, 0, host_budget=_budget(store, 0.3)).history
     assert (rows["rho"] == store.read_ratio()).all()
-    # a larger rho makes notify-pull rarer: f <= 1/(2 rho)
+    # a larger rho makes notify-pull rarer: rho (f + min(f skew, 1)) <= 1
     forced = hg.sssp(store, 0, rho=1e6, host_budget=_budget(store, 0.3)).history
     assert set(forced["mode"]) == {"pull"}
 

@@ -13,7 +13,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ..kernels import cpu
-from .costmodel import choose_cpu_mode, notify_fraction
+from .costmodel import choose_cpu_mode, in_degree_skew, notify_fraction
 
 # a notify-pull iteration whose frontier has at most this many out-edges runs in one
 # thread from the frontier's id list, without any pass over all vertices
@@ -51,6 +51,7 @@ class CpuEngine:
         self.partitions = partitions
         self.cpu_mode = cpu_mode
         self.rho = rho
+        self.skew = in_degree_skew(graph.in_degree())
         self.chunks = chunk_count(graph.num_vertices, threads)
         start = time.perf_counter()
         self.kernel = cpu.compile_program(spec, aux.dtype)
@@ -96,7 +97,8 @@ class CpuEngine:
         """The CPU mode of an iteration whose frontier has ``degree`` out-edges."""
         if self.cpu_mode != "auto":
             return self.cpu_mode
-        return choose_cpu_mode(notify_fraction(degree, self.graph.num_arcs), self.rho)
+        return choose_cpu_mode(notify_fraction(degree, self.graph.num_arcs), self.rho,
+                               self.skew)
 
     def iterate(self, constant, frontier):
         """One iteration from ``frontier`` = :meth:`frontier`'s (active, degree) with the

@@ -32,7 +32,8 @@ from ..program import ProgramSpec
 from ..result import Result
 from . import tasks
 from .checkpoint import Checkpointer, graph_fingerprint, program_fingerprint
-from .costmodel import CPU_MODES, CostModel, choose_cpu_mode, notify_fraction
+from .costmodel import (CPU_MODES, CostModel, choose_cpu_mode, in_degree_skew,
+                        notify_fraction)
 from .placement import PageQueue
 from .progress import ProgressBar, RunEvents, show_progress
 from .state import VertexState
@@ -106,12 +107,13 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
     the iteration).
     ``threads``: CPU threads (default all Numba threads). ``partitions``: edge
     partitions per CPU pass (default = threads). ``cpu_mode``: "auto" (Garaph's switch
-    at f <= 1/(2*rho)), or force "pull" / "notify-pull". ``rho``: read-cost ratio of the
-    graph's storage (default 1 in memory, and out of core k, the store's sequential over
-    random read speed, measured). ``host_budget``: bytes of host memory for a run on a
-    PageStore (default: half the memory available); a store whose data does not fit is
-    run out of core, its pages read from disk as each pass needs them (CPU workers
-    only). ``page_bytes``: edge bytes per page, the unit of
+    at f <= 1/(2*rho), corrected for the in-degree skew: see
+    :mod:`hetgraph.scheduler.costmodel`), or force "pull" / "notify-pull". ``rho``:
+    read-cost ratio of the graph's storage (default 1 in memory, and out of core k, the
+    store's sequential over random read speed, measured). ``host_budget``: bytes of
+    host memory for a run on a PageStore (default: half the memory available); a store
+    whose data does not fit is run out of core, its pages read from disk as each pass
+    needs them (CPU workers only). ``page_bytes``: edge bytes per page, the unit of
     placement when pages are spread over several workers (default 32 MiB, or
     ``gpu["page_bytes"]``). ``gpu``: options of the GPU engine as a dict
     (memory_budget, page_bytes, streams, shared_bytes, replication, threads_per_block,
@@ -253,7 +255,7 @@ class _Driver:
                                  options["host_budget"])
         self._share_run()
         self.page_edges = np.diff(graph.in_indptr[pages], axis=1)[:, 0]
-        self.model = CostModel()
+        self.model = CostModel(skew=in_degree_skew(graph.in_degree()))
         self.round_trip = 0.0
         self.placed = None  # where the last iteration ran
         self.version = 0
@@ -288,9 +290,7 @@ class _Driver:
 
     def _calibrate(self):
         """Time one page pull on each device kind (building their contexts) and a task
-        round trip, and the graph's in-degree skew; the cost model starts from these."""
-        degree = self.graph.in_degree().astype(np.float64)
-        self.model.skew = max(1.0, float(degree @ degree) / max(self.graph.num_arcs, 1))
+        round trip; the cost model starts from these."""
         self._share_state()
         page = int(np.argmax(self.page_edges))
         futures = [self._submit(tasks.calibrate, kind, f"calibrate-page-{page}", kind, page)
@@ -335,7 +335,7 @@ class _Driver:
         several, the pull pages are spread over them)."""
         if kind == "cpu" and self.runspec.cpu_mode != "pull" and \
                 (self.runspec.cpu_mode == "notify-pull" or
-                 choose_cpu_mode(f, self.runspec.rho) == "notify-pull"):
+                 choose_cpu_mode(f, self.runspec.rho, self.model.skew) == "notify-pull"):
             return True
         return self.kinds.get(kind) == 1
 

@@ -9,7 +9,8 @@ stripe) while the current ones compute:
 - notify-pull: the out-edges of the pages holding active vertices, then the in-edges of
   the pages holding the vertices they notified, and nothing else.
 
-Garaph 4.2: notify-pull is chosen when f <= 1/(2*rho), with rho = k, the store's
+Garaph 4.2: notify-pull is chosen when f <= 1/(2*rho) (corrected for the in-degree skew,
+:func:`hetgraph.scheduler.costmodel.choose_cpu_mode`), with rho = k, the store's
 sequential over random read speed ratio, measured by the dispatcher.
 """
 
@@ -74,11 +75,12 @@ class StoreEngine(CpuEngine):
                 self.edge_start[page])
 
     def iterate(self, constant, frontier):
-        """One iteration, pull or notify-pull (Garaph's switch at f <= 1/(2*rho)); returns
+        """One iteration, pull or notify-pull (:func:`choose_cpu_mode`); returns
         (mode, vertices computed, edges read, vertices activated)."""
         active, degree = frontier
         f = notify_fraction(degree, self.graph.num_arcs)
-        chosen = choose_cpu_mode(f, self.rho) if self.cpu_mode == "auto" else self.cpu_mode
+        chosen = choose_cpu_mode(f, self.rho, self.skew) if self.cpu_mode == "auto" \
+            else self.cpu_mode
         if chosen == "pull":
             edges, activated = self._pull(range(len(self.page_vertices)), float(constant))
             self.state.swap()

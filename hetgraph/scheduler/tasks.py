@@ -351,7 +351,7 @@ def _chooser(model, run, kind, others, spread_pull=False):
     CPU segment at a pull iteration, which several CPU workers share by pages."""
     def choose(f):
         if spread_pull and run.cpu_mode != "notify-pull" and \
-                choose_cpu_mode(f, run.rho) == "pull":
+                choose_cpu_mode(f, run.rho, model.skew) == "pull":
             return "pages", float("nan")
         if not others:
             return kind, model.alpha(f, run.rho, run.graph.num_arcs)
