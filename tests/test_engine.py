@@ -6,9 +6,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hetgraph as hg
+from hetgraph.io.order import degree_skew
 from hetgraph.kernels import cpu
 from hetgraph.program import ProgramSpec
-from hetgraph.scheduler.costmodel import choose_cpu_mode, in_degree_skew, notify_fraction
+from hetgraph.scheduler.costmodel import choose_cpu_mode, notify_fraction
 
 
 class SumOfSources(hg.VertexProgram):
@@ -148,8 +149,8 @@ def test_notify_pull_is_chosen_when_f_is_at_most_one_over_two_rho():
 def test_the_in_degree_skew_moves_the_switch():
     # in-degrees 3, 1, 1, 1 over 6 arcs: an edge's destination has (9 + 3) / 6 in-edges
     g = hg.from_arrays([1, 2, 3, 0, 0, 0], [0, 0, 0, 1, 2, 3])
-    assert in_degree_skew(g.in_degree()) == 2.0
-    assert in_degree_skew(np.zeros(3)) == 1.0
+    assert degree_skew(g.in_degree()) == 2.0
+    assert degree_skew(np.zeros(3)) == 1.0
     # notify-pull costs f + min(f * skew, 1) pulls (times rho)
     assert choose_cpu_mode(0.2, skew=4.0) == "notify-pull"
     assert choose_cpu_mode(0.21, skew=4.0) == "pull"
@@ -158,7 +159,7 @@ def test_the_in_degree_skew_moves_the_switch():
     # a BFS on RMAT: every auto iteration follows the rule with the graph's skew, and
     # some frontier below Garaph's f = 1/2 pulls
     g = hg.generate.rmat(12, seed=2)
-    skew = in_degree_skew(g.in_degree())
+    skew = degree_skew(g.in_degree())
     history = hg.bfs(g, int(np.argmax(g.out_degree()))).history
     for f, mode in zip(history["f"], history["mode"]):
         assert mode == choose_cpu_mode(f, 1.0, skew)
@@ -171,7 +172,7 @@ def test_rho_moves_the_switch():
     out_of_core = hg.sssp(g, 0, rho=10.0).history
     # random reads cost rho times more: notify-pull pays off only for sparser frontiers
     assert (out_of_core["mode"] == "pull").sum() > (in_memory["mode"] == "pull").sum()
-    skew = in_degree_skew(g.in_degree())
+    skew = degree_skew(g.in_degree())
     assert np.all((out_of_core["mode"] == "pull") ==
                   (10.0 * (out_of_core["f"] + np.minimum(out_of_core["f"] * skew, 1)) > 1))
 

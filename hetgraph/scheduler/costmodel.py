@@ -15,21 +15,12 @@ cores), and on a grid each pulls four.
 
 from __future__ import annotations
 
-import numpy as np
-
 CPU_MODES = ("pull", "notify-pull")
 
 
 def notify_fraction(active_out_degree: int, num_arcs: int) -> float:
     """f = sum of the out-degrees of active vertices / |E| (0 on a graph with no edge)."""
     return active_out_degree / num_arcs if num_arcs else 0.0
-
-
-def in_degree_skew(in_degree) -> float:
-    """sum(d_in^2) / |E|, the in-degree of an average edge's destination (at least 1)."""
-    degree = np.asarray(in_degree, np.float64)
-    arcs = degree.sum()
-    return max(1.0, float(degree @ degree) / arcs) if arcs else 1.0
 
 
 def choose_cpu_mode(f: float, rho: float = 1.0, skew: float = 1.0) -> str:

@@ -13,7 +13,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ..kernels import cpu
-from .costmodel import choose_cpu_mode, in_degree_skew, notify_fraction
+from ..io.order import degree_skew
+from .costmodel import choose_cpu_mode, notify_fraction
 
 # a notify-pull iteration whose frontier has at most this many out-edges runs in one
 # thread from the frontier's id list, without any pass over all vertices
@@ -51,7 +52,7 @@ class CpuEngine:
         self.partitions = partitions
         self.cpu_mode = cpu_mode
         self.rho = rho
-        self.skew = in_degree_skew(graph.in_degree())
+        self.skew = degree_skew(graph.in_degree())
         self.chunks = chunk_count(graph.num_vertices, threads)
         start = time.perf_counter()
         self.kernel = cpu.compile_program(spec, aux.dtype)

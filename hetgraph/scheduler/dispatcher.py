@@ -27,13 +27,13 @@ from distributed.scheduler import KilledWorker
 from ..cluster import ClusterError, cluster_for
 from ..errors import GraphError, OutOfCoreError
 from ..graph import Graph
+from ..io.order import degree_skew
 from ..io.store import StoredGraph, as_graph, available_memory
 from ..program import ProgramSpec
 from ..result import Result
 from . import tasks
 from .checkpoint import Checkpointer, graph_fingerprint, program_fingerprint
-from .costmodel import (CPU_MODES, CostModel, choose_cpu_mode, in_degree_skew,
-                        notify_fraction)
+from .costmodel import CPU_MODES, CostModel, choose_cpu_mode, notify_fraction
 from .placement import PageQueue
 from .progress import ProgressBar, RunEvents, show_progress
 from .state import VertexState
@@ -255,7 +255,7 @@ class _Driver:
                                  options["host_budget"])
         self._share_run()
         self.page_edges = np.diff(graph.in_indptr[pages], axis=1)[:, 0]
-        self.model = CostModel(skew=in_degree_skew(graph.in_degree()))
+        self.model = CostModel(skew=degree_skew(graph.in_degree()))
         self.round_trip = 0.0
         self.placed = None  # where the last iteration ran
         self.version = 0
