@@ -149,12 +149,34 @@ def _cluster(args):
               else "dashboard off (pip install 'hetgraph[dashboard]')", flush=True)
         print(f"workers: {len(cluster.cpu_workers)} CPU, {len(cluster.gpu_workers)} GPU; "
               f"Ctrl-C stops", flush=True)
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            pass
+        with _stopped_by_signals():
+            try:
+                while True:
+                    time.sleep(3600)
+            except KeyboardInterrupt:
+                pass
     return "cluster stopped"
+
+
+@contextlib.contextmanager
+def _stopped_by_signals():
+    """SIGINT and SIGTERM raise KeyboardInterrupt here, even in a process started where
+    SIGINT is ignored (a background job of a script inherits that), then the previous
+    handlers come back."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for s in previous:
+        signal.signal(s, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def main(argv=None):

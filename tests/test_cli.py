@@ -113,7 +113,8 @@ def test_usage_errors_exit_2(capsys):
 
 def test_cluster_serves_runs_and_its_dashboard(tmp_path):
     """`hetgraph cluster` in a subprocess: `hetgraph run --scheduler` runs on it, its
-    hetgraph page and gauges show that run, Ctrl-C stops it with exit 0."""
+    hetgraph page and gauges show that run, Ctrl-C stops it with exit 0, even when it
+    was started with SIGINT ignored (as a script's background job is)."""
     import re
     import signal
     import subprocess
@@ -123,7 +124,8 @@ def test_cluster_serves_runs_and_its_dashboard(tmp_path):
     pytest.importorskip("bokeh")
     process = subprocess.Popen([sys.executable, "-m", "hetgraph", "cluster", "--dashboard",
                                 "127.0.0.1:0"], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+                               stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:
         lines = [process.stdout.readline() for _ in range(3)]
         scheduler = re.search(r"scheduler (tcp://\S+)", lines[0]).group(1)
