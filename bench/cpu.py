@@ -10,8 +10,9 @@ seconds, so > 1 means hetgraph is faster. Every peer's answer is checked against
 hetgraph's. hetgraph runs on the graph renumbered by ``reorder("auto")`` (hubs first on
 skewed graphs, as the command line does; the seconds it takes are in ``reorder_s``),
 the peers on the graph as given; PageRank rows also hold hetgraph on the given order
-and graphblas on the renumbered one, to separate the order's gain from the kernel's. The plot is Garaph fig. 10: seconds per iteration of SSSP and CC forced to
-pull and to notify-pull, with the mode hetgraph picks marked.
+and graphblas on the renumbered one, to separate the order's gain from the kernel's.
+The plot is Garaph fig. 10: seconds per iteration of SSSP and CC forced to pull and to
+notify-pull, with the mode hetgraph picks marked.
 """
 
 import argparse

@@ -8,8 +8,9 @@ cost model's placement: CPU, GPU or both per iteration) through the Dask dispatc
 on an in-process cluster (1 CPU worker with every core, 1 GPU worker). Also PageRank
 with the GPU budget at a quarter of the graph (pages streamed over PCIe), where the
 CPU's share matters most. The RMAT graph is renumbered by ``Graph.reorder("auto")``
-(hubs first, as the command line runs it); the grid keeps its order. Reported: total iteration seconds per placement, the
-per-iteration curves, speedup of auto over the better single device.
+(hubs first, as the command line runs it); the grid keeps its order. Reported: total
+iteration seconds per placement, the per-iteration curves, speedup of auto over the
+better single device.
 
 Overhead: each single-device run is repeated as the bare engine looped in plain Python
 (no Dask: frontier, program hooks, engine pass), and the Dask run's iteration seconds
