@@ -10,9 +10,11 @@ running scheduler, the vertex state travels through Dask between iterations.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import re
+import threading
 
 from .errors import HetGraphError
 
@@ -126,6 +128,11 @@ class Cluster:
             return None
         return f"http://127.0.0.1:{self._cluster.scheduler.http_server.port}/status"
 
+    def running(self) -> bool:
+        """Whether the client is connected and the cluster still has its workers."""
+        return self.client.status == "running" and (
+            self._cluster is None or getattr(self._cluster.status, "name", "") == "running")
+
     def close(self):
         """Stop the client and, for a local cluster, its scheduler and workers."""
         self.client.close()
@@ -228,8 +235,8 @@ def _free_dashboard_address(address):
 
 @contextlib.contextmanager
 def cluster_for(cluster):
-    """``cluster``, else the innermost ``with hg.Cluster()``, else a local in-process
-    cluster without dashboard for this call only."""
+    """``cluster``, else the innermost ``with hg.Cluster()``, else the embedded cluster
+    (:func:`embedded_cluster`)."""
     if cluster is not None:
         if not isinstance(cluster, Cluster):
             raise ClusterError(f"cluster={cluster!r} is not a hetgraph.Cluster; create one "
@@ -238,11 +245,46 @@ def cluster_for(cluster):
     elif _CURRENT:
         yield _CURRENT[-1]
     else:
-        embedded = Cluster(dashboard_address=None)
-        try:
-            yield embedded
-        finally:
-            embedded.close()
+        yield embedded_cluster()
 
 
-__all__ = ["Cluster", "ClusterError", "cluster_for", "gpu_count", "gpu_index"]
+_EMBEDDED = {"cluster": None, "hooked": False}  # the embedded cluster; exit hook set?
+_EMBEDDED_LOCK = threading.Lock()
+
+
+def embedded_cluster() -> Cluster:
+    """The local in-process cluster (no dashboard) of the runs given no cluster: started
+    by the first such run and kept until the process exits or
+    :func:`close_embedded_cluster` (starting and closing one took 30-60 ms per run on a
+    2-core VM, more than a small graph's whole run). One that stopped is replaced."""
+    with _EMBEDDED_LOCK:
+        cluster = _EMBEDDED["cluster"]
+        if cluster is not None and cluster.running():
+            return cluster
+        if cluster is not None:
+            _close_quietly(cluster)
+        if not _EMBEDDED["hooked"]:
+            atexit.register(close_embedded_cluster)  # runs before Dask's own exit hooks
+            _EMBEDDED["hooked"] = True
+        _EMBEDDED["cluster"] = Cluster(dashboard_address=None)
+        return _EMBEDDED["cluster"]
+
+
+def close_embedded_cluster():
+    """Stop the embedded cluster, if one runs (a later run given no cluster starts a new
+    one)."""
+    with _EMBEDDED_LOCK:
+        cluster, _EMBEDDED["cluster"] = _EMBEDDED["cluster"], None
+        if cluster is not None:
+            _close_quietly(cluster)
+
+
+def _close_quietly(cluster):
+    try:
+        cluster.close()
+    except Exception as exc:  # a broken cluster may fail to close in many ways
+        log.debug("closing the embedded cluster: %s", exc)
+
+
+__all__ = ["Cluster", "ClusterError", "close_embedded_cluster", "cluster_for",
+           "embedded_cluster", "gpu_count", "gpu_index"]

@@ -134,8 +134,29 @@ def test_killed_worker_page_is_rerun(graph, weighted, expected):
     np.testing.assert_array_equal(result.values, expected["pagerank"].values)
 
 
+def test_embedded_cluster_is_kept_between_runs_and_replaced_once_closed(graph):
+    from hetgraph.cluster import close_embedded_cluster, embedded_cluster
+
+    first = hg.bfs(graph, graph.label_of(1))
+    embedded = embedded_cluster()
+    assert embedded.running() and embedded.in_process and embedded.dashboard_link is None
+    second = hg.bfs(graph, graph.label_of(1))
+    assert embedded_cluster() is embedded  # the second run did not start another
+    embedded.close()  # stopped behind hetgraph's back: the next run replaces it
+    assert not embedded.running()
+    third = hg.bfs(graph, graph.label_of(1))
+    replacement = embedded_cluster()
+    assert replacement is not embedded and replacement.running()
+    close_embedded_cluster()
+    assert not replacement.running()
+    close_embedded_cluster()  # closing when none runs is harmless
+    fourth = hg.bfs(graph, graph.label_of(1))
+    for later in (second, third, fourth):
+        np.testing.assert_array_equal(first.values, later.values)
+
+
 def test_embedded_cluster_and_enclosing_cluster(graph):
-    alone = hg.bfs(graph, graph.label_of(1))  # creates and closes its own cluster
+    alone = hg.bfs(graph, graph.label_of(1))  # on the embedded cluster
     with hg.Cluster(gpus=0, dashboard_address=None) as cluster:
         inside = hg.bfs(graph, graph.label_of(1))
         explicit = hg.bfs(graph, graph.label_of(1), cluster=cluster)

@@ -98,7 +98,9 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
     iterations ran.
 
     ``cluster``: a :class:`hetgraph.Cluster` (default: the one of an enclosing
-    ``with hg.Cluster()``, else a local in-process one for this call). ``devices``:
+    ``with hg.Cluster()``, else the embedded one: local, in-process, started by the
+    first run given no cluster and kept until exit or
+    :func:`hetgraph.cluster.close_embedded_cluster`). ``devices``:
     "auto" (the cost model places every iteration on the CPU, the GPU or both),
     "cpu", "gpu" (errors when the cluster has no GPU worker) or "hybrid" (every
     iteration's pages spread over all workers, without the cost model's switch).
