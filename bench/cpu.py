@@ -11,8 +11,8 @@ hetgraph's. hetgraph runs on the graph renumbered by ``reorder("auto")`` (hubs f
 skewed graphs, as the command line does; the seconds it takes are in ``reorder_s``),
 the peers on the graph as given; PageRank rows also hold hetgraph on the given order
 and graphblas on the renumbered one, to separate the order's gain from the kernel's.
-The plot is Garaph fig. 10: seconds per iteration of SSSP and CC forced to pull and to
-notify-pull, with the mode hetgraph picks marked.
+The plot is Garaph fig. 10: seconds per iteration of SSSP and CC forced to pull, to
+notify-pull and to push (beyond Garaph), with the mode hetgraph picks marked.
 """
 
 import argparse
@@ -241,7 +241,8 @@ def _nx_pagerank_fixed(G, iterations):
 def _modes(result):
     counts = result.history["mode"].value_counts().to_dict()
     return {"pull_iterations": int(counts.get("pull", 0)),
-            "notify_pull_iterations": int(counts.get("notify-pull", 0))}
+            "notify_pull_iterations": int(counts.get("notify-pull", 0)),
+            "push_iterations": int(counts.get("push", 0))}
 
 
 # --- Garaph fig. 10 ------------------------------------------------------------------------
@@ -250,18 +251,20 @@ def mode_curves(graphs):
     curves = []
     for name, g in graphs:
         source = g.label_of(int(np.argmax(g.out_degree())))
-        # sync: the forced-pull, forced-notify-pull and automatic runs go through the
+        # sync: the forced pull, notify-pull and push runs and the automatic one go through the
         # same iterates, so their per-iteration times compare one to one
         for algorithm, call in (("sssp", lambda **o: hg.sssp(g, source, mode="sync", **o)),
                                 ("cc", lambda **o: hg.connected_components(
                                     g, mode="sync", **o))):
             if algorithm == "sssp" and not g.weighted:
                 continue
-            runs = {mode: call(cpu_mode=mode).history for mode in ("pull", "notify-pull")}
+            runs = {mode: call(cpu_mode=mode).history
+                    for mode in ("pull", "notify-pull", "push")}
             auto = call().history
             curves.append({"graph": name, "algorithm": algorithm,
                            "pull_s": runs["pull"]["seconds"].tolist(),
                            "notify_pull_s": runs["notify-pull"]["seconds"].tolist(),
+                           "push_s": runs["push"]["seconds"].tolist(),
                            "auto_mode": auto["mode"].tolist(),
                            "auto_s": auto["seconds"].tolist(), "f": auto["f"].tolist()})
     return curves
@@ -278,6 +281,7 @@ def plot_curves(curves, path):
         it = np.arange(1, len(c["pull_s"]) + 1)
         ax.plot(it, np.array(c["pull_s"]) * 1e3, label="pull", color="tab:blue")
         ax.plot(it, np.array(c["notify_pull_s"]) * 1e3, label="notify-pull", color="tab:orange")
+        ax.plot(it, np.array(c["push_s"]) * 1e3, label="push", color="tab:green")
         switches = [i for i in range(1, len(c["auto_mode"]))
                     if c["auto_mode"][i] != c["auto_mode"][i - 1]]
         for i in switches:
@@ -287,7 +291,7 @@ def plot_curves(curves, path):
         ax.set_xlabel("iteration")
         ax.set_ylabel("ms per iteration")
         ax.legend(fontsize=8)
-    fig.suptitle("hetgraph CPU engine: pull vs notify-pull (o = automatic switch)")
+    fig.suptitle("hetgraph CPU engine: pull, notify-pull, push (o = automatic switch)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 

@@ -26,7 +26,7 @@ from .scheduler.progress import TOPIC, message_rows
 log = logging.getLogger("hetgraph.dashboard")
 
 DEVICES = ("cpu", "gpu")
-CPU_MODES = ("pull", "notify-pull", "gpu-pull")
+CPU_MODES = ("pull", "notify-pull", "push", "gpu-pull")
 REFRESH_MS = 500  # how often the page reads the events
 
 

@@ -34,6 +34,7 @@ class Graph:
         self.store = None  # the PageStore this graph was opened from, if any
         self._label_index = None
         self._undirected = None
+        self._out_weights = None
 
     # sizes ------------------------------------------------------------------
     @property
@@ -85,6 +86,16 @@ class Graph:
             if self.labels.dtype == object:
                 total += sum(len(str(x)) for x in self.labels)
         return total
+
+    def out_weights(self):
+        """Weights of the CSR's out-edges (float32, aligned with ``out_indices``), None
+        when unweighted. Built on first use and kept by this graph (4 bytes per edge)."""
+        if self.weighted and self._out_weights is None:
+            from .io.build import transpose
+
+            self._out_weights = transpose(self.in_indptr, self.in_indices, self.in_weights,
+                                          self.num_vertices)[2]
+        return self._out_weights
 
     def in_edge_blocks(self):
         """(first edge, sources, weights or None) of consecutive runs of in-edges, in CSC

@@ -9,13 +9,13 @@ from .errors import MissingDependencyError
 
 COLORS = {"cpu": "#2ca02c", "gpu": "#ff7f0e", "wall": "#7f7f7f", "alpha": "#d62728",
           "f": "#1f77b4"}
-MODE_MARKS = {"pull": "P", "notify-pull": "N", "gpu-pull": "G"}
+MODE_MARKS = {"pull": "P", "notify-pull": "N", "push": "U", "gpu-pull": "G"}
 
 
 def timeline(history, title=None, path=None):
     """Figure of a run's ``history`` (a Result.history DataFrame) in three panels sharing
     the iteration axis: pages per device kind (stacked bars, each labelled with its CPU
-    mode: P pull, N notify-pull, G the GPU's pull), seconds per device kind with the
+    mode: P pull, N notify-pull, U push, G the GPU's pull), seconds per device kind with the
     wall time, and alpha (CPU time / GPU time, the GPU takes part from 1) with f
     (active out-degree / |E|) on a log scale. ``path``: also write it there (PNG, SVG or
     PDF by extension, 120 dpi). Returns the matplotlib Figure."""
@@ -35,7 +35,7 @@ def timeline(history, title=None, path=None):
                        fontsize=7, xytext=(0, 1), textcoords="offset points")
     pages.set_ylabel("pages")
     pages.margins(y=0.15)
-    pages.legend(loc="upper right", fontsize=8, title="P pull, N notify-pull, G GPU pull",
+    pages.legend(loc="upper right", fontsize=8, title="P pull, N notify-pull, U push, G GPU pull",
                  title_fontsize=7)
     cpu_s, gpu_s = history["cpu_seconds"].to_numpy(), history["gpu_seconds"].to_numpy()
     width = 0.4

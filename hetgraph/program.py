@@ -61,12 +61,19 @@ class VertexProgram:
     otherwise it receives 1.0. ``notify_self``: in notify-pull mode active vertices also
     recompute themselves; set it when apply's result depends on the vertex's own old
     value or on the iteration constant and not only on its in-neighbours (default False).
+    ``incremental``: recomputing a vertex from only the in-neighbours that changed last
+    iteration gives what a pull from all of them gives. It holds when ``reduce`` is
+    idempotent (min, max, or, and), apply(old, acc, aux) combines old and acc by that
+    monoid, and gather does not read dst. It lets the CPU push along the out-edges of
+    the active vertices instead of pulling (default False; the built-in sssp, bfs and
+    connected_components set it).
     """
 
     dtype = np.float32
     reduce = "add"
     needs_weights = False
     notify_self = False
+    incremental = False
 
     @staticmethod
     def gather(src, weight, dst):
@@ -177,6 +184,14 @@ class ProgramSpec:
         self.has_converged = callable(program.converged)
         self.needs_weights = bool(program.needs_weights)
         self.notify_self = bool(program.notify_self)
+        self.incremental = bool(program.incremental)
+        if self.incremental and (self.reduce == "add" or self.notify_self or
+                                 self.uses_constant):
+            why = "reduce='add' is not idempotent" if self.reduce == "add" else \
+                "notify_self says apply reads more than the in-neighbours" \
+                if self.notify_self else "apply takes an iteration constant"
+            raise ProgramError(f"{program.name}.incremental is set but {why}; unset it "
+                               f"(the CPU then pulls instead of pushing)")
 
     @property
     def name(self):

@@ -24,15 +24,19 @@ CONFIGS = [
     {"partitions": 7},
     {"cpu_mode": "notify-pull", "sparse_edges": 0},
     {"cpu_mode": "notify-pull", "sparse_edges": 0, "mode": "async", "partitions": 3},
+    {"cpu_mode": "push"},
+    {"cpu_mode": "push", "mode": "async"},
 ]
 CONFIG_IDS = ["auto", "pull", "notify", "sync", "async", "async-notify", "1-thread", "7-parts",
-              "dense-notify", "dense-notify-async"]
+              "dense-notify", "dense-notify-async", "push", "async-push"]
 
 
-def use(config, monkeypatch):
+def use(config, monkeypatch, incremental=True):
     """Run options of a config; "sparse_edges" sets the frontier size up to which
     notify-pull runs from the id list (0 forces the pass through the active flags)."""
     options = dict(config)
+    if options.get("cpu_mode") == "push" and not incremental:
+        pytest.skip("push needs an incremental program")
     if "sparse_edges" in options:
         monkeypatch.setattr(cpu_engine, "SPARSE_EDGES", options.pop("sparse_edges"))
     return options
@@ -94,7 +98,8 @@ def test_pagerank_every_engine_mode(config, monkeypatch):
     g = real("wiki-Vote.txt")
     ref = nx.pagerank(to_networkx(g, weighted=False), tol=1e-12, max_iter=500)
     ref = np.array([ref[i] for i in range(g.num_vertices)])
-    r = hg.pagerank(g, tol=1e-12, max_iterations=500, **use(config, monkeypatch))
+    options = use(config, monkeypatch, incremental=False)
+    r = hg.pagerank(g, tol=1e-12, max_iterations=500, **options)
     assert r.converged
     np.testing.assert_allclose(r.values, ref, rtol=1e-6)
 
@@ -145,9 +150,15 @@ def test_sssp_every_engine_mode(name, config, monkeypatch):
 
 def test_sssp_switches_modes_like_garaph():
     """On a road-like graph the frontier grows then shrinks: notify-pull at both ends,
-    pull in the middle when f > 1/2 (Garaph 4.2)."""
+    pull in the middle when f > 1/2 (Garaph 4.2; SSSP made not incremental, so that it
+    cannot push)."""
+    from hetgraph.algorithms.sssp import ShortestPaths
+
     g = hg.generate.grid(60, 60, seed=4)
-    r = hg.sssp(g, 0)
+    program = ShortestPaths(0, np.float64)
+    program.incremental = False
+    r = hg.run(program, g, max_iterations=g.num_vertices)
+    np.testing.assert_array_equal(r.values, csgraph.dijkstra(g.to_scipy(), indices=0))
     modes = r.history["mode"].tolist()
     assert modes[0] == "notify-pull" and modes[-1] == "notify-pull"
     f = r.history["f"].to_numpy()

@@ -74,8 +74,8 @@ def test_two_cpu_workers_share_pull_pages(graph, weighted, expected):
     h = results["pagerank"].history
     assert (h["placement"] == "cpu").all()
     assert (h["cpu_pages"] > 1).all() and (h["cpu_edges"] == graph.num_arcs).all()
-    # sparse BFS frontiers run as notify-pull segments on one worker
-    assert "notify-pull" in set(results["bfs"].history["mode"])
+    # sparse BFS frontiers run as push segments on one worker
+    assert "push" in set(results["bfs"].history["mode"])
 
 
 def test_worker_processes_give_the_in_process_answers(graph, weighted, expected):

@@ -1,6 +1,7 @@
 """The CPU engine itself: edge-range partitioning with replica merging (property
 tests against a direct computation), the cost model's switch, run options, Result."""
 
+import numba
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -9,7 +10,9 @@ import hetgraph as hg
 from hetgraph.io.order import degree_skew
 from hetgraph.kernels import cpu
 from hetgraph.program import ProgramSpec
-from hetgraph.scheduler.costmodel import choose_cpu_mode, notify_fraction
+from hetgraph.algorithms.bfs import BreadthFirst
+from hetgraph.scheduler.costmodel import (PUSH_EDGE_COST, choose_cpu_mode, notify_fraction,
+                                          push_factor)
 
 
 class SumOfSources(hg.VertexProgram):
@@ -117,7 +120,6 @@ def test_frontier_gathers_a_small_frontier_and_keeps_the_host_flags():
     """A segment may end right after asking for the frontier (the cost model moved the
     run): the host flags must still hold it. The id list gathered there is the one the
     sparse iteration then uses."""
-    from hetgraph.algorithms.bfs import BreadthFirst
     from hetgraph.scheduler.cpu_engine import CpuEngine
     from hetgraph.scheduler.state import VertexState
 
@@ -134,7 +136,7 @@ def test_frontier_gathers_a_small_frontier_and_keeps_the_host_flags():
     mode, computed, _, _ = engine.iterate(0.0, frontier)
     notified = {int(v) for u in np.flatnonzero(kept)  # BFS does not notify itself
                 for v in g.out_indices[g.out_indptr[u]:g.out_indptr[u + 1]]}
-    assert mode == "notify-pull" and computed == len(notified)
+    assert mode == "push" and computed == len(notified)  # BFS is incremental
 
 
 def test_notify_pull_is_chosen_when_f_is_at_most_one_over_two_rho():
@@ -156,20 +158,55 @@ def test_the_in_degree_skew_moves_the_switch():
     assert choose_cpu_mode(0.21, skew=4.0) == "pull"
     assert choose_cpu_mode(0.001, skew=1300.0) == "pull"  # the hubs' in-edges: all of them
     assert choose_cpu_mode(0.0005, skew=1300.0) == "notify-pull"
-    # a BFS on RMAT: every auto iteration follows the rule with the graph's skew, and
-    # some frontier below Garaph's f = 1/2 pulls
+    # a BFS on RMAT, made not incremental (no push): every auto iteration follows the
+    # rule with the graph's skew, and some frontier below Garaph's f = 1/2 pulls
     g = hg.generate.rmat(12, seed=2)
     skew = degree_skew(g.in_degree())
-    history = hg.bfs(g, int(np.argmax(g.out_degree()))).history
+    program = BreadthFirst(int(np.argmax(g.out_degree())))
+    program.incremental = False
+    history = hg.run(program, g).history
     for f, mode in zip(history["f"], history["mode"]):
         assert mode == choose_cpu_mode(f, 1.0, skew)
     assert ((history["f"] < 0.5) & (history["mode"] == "pull")).any()
 
 
+def test_incremental_programs_push_small_frontiers():
+    # push costs PUSH_EDGE_COST * threads pull passes per unit of f, in one thread
+    assert push_factor(False, 4) == 0.0 and push_factor(True, 4) == 4 * PUSH_EDGE_COST
+    push = push_factor(True, 2)  # 4 pull passes per unit of f
+    # at skew 1 a notified vertex pulls one edge: notify-pull's 2f beats push's 4f
+    assert choose_cpu_mode(0.01, push=push) == "notify-pull"
+    assert choose_cpu_mode(0.01, skew=50.0, push=push) == "push"  # 0.04 < 0.51
+    # hubs: notify-pull would pull every edge, so push up to f = 1 / push, then pull
+    assert choose_cpu_mode(1 / push, skew=1e4, push=push) == "push"
+    assert choose_cpu_mode(1.001 / push, skew=1e4, push=push) == "pull"
+    assert choose_cpu_mode(0.6, skew=50.0, push=push) == "pull"
+    assert choose_cpu_mode(0.01, rho=10.0, skew=50.0, push=push) == "push"  # both pay rho
+    # BFS on RMAT (incremental): every auto iteration follows the rule with push; the
+    # hub's level pushes, the middle pulls
+    g = hg.generate.rmat(12, seed=2)
+    skew = degree_skew(g.in_degree())
+    push = push_factor(True, numba.config.NUMBA_NUM_THREADS)
+    source = int(np.argmax(g.out_degree()))
+    history = hg.bfs(g, source).history
+    for f, mode in zip(history["f"], history["mode"]):
+        assert mode == choose_cpu_mode(f, 1.0, skew, push)
+    assert {"push", "pull"} <= set(history["mode"])
+    # a push from the source: its out-neighbours were computed, along its out-edges
+    first = history.iloc[0]
+    assert first["mode"] == "push" and first["edges"] == g.out_degree()[source]
+    assert first["computed"] == len(set(g.out_indices[g.out_indptr[source]:
+                                                      g.out_indptr[source + 1]].tolist()))
+
+
 def test_rho_moves_the_switch():
+    from hetgraph.algorithms.sssp import ShortestPaths
+
     g = hg.generate.grid(40, 40, seed=1)
-    in_memory = hg.sssp(g, 0).history
-    out_of_core = hg.sssp(g, 0, rho=10.0).history
+    program = ShortestPaths(0)
+    program.incremental = False  # pull or notify-pull only
+    in_memory = hg.run(program, g, max_iterations=g.num_vertices).history
+    out_of_core = hg.run(program, g, max_iterations=g.num_vertices, rho=10.0).history
     # random reads cost rho times more: notify-pull pays off only for sparser frontiers
     assert (out_of_core["mode"] == "pull").sum() > (in_memory["mode"] == "pull").sum()
     skew = degree_skew(g.in_degree())

@@ -68,6 +68,14 @@ def test_sssp_out_of_core_equals_dijkstra(web, mode, cpu_mode):
                                         else {cpu_mode})
 
 
+def test_push_needs_the_graph_in_memory(road):
+    g, store = road
+    with pytest.raises(hg.GraphError, match="cpu_mode='push' cannot run: the graph is read"):
+        hg.bfs(store, 0, cpu_mode="push", host_budget=_budget(store, 0.3))
+    levels = hg.bfs(store, 0, cpu_mode="push").values  # it fits the default budget
+    np.testing.assert_array_equal(levels, hg.bfs(g, 0).values)
+
+
 def test_bfs_and_cc_out_of_core_on_a_road_graph(road):
     g, store = road
     budget = _budget(store, 0.3)

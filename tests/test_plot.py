@@ -26,7 +26,7 @@ def test_timeline_draws_the_history(result, tmp_path):
     assert [b.get_x() + b.get_width() / 2 for b in cpu_bars] == \
         history["iteration"].astype(float).tolist()
     marks = [t.get_text() for t in pages.texts]
-    assert marks == [{"pull": "P", "notify-pull": "N", "gpu-pull": "G"}[m]
+    assert marks == [{"pull": "P", "notify-pull": "N", "push": "U", "gpu-pull": "G"}[m]
                      for m in history["mode"]]
     assert [b.get_height() for b in seconds.containers[0]] == \
         pytest.approx(history["cpu_seconds"].tolist())

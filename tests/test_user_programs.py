@@ -70,6 +70,7 @@ def test_widest_path_from_the_guide(doc):
 
 
 @pytest.mark.parametrize("config", [{"cpu_mode": "pull"}, {"cpu_mode": "notify-pull"},
+                                    {"cpu_mode": "push"}, {"cpu_mode": "push", "mode": "async"},
                                     {"mode": "async"}, {"partitions": 9}])
 def test_widest_path_on_a_power_law_graph(doc, config):
     g = hg.generate.rmat(10, seed=4, weights=(1.0, 50.0))
@@ -88,3 +89,7 @@ def test_reachability_bits_from_the_guide(doc):
         expected[order] = True
         np.testing.assert_array_equal((reach.values >> i) & 1 == 1, expected)
     assert not np.any(reach.values >> len(sources))
+    for cpu_mode in ("pull", "push"):  # the guide's run chose its modes itself
+        forced = hg.run(doc["Reachability"](sources), web, cpu_mode=cpu_mode,
+                        max_iterations=web.num_vertices)
+        np.testing.assert_array_equal(forced.values, reach.values)

@@ -61,6 +61,7 @@ class MinRelaxation(VertexProgram):
     of its value and what it gathered, and propagates only decreases."""
 
     reduce = "min"
+    incremental = True
 
     @staticmethod
     def apply(old, acc, aux):

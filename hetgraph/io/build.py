@@ -113,11 +113,13 @@ def _merge_duplicates(ptr, vals, wts, new_ptr, out_vals, out_wts, rule):
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def _transpose(in_ptr, in_idx, out_ptr, out_idx, col_bounds):
-    """Fill the CSR (out-edges) from the CSC; targets come out sorted per row. Columns
-    are cut into chunks at ``col_bounds`` that count and scatter in parallel."""
+def _transpose(in_ptr, in_idx, in_w, out_ptr, out_idx, out_w, col_bounds):
+    """Fill the CSR (out-edges, and their weights unless ``in_w`` is empty) from the CSC;
+    targets come out sorted per row. Columns are cut into chunks at ``col_bounds`` that
+    count and scatter in parallel."""
     chunks = col_bounds.shape[0] - 1
     n = in_ptr.shape[0] - 1
+    weighted = in_w.shape[0] > 0
     cursor = np.zeros((chunks, n), np.int64)
     for t in numba.prange(chunks):
         for e in range(in_ptr[col_bounds[t]], in_ptr[col_bounds[t + 1]]):
@@ -128,7 +130,23 @@ def _transpose(in_ptr, in_idx, out_ptr, out_idx, col_bounds):
             for e in range(in_ptr[v], in_ptr[v + 1]):
                 s = in_idx[e]
                 out_idx[cursor[t, s]] = v
+                if weighted:
+                    out_w[cursor[t, s]] = in_w[e]
                 cursor[t, s] += 1
+
+
+def transpose(in_ptr, in_idx, in_w, n):
+    """(out_ptr, out_idx, out_w): the CSR of the CSC (in_ptr, in_idx, in_w) over ``n``
+    vertices, targets sorted per source; out_w is None when in_w is."""
+    out_ptr = _pointer(in_idx, n)
+    out_idx = np.empty_like(in_idx)
+    out_w = np.empty(0 if in_w is None else len(in_w), np.float32)
+    targets = np.linspace(0, len(in_idx), _chunk_count(n) + 1)
+    col_bounds = np.searchsorted(in_ptr, targets).astype(np.int64)
+    col_bounds[0], col_bounds[-1] = 0, n
+    _transpose(in_ptr, in_idx, out_w if in_w is None else in_w, out_ptr, out_idx, out_w,
+               np.maximum.accumulate(col_bounds))
+    return out_ptr, out_idx, None if in_w is None else out_w
 
 
 CURSOR_BYTES = 256 << 20  # memory the per-chunk cursors of a parallel scatter may use
@@ -257,12 +275,7 @@ def _assemble(src, dst, weight, n, directed, labels, dedup, name):
         out_w = np.empty(new_ptr[-1] if len(w) else 0, np.float32)
         _merge_duplicates(in_ptr, in_idx, w, new_ptr, out_idx, out_w, _RULE_CODES[dedup])
         in_ptr, in_idx, w = new_ptr, out_idx, out_w
-    out_ptr = _pointer(in_idx, n)
-    out_idx = np.empty_like(in_idx)
-    targets = np.linspace(0, len(in_idx), chunks + 1)
-    col_bounds = np.searchsorted(in_ptr, targets).astype(np.int64)
-    col_bounds[0], col_bounds[-1] = 0, n
-    _transpose(in_ptr, in_idx, out_ptr, out_idx, np.maximum.accumulate(col_bounds))
+    out_ptr, out_idx, _ = transpose(in_ptr, in_idx, None, n)
     return Graph(in_ptr, in_idx, None if weight is None else w, out_ptr, out_idx,
                  directed=directed, labels=labels, name=name)
 

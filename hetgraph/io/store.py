@@ -432,6 +432,9 @@ class StoredGraph(Graph):
     def partition(self, **options):
         return self._needs_memory("a new partition")
 
+    def out_weights(self):
+        return self._needs_memory("the out-edges' weights")
+
     def reorder(self, order="degree"):
         return self._needs_memory("renumbering the vertices (reorder before saving)")
 

@@ -255,7 +255,49 @@ def _build_step(gather, combine, apply, activate, cast, identity, uses_constant)
                 values[v] = new_values[v]
         return k, edges, following[:count], degree
 
-    return gather_range, merge_replicas, sparse_pass
+    @numba.njit(nogil=True)
+    def push_pass(frontier, out_indptr, out_indices, out_weights, values, new_values,
+                  flags, marks, acc, aux, constant, sync):
+        """One whole push iteration in this thread (incremental programs): every active
+        vertex u combines gather(x[u], w, x[v]) into acc[v] along its out-edges u -> v,
+        then the vertices reached apply. Returns (vertices computed, edges read, the next
+        frontier, its out-degree sum)."""
+        weighted = out_weights.shape[0] > 0
+        degree = 0
+        for u in frontier:
+            flags[u] = 0
+            degree += out_indptr[u + 1] - out_indptr[u]
+        found = np.empty(degree, np.int64)
+        k = 0
+        for u in frontier:
+            src = values[u]
+            for e in range(np.uint64(out_indptr[u]), np.uint64(out_indptr[u + 1])):
+                v = out_indices[e]
+                w = out_weights[e] if weighted else np.float32(1.0)
+                gathered = cast(gather(src, w, values[v]))
+                if marks[v] == 0:
+                    marks[v] = 1
+                    found[k] = v
+                    k += 1
+                    acc[v] = gathered
+                else:
+                    acc[v] = combine(acc[v], gathered)
+        following = np.empty(k, np.int64)
+        count = 0
+        next_degree = 0
+        for i in range(k):
+            v = found[i]
+            marks[v] = 0
+            if finish(values, new_values, flags, aux, constant, v, acc[v]):
+                following[count] = v
+                count += 1
+                next_degree += out_indptr[v + 1] - out_indptr[v]
+        if sync:
+            for i in range(k):
+                values[found[i]] = new_values[found[i]]
+        return k, degree, following[:count], next_degree
+
+    return gather_range, merge_replicas, sparse_pass, push_pass
 
 
 def _jit_user(spec, name, fn, argtypes, returns):
@@ -298,19 +340,22 @@ class CpuKernel:
         activate = _jit_user(spec, "activate", spec.activate, (value, value), "a bool")
         self.spec = spec
         self.identity = spec.identity().item()
-        self._gather_range, self._merge, self._sparse_pass = _build_step(
+        self._gather_range, self._merge, self._sparse_pass, self._push_pass = _build_step(
             gather, COMBINE[spec.reduce], apply, activate, value, self.identity,
             spec.uses_constant)
 
     def warm_up(self, edges, values, flags, aux, graph=None):
         """Compile for these array types now (a pass over no vertex), so that the first
         iteration's time is not compile time: :meth:`step` reading ``edges``, and with
-        ``graph`` (in memory) :meth:`sparse_step` too."""
+        ``graph`` (in memory) :meth:`sparse_step` and :meth:`push_step` too."""
         self.step(edges, values, values, flags, aux, 0.0, ALL_VERTICES,
                   np.zeros(1, np.int64), 0, 1)
         if graph is not None:
             self.sparse_step(graph, ALL_VERTICES, values, values, flags, flags, aux, 0.0,
                              True)
+        if graph is not None and self.spec.incremental:
+            self._push_pass(ALL_VERTICES, graph.out_indptr, self._unsigned(graph.out_indices),
+                            _NO_WEIGHTS, values, values, flags, flags, values, aux, 0.0, True)
 
     def sparse_step(self, graph, frontier, values, new_values, flags, marks, aux, constant,
                     sync):
@@ -321,6 +366,18 @@ class CpuKernel:
             frontier, graph.out_indptr, graph.out_indices, graph.in_indptr,
             *self.edges(graph)[1:3], values, new_values, flags, marks,
             aux, float(constant), self.spec.notify_self, sync)
+        return int(computed), int(edges), following, int(degree)
+
+    def push_step(self, graph, frontier, values, new_values, flags, marks, accumulators,
+                  aux, constant, sync):
+        """Push from the active ids ``frontier`` in this thread; ``accumulators``: scratch
+        of the value dtype, length N. Returns (vertices computed, edges read, next
+        frontier, its out-degree sum)."""
+        weights = graph.out_weights() if self.spec.needs_weights and graph.weighted \
+            else _NO_WEIGHTS
+        computed, edges, following, degree = self._push_pass(
+            frontier, graph.out_indptr, self._unsigned(graph.out_indices), weights, values,
+            new_values, flags, marks, accumulators, aux, float(constant), sync)
         return int(computed), int(edges), following, int(degree)
 
     def edges(self, graph):
@@ -334,7 +391,11 @@ class CpuKernel:
         needs them."""
         weights = weights if (self.spec.needs_weights and weights is not None) \
             else _NO_WEIGHTS
-        return indices.view(_UNSIGNED[indices.dtype.itemsize]), weights
+        return self._unsigned(indices), weights
+
+    @staticmethod
+    def _unsigned(indices):
+        return indices.view(_UNSIGNED[indices.dtype.itemsize])
 
     def step(self, edges, values, new_values, flags, aux, constant, vertices, prefix, v0,
              parts, pool=None):

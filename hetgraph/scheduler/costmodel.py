@@ -11,11 +11,24 @@ assumption: one in-edge pulled per notification) this is Garaph's f <= 1 / (2 * 
 on power-law graphs the vertices a frontier reaches are hubs with many in-edges (RMAT-20
 renumbered, BFS level 3: f = 0.38, notify-pull 31-58 ms against a 19-25 ms pull on two
 cores), and on a grid each pulls four.
+
+Beyond Garaph, an incremental program (:class:`hetgraph.VertexProgram`) may push: the
+active vertices combine into their out-neighbours' accumulators, f |E| edges in one
+thread, with no pull of the in-edges of the vertices reached.
 """
 
 from __future__ import annotations
 
-CPU_MODES = ("pull", "notify-pull")
+CPU_MODES = ("pull", "notify-pull", "push")
+# seconds of a push per frontier edge (one thread) over a pull's per edge (one thread):
+# each push edge is a random read-modify-write of its target's accumulator
+PUSH_EDGE_COST = 2.0
+
+
+def push_factor(incremental: bool, threads: int) -> float:
+    """A push's cost per frontier edge in pull passes over |E| edges, for a program
+    that can push (0: it cannot). The push runs in one thread, the pull on ``threads``."""
+    return PUSH_EDGE_COST * threads if incremental else 0.0
 
 
 def notify_fraction(active_out_degree: int, num_arcs: int) -> float:
@@ -23,10 +36,14 @@ def notify_fraction(active_out_degree: int, num_arcs: int) -> float:
     return active_out_degree / num_arcs if num_arcs else 0.0
 
 
-def choose_cpu_mode(f: float, rho: float = 1.0, skew: float = 1.0) -> str:
+def choose_cpu_mode(f: float, rho: float = 1.0, skew: float = 1.0, push: float = 0.0) -> str:
     """"notify-pull" when rho * (f + min(f * skew, 1)) <= 1 (see above; f <= 1 / (2 *
-    rho) when skew = 1), else "pull"."""
-    return "notify-pull" if rho * (f + min(f * skew, 1.0)) <= 1.0 else "pull"
+    rho) when skew = 1), else "pull"; but "push" when the program can (``push``: its
+    :func:`push_factor`) and rho * f * push is at most the cheaper of the two."""
+    notify = rho * (f + min(f * skew, 1.0))
+    if push and rho * f * push <= min(notify, 1.0):
+        return "push"
+    return "notify-pull" if notify <= 1.0 else "pull"
 
 
 def alpha(f: float, rho: float, t_pull: float, t_gpu: float) -> float:
@@ -86,10 +103,13 @@ class CostModel:
     ``skew``: the in-degree of the destination of an average edge, sum(d_in^2) / |E|
     (1 in Garaph's model): a notified vertex is reached through one of its in-edges, so
     before any measurement notify-pull is predicted to pull min(f |E| skew, |E|) edges.
+    ``push``: the program's :func:`push_factor` (0: it cannot push); a push is
+    predicted from its measured seconds per frontier edge, before that from the factor.
     """
 
-    def __init__(self, overhead=0.0, switch=0.0, skew=1.0):
+    def __init__(self, overhead=0.0, switch=0.0, skew=1.0, push=0.0):
         self.skew = float(skew)
+        self.push = float(push)
         self.per_edge: dict = {}
         self.notify = LinearFit()
         self.iteration: dict = {}  # measured seconds of a full pull, per placement
@@ -135,11 +155,17 @@ class CostModel:
         return edges * self.per_edge.get((kind, mode), 0.0)
 
     def cpu_seconds(self, f, rho, num_arcs):
-        """Predicted seconds of the CPU's iteration: notify-pull or pull, the cheaper."""
+        """Predicted seconds of the CPU's iteration: notify-pull, pull or push (when the
+        program can), the cheapest."""
         pull = self.seconds("cpu", num_arcs)
         prior = rho * (f + min(f * self.skew, 1.0)) * pull
         notify = self.notify.predict(f * num_arcs, prior / (f * num_arcs) if f else 0.0)
-        return min(prior if notify is None else notify, pull)
+        best = min(prior if notify is None else notify, pull)
+        if self.push:
+            measured = self.seconds("cpu", f * num_arcs, "push")
+            best = min(best, measured if ("cpu", "push") in self.per_edge else
+                       rho * f * self.push * pull)
+        return best
 
     def alpha(self, f, rho, num_arcs):
         """The CPU's predicted iteration time over the GPU's pull: Garaph's eq. 3,

@@ -1,9 +1,11 @@
 """The CPU engine: one iteration of a program on the Numba kernels, in pull or
-notify-pull mode as the cost model says (Garaph section 4).
+notify-pull mode as the cost model says (Garaph section 4), or push for incremental
+programs.
 
-It keeps the vertex state, the sorted frontier when it is small, and chooses between a
-whole notify-pull iteration in one thread (small frontiers), a notify-pull pass through
-the active flags, and a pull pass over every vertex.
+It keeps the vertex state, the frontier's ids when it is small or pushes, and chooses
+between a push from the frontier in one thread, a whole notify-pull iteration in one
+thread (small frontiers), a notify-pull pass through the active flags, and a pull pass
+over every vertex.
 """
 
 from __future__ import annotations
@@ -12,9 +14,11 @@ import functools
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
+
 from ..kernels import cpu
 from ..io.order import degree_skew
-from .costmodel import choose_cpu_mode, notify_fraction
+from .costmodel import choose_cpu_mode, notify_fraction, push_factor
 
 # a notify-pull iteration whose frontier has at most this many out-edges runs in one
 # thread from the frontier's id list, without any pass over all vertices
@@ -39,7 +43,8 @@ class CpuEngine:
 
     ``threads``: threads of the passes; ``partitions``: edge ranges per pass (default =
     threads for passes over at least SERIAL_EDGES edges, else 1); ``cpu_mode``: "auto",
-    "pull" or "notify-pull"; ``rho``: read-cost ratio of the storage (1 in memory).
+    "pull", "notify-pull" or "push" (incremental programs); ``rho``: read-cost ratio of
+    the storage (1 in memory).
     """
 
     def __init__(self, spec, graph, state, aux, *, threads, partitions=None,
@@ -53,6 +58,8 @@ class CpuEngine:
         self.cpu_mode = cpu_mode
         self.rho = rho
         self.skew = degree_skew(graph.in_degree())
+        self.push = push_factor(spec.incremental, threads)
+        self._accumulators = None  # scratch of a push, made by the first
         self.chunks = chunk_count(graph.num_vertices, threads)
         start = time.perf_counter()
         self.kernel = cpu.compile_program(spec, aux.dtype)
@@ -89,17 +96,22 @@ class CpuEngine:
             return self._activated, graph.num_arcs
         active, degree = (int(x) for x in cpu.frontier_size(self.state.flags,
                                                             graph.out_indptr, self.chunks))
-        if self._mode(degree) == "notify-pull" and degree + active <= SPARSE_EDGES:
+        if self._from_ids(self._mode(degree), active, degree):
             self._frontier = cpu.compact(self.state.flags, self.chunks, False)
             self._degree = degree
         return active, degree
+
+    @staticmethod
+    def _from_ids(mode, active, degree):
+        """Whether an iteration in ``mode`` runs from the frontier's id list."""
+        return mode == "push" or (mode == "notify-pull" and degree + active <= SPARSE_EDGES)
 
     def _mode(self, degree):
         """The CPU mode of an iteration whose frontier has ``degree`` out-edges."""
         if self.cpu_mode != "auto":
             return self.cpu_mode
         return choose_cpu_mode(notify_fraction(degree, self.graph.num_arcs), self.rho,
-                               self.skew)
+                               self.skew, self.push)
 
     def iterate(self, constant, frontier):
         """One iteration from ``frontier`` = :meth:`frontier`'s (active, degree) with the
@@ -109,12 +121,20 @@ class CpuEngine:
         constant = float(constant)
         chosen = self._mode(degree)
         state = self.state
-        if chosen == "notify-pull" and degree + active <= SPARSE_EDGES:
+        if self._from_ids(chosen, active, degree):
             if self._frontier is None:
                 self._frontier = cpu.compact(state.flags, self.chunks, False)
-            computed, edges, self._frontier, self._degree = self.kernel.sparse_step(
-                self.graph, self._frontier, state.values, state.new_values, state.flags,
-                state.marks, self.aux, constant, state.sync)
+            if chosen == "push":
+                if self._accumulators is None:
+                    self._accumulators = np.empty_like(state.values)
+                computed, edges, self._frontier, self._degree = self.kernel.push_step(
+                    self.graph, self._frontier, state.values, state.new_values,
+                    state.flags, state.marks, self._accumulators, self.aux, constant,
+                    state.sync)
+            else:
+                computed, edges, self._frontier, self._degree = self.kernel.sparse_step(
+                    self.graph, self._frontier, state.values, state.new_values,
+                    state.flags, state.marks, self.aux, constant, state.sync)
             self._activated = len(self._frontier)
         else:
             self._frontier = None

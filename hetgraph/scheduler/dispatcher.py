@@ -33,7 +33,7 @@ from ..program import ProgramSpec
 from ..result import Result
 from . import tasks
 from .checkpoint import Checkpointer, graph_fingerprint, program_fingerprint
-from .costmodel import CPU_MODES, CostModel, choose_cpu_mode, notify_fraction
+from .costmodel import CPU_MODES, CostModel, choose_cpu_mode, notify_fraction, push_factor
 from .placement import PageQueue
 from .progress import ProgressBar, RunEvents, show_progress
 from .state import VertexState
@@ -64,8 +64,8 @@ def _check_options(mode, devices, cpu_mode, max_iterations, threads, partitions,
         raise GraphError(f"devices={devices!r} is not valid; use 'auto', 'cpu', 'gpu' or "
                          f"'hybrid'")
     if cpu_mode not in ("auto",) + CPU_MODES:
-        raise GraphError(f"cpu_mode={cpu_mode!r} is not valid; use 'auto', 'pull' or "
-                         f"'notify-pull'")
+        raise GraphError(f"cpu_mode={cpu_mode!r} is not valid; use 'auto', 'pull', "
+                         f"'notify-pull' or 'push'")
     if threads is not None and (not isinstance(threads, (int, np.integer))
                                 or not 1 <= threads <= numba.config.NUMBA_NUM_THREADS):
         raise GraphError(f"threads={threads!r} is out of range; use "
@@ -134,6 +134,12 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
                    page_bytes, host_budget)
     host_budget = available_memory() // 2 if host_budget is None else int(host_budget)
     graph = _as_graph(graph, host_budget)
+    in_memory = not isinstance(graph, StoredGraph)
+    if cpu_mode == "push" and not (spec.incremental and in_memory):
+        why = "the graph is read out of core" if spec.incremental else \
+            f"{spec.name} is not incremental (see hg.VertexProgram)"
+        raise GraphError(f"cpu_mode='push' cannot run: {why}; use 'auto', 'pull' or "
+                         f"'notify-pull'")
     if rho is None:
         rho = graph.store.read_ratio() if isinstance(graph, StoredGraph) else 1.0
     checkpointer = _checkpointer(checkpoint, checkpoint_every, resume, spec, graph, mode)
@@ -257,7 +263,9 @@ class _Driver:
                                  options["host_budget"])
         self._share_run()
         self.page_edges = np.diff(graph.in_indptr[pages], axis=1)[:, 0]
-        self.model = CostModel(skew=degree_skew(graph.in_degree()))
+        threads = options["threads"] or numba.config.NUMBA_NUM_THREADS
+        self.model = CostModel(skew=degree_skew(graph.in_degree()),
+                               push=push_factor(spec.incremental and not out_of_core, threads))
         self.round_trip = 0.0
         self.placed = None  # where the last iteration ran
         self.version = 0
@@ -333,11 +341,11 @@ class _Driver:
 
     def _segment_possible(self, kind, f):
         """Whether iterations placed on ``kind`` run as a segment on one worker: always
-        for notify-pull on the CPU, else when the run has one worker of that kind (with
-        several, the pull pages are spread over them)."""
-        if kind == "cpu" and self.runspec.cpu_mode != "pull" and \
-                (self.runspec.cpu_mode == "notify-pull" or
-                 choose_cpu_mode(f, self.runspec.rho, self.model.skew) == "notify-pull"):
+        for notify-pull and push on the CPU, else when the run has one worker of that
+        kind (with several, the pull pages are spread over them)."""
+        cpu_mode = self.runspec.cpu_mode
+        if kind == "cpu" and cpu_mode != "pull" and (cpu_mode != "auto" or choose_cpu_mode(
+                f, self.runspec.rho, self.model.skew, self.model.push) != "pull"):
             return True
         return self.kinds.get(kind) == 1
 

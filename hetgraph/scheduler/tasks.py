@@ -350,8 +350,8 @@ def _chooser(model, run, kind, others, spread_pull=False):
     (``kind`` itself when no other device kind is in the run). ``spread_pull``: end a
     CPU segment at a pull iteration, which several CPU workers share by pages."""
     def choose(f):
-        if spread_pull and run.cpu_mode != "notify-pull" and \
-                choose_cpu_mode(f, run.rho, model.skew) == "pull":
+        if spread_pull and run.cpu_mode in ("auto", "pull") and \
+                choose_cpu_mode(f, run.rho, model.skew, model.push) == "pull":
             return "pages", float("nan")
         if not others:
             return kind, model.alpha(f, run.rho, run.graph.num_arcs)
@@ -361,8 +361,9 @@ def _chooser(model, run, kind, others, spread_pull=False):
 
 @_resolved
 def cpu_segment(run, state, version, first, last, model, others, spread_pull):
-    """Iterations on the CPU engine (pull or notify-pull per iteration) while the cost
-    model keeps the run on the CPU (and, with ``spread_pull``, while it notify-pulls)."""
+    """Iterations on the CPU engine (pull, notify-pull or push per iteration) while the
+    cost model keeps the run on the CPU (and, with ``spread_pull``, while it does not
+    pull)."""
     with numba_threads(run.threads):
         ctx = _cpu_context(run, state)
         if ctx.version != version:

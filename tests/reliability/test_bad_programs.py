@@ -69,6 +69,14 @@ CASES = {
                                                           np.ones(2, bool))),
                            "active of shape (2,)"),
     "aux wrong length": (variant(aux=lambda self, g: np.zeros(7)), "aux must return"),
+    "incremental sum": (variant(reduce="add", incremental=True),
+                        "incremental is set but reduce='add' is not idempotent"),
+    "incremental reading itself": (variant(notify_self=True, incremental=True),
+                                   "incremental is set but notify_self"),
+    "incremental with a constant": (
+        variant(incremental=True, apply=staticmethod(lambda o, a, x, c: o),
+                iteration_constant=lambda self, g, v: 1.0),
+        "incremental is set but apply takes an iteration constant"),
 }
 
 
@@ -101,7 +109,9 @@ def test_missing_function():
 OPTIONS = {
     "mode": ({"mode": "eventually"}, "mode='eventually'"),
     "devices": ({"devices": "tpu"}, "devices='tpu'"),
-    "cpu_mode": ({"cpu_mode": "push"}, "cpu_mode='push'"),
+    "cpu_mode": ({"cpu_mode": "sideways"}, "cpu_mode='sideways' is not valid"),
+    "push without incremental": ({"cpu_mode": "push"},
+                                 "cpu_mode='push' cannot run: Good is not incremental"),
     "negative iterations": ({"max_iterations": -1}, "max_iterations=-1"),
     "threads": ({"threads": 10_000}, "threads=10000 is out of range"),
     "partitions": ({"partitions": 0}, "partitions=0"),
