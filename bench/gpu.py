@@ -114,6 +114,15 @@ def engine_profile(g, iterations, **gpu_options):
     return described, float(np.median(times))
 
 
+_STARTED = time.perf_counter()
+
+
+def step(what):
+    """Log a finished step with the seconds since the benchmark started (a run cut off
+    by the device's time limit shows where the time went)."""
+    print(f"    [{time.perf_counter() - _STARTED:6.1f} s] {what}", flush=True)
+
+
 def bench_graph(cp, name, given, iterations, bandwidth, upload):
     """hetgraph on the graph renumbered by ``reorder("auto")`` (as the command line
     runs), cuSPARSE on the graph as given (``ratio_vs_cusparse``) and on the renumbered
@@ -125,15 +134,21 @@ def bench_graph(cp, name, given, iterations, bandwidth, upload):
     row = {"graph": name, "vertices": g.num_vertices, "arcs": g.num_arcs,
            "order": "degree" if g is not given else "given",
            "reorder_seconds": time.perf_counter() - start}
+    step(f"reordered ({row['order']})")
     ours, result = pagerank_seconds(g, iterations)
+    step("PageRank")
     spmv = cusparse_spmv(cp, given, iterations)
     spmv_renumbered = spmv if g is given else cusparse_spmv(cp, g, iterations)
+    step("cuSPARSE")
     given_order = ours if g is given else pagerank_seconds(given, iterations)[0]
+    step("PageRank on the given order")
     reference = hg.pagerank(g, tol=None, max_iterations=iterations, dtype=np.float32,
                             devices="cpu").values
+    step("CPU reference")
     error = float(np.max(np.abs(result.values - reference) / np.maximum(reference, 1e-30)))
     floor = floor_bytes(g) / bandwidth
     layout, engine_pass = engine_profile(g, iterations)
+    step("engine pass")
     row.update(pagerank_seconds=ours, cusparse_spmv_seconds=spmv,
                ratio_vs_cusparse=spmv / ours, cusparse_renumbered_seconds=spmv_renumbered,
                ratio_vs_cusparse_renumbered=spmv_renumbered / ours,
@@ -184,6 +199,7 @@ def streamed_row(g, iterations, upload, result):
     floor, and its largest difference from the resident run's ``result``."""
     quarter = g.num_arcs * (g.index_dtype.itemsize + 2) // 4
     streamed, streamed_result = pagerank_seconds(g, iterations, memory_budget=quarter)
+    step("streamed PageRank")
     layout = engine_profile(g, 2, memory_budget=quarter)[0]
     pcie_floor = layout["streamed_edges"] * (g.index_dtype.itemsize + 2) / upload
     same = float(np.max(np.abs(streamed_result.values - result.values)
@@ -222,6 +238,7 @@ def main():
         start = time.perf_counter()
         g = make()
         built = time.perf_counter() - start
+        step(f"{name} built")
         row = bench_graph(cp, name, g, args.iterations, bandwidth, upload)
         row["build_seconds"] = built
         rows.append(row)

@@ -10,7 +10,9 @@ with the GPU budget at a quarter of the graph (pages streamed over PCIe), where 
 CPU's share matters most. The RMAT graph is renumbered by ``Graph.reorder("auto")``
 (hubs first, as the command line runs it); the grid keeps its order. Reported: total
 iteration seconds per placement, the per-iteration curves, speedup of auto over the
-better single device.
+better single device. A run under REPEAT_BELOW seconds is repeated (up to REPEATS runs
+in all) and the fastest kept: a short run's total is dominated by its last iteration,
+which carries the Dask round trip of the segment (2-10 ms, varying run to run).
 
 Overhead: each single-device run is repeated as the bare engine looped in plain Python
 (no Dask: frontier, program hooks, engine pass), and the Dask run's iteration seconds
@@ -30,6 +32,22 @@ import hetgraph as hg  # noqa: E402
 from machine import describe  # noqa: E402
 
 PR_ITERATIONS = 20
+REPEATS = 5
+REPEAT_BELOW = 1.0  # seconds
+
+
+def fastest_run(call, options):
+    """The fastest of up to REPEATS runs of ``call(**options)`` (one when it is slow)."""
+    best, spent = None, 0.0
+    for _ in range(REPEATS):
+        result = call(**options)
+        seconds = float(result.history["seconds"].sum())
+        spent += seconds
+        if best is None or seconds < float(best.history["seconds"].sum()):
+            best = result
+        if spent > REPEAT_BELOW:
+            break
+    return best
 
 
 def algorithms(g, max_iterations=None):
@@ -104,7 +122,7 @@ def bench_graph(name, g, cluster, gpu_options=None, only=None):
             options = dict(cluster=cluster, devices=devices,
                            gpu=gpu_options if devices != "cpu" else None)
             warm[algo](**options)  # first-use work of CuPy and Numba on this graph
-            result = call(**options)
+            result = fastest_run(call, options)
             runs[devices] = summary(result)
             values[devices] = result.values
         for devices in ("gpu", "auto"):
