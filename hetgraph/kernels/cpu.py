@@ -114,6 +114,16 @@ def commit(values, new_values, vertices):
         values[v] = new_values[v]
 
 
+@numba.njit(nogil=True, inline="always")
+def _take_frontier(frontier, flags, out_indptr):
+    """Clear the active flags of the ids ``frontier``; returns their out-degree sum."""
+    degree = 0
+    for u in frontier:
+        flags[u] = 0
+        degree += out_indptr[u + 1] - out_indptr[u]
+    return degree
+
+
 def edge_prefix(in_indptr, vertices):
     """Running total of the in-degrees of ``vertices`` (length len(vertices) + 1)."""
     prefix = np.zeros(len(vertices) + 1, np.int64)
@@ -217,10 +227,7 @@ def _build_step(gather, combine, apply, activate, cast, identity, uses_constant)
         """One whole notify-pull iteration in this thread for a small frontier (sorted
         active ids): no pass over all N vertices. Returns (vertices computed, edges read,
         the next frontier, the sum of its out-degrees)."""
-        bound = frontier.shape[0]
-        for u in frontier:
-            flags[u] = 0
-            bound += out_indptr[u + 1] - out_indptr[u]
+        bound = frontier.shape[0] + _take_frontier(frontier, flags, out_indptr)
         found = np.empty(bound, np.int64)
         k = 0
         for u in frontier:
@@ -263,10 +270,7 @@ def _build_step(gather, combine, apply, activate, cast, identity, uses_constant)
         then the vertices reached apply. Returns (vertices computed, edges read, the next
         frontier, its out-degree sum)."""
         weighted = out_weights.shape[0] > 0
-        degree = 0
-        for u in frontier:
-            flags[u] = 0
-            degree += out_indptr[u + 1] - out_indptr[u]
+        degree = _take_frontier(frontier, flags, out_indptr)
         found = np.empty(degree, np.int64)
         k = 0
         for u in frontier:
