@@ -129,7 +129,7 @@ class Cluster:
         return f"http://127.0.0.1:{self._cluster.scheduler.http_server.port}/status"
 
     def running(self) -> bool:
-        """Whether the client is connected and the cluster still has its workers."""
+        """Whether the client is connected and, for a local cluster, the cluster runs."""
         return self.client.status == "running" and (
             self._cluster is None or getattr(self._cluster.status, "name", "") == "running")
 
