@@ -162,9 +162,9 @@ class CostModel:
         notify = self.notify.predict(f * num_arcs, prior / (f * num_arcs) if f else 0.0)
         best = min(prior if notify is None else notify, pull)
         if self.push:
-            measured = self.seconds("cpu", f * num_arcs, "push")
-            best = min(best, measured if ("cpu", "push") in self.per_edge else
-                       rho * f * self.push * pull)
+            push = self.seconds("cpu", f * num_arcs, "push") \
+                if ("cpu", "push") in self.per_edge else rho * f * self.push * pull
+            best = min(best, push)
         return best
 
     def alpha(self, f, rho, num_arcs):

@@ -110,7 +110,8 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
     ``threads``: CPU threads (default all Numba threads). ``partitions``: edge
     partitions per CPU pass (default = threads). ``cpu_mode``: "auto" (Garaph's switch
     at f <= 1/(2*rho), corrected for the in-degree skew: see
-    :mod:`hetgraph.scheduler.costmodel`), or force "pull" / "notify-pull". ``rho``:
+    :mod:`hetgraph.scheduler.costmodel`), or force "pull" / "notify-pull" / "push"
+    (incremental programs on a graph in memory). ``rho``:
     read-cost ratio of the graph's storage (default 1 in memory, and out of core k, the
     store's sequential over random read speed, measured). ``host_budget``: bytes of
     host memory for a run on a PageStore (default: half the memory available); a store
@@ -141,7 +142,7 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
         raise GraphError(f"cpu_mode='push' cannot run: {why}; use 'auto', 'pull' or "
                          f"'notify-pull'")
     if rho is None:
-        rho = graph.store.read_ratio() if isinstance(graph, StoredGraph) else 1.0
+        rho = 1.0 if in_memory else graph.store.read_ratio()
     checkpointer = _checkpointer(checkpoint, checkpoint_every, resume, spec, graph, mode)
     values, flags, aux = spec.initial_state(graph)
     state = VertexState(values, flags, sync=mode == "sync")
