@@ -161,6 +161,20 @@ def gpu_index(worker_name) -> int:
     return int(match.group(1)) if match else 0
 
 
+def _worker_memory_limit(processes, workers):
+    """Dask's memory limit for each local worker (bytes; 0: none). Dask's default for a
+    one-thread worker is the host memory over its cores, and a worker whose process
+    passes 80% of that pauses: in process, every worker measures the whole process,
+    and a run on a graph of a few GiB stopped for good (16 cores, 128 GiB: paused above
+    6.4 GiB). In process the run's own ``host_budget`` governs memory, so there is no
+    limit; worker processes share the host memory equally."""
+    if not processes:
+        return 0
+    from distributed.system import MEMORY_LIMIT
+
+    return MEMORY_LIMIT // max(workers, 1)
+
+
 def _local_cluster(cpu_workers, gpus, processes, dashboard_address):
     from distributed import Nanny, Scheduler, SpecCluster, Worker
 
@@ -176,12 +190,15 @@ def _local_cluster(cpu_workers, gpus, processes, dashboard_address):
                              **({"host": "127.0.0.1"} if processes else
                                 {"protocol": "inproc"})}}
     cls = Nanny if processes else Worker
+    memory_limit = _worker_memory_limit(processes, cpu_workers + gpus)
     workers = {}
     for i in range(cpu_workers):
-        workers[f"cpu-{i}"] = {"cls": cls, "options": {"nthreads": 1, "name": f"cpu-{i}",
-                                                        "resources": {"CPU": 1}}}
+        workers[f"cpu-{i}"] = {"cls": cls, "options": {
+            "nthreads": 1, "name": f"cpu-{i}", "resources": {"CPU": 1},
+            "memory_limit": memory_limit}}
     for i in range(gpus):
-        options = {"nthreads": 1, "name": f"gpu-{i}", "resources": {"GPU": 1}}
+        options = {"nthreads": 1, "name": f"gpu-{i}", "resources": {"GPU": 1},
+                   "memory_limit": memory_limit}
         if processes:  # as dask-cuda does: the worker's GPU first, seen as device 0
             options["env"] = {"CUDA_VISIBLE_DEVICES": _visible_devices(i)}
         workers[f"gpu-{i}"] = {"cls": cls, "options": options}

@@ -4,6 +4,7 @@ tasks spread over several CPU workers, and a worker killed in the middle of a ru
 import os
 import signal
 import tempfile
+import time
 
 import numpy as np
 import pytest
@@ -79,10 +80,31 @@ def test_two_cpu_workers_share_pull_pages(graph, weighted, expected):
 
 
 def test_worker_processes_give_the_in_process_answers(graph, weighted, expected):
+    from distributed.system import MEMORY_LIMIT
+
     with hg.Cluster(cpu_workers=2, gpus=0, processes=True, dashboard_address=None) as cluster:
         assert not cluster.in_process
+        limits = cluster.client.run(lambda dask_worker: dask_worker.memory_manager.memory_limit)
+        assert sorted(limits.values()) == [MEMORY_LIMIT // 2] * 2  # the host memory shared
         results = run_all(graph, weighted, cluster)
     assert_identical(results, expected)
+
+
+def test_in_process_workers_never_pause_for_memory(graph, expected):
+    """Dask pauses a worker whose process passes a share of its memory limit (default
+    80% of host memory / cores). In process every worker measures the whole process, so
+    a graph of a few GiB paused them and the run waited for ever (16-core H100 host,
+    RMAT-24). Here the pause share is a millionth: the workers must still run."""
+    import dask
+
+    with dask.config.set({"distributed.worker.memory.pause": 1e-6,
+                          "distributed.worker.memory.monitor-interval": "5ms"}):
+        with hg.Cluster(cpu_workers=2, gpus=0, dashboard_address=None) as cluster:
+            time.sleep(0.1)  # many memory checks
+            status = cluster.client.run(lambda dask_worker: dask_worker.status.name)
+            assert set(status.values()) == {"running"}
+            result = hg.bfs(graph, graph.label_of(1), cluster=cluster)
+    np.testing.assert_array_equal(result.values, expected["bfs"].values)
 
 
 def test_joining_a_running_scheduler_sends_the_state(graph, weighted, expected):
