@@ -35,6 +35,7 @@ class Graph:
         self._label_index = None
         self._undirected = None
         self._out_weights = None
+        self._in_skew = None
 
     # sizes ------------------------------------------------------------------
     @property
@@ -74,6 +75,15 @@ class Graph:
     def out_degree(self) -> np.ndarray:
         """Out-degree of every vertex (int64 array of length N)."""
         return np.diff(self.out_indptr)
+
+    def in_degree_skew(self) -> float:
+        """sum(d_in^2) / |E|, the in-degree of an average edge's destination
+        (:func:`hetgraph.io.order.degree_skew`); computed once and kept by this graph."""
+        if self._in_skew is None:
+            from .io.order import degree_skew
+
+            self._in_skew = degree_skew(self.in_degree())
+        return self._in_skew
 
     @property
     def nbytes(self) -> int:

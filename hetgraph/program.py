@@ -105,7 +105,8 @@ class VertexProgram:
     converged = None
 
     def finalize(self, graph, values):
-        """Reported values from the internal ones (default: unchanged)."""
+        """Reported values from the internal ones (default: unchanged). ``values`` is
+        the run's own final array: finalize may change and return it."""
         return values
 
     @property

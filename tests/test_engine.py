@@ -83,11 +83,13 @@ def test_edge_ranges_and_replica_merge_equal_a_direct_computation(case):
         listed = vertices if len(vertices) else np.arange(g.num_vertices)
         new = values.copy()
         flags = np.full(g.num_vertices, 7, np.uint8)
-        activated = kernel.step(kernel.edges(g), values, new, flags, aux, 0.0, vertices, prefix, 0, parts)
+        activated, degree = kernel.step(kernel.edges(g), g.out_indptr, values, new, flags,
+                                        aux, 0.0, vertices, prefix, 0, parts)
         want_values, want_flags = expected_step(g, values, aux, listed)
         np.testing.assert_array_equal(new[listed], want_values[listed])
         np.testing.assert_array_equal(flags[listed], want_flags[listed])
         assert activated == int(want_flags[listed].sum())
+        assert degree == int(g.out_degree()[listed][want_flags[listed] == 1].sum())
         untouched = np.setdiff1d(np.arange(g.num_vertices), listed)
         assert np.all(flags[untouched] == 7) and np.all(new[untouched] == values[untouched])
 

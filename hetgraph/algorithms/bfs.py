@@ -32,7 +32,8 @@ class BreadthFirst(MinRelaxation):
         return single_source_state(graph.num_vertices, self.source, UNREACHED, np.int32)
 
     def finalize(self, graph, values):
-        return np.where(values == UNREACHED, -1, values).astype(np.int32)
+        np.putmask(values, values == UNREACHED, -1)  # the run's own array: no copy
+        return values
 
 
 def bfs(graph, source, **options):

@@ -171,12 +171,13 @@ def _build_step(gather, combine, apply, activate, cast, identity, uses_constant)
         return vertices[i] if vertices.shape[0] > 0 else v0 + i
 
     @numba.njit(nogil=True)
-    def gather_range(t, in_indptr, in_indices, weights, base, values, new_values, flags,
-                     aux, constant, vertices, prefix, v0, bounds, owned, head, tail,
-                     has_tail):
+    def gather_range(t, in_indptr, in_indices, weights, base, out_indptr, values,
+                     new_values, flags, aux, constant, vertices, prefix, v0, bounds, owned,
+                     head, tail, has_tail):
         """Edge range t: complete vertices are applied; the partial accumulators of the
         vertex cut at the range start (head) and at its end (tail) are kept. The in-edges
-        of v are in_indices[in_indptr[v] - base ...] (base: the first edge held)."""
+        of v are in_indices[in_indptr[v] - base ...] (base: the first edge held). Returns
+        (vertices activated, their out-degree sum)."""
         a = bounds[t]
         b = bounds[t + 1]
         lo = owned[t]
@@ -188,27 +189,28 @@ def _build_step(gather, combine, apply, activate, cast, identity, uses_constant)
             shift = in_indptr[v] - prefix[lo - 1] - base
             head[t] = accumulate(in_indices, weights, values, a + shift,
                                  min(prefix[lo], b) + shift, values[v], head[t])
-        activated = 0
+        activated = degree = 0
         for i in range(lo, hi):
             v = vertex(vertices, v0, i)
             shift = in_indptr[v] - prefix[i] - base
             last = prefix[i + 1]
             acc = accumulate(in_indices, weights, values, prefix[i] + shift,
                              min(last, b) + shift, values[v], cast(identity))
-            if last <= b:
-                activated += finish(values, new_values, flags, aux, constant, v, acc)
-            else:
+            if last > b:
                 tail[t] = acc
                 has_tail[t] = True
-        return activated
+            elif finish(values, new_values, flags, aux, constant, v, acc):
+                activated += 1
+                degree += out_indptr[v + 1] - out_indptr[v]
+        return activated, degree
 
     @numba.njit(nogil=True)
-    def merge_replicas(values, new_values, flags, aux, constant, vertices, v0, owned, head,
-                       tail, has_tail):
+    def merge_replicas(out_indptr, values, new_values, flags, aux, constant, vertices, v0,
+                       owned, head, tail, has_tail):
         """Combine the replicas of every vertex cut at a range boundary, then apply it
-        (Garaph 4.1)."""
+        (Garaph 4.1); returns (vertices activated, their out-degree sum)."""
         parts = head.shape[0]
-        activated = 0
+        activated = degree = 0
         for t in range(parts):
             if has_tail[t]:
                 i = owned[t + 1] - 1
@@ -217,9 +219,11 @@ def _build_step(gather, combine, apply, activate, cast, identity, uses_constant)
                 while s < parts and owned[s] == i + 1:
                     acc = combine(acc, head[s])
                     s += 1
-                activated += finish(values, new_values, flags, aux, constant,
-                                    vertex(vertices, v0, i), acc)
-        return activated
+                v = vertex(vertices, v0, i)
+                if finish(values, new_values, flags, aux, constant, v, acc):
+                    activated += 1
+                    degree += out_indptr[v + 1] - out_indptr[v]
+        return activated, degree
 
     @numba.njit(nogil=True)
     def sparse_pass(frontier, out_indptr, out_indices, in_indptr, in_indices, weights,
@@ -352,8 +356,8 @@ class CpuKernel:
         """Compile for these array types now (a pass over no vertex), so that the first
         iteration's time is not compile time: :meth:`step` reading ``edges``, and with
         ``graph`` (in memory) :meth:`sparse_step` and :meth:`push_step` too."""
-        self.step(edges, values, values, flags, aux, 0.0, ALL_VERTICES,
-                  np.zeros(1, np.int64), 0, 1)
+        self.step(edges, np.zeros(1, np.int64), values, values, flags, aux, 0.0,
+                  ALL_VERTICES, np.zeros(1, np.int64), 0, 1)
         if graph is not None:
             self.sparse_step(graph, ALL_VERTICES, values, values, flags, flags, aux, 0.0,
                              True)
@@ -401,15 +405,15 @@ class CpuKernel:
     def _unsigned(indices):
         return indices.view(_UNSIGNED[indices.dtype.itemsize])
 
-    def step(self, edges, values, new_values, flags, aux, constant, vertices, prefix, v0,
-             parts, pool=None):
+    def step(self, edges, out_indptr, values, new_values, flags, aux, constant, vertices,
+             prefix, v0, parts, pool=None):
         """Compute the vertices ``vertices`` (ids; empty = the range v0..v0+len(prefix)-2)
         whose in-edges are counted by ``prefix``, reading ``edges`` = (in_indptr, indices,
         weights, base): v's in-edges are indices[in_indptr[v] - base ...] (see
         :meth:`edges`; a page read from disk holds its own edges only). The in-edges are
         cut into ``parts`` equal ranges, run on ``pool`` (a ThreadPoolExecutor; None runs
-        them in this thread). Writes new_values and flags of those vertices; returns how
-        many became active."""
+        them in this thread). Writes new_values and flags of those vertices; returns
+        (vertices activated, the sum of their out-degrees by ``out_indptr``)."""
         n = len(prefix) - 1
         bounds = prefix[0] + ((prefix[-1] - prefix[0]) * np.arange(parts + 1)) // parts
         owned = np.searchsorted(prefix[:-1], bounds)
@@ -418,15 +422,16 @@ class CpuKernel:
         tail = np.empty(parts, values.dtype)
         has_tail = np.zeros(parts, np.bool_)
         in_indptr, indices, weights, base = edges
-        args = (in_indptr, indices, weights, int(base), values, new_values, flags, aux,
-                float(constant), vertices, prefix, v0, bounds, owned, head, tail, has_tail)
+        args = (in_indptr, indices, weights, int(base), out_indptr, values, new_values, flags,
+                aux, float(constant), vertices, prefix, v0, bounds, owned, head, tail,
+                has_tail)
         if pool is None or parts == 1:
-            activated = sum(self._gather_range(t, *args) for t in range(parts))
+            counts = [self._gather_range(t, *args) for t in range(parts)]
         else:
-            activated = sum(pool.map(lambda t: self._gather_range(t, *args), range(parts)))
-        activated += self._merge(values, new_values, flags, aux, float(constant), vertices,
-                                 v0, owned, head, tail, has_tail)
-        return int(activated)
+            counts = list(pool.map(lambda t: self._gather_range(t, *args), range(parts)))
+        counts.append(self._merge(out_indptr, values, new_values, flags, aux, float(constant),
+                                  vertices, v0, owned, head, tail, has_tail))
+        return int(sum(c[0] for c in counts)), int(sum(c[1] for c in counts))
 
 
 _NO_WEIGHTS = np.empty(0, np.float32)

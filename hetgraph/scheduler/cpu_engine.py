@@ -17,7 +17,6 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ..kernels import cpu
-from ..io.order import degree_skew
 from .costmodel import choose_cpu_mode, notify_fraction, push_factor
 
 # a notify-pull iteration whose frontier has at most this many out-edges runs in one
@@ -57,7 +56,7 @@ class CpuEngine:
         self.partitions = partitions
         self.cpu_mode = cpu_mode
         self.rho = rho
-        self.skew = degree_skew(graph.in_degree())
+        self.skew = graph.in_degree_skew()
         self.push = push_factor(spec.incremental, threads)
         self._accumulators = None  # scratch of a push, made by the first
         self.chunks = chunk_count(graph.num_vertices, threads)
@@ -67,7 +66,7 @@ class CpuEngine:
         self.compile_seconds = time.perf_counter() - start
         self._frontier = None  # sorted ids of the active vertices, when known
         self._degree = 0  # sum of the frontier's out-degrees, when known
-        self._activated = -1
+        self._counted = None  # (active vertices, their out-degree sum), when known
 
     read_bytes = 0  # bytes read from storage (the graph is in memory)
 
@@ -79,10 +78,11 @@ class CpuEngine:
     def values(self):
         return self.state.values
 
-    def reset_frontier(self):
-        """Forget the frontier kept between iterations (the state changed elsewhere)."""
+    def reset_frontier(self, counted=None):
+        """Forget the frontier kept between iterations (the state changed elsewhere);
+        ``counted``: its (active vertices, out-degree sum) when the caller knows them."""
         self._frontier = None
-        self._activated = -1
+        self._counted = counted
 
     def frontier(self):
         """(active vertices, sum of their out-degrees). After the state changed
@@ -92,10 +92,10 @@ class CpuEngine:
         graph = self.graph
         if self._frontier is not None:
             return len(self._frontier), self._degree
-        if self._activated == graph.num_vertices:  # all active: nothing to scan
-            return self._activated, graph.num_arcs
-        active, degree = (int(x) for x in cpu.frontier_size(self.state.flags,
-                                                            graph.out_indptr, self.chunks))
+        if self._counted is None:
+            self._counted = tuple(int(x) for x in cpu.frontier_size(
+                self.state.flags, graph.out_indptr, self.chunks))
+        active, degree = self._counted
         if self._from_ids(self._mode(degree), active, degree):
             self._frontier = cpu.compact(self.state.flags, self.chunks, False)
             self._degree = degree
@@ -135,11 +135,12 @@ class CpuEngine:
                 computed, edges, self._frontier, self._degree = self.kernel.sparse_step(
                     self.graph, self._frontier, state.values, state.new_values,
                     state.flags, state.marks, self.aux, constant, state.sync)
-            self._activated = len(self._frontier)
+            activated = len(self._frontier)
         else:
             self._frontier = None
-            computed, edges, self._activated = self._dense_pass(constant, chosen)
-        return chosen, computed, edges, self._activated
+            computed, edges, self._counted = self._dense_pass(constant, chosen)
+            activated = self._counted[0]
+        return chosen, computed, edges, activated
 
     def pull_pages(self, ranges, constant):
         """Pull the vertex ``ranges`` [(v0, v1), ...] (pages) with the iteration
@@ -149,26 +150,28 @@ class CpuEngine:
         for v0, v1 in ranges:
             prefix = self.graph.in_indptr[v0:v1 + 1]
             edges += int(prefix[-1] - prefix[0])
-            activated += self._step(float(constant), cpu.ALL_VERTICES, prefix, v0)
-        self._frontier = None
+            activated += self._step(float(constant), cpu.ALL_VERTICES, prefix, v0)[0]
+        self.reset_frontier()
         return edges, activated
 
     def _step(self, constant, vertices, prefix, v0, edges=None):
         """The kernel over ``vertices`` (or the range from v0) counted by ``prefix``, its
         edges cut over the threads; ``edges``: what :meth:`CpuKernel.step` reads
-        (default: the graph's in-edges). Returns the vertices activated."""
+        (default: the graph's in-edges). Returns (vertices activated, their out-degree
+        sum)."""
         count = int(prefix[-1] - prefix[0])
         parts = self.partitions or (self.threads if count >= SERIAL_EDGES else 1)
         pool = _thread_pool(self.threads) if self.threads > 1 and parts > 1 else None
         state = self.state
         edges = self.kernel.edges(self.graph) if edges is None else edges
-        return self.kernel.step(edges, state.values, state.new_values, state.flags,
-                                self.aux, constant, vertices, prefix, v0, parts, pool)
+        return self.kernel.step(edges, self.graph.out_indptr, state.values, state.new_values,
+                                state.flags, self.aux, constant, vertices, prefix, v0, parts,
+                                pool)
 
     def _dense_pass(self, constant, chosen):
         """A pull pass, or a notify-pull pass through the active flags, with the edges
         cut into ranges over the threads; returns (vertices computed, edges read,
-        activated)."""
+        (vertices activated, their out-degree sum))."""
         graph, state = self.graph, self.state
         if chosen == "pull":
             vertices, prefix = cpu.ALL_VERTICES, graph.in_indptr
@@ -178,15 +181,15 @@ class CpuEngine:
             vertices = cpu.compact(state.marks, self.chunks)
             prefix = cpu.edge_prefix(graph.in_indptr, vertices)
         edges = int(prefix[-1] - prefix[0])
-        activated = 0
+        counted = (0, 0)
         if chosen == "pull" or len(vertices):
-            activated = self._step(constant, vertices, prefix, 0)
+            counted = self._step(constant, vertices, prefix, 0)
         if chosen == "pull":
             state.swap()
         elif state.sync:
             cpu.commit(state.values, state.new_values, vertices)
         computed = graph.num_vertices if chosen == "pull" else len(vertices)
-        return computed, edges, activated
+        return computed, edges, counted
 
     def result(self):
         """The current values (a host NumPy array)."""

@@ -27,7 +27,6 @@ from distributed.scheduler import KilledWorker
 from ..cluster import ClusterError, cluster_for
 from ..errors import GraphError, OutOfCoreError
 from ..graph import Graph
-from ..io.order import degree_skew
 from ..io.store import StoredGraph, as_graph, available_memory
 from ..program import ProgramSpec
 from ..result import Result
@@ -265,7 +264,7 @@ class _Driver:
         self._share_run()
         self.page_edges = np.diff(graph.in_indptr[pages], axis=1)[:, 0]
         threads = options["threads"] or numba.config.NUMBA_NUM_THREADS
-        self.model = CostModel(skew=degree_skew(graph.in_degree()),
+        self.model = CostModel(skew=graph.in_degree_skew(),
                                push=push_factor(spec.incremental and not out_of_core, threads))
         self.round_trip = 0.0
         self.placed = None  # where the last iteration ran
@@ -419,7 +418,7 @@ class _Driver:
         others = len(self.kinds) > 1
         if kind == "cpu":
             future = self._submit(tasks.cpu_segment, kind, name, self.version, first, last,
-                                  self.model, others, self.kinds["cpu"] > 1)
+                                  self.model, others, self.kinds["cpu"] > 1, frontier)
         else:
             future = self._submit(tasks.gpu_segment, kind, name, self.version, first, last,
                                   self.model, others, frontier)

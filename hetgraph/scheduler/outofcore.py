@@ -82,39 +82,44 @@ class StoreEngine(CpuEngine):
         chosen = choose_cpu_mode(f, self.rho, self.skew) if self.cpu_mode == "auto" \
             else self.cpu_mode
         if chosen == "pull":
-            edges, activated = self._pull(range(len(self.page_vertices)), float(constant))
+            edges, counted = self._pull(range(len(self.page_vertices)), float(constant))
             self.state.swap()
             computed = self.graph.num_vertices
         else:
-            computed, edges, activated = self._notify_pull(float(constant))
-        self._frontier, self._activated = None, activated
-        return chosen, computed, edges, activated
+            computed, edges, counted = self._notify_pull(float(constant))
+        self.reset_frontier(counted)
+        return chosen, computed, edges, counted[0]
 
     def pull_pages(self, ranges, constant):
         """Pull the pages whose vertex ranges are ``ranges``; returns (edges read,
         vertices activated)."""
         pages = np.searchsorted(self.page_vertices[:, 0], [a for a, _ in ranges])
-        self._frontier = None
-        return self._pull(pages, float(constant))
+        self.reset_frontier()
+        edges, counted = self._pull(pages, float(constant))
+        return edges, counted[0]
 
     def _pull(self, pages, constant):
+        """Pull ``pages``; returns (edges read, (vertices activated, their out-degree
+        sum))."""
         self.cache.plan(pages, self.pull_blocks)
-        edges = activated = 0
+        edges = activated = degree = 0
         for p in pages:
             arrays = self.cache.get(p, self.pull_blocks)
             v0, v1 = self.page_vertices[p]
             prefix = self.graph.in_indptr[v0:v1 + 1]
             edges += int(prefix[-1] - prefix[0])
-            activated += self._step(constant, cpu.ALL_VERTICES, prefix, v0,
-                                    self._edges(p, arrays))
-        return edges, activated
+            counted = self._step(constant, cpu.ALL_VERTICES, prefix, v0,
+                                 self._edges(p, arrays))
+            activated, degree = activated + counted[0], degree + counted[1]
+        return edges, (activated, degree)
 
     def _notify_pull(self, constant):
         """Notify from the pages with active vertices, pull the pages with notified ones;
-        returns (vertices computed, edges read, vertices activated)."""
+        returns (vertices computed, edges read, (vertices activated, their out-degree
+        sum))."""
         graph, state = self.graph, self.state
         if graph.num_vertices == 0:
-            return 0, 0, 0
+            return 0, 0, (0, 0)
         starts = self.page_vertices[:, 0]
         nonempty = self.page_vertices[:, 1] > starts
         notifying = np.flatnonzero(np.maximum.reduceat(state.flags, starts) * nonempty)
@@ -129,16 +134,17 @@ class StoreEngine(CpuEngine):
         cuts = np.append(np.searchsorted(vertices, starts), len(vertices))
         pulled = np.flatnonzero(np.diff(cuts))
         self.cache.plan(pulled, self.pull_blocks, same_pass=True)
-        edges = activated = 0
+        edges = activated = degree = 0
         for p in pulled:
             arrays = self.cache.get(p, self.pull_blocks)
             ids = vertices[cuts[p]:cuts[p + 1]]
             prefix = cpu.edge_prefix(graph.in_indptr, ids)
             edges += int(prefix[-1])
-            activated += self._step(constant, ids, prefix, 0, self._edges(p, arrays))
+            counted = self._step(constant, ids, prefix, 0, self._edges(p, arrays))
+            activated, degree = activated + counted[0], degree + counted[1]
         if state.sync:
             cpu.commit(state.values, state.new_values, vertices)
-        return len(vertices), edges, activated
+        return len(vertices), edges, (activated, degree)
 
     def close(self):
         """Stop the I/O threads and drop the cached pages."""

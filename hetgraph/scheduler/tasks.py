@@ -360,14 +360,14 @@ def _chooser(model, run, kind, others, spread_pull=False):
 
 
 @_resolved
-def cpu_segment(run, state, version, first, last, model, others, spread_pull):
+def cpu_segment(run, state, version, first, last, model, others, spread_pull, frontier):
     """Iterations on the CPU engine (pull, notify-pull or push per iteration) while the
     cost model keeps the run on the CPU (and, with ``spread_pull``, while it does not
-    pull)."""
+    pull), from the host state's ``frontier`` (active vertices, their out-degree sum)."""
     with numba_threads(run.threads):
         ctx = _cpu_context(run, state)
         if ctx.version != version:
-            ctx.engine.reset_frontier()
+            ctx.engine.reset_frontier(frontier)
         rows, status = run_iterations(run, ctx.engine, "cpu", first, last,
                                       _chooser(model, run, "cpu", others, spread_pull),
                                       len(run.page_vertices), model)
