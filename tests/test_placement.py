@@ -109,6 +109,35 @@ def test_the_run_moves_once_staying_has_lost_what_a_move_costs():
         ["cpu", "cpu", "gpu"]
 
 
+def test_the_first_iteration_looks_one_iteration_ahead():
+    # GPU 2 ms per iteration; CPU pull 8 ms; a push of f costs f * 8 ms * 2 (factor 2)
+    m = model(8e-9, 2e-9, overhead=1.0)
+    m.push = 2.0
+    # f = 0.01: the CPU pushes in 0.16 ms, far ahead of the GPU's 2 ms
+    assert m.placement(0.01, 1.0, 10**6)[0] == "cpu"
+    m.growth = 4.0  # a grid: the next frontier 0.04, still 0.64 ms on the CPU
+    assert m.placement(0.01, 1.0, 10**6, start=True)[0] == "cpu"
+    m.growth = 1000.0  # a hub: the next frontier is the whole graph, 8 ms on the CPU
+    assert m.placement(0.01, 1.0, 10**6, start=True)[0] == "gpu"
+    assert m.placement(0.01, 1.0, 10**6, current="cpu")[0] == "cpu"  # later: no look
+    m.overhead = 0.0  # a split would beat the GPU, but a run starts on one device
+    assert m.placement(1.0, 1.0, 10**6)[0] == "hybrid"
+    assert m.placement(1.0, 1.0, 10**6, start=True)[0] == "gpu"
+
+
+def test_frontier_growth_is_the_out_degree_at_an_average_edges_end():
+    from hetgraph.io.generate import grid
+    from hetgraph.scheduler.costmodel import frontier_growth
+
+    g = grid(30, 30, seed=1)  # inner vertices have 4 neighbours, the rim 2 or 3
+    growth = frontier_growth(g.in_degree(), g.out_degree())
+    d = g.out_degree().astype(float)
+    assert growth == pytest.approx((d * d).sum() / d.sum()) and 3.5 < growth < 4.0
+    star_in = np.array([0, 1, 1, 1]), np.array([3, 0, 0, 0])  # 0 -> 1, 2, 3: leaves
+    assert frontier_growth(*star_in) == 1.0  # at least 1
+    assert frontier_growth(np.zeros(3, np.int64), np.zeros(3, np.int64)) == 1.0
+
+
 def test_segment_boundaries_measure_the_switch():
     m = CostModel(switch=1e-3)
     m.observe_switch(11e-3)

@@ -107,6 +107,24 @@ def compact(marks, chunks, clear=True):
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
+def _touch(array, zero, chunks):
+    n = array.shape[0]
+    for c in prange(chunks):
+        for i in range(n * c // chunks, n * (c + 1) // chunks):
+            array[i] = zero
+
+
+def touched_empty_like(array, chunks):
+    """A new array like ``array`` (zeros), written once by all threads: its page faults
+    are taken in parallel now, not one by one in the single thread that first scatters
+    into it (a push's accumulators: RMAT-22 SSSP, first push 15.6 ms on the H100
+    host, which backs arrays with 4 KiB pages)."""
+    out = np.empty_like(array)
+    _touch(out, out.dtype.type(0), chunks)
+    return out
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
 def commit(values, new_values, vertices):
     """values[v] = new_values[v] for v in vertices (sync notify-pull)."""
     for i in prange(vertices.shape[0]):
@@ -451,4 +469,4 @@ def compile_program(spec: ProgramSpec, aux_dtype=np.float32) -> CpuKernel:
 
 
 __all__ = ["ALL_VERTICES", "CpuKernel", "compile_program", "frontier_size", "notify",
-           "compact", "commit", "edge_prefix", "ProgramError"]
+           "compact", "commit", "edge_prefix", "touched_empty_like", "ProgramError"]

@@ -19,6 +19,8 @@ thread, with no pull of the in-edges of the vertices reached.
 
 from __future__ import annotations
 
+import numpy as np
+
 CPU_MODES = ("pull", "notify-pull", "push")
 # seconds of a push per frontier edge (one thread) over a pull's per edge (one thread):
 # each push edge is a random read-modify-write of its target's accumulator
@@ -29,6 +31,15 @@ def push_factor(incremental: bool, threads: int) -> float:
     """A push's cost per frontier edge in pull passes over |E| edges, for a program
     that can push (0: it cannot). The push runs in one thread, the pull on ``threads``."""
     return PUSH_EDGE_COST * threads if incremental else 0.0
+
+
+def frontier_growth(in_degree, out_degree) -> float:
+    """sum(d_in d_out) / |E|: the out-degree of the destination of an average edge (at
+    least 1; 4 on a grid, thousands on RMAT, whose hubs have both)."""
+    arcs = float(np.sum(in_degree))
+    if not arcs:
+        return 1.0
+    return max(1.0, float(np.dot(in_degree.astype(np.float64), out_degree)) / arcs)
 
 
 def notify_fraction(active_out_degree: int, num_arcs: int) -> float:
@@ -105,11 +116,15 @@ class CostModel:
     before any measurement notify-pull is predicted to pull min(f |E| skew, |E|) edges.
     ``push``: the program's :func:`push_factor` (0: it cannot push); a push is
     predicted from its measured seconds per frontier edge, before that from the factor.
+    ``growth``: the out-degree of an average edge's destination, sum(d_in d_out) / |E|
+    (:func:`frontier_growth`): a frontier of f |E| out-edges reaches vertices with
+    about f |E| growth out-edges, the next frontier's at most (see :meth:`placement`).
     """
 
-    def __init__(self, overhead=0.0, switch=0.0, skew=1.0, push=0.0):
+    def __init__(self, overhead=0.0, switch=0.0, skew=1.0, push=0.0, growth=1.0):
         self.skew = float(skew)
         self.push = float(push)
+        self.growth = float(growth)
         self.per_edge: dict = {}
         self.notify = LinearFit()
         self.iteration: dict = {}  # measured seconds of a full pull, per placement
@@ -176,7 +191,7 @@ class CostModel:
             return float("nan")
         return self.cpu_seconds(f, rho, num_arcs) / self.seconds("gpu", num_arcs)
 
-    def placement(self, f, rho, num_arcs, current=None):
+    def placement(self, f, rho, num_arcs, current=None, start=False):
         """(placement, alpha) for an iteration with both device kinds available: "cpu"
         when the CPU alone is predicted faster (alpha < 1, Garaph), else "hybrid" when
         the balanced split of a pull over CPU and GPU plus the hybrid overhead beats the
@@ -186,15 +201,24 @@ class CostModel:
         recoup (a run may end the next iteration): the run moves only once staying has
         lost, summed over the iterations since the other side became faster, as much as
         a move costs (``switch``; the ski-rental rule: never worse than twice the best
-        choice in hindsight)."""
-        a = self.alpha(f, rho, num_arcs)
-        if a != a:  # nan: not calibrated, the CPU alone
-            return "cpu", a
-        gpu = self.seconds("gpu", num_arcs)
+        choice in hindsight). The run's first iteration (``start``) also looks one
+        iteration ahead, to a frontier ``growth`` times larger: a BFS from a hub of
+        RMAT-22 took 4-11 ms on the 16 CPU cores against the GPU's 0.7 ms, then moved
+        to the GPU for the second (f = 0.6) at a cost of 5-8 ms, where the GPU would
+        have run both. A first iteration the CPU loses runs on the GPU alone: the GPU's
+        rate, calibrated on one page, cannot yet tell a hybrid split's worth (RMAT-22
+        with a quarter of its pages resident: three hybrid iterations of 100-280 ms
+        against 13 ms on the GPU alone)."""
+        pull, gpu = self.seconds("cpu", num_arcs), self.seconds("gpu", num_arcs)
+        if not pull or not gpu:  # not calibrated: the CPU alone
+            return "cpu", float("nan")
         cpu = self.cpu_seconds(f, rho, num_arcs)
-        pull = self.seconds("cpu", num_arcs)
+        a = cpu / gpu  # as alpha()
         hybrid = self.iteration.get("hybrid", gpu * pull / (gpu + pull) + self.overhead)
         device = "hybrid" if hybrid < self.iteration.get("gpu", gpu) else "gpu"
+        if start:  # the CPU must win this iteration and the next; else the GPU alone
+            ahead = self.cpu_seconds(min(f * self.growth, 1.0), rho, num_arcs)
+            return ("cpu" if cpu + ahead < 2 * gpu else "gpu"), a
         best = "cpu" if cpu < gpu else device
         if current is None or (best == "cpu") == (current == "cpu"):
             self.regret = 0.0

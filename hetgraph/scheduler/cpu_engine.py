@@ -14,8 +14,6 @@ import functools
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-import numpy as np
-
 from ..kernels import cpu
 from .costmodel import choose_cpu_mode, notify_fraction, push_factor
 
@@ -126,7 +124,7 @@ class CpuEngine:
                 self._frontier = cpu.compact(state.flags, self.chunks, False)
             if chosen == "push":
                 if self._accumulators is None:
-                    self._accumulators = np.empty_like(state.values)
+                    self._accumulators = cpu.touched_empty_like(state.values, self.chunks)
                 computed, edges, self._frontier, self._degree = self.kernel.push_step(
                     self.graph, self._frontier, state.values, state.new_values,
                     state.flags, state.marks, self._accumulators, self.aux, constant,

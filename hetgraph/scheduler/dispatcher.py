@@ -32,7 +32,8 @@ from ..program import ProgramSpec
 from ..result import Result
 from . import tasks
 from .checkpoint import Checkpointer, graph_fingerprint, program_fingerprint
-from .costmodel import CPU_MODES, CostModel, choose_cpu_mode, notify_fraction, push_factor
+from .costmodel import (CPU_MODES, CostModel, choose_cpu_mode, frontier_growth,
+                        notify_fraction, push_factor)
 from .placement import PageQueue
 from .progress import ProgressBar, RunEvents, show_progress
 from .state import VertexState
@@ -265,7 +266,9 @@ class _Driver:
         self.page_edges = np.diff(graph.in_indptr[pages], axis=1)[:, 0]
         threads = options["threads"] or numba.config.NUMBA_NUM_THREADS
         self.model = CostModel(skew=graph.in_degree_skew(),
-                               push=push_factor(spec.incremental and not out_of_core, threads))
+                               push=push_factor(spec.incremental and not out_of_core, threads),
+                               growth=frontier_growth(graph.in_degree(), graph.out_degree())
+                               if len(self.kinds) == 2 else 1.0)
         self.round_trip = 0.0
         self.placed = None  # where the last iteration ran
         self.version = 0
@@ -337,7 +340,8 @@ class _Driver:
             return kind, self.model.alpha(f, rho, self.graph.num_arcs)
         if self.devices == "hybrid":
             return "hybrid", self.model.alpha(f, rho, self.graph.num_arcs)
-        return self.model.placement(f, rho, self.graph.num_arcs, current=self.placed)
+        return self.model.placement(f, rho, self.graph.num_arcs, current=self.placed,
+                                    start=self.version == 0)
 
     def _segment_possible(self, kind, f):
         """Whether iterations placed on ``kind`` run as a segment on one worker: always
