@@ -38,7 +38,6 @@ SEGMENT_SECONDS = 1.0  # a segment returns to the driver after this long (progre
 CALIBRATION_PULLS = 4
 
 
-
 def history_row(**values):
     """A history row with zeros for what the iteration did not do."""
     row = dict.fromkeys(HISTORY_COLUMNS, 0)
