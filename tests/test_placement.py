@@ -184,25 +184,42 @@ def test_observations_are_smoothed():
     assert m.overhead == pytest.approx(0.3)
 
 
-def test_gpu_takes_the_front_cpu_the_back():
-    m = model(2e-9, 1e-9)
+def test_gpu_takes_its_share_from_the_front_cpu_the_back():
+    m = model(2e-9, 1e-9)  # pages of 1 ms on the GPU, 2 ms on the CPU
     q = PageQueue(np.full(10, 10**6), m, round_trip=0.0, gpu_workers=1)
-    assert q.take_gpu() == [0]  # no overhead to amortize: one page at a time
-    assert q.take_cpu() == [9]
-    assert q.take_gpu() == [1]
+    # the fewest front pages with which the GPU finishes no earlier than the CPU: 7 ms
+    # against 3 pages of 2 ms
+    assert q.take_gpu() == list(range(7))
+    assert q.take_cpu() == [9]  # no overhead to amortize: one page at a time
     assert q.take_cpu() == [8]
-    assert len(q) == 6
+    assert len(q) == 1
 
 
-def test_gpu_batches_amortize_the_round_trip_but_leave_half():
-    m = model(1e-6, 1e-9)  # GPU page of 1e6 edges: 1 ms
+def test_one_gpu_batch_takes_what_the_cpu_cannot_finish_sooner():
+    m = model(1e-6, 1e-9)  # GPU page of 1e6 edges: 1 ms; CPU: 1 s
     q = PageQueue(np.full(100, 10**6), m, round_trip=0.002, gpu_workers=1)
-    # 2 ms round trip / 5% = 40 ms of work per batch
-    batch = q.take_gpu()
-    assert batch == list(range(40))
-    assert 0.002 / (len(batch) * 1e-3) <= OVERHEAD_SHARE
-    # at most half of what is left: 60 pages left -> 30
-    assert q.take_gpu() == list(range(40, 70))
+    assert q.take_gpu() == list(range(100))  # one round trip, not log2(100)
+    assert q.take_cpu() == []
+
+
+def test_gpu_workers_split_the_queue_evenly():
+    m = model(1e-6, 1e-9)
+    q = PageQueue(np.full(100, 10**6), m, round_trip=0.002, gpu_workers=2, cpu_workers=0)
+    assert q.take_gpu() == list(range(50))
+    assert q.take_gpu() == list(range(50, 100))
+
+
+def test_shares_count_round_trips_and_running_batches():
+    m = model(1e-9, 1e-9)  # equal speeds, pages of 0.1 ms
+    q = PageQueue(np.full(100, 10**5), m, round_trip=0.001, gpu_workers=1)
+    assert q.take_gpu() == list(range(50))  # both pay one round trip: half each
+    q = PageQueue(np.full(100, 10**5), m, round_trip=0.002, gpu_workers=1)
+    # the CPU takes pages while it finishes first: 2 + 0.1 k <= 2 + 0.1 (100 - k + 1)
+    assert q.take_cpu() == list(range(99, 49, -1))
+    # its 5 ms running: the GPU takes the rest, which it finishes at the same time
+    assert q.take_gpu() == list(range(50))
+    q.done("cpu", list(range(99, 49, -1)))
+    assert q.pending == {"gpu": pytest.approx(5e-3), "cpu": 0.0}
 
 
 def test_cpu_refuses_a_page_the_gpu_would_finish_sooner():
@@ -212,6 +229,39 @@ def test_cpu_refuses_a_page_the_gpu_would_finish_sooner():
     assert len(q) == 4
     q = PageQueue(np.full(400, 10**6), m, round_trip=0.0, gpu_workers=1)
     assert q.take_cpu() == [399]  # 100 ms vs 400 ms of GPU work
+
+
+def test_cpu_batches_amortize_the_round_trip():
+    m = model(4e-9, 1e-9)  # pages of 6e5 edges: 2.4 ms on the CPU, 0.6 ms on the GPU
+    q = PageQueue(np.full(110, 6 * 10**5), m, round_trip=0.001, gpu_workers=1)
+    batch = q.take_cpu()  # 1 ms round trip / 5%: 20 ms of CPU work, 9 pages
+    assert batch == list(range(109, 100, -1))
+    assert 0.001 / (len(batch) * 2.4e-3) <= OVERHEAD_SHARE
+
+
+def test_a_cpu_batch_ends_before_the_gpu_would_finish_the_rest():
+    m = model(4e-9, 1e-9)
+    q = PageQueue(np.full(110, 6 * 10**5), m, round_trip=0.01, gpu_workers=1)
+    batch = q.take_cpu()  # a 200 ms target: the balance with the GPU ends it
+    k = len(batch)
+    gpu_rest = 0.01 + (110 - k) * 0.6e-3  # a round trip and the pages left
+    assert 0.01 + k * 2.4e-3 <= gpu_rest + 1e-12  # the CPU finishes first
+    assert 0.01 + (k + 1) * 2.4e-3 > gpu_rest - 0.6e-3  # with one more page it would not
+
+
+def test_hybrid_page_times_deal_pages_but_do_not_place_iterations():
+    m = model(8e-9, 2e-9)
+    placed = [m.placement(f, 1.0, 10**6)[0] for f in (0.05, 0.5, 1.0)]
+    # GPU page tasks of a hybrid iteration also load and store the state: slower
+    m.observe("gpu", "pages", 1000, 1000 * 40e-9)
+    assert [m.placement(f, 1.0, 10**6)[0] for f in (0.05, 0.5, 1.0)] == placed
+    assert m.page_seconds("gpu", 1000) == pytest.approx(40e-6)
+    assert m.page_seconds("cpu", 1000) == pytest.approx(8e-6)  # its pull until measured
+    # with the GPU's page rate, the CPU takes a page it would refuse at the pull rate
+    q = PageQueue(np.full(3, 10**6), model(8e-9, 2e-9), round_trip=0.0, gpu_workers=1)
+    assert q.take_cpu() == []  # 8 ms against 6 ms for the GPU to do all three
+    q = PageQueue(np.full(3, 10**6), m, round_trip=0.0, gpu_workers=1)
+    assert q.take_cpu() == [2]
 
 
 def test_cpu_alone_takes_every_page():
@@ -224,7 +274,7 @@ def simulate(page_edges, cpu_per_edge, gpu_per_edge, round_trip, cpu_workers=1,
     """Event simulation of the dispatcher's reactive loop with exact page times;
     returns (makespan, pages taken per kind)."""
     m = model(cpu_per_edge, gpu_per_edge)
-    q = PageQueue(np.asarray(page_edges), m, round_trip, gpu_workers)
+    q = PageQueue(np.asarray(page_edges), m, round_trip, gpu_workers, cpu_workers)
     events, taken, now = [], {"cpu": [], "gpu": []}, 0.0
     idle = {"cpu": cpu_workers, "gpu": gpu_workers}
     per_edge = {"cpu": cpu_per_edge, "gpu": gpu_per_edge}
@@ -244,8 +294,7 @@ def simulate(page_edges, cpu_per_edge, gpu_per_edge, round_trip, cpu_workers=1,
     while events:
         now, kind, pages = heapq.heappop(events)
         idle[kind] += 1
-        if kind == "gpu":
-            q.gpu_done(pages)
+        q.done(kind, pages)
         fill(now)
     assert len(q) == 0
     return now, taken
@@ -266,8 +315,11 @@ def test_reactive_placement_is_never_much_slower_than_the_best_device(
     assert makespan <= gpu_alone + slack + 1e-12
 
 
-def test_reactive_split_follows_the_speed_ratio():
-    makespan, taken = simulate([10**5] * 200, 3e-9, 1e-9, 0.0)
-    # CPU 3x slower: about a quarter of the pages
+@pytest.mark.parametrize("round_trip", [0.0, 1e-3])
+def test_reactive_split_follows_the_speed_ratio(round_trip):
+    # CPU 3x slower: about a quarter of the pages, also when a task's round trip
+    # (1 ms) is 3x a CPU page's work (0.3 ms): the CPU takes batches
+    makespan, taken = simulate([10**5] * 200, 3e-9, 1e-9, round_trip)
+    gpu_alone, _ = simulate([10**5] * 200, 3e-9, 1e-9, round_trip, cpu_workers=0)
     assert 40 <= len(taken["cpu"]) <= 60
-    assert makespan < 200 * 10**5 * 1e-9 * 0.8
+    assert makespan < gpu_alone * 0.8

@@ -100,7 +100,9 @@ class CostModel:
     """Seconds per edge for each (device kind, mode), from a calibration then smoothed
     over measured times, and the placement of each iteration.
 
-    ``per_edge``: ("cpu", "pull") and ("gpu", "pull"), seconds per edge of a pull.
+    ``per_edge``: seconds per edge by (device kind, mode): ("cpu", "pull") and ("gpu",
+    "pull") of a pull, ("cpu", "push") per frontier edge, (kind, "pages") of a hybrid
+    iteration's page task (:meth:`page_seconds`).
     ``notify``: a :class:`LinearFit` of a CPU notify-pull iteration's seconds against its
     frontier's edges (f * |E|); before it has measurements, the prior is Garaph's
     2 * rho * T_pull per frontier edge (with the skew below). Measured, it also counts
@@ -168,6 +170,16 @@ class CostModel:
     def seconds(self, kind, edges, mode="pull"):
         """Predicted seconds for ``edges`` edges (0 when the model has no measurement)."""
         return edges * self.per_edge.get((kind, mode), 0.0)
+
+    def page_seconds(self, kind, edges):
+        """Predicted seconds of a hybrid iteration's page task of ``edges`` edges on
+        ``kind``: its measured rate on page tasks ("pages"), before any its pull's. A
+        GPU page task also brings the device state up to date and copies its pages'
+        values back, so it is kept apart from the GPU's pull, which predicts whole
+        iterations on the GPU: measured as a pull, it made the GPU alone look slower
+        than it is and kept runs hybrid."""
+        return self.seconds(kind, edges, "pages" if (kind, "pages") in self.per_edge
+                            else "pull")
 
     def cpu_seconds(self, f, rho, num_arcs):
         """Predicted seconds of the CPU's iteration: notify-pull, pull or push (when the

@@ -451,7 +451,8 @@ class _Driver:
             if spec.uses_constant else 0.0
         previous = state.values.copy() if spec.has_converged else None
         self._share_state()
-        queue = PageQueue(self.page_edges, self.model, self.round_trip, kinds.get("gpu", 0))
+        queue = PageQueue(self.page_edges, self.model, self.round_trip, kinds.get("gpu", 0),
+                          kinds.get("cpu", 0))
         busy = dict.fromkeys(kinds, 0)
         done = {kind: [0, 0, 0.0] for kind in ("cpu", "gpu")}  # pages, edges, seconds
         activated = read_bytes = 0
@@ -497,8 +498,7 @@ class _Driver:
                     continue
                 kind = report.kind
                 busy[kind] -= 1
-                if kind == "gpu":
-                    queue.gpu_done(report.pages)
+                queue.done(kind, report.pages)
                 self._merge(report)
                 activated += report.activated
                 read_bytes += report.read_bytes
@@ -506,7 +506,9 @@ class _Driver:
                 totals[0] += len(report.pages)
                 totals[1] += report.edges
                 totals[2] += report.seconds / kinds[kind]
-                self.model.observe(kind, "pull", report.edges, report.seconds)
+                # hybrid page tasks only deal pages (CostModel.page_seconds)
+                self.model.observe(kind, "pages" if len(kinds) == 2 else "pull",
+                                   report.edges, report.seconds)
                 fill()
         except BaseException:
             for future in pending.futures:

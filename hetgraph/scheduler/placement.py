@@ -1,19 +1,26 @@
 """Reactive placement of one iteration's pages on CPU and GPU workers (Garaph 5.1).
 
 Pages wait in one queue. A GPU worker that frees takes a batch from the front (resident
-pages first, so the GPU streams as little as possible); a CPU worker that frees takes
-one page from the back. A CPU takes a page only when it is predicted to finish it before
-the GPU workers finish everything else, so the slower device never holds up the
-iteration; a GPU batch is large enough that the task overhead stays under
-``OVERHEAD_SHARE`` of its work, but at most half of what is left, so both devices still
-share the tail.
+pages first, so the GPU streams as little as possible); a CPU worker that frees takes a
+batch from the back. A GPU batch is the GPU's share of what is queued: the front pages
+up to where the CPU workers, with the rest and a task round trip, would finish no later
+(every page when there is no CPU worker), split evenly over the GPU workers. The CPU
+takes a page only when it would finish its batch, round trip included, before the GPU
+workers would finish everything else, so the slower device never holds up the
+iteration; its batch holds at most ``round_trip / OVERHEAD_SHARE`` seconds of work, so
+that it can still adjust to measured times. A device slower than predicted leaves
+pages in the queue, which the other takes when it frees. Every batch is one task: on
+the H100 host a task round trip took 4 ms, and GPU batches of half the queue cost a
+hybrid iteration log2(pages) of them. Page times are the cost model's :meth:`~.costmodel.CostModel.page_seconds`:
+measured on page tasks, whose GPU time includes bringing the device state up to date
+and copying the pages' values back.
 """
 
 from __future__ import annotations
 
 from collections import deque
 
-OVERHEAD_SHARE = 0.05  # largest share of a GPU task's time spent in task overhead
+OVERHEAD_SHARE = 0.05  # a CPU batch holds up to round trip / OVERHEAD_SHARE of work
 
 
 class PageQueue:
@@ -21,58 +28,86 @@ class PageQueue:
 
     ``page_edges``: edges of every page to compute (index = page number); ``model``: the
     :class:`CostModel`; ``round_trip``: measured seconds of one task round trip;
-    ``gpu_workers``: how many GPU workers share the GPU work (0 = CPU only).
+    ``gpu_workers`` and ``cpu_workers``: how many workers of each kind share the pages.
     """
 
-    def __init__(self, page_edges, model, round_trip, gpu_workers):
+    def __init__(self, page_edges, model, round_trip, gpu_workers, cpu_workers=1):
         self.pages = deque(range(len(page_edges)))
         self.edges = page_edges
         self.model = model
         self.round_trip = round_trip
-        self.gpu_workers = gpu_workers
-        self.gpu_pending = 0.0  # predicted seconds of the GPU batches not finished yet
+        self.workers = {"gpu": gpu_workers, "cpu": cpu_workers}
+        self.pending = {"gpu": 0.0, "cpu": 0.0}  # predicted seconds of batches running
 
     def __len__(self):
         return len(self.pages)
 
-    def _gpu_seconds(self, page):
-        return self.model.seconds("gpu", int(self.edges[page]))
+    def _seconds(self, kind, page):
+        return self.model.page_seconds(kind, int(self.edges[page]))
+
+    def _finish(self, kind, queued):
+        """Predicted seconds until the workers of ``kind`` finish their running batches
+        and ``queued`` more seconds of work (one round trip for it)."""
+        trip = self.round_trip if queued else 0.0
+        return (self.pending[kind] + queued) / self.workers[kind] + trip
 
     def remaining_gpu_seconds(self):
         """Predicted seconds for the GPU workers to finish their batches and the queue."""
-        queued = sum(self._gpu_seconds(p) for p in self.pages)
-        return (self.gpu_pending + queued) / max(self.gpu_workers, 1)
+        return self._finish("gpu", sum(self._seconds("gpu", p) for p in self.pages))
+
+    def _gpu_share(self):
+        """GPU seconds of the front pages the GPU workers should take: the fewest with
+        which they finish no earlier than the CPU workers with the rest."""
+        gpu = [self._seconds("gpu", p) for p in self.pages]
+        if not self.workers["cpu"]:
+            return sum(gpu)
+        rest = sum(self._seconds("cpu", p) for p in self.pages)
+        taken = 0.0
+        for page, seconds in zip(self.pages, gpu):
+            if self._finish("gpu", taken) >= self._finish("cpu", rest):
+                break
+            taken += seconds
+            rest -= self._seconds("cpu", page)
+        return taken
 
     def take_gpu(self):
         """The next GPU batch (increasing page numbers), or [] when the queue is empty."""
         if not self.pages:
             return []
-        target = self.round_trip / OVERHEAD_SHARE
-        half = sum(self._gpu_seconds(p) for p in self.pages) / 2
-        enough = min(target, half) * (1 - 1e-9)  # a sum of page times may round down
+        share = self._gpu_share()  # this worker's part: an even split of all GPU work
+        enough = min(share, (self.pending["gpu"] + share) / self.workers["gpu"])
+        enough *= 1 - 1e-9  # a sum of page times may round down
         batch, seconds = [], 0.0
         while self.pages and (not batch or seconds < enough):
             page = self.pages.popleft()
             batch.append(page)
-            seconds += self._gpu_seconds(page)
-        self.gpu_pending += seconds
+            seconds += self._seconds("gpu", page)
+        self.pending["gpu"] += seconds
         return batch
 
-    def gpu_done(self, batch):
-        self.gpu_pending = max(0.0, self.gpu_pending - sum(self._gpu_seconds(p)
-                                                           for p in batch))
-
     def take_cpu(self):
-        """The next CPU page as a one-page list, or [] when none is worth taking."""
-        if not self.pages:
-            return []
-        page = self.pages[-1]
-        if self.gpu_workers:
-            cpu = self.model.seconds("cpu", int(self.edges[page]))
-            self.pages.pop()
-            after = self.remaining_gpu_seconds()
-            if cpu > after + self._gpu_seconds(page) / max(self.gpu_workers, 1):
-                self.pages.append(page)  # the GPU would finish it sooner
-                return []
-            return [page]
-        return [self.pages.pop()]
+        """The next CPU batch (decreasing page numbers), or [] when none is worth
+        taking. A page joins the batch while the CPU would finish the batch with it, a
+        round trip included, before the GPU workers finish the rest without it; at most
+        ``round_trip / OVERHEAD_SHARE`` seconds of CPU work. Without GPU workers, one
+        page: the CPU workers share the pages."""
+        if not self.workers["gpu"]:
+            return [self.pages.pop()] if self.pages else []
+        gpu_left = self.remaining_gpu_seconds()  # the GPU's, had it every page queued
+        target = self.round_trip / OVERHEAD_SHARE
+        batch, cpu, gpu = [], 0.0, 0.0
+        while self.pages and (not batch or cpu < target):
+            page = self.pages[-1]
+            finish = self.round_trip + cpu + self._seconds("cpu", page)
+            if finish > gpu_left - gpu / self.workers["gpu"]:
+                break  # the GPU would finish it sooner
+            batch.append(self.pages.pop())
+            cpu += self._seconds("cpu", page)
+            gpu += self._seconds("gpu", page)
+        self.pending["cpu"] += cpu
+        return batch
+
+    def done(self, kind, batch):
+        """A batch of ``kind`` finished: its predicted seconds are no longer pending."""
+        seconds = sum(self._seconds(kind, p) for p in batch)
+        self.pending[kind] = max(0.0, self.pending[kind] - seconds)

@@ -409,6 +409,16 @@ def gpu_segment(run, state, version, first, last, model, others, frontier):
 
 # --- calibration -------------------------------------------------------------------------------
 
+def _fastest(pull):
+    """Seconds of the fastest of CALIBRATION_PULLS calls of ``pull`` but the first."""
+    times = []
+    for _ in range(CALIBRATION_PULLS):
+        start = time.perf_counter()
+        pull()
+        times.append(time.perf_counter() - start)
+    return min(times[1:])
+
+
 @_resolved
 def calibrate(run, state, kind, page):
     """Build this worker's context and time CALIBRATION_PULLS pulls of ``page`` (the
@@ -421,12 +431,8 @@ def calibrate(run, state, kind, page):
         scratch = VertexState(state.values.copy(), state.flags.copy(), sync=True)
         with numba_threads(run.threads):
             ctx = _cpu_context(run, scratch)
-            times = []
-            for _ in range(CALIBRATION_PULLS):
-                start = time.perf_counter()
-                edges, _ = ctx.engine.pull_pages(run.ranges([page]), 0.0)
-                times.append(time.perf_counter() - start)
-        return Report("cpu", [page], edges, seconds=min(times[1:]),
+            seconds = _fastest(lambda: ctx.engine.pull_pages(run.ranges([page]), 0.0))
+        return Report("cpu", [page], run.edges([page]), seconds=seconds,
                       build_seconds=ctx.take_build_seconds())
     from ..kernels.gpu import use_device
 
@@ -439,16 +445,15 @@ def calibrate(run, state, kind, page):
         engine.load(state.values, None, [(0, n)])
         engine.counts()  # waits for the copy
         copy = time.perf_counter() - start
-        times = []
-        for _ in range(CALIBRATION_PULLS):
-            start = time.perf_counter()
+
+        def pull():
             engine.begin(0.0)
             engine.run_pages([page])
-            engine.counts()
-            times.append(time.perf_counter() - start)
+            engine.counts()  # waits for the kernels
+        seconds = _fastest(pull)
     ctx.version, ctx.pending_finish, ctx.iteration = None, False, None  # reload before use
     bytes_ = n * (state.values.itemsize + 1)
-    return Report("gpu", [page], run.edges([page]), seconds=min(times[1:]),
+    return Report("gpu", [page], run.edges([page]), seconds=seconds,
                   build_seconds=ctx.take_build_seconds(),
                   copy_per_byte=copy / max(bytes_, 1))
 
