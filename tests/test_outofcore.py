@@ -186,6 +186,22 @@ def test_out_of_core_runs_on_two_cpu_workers(web):
     assert ranks.history["read_bytes"].sum() > 0
 
 
+def test_a_page_task_of_adjacent_pages_pulls_them_all(web, monkeypatch):
+    from hetgraph.scheduler import placement
+
+    def take_three(queue):  # a batch of adjacent pages: one merged vertex range
+        return [queue.pages.pop() for _ in range(min(3, len(queue.pages)))]
+
+    monkeypatch.setattr(placement.PageQueue, "take_cpu", take_three)
+    g, store = web
+    with hg.Cluster(cpu_workers=2, gpus=0, dashboard_address=None) as cluster:
+        ranks = hg.pagerank(store, max_iterations=3, tol=None, cluster=cluster,
+                            host_budget=_budget(store, 0.3))
+    assert ranks.history["cpu_pages"].max() > 3
+    np.testing.assert_allclose(ranks.values, hg.pagerank(g, max_iterations=3, tol=None).values,
+                               rtol=1e-12)
+
+
 def test_what_needs_every_edge_in_memory_is_refused(tmp_path):
     g = hg.generate.rmat(12, edge_factor=4, seed=2)  # directed
     store = _store(tmp_path, g, page_bytes=4 << 10, shared_bytes=4096)

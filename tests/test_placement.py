@@ -9,6 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 from hetgraph.scheduler.costmodel import CostModel, alpha
 from hetgraph.scheduler.placement import OVERHEAD_SHARE, PageQueue
+from hetgraph.scheduler.tasks import RunSpec
 
 
 def model(cpu_per_edge, gpu_per_edge, overhead=0.0):
@@ -262,6 +263,15 @@ def test_hybrid_page_times_deal_pages_but_do_not_place_iterations():
     assert q.take_cpu() == []  # 8 ms against 6 ms for the GPU to do all three
     q = PageQueue(np.full(3, 10**6), m, round_trip=0.0, gpu_workers=1)
     assert q.take_cpu() == [2]
+
+
+def test_a_batch_of_adjacent_pages_is_one_vertex_range():
+    run = RunSpec("r", None, None, None, True, True, np.array([[0, 5], [5, 9], [9, 12],
+                                                               [12, 20]]),
+                  None, None, None, "auto", 1.0, {})
+    assert run.ranges([3, 1, 0]) == [(0, 9), (12, 20)]  # a CPU batch counts down
+    assert run.ranges([2]) == [(9, 12)]
+    assert run.ranges(range(4)) == [(0, 20)]
 
 
 def test_cpu_alone_takes_every_page():

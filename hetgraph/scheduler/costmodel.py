@@ -217,10 +217,10 @@ class CostModel:
         iteration ahead, to a frontier ``growth`` times larger: a BFS from a hub of
         RMAT-22 took 4-11 ms on the 16 CPU cores against the GPU's 0.7 ms, then moved
         to the GPU for the second (f = 0.6) at a cost of 5-8 ms, where the GPU would
-        have run both. A first iteration the CPU loses runs on the GPU alone: the GPU's
-        rate, calibrated on one page, cannot yet tell a hybrid split's worth (RMAT-22
-        with a quarter of its pages resident: three hybrid iterations of 100-280 ms
-        against 13 ms on the GPU alone)."""
+        have run both. A first iteration the CPU loses runs on the GPU alone: the
+        GPU's rate, calibrated outside page tasks, cannot yet tell a hybrid split's
+        worth (RMAT-22 with a quarter of its pages resident: three hybrid iterations of
+        100-280 ms against 13 ms on the GPU alone)."""
         pull, gpu = self.seconds("cpu", num_arcs), self.seconds("gpu", num_arcs)
         if not pull or not gpu:  # not calibrated: the CPU alone
             return "cpu", float("nan")

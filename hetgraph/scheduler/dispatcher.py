@@ -302,8 +302,9 @@ class _Driver:
             self.state.flags[a:b] = f
 
     def _calibrate(self):
-        """Time one page pull on each device kind (building their contexts) and a task
-        round trip; the cost model starts from these."""
+        """Time a pull on each device kind (building their contexts): of the largest
+        page on the CPU, of all pages on the GPU (:func:`tasks.calibrate`); and a task
+        round trip. The cost model starts from these."""
         self._share_state()
         page = int(np.argmax(self.page_edges))
         futures = [self._submit(tasks.calibrate, kind, f"calibrate-page-{page}", kind, page)

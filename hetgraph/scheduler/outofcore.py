@@ -91,9 +91,11 @@ class StoreEngine(CpuEngine):
         return chosen, computed, edges, counted[0]
 
     def pull_pages(self, ranges, constant):
-        """Pull the pages whose vertex ranges are ``ranges``; returns (edges read,
-        vertices activated)."""
-        pages = np.searchsorted(self.page_vertices[:, 0], [a for a, _ in ranges])
+        """Pull the pages that make up the vertex ``ranges`` (each one page or several
+        adjacent ones); returns (edges read, vertices activated)."""
+        starts = self.page_vertices[:, 0]
+        pages = [p for a, b in ranges
+                 for p in range(np.searchsorted(starts, a), np.searchsorted(starts, b))]
         self.reset_frontier()
         edges, counted = self._pull(pages, float(constant))
         return edges, counted[0]
