@@ -173,7 +173,7 @@ class CostModel:
 
     def page_seconds(self, kind, edges):
         """Predicted seconds of a hybrid iteration's page task of ``edges`` edges on
-        ``kind``: its measured rate on page tasks ("pages"), before any its pull's. A
+        ``kind``: its measured rate on page tasks ("pages"), before any, its pull's. A
         GPU page task also brings the device state up to date and copies its pages'
         values back, so it is kept apart from the GPU's pull, which predicts whole
         iterations on the GPU: measured as a pull, it made the GPU alone look slower

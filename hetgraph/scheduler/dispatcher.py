@@ -307,7 +307,7 @@ class _Driver:
         round trip. The cost model starts from these."""
         self._share_state()
         page = int(np.argmax(self.page_edges))
-        futures = [self._submit(tasks.calibrate, kind, f"calibrate-page-{page}", kind, page)
+        futures = [self._submit(tasks.calibrate, kind, "calibrate", kind, page)
                    for kind in self.kinds]
         try:
             reports = [f.result() for f in futures]
