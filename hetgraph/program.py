@@ -36,6 +36,7 @@ stopping test; the instance attribute may be set to None to disable it) and
 
 from __future__ import annotations
 
+import functools
 import inspect
 
 import numpy as np
@@ -114,6 +115,20 @@ class VertexProgram:
         return type(self).__name__
 
 
+_NOT_PLAIN = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD,
+              inspect.Parameter.KEYWORD_ONLY)
+
+
+@functools.lru_cache(maxsize=256)
+def _parameter_kinds(fn):
+    """The kinds of ``fn``'s parameters, or None when inspect cannot tell (kept: a run
+    checks its program each time, and inspect takes 30 us a function)."""
+    try:
+        return tuple(p.kind for p in inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return None
+
+
 def _user_function(program, name, arities):
     fn = getattr(type(program), name, None)
     if fn is None or not callable(fn):
@@ -124,13 +139,12 @@ def _user_function(program, name, arities):
     if not isinstance(inspect.getattr_static(type(program), name), staticmethod):
         raise ProgramError(f"{program.name}.{name} must be a @staticmethod (it cannot use "
                            f"self: pass per-vertex data through aux, constants as globals)")
-    try:
-        params = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
+    kinds = _parameter_kinds(fn)
+    if kinds is None:
         return fn, arities[0]
-    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.KEYWORD_ONLY) for p in params):
+    if any(kind in _NOT_PLAIN for kind in kinds):
         raise ProgramError(f"{program.name}.{name} must take plain positional arguments")
-    count = len(list(params))
+    count = len(kinds)
     if count not in arities:
         wanted = " or ".join(str(a) for a in arities)
         raise ProgramError(f"{program.name}.{name} takes {count} arguments; it must take "

@@ -39,7 +39,16 @@ class Result:
         self.converged = converged
         self.mode = mode
         self.compile_seconds = compile_seconds
-        self.history = pd.DataFrame(history, columns=list(HISTORY_COLUMNS))
+        self._rows = history
+        self._history = None
+
+    @property
+    def history(self) -> pd.DataFrame:
+        """The per-iteration DataFrame (built on first use: 1-2 ms, as much as a small
+        graph's whole run)."""
+        if self._history is None:
+            self._history = pd.DataFrame(self._rows, columns=list(HISTORY_COLUMNS))
+        return self._history
 
     @property
     def labels(self) -> np.ndarray:
@@ -107,7 +116,7 @@ class Result:
     @property
     def seconds(self) -> float:
         """Wall seconds spent in iterations."""
-        return float(self.history["seconds"].sum())
+        return float(sum(row["seconds"] for row in self._rows))
 
     def __repr__(self):
         state = "converged" if self.converged else "not converged"

@@ -5,6 +5,8 @@ headless Chromium, and the progress bar."""
 import io
 import math
 import re
+import time
+import types
 import urllib.request
 
 import numpy as np
@@ -33,6 +35,23 @@ def gauges(text):
     return found
 
 
+def eventually(read, timeout=10.0):
+    """``read()`` once it is truthy (events arrive shortly after they are posted)."""
+    deadline = time.monotonic() + timeout
+    while not (value := read()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return value
+
+
+def settle(cluster):
+    """Wait until every run event ``cluster``'s client posted reached the scheduler (its
+    posts arrive in order, so a marker posted now arrives last)."""
+    marker = f"marker-{time.monotonic_ns()}"
+    progress.SchedulerLog.of(cluster.client)({"run": marker, "event": "marker"})
+    assert eventually(lambda: any(m.get("run") == marker for _, m in
+                                  cluster.client.get_events(progress.TOPIC)))
+
+
 @pytest.fixture(scope="module")
 def served():
     """A CPU-only cluster with its dashboard on a free localhost port, after an SSSP
@@ -40,6 +59,7 @@ def served():
     graph = hg.generate.rmat(scale=12, edge_factor=8, seed=3)
     with hg.Cluster(dashboard_address="127.0.0.1:0", gpus=0) as cluster:
         result = hg.sssp(graph, 0, cluster=cluster)
+        settle(cluster)
         base = cluster.dashboard_link.rsplit("/", 1)[0]
         yield cluster, result, base
 
@@ -97,6 +117,7 @@ def test_gauges_follow_the_newest_run(served):
     cluster, _, base = served
     ranks = hg.pagerank(hg.generate.grid(20, 20), cluster=cluster, tol=None,
                         max_iterations=7)
+    settle(cluster)
     found = gauges(fetch(base + "/metrics")[1])
     assert found["dask_hetgraph_iteration"] == 7 == ranks.iterations
     assert found['dask_hetgraph_cpu_mode{mode="pull"}'] == 1
@@ -108,6 +129,7 @@ def test_page_document_holds_the_rows(served):
 
     cluster, _, _ = served
     result = hg.bfs(hg.generate.grid(15, 15), 0, cluster=cluster)
+    settle(cluster)
     doc = Document()
     dashboard.hetgraph_doc(cluster._cluster.scheduler, {}, doc)
     sources = [m for m in doc.models if isinstance(m, ColumnDataSource) and
@@ -135,6 +157,7 @@ def test_failed_run_is_reported(served):
     with pytest.raises(RuntimeError, match="boom"):
         hg.run(Broken(0.85, None), hg.generate.grid(6, 6), cluster=cluster, devices="cpu",
                max_iterations=10, partitions=1)
+    settle(cluster)
     start, rows, end = dashboard.latest_run(cluster._cluster.scheduler)
     assert start["program"] == "Broken" and "boom in iteration 3" in end["error"]
     assert "failed: RuntimeError: boom" in dashboard.run_title(start, rows, end)
@@ -165,6 +188,7 @@ def test_page_renders_in_chromium(served, tmp_path):
 
     cluster, _, base = served
     result = hg.sssp(hg.generate.rmat(scale=13, edge_factor=8, seed=5), 0, cluster=cluster)
+    settle(cluster)
     title = dashboard.run_title(*dashboard.latest_run(cluster._cluster.scheduler))
     last_mode = result.history["mode"].iloc[-1]
     text, png = browser.render(base + "/hetgraph", (title, last_mode))
@@ -186,6 +210,7 @@ def test_gauges_of_a_hybrid_run():
         base = cluster.dashboard_link.rsplit("/", 1)[0]
         result = hg.pagerank(graph, cluster=cluster, devices="hybrid", tol=None,
                              max_iterations=5, page_bytes=64 << 10)
+        settle(cluster)
         last = result.history.iloc[-1]
         assert last["placement"] == "hybrid" and last["gpu_pages"] > 0
         found = gauges(fetch(base + "/metrics")[1])
@@ -252,13 +277,40 @@ def test_run_draws_its_bar(monkeypatch, capsys):
 
 
 def test_events_never_stop_a_run():
-    class Closed:
-        def log_event(self, topic, message):
-            raise RuntimeError("client closed")
+    def closed(message):
+        raise RuntimeError("client closed")
 
-    events = progress.RunEvents(Closed(), "r1", program="P")
+    events = progress.RunEvents(closed, "r1", program="P")
     events.rows([{"iteration": 1}])
     events.end(1, True)  # nothing raised
+
+
+def test_scheduler_log_keeps_the_order(served):
+    cluster, _, _ = served
+    post = progress.SchedulerLog.of(cluster.client)
+    assert progress.SchedulerLog.of(cluster.client) is post  # one order per client
+    for i in range(30):
+        post({"run": "order", "event": "iterations", "i": i})
+
+    def arrived():
+        got = [m["i"] for _, m in cluster.client.get_events(progress.TOPIC)
+               if m.get("run") == "order"]
+        return got if len(got) == 30 else None
+
+    assert eventually(arrived) == list(range(30))
+
+
+def test_a_scheduler_log_error_is_logged_not_raised(served, caplog):
+    cluster, _, _ = served
+
+    class Refusing:
+        async def log_event(self, topic, msg):
+            raise OSError("scheduler gone")
+
+    client = types.SimpleNamespace(loop=cluster.client.loop, scheduler=Refusing())
+    with caplog.at_level("DEBUG", logger="hetgraph.progress"):
+        progress.SchedulerLog(client)({"run": "x", "event": "start"})
+        assert eventually(lambda: "run event start not sent: scheduler gone" in caplog.text)
 
 
 def test_log_columns_hide_what_a_log_axis_cannot_show():
@@ -273,8 +325,7 @@ class Recorder:
     def __init__(self):
         self.messages = []
 
-    def log_event(self, topic, message):
-        assert topic == progress.TOPIC
+    def __call__(self, message):
         self.messages.append(message)
 
 
