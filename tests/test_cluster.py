@@ -186,6 +186,41 @@ def test_embedded_cluster_and_enclosing_cluster(graph):
     np.testing.assert_array_equal(alone.values, explicit.values)
 
 
+def test_a_small_graph_runs_in_the_callers_thread(graph, expected, monkeypatch):
+    """In process, the CPU iterations of a graph of at most SMALL_ARCS arcs run in the
+    calling thread, with no Dask task (a task's round trip costs more than such a whole
+    run); with the limit at 0 the same run is a task and gives the same answer."""
+    from hetgraph.scheduler import dispatcher
+
+    assert graph.num_arcs <= dispatcher.SMALL_ARCS
+    with hg.Cluster(gpus=0, dashboard_address=None) as cluster:
+        def transitions():
+            return cluster.client.run_on_scheduler(
+                lambda dask_scheduler: dask_scheduler.transition_counter)
+
+        before = transitions()
+        inline = hg.bfs(graph, graph.label_of(1), cluster=cluster)
+        assert transitions() == before
+        monkeypatch.setattr(dispatcher, "SMALL_ARCS", 0)
+        tasked = hg.bfs(graph, graph.label_of(1), cluster=cluster)
+        assert transitions() > before
+    for result in (inline, tasked):
+        np.testing.assert_array_equal(result.values, expected["bfs"].values)
+
+
+def test_auto_keeps_a_small_graph_off_the_gpu():
+    from types import SimpleNamespace
+
+    from hetgraph.scheduler.dispatcher import _kinds
+
+    cluster = SimpleNamespace(cpu_workers=["cpu-0"], gpu_workers=["gpu-0", "gpu-1"],
+                              in_process=True)
+    assert _kinds(cluster, "auto", False, small=True) == {"cpu": 1}
+    assert _kinds(cluster, "auto", False, small=False) == {"cpu": 1, "gpu": 2}
+    assert _kinds(cluster, "gpu", False, small=True) == {"gpu": 2}  # asked for
+    assert _kinds(cluster, "hybrid", False, small=True) == {"cpu": 1, "gpu": 2}
+
+
 def test_history_records_the_placement(graph):
     r = hg.pagerank(graph, tol=None, max_iterations=3, devices="cpu")
     h = r.history
