@@ -147,11 +147,13 @@ def step(what):
     print(f"    [{time.perf_counter() - _STARTED:6.1f} s] {what}", flush=True)
 
 
-def bench_graph(cp, name, given, iterations, bandwidth, upload):
+def bench_graph(cp, name, given, iterations, bandwidth, upload, save):
     """hetgraph on the graph renumbered by ``reorder("auto")`` (as the command line
     runs), cuSPARSE on the graph as given (``ratio_vs_cusparse``) and on the renumbered
     one (``ratio_vs_cusparse_renumbered``: kernel against kernel); every sweep below runs
-    on the renumbered graph."""
+    on the renumbered graph. Graphs over SWEEP_MAX_ARCS skip the sweeps, the run on the
+    given order and the engine's bare pass (device time). ``save(row)`` is called with
+    the row so far after each measurement (a run cut off keeps what it measured)."""
     print(f"{name}: {given.summary()}", flush=True)
     start = time.perf_counter()
     g = given.reorder("auto")
@@ -164,29 +166,32 @@ def bench_graph(cp, name, given, iterations, bandwidth, upload):
     spmv = cusparse_spmv(cp, given, iterations)
     spmv_renumbered = spmv if g is given else cusparse_spmv(cp, g, iterations)
     step("cuSPARSE")
-    given_order = ours if g is given else pagerank_seconds(given, iterations)[0]
-    step("PageRank on the given order")
     reference = cusparse_pagerank(cp, g, iterations)
     step("float64 cuSPARSE reference")
     error = float(np.max(np.abs(result.values - reference) / np.maximum(reference, 1e-30)))
     floor = floor_bytes(g) / bandwidth
-    layout, engine_pass = engine_profile(g, iterations)
-    step("engine pass")
     row.update(pagerank_seconds=ours, cusparse_spmv_seconds=spmv,
                ratio_vs_cusparse=spmv / ours, cusparse_renumbered_seconds=spmv_renumbered,
-               ratio_vs_cusparse_renumbered=spmv_renumbered / ours,
-               pagerank_given_order_seconds=given_order, floor_seconds=floor,
+               ratio_vs_cusparse_renumbered=spmv_renumbered / ours, floor_seconds=floor,
                times_floor=ours / floor, gteps=g.num_arcs / ours / 1e9,
-               engine_pass_seconds=engine_pass, pass_ratio_vs_cusparse=spmv / engine_pass,
-               max_relative_error_vs_float64=error, layout=layout)
-    print(f"  PR {ours * 1e3:.3f} ms/iter (engine pass {engine_pass * 1e3:.3f} ms; given "
-          f"order {given_order * 1e3:.3f} ms), cuSPARSE SpMV {spmv * 1e3:.3f} ms "
+               max_relative_error_vs_float64=error)
+    print(f"  PR {ours * 1e3:.3f} ms/iter, cuSPARSE SpMV {spmv * 1e3:.3f} ms "
           f"({spmv / ours:.2f}x; renumbered {spmv_renumbered * 1e3:.3f} ms, "
           f"{spmv_renumbered / ours:.2f}x), floor {floor * 1e3:.3f} ms "
-          f"({ours / floor:.2f}x floor), err {error:.1e}, {layout['source_ranges']} source "
-          f"ranges", flush=True)
+          f"({ours / floor:.2f}x floor), err {error:.1e}", flush=True)
+    save(row)
     if g.num_arcs > SWEEP_MAX_ARCS:
-        return row | streamed_row(g, iterations, upload, result)
+        return streamed_row(g, iterations, upload, result, row, save)
+    row["pagerank_given_order_seconds"] = ours if g is given else \
+        pagerank_seconds(given, iterations)[0]
+    step("PageRank on the given order")
+    row["layout"], engine_pass = engine_profile(g, iterations)
+    row.update(engine_pass_seconds=engine_pass, pass_ratio_vs_cusparse=spmv / engine_pass)
+    step("engine pass")
+    print(f"  given order {row['pagerank_given_order_seconds'] * 1e3:.3f} ms; engine pass "
+          f"{engine_pass * 1e3:.3f} ms, {row['layout']['source_ranges']} source ranges",
+          flush=True)
+    save(row)
     fixed = {}
     for r in FIXED_R:
         fixed[str(r)] = pagerank_seconds(g, iterations, replication=r)[0]
@@ -214,22 +219,24 @@ def bench_graph(cp, name, given, iterations, bandwidth, upload):
     for threads in (128, 512):
         row[f"threads_{threads}_seconds"] = pagerank_seconds(
             g, iterations, threads_per_block=threads)[0]
-    return row | streamed_row(g, iterations, upload, result)
+    return streamed_row(g, iterations, upload, result, row, save)
 
 
-def streamed_row(g, iterations, upload, result):
-    """PageRank with a device budget of a quarter of the page bytes, against the PCIe
-    floor, and its largest difference from the resident run's ``result``."""
+def streamed_row(g, iterations, upload, result, row, save):
+    """``row`` with PageRank at a device budget of a quarter of the page bytes, its
+    largest difference from the resident run's ``result``, and its ratio to the PCIe
+    floor; saved as soon as the run is measured."""
     quarter = g.num_arcs * (g.index_dtype.itemsize + 2) // 4
     streamed, streamed_result = pagerank_seconds(g, iterations, memory_budget=quarter)
     step("streamed PageRank")
+    row.update(streamed_seconds=streamed, streamed_max_relative_difference=float(
+        np.max(np.abs(streamed_result.values - result.values)
+               / np.maximum(result.values, 1e-30))))
+    save(row)
     layout = engine_profile(g, 2, memory_budget=quarter)[0]
     pcie_floor = layout["streamed_edges"] * (g.index_dtype.itemsize + 2) / upload
-    same = float(np.max(np.abs(streamed_result.values - result.values)
-                        / np.maximum(result.values, 1e-30)))
-    row = dict(streamed_seconds=streamed, streamed_layout=layout, pcie_floor_seconds=pcie_floor,
-               streamed_times_pcie_floor=streamed / pcie_floor,
-               streamed_max_relative_difference=same)
+    row.update(streamed_layout=layout, pcie_floor_seconds=pcie_floor,
+               streamed_times_pcie_floor=streamed / pcie_floor)
     print(f"  streamed (budget {quarter:,} B) {streamed * 1e3:.3f} ms/iter, PCIe floor "
           f"{pcie_floor * 1e3:.3f} ms ({streamed / pcie_floor:.2f}x floor), "
           f"{layout['streamed_pages']} pages streamed over {layout['streams']} streams",
@@ -268,19 +275,24 @@ def main():
         g = make()
         built = time.perf_counter() - start
         step(f"{name} built")
-        row = bench_graph(cp, name, g, args.iterations, bandwidth, upload)
-        row["build_seconds"] = built
+        def save(row):
+            row["build_seconds"] = built
+            now = rows + [row]
+            named = {r["graph"] for r in now}
+            os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+            with open(args.out, "w") as f:
+                json.dump({"benchmark": "gpu", "date": time.strftime("%Y-%m-%d"),
+                           "machine": dict(describe(), gpu=device),
+                           "device_copy_bytes_per_second": bandwidth,
+                           "pinned_h2d_bytes_per_second": upload,
+                           "results": [r for r in kept if r["graph"] not in named] + now},
+                          f, indent=1)
+
+        row = bench_graph(cp, name, g, args.iterations, bandwidth, upload, save)
+        save(row)
         rows.append(row)
-        rows_now = [r for r in kept if r["graph"] not in {x["graph"] for x in rows}] + rows
         del g
         cp.get_default_memory_pool().free_all_blocks()
-        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-        with open(args.out, "w") as f:  # after every graph: a timeout keeps what ran
-            json.dump({"benchmark": "gpu", "date": time.strftime("%Y-%m-%d"),
-                       "machine": dict(describe(), gpu=device),
-                       "device_copy_bytes_per_second": bandwidth,
-                       "pinned_h2d_bytes_per_second": upload, "results": rows_now}, f,
-                      indent=1)
 
 
 if __name__ == "__main__":
