@@ -87,6 +87,10 @@ def test_worker_processes_give_the_in_process_answers(graph, weighted, expected)
         limits = cluster.client.run(lambda dask_worker: dask_worker.memory_manager.memory_limit)
         assert sorted(limits.values()) == [MEMORY_LIMIT // 2] * 2  # the host memory shared
         results = run_all(graph, weighted, cluster)
+        # the scheduler outlives a process cluster's driver: each run's end reached it
+        # before the run returned
+        events = cluster.client.get_events(hg.scheduler.progress.TOPIC)
+        assert [m["event"] for _, m in events].count("end") == 4
     assert_identical(results, expected)
 
 

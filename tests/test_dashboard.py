@@ -47,7 +47,7 @@ def settle(cluster):
     """Wait until every run event ``cluster``'s client posted reached the scheduler (its
     posts arrive in order, so a marker posted now arrives last)."""
     marker = f"marker-{time.monotonic_ns()}"
-    progress.SchedulerLog.of(cluster.client)({"run": marker, "event": "marker"})
+    progress.SchedulerLog.of(cluster.client)([{"run": marker, "event": "marker"}])
     assert eventually(lambda: any(m.get("run") == marker for _, m in
                                   cluster.client.get_events(progress.TOPIC)))
 
@@ -277,7 +277,7 @@ def test_run_draws_its_bar(monkeypatch, capsys):
 
 
 def test_events_never_stop_a_run():
-    def closed(message):
+    def closed(messages):
         raise RuntimeError("client closed")
 
     events = progress.RunEvents(closed, "r1", program="P")
@@ -289,8 +289,8 @@ def test_scheduler_log_keeps_the_order(served):
     cluster, _, _ = served
     post = progress.SchedulerLog.of(cluster.client)
     assert progress.SchedulerLog.of(cluster.client) is post  # one order per client
-    for i in range(30):
-        post({"run": "order", "event": "iterations", "i": i})
+    for i in range(0, 30, 3):
+        post([{"run": "order", "event": "iterations", "i": j} for j in range(i, i + 3)])
 
     def arrived():
         got = [m["i"] for _, m in cluster.client.get_events(progress.TOPIC)
@@ -307,10 +307,15 @@ def test_a_scheduler_log_error_is_logged_not_raised(served, caplog):
         async def log_event(self, topic, msg):
             raise OSError("scheduler gone")
 
-    client = types.SimpleNamespace(loop=cluster.client.loop, scheduler=Refusing())
+    client = types.SimpleNamespace(loop=cluster.client.loop, scheduler=Refusing(),
+                                   status="running")
     with caplog.at_level("DEBUG", logger="hetgraph.progress"):
-        progress.SchedulerLog(client)({"run": "x", "event": "start"})
-        assert eventually(lambda: "run event start not sent: scheduler gone" in caplog.text)
+        post = progress.SchedulerLog(client)
+        post([{"run": "x", "event": "start"}, {"run": "x", "event": "end"}])
+        assert eventually(lambda: "run event end not sent: scheduler gone" in caplog.text)
+    assert "run event start not sent: scheduler gone" in caplog.text
+    client.status = "closed"  # the sender stops with its client
+    assert eventually(lambda: not post._sender.is_running())
 
 
 def test_log_columns_hide_what_a_log_axis_cannot_show():
@@ -323,10 +328,14 @@ def test_log_columns_hide_what_a_log_axis_cannot_show():
 
 class Recorder:
     def __init__(self):
-        self.messages = []
+        self.posts = []
 
-    def __call__(self, message):
-        self.messages.append(message)
+    def __call__(self, messages):
+        self.posts.append(list(messages))
+
+    @property
+    def messages(self):
+        return [m for post in self.posts for m in post]
 
 
 def test_rows_are_sent_in_batches():
@@ -353,3 +362,20 @@ def test_rows_are_sent_once_the_interval_passed():
                                                      "end"]
     assert [progress.message_rows(m) for m in client.messages[1:3]] == \
         [[{"iteration": 1}, {"iteration": 2}], [{"iteration": 3}]]
+
+
+def test_a_held_run_posts_everything_once_at_its_end():
+    client = Recorder()
+    events = progress.RunEvents(client, "r1", interval=0, hold=True, program="P")
+    assert client.posts == []
+    events.rows([{"iteration": 1}])  # the interval passed: start and rows go together
+    events.rows([{"iteration": 2}])
+    events.end(2, True)
+    assert [[m["event"] for m in post] for post in client.posts] == \
+        [["start", "iterations"], ["iterations"], ["end"]]
+    held = Recorder()
+    events = progress.RunEvents(held, "r2", hold=True, program="P")  # interval 0.25 s
+    events.rows([{"iteration": 1}])
+    events.end(1, True)
+    assert [[m["event"] for m in post] for post in held.posts] == \
+        [["start", "iterations", "end"]]

@@ -13,6 +13,7 @@ from hetgraph.program import ProgramSpec
 from hetgraph.algorithms.bfs import BreadthFirst
 from hetgraph.scheduler.costmodel import (PUSH_EDGE_COST, choose_cpu_mode, notify_fraction,
                                           push_factor)
+from hetgraph.scheduler.cpu_engine import SERIAL_EDGES, pull_threads
 
 
 class SumOfSources(hg.VertexProgram):
@@ -184,11 +185,14 @@ def test_incremental_programs_push_small_frontiers():
     assert choose_cpu_mode(1.001 / push, skew=1e4, push=push) == "pull"
     assert choose_cpu_mode(0.6, skew=50.0, push=push) == "pull"
     assert choose_cpu_mode(0.01, rho=10.0, skew=50.0, push=push) == "push"  # both pay rho
-    # BFS on RMAT (incremental): every auto iteration follows the rule with push; the
-    # hub's level pushes, the middle pulls
+    # BFS on RMAT (incremental): every auto iteration follows the rule with push, against
+    # a pull on the threads that its pass keeps busy (one below SERIAL_EDGES); the hub's
+    # level pushes, the middle pulls
     g = hg.generate.rmat(12, seed=2)
     skew = degree_skew(g.in_degree())
-    push = push_factor(True, numba.config.NUMBA_NUM_THREADS)
+    assert pull_threads(g.num_arcs, 4) == 1 and pull_threads(SERIAL_EDGES, 4) == 4
+    assert pull_threads(g.num_arcs, 4, partitions=2) == 2
+    push = push_factor(True, pull_threads(g.num_arcs, numba.config.NUMBA_NUM_THREADS))
     source = int(np.argmax(g.out_degree()))
     history = hg.bfs(g, source).history
     for f, mode in zip(history["f"], history["mode"]):

@@ -36,6 +36,7 @@ from . import tasks
 from .checkpoint import Checkpointer, graph_fingerprint, program_fingerprint
 from .costmodel import (CPU_MODES, CostModel, choose_cpu_mode, frontier_growth,
                         notify_fraction, push_factor)
+from .cpu_engine import pull_threads
 from .placement import PageQueue
 from .progress import ProgressBar, RunEvents, SchedulerLog, show_progress
 from .state import VertexState
@@ -279,7 +280,9 @@ class _Driver:
         self.page_edges = np.diff(graph.in_indptr[pages], axis=1)[:, 0]
         threads = options["threads"] or numba.config.NUMBA_NUM_THREADS
         self.model = CostModel(skew=graph.in_degree_skew(),
-                               push=push_factor(spec.incremental and not out_of_core, threads),
+                               push=push_factor(spec.incremental and not out_of_core,
+                                                pull_threads(graph.num_arcs, threads,
+                                                             options["partitions"])),
                                growth=frontier_growth(graph.in_degree(), graph.out_degree())
                                if len(self.kinds) == 2 else 1.0)
         self.round_trip = 0.0
@@ -374,7 +377,7 @@ class _Driver:
         every iteration it says is due, and at the end; ``bar``: a ProgressBar updated
         as iterations finish (as is the scheduler's event log)."""
         history = list(history)
-        self.events = RunEvents(SchedulerLog.of(self.client), self.run_id,
+        self.events = RunEvents(SchedulerLog.of(self.client), self.run_id, hold=self.inline,
                                 program=self.spec.name, vertices=int(self.graph.num_vertices),
                                 arcs=int(self.graph.num_arcs), devices=self.devices,
                                 kinds=dict(self.kinds), max_iterations=int(max_iterations),
@@ -388,6 +391,8 @@ class _Driver:
             raise
         finally:
             self.events.end(len(history), converged, error)
+            if not self.shared:  # the scheduler outlives this process: it must see the end
+                self.events.post.flush()
             if bar is not None:
                 bar.close(len(history), converged, error)
         if checkpointer is not None and (converged or checkpointer.last != len(history)):
