@@ -362,20 +362,3 @@ def test_rows_are_sent_once_the_interval_passed():
                                                      "end"]
     assert [progress.message_rows(m) for m in client.messages[1:3]] == \
         [[{"iteration": 1}, {"iteration": 2}], [{"iteration": 3}]]
-
-
-def test_a_held_run_posts_everything_once_at_its_end():
-    client = Recorder()
-    events = progress.RunEvents(client, "r1", interval=0, hold=True, program="P")
-    assert client.posts == []
-    events.rows([{"iteration": 1}])  # the interval passed: start and rows go together
-    events.rows([{"iteration": 2}])
-    events.end(2, True)
-    assert [[m["event"] for m in post] for post in client.posts] == \
-        [["start", "iterations"], ["iterations"], ["end"]]
-    held = Recorder()
-    events = progress.RunEvents(held, "r2", hold=True, program="P")  # interval 0.25 s
-    events.rows([{"iteration": 1}])
-    events.end(1, True)
-    assert [[m["event"] for m in post] for post in held.posts] == \
-        [["start", "iterations", "end"]]

@@ -23,6 +23,13 @@ def graph():
     return hg.generate.rmat(16, seed=7, weights=(1.0, 9.0))
 
 
+@pytest.fixture(autouse=True)
+def placement_for_every_graph(monkeypatch):
+    """"auto" keeps a graph of at most SMALL_ARCS arcs (as RMAT-16) on the CPU; here the
+    cost model places it, so that these tests exercise every placement quickly."""
+    monkeypatch.setattr(dispatcher, "SMALL_ARCS", 0)
+
+
 @pytest.fixture(scope="module")
 def cluster():
     with hg.Cluster(dashboard_address=None) as c:

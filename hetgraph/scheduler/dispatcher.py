@@ -49,11 +49,11 @@ GPU_OPTIONS = ("memory_budget", "page_bytes", "streams", "shared_bytes", "replic
                "threads_per_block", "edge_order", "source_ranges")
 _NO_AUX = np.zeros(1, np.float32)
 LOST_TASK_RETRIES = 3  # a page task whose inputs died with a worker is sent again
-SMALL_ARCS = 1 << 18  # a graph with at most this many arcs runs on the CPU ("auto"),
-# in the caller's thread when the cluster is in process: a pull over it takes at most
-# ~0.6 ms on 2 cores, less than a Dask task's round trip (2.3-6 ms measured), about a
-# GPU iteration's floor (0.26-0.5 ms on the H100 for wiki-Vote) and far less than the
-# GPU's calibration
+SMALL_ARCS = 1 << 20  # a graph with at most this many arcs runs on the CPU ("auto"),
+# in the caller's thread when the cluster is in process: a pull over it takes 1-2 ms on
+# 2 cores, less than a Dask task's round trip (2.3-6 ms measured; RMAT-16 BFS 15 ms a
+# call, 5 ms of it iterations), the GPU would save at most ~0.3 ms an iteration (its
+# floor: 0.26-0.5 ms on the H100 for wiki-Vote), and its calibration costs 20 ms or more
 
 
 def _as_graph(graph, host_budget):
@@ -377,7 +377,7 @@ class _Driver:
         every iteration it says is due, and at the end; ``bar``: a ProgressBar updated
         as iterations finish (as is the scheduler's event log)."""
         history = list(history)
-        self.events = RunEvents(SchedulerLog.of(self.client), self.run_id, hold=self.inline,
+        self.events = RunEvents(SchedulerLog.of(self.client), self.run_id,
                                 program=self.spec.name, vertices=int(self.graph.num_vertices),
                                 arcs=int(self.graph.num_arcs), devices=self.devices,
                                 kinds=dict(self.kinds), max_iterations=int(max_iterations),

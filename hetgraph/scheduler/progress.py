@@ -158,16 +158,14 @@ class RunEvents:
     spends ten times pickle's time writing floats. Any Dask client may run code on the scheduler,
     so unpickling what clients logged grants nothing new. Rows are held back until
     ``interval`` seconds (default EVENT_INTERVAL) passed since the last such message,
-    and sent before the end; with ``hold`` (a short run) the start waits too, and all
-    go in one post. :func:`message_rows` reads them."""
+    and sent before the end. :func:`message_rows` reads them."""
 
-    def __init__(self, post, run_id, interval=EVENT_INTERVAL, hold=False, **start):
+    def __init__(self, post, run_id, interval=EVENT_INTERVAL, **start):
         self.post, self.run_id, self.interval = post, run_id, interval
         self.outbox = [self._message("start", **start)]
         self.pending = []
         self.sent = time.perf_counter()
-        if not hold:
-            self._post()
+        self._post()
 
     def _message(self, event, **fields):
         return {"run": self.run_id, "event": event, "time": time.time(), **fields}
