@@ -47,7 +47,7 @@ def settle(cluster):
     """Wait until every run event ``cluster``'s client posted reached the scheduler (its
     posts arrive in order, so a marker posted now arrives last)."""
     marker = f"marker-{time.monotonic_ns()}"
-    progress.SchedulerLog.of(cluster.client)([{"run": marker, "event": "marker"}])
+    progress.SchedulerLog.of(cluster.client)({"run": marker, "event": "marker"})
     assert eventually(lambda: any(m.get("run") == marker for _, m in
                                   cluster.client.get_events(progress.TOPIC)))
 
@@ -277,7 +277,7 @@ def test_run_draws_its_bar(monkeypatch, capsys):
 
 
 def test_events_never_stop_a_run():
-    def closed(messages):
+    def closed(message):
         raise RuntimeError("client closed")
 
     events = progress.RunEvents(closed, "r1", program="P")
@@ -289,8 +289,8 @@ def test_scheduler_log_keeps_the_order(served):
     cluster, _, _ = served
     post = progress.SchedulerLog.of(cluster.client)
     assert progress.SchedulerLog.of(cluster.client) is post  # one order per client
-    for i in range(0, 30, 3):
-        post([{"run": "order", "event": "iterations", "i": j} for j in range(i, i + 3)])
+    for i in range(30):
+        post({"run": "order", "event": "iterations", "i": i})
 
     def arrived():
         got = [m["i"] for _, m in cluster.client.get_events(progress.TOPIC)
@@ -311,7 +311,8 @@ def test_a_scheduler_log_error_is_logged_not_raised(served, caplog):
                                    status="running")
     with caplog.at_level("DEBUG", logger="hetgraph.progress"):
         post = progress.SchedulerLog(client)
-        post([{"run": "x", "event": "start"}, {"run": "x", "event": "end"}])
+        post({"run": "x", "event": "start"})
+        post({"run": "x", "event": "end"})
         assert eventually(lambda: "run event end not sent: scheduler gone" in caplog.text)
     assert "run event start not sent: scheduler gone" in caplog.text
     client.status = "closed"  # the sender stops with its client
@@ -328,14 +329,10 @@ def test_log_columns_hide_what_a_log_axis_cannot_show():
 
 class Recorder:
     def __init__(self):
-        self.posts = []
+        self.messages = []
 
-    def __call__(self, messages):
-        self.posts.append(list(messages))
-
-    @property
-    def messages(self):
-        return [m for post in self.posts for m in post]
+    def __call__(self, message):
+        self.messages.append(message)
 
 
 def test_rows_are_sent_in_batches():

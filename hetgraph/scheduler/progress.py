@@ -87,9 +87,9 @@ def message_rows(message) -> list:
 
 
 class SchedulerLog:
-    """Posts lists of messages to the event log of ``client``'s scheduler under
-    :data:`TOPIC`, in the order given (every run of one client shares one: :meth:`of`).
-    ``post(messages)`` only queues them: the client's event loop sends what is queued
+    """Posts messages to the event log of ``client``'s scheduler under :data:`TOPIC`, in
+    the order given (every run of one client shares one: :meth:`of`).
+    ``post(message)`` only queues it: the client's event loop sends what is queued
     every ``period`` seconds (default 0.05). Waiting for the scheduler costs 0.4-1 ms,
     and even waking the loop from this thread cost 0.15-0.35 ms on a 2-core VM, as much
     as a small graph's whole run. A message that cannot be sent is logged at debug
@@ -120,8 +120,8 @@ class SchedulerLog:
         except Exception as exc:
             log.debug("run events not flushed: %s", exc)
 
-    def __call__(self, messages):
-        self.queue.extend(messages)
+    def __call__(self, message):
+        self.queue.append(message)
         if self._sender is None:  # the first post starts the sender on the loop
             self._sender = False
             self.client.loop.add_callback(self._start)
@@ -150,51 +150,42 @@ class SchedulerLog:
 
 class RunEvents:
     """Sends a run's start, its history rows and its end through ``post`` (a
-    :class:`SchedulerLog`: none of them waits for the scheduler). Each message is a
-    dict with ``run`` (the run id) and
-    ``event``: "start", "iterations" or "end". An "iterations" message holds ``count``
-    history rows in order, pickled into the bytes ``rows_pickle``: Dask checks every
-    element of a message (a list of dicts cost more than a small iteration), and JSON
-    spends ten times pickle's time writing floats. Any Dask client may run code on the scheduler,
-    so unpickling what clients logged grants nothing new. Rows are held back until
-    ``interval`` seconds (default EVENT_INTERVAL) passed since the last such message,
-    and sent before the end. :func:`message_rows` reads them."""
+    :class:`SchedulerLog`: none of them waits for the scheduler). Each message is a dict
+    with ``run`` (the run id) and ``event``: "start", "iterations" or "end". An
+    "iterations" message holds ``count`` history rows in order, pickled into the bytes
+    ``rows_pickle``: Dask checks every element of a message (a list of dicts cost more
+    than a small iteration), and JSON spends ten times pickle's time writing floats. Any
+    Dask client may run code on the scheduler, so unpickling what clients logged grants
+    nothing new. Rows are held back until ``interval`` seconds (default EVENT_INTERVAL)
+    passed since the last such message, and sent before the end. :func:`message_rows`
+    reads them."""
 
     def __init__(self, post, run_id, interval=EVENT_INTERVAL, **start):
         self.post, self.run_id, self.interval = post, run_id, interval
-        self.outbox = [self._message("start", **start)]
         self.pending = []
         self.sent = time.perf_counter()
-        self._post()
+        self._send("start", **start)
 
-    def _message(self, event, **fields):
-        return {"run": self.run_id, "event": event, "time": time.time(), **fields}
-
-    def _post(self):
+    def _send(self, event, **fields):
         try:
-            self.post(self.outbox)
+            self.post({"run": self.run_id, "event": event, "time": time.time(), **fields})
         except Exception as exc:  # monitoring never stops a run (e.g. a closing client)
-            log.debug("run events %s not sent: %s", [m["event"] for m in self.outbox], exc)
-        self.outbox = []
+            log.debug("run event %s not sent: %s", event, exc)
 
     def rows(self, rows):
         """History rows just finished."""
         self.pending += rows
         if time.perf_counter() - self.sent >= self.interval:
-            self._queue_rows()
-            self._post()
+            self._flush()
 
-    def _queue_rows(self):
+    def _flush(self):
         if self.pending:
-            self.outbox.append(self._message("iterations", count=len(self.pending),
-                                             rows_pickle=pickle.dumps(self.pending,
-                                                                      protocol=5)))
+            self._send("iterations", count=len(self.pending),
+                       rows_pickle=pickle.dumps(self.pending, protocol=5))
             self.pending = []
         self.sent = time.perf_counter()
 
     def end(self, iterations, converged, error=None):
         """The run ended: ``error`` is the exception's "Type: message" when it failed."""
-        self._queue_rows()
-        self.outbox.append(self._message("end", iterations=int(iterations),
-                                         converged=bool(converged), error=error))
-        self._post()
+        self._flush()
+        self._send("end", iterations=int(iterations), converged=bool(converged), error=error)
