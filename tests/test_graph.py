@@ -26,6 +26,21 @@ def test_csc_csr_degrees_match_scipy():
         assert np.all(np.diff(seg) > 0)
 
 
+def test_out_weight_sums_are_kept_by_the_graph(tmp_path):
+    # 0 -> 1 (2.5), 0 -> 2 (1.0), 2 -> 1 (4.0); vertex 1 has no out-edge
+    g = hg.from_arrays([0, 0, 2], [1, 2, 1], [2.5, 1.0, 4.0], num_vertices=3)
+    sums = g.out_weight_sums()
+    assert sums.tolist() == [3.5, 0.0, 4.0] and sums.dtype == np.float64
+    assert g.out_weight_sums() is sums and not sums.flags.writeable  # computed once
+    unweighted = hg.from_arrays([0, 0, 2], [1, 2, 1], num_vertices=3)
+    assert unweighted.out_weight_sums().tolist() == [2.0, 0.0, 1.0]
+    rmat = hg.generate.rmat(10, seed=4, weights=(1.0, 9.0))
+    stored = rmat.save(tmp_path / "s", page_bytes=4096).stored_graph()  # page by page
+    A = rmat.to_scipy()
+    np.testing.assert_allclose(stored.out_weight_sums(), np.asarray(A.sum(axis=1)).ravel(),
+                               rtol=1e-6)
+
+
 def test_unweighted_bytes_per_edge(data):
     g = hg.read(data("wiki-Vote.txt"))
     # 8 bytes/edge (CSC + CSR int32) + 16 bytes/vertex (two int64 pointers) + 8 label bytes

@@ -32,16 +32,6 @@ def in_weight_sums(graph):
     return sums
 
 
-def out_weight_sums(graph):
-    """Sum of the out-edge weights of every vertex (out-degree when unweighted), float64."""
-    if not graph.weighted:
-        return graph.out_degree().astype(np.float64)
-    sums = np.zeros(graph.num_vertices)
-    for _, sources, weights in graph.in_edge_blocks():
-        sums += np.bincount(sources, weights=weights, minlength=graph.num_vertices)
-    return sums
-
-
 def check_nonnegative_weights(graph, algorithm):
     """GraphError naming the first negative or NaN edge weight, if any."""
     if not graph.weighted or graph.num_arcs == 0:

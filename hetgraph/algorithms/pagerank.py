@@ -20,7 +20,6 @@ from ..errors import GraphError
 from ..kernels.gpu import on_device_of
 from ..program import VertexProgram
 from ..scheduler.dispatcher import run
-from .common import out_weight_sums
 
 log = logging.getLogger("hetgraph.algorithms")
 
@@ -57,7 +56,7 @@ class PageRank(VertexProgram):
 
     def init(self, graph):
         n = graph.num_vertices
-        out_weight = out_weight_sums(graph) if self.needs_weights else \
+        out_weight = graph.out_weight_sums() if self.needs_weights else \
             graph.out_degree().astype(np.float64)
         self._dangling = np.flatnonzero(out_weight == 0)
         with np.errstate(divide="ignore"):
