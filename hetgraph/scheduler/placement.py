@@ -11,9 +11,9 @@ iteration; its batch holds at most ``round_trip / OVERHEAD_SHARE`` seconds of wo
 that it can still adjust to measured times. A device slower than predicted leaves
 pages in the queue, which the other takes when it frees. Every batch is one task: on
 the H100 host a task round trip took 4 ms, and GPU batches of half the queue cost a
-hybrid iteration log2(pages) of them. Page times are the cost model's :meth:`~.costmodel.CostModel.page_seconds`:
-measured on page tasks, whose GPU time includes bringing the device state up to date
-and copying the pages' values back.
+hybrid iteration log2(pages) of them. Page times are the cost model's
+:meth:`~.costmodel.CostModel.page_seconds`: measured on page tasks, whose GPU time
+includes bringing the device state up to date and copying the pages' values back.
 """
 
 from __future__ import annotations
@@ -61,13 +61,14 @@ class PageQueue:
         gpu = [self._seconds("gpu", p) for p in self.pages]
         if not self.workers["cpu"]:
             return sum(gpu)
-        rest = sum(self._seconds("cpu", p) for p in self.pages)
+        cpu = [self._seconds("cpu", p) for p in self.pages]
+        rest = sum(cpu)
         taken = 0.0
-        for page, seconds in zip(self.pages, gpu):
+        for on_gpu, on_cpu in zip(gpu, cpu):
             if self._finish("gpu", taken) >= self._finish("cpu", rest):
                 break
-            taken += seconds
-            rest -= self._seconds("cpu", page)
+            taken += on_gpu
+            rest -= on_cpu
         return taken
 
     def take_gpu(self):
