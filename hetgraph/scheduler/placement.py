@@ -65,7 +65,9 @@ class PageQueue:
         rest = sum(cpu)
         taken = 0.0
         for on_gpu, on_cpu in zip(gpu, cpu):
-            if self._finish("gpu", taken) >= self._finish("cpu", rest):
+            # a tie stops the GPU: whichever way the sums' last bits round (Python 3.12's
+            # sum() compensates, a running total does not)
+            if self._finish("gpu", taken) >= self._finish("cpu", rest) * (1 - 1e-9):
                 break
             taken += on_gpu
             rest -= on_cpu
