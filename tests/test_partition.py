@@ -128,33 +128,51 @@ def test_real_graph_pages_have_many_shards(data):
 
 
 @given(st.integers(1, 300), st.integers(0, 3000), st.integers(0, 2**32 - 1),
-       st.sampled_from([64 * 4, 1024, 4096]))
+       st.sampled_from([64 * 4, 1024, 4096]), st.sampled_from([1 << 10, 1 << 14, 1 << 25]))
 @settings(max_examples=40, deadline=None)
-def test_gpu_shard_edges_sorted_by_source_keep_each_shard(n, m, seed, shared):
-    """The GPU's source order permutes edges only inside their shard, sorted by source,
-    each with its own offset and weight; the range table cuts each shard's edges at the
-    source-range boundaries."""
-    from hetgraph.kernels.gpu import shard_edges, source_range_table
+def test_gpu_page_layout_sorts_edges_by_source_inside_each_shard(n, m, seed, shared,
+                                                                 page_bytes):
+    """The GPU's page layout (built here with NumPy, as the engine builds it with CuPy):
+    in destination order it is the page's CSC edges and offsets; in source order each
+    shard's edges are the same edges sorted by source; the table cuts each shard's
+    edges at the source-range boundaries."""
+    from hetgraph.kernels.gpu import page_layout
 
     rng = np.random.default_rng(seed)
     g = hg.from_arrays(rng.integers(0, n, m), rng.integers(0, n, m),
                        weight=rng.random(m).astype(np.float32), num_vertices=n)
-    part = g.partition(shared_bytes=shared)
-    by_dst = shard_edges(g, part, True, "destination")
-    by_src = shard_edges(g, part, True, "source")
+    part = g.partition(shared_bytes=shared, page_bytes=page_bytes)
     ranges = int(rng.integers(1, 6))
-    table = source_range_table(by_src[0], g.in_indptr[part.shard_start], n, ranges)
     cuts = np.arange(ranges + 1) * n // ranges
-    for row in table:
-        for k in range(ranges):
-            sources = by_src[0][row[k]:row[k + 1]]
-            assert np.all((sources >= cuts[k]) & (sources < cuts[k + 1]))
-    np.testing.assert_array_equal(table[:, 0], g.in_indptr[part.shard_start[:-1]])
-    np.testing.assert_array_equal(table[:, -1], g.in_indptr[part.shard_start[1:]])
-    pages = [page.dst_offset for page in part.pages(g.in_indices, None)]
-    np.testing.assert_array_equal(np.concatenate(pages) if pages else [], by_dst[1])
-    bounds = g.in_indptr[part.shard_start]
-    for a, b in zip(bounds[:-1], bounds[1:]):
-        assert np.all(np.diff(by_src[0][a:b].astype(np.int64)) >= 0)
-        want = sorted(zip(*(x[a:b].tolist() for x in by_dst)))
-        assert sorted(zip(*(x[a:b].tolist() for x in by_src))) == want
+    for p, page in enumerate(part.pages(g.in_indices, g.in_weights)):
+        by_dst = page_layout(np, g, part, p, True, "destination", ranges)
+        by_src = page_layout(np, g, part, p, True, "source", ranges)
+        for got, want in zip(by_dst, (page.src, page.dst_offset, page.weight)):
+            np.testing.assert_array_equal(got, want)
+        bounds = page.shard_edge
+        for table in (by_dst[3], by_src[3]):
+            np.testing.assert_array_equal(table[:, 0], page.edge_start + bounds[:-1])
+            np.testing.assert_array_equal(table[:, -1], page.edge_start + bounds[1:])
+        for s, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
+            assert np.all(np.diff(by_src[0][a:b].astype(np.int64)) >= 0)
+            want = sorted(zip(*(x[a:b].tolist() for x in by_dst[:3])))
+            assert sorted(zip(*(x[a:b].tolist() for x in by_src[:3]))) == want
+            row = by_src[3][s] - page.edge_start
+            for k in range(ranges):
+                sources = by_src[0][row[k]:row[k + 1]]
+                assert np.all((sources >= cuts[k]) & (sources < cuts[k + 1]))
+
+
+def test_a_graph_keeps_its_last_partitions():
+    from hetgraph.graph import PARTITIONS_KEPT
+
+    g = hg.generate.rmat(8, seed=2)
+    first = g.partition(page_bytes=1 << 10)
+    assert g.partition(page_bytes=1 << 10) is first
+    assert g.partition(page_bytes=1 << 11) is not first
+    for k in range(PARTITIONS_KEPT):
+        g.partition(page_bytes=1 << 10, shard_vertices=k + 1)
+    again = g.partition(page_bytes=1 << 10)  # pushed out by the others: made anew
+    assert again is not first
+    _check(g, again)
+    np.testing.assert_array_equal(again.page_shard, first.page_shard)

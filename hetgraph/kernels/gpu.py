@@ -21,7 +21,6 @@ import functools
 import logging
 import time
 
-import numba
 import numpy as np
 
 from ..errors import GraphError, HetGraphError
@@ -316,65 +315,48 @@ def compile_kernel(spec: ProgramSpec, aux_dtype, index_dtype, degree_dtype, *, w
 EDGE_ORDERS = ("source", "destination")
 
 
-@numba.njit(parallel=True, nogil=True, cache=True)
-def _sort_shards_by_source(src, offsets, weight, bounds):
-    """Copies of the edge arrays with each shard's edges [bounds[s], bounds[s+1]) in
-    increasing source order (stable); ``weight`` may be empty."""
-    out_src = np.empty_like(src)
-    out_offsets = np.empty_like(offsets)
-    out_weight = np.empty_like(weight)
-    weighted = weight.shape[0] > 0
-    for s in numba.prange(bounds.shape[0] - 1):
-        a, b = bounds[s], bounds[s + 1]
-        order = np.argsort(src[a:b], kind="mergesort")
-        for i in range(b - a):
-            out_src[a + i] = src[a + order[i]]
-            out_offsets[a + i] = offsets[a + order[i]]
-            if weighted:
-                out_weight[a + i] = weight[a + order[i]]
-    return out_src, out_offsets, out_weight
+def _stable_argsort(xp, keys):
+    """Indices sorting ``keys``, equal keys kept in order (CuPy's sort is always stable)."""
+    return np.argsort(keys, kind="stable") if xp is np else xp.argsort(keys)
 
 
-def shard_edges(graph, partition, weighted, order="source"):
-    """(src, destination offset, weight or None) of every in-edge, shard by shard.
+def page_layout(xp, graph, partition, p, weighted, order="source", ranges=1):
+    """Page ``p``'s edges as the shard kernel reads them, built with the array module
+    ``xp`` (CuPy on the engine's device; NumPy gives the same arrays on the host):
+    (src, destination offset from the shard's first vertex (uint16), weight or None,
+    table), with every shard's edges kept inside the shard.
 
     ``order="destination"`` keeps the CSC order; ``"source"`` sorts each shard's edges
-    by source, so that the blocks running at the same time gather from a narrow band of
-    source vertices that stays in the L2 cache (a soft form of GraphCage's cache
-    blocking; the shard kernel accumulates in shared memory, so order is free)."""
-    src = graph.in_indices.view({4: np.uint32, 8: np.uint64}[graph.index_dtype.itemsize])
-    offsets = destination_offsets(graph.in_indptr, partition.shard_start)
-    weight = graph.in_weights if weighted else None
-    if order == "destination":
-        return src, offsets, weight
-    bounds = graph.in_indptr[partition.shard_start]
-    src, offsets, sorted_weight = _sort_shards_by_source(
-        src, offsets, np.empty(0, np.float32) if weight is None else weight, bounds)
-    return src, offsets, None if weight is None else sorted_weight
-
-
-@numba.njit(parallel=True, nogil=True, cache=True)
-def _range_table(src, bounds, cuts):
-    table = np.empty((bounds.shape[0] - 1, cuts.shape[0]), np.int64)
-    for s in numba.prange(bounds.shape[0] - 1):
-        a, b = bounds[s], bounds[s + 1]
-        table[s] = a + np.searchsorted(src[a:b], cuts)
-    return table
-
-
-def source_range_table(src, bounds, num_vertices, ranges):
-    """First edge of each source range in each shard: an (S, ranges + 1) int64 table
-    for edges sorted by source inside each shard (``bounds``: the shards' first edges
-    plus the end). Range k holds the sources [k * N / ranges, (k + 1) * N / ranges)."""
-    cuts = ((np.arange(ranges + 1, dtype=np.int64) * num_vertices) // ranges).astype(src.dtype)
-    return _range_table(src, np.asarray(bounds, np.int64), cuts)
-
-
-def destination_offsets(in_indptr, shard_start):
-    """uint16 offset of every in-edge's destination from its shard's first vertex."""
-    first = np.repeat(shard_start[:-1], np.diff(shard_start))
-    vertex_offset = (np.arange(len(in_indptr) - 1, dtype=np.int64) - first).astype(np.uint16)
-    return np.repeat(vertex_offset, np.diff(in_indptr))
+    by source (stable), so that the blocks running at the same time gather from a narrow
+    band of source vertices that stays in the L2 cache (a soft form of GraphCage's cache
+    blocking; the shard kernel accumulates in shared memory, so order is free). Sorting
+    on the GPU takes milliseconds a page: the same sort on the host (Numba, 16 cores)
+    took 2 s of every GPU run on RMAT-22. ``table``: (shards, ``ranges`` + 1) int64, the
+    first edge (graph-wide) of each source range in each shard and the shard's end;
+    range k holds the sources [k N / ranges, (k + 1) N / ranges)."""
+    s0, s1 = int(partition.page_shard[p]), int(partition.page_shard[p + 1])
+    v0, v1 = partition.page_vertices(p)
+    e0, e1 = partition.page_edges(p)
+    starts = partition.shard_start[s0:s1 + 1]
+    shard_edge = graph.in_indptr[starts] - e0
+    vertex_offset = (np.arange(v0, v1) - np.repeat(starts[:-1], np.diff(starts)))
+    edge = xp.arange(e1 - e0)
+    vertex = xp.searchsorted(xp.asarray(graph.in_indptr[v0 + 1:v1 + 1] - e0), edge, side="right")
+    offsets = xp.asarray(vertex_offset.astype(np.uint16))[vertex]
+    unsigned = {4: np.uint32, 8: np.uint64}[graph.index_dtype.itemsize]
+    src = xp.asarray(graph.in_indices[e0:e1].view(unsigned))
+    weight = xp.asarray(graph.in_weights[e0:e1]) if weighted else None
+    shard = xp.searchsorted(xp.asarray(shard_edge[1:]), edge, side="right")
+    if order == "source":
+        by_source = _stable_argsort(xp, src)
+        by_shard = by_source[_stable_argsort(xp, shard[by_source])]
+        src, offsets = src[by_shard], offsets[by_shard]
+        weight = None if weight is None else weight[by_shard]
+    cuts = (np.arange(ranges + 1, dtype=np.int64) * graph.num_vertices) // ranges
+    # a shard's edges with a source below a cut come first: the cut's edge is their count on
+    below = [xp.bincount(shard[src < cut], minlength=s1 - s0) for cut in cuts.tolist()]
+    table = xp.stack(below, axis=1) + xp.asarray(shard_edge[:-1, None] + e0)
+    return src, offsets, weight, table
 
 
 def page_bytes_for(edge_bytes_total, budget, page_bytes=PAGE_BYTES, streams=STREAMS):
@@ -453,7 +435,7 @@ class GpuEngine:
     copies (default 4). ``shared_bytes``: shared memory per block (default 16 KiB).
     ``replication``: a fixed R for every shard instead of Garaph eq. 2.
     ``threads_per_block``: default 256. ``edge_order``: "source" (default) or
-    "destination", the order of the edges inside a shard (see :func:`shard_edges`).
+    "destination", the order of the edges inside a shard (see :func:`page_layout`).
     ``partition``: the shards and pages to use (default: made for the layout options
     and the budget); a hybrid run passes the one it shares with the CPU.
     ``source_ranges``: passes over the resident pages, one per range of source vertices,
@@ -524,7 +506,9 @@ class GpuEngine:
             try:
                 self._allocate(budget, page_bytes, streams)
                 return
-            except cp.cuda.memory.OutOfMemoryError:
+            except GpuMemoryError:  # a page larger than the budget: smaller will not do
+                raise
+            except MemoryError:  # CuPy's OutOfMemoryError, or a sort's std::bad_alloc
                 self._release_pages()
                 cp.get_default_memory_pool().free_all_blocks()
                 smaller = budget // 2
@@ -554,34 +538,50 @@ class GpuEngine:
         self.shared_bytes = int(slots.max(initial=1)) * self.spec.dtype.itemsize
         # with the kernel's 16 static bytes, 48 KiB of dynamic memory needs the opt-in
         self.kernel.max_dynamic_shared_size_bytes = self.shared_bytes
-        src, offsets, weight = shard_edges(graph, part, self.weighted, self.edge_order)
-        bounds = graph.in_indptr[part.shard_start]
-        self.shard_edge = cp.asarray(
-            source_range_table(src, bounds, graph.num_vertices, self.ranges)
-            if self.ranges > 1 else np.stack([bounds[:-1], bounds[1:]], axis=1))
         self.partial = (cp.empty(graph.num_vertices, self.spec.dtype) if self.ranges > 1
                         else self._no_weight)
-        split = self.plan.resident_edges
-        self.resident = self._device_edges(src[:split], offsets[:split],
-                                           None if weight is None else weight[:split])
+        plan, split = self.plan, self.plan.resident_edges
+        unsigned = {4: np.uint32, 8: np.uint64}[graph.index_dtype.itemsize]
+        dtypes = (unsigned, np.uint16, np.float32 if self.weighted else None)
+        self.resident = tuple(None if d is None else cp.empty(split, d) for d in dtypes)
+        self.pinned = None if not plan.streams else tuple(
+            None if d is None else pinned_empty(graph.num_arcs - split, d) for d in dtypes)
+        tables = [cp.zeros((0, self.ranges + 1), cp.int64)]
+        for p in range(part.num_pages):
+            *arrays, table = self._layout(p)
+            e0, e1 = (int(x) for x in plan.page_edges[p])
+            resident = p < plan.resident
+            for target, array in zip(self.resident if resident else self.pinned, arrays):
+                if array is None:
+                    continue
+                if resident:
+                    target[e0:e1] = array
+                elif isinstance(array, np.ndarray):
+                    target[e0 - split:e1 - split] = array
+                else:
+                    array.get(out=target[e0 - split:e1 - split])
+            tables.append(cp.asarray(table))
+        self.shard_edge = cp.concatenate(tables)
         self.streams = []
         self.stages = []
-        self.pinned = None
-        if self.plan.streams:
-            self.pinned = tuple(pinned_copy(a[split:]) if a is not None else None
-                                for a in (src, offsets, weight))
-            n = self.plan.stage_edges
-            for _ in range(self.plan.streams):
-                self.streams.append(cp.cuda.Stream(non_blocking=True))
-                self.stages.append((cp.empty(n, src.dtype), cp.empty(n, np.uint16),
-                                    cp.empty(n, np.float32) if self.weighted else None))
+        for _ in range(plan.streams):
+            self.streams.append(cp.cuda.Stream(non_blocking=True))
+            self.stages.append(tuple(None if d is None else cp.empty(plan.stage_edges, d)
+                                     for d in dtypes))
         log.info("GPU pages: %d resident (%d edges), %d streamed over %d streams",
-                 self.plan.resident, split, len(self.plan.streamed_pages), self.plan.streams)
+                 plan.resident, split, len(plan.streamed_pages), plan.streams)
 
-    def _device_edges(self, src, offsets, weight):
+    def _layout(self, p):
+        """:func:`page_layout` of page ``p`` on the device; on the host when its scratch
+        (about 80 bytes an edge) does not fit beside the pages."""
         cp = self.cupy
-        return (cp.asarray(src), cp.asarray(offsets),
-                None if weight is None else cp.asarray(weight))
+        options = (self.graph, self.partition, p, self.weighted, self.edge_order, self.ranges)
+        try:
+            return page_layout(cp, *options)
+        except MemoryError:  # CuPy's OutOfMemoryError, or the sort's std::bad_alloc
+            cp.get_default_memory_pool().free_all_blocks()
+            log.info("page %d laid out on the host: no device memory for its sort", p)
+            return page_layout(np, *options)
 
     def _release_pages(self):
         for name in ("resident", "stages", "pinned", "shard_start", "shard_edge",
@@ -712,17 +712,22 @@ class GpuEngine:
                 "source_ranges": self.ranges}
 
 
-def pinned_copy(array):
-    """A copy of ``array`` in page-locked host memory (pageable when pinning fails):
+def pinned_empty(shape, dtype):
+    """An uninitialised array in page-locked host memory (pageable when pinning fails):
     copies between it and a GPU run at full PCIe speed (H100: 54.7 GB/s against 7.3
     GB/s from pageable memory)."""
     import cupyx
 
     try:
-        pinned = cupyx.empty_pinned(array.shape, array.dtype)
+        return cupyx.empty_pinned(shape, dtype)
     except Exception:  # pinning can fail when the host limits locked memory
-        log.warning("could not pin %d bytes of host memory; page copies will be slower",
-                    array.nbytes)
-        return np.ascontiguousarray(array)
+        log.warning("could not pin %d bytes of host memory; copies to the GPU will be "
+                    "slower", int(np.prod(shape)) * np.dtype(dtype).itemsize)
+        return np.empty(shape, dtype)
+
+
+def pinned_copy(array):
+    """A copy of ``array`` in page-locked host memory (see :func:`pinned_empty`)."""
+    pinned = pinned_empty(array.shape, array.dtype)
     pinned[...] = array
     return pinned
