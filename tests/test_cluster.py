@@ -190,25 +190,32 @@ def test_embedded_cluster_and_enclosing_cluster(graph):
     np.testing.assert_array_equal(alone.values, explicit.values)
 
 
-def test_a_small_graph_runs_in_the_callers_thread(graph, expected, monkeypatch):
-    """In process, the CPU iterations of a graph of at most SMALL_ARCS arcs run in the
-    calling thread, with no Dask task (a task's round trip costs more than such a whole
-    run); with the limit at 0 the same run is a task and gives the same answer."""
+def test_a_runs_first_moments_run_in_the_callers_thread(graph, expected, monkeypatch):
+    """In process, the segments of a run's first INLINE_SECONDS run in the calling
+    thread, with no Dask task (a task's round trip costs more than many whole runs);
+    with that budget spent after one iteration, the rest of the run is tasks; with none,
+    the whole run. All give the same answer."""
+    from distributed import get_task_stream
+
     from hetgraph.scheduler import dispatcher
 
-    assert graph.num_arcs <= dispatcher.SMALL_ARCS
-    with hg.Cluster(gpus=0, dashboard_address=None) as cluster:
-        def transitions():
-            return cluster.client.run_on_scheduler(
-                lambda dask_scheduler: dask_scheduler.transition_counter)
+    def segments(**options):
+        with get_task_stream(cluster.client) as stream:
+            result = hg.bfs(graph, graph.label_of(1), cluster=cluster, **options)
+        names = sorted(str(t["key"]).split("-iterations-from-")[1].split("-")[0]
+                       for t in stream.data if "-iterations-from-" in str(t["key"]))
+        return result, names
 
-        before = transitions()
-        inline = hg.bfs(graph, graph.label_of(1), cluster=cluster)
-        assert transitions() == before
-        monkeypatch.setattr(dispatcher, "SMALL_ARCS", 0)
-        tasked = hg.bfs(graph, graph.label_of(1), cluster=cluster)
-        assert transitions() > before
-    for result in (inline, tasked):
+    with hg.Cluster(gpus=0, dashboard_address=None) as cluster:
+        inline, names = segments()
+        assert names == []
+        monkeypatch.setattr(dispatcher, "INLINE_SECONDS", 1e-9)
+        mixed, names = segments(cpu_mode="pull")
+        assert mixed.iterations > 2 and names == ["2"]  # one iteration in this thread
+        monkeypatch.setattr(dispatcher, "INLINE_SECONDS", 0.0)
+        tasked, names = segments()
+        assert names[0] == "1"
+    for result in (inline, mixed, tasked):
         np.testing.assert_array_equal(result.values, expected["bfs"].values)
 
 

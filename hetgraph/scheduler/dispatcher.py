@@ -11,8 +11,9 @@ A stretch of CPU-only or single-GPU iterations runs as one *segment* task on tha
 device (one round trip per second of work, not per iteration); hybrid iterations are
 one task per page batch, named after the pages and the device so that the dashboard's
 task stream shows the placement. Page times measured by the tasks update the model.
-A small graph (SMALL_ARCS) stays on the CPU under "auto", and on an in-process cluster
-its segments run in the calling thread: no task round trip.
+A small graph (SMALL_ARCS) stays on the CPU under "auto". On an in-process cluster
+a run's segments run in the calling thread until they took INLINE_SECONDS in all, and
+only later ones are tasks: a task's round trip would otherwise weigh on short runs.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import numpy as np
 from distributed import CancelledError
 from distributed.scheduler import KilledWorker
 
-from ..cluster import ClusterError, cluster_for
+from ..cluster import ClusterError, cluster_for, gpu_index
 from ..errors import GraphError, OutOfCoreError
 from ..graph import Graph
 from ..io.store import StoredGraph, as_graph, available_memory
@@ -49,11 +50,15 @@ GPU_OPTIONS = ("memory_budget", "page_bytes", "streams", "shared_bytes", "replic
                "threads_per_block", "edge_order", "source_ranges")
 _NO_AUX = np.zeros(1, np.float32)
 LOST_TASK_RETRIES = 3  # a page task whose inputs died with a worker is sent again
-SMALL_ARCS = 1 << 20  # a graph with at most this many arcs runs on the CPU ("auto"),
-# in the caller's thread when the cluster is in process: a pull over it takes 1-2 ms on
-# 2 cores, less than a Dask task's round trip (2.3-6 ms measured; RMAT-16 BFS 15 ms a
-# call, 5 ms of it iterations), the GPU would save at most ~0.3 ms an iteration (its
-# floor: 0.26-0.5 ms on the H100 for wiki-Vote), and its calibration costs 20 ms or more
+SMALL_ARCS = 1 << 20  # a graph with at most this many arcs runs on the CPU ("auto"): a
+# pull over it takes 1-2 ms on 2 cores, the GPU would save at most ~0.3 ms an iteration
+# (its floor: 0.26-0.5 ms on the H100 for wiki-Vote), and its calibration costs 20 ms or
+# more
+INLINE_SECONDS = 0.25  # in process, the segments of a run's first this many seconds run
+# in the calling thread: a task's round trip (2-3 ms on 2 cores, 3-6 ms measured on the
+# H100 host) was more than a whole BFS on RMAT-22 (6 iterations, 3 ms on the H100).
+# Longer runs go on as tasks, which the dashboard's task stream shows, at a cost of
+# at most one round trip per INLINE_SECONDS then per SEGMENT_SECONDS.
 
 
 def _as_graph(graph, host_budget):
@@ -241,8 +246,8 @@ class _Driver:
         out_of_core = isinstance(graph, StoredGraph)
         small = graph.num_arcs <= SMALL_ARCS
         self.kinds = _kinds(cluster, devices, out_of_core, small)
-        # the CPU segments of a small graph run in the caller's thread, not as a task
-        self.inline = self.shared and small and self.kinds == {"cpu": 1}
+        self.inline_left = INLINE_SECONDS if self.shared else 0.0  # see INLINE_SECONDS
+        self.cluster = cluster
         if self.shared and "gpu" in self.kinds:
             from ..kernels.gpu import pinned_copy
 
@@ -439,14 +444,15 @@ class _Driver:
         start = time.perf_counter()
         name = f"iterations-from-{first}"
         others = len(self.kinds) > 1
-        if kind == "cpu":
-            args = (self.version, first, last, self.model, others, self.kinds["cpu"] > 1,
-                    frontier)
-            report = tasks.cpu_segment(self.run_ref, self._state_ref, *args) \
-                if self.inline else self._submit(tasks.cpu_segment, kind, name, *args).result()
+        args = (self.version, first, last, self.model, others) + (
+            (self.kinds["cpu"] > 1, frontier) if kind == "cpu" else (frontier,))
+        task = tasks.cpu_segment if kind == "cpu" else tasks.gpu_segment
+        if self.inline_left > 0:  # in this thread (see INLINE_SECONDS)
+            device = () if kind == "cpu" else (self._gpu_device(),)
+            report = task(self.run_ref, self._state_ref, *args, self.inline_left, *device)
+            self.inline_left -= time.perf_counter() - start - report.build_seconds
         else:
-            report = self._submit(tasks.gpu_segment, kind, name, self.version, first, last,
-                                  self.model, others, frontier).result()
+            report = self._submit(task, kind, name, *args).result()
         self._merge(report)
         self.version += 1
         self.model = report.model  # the driver's, plus what the segment measured
@@ -462,6 +468,13 @@ class _Driver:
             if len(self.kinds) > 1:  # what moving to or from this device costs
                 self.model.observe_switch(extra)
         return rows, report.status
+
+    def _gpu_device(self):
+        """The device of the cluster's (only) GPU worker, for a segment run in this
+        thread."""
+        worker = self.client.scheduler_info(n_workers=-1)["workers"][
+            self.cluster.gpu_workers[0]]
+        return gpu_index(worker["name"])
 
     def _page_iteration(self, iteration, kinds, placement, f, a, frontier):
         """One iteration of pull pages spread reactively over the workers of ``kinds``."""

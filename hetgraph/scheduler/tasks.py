@@ -12,6 +12,8 @@ processes they are copies sent by Dask, and the tasks send back what they comput
 - a segment runs whole iterations on one device while the cost model keeps choosing
   that device (so a CPU-only or GPU-only stretch of a run costs one task round trip per
   ``SEGMENT_SECONDS``, not one per iteration), with the program's hooks on that device.
+  The dispatcher may also call a segment in its own thread (in process, for a run's
+  first moments; :mod:`.dispatcher`).
 """
 
 from __future__ import annotations
@@ -318,11 +320,11 @@ def gpu_pages(run, state, version, iteration, pages, constant):
 
 # --- segments ------------------------------------------------------------------------------------
 
-def run_iterations(run, engine, kind, first, last, choose, pages, model):
+def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_seconds):
     """Iterations ``first``..``last`` of ``engine`` (which reads ``pages`` pages per
     pass) while ``choose(f)`` returns (``kind``, alpha), each measured into ``model``;
     returns (rows, status) with status "converged", "moved" (the cost model chose
-    another placement), "slice" (SEGMENT_SECONDS passed) or "limit"."""
+    another placement), "slice" (``slice_seconds`` passed) or "limit"."""
     program, spec, graph = run.spec.program, run.spec, run.graph
     rows = []
     began = time.perf_counter()
@@ -354,7 +356,7 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model):
         model.observe_row(rows[-1], graph.num_arcs)
         if done:
             return rows, "converged"
-        if time.perf_counter() - began > SEGMENT_SECONDS:
+        if time.perf_counter() - began > slice_seconds:
             return rows, "slice"
     return rows, "limit"
 
@@ -374,17 +376,19 @@ def _chooser(model, run, kind, others, spread_pull=False):
 
 
 @_resolved
-def cpu_segment(run, state, version, first, last, model, others, spread_pull, frontier):
+def cpu_segment(run, state, version, first, last, model, others, spread_pull, frontier,
+                seconds=SEGMENT_SECONDS):
     """Iterations on the CPU engine (pull, notify-pull or push per iteration) while the
     cost model keeps the run on the CPU (and, with ``spread_pull``, while it does not
-    pull), from the host state's ``frontier`` (active vertices, their out-degree sum)."""
+    pull), from the host state's ``frontier`` (active vertices, their out-degree sum),
+    for about ``seconds`` at most."""
     with numba_threads(run.threads):
         ctx = _cpu_context(run, state)
         if ctx.version != version:
             ctx.engine.reset_frontier(frontier)
         rows, status = run_iterations(run, ctx.engine, "cpu", first, last,
                                       _chooser(model, run, "cpu", others, spread_pull),
-                                      len(run.page_vertices), model)
+                                      len(run.page_vertices), model, seconds)
         ctx.version = version + 1
     return Report("cpu", [], rows=rows, status=status,
                   build_seconds=ctx.take_build_seconds(),
@@ -393,12 +397,14 @@ def cpu_segment(run, state, version, first, last, model, others, spread_pull, fr
 
 
 @_resolved
-def gpu_segment(run, state, version, first, last, model, others, frontier):
-    """Iterations on this worker's GPU with the vertex state kept on the device, while
-    the cost model keeps the run on the GPU; the state is copied back at the end."""
+def gpu_segment(run, state, version, first, last, model, others, frontier,
+                seconds=SEGMENT_SECONDS, device=None):
+    """Iterations on a GPU (``device``; default: this worker's) with the vertex state
+    kept on the device, while the cost model keeps the run on the GPU, for about
+    ``seconds`` at most; the state is copied back at the end."""
     from ..kernels.gpu import use_device
 
-    device = _device_of_worker(run)
+    device = _device_of_worker(run) if device is None else device
     ctx = _gpu_context(run, device)
     engine = ctx.engine
     n = run.graph.num_vertices
@@ -410,7 +416,7 @@ def gpu_segment(run, state, version, first, last, model, others, frontier):
         engine.reset_frontier(*frontier)
         rows, status = run_iterations(run, engine, "gpu", first, last,
                                       _chooser(model, run, "gpu", others),
-                                      engine.partition.num_pages, model)
+                                      engine.partition.num_pages, model, seconds)
         engine.store(state.values, state.flags, [(0, n)], written=False)
     ctx.version, ctx.iteration = version + 1, None
     ctx.pages = tuple(range(len(run.page_vertices)))
