@@ -204,6 +204,29 @@ def test_out_of_memory_degrades_to_smaller_pages():
     np.testing.assert_array_equal(result.values, want)
 
 
+def test_pages_whose_sort_does_not_fit_the_device_are_laid_out_on_the_host(monkeypatch):
+    """When the device has no room for a page's sort, the page is laid out on the host:
+    here every page, resident and streamed, and the answer is the CPU's."""
+    import cupy
+
+    g = graph_of("rmat")
+    s = source_of(g)
+    want = hg.sssp(g, s, devices="cpu").values
+    layout = gpu.page_layout
+    on_host = []
+
+    def no_device_memory(xp, *args):
+        if xp is cupy:
+            raise MemoryError("std::bad_alloc: (as a sort's scratch that does not fit)")
+        on_host.append(args[2])
+        return layout(xp, *args)
+
+    monkeypatch.setattr(gpu, "page_layout", no_device_memory)
+    result = hg.sssp(g, s, devices="gpu", gpu={"memory_budget": edge_bytes(g, True) // 2})
+    assert len(on_host) > 2
+    np.testing.assert_array_equal(result.values, want)
+
+
 def test_a_page_larger_than_the_budget_is_a_clear_error():
     g = graph_of("rmat")
     with pytest.raises(gpu.GpuMemoryError, match="does not fit the GPU budget"):

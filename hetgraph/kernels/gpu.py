@@ -555,7 +555,7 @@ class GpuEngine:
                 if array is None:
                     continue
                 if resident:
-                    target[e0:e1] = array
+                    target[e0:e1] = cp.asarray(array)  # (the host layout's: a copy)
                 elif isinstance(array, np.ndarray):
                     target[e0 - split:e1 - split] = array
                 else:
