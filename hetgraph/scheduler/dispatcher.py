@@ -27,7 +27,7 @@ import numpy as np
 from distributed import CancelledError
 from distributed.scheduler import KilledWorker
 
-from ..cluster import ClusterError, cluster_for, gpu_index
+from ..cluster import ClusterError, cluster_for
 from ..errors import GraphError, OutOfCoreError
 from ..graph import Graph
 from ..io.store import StoredGraph, as_graph, available_memory
@@ -54,11 +54,12 @@ SMALL_ARCS = 1 << 20  # a graph with at most this many arcs runs on the CPU ("au
 # pull over it takes 1-2 ms on 2 cores, the GPU would save at most ~0.3 ms an iteration
 # (its floor: 0.26-0.5 ms on the H100 for wiki-Vote), and its calibration costs 20 ms or
 # more
-INLINE_SECONDS = 0.25  # in process, the segments of a run's first this many seconds run
-# in the calling thread: a task's round trip (2-3 ms on 2 cores, 3-6 ms measured on the
-# H100 host) was more than a whole BFS on RMAT-22 (6 iterations, 3 ms on the H100).
-# Longer runs go on as tasks, which the dashboard's task stream shows, at a cost of
-# at most one round trip per INLINE_SECONDS then per SEGMENT_SECONDS.
+INLINE_SECONDS = 1.0  # in process, the segments of a run's first second run in the
+# calling thread: a task's round trip (2-3 ms on 2 cores; 3-6 ms measured on the H100
+# host, and 11-17 ms for the last GPU segment of a grid-1000 run there) was more than
+# a whole BFS on RMAT-22 (6 iterations, 3 ms on the H100). Longer runs go on as tasks,
+# which the dashboard's task stream shows, at a cost of one round trip per
+# SEGMENT_SECONDS (1 s) of iterations.
 
 
 def _as_graph(graph, host_budget):
@@ -448,7 +449,7 @@ class _Driver:
             (self.kinds["cpu"] > 1, frontier) if kind == "cpu" else (frontier,))
         task = tasks.cpu_segment if kind == "cpu" else tasks.gpu_segment
         if self.inline_left > 0:  # in this thread (see INLINE_SECONDS)
-            device = () if kind == "cpu" else (self._gpu_device(),)
+            device = () if kind == "cpu" else (self.cluster.gpu_devices[0],)
             report = task(self.run_ref, self._state_ref, *args, self.inline_left, *device)
             self.inline_left -= time.perf_counter() - start - report.build_seconds
         else:
@@ -468,13 +469,6 @@ class _Driver:
             if len(self.kinds) > 1:  # what moving to or from this device costs
                 self.model.observe_switch(extra)
         return rows, report.status
-
-    def _gpu_device(self):
-        """The device of the cluster's (only) GPU worker, for a segment run in this
-        thread."""
-        worker = self.client.scheduler_info(n_workers=-1)["workers"][
-            self.cluster.gpu_workers[0]]
-        return gpu_index(worker["name"])
 
     def _page_iteration(self, iteration, kinds, placement, f, a, frontier):
         """One iteration of pull pages spread reactively over the workers of ``kinds``."""
