@@ -105,7 +105,7 @@ class Cluster:
             self.client = Client(self._cluster)
             self.in_process = not processes
             _reduce_latency(self._cluster, self.client)
-        self.cpu_workers, self.gpu_workers = self._workers()
+        self.cpu_workers, self.gpu_workers, self.gpu_devices = self._workers()
         if not self.cpu_workers and not self.gpu_workers:
             self.close()
             raise ClusterError(f"the cluster at {address} has no worker with resource CPU "
@@ -114,10 +114,12 @@ class Cluster:
             _cpu_only_notice()
 
     def _workers(self):
+        """(CPU worker addresses, GPU worker addresses, the device of each GPU worker
+        of an in-process cluster, see :func:`gpu_index`)."""
         workers = self.client.scheduler_info(n_workers=-1)["workers"]
         cpu = sorted(a for a, w in workers.items() if w.get("resources", {}).get("CPU"))
         gpu = sorted(a for a, w in workers.items() if w.get("resources", {}).get("GPU"))
-        return cpu, gpu
+        return cpu, gpu, [gpu_index(workers[a].get("name")) for a in gpu]
 
     @property
     def dashboard_link(self):

@@ -326,7 +326,11 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
     returns (rows, status) with status "converged", "moved" (the cost model chose
     another placement), "slice" (``slice_seconds`` passed) or "limit"."""
     program, spec, graph = run.spec.program, run.spec, run.graph
+    uses_constant, has_converged = spec.uses_constant, spec.has_converged
     rows = []
+    # the row's constant part, made once: an iteration can take 40 us (grid-1000 BFS)
+    template = history_row(placement=kind, rho=run.rho, **{f"{kind}_pages": pages})
+    edges_key, seconds_key = f"{kind}_edges", f"{kind}_seconds"
     began = time.perf_counter()
     for iteration in range(first, last + 1):
         start = time.perf_counter()
@@ -340,20 +344,21 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
             placement, alpha = choose(f)
         if placement != kind:
             return rows, "moved"
-        constant = program.iteration_constant(graph, engine.values) \
-            if spec.uses_constant else 0.0
-        previous = engine.values.copy() if spec.has_converged else None
+        constant = program.iteration_constant(graph, engine.values) if uses_constant else 0.0
+        previous = engine.values.copy() if has_converged else None
         kernel_start, read = time.perf_counter(), engine.read_bytes
         mode, computed, edges, activated = engine.iterate(constant, frontier)
         kernel = time.perf_counter() - kernel_start
-        done = spec.has_converged and program.converged(graph, previous, engine.values)
+        done = has_converged and program.converged(graph, previous, engine.values)
         seconds = time.perf_counter() - start
-        rows.append(history_row(
-            iteration=iteration, placement=kind, mode=mode, f=f, rho=run.rho, alpha=alpha,
-            active=int(active), computed=computed, edges=edges, activated=activated,
-            **{f"{kind}_pages": pages, f"{kind}_edges": edges, f"{kind}_seconds": kernel},
-            read_bytes=engine.read_bytes - read, seconds=seconds, overhead=seconds - kernel))
-        model.observe_row(rows[-1], graph.num_arcs)
+        row = template.copy()
+        row.update(iteration=iteration, mode=mode, f=f, alpha=alpha, active=int(active),
+                   computed=computed, edges=edges, activated=activated,
+                   read_bytes=engine.read_bytes - read, seconds=seconds,
+                   overhead=seconds - kernel)
+        row[edges_key], row[seconds_key] = edges, kernel
+        rows.append(row)
+        model.observe_row(row, graph.num_arcs)
         if done:
             return rows, "converged"
         if time.perf_counter() - began > slice_seconds:
@@ -369,8 +374,8 @@ def _chooser(model, run, kind, others, spread_pull=False):
         if spread_pull and run.cpu_mode in ("auto", "pull") and \
                 choose_cpu_mode(f, run.rho, model.skew, model.push) == "pull":
             return "pages", float("nan")
-        if not others:
-            return kind, model.alpha(f, run.rho, run.graph.num_arcs)
+        if not others:  # one device kind: the model has no two rates to compare
+            return kind, float("nan")
         return model.placement(f, run.rho, run.graph.num_arcs, current=kind)
     return choose
 
