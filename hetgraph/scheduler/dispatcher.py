@@ -55,9 +55,10 @@ SMALL_ARCS = 1 << 20  # a graph with at most this many arcs runs on the CPU ("au
 # (its floor: 0.26-0.5 ms on the H100 for wiki-Vote), and its calibration costs 20 ms or
 # more
 INLINE_SECONDS = 1.0  # in process, the segments of a run's first second run in the
-# calling thread: a task's round trip (2-3 ms on 2 cores; 3-6 ms measured on the H100
-# host, and 11-17 ms for the last GPU segment of a grid-1000 run there) was more than
-# a whole BFS on RMAT-22 (6 iterations, 3 ms on the H100). Longer runs go on as tasks,
+# calling thread: a task's round trip (2-3 ms on 2 cores, 3-6 ms measured on the H100
+# host) was more than a whole BFS on RMAT-22 (6 iterations, 3 ms on the H100). The
+# bookkeeping between a segment's rows (3-5 us an iteration) is counted in its last
+# row, with the round trip when it is a task. Longer runs go on as tasks,
 # which the dashboard's task stream shows, at a cost of one round trip per
 # SEGMENT_SECONDS (1 s) of iterations.
 
