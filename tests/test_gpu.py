@@ -113,6 +113,18 @@ def test_cache_blocking_and_edge_order_give_the_same_answer(layout):
                                       call(devices="cpu").values)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_indexed_sum_on_the_device_equals_the_host(dtype):
+    import cupy
+
+    rng = np.random.default_rng(3)
+    values = rng.random(100_000).astype(dtype)
+    for index in (np.flatnonzero(values < 0.3), np.arange(7), np.zeros(0, np.int64)):
+        want = gpu.indexed_sum(values, index, 0.25, 1.5)
+        got = gpu.indexed_sum(cupy.asarray(values), index, 0.25, 1.5)
+        assert got.shape == () and float(got) == pytest.approx(want, rel=1e-12)
+
+
 @pytest.mark.parametrize("order", ["source", "destination"])
 def test_page_layout_on_the_device_equals_the_host(order):
     """The engine lays pages out with CuPy; NumPy (the tested host path) gives the very

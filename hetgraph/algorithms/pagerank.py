@@ -17,7 +17,7 @@ import logging
 import numpy as np
 
 from ..errors import GraphError
-from ..kernels.gpu import on_device_of
+from ..kernels.gpu import indexed_sum, on_device_of
 from ..program import VertexProgram
 from ..scheduler.dispatcher import run
 
@@ -71,9 +71,8 @@ class PageRank(VertexProgram):
     # the hooks get the values on the device that holds them (NumPy or CuPy arrays)
     def iteration_constant(self, graph, values):
         n = graph.num_vertices
-        dangling = on_device_of(values, self._dangling)
-        # stays a 0-d device array on the GPU: no wait for the device here
-        return (1.0 - self.damping) / n + values[dangling].sum(dtype=np.float64) / n
+        # a 0-d device array on the GPU: no wait for the device here
+        return indexed_sum(values, self._dangling, 1.0 / n, (1.0 - self.damping) / n)
 
     def converged(self, graph, previous, values):
         change = abs(values.astype(np.float64) - previous)
