@@ -13,6 +13,7 @@ from .errors import GraphError
 
 PARTITIONS_KEPT = 4  # partitions a graph keeps (by their options) for later runs
 
+
 class Graph:
     """A directed or undirected graph in CSC + CSR form.
 

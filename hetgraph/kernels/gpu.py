@@ -186,7 +186,7 @@ def kernel_source(spec: ProgramSpec, aux_dtype, index_dtype, degree_dtype, *, we
     its shared-memory atomics."""
     value = spec.dtype
     aux_dtype = np.dtype(aux_dtype)
-    unsigned = {4: np.uint32, 8: np.uint64}[np.dtype(index_dtype).itemsize]
+    unsigned = unsigned_index(index_dtype)
     gather = device_function(spec.name, "gather", spec.gather, "hg_gather",
                              (value, np.float32, value), value)
     apply_params = (value, value, aux_dtype) + ((np.float64,) if spec.uses_constant else ())
@@ -356,6 +356,11 @@ def compile_kernel(spec: ProgramSpec, aux_dtype, index_dtype, degree_dtype, *, w
 EDGE_ORDERS = ("source", "destination")
 
 
+def unsigned_index(index_dtype):
+    """The unsigned dtype the GPU reads vertex ids as (same size as ``index_dtype``)."""
+    return {4: np.uint32, 8: np.uint64}[np.dtype(index_dtype).itemsize]
+
+
 def _stable_argsort(xp, keys):
     """Indices sorting ``keys``, equal keys kept in order (CuPy's sort is always stable)."""
     return np.argsort(keys, kind="stable") if xp is np else xp.argsort(keys)
@@ -384,8 +389,7 @@ def page_layout(xp, graph, partition, p, weighted, order="source", ranges=1):
     edge = xp.arange(e1 - e0)
     vertex = xp.searchsorted(xp.asarray(graph.in_indptr[v0 + 1:v1 + 1] - e0), edge, side="right")
     offsets = xp.asarray(vertex_offset.astype(np.uint16))[vertex]
-    unsigned = {4: np.uint32, 8: np.uint64}[graph.index_dtype.itemsize]
-    src = xp.asarray(graph.in_indices[e0:e1].view(unsigned))
+    src = xp.asarray(graph.in_indices[e0:e1].view(unsigned_index(graph.index_dtype)))
     weight = xp.asarray(graph.in_weights[e0:e1]) if weighted else None
     shard = xp.searchsorted(xp.asarray(shard_edge[1:]), edge, side="right")
     if order == "source":
@@ -394,7 +398,8 @@ def page_layout(xp, graph, partition, p, weighted, order="source", ranges=1):
         src, offsets = src[by_shard], offsets[by_shard]
         weight = None if weight is None else weight[by_shard]
     cuts = (np.arange(ranges + 1, dtype=np.int64) * graph.num_vertices) // ranges
-    # a shard's edges with a source below a cut come first: the cut's edge is their count on
+    # sorted by source, a shard's edges below a cut come first: its first edge at or
+    # above the cut is the shard's first edge plus their count
     below = [xp.bincount(shard[src < cut], minlength=s1 - s0) for cut in cuts.tolist()]
     table = xp.stack(below, axis=1) + xp.asarray(shard_edge[:-1, None] + e0)
     return src, offsets, weight, table
@@ -582,8 +587,8 @@ class GpuEngine:
         self.partial = (cp.empty(graph.num_vertices, self.spec.dtype) if self.ranges > 1
                         else self._no_weight)
         plan, split = self.plan, self.plan.resident_edges
-        unsigned = {4: np.uint32, 8: np.uint64}[graph.index_dtype.itemsize]
-        dtypes = (unsigned, np.uint16, np.float32 if self.weighted else None)
+        dtypes = (unsigned_index(graph.index_dtype), np.uint16,
+                  np.float32 if self.weighted else None)
         self.resident = tuple(None if d is None else cp.empty(split, d) for d in dtypes)
         self.pinned = None if not plan.streams else tuple(
             None if d is None else pinned_empty(graph.num_arcs - split, d) for d in dtypes)
