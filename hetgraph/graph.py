@@ -6,12 +6,15 @@ means the label is the id). Index arrays are int32 while N < 2**31, pointers int
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pandas as pd
 
 from .errors import GraphError
 
 PARTITIONS_KEPT = 4  # partitions a graph keeps (by their options) for later runs
+_PARTITIONS_LOCK = threading.Lock()  # runs in several threads share a graph's partitions
 
 
 class Graph:
@@ -217,10 +220,15 @@ class Graph:
         from .io.partition import partition
 
         key = tuple(sorted(options.items()))
-        kept = self._partitions.pop(key, None) or partition(self, **options)
-        self._partitions[key] = kept
-        while len(self._partitions) > PARTITIONS_KEPT:
-            del self._partitions[next(iter(self._partitions))]
+        with _PARTITIONS_LOCK:
+            kept = self._partitions.pop(key, None)
+        if kept is None:
+            kept = partition(self, **options)
+        with _PARTITIONS_LOCK:
+            self._partitions.pop(key, None)
+            self._partitions[key] = kept
+            while len(self._partitions) > PARTITIONS_KEPT:
+                del self._partitions[next(iter(self._partitions))]
         return kept
 
     def save(self, path, stripes=None, **options):

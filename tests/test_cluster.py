@@ -68,6 +68,18 @@ def test_reference_is_right(graph, weighted, expected):
     assert expected["pagerank"].values.sum() == pytest.approx(1.0)
 
 
+def test_runs_in_several_threads_at_once(graph, weighted, expected):
+    """Runs started from several threads of one process share the cluster: their first
+    second runs in each caller's thread, at the same time; each gives its answer."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with hg.Cluster(gpus=0, dashboard_address=None) as cluster:
+        with ThreadPoolExecutor(4) as pool:
+            futures = [pool.submit(run_all, graph, weighted, cluster) for _ in range(4)]
+            for future in futures:
+                assert_identical(future.result(), expected)
+
+
 def test_two_cpu_workers_share_pull_pages(graph, weighted, expected):
     with hg.Cluster(cpu_workers=2, gpus=0, dashboard_address=None) as cluster:
         results = run_all(graph, weighted, cluster)
