@@ -67,7 +67,11 @@ class VertexProgram:
     idempotent (min, max, or, and), apply(old, acc, aux) combines old and acc by that
     monoid, and gather does not read dst. It lets the CPU push along the out-edges of
     the active vertices instead of pulling (default False; the built-in sssp, bfs and
-    connected_components set it).
+    connected_components set it). ``settled(value)``: an optional @staticmethod, True
+    when no gather can change a vertex's value any more (apply would return it as it is,
+    whatever it combines): a CPU pull then skips that vertex's in-edges (Ligra's
+    ``cond``; what makes Beamer's bottom-up BFS cheap). The built-in bfs sets it; the GPU
+    kernel ignores it (default None).
     """
 
     dtype = np.float32
@@ -104,6 +108,7 @@ class VertexProgram:
     # iteration, given the values before and after it. None (the default) means none;
     # the run always stops when no vertex is active.
     converged = None
+    settled = None
 
     def finalize(self, graph, values):
         """Reported values from the internal ones (default: unchanged). ``values`` is
@@ -156,6 +161,7 @@ _SIGNATURES = {
     "gather": "src_value, edge_weight, dst_value",
     "apply": "old, acc, aux[, constant]",
     "activate": "new, old",
+    "settled": "value",
 }
 
 
@@ -188,6 +194,8 @@ class ProgramSpec:
         self.gather, _ = _user_function(program, "gather", (3,))
         self.apply, apply_arity = _user_function(program, "apply", (3, 4))
         self.activate, _ = _user_function(program, "activate", (2,))
+        self.settled = None if program.settled is None else \
+            _user_function(program, "settled", (1,))[0]
         self.uses_constant = apply_arity == 4
         has_constant = callable(getattr(program, "iteration_constant", None))
         if self.uses_constant and not has_constant:

@@ -3,6 +3,7 @@ tests against a direct computation), the cost model's switch, run options, Resul
 
 import numba
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -42,6 +43,14 @@ class SumOfSources(hg.VertexProgram):
         return np.arange(graph.num_vertices, dtype=np.int32)
 
 
+class SettledSum(SumOfSources):
+    """SumOfSources whose multiples of 4 are settled: a pull keeps them as they are."""
+
+    @staticmethod
+    def settled(value):
+        return value % 4 == 0
+
+
 @st.composite
 def graphs_and_vertex_lists(draw):
     n = draw(st.integers(1, 40))
@@ -58,10 +67,13 @@ def graphs_and_vertex_lists(draw):
     return g, np.array(sorted(subset), np.int64), draw(st.integers(1, 64))
 
 
-def expected_step(g, values, aux, vertices):
+def expected_step(g, values, aux, vertices, settled=False):
     new = values.copy()
     flags = np.zeros(g.num_vertices, np.uint8)
     for v in vertices:
+        if settled and values[v] % 4 == 0:  # kept; its flag is activate(old, old)
+            flags[v] = values[v] % 3 == 0
+            continue
         lo, hi = g.in_indptr[v], g.in_indptr[v + 1]
         acc = sum(values[u] * 2 * int(w) + values[v] for u, w in
                   zip(g.in_indices[lo:hi], g.in_weights[lo:hi]))
@@ -72,9 +84,12 @@ def expected_step(g, values, aux, vertices):
 
 @settings(max_examples=150, deadline=None)
 @given(graphs_and_vertex_lists())
-def test_edge_ranges_and_replica_merge_equal_a_direct_computation(case):
+@pytest.mark.parametrize("program", [SumOfSources, SettledSum])
+def test_edge_ranges_and_replica_merge_equal_a_direct_computation(program, case):
+    """Every vertex cut by the edge ranges is combined from its replicas; a settled one
+    (SettledSum) is kept by the range that owns it and skipped by the others."""
     g, subset, parts = case
-    spec = ProgramSpec(SumOfSources())
+    spec = ProgramSpec(program())
     values, _, aux = spec.initial_state(g)
     kernel = cpu.compile_program(spec, aux.dtype)
     cases = [(np.empty(0, np.int64), g.in_indptr)]  # empty list = every vertex (pull)
@@ -86,7 +101,8 @@ def test_edge_ranges_and_replica_merge_equal_a_direct_computation(case):
         flags = np.full(g.num_vertices, 7, np.uint8)
         activated, degree = kernel.step(kernel.edges(g), g.out_indptr, values, new, flags,
                                         aux, 0.0, vertices, prefix, 0, parts)
-        want_values, want_flags = expected_step(g, values, aux, listed)
+        want_values, want_flags = expected_step(g, values, aux, listed,
+                                                settled=program is SettledSum)
         np.testing.assert_array_equal(new[listed], want_values[listed])
         np.testing.assert_array_equal(flags[listed], want_flags[listed])
         assert activated == int(want_flags[listed].sum())

@@ -28,6 +28,10 @@ class BreadthFirst(MinRelaxation):
     def gather(src, weight, dst):
         return src + 1 if src < UNREACHED else src
 
+    @staticmethod
+    def settled(value):  # a level once reached is the shortest: pulls skip the vertex
+        return value < UNREACHED
+
     def init(self, graph):
         return single_source_state(graph.num_vertices, self.source, UNREACHED, np.int32)
 

@@ -151,7 +151,12 @@ def edge_prefix(in_indptr, vertices):
 
 # --- the program's step kernel ------------------------------------------------------------
 
-def _build_step(gather, combine, apply, activate, cast, identity, uses_constant):
+@numba.njit(nogil=True, inline="always")
+def _never_settled(value):
+    return False
+
+
+def _build_step(gather, combine, apply, activate, settled, cast, identity, uses_constant):
     # The helpers are inlined into the passes (inline="always"): called, each one took
     # and dropped a reference to every array argument per vertex, atomic operations on
     # counters that all threads share (RMAT-20 PageRank pass: 1.5-2x a bare loop, now 1.1x)
@@ -185,6 +190,17 @@ def _build_step(gather, combine, apply, activate, cast, identity, uses_constant)
         return 0
 
     @numba.njit(nogil=True, inline="always")
+    def keep(values, new_values, flags, v):
+        """A settled vertex: its value stays, its flag is activate(old, old)."""
+        old = values[v]
+        new_values[v] = old
+        if activate(old, old):
+            flags[v] = 1
+            return 1
+        flags[v] = 0
+        return 0
+
+    @numba.njit(nogil=True, inline="always")
     def vertex(vertices, v0, i):
         return vertices[i] if vertices.shape[0] > 0 else v0 + i
 
@@ -195,7 +211,8 @@ def _build_step(gather, combine, apply, activate, cast, identity, uses_constant)
         """Edge range t: complete vertices are applied; the partial accumulators of the
         vertex cut at the range start (head) and at its end (tail) are kept. The in-edges
         of v are in_indices[in_indptr[v] - base ...] (base: the first edge held). Returns
-        (vertices activated, their out-degree sum)."""
+        (vertices activated, their out-degree sum). A settled vertex is kept as it is
+        by the range that owns it (no tail), and the ranges after skip its edges."""
         a = bounds[t]
         b = bounds[t + 1]
         lo = owned[t]
@@ -204,12 +221,18 @@ def _build_step(gather, combine, apply, activate, cast, identity, uses_constant)
         has_tail[t] = False
         if lo > 0 and a < b and prefix[lo] > a:
             v = vertex(vertices, v0, lo - 1)
-            shift = in_indptr[v] - prefix[lo - 1] - base
-            head[t] = accumulate(in_indices, weights, values, a + shift,
-                                 min(prefix[lo], b) + shift, values[v], head[t])
+            if not settled(values[v]):
+                shift = in_indptr[v] - prefix[lo - 1] - base
+                head[t] = accumulate(in_indices, weights, values, a + shift,
+                                     min(prefix[lo], b) + shift, values[v], head[t])
         activated = degree = 0
         for i in range(lo, hi):
             v = vertex(vertices, v0, i)
+            if settled(values[v]):
+                if keep(values, new_values, flags, v):
+                    activated += 1
+                    degree += out_indptr[v + 1] - out_indptr[v]
+                continue
             shift = in_indptr[v] - prefix[i] - base
             last = prefix[i + 1]
             acc = accumulate(in_indices, weights, values, prefix[i] + shift,
@@ -364,10 +387,12 @@ class CpuKernel:
                                                      else ())
         apply = _jit_user(spec, "apply", spec.apply, (value, value) + aux_args, "a number")
         activate = _jit_user(spec, "activate", spec.activate, (value, value), "a bool")
+        settled = _never_settled if spec.settled is None else \
+            _jit_user(spec, "settled", spec.settled, (value,), "a bool")
         self.spec = spec
         self.identity = spec.identity().item()
         self._gather_range, self._merge, self._sparse_pass, self._push_pass = _build_step(
-            gather, COMBINE[spec.reduce], apply, activate, value, self.identity,
+            gather, COMBINE[spec.reduce], apply, activate, settled, value, self.identity,
             spec.uses_constant)
 
     def warm_up(self, edges, values, flags, aux, graph=None):
@@ -461,6 +486,7 @@ _CACHE: dict = {}
 def compile_program(spec: ProgramSpec, aux_dtype=np.float32) -> CpuKernel:
     """The CpuKernel of a checked program, compiled on first use and kept for the process."""
     key = (tuple(_function_key(f) for f in (spec.gather, spec.apply, spec.activate)),
+           spec.settled and _function_key(spec.settled),
            spec.dtype, spec.reduce, spec.uses_constant, np.dtype(aux_dtype))
     kernel = _CACHE.get(key)
     if kernel is None:
