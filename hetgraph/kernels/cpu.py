@@ -179,26 +179,23 @@ def _build_step(gather, combine, apply, activate, settled, cast, identity, uses_
         return acc
 
     @numba.njit(nogil=True, inline="always")
+    def store(new_values, flags, v, new, old):
+        """Write v's new value and its flag activate(new, old); returns the flag."""
+        new_values[v] = new
+        on = activate(new, old)
+        flags[v] = 1 if on else 0
+        return 1 if on else 0
+
+    @numba.njit(nogil=True, inline="always")
     def finish(values, new_values, flags, aux, constant, v, acc):
         old = values[v]
         new = cast(apply_with(old, acc, aux[v] if aux.shape[0] > 1 else aux[0], constant))
-        new_values[v] = new
-        if activate(new, old):
-            flags[v] = 1
-            return 1
-        flags[v] = 0
-        return 0
+        return store(new_values, flags, v, new, old)
 
     @numba.njit(nogil=True, inline="always")
     def keep(values, new_values, flags, v):
         """A settled vertex: its value stays, its flag is activate(old, old)."""
-        old = values[v]
-        new_values[v] = old
-        if activate(old, old):
-            flags[v] = 1
-            return 1
-        flags[v] = 0
-        return 0
+        return store(new_values, flags, v, values[v], values[v])
 
     @numba.njit(nogil=True, inline="always")
     def vertex(vertices, v0, i):
