@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The GPU checks in one call of the device machine (see ../shared/device/README.md).
+#
+# Usage (the device tool's command, carrying [".whl", ".data"]):
+#   bash bench/device.sh [tests] [gpu] [gpu24] [hybrid]     (default: tests gpu)
+#   tests   the gpu-marked tests and the cluster and dashboard tests (about 200 s)
+#   gpu     bench/gpu.py on RMAT-22 and wiki-vote (about 90 s)
+#   gpu24   bench/gpu.py on RMAT-24 (about 75 s)
+#   hybrid  bench/hybrid.py (about 180 s)
+# The device allows 600 s a call: pick stages that fit. The JSON results are written to
+# $OUT (gpu.json starts from the committed one, so --append keeps its other graphs);
+# copy them into bench/results/ here. Dask's warnings are filtered out of the output,
+# whose last 12,000 characters are all that come back.
+set -uo pipefail
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+  --target .site .whl/*.whl || exit 1
+export PYTHONPATH=$PWD/.site:$PWD PYTHONUNBUFFERED=1 HETGRAPH_DATA=$PWD/.data
+OUT=${OUT:-bench/work}
+mkdir -p "$OUT"
+quiet() { grep -v -i 'warn\|slowdown\|Consider\|See also\|^$'; }
+stage() { echo "== $1 ($(date +%T))"; }
+[ $# -eq 0 ] && set -- tests gpu
+cp bench/results/gpu.json "$OUT/gpu.json"
+for what in "$@"; do
+  stage "$what"
+  case $what in
+    tests) timeout 300 python3 -m pytest -q -x -p no:cacheprovider tests/test_gpu.py \
+             tests/test_hybrid_gpu.py tests/test_dashboard.py tests/test_cluster.py 2>&1 \
+             | quiet | tail -25 ;;
+    gpu) timeout 240 python3 bench/gpu.py --scales 22 --real wiki-vote \
+           --out "$OUT/gpu.json" --append 2>&1 | quiet | tail -40 ;;
+    gpu24) timeout 240 python3 bench/gpu.py --scales 24 --real "" \
+             --out "$OUT/gpu.json" --append 2>&1 | quiet | tail -30 ;;
+    hybrid) timeout 400 python3 bench/hybrid.py --out "$OUT/hybrid.json" 2>&1 \
+              | quiet | tail -60 ;;
+    *) echo "unknown stage $what (tests, gpu, gpu24, hybrid)"; exit 2 ;;
+  esac
+done
+stage done
