@@ -6,9 +6,9 @@ Usage: python bench/cpu.py [--scales 20 22] [--grid 1000] [--repeat 3]
 
 Every time is the best of ``--repeat`` warm runs of one whole call, more for short calls
 (up to 100 while they took under a second in all); hetgraph and its graphblas and scipy
-peers are called in turn, so that the VM's drifting speed hits them alike; NetworkX
-runs once. hetgraph's program compile is excluded: it is done once per process. Ratios are peer seconds / hetgraph
-seconds, so > 1 means hetgraph is faster. Every peer's answer is checked against
+peers are called in turn, so that the VM's drifting speed hits them alike; NetworkX is
+timed alone. hetgraph's program compile is excluded: it is done once per process.
+Ratios are peer seconds / hetgraph seconds, so > 1 means hetgraph is faster. Every peer's answer is checked against
 hetgraph's. hetgraph runs on the graph renumbered by ``reorder("auto")`` (hubs first on
 skewed graphs, as the command line does; the seconds it takes are in ``reorder_s``),
 the peers on the graph as given; PageRank rows also hold hetgraph on the given order
@@ -40,18 +40,6 @@ MIN_SECONDS = 1.0  # short calls repeat until they took this long in all (noisy 
 MAX_REPEAT = 100
 
 
-def best_of(fn, repeat):
-    """(fastest seconds, last result) of at least ``repeat`` calls of ``fn``, repeated
-    up to MAX_REPEAT times while they took under MIN_SECONDS in all (a 2-core VM swings
-    by 2x from one call to the next)."""
-    times, out = [], None
-    while len(times) < repeat or (sum(times) < MIN_SECONDS and len(times) < MAX_REPEAT):
-        start = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - start)
-    return min(times), out
-
-
 def interleaved(calls, repeat):
     """{name: (fastest seconds, last result)} of the functions ``calls`` {name: fn},
     called in turn (in a rotating order) for at least ``repeat`` rounds and up to
@@ -70,6 +58,11 @@ def interleaved(calls, repeat):
             times[name].append(time.perf_counter() - start)
         rounds += 1
     return {name: (min(times[name]), out[name]) for name in names}
+
+
+def best_of(fn, repeat):
+    """(fastest seconds, last result) of ``fn`` called alone (see :func:`interleaved`)."""
+    return interleaved({"fn": fn}, repeat)["fn"]
 
 
 # --- peers ------------------------------------------------------------------------------
