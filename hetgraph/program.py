@@ -68,10 +68,11 @@ class VertexProgram:
     monoid, and gather does not read dst. It lets the CPU push along the out-edges of
     the active vertices instead of pulling (default False; the built-in sssp, bfs and
     connected_components set it). ``settled(value)``: an optional @staticmethod, True
-    when no gather can change a vertex's value any more (apply would return it as it is,
-    whatever it combines): a CPU pull then skips that vertex's in-edges (Ligra's
-    ``cond``; what makes Beamer's bottom-up BFS cheap). The built-in bfs sets it; the GPU
-    kernel ignores it (default None).
+    when no gather can change a vertex's value any more in a sync run (apply would
+    return it as it is, whatever it combines): a sync CPU pull then skips that vertex's
+    in-edges (Ligra's ``cond``; what makes Beamer's bottom-up BFS cheap). Async runs
+    and the GPU kernel ignore it: an async value can come from values of the same
+    iteration and still change (default None).
     """
 
     dtype = np.float32

@@ -19,6 +19,7 @@ CONFIGS = [
     {"cpu_mode": "notify-pull"},
     {"mode": "sync"},
     {"mode": "async"},
+    {"mode": "async", "cpu_mode": "pull"},
     {"mode": "async", "cpu_mode": "notify-pull"},
     {"threads": 1, "partitions": 1},
     {"partitions": 7},
@@ -27,7 +28,7 @@ CONFIGS = [
     {"cpu_mode": "push"},
     {"cpu_mode": "push", "mode": "async"},
 ]
-CONFIG_IDS = ["auto", "pull", "notify", "sync", "async", "async-notify", "1-thread", "7-parts",
+CONFIG_IDS = ["auto", "pull", "notify", "sync", "async", "async-pull", "async-notify", "1-thread", "7-parts",
               "dense-notify", "dense-notify-async", "push", "async-push"]
 
 

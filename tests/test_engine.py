@@ -84,10 +84,12 @@ def expected_step(g, values, aux, vertices, settled=False):
 
 @settings(max_examples=150, deadline=None)
 @given(graphs_and_vertex_lists())
-@pytest.mark.parametrize("program", [SumOfSources, SettledSum])
-def test_edge_ranges_and_replica_merge_equal_a_direct_computation(program, case):
-    """Every vertex cut by the edge ranges is combined from its replicas; a settled one
-    (SettledSum) is kept by the range that owns it and skipped by the others."""
+@pytest.mark.parametrize("program, sync", [(SumOfSources, True), (SettledSum, True),
+                                           (SettledSum, False)])
+def test_edge_ranges_and_replica_merge_equal_a_direct_computation(program, sync, case):
+    """Every vertex cut by the edge ranges is combined from its replicas; in a sync pass
+    a settled one (SettledSum) is kept by the range that owns it and skipped by the
+    others, an async pass computes it."""
     g, subset, parts = case
     spec = ProgramSpec(program())
     values, _, aux = spec.initial_state(g)
@@ -100,9 +102,9 @@ def test_edge_ranges_and_replica_merge_equal_a_direct_computation(program, case)
         new = values.copy()
         flags = np.full(g.num_vertices, 7, np.uint8)
         activated, degree = kernel.step(kernel.edges(g), g.out_indptr, values, new, flags,
-                                        aux, 0.0, vertices, prefix, 0, parts)
+                                        aux, 0.0, vertices, prefix, 0, parts, sync)
         want_values, want_flags = expected_step(g, values, aux, listed,
-                                                settled=program is SettledSum)
+                                                settled=program is SettledSum and sync)
         np.testing.assert_array_equal(new[listed], want_values[listed])
         np.testing.assert_array_equal(flags[listed], want_flags[listed])
         assert activated == int(want_flags[listed].sum())

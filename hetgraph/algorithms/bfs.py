@@ -29,7 +29,7 @@ class BreadthFirst(MinRelaxation):
         return src + 1 if src < UNREACHED else src
 
     @staticmethod
-    def settled(value):  # a level once reached is the shortest: pulls skip the vertex
+    def settled(value):  # in a sync run a level once reached is the shortest
         return value < UNREACHED
 
     def init(self, graph):

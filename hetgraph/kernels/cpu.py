@@ -204,12 +204,14 @@ def _build_step(gather, combine, apply, activate, settled, cast, identity, uses_
     @numba.njit(nogil=True)
     def gather_range(t, in_indptr, in_indices, weights, base, out_indptr, values,
                      new_values, flags, aux, constant, vertices, prefix, v0, bounds, owned,
-                     head, tail, has_tail):
+                     head, tail, has_tail, sync):
         """Edge range t: complete vertices are applied; the partial accumulators of the
         vertex cut at the range start (head) and at its end (tail) are kept. The in-edges
         of v are in_indices[in_indptr[v] - base ...] (base: the first edge held). Returns
-        (vertices activated, their out-degree sum). A settled vertex is kept as it is
-        by the range that owns it (no tail), and the ranges after skip its edges."""
+        (vertices activated, their out-degree sum). In a sync pass a settled vertex is
+        kept as it is by the range that owns it (no tail), and the ranges after skip its
+        edges; an async pass computes it (a value reached within an iteration, through
+        values of that iteration, need not be final: a BFS level can still drop)."""
         a = bounds[t]
         b = bounds[t + 1]
         lo = owned[t]
@@ -218,14 +220,14 @@ def _build_step(gather, combine, apply, activate, settled, cast, identity, uses_
         has_tail[t] = False
         if lo > 0 and a < b and prefix[lo] > a:
             v = vertex(vertices, v0, lo - 1)
-            if not settled(values[v]):
+            if not (sync and settled(values[v])):
                 shift = in_indptr[v] - prefix[lo - 1] - base
                 head[t] = accumulate(in_indices, weights, values, a + shift,
                                      min(prefix[lo], b) + shift, values[v], head[t])
         activated = degree = 0
         for i in range(lo, hi):
             v = vertex(vertices, v0, i)
-            if settled(values[v]):
+            if sync and settled(values[v]):
                 if keep(values, new_values, flags, v):
                     activated += 1
                     degree += out_indptr[v + 1] - out_indptr[v]
@@ -397,7 +399,7 @@ class CpuKernel:
         iteration's time is not compile time: :meth:`step` reading ``edges``, and with
         ``graph`` (in memory) :meth:`sparse_step` and :meth:`push_step` too."""
         self.step(edges, np.zeros(1, np.int64), values, values, flags, aux, 0.0,
-                  ALL_VERTICES, np.zeros(1, np.int64), 0, 1)
+                  ALL_VERTICES, np.zeros(1, np.int64), 0, 1, True)
         if graph is not None:
             self.sparse_step(graph, ALL_VERTICES, values, values, flags, flags, aux, 0.0,
                              True)
@@ -446,13 +448,14 @@ class CpuKernel:
         return indices.view(_UNSIGNED[indices.dtype.itemsize])
 
     def step(self, edges, out_indptr, values, new_values, flags, aux, constant, vertices,
-             prefix, v0, parts, pool=None):
+             prefix, v0, parts, sync, pool=None):
         """Compute the vertices ``vertices`` (ids; empty = the range v0..v0+len(prefix)-2)
         whose in-edges are counted by ``prefix``, reading ``edges`` = (in_indptr, indices,
         weights, base): v's in-edges are indices[in_indptr[v] - base ...] (see
         :meth:`edges`; a page read from disk holds its own edges only). The in-edges are
         cut into ``parts`` equal ranges, run on ``pool`` (a ThreadPoolExecutor; None runs
-        them in this thread). Writes new_values and flags of those vertices; returns
+        them in this thread). ``sync``: new_values is not values (a sync run), where the
+        program's settled vertices are skipped. Writes new_values and flags; returns
         (vertices activated, the sum of their out-degrees by ``out_indptr``)."""
         n = len(prefix) - 1
         bounds = prefix[0] + ((prefix[-1] - prefix[0]) * np.arange(parts + 1)) // parts
@@ -464,7 +467,7 @@ class CpuKernel:
         in_indptr, indices, weights, base = edges
         args = (in_indptr, indices, weights, int(base), out_indptr, values, new_values, flags,
                 aux, float(constant), vertices, prefix, v0, bounds, owned, head, tail,
-                has_tail)
+                has_tail, bool(sync))
         if pool is None or parts == 1:
             counts = [self._gather_range(t, *args) for t in range(parts)]
         else:

@@ -177,7 +177,7 @@ class CpuEngine:
         edges = self.kernel.edges(self.graph) if edges is None else edges
         return self.kernel.step(edges, self.graph.out_indptr, state.values, state.new_values,
                                 state.flags, self.aux, constant, vertices, prefix, v0, parts,
-                                pool)
+                                state.sync, pool)
 
     def _dense_pass(self, constant, chosen):
         """A pull pass, or a notify-pull pass through the active flags, with the edges
