@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hetgraph as hg
-from hetgraph.io.partition import MAX_SHARD_VERTICES, edge_bytes, replication_factor
+from hetgraph.io.partition import (MAX_SHARD_VERTICES, edge_bytes, replication_factor,
+                                    shard_edge_bound)
 
 
 @st.composite
@@ -84,6 +85,19 @@ def test_a_hub_gets_a_shard_of_its_own():
     part = g.partition(max_shard_edges=16)
     assert part.shard_start.tolist() == [0, 1, 17, 33, 40]
     assert len(g.partition(max_shard_edges=None).shard_start) == 2
+
+
+def test_a_small_graph_gets_a_shard_for_every_gpu_block():
+    """The default bound is |E| / 1024 in-edges within 1,024 .. 65,536."""
+    assert [shard_edge_bound(e) for e in (0, 10**5, 5 * 10**6, 10**9)] == \
+        [1024, 1024, 4882, 65536]
+    g = hg.generate.rmat(14, seed=3).reorder("degree")  # hubs first, as runs order it
+    part = g.partition(shared_bytes=16 << 10)
+    e = np.diff(g.in_indptr[part.shard_start])
+    v = np.diff(part.shard_start)
+    assert np.all((e <= 1024) | (v == 1)) and part.num_shards >= g.num_arcs // 1024
+    assert g.partition(shared_bytes=16 << 10, max_shard_edges=1 << 16).num_shards < \
+        part.num_shards / 2
 
 
 @settings(max_examples=30, deadline=None)

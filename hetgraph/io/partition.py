@@ -20,6 +20,17 @@ SHARED_BYTES = 48 * 1024       # shared memory one GPU block may use (bytes)
 PAGE_BYTES = 32 << 20          # default page budget (bytes of edge data)
 MAX_REPLICATION = 32
 MAX_SHARD_EDGES = 1 << 16  # in-edges per shard (one GPU block's work) unless one vertex has more
+# a small graph's shards are bounded to |E| / TARGET_SHARDS in-edges (at least
+# MIN_SHARD_EDGES), about the blocks a GPU runs at once (H100: 132 SMs x 8 blocks of 256
+# threads): wiki-Vote (104k edges) in degree order had 30 shards and its hub shard's
+# block did two thirds of the pass alone
+TARGET_SHARDS = 1024
+MIN_SHARD_EDGES = 1 << 10
+
+
+def shard_edge_bound(num_edges):
+    """The default in-edge bound of a shard for a graph of ``num_edges`` in-edges."""
+    return int(min(MAX_SHARD_EDGES, max(MIN_SHARD_EDGES, num_edges // TARGET_SHARDS)))
 
 
 def replication_factor(num_vertices, num_edges):
@@ -38,13 +49,13 @@ def edge_bytes(index_dtype, weighted):
 
 
 def shard_starts(in_indptr, *, vertex_bytes=4, shared_bytes=SHARED_BYTES, replication=None,
-                 shard_vertices=None, max_shard_edges=MAX_SHARD_EDGES):
+                 shard_vertices=None, max_shard_edges="auto"):
     """First vertex of every shard (plus N at the end) and each shard's R_i.
 
     Default: the largest shard from each start whose V * R(V, E) slots of
     ``vertex_bytes`` fit ``shared_bytes`` and whose in-edges number at most
     ``max_shard_edges`` (a single vertex with more is a shard of its own; None: no
-    bound). ``replication``: a fixed R for every shard instead of eq. 2.
+    bound; "auto": :func:`shard_edge_bound`). ``replication``: a fixed R for every shard instead of eq. 2.
     ``shard_vertices``: a fixed shard size (R_i still from eq. 2).
     """
     n = len(in_indptr) - 1
@@ -62,6 +73,8 @@ def shard_starts(in_indptr, *, vertex_bytes=4, shared_bytes=SHARED_BYTES, replic
                          f"vertices of {vertex_bytes} bytes; give at least "
                          f"{MAX_REPLICATION * vertex_bytes}")
     cap = min(slots, MAX_SHARD_VERTICES)
+    if max_shard_edges == "auto":
+        max_shard_edges = shard_edge_bound(int(in_indptr[-1]))
     starts = [0]
     reps = []
     s = 0
@@ -238,14 +251,15 @@ class Partition:
 
 
 def partition(graph, *, page_bytes=PAGE_BYTES, vertex_bytes=4, shared_bytes=SHARED_BYTES,
-              replication=None, shard_vertices=None, max_shard_edges=MAX_SHARD_EDGES):
+              replication=None, shard_vertices=None, max_shard_edges="auto"):
     """Shards and pages of ``graph``.
 
     ``page_bytes``: edge bytes per page (default 32 MiB). ``vertex_bytes``: bytes of one
     vertex value in shared memory (default 4). ``shared_bytes``: shared memory per GPU
     block (default 48 KiB). ``replication``: fixed R for all shards (default: eq. 2
     per shard). ``shard_vertices``: fixed shard size instead of the shared-memory rule.
-    ``max_shard_edges``: in-edges per shard (default 65,536; None: no bound).
+    ``max_shard_edges``: in-edges per shard (default "auto": |E| / 1024 within 1,024 ..
+    65,536, so that a small graph still has a block for every SM; None: no bound).
     """
     starts, reps = shard_starts(graph.in_indptr, vertex_bytes=vertex_bytes,
                                 shared_bytes=shared_bytes, replication=replication,
