@@ -22,6 +22,7 @@ run's wall time with its setup (contexts, layout on the GPU) is reported beside.
 """
 
 import argparse
+import collections
 import json
 import os
 import sys
@@ -92,18 +93,39 @@ def bare_seconds(program, g, device, max_iterations, gpu_options=None):
     start = time.perf_counter()
     if device == "gpu":
         engine.load(values, flags, [(0, g.num_vertices)])
-    for _ in range(max_iterations):
-        frontier = engine.frontier()
-        if frontier[0] == 0:
-            break
-        constant = program.iteration_constant(g, engine.values) if spec.uses_constant else 0.0
-        previous = engine.values.copy() if spec.has_converged else None
-        engine.iterate(constant, frontier)
-        if spec.has_converged and program.converged(g, previous, engine.values):
-            break
+    bare_loop(program, spec, g, engine, max_iterations)
     if device == "gpu":
         engine.store(values, flags, [(0, g.num_vertices)], written=False)  # waits
     return time.perf_counter() - start
+
+
+def bare_loop(program, spec, g, engine, max_iterations):
+    """The iterations as a run's segment does them, without its rows and cost model:
+    on the GPU up to QUEUED launched ahead of the one waited for (one for a program
+    with a converged test), those after an iteration that activated nothing discarded."""
+    from hetgraph.scheduler.tasks import Immediate
+
+    queue = engine if hasattr(engine, "launch") else Immediate(engine)
+    depth = 1 if spec.has_converged else queue.queued
+    launched, left = collections.deque(), max_iterations
+    while True:
+        frontier = engine.frontier()
+        if left and len(launched) < depth and frontier[0]:
+            constant = program.iteration_constant(g, engine.values) \
+                if spec.uses_constant else 0.0
+            previous = engine.values.copy() if spec.has_converged else None
+            launched.append((queue.launch(constant, frontier), previous))
+            left -= 1
+            continue
+        if not launched:
+            return
+        ticket, previous = launched.popleft()
+        activated = queue.wait(ticket)[3]
+        if activated == 0 or (spec.has_converged and
+                              program.converged(g, previous, engine.values)):
+            if launched:
+                engine.discard([t for t, _ in launched])
+            return
 
 
 def summary(result):

@@ -24,9 +24,10 @@ class Result:
     "hybrid", mode ("pull", "notify-pull", "push", "gpu-pull"), f = active out-degree / |E|,
     rho, alpha (nan when no GPU took part in the decision), vertices active at the
     start, vertices and edges computed, vertices activated, pages / edges / seconds on
-    each device kind, bytes read from the page store (out-of-core runs), wall seconds,
-    and overhead = wall seconds beyond the busiest
-    device); ``compile_seconds``: time spent compiling the
+    each device kind (a GPU segment's are its device time, measured by CUDA events),
+    bytes read from the page store (out-of-core runs), wall seconds (the time since the
+    previous iteration finished, when GPU iterations are queued) and overhead = wall
+    seconds beyond the busiest device); ``compile_seconds``: time spent compiling the
     program (0 when it was already compiled in this process).
     """
 

@@ -12,6 +12,7 @@ from hetgraph.io.order import degree_skew
 from hetgraph.kernels import cpu
 from hetgraph.program import ProgramSpec
 from hetgraph.algorithms.bfs import BreadthFirst
+from hetgraph.algorithms.pagerank import PageRank
 from hetgraph.scheduler.costmodel import (PUSH_EDGE_COST, choose_cpu_mode, notify_fraction,
                                           push_factor)
 from hetgraph.scheduler.cpu_engine import SERIAL_EDGES, pull_threads
@@ -310,3 +311,109 @@ def test_run_from_a_page_store(tmp_path):
     store = hg.PageStore(tmp_path / "store")
     np.testing.assert_array_equal(hg.sssp(store.load(), 0).values,
                                   hg.run(hg.algorithms.ShortestPaths(0), store).values)
+
+
+# --- segments: iterations queued ahead of the one waited for ---------------------------------
+
+class QueuedCpu:
+    """A CPU engine behind the GPU's launch / wait / discard: an iteration computes at
+    launch, but its frontier is seen only once waited for, and a chained launch after
+    one that activated nothing computes nothing (the GPU kernel returns at once)."""
+
+    queued = 3
+    read_bytes = 0
+
+    def __init__(self, engine):
+        self.engine = engine
+        self.seen = engine.frontier()
+        self.discarded, self.in_flight, self.most_in_flight = [], 0, 0
+        self.last_activated = None
+
+    @property
+    def values(self):
+        return self.engine.values
+
+    def frontier(self):
+        return self.seen
+
+    def launch(self, constant, frontier):
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        if self.last_activated == 0:
+            return "skipped"
+        result = self.engine.iterate(constant, self.engine.frontier())
+        self.last_activated = result[3]
+        return result + (1e-6,), self.engine.frontier()
+
+    def wait(self, ticket):
+        self.in_flight -= 1
+        result, self.seen = ticket
+        return result
+
+    def discard(self, tickets):
+        assert set(tickets) == {"skipped"}
+        self.in_flight -= len(tickets)
+        self.discarded += tickets
+
+
+def segment(program, g, queued, first=1, last=10**6, choose=None, slice_seconds=1e9):
+    """run_iterations on the CPU engine, behind QueuedCpu when ``queued``; returns (rows,
+    status, engine)."""
+    from types import SimpleNamespace
+
+    from hetgraph.scheduler import tasks
+    from hetgraph.scheduler.costmodel import CostModel
+    from hetgraph.scheduler.cpu_engine import CpuEngine
+    from hetgraph.scheduler.state import VertexState
+
+    spec = ProgramSpec(program)
+    values, flags, aux = spec.initial_state(g)
+    aux = np.zeros(1, np.float32) if aux is None else aux
+    engine = CpuEngine(spec, g, VertexState(values, flags, sync=True), aux, threads=2)
+    engine = QueuedCpu(engine) if queued else engine
+    run = SimpleNamespace(spec=spec, graph=g, rho=1.0)
+    rows, status = tasks.run_iterations(run, engine, "cpu", first, last,
+                                        choose or (lambda f: ("cpu", 1.0)), 1, CostModel(),
+                                        slice_seconds)
+    return rows, status, engine
+
+
+COLUMNS = ["iteration", "mode", "f", "active", "computed", "edges", "activated"]
+
+
+def test_queued_iterations_give_the_rows_of_one_at_a_time():
+    g = hg.generate.grid(12, 15, seed=3)
+    plain, status, engine = segment(BreadthFirst(0), g, queued=False)
+    queued, queued_status, fake = segment(BreadthFirst(0), g, queued=True)
+    assert status == queued_status == "converged" and len(plain) > 5
+    assert [[r[c] for c in COLUMNS] for r in queued] == [[r[c] for c in COLUMNS] for r in plain]
+    np.testing.assert_array_equal(fake.engine.values, engine.values)
+    # the two launched after the iteration that activated nothing were discarded
+    assert fake.discarded == ["skipped", "skipped"] and fake.most_in_flight == 3
+    assert fake.in_flight == 0 and plain[-1]["activated"] == 0
+
+
+def test_queued_iterations_stop_at_the_limit_the_slice_and_a_move():
+    g = hg.generate.grid(12, 15, seed=3)
+    rows, status, fake = segment(BreadthFirst(0), g, queued=True, first=3, last=7)
+    assert status == "limit" and [r["iteration"] for r in rows] == [3, 4, 5, 6, 7]
+    rows, status, fake = segment(BreadthFirst(0), g, queued=True, slice_seconds=0.0)
+    assert status == "slice" and len(rows) == 3 and fake.in_flight == 0  # drained
+    seen = []
+
+    def choose(f):  # moves at its fourth call; it sees the frontier of 2 iterations back
+        seen.append(f)
+        return ("cpu" if len(seen) < 4 else "gpu"), 1.0
+    rows, status, fake = segment(BreadthFirst(0), g, queued=True, choose=choose)
+    assert status == "moved" and fake.in_flight == 0
+    assert len(rows) == 4  # iterations 1-4 were launched before the move: all finished
+    fs = [r["f"] for r in rows]
+    assert seen == [fs[0], fs[0], fs[1]] + [fs[2]]  # iterations 2, 3 (none finished), 4, 5
+
+
+def test_a_converged_test_keeps_one_iteration_in_flight():
+    g = hg.generate.rmat(9, seed=2)
+    rows, status, fake = segment(PageRank(tol=1e-6), g, queued=True)
+    assert status == "converged" and fake.most_in_flight == 1 and not fake.discarded
+    plain, _, _ = segment(PageRank(tol=1e-6), g, queued=False)
+    assert len(rows) == len(plain)

@@ -243,3 +243,66 @@ def test_a_page_larger_than_the_budget_is_a_clear_error():
     g = graph_of("rmat")
     with pytest.raises(gpu.GpuMemoryError, match="does not fit the GPU budget"):
         hg.sssp(g, source_of(g), devices="gpu", gpu={"memory_budget": 64})
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("limit", [38, 39, 40, 41, 42, 60])
+def test_iterations_queued_after_convergence_change_nothing(mode, limit):
+    """Sync BFS along a path of 40 vertices activates a vertex an iteration and none at
+    the 40th: up to two iterations queued after it are discarded (each undid a swap of
+    the value arrays) and the run equals the CPU's, whatever the limit. An async pass
+    may see values of the same pass (blocks run in any order): its levels are exact."""
+    path = hg.from_arrays(np.arange(39), np.arange(1, 40))
+    on_gpu = hg.bfs(path, 0, devices="gpu", mode=mode, max_iterations=limit)
+    activated = on_gpu.history["activated"].tolist()
+    assert on_gpu.converged == (activated[-1] == 0) and on_gpu.iterations <= limit
+    if mode == "sync":
+        on_cpu = hg.bfs(path, 0, devices="cpu", max_iterations=limit)
+        np.testing.assert_array_equal(on_gpu.values, on_cpu.values)
+        assert on_gpu.iterations == on_cpu.iterations == min(limit, 40)
+        assert on_gpu.converged == on_cpu.converged == (limit >= 40)
+        assert activated == on_cpu.history["activated"].tolist()
+    reached = on_gpu.values >= 0
+    assert reached[0] and np.all(np.diff(reached.astype(int)) <= 0)  # a prefix
+    np.testing.assert_array_equal(on_gpu.values[reached], np.flatnonzero(reached))
+    assert reached.all() if on_gpu.converged else limit < 60
+
+
+class Drift(hg.VertexProgram):
+    """x' = x / 2 + c + 1 with c the iteration's constant: the iteration number (a host
+    float, a new one for every queued pass) or, with ``mean``, the mean of the values
+    (a 0-d float32 device array, copied into the engine's constant)."""
+
+    dtype = np.float32
+    reduce = "add"
+
+    def __init__(self, mean):
+        self.mean, self.count = mean, 0
+
+    @staticmethod
+    def gather(src, weight, dst):
+        return src * 0.0
+
+    @staticmethod
+    def apply(old, acc, aux, constant):
+        return old * 0.5 + acc + constant + 1.0
+
+    @staticmethod
+    def activate(new, old):
+        return True
+
+    def init(self, graph):
+        return np.arange(graph.num_vertices, dtype=np.float32), None
+
+    def iteration_constant(self, graph, values):
+        self.count += 1
+        return values.mean() if self.mean else float(self.count)
+
+
+@pytest.mark.parametrize("mean", [False, True])
+def test_queued_iterations_read_their_own_constants(mean):
+    g = graph_of("rmat")
+    on_gpu = hg.run(Drift(mean), g, devices="gpu", max_iterations=12)
+    on_cpu = hg.run(Drift(mean), g, devices="cpu", max_iterations=12)
+    assert on_gpu.iterations == on_cpu.iterations == 12
+    assert_close(on_gpu.values, on_cpu.values, np.float32)

@@ -162,8 +162,12 @@ def test_history_rows_feed_the_model():
                    "cpu_seconds": 1e-3}, 10**5)
     assert m.per_edge[("cpu", "pull")] == pytest.approx(1e-8)
     m.observe_row({"placement": "gpu", "mode": "gpu-pull", "f": 1.0, "edges": 10**5,
-                   "gpu_seconds": 1e-4}, 10**5)
+                   "gpu_seconds": 1e-4, "seconds": 0.5e-4}, 10**5)
     assert m.per_edge[("gpu", "pull")] == pytest.approx(1e-9)
+    m = CostModel()  # a GPU row counts its wall seconds when the host took longer
+    m.observe_row({"placement": "gpu", "mode": "gpu-pull", "f": 1.0, "edges": 10**5,
+                   "gpu_seconds": 1e-4, "seconds": 3e-4}, 10**5)
+    assert m.per_edge[("gpu", "pull")] == pytest.approx(3e-9)
 
 
 def test_uncalibrated_model_keeps_the_cpu():

@@ -32,6 +32,11 @@ log = logging.getLogger("hetgraph.kernels.gpu")
 
 THREADS_PER_BLOCK = 256
 STREAMS = 4
+# iterations a run keeps launched ahead of the one it waits for: the host's work between
+# two iterations (rows, the iteration constant, the launch: 100-200 us) then overlaps
+# the device's instead of leaving it idle (RMAT-22 PageRank: 0.61 ms an iteration
+# around a 0.40 ms pass, waiting for each)
+QUEUED = 3
 # shared memory per block: 16 KiB measured faster than 48 KiB on an H100 (PageRank on
 # RMAT 22: 0.95 vs 1.27 ms) because more blocks fit an SM
 GPU_SHARED_BYTES = 16 << 10
@@ -104,13 +109,16 @@ def _device_copy(array):
 
 _INDEXED_SUM = r"""
 extern "C" __global__ void hg_indexed_sum(const VALUE* values, const long long* index,
-                                          long long n, double scale, double* out) {
+                                          long long n, double scale, double offset,
+                                          double* out) {  /* out: zeroed */
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+        atomicAdd(out, offset);
     double sum = 0.0;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
          i += (long long)gridDim.x * blockDim.x)
         sum += (double)values[index[i]];
-    for (int offset = 16; offset > 0; offset >>= 1)
-        sum += __shfl_down_sync(0xffffffffu, sum, offset);
+    for (int d = 16; d > 0; d >>= 1)
+        sum += __shfl_down_sync(0xffffffffu, sum, d);
     if ((threadIdx.x & 31) == 0)
         atomicAdd(out, sum * scale);
 }
@@ -126,21 +134,22 @@ def _indexed_sum_kernel(value_type):
 
 def indexed_sum(values, index, scale=1.0, offset=0.0):
     """offset + scale * sum(values[index]) in float64, for a program's hooks: a NumPy
-    float for NumPy ``values``; for CuPy ``values``, a 0-d device array made by one
-    kernel (no wait for the device). CuPy's gather, sum and two scalar operations took
+    float for NumPy ``values``; for CuPy ``values``, a 0-d device array made by a memset
+    and one kernel (no wait for the device). CuPy's gather, sum and two scalar operations took
     80 us of host time an iteration for PageRank on RMAT-22 (a fifth of its pass).
     ``index``: int64 host array (kept on the device after the first call)."""
     if isinstance(values, np.ndarray):
         return offset + scale * float(values[index].sum(dtype=np.float64))
     import cupy
 
-    out = cupy.full(1, offset, cupy.float64)
-    if len(index):
-        blocks = int(min(1024, -(-len(index) // 256)))
-        _indexed_sum_kernel(c_type(values.dtype))(
-            (blocks,), (256,), (values, _device_copy(np.asarray(index, np.int64)),
-                                np.int64(len(index)), np.float64(scale), out))
-    return out.reshape(())
+    # an empty array zeroed by a memset: cupy.full took 50 us of host time (a fill kernel)
+    out = cupy.empty((), cupy.float64)
+    cupy.cuda.runtime.memsetAsync(out.data.ptr, 0, 8, cupy.cuda.get_current_stream().ptr)
+    blocks = int(min(1024, max(1, -(-len(index) // 256))))
+    _indexed_sum_kernel(c_type(values.dtype))(
+        (blocks,), (256,), (values, _device_copy(np.asarray(index, np.int64)),
+                            np.int64(len(index)), np.float64(scale), np.float64(offset), out))
+    return out
 
 
 def use_device(index):
@@ -236,8 +245,12 @@ extern "C" __global__ void shard_pass(
     HG_VALUES values,
     value_t* new_values, unsigned char* __restrict__ flags, const aux_t* __restrict__ aux,
     const int aux_per_vertex, const double* __restrict__ constant_at,
-    const degree_t* __restrict__ out_degree, unsigned long long* counters)
+    const degree_t* __restrict__ out_degree, unsigned long long* counters,
+    const unsigned long long* __restrict__ go)
 {{
+  /* go: the activated count of the iteration queued before this one; none activated,
+     this one changes nothing (it is discarded by the host) */
+  if (*go == 0) return;
   extern __shared__ __align__(8) unsigned char hg_shared[];
   value_t* slots = (value_t*)hg_shared;
   __shared__ unsigned long long block_active, block_degree;
@@ -492,6 +505,7 @@ class GpuEngine:
 
     mode = "gpu-pull"
     read_bytes = 0  # bytes read from storage (pages come from host memory)
+    queued = QUEUED  # iterations a run may keep launched (see launch)
 
     def __init__(self, spec, graph, values, flags, aux, *, sync=True, memory_budget=None,
                  page_bytes=PAGE_BYTES, streams=STREAMS, shared_bytes=GPU_SHARED_BYTES,
@@ -538,8 +552,20 @@ class GpuEngine:
             self.flags = cp.asarray(flags)
             self.aux = cp.asarray(aux)
             self.out_degree = cp.asarray(degree)
-            self.counters = cp.zeros(2, cp.uint64)
+            # the activated counts of QUEUED + 1 iterations (a ring: the one a queued
+            # iteration reads as its go, and those in flight), copied to pinned memory
+            slots = cp.zeros((QUEUED + 1, 2), cp.uint64)
+            self._slots = [slots[i] for i in range(QUEUED + 1)]  # views made once
+            self._host_slots = pinned_empty((QUEUED + 1, 2), np.uint64)
+            self._host_pointers = [self._host_slots[i].ctypes.data for i in range(QUEUED + 1)]
+            self._events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(QUEUED + 1)]
+            self._held = [None] * (QUEUED + 1)  # each slot's device constant, kept alive
+            self._next_slot, self._chain = 0, None
+            self.counters = self._slots[0]
+            self._go = self._one = cp.ones(1, cp.uint64)
             self.constant = cp.zeros(1, cp.float64)
+            self._constant_value = 0.0
+            self._constant_at = self.constant
             self._no_weight = cp.empty(1, np.float32)
         except cp.cuda.memory.OutOfMemoryError:
             raise GpuMemoryError(f"the GPU cannot hold the vertex arrays of "
@@ -656,32 +682,79 @@ class GpuEngine:
                 np.int32(k_begin), np.int32(k_end), np.int32(k_begin == 0),
                 np.int32(k_end == self.ranges), self.partial, np.int64(edge_base),
                 np.int32(first_shard), self.values, self.new_values, self.flags, self.aux,
-                np.int32(self.aux.size > 1), self.constant, self.out_degree,
-                self.counters)
+                np.int32(self.aux.size > 1), self._constant_at, self.out_degree,
+                self.counters, self._go)
         with stream:
             self.kernel((grid,), (self.threads_per_block,), args,
                         shared_mem=self.shared_bytes)
 
     def iterate(self, constant, frontier=None):
         """One pull pass over every page (the GPU computes every vertex, so the frontier
-        is not needed); returns (mode, vertices computed, edges read, vertices
-        activated)."""
-        self.begin(constant)
-        self.run_pages()
-        active, degree = self.counts()
-        self.finish()
-        self._active, self._degree = active, degree
-        return self.mode, self.graph.num_vertices, self.graph.num_arcs, active
+        is not needed), waited for; returns (mode, vertices computed, edges read,
+        vertices activated)."""
+        return self.wait(self.launch(constant, chained=False))[:4]
 
-    def begin(self, constant):
-        """Start an iteration with the program's iteration constant (a number or a 0-d
-        device array): zero the counters."""
+    def launch(self, constant, frontier=None, chained=True):
+        """Queue one pull pass over every page without waiting for it; returns the
+        ticket that :meth:`wait` or :meth:`discard` takes. In sync mode the values it
+        writes are current at once for what is queued after it (the device runs them in
+        order). ``chained``: its kernels return at once when the iteration launched
+        before it activated no vertex; the caller must then discard it. At most QUEUED
+        launches may be waiting."""
+        slot = self.begin(constant, chained)
+        stream = self.cupy.cuda.get_current_stream()
+        start, end = self._events[slot]
+        start.record(stream)
+        self.run_pages()
+        self.cupy.cuda.runtime.memcpyAsync(
+            self._host_pointers[slot], self.counters.data.ptr, self.counters.nbytes,
+            self.cupy.cuda.runtime.memcpyDeviceToHost, stream.ptr)
+        end.record(stream)
+        self.finish()
+        return slot
+
+    def wait(self, ticket):
+        """Wait for a launched iteration; returns (mode, vertices computed, edges read,
+        vertices activated, seconds it took on the device) and makes its activated
+        vertices the frontier."""
+        start, end = self._events[ticket]
+        end.synchronize()
+        self._active, self._degree = self._host_slots[ticket].tolist()
+        seconds = self.cupy.cuda.get_elapsed_time(start, end) / 1e3
+        return (self.mode, self.graph.num_vertices, self.graph.num_arcs, self._active,
+                seconds)
+
+    def discard(self, tickets):
+        """Undo launched iterations that followed one activating nothing (their kernels
+        returned at once): in sync mode, their swaps of the value arrays."""
+        if self.sync and len(tickets) % 2:
+            self.values, self.new_values = self.new_values, self.values
+        self._chain = None
+
+    def begin(self, constant, chained=False):
+        """Start an iteration with the program's iteration constant (a number, or a 0-d
+        device array passed to the kernels as it is: no copy, no wait): take the next
+        counter slot and zero it; returns the slot. ``chained``: see :meth:`launch`."""
         cp = self.cupy
-        if isinstance(constant, cp.ndarray):  # computed on the device: no wait for it
+        slot = self._next_slot
+        self._next_slot = (slot + 1) % len(self._slots)
+        self._go = self._slots[self._chain] if chained and self._chain is not None \
+            else self._one
+        self._chain = slot
+        self.counters = self._slots[slot]
+        cp.cuda.runtime.memsetAsync(self.counters.data.ptr, 0, self.counters.nbytes,
+                                    cp.cuda.get_current_stream().ptr)
+        self._held[slot], self._constant_at = None, self.constant
+        if isinstance(constant, cp.ndarray) and constant.dtype == cp.float64 and \
+                constant.size == 1:  # computed on the device: read where it is
+            self._held[slot] = self._constant_at = constant
+        elif isinstance(constant, cp.ndarray):
             self.constant[...] = constant.reshape(1)
-        else:
+            self._constant_value = None
+        elif float(constant) != self._constant_value:  # queued passes read it in order
             self.constant.fill(float(constant))
-        self.counters.fill(0)
+            self._constant_value = float(constant)
+        return slot
 
     def run_pages(self, pages=None):
         """Pull the pages ``pages`` (increasing page numbers; default every page):
@@ -747,8 +820,10 @@ class GpuEngine:
             self.flags[v0:v1].get(out=flags[v0:v1])
 
     def reset_frontier(self, active, degree):
-        """Set the frontier after the vertex state was loaded from the host."""
+        """Set the frontier after the vertex state was loaded from the host (the next
+        chained launch does not depend on the iterations before)."""
         self._active, self._degree = int(active), int(degree)
+        self._chain = None
 
     def result(self):
         """The current values as a host NumPy array."""

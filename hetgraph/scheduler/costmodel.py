@@ -152,13 +152,16 @@ class CostModel:
 
     def observe_row(self, row, num_arcs):
         """Fold a history row of a single-device iteration into the model (a CPU
-        notify-pull against its frontier's edges, see above)."""
+        notify-pull against its frontier's edges, see above). A GPU row counts its wall
+        seconds: its ``gpu_seconds`` are the device's alone, and the host's work between
+        two iterations is hidden only as far as they are queued."""
         kind = row["placement"]
         if kind == "cpu" and row["mode"] == "notify-pull":
             self.notify.observe(row["f"] * num_arcs, row["cpu_seconds"])
+        elif kind == "gpu":
+            self.observe("gpu", "pull", row["edges"], max(row["gpu_seconds"], row["seconds"]))
         else:
-            self.observe(kind, "pull" if kind == "gpu" else row["mode"], row["edges"],
-                         row[f"{kind}_seconds"])
+            self.observe(kind, row["mode"], row["edges"], row[f"{kind}_seconds"])
 
     def observe_switch(self, seconds):
         """Fold the measured cost of a segment boundary into ``switch``."""

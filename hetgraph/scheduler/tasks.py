@@ -18,6 +18,7 @@ processes they are copies sent by Dask, and the tasks send back what they comput
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import functools
@@ -320,50 +321,104 @@ def gpu_pages(run, state, version, iteration, pages, constant):
 
 # --- segments ------------------------------------------------------------------------------------
 
+class Immediate:
+    """launch / wait over an engine whose iterate() computes the iteration at once (the
+    CPU engines): nothing is ever queued."""
+
+    queued = 1
+
+    def __init__(self, engine):
+        self.engine = engine
+
+    def launch(self, constant, frontier):
+        start = time.perf_counter()
+        return (*self.engine.iterate(constant, frontier), time.perf_counter() - start)
+
+    def wait(self, ticket):
+        return ticket
+
+
+@dataclasses.dataclass
+class _Launched:
+    """An iteration launched by :func:`run_iterations` and not yet waited for."""
+
+    iteration: int
+    frontier: tuple | None  # (active, out-degree sum) it started from, if known at launch
+    alpha: float
+    start: float  # perf_counter seconds when its host work began
+    ticket: object
+    read: int  # the engine's read_bytes before it
+    previous: object  # the values before it, for the program's converged test
+
+
 def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_seconds):
     """Iterations ``first``..``last`` of ``engine`` (which reads ``pages`` pages per
     pass) while ``choose(f)`` returns (``kind``, alpha), each measured into ``model``;
     returns (rows, status) with status "converged", "moved" (the cost model chose
-    another placement), "slice" (``slice_seconds`` passed) or "limit"."""
+    another placement), "slice" (``slice_seconds`` passed) or "limit".
+
+    An engine with ``launch`` (the GPU) keeps up to ``engine.queued`` iterations in
+    flight (one for a program with a ``converged`` test): ``choose`` then sees the
+    frontier of the last finished iteration, the rows record each iteration's own, and
+    the iterations launched after one that activated nothing are discarded. A move, the
+    slice's end or the limit first waits for those in flight."""
     program, spec, graph = run.spec.program, run.spec, run.graph
     uses_constant, has_converged = spec.uses_constant, spec.has_converged
-    rows = []
+    queue = engine if hasattr(engine, "launch") else Immediate(engine)
+    depth = 1 if has_converged else queue.queued
+    rows, launched = [], collections.deque()
     # the row's constant part, made once: an iteration can take 40 us (grid-1000 BFS)
     template = history_row(placement=kind, rho=run.rho, **{f"{kind}_pages": pages})
     edges_key, seconds_key = f"{kind}_edges", f"{kind}_seconds"
-    began = time.perf_counter()
-    for iteration in range(first, last + 1):
-        start = time.perf_counter()
-        active, degree = frontier = engine.frontier()
-        if active == 0:
-            return rows, "converged"
-        f = notify_fraction(degree, graph.num_arcs)
-        if iteration == first:  # the driver has just placed it here
-            placement, alpha = kind, model.alpha(f, run.rho, graph.num_arcs)
-        else:
-            placement, alpha = choose(f)
-        if placement != kind:
-            return rows, "moved"
-        constant = program.iteration_constant(graph, engine.values) if uses_constant else 0.0
-        previous = engine.values.copy() if has_converged else None
-        kernel_start, read = time.perf_counter(), engine.read_bytes
-        mode, computed, edges, activated = engine.iterate(constant, frontier)
-        kernel = time.perf_counter() - kernel_start
-        done = has_converged and program.converged(graph, previous, engine.values)
-        seconds = time.perf_counter() - start
+    began = finished = time.perf_counter()
+    iteration, status = first, None
+    while True:
+        if status is None and iteration <= last and len(launched) < depth:
+            start = time.perf_counter()
+            frontier = engine.frontier()
+            if frontier[0] == 0:  # (never while some are launched: see below)
+                return rows, "converged"
+            f = notify_fraction(frontier[1], graph.num_arcs)
+            if iteration == first:  # the driver has just placed it here
+                placement, alpha = kind, model.alpha(f, run.rho, graph.num_arcs)
+            else:
+                placement, alpha = choose(f)
+            if placement != kind:
+                status = "moved"
+                continue
+            constant = program.iteration_constant(graph, engine.values) if uses_constant \
+                else 0.0
+            previous = engine.values.copy() if has_converged else None
+            read = engine.read_bytes
+            launched.append(_Launched(iteration, None if launched else frontier, alpha, start,
+                                      queue.launch(constant, frontier), read, previous))
+            iteration += 1
+            continue
+        if not launched:
+            return rows, status or "limit"
+        done = launched.popleft()
+        active, degree = done.frontier or engine.frontier()  # (the one before, finished)
+        mode, computed, edges, activated, kernel = queue.wait(done.ticket)
+        converged = activated == 0 or (
+            has_converged and program.converged(graph, done.previous, engine.values))
+        now = time.perf_counter()
+        seconds = now - max(done.start, finished)
+        finished = now
         row = template.copy()
-        row.update(iteration=iteration, mode=mode, f=f, alpha=alpha, active=int(active),
-                   computed=computed, edges=edges, activated=activated,
-                   read_bytes=engine.read_bytes - read, seconds=seconds,
-                   overhead=seconds - kernel)
+        row.update(iteration=done.iteration, mode=mode,
+                   f=notify_fraction(degree, graph.num_arcs), alpha=done.alpha,
+                   active=int(active), computed=computed, edges=edges, activated=activated,
+                   read_bytes=engine.read_bytes - done.read, seconds=seconds,
+                   overhead=max(seconds - kernel, 0.0))
         row[edges_key], row[seconds_key] = edges, kernel
         rows.append(row)
         model.observe_row(row, graph.num_arcs)
-        if done:
+        if converged:
+            if launched:
+                engine.discard([d.ticket for d in launched])
             return rows, "converged"
-        if time.perf_counter() - began > slice_seconds:
-            return rows, "slice"
-    return rows, "limit"
+        if status is None and now - began > slice_seconds:
+            status = "slice"
 
 
 def _chooser(model, run, kind, others, spread_pull=False):
