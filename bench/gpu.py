@@ -157,7 +157,8 @@ def bench_graph(cp, name, given, iterations, bandwidth, upload, save):
     print(f"{name}: {given.summary()}", flush=True)
     start = time.perf_counter()
     g = given.reorder("auto")
-    row = {"graph": name, "vertices": g.num_vertices, "arcs": g.num_arcs,
+    row = {"graph": name, "date": time.strftime("%Y-%m-%d %H:%M"),  # rows of other runs stay
+           "vertices": g.num_vertices, "arcs": g.num_arcs,
            "order": "degree" if g is not given else "given",
            "reorder_seconds": time.perf_counter() - start}
     step(f"reordered ({row['order']})")
