@@ -57,7 +57,7 @@ def test_skewed_in_degrees_raise_the_notify_pull_estimate():
 
 def notify_row(f, seconds):
     return {"placement": "cpu", "mode": "notify-pull", "f": f, "edges": 0,
-            "cpu_seconds": seconds}
+            "cpu_seconds": seconds, "seconds": seconds}
 
 
 def test_measured_notify_pull_cost_replaces_garaphs_estimate():
@@ -159,15 +159,18 @@ def test_history_rows_feed_the_model():
     m.observe_row(notify_row(0.01, 1e-3), 10**5)
     assert m.notify.predict(1000, 0.0) == pytest.approx(1e-3)  # 1000 frontier edges
     m.observe_row({"placement": "cpu", "mode": "pull", "f": 0.9, "edges": 10**5,
-                   "cpu_seconds": 1e-3}, 10**5)
+                   "cpu_seconds": 1e-3, "seconds": 1e-3}, 10**5)
     assert m.per_edge[("cpu", "pull")] == pytest.approx(1e-8)
     m.observe_row({"placement": "gpu", "mode": "gpu-pull", "f": 1.0, "edges": 10**5,
                    "gpu_seconds": 1e-4, "seconds": 0.5e-4}, 10**5)
     assert m.per_edge[("gpu", "pull")] == pytest.approx(1e-9)
-    m = CostModel()  # a GPU row counts its wall seconds when the host took longer
+    m = CostModel()  # a row counts its wall seconds when the host took longer
     m.observe_row({"placement": "gpu", "mode": "gpu-pull", "f": 1.0, "edges": 10**5,
                    "gpu_seconds": 1e-4, "seconds": 3e-4}, 10**5)
+    m.observe_row({"placement": "cpu", "mode": "push", "f": 0.1, "edges": 10**4,
+                   "cpu_seconds": 1e-4, "seconds": 2e-4}, 10**5)
     assert m.per_edge[("gpu", "pull")] == pytest.approx(3e-9)
+    assert m.per_edge[("cpu", "push")] == pytest.approx(2e-8)
 
 
 def test_uncalibrated_model_keeps_the_cpu():
