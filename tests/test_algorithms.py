@@ -28,8 +28,8 @@ CONFIGS = [
     {"cpu_mode": "push"},
     {"cpu_mode": "push", "mode": "async"},
 ]
-CONFIG_IDS = ["auto", "pull", "notify", "sync", "async", "async-pull", "async-notify", "1-thread", "7-parts",
-              "dense-notify", "dense-notify-async", "push", "async-push"]
+CONFIG_IDS = ["auto", "pull", "notify", "sync", "async", "async-pull", "async-notify",
+              "1-thread", "7-parts", "dense-notify", "dense-notify-async", "push", "async-push"]
 
 
 def use(config, monkeypatch, incremental=True):

@@ -55,7 +55,8 @@ def shard_starts(in_indptr, *, vertex_bytes=4, shared_bytes=SHARED_BYTES, replic
     Default: the largest shard from each start whose V * R(V, E) slots of
     ``vertex_bytes`` fit ``shared_bytes`` and whose in-edges number at most
     ``max_shard_edges`` (a single vertex with more is a shard of its own; None: no
-    bound; "auto": :func:`shard_edge_bound`). ``replication``: a fixed R for every shard instead of eq. 2.
+    bound; "auto": :func:`shard_edge_bound`). ``replication``: a fixed R for every
+    shard instead of eq. 2.
     ``shard_vertices``: a fixed shard size (R_i still from eq. 2).
     """
     n = len(in_indptr) - 1

@@ -135,8 +135,9 @@ def _indexed_sum_kernel(value_type):
 def indexed_sum(values, index, scale=1.0, offset=0.0):
     """offset + scale * sum(values[index]) in float64, for a program's hooks: a NumPy
     float for NumPy ``values``; for CuPy ``values``, a 0-d device array made by a memset
-    and one kernel (no wait for the device). CuPy's gather, sum and two scalar operations took
-    80 us of host time an iteration for PageRank on RMAT-22 (a fifth of its pass).
+    and one kernel (no wait for the device). CuPy's gather, sum and two scalar
+    operations took 80 us of host time an iteration for PageRank on RMAT-22 (a fifth of
+    its pass).
     ``index``: int64 host array (kept on the device after the first call)."""
     if isinstance(values, np.ndarray):
         return offset + scale * float(values[index].sum(dtype=np.float64))
