@@ -14,6 +14,7 @@ Per graph (RMAT scales and a real power-law graph; hetgraph runs on it renumbere
   PCIe floor (streamed bytes over the measured pinned host-to-device bandwidth);
 * the largest relative difference of the ranks from a float64 cuSPARSE PageRank.
 Ratios are peer seconds / hetgraph seconds (> 1: hetgraph faster) and floor / seconds.
+Graphs under SMALL_ARCS arcs are timed over SMALL_ITERATIONS iterations at least.
 """
 
 import argparse
@@ -30,6 +31,10 @@ from machine import describe  # noqa: E402
 
 FIXED_R = (1, 2, 4, 8, 16, 32)
 SWEEP_MAX_ARCS = 100_000_000  # larger graphs skip the layout sweeps (device time)
+# graphs under SMALL_ARCS are timed over at least SMALL_ITERATIONS iterations (both
+# hetgraph and cuSPARSE): their iterations take 30-70 us, and a median of 20 moved by
+# 25% between runs of the same code (wiki-vote: 54-71 us)
+SMALL_ARCS, SMALL_ITERATIONS = 10_000_000, 200
 
 
 def device_bandwidths(cp, nbytes=1 << 30):
@@ -155,10 +160,12 @@ def bench_graph(cp, name, given, iterations, bandwidth, upload, save):
     given order and the engine's bare pass (device time). ``save(row)`` is called with
     the row so far after each measurement (a run cut off keeps what it measured)."""
     print(f"{name}: {given.summary()}", flush=True)
+    if given.num_arcs < SMALL_ARCS:
+        iterations = max(iterations, SMALL_ITERATIONS)
     start = time.perf_counter()
     g = given.reorder("auto")
     row = {"graph": name, "date": time.strftime("%Y-%m-%d %H:%M"),  # rows of other runs stay
-           "vertices": g.num_vertices, "arcs": g.num_arcs,
+           "vertices": g.num_vertices, "arcs": g.num_arcs, "iterations": iterations,
            "order": "degree" if g is not given else "given",
            "reorder_seconds": time.perf_counter() - start}
     step(f"reordered ({row['order']})")

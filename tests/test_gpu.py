@@ -125,6 +125,30 @@ def test_indexed_sum_on_the_device_equals_the_host(dtype):
         assert got.shape == () and float(got) == pytest.approx(want, rel=1e-12)
 
 
+def test_packed_launch_passes_every_argument_kind_and_its_updates():
+    import cupy
+
+    kernel = cupy.RawKernel(r"""
+    extern "C" __global__ void axpb(const double* x, int n, long long shift, double a,
+                                    double* out) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) out[i] = a * x[i] + (double)shift;
+    }""", "axpb")
+    x = cupy.arange(1000, dtype=cupy.float64)
+    out, other = cupy.zeros(1000), cupy.zeros(1000)
+    launch = gpu.PackedLaunch(kernel, dict(x=x, n=np.int32(1000), shift=np.int64(2**40),
+                                           a=np.float64(0.5), out=None))
+    launch.update(out=out)
+    launch(4, 256, 0, cupy.cuda.get_current_stream().ptr)
+    np.testing.assert_array_equal(out.get(), 0.5 * np.arange(1000) + 2.0**40)
+    launch.update(out=other, n=10, a=-1.0, shift=3)
+    launch(1, 256, 0, cupy.cuda.get_current_stream().ptr)
+    want = np.zeros(1000)
+    want[:10] = 3.0 - np.arange(10)
+    np.testing.assert_array_equal(other.get(), want)
+    np.testing.assert_array_equal(out.get(), 0.5 * np.arange(1000) + 2.0**40)  # untouched
+
+
 @pytest.mark.parametrize("order", ["source", "destination"])
 def test_page_layout_on_the_device_equals_the_host(order):
     """The engine lays pages out with CuPy; NumPy (the tested host path) gives the very
