@@ -110,6 +110,38 @@ def test_the_run_moves_once_staying_has_lost_what_a_move_costs():
         ["cpu", "cpu", "gpu"]
 
 
+def test_an_answer_standing_for_several_iterations_counts_their_loss():
+    m = model(8e-9, 2e-9, overhead=1.0)
+    m.switch = 3e-3  # staying on the GPU loses 1.2 ms an iteration (see above)
+    assert m.placement(0.05, 1.0, 10**6, current="gpu", weight=2)[0] == "gpu"  # 2.4 ms
+    assert m.placement(0.05, 1.0, 10**6, current="gpu", weight=2)[0] == "cpu"  # 4.8 ms
+
+
+def test_a_segment_asks_the_model_every_few_iterations():
+    from types import SimpleNamespace
+
+    from hetgraph.scheduler import tasks
+
+    asked = []
+
+    class Model:
+        def placement(self, f, rho, num_arcs, current, weight):
+            asked.append((f, weight))
+            return ("cpu" if f < 0.5 else "gpu"), f
+
+    run = SimpleNamespace(rho=1.0, graph=SimpleNamespace(num_arcs=100), cpu_mode="auto")
+    choose = tasks._chooser(Model(), run, "cpu", others=True)
+    every = tasks.CHOOSE_EVERY
+    fs = [0.1 * (i % every) for i in range(2 * every)] + [0.9]
+    answers = [choose(f) for f in fs]
+    # asked at calls 1, every + 1, 2 * every + 1; the answer to stay stands in between
+    assert asked == [(fs[0], every), (fs[every], every), (0.9, every)]
+    assert answers[:2 * every] == [("cpu", 0.0)] * (2 * every)
+    assert answers[-1] == ("gpu", 0.9)
+    one = tasks._chooser(Model(), run, "cpu", others=False)
+    assert one(0.9)[0] == "cpu" and len(asked) == 3  # one device kind: never asked
+
+
 def test_the_first_iteration_looks_one_iteration_ahead():
     # GPU 2 ms per iteration; CPU pull 8 ms; a push of f costs f * 8 ms * 2 (factor 2)
     m = model(8e-9, 2e-9, overhead=1.0)

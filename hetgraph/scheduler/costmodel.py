@@ -208,7 +208,7 @@ class CostModel:
             return float("nan")
         return self.cpu_seconds(f, rho, num_arcs) / self.seconds("gpu", num_arcs)
 
-    def placement(self, f, rho, num_arcs, current=None, start=False):
+    def placement(self, f, rho, num_arcs, current=None, start=False, weight=1):
         """(placement, alpha) for an iteration with both device kinds available: "cpu"
         when the CPU alone is predicted faster (alpha < 1, Garaph), else "hybrid" when
         the balanced split of a pull over CPU and GPU plus the hybrid overhead beats the
@@ -225,7 +225,8 @@ class CostModel:
         have run both. A first iteration the CPU loses runs on the GPU alone: the
         GPU's rate, calibrated outside page tasks, cannot yet tell a hybrid split's
         worth (RMAT-22 with a quarter of its pages resident: three hybrid iterations of
-        100-280 ms against 13 ms on the GPU alone)."""
+        100-280 ms against 13 ms on the GPU alone). ``weight``: the iterations this
+        answer stands for (what staying loses counts that many times)."""
         pull, gpu = self.seconds("cpu", num_arcs), self.seconds("gpu", num_arcs)
         if not pull or not gpu:  # not calibrated: the CPU alone
             return "cpu", float("nan")
@@ -240,7 +241,7 @@ class CostModel:
         if current is None or (best == "cpu") == (current == "cpu"):
             self.regret = 0.0
             return best, a
-        self.regret += abs(cpu - gpu)
+        self.regret += weight * abs(cpu - gpu)
         if self.regret < self.switch:
             return ("cpu" if current == "cpu" else device), a
         self.regret = 0.0

@@ -351,7 +351,13 @@ class _Driver:
         copy = next(r.copy_per_byte for r in reports if r.kind == "gpu")
         vertex_bytes = self.graph.num_vertices * (self.spec.dtype.itemsize + 1)
         copies = 2 * copy * vertex_bytes  # the state to the host and back
-        self.model.switch = 2 * self.round_trip + copies  # until segments measure it
+        # until segments measure it: a move between segments run in this thread (see
+        # INLINE_SECONDS) costs the copies; between tasks, two round trips more (3-6 ms
+        # each on the H100 host). Counted in process, they and the GPU's calibration
+        # one pass at a time kept the grid-1000 BFS on the CPU for 750 iterations, the
+        # GPU ahead from about the 220th; without both it moved at the 265th-364th
+        trips = 0.0 if self.inline_left > 0 else 2 * self.round_trip
+        self.model.switch = trips + copies
         self.model.overhead = 2 * self.round_trip + copies
         log.info("calibrated: %s, round trip %.2f ms, hybrid overhead %.2f ms",
                  self.model.per_edge, self.round_trip * 1e3, self.model.overhead * 1e3)
@@ -449,7 +455,8 @@ class _Driver:
         args = (self.version, first, last, self.model, others) + (
             (self.kinds["cpu"] > 1, frontier) if kind == "cpu" else (frontier,))
         task = tasks.cpu_segment if kind == "cpu" else tasks.gpu_segment
-        if self.inline_left > 0:  # in this thread (see INLINE_SECONDS)
+        inline = self.inline_left > 0
+        if inline:  # in this thread (see INLINE_SECONDS)
             device = () if kind == "cpu" else (self.cluster.gpu_devices[0],)
             report = task(self.run_ref, self._state_ref, *args, self.inline_left, *device)
             self.inline_left -= time.perf_counter() - start - report.build_seconds
@@ -469,6 +476,8 @@ class _Driver:
             rows[-1]["overhead"] += max(extra, 0.0)
             if len(self.kinds) > 1:  # what moving to or from this device costs
                 self.model.observe_switch(extra)
+                if inline and self.inline_left <= 0:  # moves are tasks from now on
+                    self.model.switch += 2 * self.round_trip
         return rows, report.status
 
     def _page_iteration(self, iteration, kinds, placement, f, a, frontier):
