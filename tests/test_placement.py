@@ -117,7 +117,7 @@ def test_an_answer_standing_for_several_iterations_counts_their_loss():
     assert m.placement(0.05, 1.0, 10**6, current="gpu", weight=2)[0] == "cpu"  # 4.8 ms
 
 
-def test_a_segment_asks_the_model_every_few_iterations():
+def test_a_segment_asks_the_model_at_most_every_choose_seconds(monkeypatch):
     from types import SimpleNamespace
 
     from hetgraph.scheduler import tasks
@@ -129,17 +129,26 @@ def test_a_segment_asks_the_model_every_few_iterations():
             asked.append((f, weight))
             return ("cpu" if f < 0.5 else "gpu"), f
 
+    now = [0.0]
+    monkeypatch.setattr(tasks, "time", SimpleNamespace(perf_counter=lambda: now[0]))
     run = SimpleNamespace(rho=1.0, graph=SimpleNamespace(num_arcs=100), cpu_mode="auto")
     choose = tasks._chooser(Model(), run, "cpu", others=True)
-    every = tasks.CHOOSE_EVERY
-    fs = [0.1 * (i % every) for i in range(2 * every)] + [0.9]
-    answers = [choose(f) for f in fs]
-    # asked at calls 1, every + 1, 2 * every + 1; the answer to stay stands in between
-    assert asked == [(fs[0], every), (fs[every], every), (0.9, every)]
-    assert answers[:2 * every] == [("cpu", 0.0)] * (2 * every)
-    assert answers[-1] == ("gpu", 0.9)
+    step = 0.3 * tasks.CHOOSE_SECONDS  # short iterations: asked every fourth call
+
+    def call(f):
+        answer = choose(f)
+        now[0] += step
+        return answer
+
+    answers = [call(0.01 * i) for i in range(9)]
+    assert asked == [(0.0, 1), (0.04, 4), (0.08, 4)]
+    assert [a[0] for a in answers] == ["cpu"] * 9 and answers[3] == ("cpu", 0.0)
+    step = 3 * tasks.CHOOSE_SECONDS  # long iterations: every call asks, for itself
+    # (but the first: it comes 0.3 CHOOSE_SECONDS after the last question)
+    assert [call(f)[0] for f in (0.1, 0.2, 0.3, 0.9)] == ["cpu", "cpu", "cpu", "gpu"]
+    assert asked[3:] == [(0.2, 2), (0.3, 1), (0.9, 1)]
     one = tasks._chooser(Model(), run, "cpu", others=False)
-    assert one(0.9)[0] == "cpu" and len(asked) == 3  # one device kind: never asked
+    assert one(0.9)[0] == "cpu" and len(asked) == 6  # one device kind: never asked
 
 
 def test_the_first_iteration_looks_one_iteration_ahead():

@@ -36,9 +36,10 @@ from .cpu_engine import CpuEngine, chunk_count
 from .outofcore import StoreEngine
 
 SEGMENT_SECONDS = 1.0  # a segment returns to the driver after this long (progress, dashboard)
-# a segment asks the cost model where to go every this many iterations: a placement
-# took 2-3 us of host time on the H100 host, a GPU iteration of the grid-1000 BFS 25 us
-CHOOSE_EVERY = 4
+# a segment asks the cost model where to go at most every CHOOSE_SECONDS: a placement
+# took 2-3 us of host time on the H100 host, a GPU iteration of the grid-1000 BFS 25 us;
+# longer iterations are each placed (RMAT-22 streamed: 10 ms, 6 of them in a BFS)
+CHOOSE_SECONDS = 1e-4
 # pulls that calibrate a device: the first warms up, the fastest other counts
 # (one timed pull may still carry first-use costs, and the model starts from it)
 CALIBRATION_PULLS = 4
@@ -356,7 +357,8 @@ class _Launched:
 
 def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_seconds):
     """Iterations ``first``..``last`` of ``engine`` (which reads ``pages`` pages per
-    pass) while ``choose(f)`` returns (``kind``, alpha), each measured into ``model``;
+    pass) while ``choose(f)`` returns (``kind``, alpha), each measured into ``model``
+    (None: a run on one device kind, whose placement needs no measurement);
     returns (rows, status) with status "converged", "moved" (the cost model chose
     another placement), "slice" (``slice_seconds`` passed) or "limit".
 
@@ -383,7 +385,9 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
                 return rows, "converged"
             f = notify_fraction(frontier[1], graph.num_arcs)
             if iteration == first:  # the driver has just placed it here
-                placement, alpha = kind, model.alpha(f, run.rho, graph.num_arcs)
+                placement = kind
+                alpha = float("nan") if model is None else \
+                    model.alpha(f, run.rho, graph.num_arcs)
             else:
                 placement, alpha = choose(f)
             if placement != kind:
@@ -415,7 +419,8 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
                    overhead=max(seconds - kernel, 0.0))
         row[edges_key], row[seconds_key] = edges, kernel
         rows.append(row)
-        model.observe_row(row, graph.num_arcs)
+        if model is not None:
+            model.observe_row(row, graph.num_arcs)
         if converged:
             if launched:
                 engine.discard([d.ticket for d in launched])
@@ -428,25 +433,27 @@ def _chooser(model, run, kind, others, spread_pull=False):
     """choose(f) for a segment: the kind the cost model places the iteration on
     (``kind`` itself when no other device kind is in the run). ``spread_pull``: end a
     CPU segment at a pull iteration, which several CPU workers share by pages. The
-    model is asked every CHOOSE_EVERY calls; its answer to stay stands for the calls
-    in between (and counts for them in :meth:`CostModel.placement`)."""
-    stay, calls = (kind, float("nan")), 0
+    model is asked at most every CHOOSE_SECONDS; its answer to stay stands for the
+    calls in between, which count in the next answer (:meth:`CostModel.placement`'s
+    ``weight``)."""
+    stay, calls, asked = (kind, float("nan")), 0, -float("inf")
 
-    def ask(f):
+    def ask(f, weight):
         if spread_pull and run.cpu_mode in ("auto", "pull") and \
                 choose_cpu_mode(f, run.rho, model.skew, model.push) == "pull":
             return "pages", float("nan")
         if not others:  # one device kind: the model has no two rates to compare
             return kind, float("nan")
-        return model.placement(f, run.rho, run.graph.num_arcs, current=kind,
-                               weight=CHOOSE_EVERY)
+        return model.placement(f, run.rho, run.graph.num_arcs, current=kind, weight=weight)
 
     def choose(f):
-        nonlocal stay, calls
+        nonlocal stay, calls, asked
         calls += 1
-        if (calls - 1) % CHOOSE_EVERY:
+        now = time.perf_counter()
+        if now - asked < CHOOSE_SECONDS:
             return stay
-        answer = ask(f)
+        answer = ask(f, calls)
+        calls, asked = 0, now
         if answer[0] == kind:
             stay = answer
         return answer
@@ -469,7 +476,8 @@ def cpu_segment(run, state, version, first, last, model, others, spread_pull, fr
             ctx.engine.reset_frontier(frontier)
         rows, status = run_iterations(run, ctx.engine, "cpu", first, last,
                                       _chooser(model, run, "cpu", others, spread_pull),
-                                      len(run.page_vertices), model, seconds)
+                                      len(run.page_vertices), model if others else None,
+                                      seconds)
         ctx.version = version + 1
     return Report("cpu", [], rows=rows, status=status,
                   build_seconds=ctx.take_build_seconds(),
@@ -497,7 +505,8 @@ def gpu_segment(run, state, version, first, last, model, others, frontier,
         engine.reset_frontier(*frontier)
         rows, status = run_iterations(run, engine, "gpu", first, last,
                                       _chooser(model, run, "gpu", others),
-                                      engine.partition.num_pages, model, seconds)
+                                      engine.partition.num_pages, model if others else None,
+                                      seconds)
         engine.store(state.values, state.flags, [(0, n)], written=False)
     ctx.version, ctx.iteration = version + 1, None
     ctx.pages = tuple(range(len(run.page_vertices)))
