@@ -38,6 +38,10 @@ STREAMS = 4
 # the device's instead of leaving it idle (RMAT-22 PageRank: 0.61 ms an iteration
 # around a 0.40 ms pass, waiting for each)
 QUEUED = 3
+# (1 when pages are streamed: a chained pass after convergence skips its kernels but not
+# its page copies, and a streamed run's last row carried two such passes: RMAT-22 with a
+# quarter of it resident, 13-30 ms on 54-125 ms runs; its passes take 6-15 ms, so the
+# host's work between them is a small part)
 # shared memory per block: 16 KiB measured faster than 48 KiB on an H100 (PageRank on
 # RMAT 22: 0.95 vs 1.27 ms) because more blocks fit an SM
 GPU_SHARED_BYTES = 16 << 10
@@ -556,7 +560,7 @@ class GpuEngine:
 
     mode = "gpu-pull"
     read_bytes = 0  # bytes read from storage (pages come from host memory)
-    queued = QUEUED  # iterations a run may keep launched (see launch)
+    queued = QUEUED  # iterations a run may keep launched (see launch; 1 when streaming)
 
     def __init__(self, spec, graph, values, flags, aux, *, sync=True, memory_budget=None,
                  page_bytes=PAGE_BYTES, streams=STREAMS, shared_bytes=GPU_SHARED_BYTES,
@@ -653,6 +657,7 @@ class GpuEngine:
                                         streams)
             self.partition = graph.partition(page_bytes=page_bytes, **self.layout)
         self.plan = PagePlan(self.partition, self.per_edge, budget, streams)
+        self.queued = 1 if len(self.plan.streamed_pages) else QUEUED
         part = self.partition
         log_r = np.log2(part.replication).astype(np.uint8)
         self.shard_start = cp.asarray(part.shard_start)
