@@ -355,7 +355,8 @@ class _Driver:
         # INLINE_SECONDS) costs the copies; between tasks, two round trips more (3-6 ms
         # each on the H100 host). Counted in process, they and the GPU's calibration
         # one pass at a time kept the grid-1000 BFS on the CPU for 750 iterations, the
-        # GPU ahead from about the 220th; without both it moved at the 265th-364th
+        # GPU ahead from about the 220th; without both it moved at the 133rd-364th (three
+        # runs)
         trips = 0.0 if self.inline_left > 0 else 2 * self.round_trip
         self.model.switch = trips + copies
         self.model.overhead = 2 * self.round_trip + copies
