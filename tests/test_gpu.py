@@ -176,6 +176,9 @@ def test_streamed_pages_equal_resident(name):
     engine = gpu.GpuEngine(spec, g, values, flags, np.zeros(1, np.float32), **quarter)
     placed = engine.describe()
     assert placed["streamed_pages"] > 0 and placed["streamed_edges"] > g.num_arcs // 2
+    # streamed passes are not queued ahead (a discarded one would still copy its pages)
+    assert engine.queued == 1
+    assert gpu.GpuEngine(spec, g, values, flags, np.zeros(1, np.float32)).queued == gpu.QUEUED
     np.testing.assert_array_equal(hg.sssp(g, s, devices="gpu", gpu=quarter).values,
                                   hg.sssp(g, s, devices="cpu").values)
     assert_close(hg.pagerank(g, tol=None, max_iterations=10, devices="gpu", gpu=quarter).values,
