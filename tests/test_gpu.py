@@ -125,6 +125,41 @@ def test_indexed_sum_on_the_device_equals_the_host(dtype):
         assert got.shape == () and float(got) == pytest.approx(want, rel=1e-12)
 
 
+def test_indexed_sum_from_threads_at_once_keeps_each_its_arguments():
+    """The packed launch of indexed_sum is shared per device: a thread switch between
+    one call's argument update and its launch must not give it another's arguments."""
+    import sys
+    import threading
+
+    import cupy
+
+    rng = np.random.default_rng(5)
+    inputs = [(rng.random(50_000), np.flatnonzero(rng.random(50_000) < p)) for p in (0.2, 0.7)]
+    wrong = []
+
+    def work(values, index):
+        try:
+            device_values, want = cupy.asarray(values), float(values[index].sum())
+            for _ in range(300):
+                got = float(gpu.indexed_sum(device_values, index))
+                if got != pytest.approx(want, rel=1e-12):
+                    wrong.append(got)
+        except Exception as exc:  # a thread's exception would not fail the test
+            wrong.append(exc)
+
+    threads = [threading.Thread(target=work, args=pair) for pair in inputs]
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(before)
+    assert not wrong
+
+
 def test_packed_launch_passes_every_argument_kind_and_its_updates():
     import cupy
 

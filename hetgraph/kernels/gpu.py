@@ -20,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import logging
+import threading
 import time
 
 import numpy as np
@@ -147,10 +148,15 @@ def indexed_sum(values, index, scale=1.0, offset=0.0):
     cupy.cuda.runtime.memsetAsync(out.data.ptr, 0, 8, stream)
     blocks = int(min(1024, max(1, -(-len(index) // 256))))
     launch = _indexed_sum_launch(c_type(values.dtype), cupy.cuda.runtime.getDevice())
-    launch.update(values=values, index=_device_copy(np.asarray(index, np.int64)),
-                  n=len(index), scale=float(scale), offset=float(offset), out=out)
-    launch(blocks, 256, 0, stream)
+    index = _device_copy(np.asarray(index, np.int64))
+    with _SUM_LOCK:  # one packed launch per device: runs in other threads share it
+        launch.update(values=values, index=index, n=len(index), scale=float(scale),
+                      offset=float(offset), out=out)
+        launch(blocks, 256, 0, stream)
     return out
+
+
+_SUM_LOCK = threading.Lock()
 
 
 @functools.lru_cache(maxsize=None)
