@@ -37,12 +37,12 @@ STREAMS = 4
 # iterations a run keeps launched ahead of the one it waits for: the host's work between
 # two iterations (rows, the iteration constant, the launch: 100-200 us) then overlaps
 # the device's instead of leaving it idle (RMAT-22 PageRank: 0.61 ms an iteration
-# around a 0.40 ms pass, waiting for each)
+# around a 0.40 ms pass, waiting for each). An engine that streams pages keeps 1: a
+# chained pass after convergence skips its kernels but not its page copies, and a
+# streamed run's last row carried two such passes (RMAT-22 with a quarter of it
+# resident: 13-30 ms on 54-125 ms runs); its passes take 6-15 ms, so the host's work
+# between them is a small part
 QUEUED = 3
-# (1 when pages are streamed: a chained pass after convergence skips its kernels but not
-# its page copies, and a streamed run's last row carried two such passes: RMAT-22 with a
-# quarter of it resident, 13-30 ms on 54-125 ms runs; its passes take 6-15 ms, so the
-# host's work between them is a small part)
 # shared memory per block: 16 KiB measured faster than 48 KiB on an H100 (PageRank on
 # RMAT 22: 0.95 vs 1.27 ms) because more blocks fit an SM
 GPU_SHARED_BYTES = 16 << 10
