@@ -109,6 +109,27 @@ def test_every_move_between_placements_keeps_the_state(name, graph, cluster, exp
     check(name, r.values, expected[name].values)
 
 
+@pytest.mark.parametrize("inline_seconds", [1.0, 0.0])
+def test_calibration_runs_where_the_segments_run(inline_seconds, graph, cluster, expected,
+                                                 monkeypatch):
+    """In process, the calibrations run in the calling thread while segments do, and
+    are tasks on the workers of their kind once segments are; either way the run gives
+    the CPU's answer."""
+    submitted = []
+    submit = dispatcher._Driver._submit
+
+    def recording(self, function, kind, name, *args):
+        submitted.append((kind, name))
+        return submit(self, function, kind, name, *args)
+
+    monkeypatch.setattr(dispatcher._Driver, "_submit", recording)
+    monkeypatch.setattr(dispatcher, "INLINE_SECONDS", inline_seconds)
+    r = RUNS["bfs"](graph, cluster=cluster, devices="auto")
+    calibrations = [kind for kind, name in submitted if name == "calibrate"]
+    assert calibrations == ([] if inline_seconds else ["gpu", "cpu"])
+    check("bfs", r.values, expected["bfs"].values)
+
+
 def test_streamed_pages_in_a_hybrid_run(graph, cluster, expected):
     budget = graph.num_arcs * 10 // 4
     r = hg.sssp(graph, graph.label_of(int(np.argmax(graph.out_degree()))), cluster=cluster,

@@ -325,20 +325,26 @@ class _Driver:
             self.state.flags[a:b] = f
 
     def _calibrate(self):
-        """Time a pull on each device kind (building their contexts): of the largest
-        page on the CPU, of all pages on the GPU (:func:`tasks.calibrate`); and a task
-        round trip. The cost model starts from these. One kind at a time, the GPU
-        first, so that neither is timed while the other keeps the cores busy: the GPU's
-        passes over a small or road graph are bound by the host's launch work (grid-1000
-        BFS: 25-37 us a pass on the H100 host), which the CPU's pull on every core
-        slows."""
+        """Time a task round trip, then a pull on each device kind (building their
+        contexts): of the largest page on the CPU, of all pages on the GPU
+        (:func:`tasks.calibrate`). The cost model starts from these. One kind at a time,
+        the GPU first, so that neither is timed while the other keeps the cores busy: the
+        GPU's passes over a small or road graph are bound by the host's launch work
+        (grid-1000 BFS: 25-37 us a pass on the H100 host), which the CPU's pull on every
+        core slows. While segments run in this thread (INLINE_SECONDS), so do the
+        calibrations, without their task round trips (3-6 ms each on the H100 host)."""
         self._share_state()
+        self._measure_round_trip()
         page = int(np.argmax(self.page_edges))
         reports = []
         try:
             for kind in sorted(self.kinds, reverse=True):  # "gpu", then "cpu"
-                reports.append(self._submit(tasks.calibrate, kind, "calibrate", kind,
-                                            page).result())
+                if self.inline_left > 0:
+                    reports.append(tasks.calibrate(self.run_ref, self._state_ref, kind, page,
+                                                   *self._inline_device(kind)))
+                else:
+                    reports.append(self._submit(tasks.calibrate, kind, "calibrate", kind,
+                                                page).result())
         except MemoryError as exc:  # the GPU cannot hold the run: the CPU takes it
             log.warning("the GPU cannot take this run (%s); running on the CPU", exc)
             del self.kinds["gpu"]
@@ -346,13 +352,6 @@ class _Driver:
         for report in reports:
             self.compile_seconds += report.build_seconds
             self.model.observe(report.kind, "pull", report.edges, report.seconds)
-        trips = []
-        for i in range(3):
-            start = time.perf_counter()
-            self.client.submit(tasks.ping, key=f"hetgraph-ping-{i}-{self.run_id}",
-                               resources={"CPU": 1}).result()
-            trips.append(time.perf_counter() - start)
-        self.round_trip = float(np.median(trips))
         copy = next(r.copy_per_byte for r in reports if r.kind == "gpu")
         vertex_bytes = self.graph.num_vertices * (self.spec.dtype.itemsize + 1)
         copies = 2 * copy * vertex_bytes  # the state to the host and back
@@ -367,6 +366,21 @@ class _Driver:
         self.model.overhead = 2 * self.round_trip + copies
         log.info("calibrated: %s, round trip %.2f ms, hybrid overhead %.2f ms",
                  self.model.per_edge, self.round_trip * 1e3, self.model.overhead * 1e3)
+
+    def _measure_round_trip(self):
+        """The median of three task round trips."""
+        trips = []
+        for i in range(3):
+            start = time.perf_counter()
+            self.client.submit(tasks.ping, key=f"hetgraph-ping-{i}-{self.run_id}",
+                               resources={"CPU": 1}).result()
+            trips.append(time.perf_counter() - start)
+        self.round_trip = float(np.median(trips))
+
+    def _inline_device(self, kind):
+        """The device argument of a task of ``kind`` run in this thread: the GPU of an
+        in-process cluster (none on the CPU)."""
+        return () if kind == "cpu" else (self.cluster.gpu_devices[0],)
 
     # placement ------------------------------------------------------------------------------
     def _place(self, f):
@@ -463,8 +477,8 @@ class _Driver:
         task = tasks.cpu_segment if kind == "cpu" else tasks.gpu_segment
         inline = self.inline_left > 0
         if inline:  # in this thread (see INLINE_SECONDS)
-            device = () if kind == "cpu" else (self.cluster.gpu_devices[0],)
-            report = task(self.run_ref, self._state_ref, *args, self.inline_left, *device)
+            report = task(self.run_ref, self._state_ref, *args, self.inline_left,
+                          *self._inline_device(kind))
             self.inline_left -= time.perf_counter() - start - report.build_seconds
         else:
             report = self._submit(task, kind, name, *args).result()

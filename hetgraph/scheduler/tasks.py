@@ -535,7 +535,7 @@ def _queued_passes(engine, depth):
 
 
 @_resolved
-def calibrate(run, state, kind, page):
+def calibrate(run, state, kind, page, device=None):
     """Build this worker's context and time CALIBRATION_PULLS pulls (the first warms
     up), without touching the run's state: of ``page`` on the CPU, of every page on a
     GPU, which pulls them all in a fraction of the CPU's time for one page. Timed on one
@@ -547,8 +547,8 @@ def calibrate(run, state, kind, page):
     grid-1000 BFS took 1.5 times its pace in a segment (45 against 29 us on the H100),
     and runs stayed on the CPU for hundreds of iterations the GPU would have won.
     Returns a Report with the fastest of the
-    timed pulls (per pass) and, on a GPU, the per-byte time of a host-to-device copy of
-    the values."""
+    timed pulls (per pass) and, on a GPU (``device``; default: this worker's), the
+    per-byte time of a host-to-device copy of the values."""
     from .state import VertexState
 
     if kind == "cpu":
@@ -560,7 +560,7 @@ def calibrate(run, state, kind, page):
                       build_seconds=ctx.take_build_seconds())
     from ..kernels.gpu import use_device
 
-    device = _device_of_worker(run)
+    device = _device_of_worker(run) if device is None else device
     ctx = _gpu_context(run, device)
     engine = ctx.engine
     n = run.graph.num_vertices
