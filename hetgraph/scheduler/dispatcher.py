@@ -305,6 +305,15 @@ class _Driver:
         return self.client.submit(function, self.run_ref, self._state_ref, *args, key=key,
                                   resources={kind.upper(): 1})
 
+    def _run_task(self, function, kind, name, *args, here=()):
+        """The report of ``function(run, state, *args)`` on a worker of ``kind``: called
+        in this thread while segments run here (see INLINE_SECONDS), with the arguments
+        ``here`` and, on a GPU, the in-process cluster's first device; else a task."""
+        if self.inline_left > 0:
+            device = () if kind == "cpu" else (self.cluster.gpu_devices[0],)
+            return function(self.run_ref, self._state_ref, *args, *here, *device)
+        return self._submit(function, kind, name, *args).result()
+
     def _share_run(self):
         self.run_ref = tasks.share(self.runspec, self.state) if self.shared else \
             self.client.scatter(self.runspec, broadcast=True, hash=False)
@@ -339,12 +348,7 @@ class _Driver:
         reports = []
         try:
             for kind in sorted(self.kinds, reverse=True):  # "gpu", then "cpu"
-                if self.inline_left > 0:
-                    reports.append(tasks.calibrate(self.run_ref, self._state_ref, kind, page,
-                                                   *self._inline_device(kind)))
-                else:
-                    reports.append(self._submit(tasks.calibrate, kind, "calibrate", kind,
-                                                page).result())
+                reports.append(self._run_task(tasks.calibrate, kind, "calibrate", kind, page))
         except MemoryError as exc:  # the GPU cannot hold the run: the CPU takes it
             log.warning("the GPU cannot take this run (%s); running on the CPU", exc)
             del self.kinds["gpu"]
@@ -376,11 +380,6 @@ class _Driver:
                                resources={"CPU": 1}).result()
             trips.append(time.perf_counter() - start)
         self.round_trip = float(np.median(trips))
-
-    def _inline_device(self, kind):
-        """The device argument of a task of ``kind`` run in this thread: the GPU of an
-        in-process cluster (none on the CPU)."""
-        return () if kind == "cpu" else (self.cluster.gpu_devices[0],)
 
     # placement ------------------------------------------------------------------------------
     def _place(self, f):
@@ -476,12 +475,9 @@ class _Driver:
             (self.kinds["cpu"] > 1, frontier) if kind == "cpu" else (frontier,))
         task = tasks.cpu_segment if kind == "cpu" else tasks.gpu_segment
         inline = self.inline_left > 0
-        if inline:  # in this thread (see INLINE_SECONDS)
-            report = task(self.run_ref, self._state_ref, *args, self.inline_left,
-                          *self._inline_device(kind))
+        report = self._run_task(task, kind, name, *args, here=(self.inline_left,))
+        if inline:
             self.inline_left -= time.perf_counter() - start - report.build_seconds
-        else:
-            report = self._submit(task, kind, name, *args).result()
         self._merge(report)
         self.version += 1
         self.model = report.model  # the driver's, plus what the segment measured
