@@ -109,10 +109,10 @@ def bare_loop(program, spec, g, engine, max_iterations):
     """The iterations as a run's segment does them, without its rows and cost model:
     on the GPU up to QUEUED launched ahead of the one waited for (one for a program
     with a converged test), those after an iteration that activated nothing discarded."""
-    from hetgraph.scheduler.tasks import Immediate
+    from hetgraph.scheduler.tasks import Immediate, queue_depth
 
     queue = engine if hasattr(engine, "launch") else Immediate(engine)
-    depth = 1 if spec.has_converged else queue.queued
+    depth = queue_depth(spec, queue)
     launched, left = collections.deque(), max_iterations
     while True:
         frontier = engine.frontier()

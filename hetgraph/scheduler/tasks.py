@@ -355,6 +355,13 @@ class _Launched:
     previous: object  # the values before it, for the program's converged test
 
 
+def queue_depth(spec, queue):
+    """Iterations a segment keeps in flight on ``queue`` (an engine with ``launch``, or
+    an Immediate): its ``queued``, but one for a program with a ``converged`` test,
+    which must see each iteration's values before the next is launched."""
+    return 1 if spec.has_converged else queue.queued
+
+
 def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_seconds):
     """Iterations ``first``..``last`` of ``engine`` (which reads ``pages`` pages per
     pass) while ``choose(f)`` returns (``kind``, alpha), each measured into ``model``
@@ -370,7 +377,7 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
     program, spec, graph = run.spec.program, run.spec, run.graph
     uses_constant, has_converged = spec.uses_constant, spec.has_converged
     queue = engine if hasattr(engine, "launch") else Immediate(engine)
-    depth = 1 if has_converged else queue.queued
+    depth = queue_depth(spec, queue)
     rows, launched = [], collections.deque()
     # the row's constant part, made once: an iteration can take 40 us (grid-1000 BFS)
     template = history_row(placement=kind, rho=run.rho, **{f"{kind}_pages": pages})
@@ -546,9 +553,9 @@ def calibrate(run, state, kind, page, device=None):
     queues them, so that their host work overlaps: timed one by one, a pass of the
     grid-1000 BFS took 1.5 times its pace in a segment (45 against 29 us on the H100),
     and runs stayed on the CPU for hundreds of iterations the GPU would have won.
-    Returns a Report with the fastest of the
-    timed pulls (per pass) and, on a GPU (``device``; default: this worker's), the
-    per-byte time of a host-to-device copy of the values."""
+    Returns a Report with the fastest of the timed pulls (per pass) and, on a GPU
+    (``device``; default: this worker's), the per-byte time of a host-to-device copy of
+    the values."""
     from .state import VertexState
 
     if kind == "cpu":
@@ -569,7 +576,7 @@ def calibrate(run, state, kind, page, device=None):
         engine.load(state.values, None, [(0, n)])
         engine.counts()  # waits for the copy
         copy = time.perf_counter() - start
-        depth = 1 if run.spec.has_converged else engine.queued  # as run_iterations
+        depth = queue_depth(run.spec, engine)
         seconds = _fastest(lambda: _queued_passes(engine, depth)) / depth
     ctx.version, ctx.pending_finish, ctx.iteration = None, False, None  # reload before use
     bytes_ = n * (state.values.itemsize + 1)
