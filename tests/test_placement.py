@@ -56,7 +56,7 @@ def test_skewed_in_degrees_raise_the_notify_pull_estimate():
 
 
 def notify_row(f, seconds):
-    return {"placement": "cpu", "mode": "notify-pull", "f": f, "edges": 0,
+    return {"placement": "cpu", "mode": "notify-pull", "f": f, "rho": 1.0, "edges": 0,
             "cpu_seconds": seconds, "seconds": seconds}
 
 
@@ -231,6 +231,34 @@ def test_observations_are_smoothed():
     assert m.per_edge[("cpu", "pull")] == pytest.approx(0.013)
     m.observe_overhead(1.0)
     assert m.overhead == pytest.approx(0.3)
+
+
+def gpu_row(seconds, edges=10**6):
+    return {"placement": "gpu", "mode": "gpu-pull", "f": 0.001, "rho": 1.0, "edges": edges,
+            "gpu_seconds": seconds, "seconds": seconds}
+
+
+def test_one_slow_iteration_does_not_drive_the_run_off_a_device():
+    # the H100's grid-1000 BFS: GPU passes of 25 us, one of 8 ms (a preempted thread);
+    # the CPU's notify-pull at 40 us. Taken whole, the 8 ms row made the GPU's rate
+    # 2.4 ms a pass and the run left it for good
+    m = model(8e-9, 25e-12, overhead=1.0)
+    m.observe_row(notify_row(0.001, 40e-6), 10**6)
+    m.switch = 0.5e-3
+    m.observe_row(gpu_row(8e-3), 10**6)
+    assert m.seconds("gpu", 10**6) == pytest.approx(0.7 * 25e-6 + 0.3 * 75e-6)  # 3x cap
+    assert [m.placement(0.001, 1.0, 10**6, current="gpu")[0] for _ in range(20)] == \
+        ["gpu"] * 20
+    # a real change of speed is followed, by up to 1.6x a measurement
+    for _ in range(12):
+        m.observe_row(gpu_row(200e-6), 10**6)
+    assert m.seconds("gpu", 10**6) == pytest.approx(200e-6, rel=0.02)
+    # and the same for the CPU's notify-pull fit
+    m.observe_row(notify_row(0.001, 8e-3), 10**6)
+    assert m.cpu_seconds(0.001, 1.0, 10**6) < 3 * 40e-6
+    for _ in range(12):
+        m.observe_row(notify_row(0.001, 400e-6), 10**6)
+    assert m.cpu_seconds(0.001, 1.0, 10**6) == pytest.approx(400e-6, rel=0.02)
 
 
 def test_gpu_takes_its_share_from_the_front_cpu_the_back():

@@ -64,6 +64,12 @@ def alpha(f: float, rho: float, t_pull: float, t_gpu: float) -> float:
 
 
 SMOOTHING = 0.3  # weight of a new measurement in the running per-edge times
+OUTLIER = 3.0  # a measurement counts at most this many times what the model predicted
+# for it. One slow iteration (a thread preempted, a garbage collection) took 0.5-8 ms
+# where a grid-1000 BFS pass takes 25 us on the H100: taken whole, it multiplied the
+# GPU's rate by up to 100, the run left the GPU and, never measuring it again, stayed
+# on the CPU at twice the GPU's time (5 of 6 runs). A real change of speed still moves
+# the estimate by up to 1.6x a measurement.
 SPREAD = 0.5  # sizes measured must vary by this coefficient of variation to fit a slope
 
 
@@ -78,7 +84,12 @@ class LinearFit:
     def __init__(self):
         self.sums = [0.0] * 5  # weight, size, seconds, size^2, size * seconds
 
-    def observe(self, size, seconds):
+    def observe(self, size, seconds, prior_slope):
+        """Fold in one measurement (``seconds`` trimmed to OUTLIER times the fit's
+        prediction for ``size``, see :meth:`predict`)."""
+        expected = self.predict(size, prior_slope)
+        if expected:
+            seconds = min(seconds, OUTLIER * expected)
         point = (1.0, size, seconds, size * size, size * seconds)
         self.sums = [(1 - SMOOTHING) * s + SMOOTHING * p for s, p in zip(self.sums, point)]
 
@@ -142,13 +153,14 @@ class CostModel:
             (1 - SMOOTHING) * old + SMOOTHING * seconds
 
     def observe(self, kind, mode, edges, seconds):
-        """Fold a measured time (``edges`` edges in ``seconds``) into the model."""
+        """Fold a measured time (``edges`` edges in ``seconds``) into the model (at most
+        OUTLIER times the rate so far)."""
         if edges <= 0 or seconds <= 0:
             return
         measured = seconds / edges
         old = self.per_edge.get((kind, mode))
         self.per_edge[(kind, mode)] = measured if old is None else \
-            (1 - SMOOTHING) * old + SMOOTHING * measured
+            (1 - SMOOTHING) * old + SMOOTHING * min(measured, OUTLIER * old)
 
     def observe_row(self, row, num_arcs):
         """Fold a history row of a single-device iteration into the model (a CPU
@@ -160,7 +172,10 @@ class CostModel:
         kind = row["placement"]
         seconds = max(row["seconds"], row[f"{kind}_seconds"])
         if kind == "cpu" and row["mode"] == "notify-pull":
-            self.notify.observe(row["f"] * num_arcs, seconds)
+            size = row["f"] * num_arcs
+            self.notify.observe(size, seconds,
+                                self._notify_prior(row["f"], row["rho"], num_arcs) / size
+                                if size else 0.0)
         else:
             self.observe(kind, "pull" if kind == "gpu" else row["mode"], row["edges"],
                          seconds)
@@ -186,11 +201,15 @@ class CostModel:
         return self.seconds(kind, edges, "pages" if (kind, "pages") in self.per_edge
                             else "pull")
 
+    def _notify_prior(self, f, rho, num_arcs):
+        """Garaph's notify-pull estimate, with the skew: rho (f + min(f skew, 1)) pulls."""
+        return rho * (f + min(f * self.skew, 1.0)) * self.seconds("cpu", num_arcs)
+
     def cpu_seconds(self, f, rho, num_arcs):
         """Predicted seconds of the CPU's iteration: notify-pull, pull or push (when the
         program can), the cheapest."""
         pull = self.seconds("cpu", num_arcs)
-        prior = rho * (f + min(f * self.skew, 1.0)) * pull
+        prior = self._notify_prior(f, rho, num_arcs)
         notify = self.notify.predict(f * num_arcs, prior / (f * num_arcs) if f else 0.0)
         best = min(prior if notify is None else notify, pull)
         if self.push:
