@@ -136,6 +136,17 @@ def test_notify_marks_exactly_the_out_neighbours(n, m, seed):
     assert not marks.any()
 
 
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 200), st.floats(0.0, 1.0), st.integers(0, 2**31), st.integers(0, 7))
+def test_active_ids_are_the_set_flags_in_order(n, density, seed, offset):
+    rng = np.random.default_rng(seed)
+    flags = (rng.random(n + offset) < density).astype(np.uint8) * rng.integers(1, 256, n + offset,
+                                                                               dtype=np.uint8)
+    flags = flags[offset:]  # any start address and length, not only whole 8-byte words
+    ids = cpu.active_ids(flags)
+    assert ids.dtype == np.int64 and ids.tolist() == np.flatnonzero(flags).tolist()
+
+
 # --- cost model ----------------------------------------------------------------------------
 
 def test_frontier_gathers_a_small_frontier_and_keeps_the_host_flags():

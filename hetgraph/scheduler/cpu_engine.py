@@ -109,7 +109,7 @@ class CpuEngine:
                 self.state.flags, graph.out_indptr, self.chunks))
         active, degree = self._counted
         if self._from_ids(self._mode(degree), active, degree):
-            self._frontier = cpu.compact(self.state.flags, self.chunks, False)
+            self._frontier = cpu.active_ids(self.state.flags)
             self._degree = degree
         return active, degree
 
@@ -135,7 +135,7 @@ class CpuEngine:
         state = self.state
         if self._from_ids(chosen, active, degree):
             if self._frontier is None:
-                self._frontier = cpu.compact(state.flags, self.chunks, False)
+                self._frontier = cpu.active_ids(state.flags)
             if chosen == "push":
                 if self._accumulators is None:
                     self._accumulators = cpu.touched_empty_like(state.values, self.chunks)
