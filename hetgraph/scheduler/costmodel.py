@@ -82,7 +82,7 @@ class LinearFit:
     caller's prior and the fit only sets the fixed part."""
 
     def __init__(self):
-        self.sums = [0.0] * 5  # weight, size, seconds, size^2, size * seconds
+        self.sums = (0.0,) * 5  # weight, size, seconds, size^2, size * seconds
 
     def observe(self, size, seconds, prior_slope):
         """Fold in one measurement (``seconds`` trimmed to OUTLIER times the fit's
@@ -90,8 +90,10 @@ class LinearFit:
         expected = self.predict(size, prior_slope)
         if expected:
             seconds = min(seconds, OUTLIER * expected)
-        point = (1.0, size, seconds, size * size, size * seconds)
-        self.sums = [(1 - SMOOTHING) * s + SMOOTHING * p for s, p in zip(self.sums, point)]
+        weight, sx, sy, sxx, sxy = self.sums
+        keep, new = 1.0 - SMOOTHING, SMOOTHING
+        self.sums = (keep * weight + new, keep * sx + new * size, keep * sy + new * seconds,
+                     keep * sxx + new * size * size, keep * sxy + new * size * seconds)
 
     def predict(self, size, prior_slope):
         """Predicted seconds for ``size`` (None before any measurement)."""
