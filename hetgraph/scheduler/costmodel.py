@@ -65,11 +65,11 @@ def alpha(f: float, rho: float, t_pull: float, t_gpu: float) -> float:
 
 SMOOTHING = 0.3  # weight of a new measurement in the running per-edge times
 OUTLIER = 3.0  # a measurement counts at most this many times what the model predicted
-# for it. One slow iteration (a thread preempted, a garbage collection) took 0.5-8 ms
-# where a grid-1000 BFS pass takes 25 us on the H100: taken whole, it multiplied the
-# GPU's rate by up to 100, the run left the GPU and, never measuring it again, stayed
-# on the CPU at twice the GPU's time (5 of 6 runs). A real change of speed still moves
-# the estimate by up to 1.6x a measurement.
+# for it. Among the 25-40 us GPU passes of a grid-1000 BFS on the H100, single rows took
+# 0.25-2.5 ms (some during a garbage collection): taken whole, one raised the GPU's
+# predicted pass to 0.16-2.5 ms, the run left the GPU and, never measuring it again,
+# stayed on the CPU at twice the GPU's time (5 of 6 runs). A real change of speed still
+# moves the estimate by up to 1.6x a measurement.
 SPREAD = 0.5  # sizes measured must vary by this coefficient of variation to fit a slope
 
 
