@@ -86,8 +86,9 @@ def notify(flags, out_indptr, out_indices, base, v0, v1, marks, notify_self, chu
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
-def compact(marks, chunks, clear=True):
-    """Sorted ids of the marked vertices (int64); clears ``marks`` if ``clear``."""
+def compact(marks, chunks):
+    """Sorted ids of the marked vertices (int64); clears ``marks`` (:func:`active_ids`
+    gathers without clearing)."""
     n = marks.shape[0]
     counts = np.zeros(chunks + 1, np.int64)
     for c in prange(chunks):
@@ -99,8 +100,7 @@ def compact(marks, chunks, clear=True):
         k = offsets[c]
         for u in range(n * c // chunks, n * (c + 1) // chunks):
             if marks[u]:
-                if clear:
-                    marks[u] = 0
+                marks[u] = 0
                 vertices[k] = u
                 k += 1
     return vertices
