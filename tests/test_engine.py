@@ -121,7 +121,7 @@ def test_notify_marks_exactly_the_out_neighbours(n, m, seed):
     rng = np.random.default_rng(seed)
     flags = (rng.random(g.num_vertices) < 0.2).astype(np.uint8)
     active = np.flatnonzero(flags)
-    count, degree = cpu.frontier_size(flags, g.out_indptr, 3)
+    count, degree = cpu.frontier_size(flags, g.out_indptr)
     assert count == len(active) and degree == g.out_degree()[active].sum()
     marks = np.zeros_like(flags)
     cpu.notify(flags, g.out_indptr, g.out_indices, 0, 0, g.num_vertices, marks, True, 3)
@@ -145,6 +145,23 @@ def test_active_ids_are_the_set_flags_in_order(n, density, seed, offset):
     flags = flags[offset:]  # any start address and length, not only whole 8-byte words
     ids = cpu.active_ids(flags)
     assert ids.dtype == np.int64 and ids.tolist() == np.flatnonzero(flags).tolist()
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 300), st.sampled_from([0.0, 0.05, 0.5, 0.95, 1.0]), st.booleans(),
+       st.integers(0, 2**31), st.integers(0, 7))
+def test_frontier_size_counts_the_set_flags_and_their_out_degrees(n, density, ones, seed,
+                                                                  offset):
+    """Whole words of 1 flags take a shortcut; other nonzero flags count the same."""
+    rng = np.random.default_rng(seed)
+    indptr = np.concatenate([[0], np.cumsum(rng.integers(0, 40, n))]).astype(np.int64)
+    flags = (rng.random(n + offset) < density).astype(np.uint8)
+    if not ones:
+        flags *= rng.integers(1, 256, n + offset, dtype=np.uint8)
+    flags = flags[offset:]  # any start address and length
+    active = np.flatnonzero(flags)
+    assert cpu.frontier_size(flags, indptr) == \
+        (len(active), int(np.diff(indptr)[active].sum()))
 
 
 # --- cost model ----------------------------------------------------------------------------

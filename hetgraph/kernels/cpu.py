@@ -55,18 +55,40 @@ COMBINE = {"add": _add, "min": _min, "max": _max, "or": _or, "and": _and}
 
 # --- program-independent helpers (cached on disk) -----------------------------------------
 
-@numba.njit(parallel=True, nogil=True, cache=True)
-def frontier_size(flags, out_indptr, chunks):
-    """(active vertices, sum of their out-degrees) for the active flags."""
-    n = flags.shape[0]
-    counts = np.zeros(chunks, np.int64)
-    degrees = np.zeros(chunks, np.int64)
-    for c in prange(chunks):
-        for u in range(n * c // chunks, n * (c + 1) // chunks):
-            if flags[u]:
-                counts[c] += 1
-                degrees[c] += out_indptr[u + 1] - out_indptr[u]
-    return counts.sum(), degrees.sum()
+ALL_SET = np.uint64(0x0101010101010101)  # eight flags of 1, read as one 8-byte word
+
+
+def frontier_size(flags, out_indptr):
+    """(active vertices, sum of their out-degrees) of the nonzero ``flags`` (uint8), in
+    this thread, 8 flags at a time: a word of eight 1 flags adds its vertices' degrees
+    as one difference of ``out_indptr``. RMAT-20 with every vertex, one, every 7th or a
+    random half active: 0.23, 0.05, 0.67 and 0.66 ms in one thread of the 2-core VM,
+    where a parallel region took 14, 0.3, 1.8 and 7.5 ms on both cores. On the H100
+    host (16 cores) the parallel region over 1M flags took 0.3 ms in some processes and
+    1.5-8 ms, every time, in others."""
+    words = flags[:len(flags) // 8 * 8].view(np.uint64)
+    return _count_frontier(flags, words, out_indptr)
+
+
+@numba.njit(nogil=True, cache=True)
+def _count_frontier(flags, words, out_indptr):
+    active = degree = 0
+    for w in range(words.shape[0]):
+        word = words[w]
+        if word == ALL_SET:
+            active += 8
+            degree += out_indptr[8 * w + 8] - out_indptr[8 * w]
+        elif word:
+            for u in range(8 * w, 8 * w + 8):  # without branches: a random mix of
+                # flags would mispredict half of them
+                on = flags[u] != 0
+                active += on
+                degree += on * (out_indptr[u + 1] - out_indptr[u])
+    for u in range(8 * words.shape[0], flags.shape[0]):
+        on = flags[u] != 0
+        active += on
+        degree += on * (out_indptr[u + 1] - out_indptr[u])
+    return active, degree
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)

@@ -105,8 +105,7 @@ class CpuEngine:
         if self._frontier is not None:
             return len(self._frontier), self._degree
         if self._counted is None:
-            self._counted = tuple(int(x) for x in cpu.frontier_size(
-                self.state.flags, graph.out_indptr, self.chunks))
+            self._counted = cpu.frontier_size(self.state.flags, graph.out_indptr)
         active, degree = self._counted
         if self._from_ids(self._mode(degree), active, degree):
             self._frontier = cpu.active_ids(self.state.flags)

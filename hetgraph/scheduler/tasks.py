@@ -32,7 +32,7 @@ from ..io.store import StoredGraph
 from ..kernels import cpu
 from ..result import HISTORY_COLUMNS
 from .costmodel import choose_cpu_mode, notify_fraction
-from .cpu_engine import CpuEngine, chunk_count
+from .cpu_engine import CpuEngine
 from .outofcore import StoreEngine
 
 SEGMENT_SECONDS = 1.0  # a segment returns to the driver after this long (progress, dashboard)
@@ -592,6 +592,4 @@ def ping():
 
 def frontier_of(state, graph):
     """(active vertices, sum of their out-degrees) of the host state."""
-    active, degree = cpu.frontier_size(state.flags, graph.out_indptr,
-                                       chunk_count(graph.num_vertices, numba.get_num_threads()))
-    return int(active), int(degree)
+    return cpu.frontier_size(state.flags, graph.out_indptr)
