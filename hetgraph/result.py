@@ -26,7 +26,8 @@ class Result:
     start, vertices and edges computed, vertices activated, pages / edges / seconds on
     each device kind (a GPU segment's are its device time, measured by CUDA events),
     bytes read from the page store (out-of-core runs), wall seconds (the time since the
-    previous iteration finished, when GPU iterations are queued) and overhead = wall
+    previous iteration finished, when GPU iterations are queued; the dispatcher's count
+    of the frontier and placement before a segment count in its first row) and overhead = wall
     seconds beyond the busiest device); ``compile_seconds``: time spent compiling the
     program (0 when it was already compiled in this process).
     """

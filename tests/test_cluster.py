@@ -255,6 +255,23 @@ def test_history_records_the_placement(graph):
     assert np.allclose(h["seconds"], h["cpu_seconds"] + h["overhead"])
 
 
+def test_history_counts_the_dispatchers_own_work(graph, monkeypatch):
+    """The frontier the dispatcher counts before placing a segment is wall time of the
+    run: it shows in the segment's first row, as overhead."""
+    from hetgraph.scheduler import tasks
+
+    count = tasks.frontier_of
+
+    def slow_count(state, g):
+        time.sleep(0.05)
+        return count(state, g)
+
+    monkeypatch.setattr(tasks, "frontier_of", slow_count)
+    h = hg.pagerank(graph, tol=None, max_iterations=3, devices="cpu").history
+    assert len(h) == 3 and h["seconds"].iloc[0] >= 0.05 and h["overhead"].iloc[0] >= 0.05
+    assert np.allclose(h["seconds"], h["cpu_seconds"] + h["overhead"])
+
+
 @pytest.mark.skipif(hg.cluster.gpu_count() > 0, reason="this machine has a GPU")
 def test_cluster_without_gpu_refuses_gpu_devices(graph):
     with hg.Cluster(gpus=0, dashboard_address=None) as cluster:
