@@ -409,6 +409,53 @@ def segment(program, g, queued, first=1, last=10**6, choose=None, slice_seconds=
 COLUMNS = ["iteration", "mode", "f", "active", "computed", "edges", "activated"]
 
 
+class Passes:
+    """An engine whose passes do nothing for ``seconds`` each (a GPU's, for its rows) and
+    activate one vertex until ``passes`` ran."""
+
+    read_bytes = 0
+    values = np.zeros(1)
+
+    def __init__(self, seconds, passes):
+        self.seconds, self.left = seconds, passes
+
+    def frontier(self):
+        return (1, 1)
+
+    def iterate(self, constant, frontier):
+        import time
+
+        start = time.perf_counter()
+        while time.perf_counter() - start < self.seconds:
+            pass
+        self.left -= 1
+        return "gpu-pull", 1, 1000, int(self.left > 0)
+
+
+@pytest.mark.parametrize("passes", [3, 40])
+def test_a_segment_folds_its_gpu_rows_into_the_model_in_batches(passes, monkeypatch):
+    """Every GPU row counts once, in a batch per CHOOSE_SECONDS (the rest when the
+    segment ends): one update per row cost more host time than a short pass."""
+    from types import SimpleNamespace
+
+    from hetgraph.scheduler import tasks
+    from hetgraph.scheduler.costmodel import CostModel
+
+    monkeypatch.setattr(tasks, "CHOOSE_SECONDS", 1e-3)
+    model = CostModel()
+    calls, observe = [], model.observe
+    monkeypatch.setattr(model, "observe", lambda *a: (calls.append(a), observe(*a)))
+    run = SimpleNamespace(spec=ProgramSpec(BreadthFirst(0)), graph=hg.generate.grid(4, 4),
+                          rho=1.0)
+    rows, status = tasks.run_iterations(run, Passes(100e-6, passes), "gpu", 1, 10**6,
+                                        lambda f: ("gpu", 1.0), 1, model, 1e9)
+    assert status == "converged" and len(rows) == passes
+    assert {c[:2] for c in calls} == {("gpu", "pull")}
+    assert sum(c[2] for c in calls) == 1000 * passes  # every row's edges, once
+    assert sum(c[3] for c in calls) == pytest.approx(sum(r["seconds"] for r in rows))
+    assert len(calls) <= max(1, passes // 4)  # rows of 100 us, 1 ms a batch
+
+
 def test_queued_iterations_give_the_rows_of_one_at_a_time():
     g = hg.generate.grid(12, 15, seed=3)
     plain, status, engine = segment(BreadthFirst(0), g, queued=False)

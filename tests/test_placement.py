@@ -214,6 +214,15 @@ def test_history_rows_feed_the_model():
     assert m.per_edge[("cpu", "push")] == pytest.approx(2e-8)
 
 
+def test_gpu_rows_fold_as_one_measurement():
+    m = CostModel()
+    m.observe("gpu", "pull", 10**5, 1e-4)
+    m.observe_rows([gpu_row(1e-4, 10**5), notify_row(0.01, 1e-3), gpu_row(3e-4, 10**5)],
+                   10**5)
+    assert m.per_edge[("gpu", "pull")] == pytest.approx(0.7 * 1e-9 + 0.3 * 2e-9)
+    assert m.notify.predict(1000, 0.0) == pytest.approx(1e-3)  # the CPU's row by itself
+
+
 def test_uncalibrated_model_keeps_the_cpu():
     m = CostModel()
     assert math.isnan(m.alpha(1.0, 1.0, 100))

@@ -36,10 +36,12 @@ from .cpu_engine import CpuEngine
 from .outofcore import StoreEngine
 
 SEGMENT_SECONDS = 1.0  # a segment returns to the driver after this long (progress, dashboard)
-# a segment asks the cost model where to go at most every CHOOSE_SECONDS: a placement
-# took 2-3 us of host time on the H100 host, a GPU iteration of the grid-1000 BFS 25 us;
-# longer iterations are each placed (RMAT-22 streamed: 10 ms, 6 of them in a BFS)
-CHOOSE_SECONDS = 1e-4
+# a segment asks the cost model where to go, and folds its GPU rows into it, at most
+# every CHOOSE_SECONDS: a placement took 2-3 us of host time on the H100 host, a GPU
+# iteration of the grid-1000 BFS 25 us; longer iterations are each placed (RMAT-22
+# streamed: 10 ms, 6 of them in a BFS). A move costs milliseconds (the state's copies):
+# deciding it this much later loses little.
+CHOOSE_SECONDS = 3e-4
 # pulls that calibrate a device: the first warms up, the fastest other counts
 # (one timed pull may still carry first-use costs, and the model starts from it)
 CALIBRATION_PULLS = 4
@@ -365,7 +367,8 @@ def queue_depth(spec, queue):
 def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_seconds):
     """Iterations ``first``..``last`` of ``engine`` (which reads ``pages`` pages per
     pass) while ``choose(f)`` returns (``kind``, alpha), each measured into ``model``
-    (None: a run on one device kind, whose placement needs no measurement);
+    (None: a run on one device kind, whose placement needs no measurement; GPU rows
+    are folded in CHOOSE_SECONDS at a time, see :meth:`CostModel.observe_rows`);
     returns (rows, status) with status "converged", "moved" (the cost model chose
     another placement), "slice" (``slice_seconds`` passed) or "limit".
 
@@ -382,14 +385,20 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
     # the row's constant part, made once: an iteration can take 40 us (grid-1000 BFS)
     template = history_row(placement=kind, rho=run.rho, **{f"{kind}_pages": pages})
     edges_key, seconds_key = f"{kind}_edges", f"{kind}_seconds"
-    began = finished = time.perf_counter()
-    iteration, status = first, None
+    began = finished = folded = time.perf_counter()
+    iteration, status, observed = first, None, 0  # rows[:observed] are in the model
+
+    def end(status):  # what the rows measured goes into the model first
+        if model is not None:
+            model.observe_rows(rows[observed:], graph.num_arcs)
+        return rows, status
+
     while True:
         if status is None and iteration <= last and len(launched) < depth:
             start = time.perf_counter()
             frontier = engine.frontier()
             if frontier[0] == 0:  # (never while some are launched: see below)
-                return rows, "converged"
+                return end("converged")
             f = notify_fraction(frontier[1], graph.num_arcs)
             if iteration == first:  # the driver has just placed it here
                 placement = kind
@@ -409,7 +418,7 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
             iteration += 1
             continue
         if not launched:
-            return rows, status or "limit"
+            return end(status or "limit")
         done = launched.popleft()
         active, degree = done.frontier or engine.frontier()  # (the one before, finished)
         mode, computed, edges, activated, kernel = queue.wait(done.ticket)
@@ -426,12 +435,13 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
                    overhead=max(seconds - kernel, 0.0))
         row[edges_key], row[seconds_key] = edges, kernel
         rows.append(row)
-        if model is not None:
-            model.observe_row(row, graph.num_arcs)
+        if model is not None and (kind == "cpu" or now - folded > CHOOSE_SECONDS):
+            model.observe_rows(rows[observed:], graph.num_arcs)  # the GPU's in batches
+            observed, folded = len(rows), now
         if converged:
             if launched:
                 engine.discard([d.ticket for d in launched])
-            return rows, "converged"
+            return end("converged")
         if status is None and now - began > slice_seconds:
             status = "slice"
 
