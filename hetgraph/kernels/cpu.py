@@ -60,12 +60,13 @@ ALL_SET = np.uint64(0x0101010101010101)  # eight flags of 1, read as one 8-byte 
 
 def frontier_size(flags, out_indptr):
     """(active vertices, sum of their out-degrees) of the nonzero ``flags`` (uint8), in
-    this thread, 8 flags at a time: a word of eight 1 flags adds its vertices' degrees
-    as one difference of ``out_indptr``. RMAT-20 with every vertex, one, every 7th or a
-    random half active: 0.23, 0.05, 0.67 and 0.66 ms in one thread of the 2-core VM,
-    where a parallel region took 14, 0.3, 1.8 and 7.5 ms on both cores. On the H100
-    host (16 cores) the parallel region over 1M flags took 0.3 ms in some processes and
-    1.5-8 ms, every time, in others."""
+    this thread, 8 flags at a time: a stretch of words of eight 1 flags adds its
+    vertices' degrees as one difference of ``out_indptr``. On the H100 host, RMAT-22
+    (4M vertices) with one vertex or all active: 0.5 and 3.3 ms with one read of
+    ``out_indptr`` per word (a parallel region over 16 cores: 0.5 and 4.8 ms; over 1M
+    flags it took 0.3 ms in some processes and 1.5-8 ms, every time, in others); a
+    mixed frontier reads the degree of each active vertex (every 7th active: 6.4 ms,
+    1.4 ms in parallel)."""
     words = flags[:len(flags) // 8 * 8].view(np.uint64)
     return _count_frontier(flags, words, out_indptr)
 
@@ -73,12 +74,18 @@ def frontier_size(flags, out_indptr):
 @numba.njit(nogil=True, cache=True)
 def _count_frontier(flags, words, out_indptr):
     active = degree = 0
-    for w in range(words.shape[0]):
-        word = words[w]
+    stretch = -1  # first vertex of the current stretch of all-1 words (-1: none)
+    for w in range(words.shape[0] + 1):  # (one more: a zero word ends the last stretch)
+        word = words[w] if w < words.shape[0] else np.uint64(0)
         if word == ALL_SET:
-            active += 8
-            degree += out_indptr[8 * w + 8] - out_indptr[8 * w]
-        elif word:
+            if stretch < 0:
+                stretch = 8 * w
+            continue
+        if stretch >= 0:
+            active += 8 * w - stretch
+            degree += out_indptr[8 * w] - out_indptr[stretch]
+            stretch = -1
+        if word:
             for u in range(8 * w, 8 * w + 8):  # without branches: a random mix of
                 # flags would mispredict half of them
                 on = flags[u] != 0
