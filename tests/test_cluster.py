@@ -272,6 +272,30 @@ def test_history_counts_the_dispatchers_own_work(graph, monkeypatch):
     assert np.allclose(h["seconds"], h["cpu_seconds"] + h["overhead"])
 
 
+def test_segments_hand_on_the_frontier_they_leave(weighted, monkeypatch, tmp_path):
+    """A segment ends with the frontier of the next iteration, which the dispatcher goes
+    on from: the host state's, counted once, at the start of the run."""
+    from hetgraph.kernels import cpu
+    from hetgraph.scheduler import tasks
+
+    counts, count, segment = [], tasks.frontier_of, tasks.cpu_segment
+
+    def checked(run, state, *args):
+        report = segment(run, state, *args)
+        if isinstance(run, tasks.InProcess):
+            run, state = tasks._SHARED[run.run_id]
+        if report.frontier is not None:
+            assert report.frontier == cpu.frontier_size(state.flags, run.graph.out_indptr)
+        return report
+
+    monkeypatch.setattr(tasks, "frontier_of", lambda *a: counts.append(1) or count(*a))
+    monkeypatch.setattr(tasks, "cpu_segment", checked)
+    # a checkpoint every 2 iterations ends a segment every 2
+    r = hg.sssp(weighted, 0, devices="cpu", checkpoint=tmp_path, checkpoint_every=2)
+    np.testing.assert_array_equal(r.values, csgraph.dijkstra(weighted.to_scipy(), indices=0))
+    assert r.iterations > 6 and len(counts) == 1
+
+
 @pytest.mark.skipif(hg.cluster.gpu_count() > 0, reason="this machine has a GPU")
 def test_cluster_without_gpu_refuses_gpu_devices(graph):
     with hg.Cluster(gpus=0, dashboard_address=None) as cluster:

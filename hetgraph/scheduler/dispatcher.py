@@ -294,6 +294,7 @@ class _Driver:
                                if len(self.kinds) == 2 else 1.0)
         self.round_trip = 0.0
         self.placed = None  # where the last iteration ran
+        self.frontier = None  # (active vertices, out-degree sum) the last segment left
         self.version = 0
         self.compile_seconds = 0.0
         if len(self.kinds) == 2:
@@ -436,7 +437,9 @@ class _Driver:
         iteration = len(history) + 1
         while iteration <= max_iterations:
             start = time.perf_counter()
-            frontier = tasks.frontier_of(self.state, self.graph)
+            # the frontier the last segment left, else counted on the host state
+            frontier = self.frontier or tasks.frontier_of(self.state, self.graph)
+            self.frontier = None
             if frontier[0] == 0:
                 return True
             f = notify_fraction(frontier[1], self.graph.num_arcs)
@@ -486,6 +489,7 @@ class _Driver:
         self._merge(report)
         self.version += 1
         self.model = report.model  # the driver's, plus what the segment measured
+        self.frontier = report.frontier
         rows = report.rows
         gpu = [row["seconds"] for row in rows if row["placement"] == "gpu"]
         if gpu:  # one measurement a segment: a grid-1000 BFS has 1,600 rows of 30 us

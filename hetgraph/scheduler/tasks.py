@@ -100,8 +100,9 @@ class Report:
     """What a task did: device kind, pages (for page tasks), edges, vertices activated,
     seconds on the device, history rows and the cost model with what they measured
     (segments), the values and flags it computed when the state is not shared (vertex
-    ranges, values, flags), and the seconds per byte of a host-to-device copy
-    (GPU calibration)."""
+    ranges, values, flags), the seconds per byte of a host-to-device copy
+    (GPU calibration), and the frontier a segment leaves (active vertices, their
+    out-degree sum; None when it converged)."""
 
     kind: str
     pages: list
@@ -115,6 +116,7 @@ class Report:
     out: tuple | None = None
     model: object = None
     copy_per_byte: float = 0.0
+    frontier: tuple | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -496,10 +498,11 @@ def cpu_segment(run, state, version, first, last, model, others, spread_pull, fr
                                       len(run.page_vertices), model if others else None,
                                       seconds)
         ctx.version = version + 1
+        after = None if status == "converged" else ctx.engine.frontier()
     return Report("cpu", [], rows=rows, status=status,
                   build_seconds=ctx.take_build_seconds(),
                   out=_out(run, state, [(0, run.graph.num_vertices)], written=False),
-                  model=model)
+                  model=model, frontier=after)
 
 
 @_resolved
@@ -529,7 +532,8 @@ def gpu_segment(run, state, version, first, last, model, others, frontier,
     ctx.pages = tuple(range(len(run.page_vertices)))
     return Report("gpu", [], rows=rows, status=status,
                   build_seconds=ctx.take_build_seconds(),
-                  out=_out(run, state, [(0, n)], written=False), model=model)
+                  out=_out(run, state, [(0, n)], written=False), model=model,
+                  frontier=None if status == "converged" else engine.frontier())
 
 
 # --- calibration -------------------------------------------------------------------------------
