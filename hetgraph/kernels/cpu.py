@@ -61,12 +61,13 @@ ALL_SET = np.uint64(0x0101010101010101)  # eight flags of 1, read as one 8-byte 
 def frontier_size(flags, out_indptr):
     """(active vertices, sum of their out-degrees) of the nonzero ``flags`` (uint8), in
     this thread, 8 flags at a time: a stretch of words of eight 1 flags adds its
-    vertices' degrees as one difference of ``out_indptr``. On the H100 host, RMAT-22
-    (4M vertices) with one vertex or all active: 0.5 and 3.3 ms with one read of
-    ``out_indptr`` per word (a parallel region over 16 cores: 0.5 and 4.8 ms; over 1M
-    flags it took 0.3 ms in some processes and 1.5-8 ms, every time, in others); a
-    mixed frontier reads the degree of each active vertex (every 7th active: 6.4 ms,
-    1.4 ms in parallel)."""
+    vertices' degrees as one difference of ``out_indptr``. The dispatcher counts a
+    frontier at a run's start (mostly one vertex or all of them) and after an
+    iteration of pages spread over devices. On the H100 host, RMAT-22 (4M vertices),
+    medians: one, all, every 7th and a random half active 1.0, 0.8, 7.2 and 6.6 ms,
+    against 0.4, 4.8, 1.4 and 4.5 ms for the parallel region over 16 cores it replaced,
+    whose threads must be woken: over 1M flags that took 0.3 ms in some processes and
+    1.5-8 ms, every time, in others."""
     words = flags[:len(flags) // 8 * 8].view(np.uint64)
     return _count_frontier(flags, words, out_indptr)
 
