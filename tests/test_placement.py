@@ -65,9 +65,9 @@ def test_measured_notify_pull_cost_replaces_garaphs_estimate():
     assert m.placement(0.1, 1.0, 10**6)[0] == "cpu"  # 2 f T_pull = 1.6 ms < 2 ms
     # notify-pull measured at 3x the frontier's edges in pulled in-edges: 0.1 * 1e6
     # frontier edges * 24 ns = 2.4 ms > 2 ms on the GPU, and at a tenth as many
-    m.observe_row(notify_row(0.1, 2.4e-3), 10**6)
-    m.observe_row(notify_row(0.01, 0.24e-3), 10**6)
-    m.observe_row(notify_row(0.1, 2.4e-3), 10**6)
+    m.observe_rows([notify_row(0.1, 2.4e-3)], 10**6)
+    m.observe_rows([notify_row(0.01, 0.24e-3)], 10**6)
+    m.observe_rows([notify_row(0.1, 2.4e-3)], 10**6)
     place, a = m.placement(0.1, 1.0, 10**6)
     assert place == "gpu" and a == pytest.approx(1.2)
     assert m.placement(0.05, 1.0, 10**6)[0] == "cpu"  # 1.2 ms
@@ -77,12 +77,12 @@ def test_a_small_notify_pull_teaches_its_fixed_cost_not_a_cost_per_edge():
     # 20 frontier edges in 50 us: 2.5 us per edge would predict 250 ms for 1e5 edges;
     # with Garaph's prior slope (2 T_pull = 16 ns per frontier edge) it is ~1.65 ms
     m = model(8e-9, 2e-9, overhead=1.0)
-    m.observe_row(notify_row(20 / 10**6, 50e-6), 10**6)
+    m.observe_rows([notify_row(20 / 10**6, 50e-6)], 10**6)
     assert m.cpu_seconds(0.1, 1.0, 10**6) == pytest.approx(50e-6 + 10**5 * 16e-9, rel=1e-3)
     assert m.placement(0.1, 1.0, 10**6)[0] == "cpu"
     # measured over a spread of sizes, the fit finds fixed part and slope
     for edges in (10**3, 10**4, 10**5, 10**4, 10**3, 10**5):
-        m.observe_row(notify_row(edges / 10**6, 30e-6 + edges * 40e-9), 10**6)
+        m.observe_rows([notify_row(edges / 10**6, 30e-6 + edges * 40e-9)], 10**6)
     assert m.cpu_seconds(0.05, 1.0, 10**6) == pytest.approx(30e-6 + 5e4 * 40e-9, rel=1e-3)
     assert m.cpu_seconds(0.9, 1.0, 10**6) == pytest.approx(8e-3)  # a pull is cheaper
 
@@ -197,19 +197,19 @@ def test_measured_iterations_replace_the_hybrid_prediction():
 
 def test_history_rows_feed_the_model():
     m = CostModel()
-    m.observe_row(notify_row(0.01, 1e-3), 10**5)
+    m.observe_rows([notify_row(0.01, 1e-3)], 10**5)
     assert m.notify.predict(1000, 0.0) == pytest.approx(1e-3)  # 1000 frontier edges
-    m.observe_row({"placement": "cpu", "mode": "pull", "f": 0.9, "edges": 10**5,
-                   "cpu_seconds": 1e-3, "seconds": 1e-3}, 10**5)
+    m.observe_rows([{"placement": "cpu", "mode": "pull", "f": 0.9, "edges": 10**5,
+                    "cpu_seconds": 1e-3, "seconds": 1e-3}], 10**5)
     assert m.per_edge[("cpu", "pull")] == pytest.approx(1e-8)
-    m.observe_row({"placement": "gpu", "mode": "gpu-pull", "f": 1.0, "edges": 10**5,
-                   "gpu_seconds": 1e-4, "seconds": 0.5e-4}, 10**5)
+    m.observe_rows([{"placement": "gpu", "mode": "gpu-pull", "f": 1.0, "edges": 10**5,
+                    "gpu_seconds": 1e-4, "seconds": 0.5e-4}], 10**5)
     assert m.per_edge[("gpu", "pull")] == pytest.approx(1e-9)
     m = CostModel()  # a row counts its wall seconds when the host took longer
-    m.observe_row({"placement": "gpu", "mode": "gpu-pull", "f": 1.0, "edges": 10**5,
-                   "gpu_seconds": 1e-4, "seconds": 3e-4}, 10**5)
-    m.observe_row({"placement": "cpu", "mode": "push", "f": 0.1, "edges": 10**4,
-                   "cpu_seconds": 1e-4, "seconds": 2e-4}, 10**5)
+    m.observe_rows([{"placement": "gpu", "mode": "gpu-pull", "f": 1.0, "edges": 10**5,
+                    "gpu_seconds": 1e-4, "seconds": 3e-4}], 10**5)
+    m.observe_rows([{"placement": "cpu", "mode": "push", "f": 0.1, "edges": 10**4,
+                    "cpu_seconds": 1e-4, "seconds": 2e-4}], 10**5)
     assert m.per_edge[("gpu", "pull")] == pytest.approx(3e-9)
     assert m.per_edge[("cpu", "push")] == pytest.approx(2e-8)
 
@@ -252,21 +252,21 @@ def test_one_slow_iteration_does_not_drive_the_run_off_a_device():
     # the CPU's notify-pull at 40 us. Taken whole, the 8 ms row made the GPU's rate
     # 2.4 ms a pass and the run left it for good
     m = model(8e-9, 25e-12, overhead=1.0)
-    m.observe_row(notify_row(0.001, 40e-6), 10**6)
+    m.observe_rows([notify_row(0.001, 40e-6)], 10**6)
     m.switch = 0.5e-3
-    m.observe_row(gpu_row(8e-3), 10**6)
+    m.observe_rows([gpu_row(8e-3)], 10**6)
     assert m.seconds("gpu", 10**6) == pytest.approx(0.7 * 25e-6 + 0.3 * 75e-6)  # 3x cap
     assert [m.placement(0.001, 1.0, 10**6, current="gpu")[0] for _ in range(20)] == \
         ["gpu"] * 20
     # a real change of speed is followed, by up to 1.6x a measurement
     for _ in range(12):
-        m.observe_row(gpu_row(200e-6), 10**6)
+        m.observe_rows([gpu_row(200e-6)], 10**6)
     assert m.seconds("gpu", 10**6) == pytest.approx(200e-6, rel=0.02)
     # and the same for the CPU's notify-pull fit
-    m.observe_row(notify_row(0.001, 8e-3), 10**6)
+    m.observe_rows([notify_row(0.001, 8e-3)], 10**6)
     assert m.cpu_seconds(0.001, 1.0, 10**6) < 3 * 40e-6
     for _ in range(12):
-        m.observe_row(notify_row(0.001, 400e-6), 10**6)
+        m.observe_rows([notify_row(0.001, 400e-6)], 10**6)
     assert m.cpu_seconds(0.001, 1.0, 10**6) == pytest.approx(400e-6, rel=0.02)
 
 

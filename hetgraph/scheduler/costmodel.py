@@ -164,37 +164,32 @@ class CostModel:
         self.per_edge[(kind, mode)] = measured if old is None else \
             (1 - SMOOTHING) * old + SMOOTHING * min(measured, OUTLIER * old)
 
-    def observe_row(self, row, num_arcs):
-        """Fold a history row of a single-device iteration into the model (a CPU
-        notify-pull against its frontier's edges, see above), by its wall seconds, what
-        the iteration cost the run, on both device kinds: a GPU row's ``gpu_seconds``
-        are the device's alone (queued iterations hide the host's work only in part).
-        (Counting the CPU's kernel time instead did not change much: grid-1000 BFS on
-        an H100 put 776 and then 750 of 1,997 iterations on the CPU.)"""
-        kind = row["placement"]
-        seconds = max(row["seconds"], row[f"{kind}_seconds"])
-        if kind == "cpu" and row["mode"] == "notify-pull":
-            size = row["f"] * num_arcs
-            self.notify.observe(size, seconds,
-                                self._notify_prior(row["f"], row["rho"], num_arcs) / size
-                                if size else 0.0)
-        else:
-            self.observe(kind, "pull" if kind == "gpu" else row["mode"], row["edges"],
-                         seconds)
-
     def observe_rows(self, rows, num_arcs):
-        """Fold history rows of single-device iterations into the model: a CPU row's as
-        :meth:`observe_row`, the GPU rows' as one measurement (their edges in their
-        seconds), which costs a segment one update per batch of GPU passes, not one per
-        pass (1-3 us of host time against a 25-30 us pass of the grid-1000 BFS)."""
-        edges = seconds = 0.0
+        """Fold history rows of single-device iterations into the model, each by its
+        wall seconds, what the iteration cost the run, on both device kinds: a GPU row's
+        ``gpu_seconds`` are the device's alone (queued iterations hide the host's work
+        only in part). (Counting the CPU's kernel time instead did not change much:
+        grid-1000 BFS on an H100 put 776 and then 750 of 1,997 iterations on the CPU.)
+        A CPU notify-pull row goes into its fit against its frontier's edges (see
+        above), another CPU row into its mode's rate; the GPU rows into the GPU's rate
+        as one measurement (their edges in their seconds), which costs a segment one
+        update per batch of GPU passes, not one per pass (1-3 us of host time against a
+        25-30 us pass of the grid-1000 BFS)."""
+        gpu_edges = gpu_seconds = 0.0
         for row in rows:
-            if row["placement"] == "gpu":
-                edges += row["edges"]
-                seconds += max(row["seconds"], row["gpu_seconds"])
+            kind = row["placement"]
+            seconds = max(row["seconds"], row[f"{kind}_seconds"])
+            if kind == "gpu":
+                gpu_edges += row["edges"]
+                gpu_seconds += seconds
+            elif row["mode"] == "notify-pull":
+                size = row["f"] * num_arcs
+                self.notify.observe(size, seconds,
+                                    self._notify_prior(row["f"], row["rho"], num_arcs) / size
+                                    if size else 0.0)
             else:
-                self.observe_row(row, num_arcs)
-        self.observe("gpu", "pull", edges, seconds)  # (nothing without GPU rows)
+                self.observe("cpu", row["mode"], row["edges"], seconds)
+        self.observe("gpu", "pull", gpu_edges, gpu_seconds)  # (nothing without GPU rows)
 
     def observe_switch(self, seconds):
         """Fold the measured cost of a segment boundary into ``switch``."""
