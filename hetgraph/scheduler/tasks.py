@@ -346,19 +346,6 @@ class Immediate:
         return ticket
 
 
-@dataclasses.dataclass
-class _Launched:
-    """An iteration launched by :func:`run_iterations` and not yet waited for."""
-
-    iteration: int
-    frontier: tuple | None  # (active, out-degree sum) it started from, if known at launch
-    alpha: float
-    start: float  # perf_counter seconds when its host work began
-    ticket: object
-    read: int  # the engine's read_bytes before it
-    previous: object  # the values before it, for the program's converged test
-
-
 def queue_depth(spec, queue):
     """Iterations a segment keeps in flight on ``queue`` (an engine with ``launch``, or
     an Immediate): its ``queued``, but one for a program with a ``converged`` test,
@@ -415,34 +402,36 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
                 else 0.0
             previous = engine.values.copy() if has_converged else None
             read = engine.read_bytes
-            launched.append(_Launched(iteration, None if launched else frontier, alpha, start,
-                                      queue.launch(constant, frontier), read, previous))
+            # (ticket, iteration, the frontier it starts from if known now, alpha, start of
+            # its host work, read_bytes before it, values before it): a tuple, not a
+            # class, made and read every iteration (see ``template``)
+            launched.append((queue.launch(constant, frontier), iteration,
+                             None if launched else frontier, alpha, start, read, previous))
             iteration += 1
             continue
         if not launched:
             return end(status or "limit")
-        done = launched.popleft()
-        active, degree = done.frontier or engine.frontier()  # (the one before, finished)
-        mode, computed, edges, activated, kernel = queue.wait(done.ticket)
+        ticket, number, known, its_alpha, its_start, read, previous = launched.popleft()
+        active, degree = known or engine.frontier()  # (the one before, finished)
+        mode, computed, edges, activated, kernel = queue.wait(ticket)
         converged = activated == 0 or (
-            has_converged and program.converged(graph, done.previous, engine.values))
+            has_converged and program.converged(graph, previous, engine.values))
         now = time.perf_counter()
-        seconds = now - max(done.start, finished)
+        seconds = now - max(its_start, finished)
         finished = now
-        row = template.copy()
-        row.update(iteration=done.iteration, mode=mode,
-                   f=notify_fraction(degree, graph.num_arcs), alpha=done.alpha,
-                   active=int(active), computed=computed, edges=edges, activated=activated,
-                   read_bytes=engine.read_bytes - done.read, seconds=seconds,
-                   overhead=max(seconds - kernel, 0.0))
-        row[edges_key], row[seconds_key] = edges, kernel
+        row = {**template, "iteration": number, "mode": mode,
+               "f": notify_fraction(degree, graph.num_arcs), "alpha": its_alpha,
+               "active": int(active), "computed": computed, "edges": edges,
+               "activated": activated, "read_bytes": engine.read_bytes - read,
+               "seconds": seconds, "overhead": max(seconds - kernel, 0.0),
+               edges_key: edges, seconds_key: kernel}
         rows.append(row)
         if model is not None and (kind == "cpu" or now - folded > CHOOSE_SECONDS):
             model.observe_rows(rows[observed:], graph.num_arcs)  # the GPU's in batches
             observed, folded = len(rows), now
         if converged:
             if launched:
-                engine.discard([d.ticket for d in launched])
+                engine.discard([d[0] for d in launched])
             return end("converged")
         if status is None and now - began > slice_seconds:
             status = "slice"
