@@ -11,12 +11,13 @@ larger than the GPU: the other pages stream over PCIe every GPU iteration), wher
 CPU's share matters most. The RMAT graph is renumbered by ``Graph.reorder("auto")``
 (hubs first, as the command line runs it); the grid keeps its order. Reported: total
 iteration seconds per placement, the per-iteration curves, speedup of auto over the
-better single device. A run under REPEAT_BELOW seconds is repeated (up to REPEATS runs
-in all) and the fastest kept: a short run's total is dominated by its last iteration,
-which carries the Dask round trip of the segment (2-10 ms, varying run to run). Every
-run's seconds and CPU iterations are kept too ("every_run"): auto's placement varies
-from run to run, and so does a single device (GPU-alone grid BFS on the H100: 61-110 ms
-in five runs), so auto is also compared median against median.
+better single device. The three placements run in turns, and those whose runs so far
+took under REPEAT_BELOW seconds again (up to REPEATS runs each); the fastest is kept: a
+short run's total is dominated by its last iteration, which carries the Dask round trip
+of the segment (2-10 ms, varying run to run). Every run's seconds and CPU iterations are
+kept too ("every_run"): auto's placement varies from run to run, and so does a single
+device (GPU-alone grid BFS on the H100: 61-110 ms in five runs), so auto is also
+compared median against median.
 
 Overhead: each single-device run is repeated as the bare engine looped in plain Python
 (no Dask: frontier, program hooks, engine pass), and the Dask run's iteration seconds
@@ -39,25 +40,28 @@ import hetgraph as hg  # noqa: E402
 from machine import describe  # noqa: E402
 
 PR_ITERATIONS = 20
-REPEATS = 5
+REPEATS = 7
 REPEAT_BELOW = 1.0  # seconds
 
 
-def fastest_run(call, options):
-    """(the fastest of up to REPEATS runs of ``call(**options)`` (one when it is slow),
-    the seconds and the CPU iterations of every run)."""
-    best, spent, runs = None, 0.0, []
+def alternating_runs(call, option_sets):
+    """name -> (the fastest run of ``call(**options)``, the seconds and CPU iterations of
+    every run), for each of ``option_sets`` (name -> options), run in turns: a round runs
+    each once, and up to REPEATS rounds run each whose runs so far took under
+    REPEAT_BELOW seconds, so that a drift of the machine's speed touches all alike."""
+    best, runs, spent = {}, {name: [] for name in option_sets}, dict.fromkeys(option_sets, 0.0)
     for _ in range(REPEATS):
-        result = call(**options)
-        seconds = float(result.history["seconds"].sum())
-        spent += seconds
-        runs.append({"seconds": round(seconds, 6),
-                     "cpu_iterations": int((result.history["placement"] == "cpu").sum())})
-        if best is None or seconds < float(best.history["seconds"].sum()):
-            best = result
-        if spent > REPEAT_BELOW:
-            break
-    return best, runs
+        for name, options in option_sets.items():
+            if runs[name] and spent[name] > REPEAT_BELOW:
+                continue
+            result = call(**options)
+            seconds = float(result.history["seconds"].sum())
+            spent[name] += seconds
+            runs[name].append({"seconds": round(seconds, 6), "cpu_iterations":
+                               int((result.history["placement"] == "cpu").sum())})
+            if name not in best or seconds < float(best[name].history["seconds"].sum()):
+                best[name] = result
+    return {name: (best[name], runs[name]) for name in option_sets}
 
 
 def algorithms(g, max_iterations=None):
@@ -76,9 +80,11 @@ def algorithms(g, max_iterations=None):
 
 
 def bare_seconds(program, g, device, max_iterations, gpu_options=None):
-    """Iteration seconds of the engine looped in plain Python (no Dask); on the GPU
-    from the copy of the host values and flags to the device to the values' copy back
-    (the least a run with its state on the host does: pinned host arrays, as a run's)."""
+    """Iteration seconds of the engine looped in plain Python (no Dask), from the count of
+    the first frontier in the host flags; on the GPU from the copy of the host values and
+    flags to the device to the values' copy back (the least a run with its state on the
+    host does: pinned host arrays, as a run's)."""
+    from hetgraph.kernels import cpu
     from hetgraph.program import ProgramSpec
     from hetgraph.scheduler.cpu_engine import CpuEngine
     from hetgraph.scheduler.state import VertexState
@@ -98,8 +104,9 @@ def bare_seconds(program, g, device, max_iterations, gpu_options=None):
         engine = CpuEngine(spec, g, VertexState(values, flags, sync=True), aux,
                            threads=numba.get_num_threads())
     start = time.perf_counter()
-    if device == "gpu":
+    if device == "gpu":  # (the CPU engine counts its first frontier from the flags too)
         engine.load(values, flags, [(0, g.num_vertices)])
+        engine.reset_frontier(*cpu.frontier_size(flags, g.out_indptr))
     bare_loop(program, spec, g, engine, max_iterations)
     if device == "gpu":
         engine.store(values, flags, [(0, g.num_vertices)], written=False)  # waits
@@ -165,12 +172,13 @@ def bench_graph(name, g, cluster, gpu_options=None):
     rows = []
     warm = algorithms(g, max_iterations=2)
     for algo, call in algorithms(g).items():
-        runs, values = {}, {}
-        for devices in ("cpu", "gpu", "auto"):
-            options = dict(cluster=cluster, devices=devices,
-                           gpu=gpu_options if devices != "cpu" else None)
+        option_sets = {devices: dict(cluster=cluster, devices=devices,
+                                     gpu=gpu_options if devices != "cpu" else None)
+                       for devices in ("cpu", "gpu", "auto")}
+        for options in option_sets.values():
             warm[algo](**options)  # first-use work of CuPy and Numba on this graph
-            result, every = fastest_run(call, options)
+        runs, values = {}, {}
+        for devices, (result, every) in alternating_runs(call, option_sets).items():
             runs[devices] = {**summary(result), "every_run": every}
             values[devices] = result.values
         for devices in ("gpu", "auto"):
