@@ -76,7 +76,12 @@ class PageRank(VertexProgram):
 
     def converged(self, graph, previous, values):
         change = abs(values.astype(np.float64) - previous)
-        return float(change @ on_device_of(values, self._rank_of)) < graph.num_vertices * self.tol
+        rank_of = on_device_of(values, self._rank_of)
+        # on the host einsum, not NumPy's BLAS dot, whose threads would then spin on
+        # every core for ~0.1 s (see scheduler.costmodel.frontier_growth)
+        total = np.einsum("i,i->", change, rank_of) if isinstance(change, np.ndarray) \
+            else change @ rank_of
+        return float(total) < graph.num_vertices * self.tol
 
     def finalize(self, graph, values):
         return values / self._scale

@@ -39,7 +39,10 @@ def frontier_growth(in_degree, out_degree) -> float:
     arcs = float(np.sum(in_degree))
     if not arcs:
         return 1.0
-    return max(1.0, float(np.dot(in_degree.astype(np.float64), out_degree)) / arcs)
+    # einsum, not np.dot: a float dot is OpenBLAS's, whose threads (one per core) then
+    # spin for about 0.1 s each, slowing whatever runs next (H100 host: 15 threads,
+    # 50-130 ms each, during a run's first segments)
+    return max(1.0, float(np.einsum("i,i->", in_degree, out_degree, dtype=np.int64)) / arcs)
 
 
 def notify_fraction(active_out_degree: int, num_arcs: int) -> float:
