@@ -85,9 +85,9 @@ def algorithms(g, max_iterations=None):
 def bare_seconds(program, g, device, max_iterations, gpu_options=None):
     """Iteration seconds of the engine looped in plain Python (no Dask), from the count of
     the first frontier in the host flags; on the GPU from the copy of the host values and
-    flags to the device to the values' copy back (the least a run with its state on the
-    host does: pinned host arrays, as a run's)."""
-    from hetgraph.kernels import cpu
+    flags to the device, then the count of the first frontier there, to the values' copy
+    back (the least a run with its state on the host does: pinned host arrays, as a
+    run's)."""
     from hetgraph.program import ProgramSpec
     from hetgraph.scheduler.cpu_engine import CpuEngine
     from hetgraph.scheduler.state import VertexState
@@ -107,9 +107,9 @@ def bare_seconds(program, g, device, max_iterations, gpu_options=None):
         engine = CpuEngine(spec, g, VertexState(values, flags, sync=True), aux,
                            threads=numba.get_num_threads())
     start = time.perf_counter()
-    if device == "gpu":  # (the CPU engine counts its first frontier from the flags too)
+    if device == "gpu":  # (the CPU engine counts its first frontier from the flags)
         engine.load(values, flags, [(0, g.num_vertices)])
-        engine.reset_frontier(*cpu.frontier_size(flags, g.out_indptr))
+        engine.reset_frontier(*engine.count_frontier())
     bare_loop(program, spec, g, engine, max_iterations)
     if device == "gpu":
         engine.store(values, flags, [(0, g.num_vertices)], written=False)  # waits

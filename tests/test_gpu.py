@@ -125,6 +125,25 @@ def test_indexed_sum_on_the_device_equals_the_host(dtype):
         assert got.shape == () and float(got) == pytest.approx(want, rel=1e-12)
 
 
+def test_frontier_counted_on_the_device_equals_the_host():
+    from hetgraph.algorithms.bfs import BreadthFirst
+    from hetgraph.kernels import cpu
+
+    g = hg.generate.rmat(14, seed=4)
+    n = g.num_vertices
+    spec = ProgramSpec(BreadthFirst(5))
+    values, flags, _ = spec.initial_state(g)
+    engine = gpu.GpuEngine(spec, g, values, flags, np.zeros(1, np.float32))
+    assert engine.frontier() == (1, g.out_degree()[5])  # counted by the constructor
+    rng = np.random.default_rng(2)
+    for active in (np.zeros(n, bool), np.ones(n, bool), rng.random(n) < 0.5,
+                   np.arange(n) % 7 == 0, np.arange(n) == n - 1):
+        flags = active.astype(np.uint8)
+        engine.load(values, flags, [(0, n)])
+        assert engine.count_frontier() == cpu.frontier_size(flags, g.out_indptr) == \
+            (int(active.sum()), int(g.out_degree()[active].sum()))
+
+
 def test_indexed_sum_from_threads_at_once_keeps_each_its_arguments():
     """The packed launch of indexed_sum is shared per device: a thread switch between
     one call's argument update and its launch must not give it another's arguments."""

@@ -130,6 +130,28 @@ def test_calibration_runs_where_the_segments_run(inline_seconds, graph, cluster,
     check("bfs", r.values, expected["bfs"].values)
 
 
+def test_a_gpu_run_counts_its_first_frontier_on_the_device(graph, cluster, expected,
+                                                          monkeypatch):
+    """A run on the GPU alone does not count the host flags: its segment counts them
+    on the device, and a run with no active vertex ends before its first iteration."""
+    from hetgraph.algorithms.bfs import BreadthFirst
+
+    monkeypatch.setattr(tasks, "frontier_of", None)  # (called, it would fail)
+    source = int(np.argmax(graph.out_degree()))
+    r = hg.bfs(graph, graph.label_of(source), cluster=cluster, devices="gpu")
+    check("bfs", r.values, expected["bfs"].values)
+    assert r.history["active"].iloc[0] == 1
+    assert r.history["f"].iloc[0] == graph.out_degree()[source] / graph.num_arcs
+
+    class Idle(BreadthFirst):
+        def init(self, graph):
+            return super().init(graph)[0], np.zeros(graph.num_vertices, bool)
+
+    r = hg.run(Idle(source), graph, cluster=cluster, devices="gpu")
+    assert r.iterations == 0 and r.converged
+    assert (r.values == -1).sum() == graph.num_vertices - 1 and r.values[source] == 0
+
+
 def test_streamed_pages_in_a_hybrid_run(graph, cluster, expected):
     budget = graph.num_arcs * 10 // 4
     r = hg.sssp(graph, graph.label_of(int(np.argmax(graph.out_degree()))), cluster=cluster,

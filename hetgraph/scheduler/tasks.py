@@ -499,7 +499,8 @@ def gpu_segment(run, state, version, first, last, model, others, frontier,
                 seconds=SEGMENT_SECONDS, device=None):
     """Iterations on a GPU (``device``; default: this worker's) with the vertex state
     kept on the device, while the cost model keeps the run on the GPU, for about
-    ``seconds`` at most; the state is copied back at the end."""
+    ``seconds`` at most, from the host state's ``frontier`` (None: counted on the
+    device once the state is there); the state is copied back at the end."""
     from ..kernels.gpu import use_device
 
     device = _device_of_worker(run) if device is None else device
@@ -511,7 +512,7 @@ def gpu_segment(run, state, version, first, last, model, others, frontier,
             engine.finish()
             ctx.pending_finish = False
         engine.load(state.values, state.flags, _stale_ranges(run, ctx, version))
-        engine.reset_frontier(*frontier)
+        engine.reset_frontier(*(frontier or engine.count_frontier()))
         rows, status = run_iterations(run, engine, "gpu", first, last,
                                       _chooser(model, run, "gpu", others),
                                       engine.partition.num_pages, model if others else None,
