@@ -223,6 +223,28 @@ def test_gpu_rows_fold_as_one_measurement():
     assert m.notify.predict(1000, 0.0) == pytest.approx(1e-3)  # the CPU's row by itself
 
 
+def test_cpu_rows_fold_as_one_measurement_per_mode():
+    """A batch's rows weigh as the run pays them: a hiccup among short notify-pull rows
+    raises the fit by its share of the batch's mean (capped at OUTLIER times the
+    prediction), not by one capped row among many."""
+    m = model(8e-9, 2e-9)
+    m.observe_rows([notify_row(0.001, 30e-6)], 10**6)
+    batch = [notify_row(0.001, 1e-3)] + [notify_row(0.001, 30e-6)] * 9  # mean 127 us
+    m.observe_rows(batch, 10**6)
+    # (the fit's weights: 0.3 for the newest measurement, 0.7 * 0.3 for the one before)
+    assert m.cpu_seconds(0.001, 1.0, 10**6) == pytest.approx(
+        (0.21 * 30e-6 + 0.3 * 90e-6) / 0.51)
+    m.observe_rows([notify_row(0.001, 40e-6), notify_row(0.003, 60e-6)], 10**6)
+    weight, size, seconds = m.notify.sums[:3]  # one measurement: 2000 edges in 50 us
+    assert weight == pytest.approx(0.147 + 0.21 + 0.3)
+    assert size == pytest.approx(0.147 * 1000 + 0.21 * 1000 + 0.3 * 2000)
+    assert seconds == pytest.approx(0.147 * 30e-6 + 0.21 * 90e-6 + 0.3 * 50e-6)
+    pulls = [{"placement": "cpu", "mode": "pull", "f": 0.9, "edges": 10**6,
+              "cpu_seconds": s, "seconds": s} for s in (8e-3, 10e-3)]
+    m.observe_rows(pulls, 10**6)  # 18 ms for 2e6 edges: one measurement of 9 ns an edge
+    assert m.per_edge[("cpu", "pull")] == pytest.approx(0.7 * 8e-9 + 0.3 * 9e-9)
+
+
 def test_uncalibrated_model_keeps_the_cpu():
     m = CostModel()
     assert math.isnan(m.alpha(1.0, 1.0, 100))

@@ -173,12 +173,16 @@ class CostModel:
         ``gpu_seconds`` are the device's alone (queued iterations hide the host's work
         only in part). (Counting the CPU's kernel time instead did not change much:
         grid-1000 BFS on an H100 put 776 and then 750 of 1,997 iterations on the CPU.)
-        A CPU notify-pull row goes into its fit against its frontier's edges (see
-        above), another CPU row into its mode's rate; the GPU rows into the GPU's rate
-        as one measurement (their edges in their seconds), which costs a segment one
-        update per batch of GPU passes, not one per pass (1-3 us of host time against a
-        25-30 us pass of the grid-1000 BFS)."""
-        gpu_edges = gpu_seconds = 0.0
+        The rows are one measurement per device kind and mode: the GPU's rows their
+        edges in their seconds, the CPU's notify-pull rows their mean frontier edges in
+        their mean seconds (see above), its other rows per mode as the GPU's. A segment
+        folds its rows CHOOSE_SECONDS at a time (:func:`.tasks.run_iterations`), so
+        that a slow row weighs on both kinds as it weighs on the run, before the
+        OUTLIER cap: capped row by row, the CPU's hiccups of the H100 host (grid-1000
+        BFS, notify-pull rows of 30-60 us and some of milliseconds) left its fit at
+        half its mean, and auto runs stayed on the CPU at 1.5-2x the GPU's time."""
+        gpu_edges = gpu_seconds = notify_rows = notify_edges = notify_seconds = 0.0
+        rho, other = 1.0, {}  # CPU mode -> [edges, seconds]
         for row in rows:
             kind = row["placement"]
             seconds = max(row["seconds"], row[f"{kind}_seconds"])
@@ -186,12 +190,20 @@ class CostModel:
                 gpu_edges += row["edges"]
                 gpu_seconds += seconds
             elif row["mode"] == "notify-pull":
-                size = row["f"] * num_arcs
-                self.notify.observe(size, seconds,
-                                    self._notify_prior(row["f"], row["rho"], num_arcs) / size
-                                    if size else 0.0)
+                notify_rows += 1
+                notify_edges += row["f"] * num_arcs
+                notify_seconds += seconds
+                rho = row["rho"]
             else:
-                self.observe("cpu", row["mode"], row["edges"], seconds)
+                totals = other.setdefault(row["mode"], [0, 0.0])
+                totals[0] += row["edges"]
+                totals[1] += seconds
+        if notify_rows:
+            size = notify_edges / notify_rows
+            prior = self._notify_prior(size / num_arcs, rho, num_arcs) / size if size else 0.0
+            self.notify.observe(size, notify_seconds / notify_rows, prior)
+        for mode, (edges, seconds) in other.items():
+            self.observe("cpu", mode, edges, seconds)
         self.observe("gpu", "pull", gpu_edges, gpu_seconds)  # (nothing without GPU rows)
 
     def observe_switch(self, seconds):

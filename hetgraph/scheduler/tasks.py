@@ -36,7 +36,7 @@ from .cpu_engine import CpuEngine
 from .outofcore import StoreEngine
 
 SEGMENT_SECONDS = 1.0  # a segment returns to the driver after this long (progress, dashboard)
-# a segment asks the cost model where to go, and folds its GPU rows into it, at most
+# a segment asks the cost model where to go, and folds its rows into it, at most
 # every CHOOSE_SECONDS: a placement took 2-3 us of host time on the H100 host, a GPU
 # iteration of the grid-1000 BFS 25 us; longer iterations are each placed (RMAT-22
 # streamed: 10 ms, 6 of them in a BFS). A move costs milliseconds (the state's copies):
@@ -356,8 +356,8 @@ def queue_depth(spec, queue):
 def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_seconds):
     """Iterations ``first``..``last`` of ``engine`` (which reads ``pages`` pages per
     pass) while ``choose(f)`` returns (``kind``, alpha), each measured into ``model``
-    (None: a run on one device kind, whose placement needs no measurement; GPU rows
-    are folded in CHOOSE_SECONDS at a time, see :meth:`CostModel.observe_rows`);
+    (None: a run on one device kind, whose placement needs no measurement; rows are
+    folded in CHOOSE_SECONDS at a time, see :meth:`CostModel.observe_rows`);
     returns (rows, status) with status "converged", "moved" (the cost model chose
     another placement), "slice" (``slice_seconds`` passed) or "limit".
 
@@ -426,8 +426,8 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
                "seconds": seconds, "overhead": max(seconds - kernel, 0.0),
                edges_key: edges, seconds_key: kernel}
         rows.append(row)
-        if model is not None and (kind == "cpu" or now - folded > CHOOSE_SECONDS):
-            model.observe_rows(rows[observed:], graph.num_arcs)  # the GPU's in batches
+        if model is not None and now - folded > CHOOSE_SECONDS:
+            model.observe_rows(rows[observed:], graph.num_arcs)
             observed, folded = len(rows), now
         if converged:
             if launched:
