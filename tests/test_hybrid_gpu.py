@@ -130,18 +130,22 @@ def test_calibration_runs_where_the_segments_run(inline_seconds, graph, cluster,
     check("bfs", r.values, expected["bfs"].values)
 
 
-def test_a_gpu_run_counts_its_first_frontier_on_the_device(graph, cluster, expected,
-                                                          monkeypatch):
-    """A run on the GPU alone does not count the host flags: its segment counts them
-    on the device, and a run with no active vertex ends before its first iteration."""
+def test_runs_with_a_gpu_count_the_frontier_on_the_device(graph, cluster, expected,
+                                                         monkeypatch):
+    """A run with a GPU, in process, does not count the host flags: the GPU counts them
+    (a run on the GPU alone in its segment), and a run with no active vertex ends before
+    its first iteration."""
     from hetgraph.algorithms.bfs import BreadthFirst
 
     monkeypatch.setattr(tasks, "frontier_of", None)  # (called, it would fail)
     source = int(np.argmax(graph.out_degree()))
-    r = hg.bfs(graph, graph.label_of(source), cluster=cluster, devices="gpu")
-    check("bfs", r.values, expected["bfs"].values)
-    assert r.history["active"].iloc[0] == 1
-    assert r.history["f"].iloc[0] == graph.out_degree()[source] / graph.num_arcs
+    for devices in ("gpu", "auto", "hybrid"):
+        for name in ("bfs", "pagerank"):
+            r = RUNS[name](graph, cluster=cluster, devices=devices, page_bytes=PAGE_BYTES)
+            check(name, r.values, expected[name].values)
+        r = hg.bfs(graph, graph.label_of(source), cluster=cluster, devices=devices)
+        assert r.history["active"].iloc[0] == 1
+        assert r.history["f"].iloc[0] == graph.out_degree()[source] / graph.num_arcs
 
     class Idle(BreadthFirst):
         def init(self, graph):

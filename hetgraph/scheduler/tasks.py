@@ -508,10 +508,7 @@ def gpu_segment(run, state, version, first, last, model, others, frontier,
     engine = ctx.engine
     n = run.graph.num_vertices
     with use_device(device):
-        if ctx.pending_finish:
-            engine.finish()
-            ctx.pending_finish = False
-        engine.load(state.values, state.flags, _stale_ranges(run, ctx, version))
+        _bring_up_to_date(run, state, ctx, version)
         engine.reset_frontier(*(frontier or engine.count_frontier()))
         rows, status = run_iterations(run, engine, "gpu", first, last,
                                       _chooser(model, run, "gpu", others),
@@ -524,6 +521,33 @@ def gpu_segment(run, state, version, first, last, model, others, frontier,
                   build_seconds=ctx.take_build_seconds(),
                   out=_out(run, state, [(0, n)], written=False), model=model,
                   frontier=None if status == "converged" else engine.frontier())
+
+
+def _bring_up_to_date(run, state, ctx, version):
+    """Copy to the GPU context ``ctx`` the host values and flags (at ``version``) that
+    it lacks, ending first a hybrid iteration that awaits its swap."""
+    if ctx.pending_finish:
+        ctx.engine.finish()
+        ctx.pending_finish = False
+    ctx.engine.load(state.values, state.flags, _stale_ranges(run, ctx, version))
+
+
+@_resolved
+def gpu_frontier(run, state, version, device):
+    """(active vertices, their out-degree sum) of the host state at ``version``, counted
+    on the GPU ``device`` once its context holds that state, which the next GPU segment
+    or page task then need not copy again. The dispatcher counts so, in process, a run
+    with a GPU: the host's count of RMAT-22's 4M flags took 1 ms on the H100 host, the
+    copy and the count on the device 0.1-0.3 ms."""
+    from ..kernels.gpu import use_device
+
+    ctx = _gpu_context(run, device)
+    with use_device(device):
+        _bring_up_to_date(run, state, ctx, version)
+        counted = ctx.engine.count_frontier()
+    ctx.version, ctx.iteration = version, None
+    ctx.pages = tuple(range(len(run.page_vertices)))  # all of them current
+    return counted
 
 
 # --- calibration -------------------------------------------------------------------------------
