@@ -492,3 +492,30 @@ def test_a_converged_test_keeps_one_iteration_in_flight():
     assert status == "converged" and fake.most_in_flight == 1 and not fake.discarded
     plain, _, _ = segment(PageRank(tol=1e-6), g, queued=False)
     assert len(rows) == len(plain)
+
+
+def test_calibration_paces_gpu_passes_as_a_segment():
+    """A GPU's calibration keeps at most ``depth`` passes in flight, as a segment, and
+    waits for every pass it launched."""
+    from hetgraph.scheduler import tasks
+
+    class Engine:
+        def __init__(self):
+            self.in_flight, self.most, self.launched, self.waited = 0, 0, 0, []
+
+        def launch(self, constant, chained=True):
+            assert not chained
+            self.in_flight += 1
+            self.most = max(self.most, self.in_flight)
+            self.launched += 1
+            return self.launched
+
+        def wait(self, ticket):
+            self.in_flight -= 1
+            self.waited.append(ticket)
+
+    for depth, passes in ((3, 16), (3, 2), (1, 5)):
+        engine = Engine()
+        tasks._paced_passes(engine, depth, passes)
+        assert engine.waited == list(range(1, passes + 1)) and engine.in_flight == 0
+        assert engine.most == min(depth, passes)

@@ -45,6 +45,12 @@ CHOOSE_SECONDS = 3e-4
 # pulls that calibrate a device: the first warms up, the fastest other counts
 # (one timed pull may still carry first-use costs, and the model starts from it)
 CALIBRATION_PULLS = 4
+# a GPU's timed pull is a stretch of paced passes (see calibrate) of about
+# CALIBRATION_SECONDS, at most CALIBRATION_PASSES passes: a stretch of QUEUED passes
+# (3) launched then waited for measured the grid-1000 BFS's pass at 52-58 us on the
+# H100 host, a segment at 23-25 us, and auto runs stayed on the CPU long after it lost
+CALIBRATION_SECONDS = 1e-3
+CALIBRATION_PASSES = 16
 
 
 def history_row(**values):
@@ -562,10 +568,16 @@ def _fastest(pull):
     return min(times[1:])
 
 
-def _queued_passes(engine, depth):
-    """``depth`` pull passes of every page launched back to back, then waited for: the
-    pace of a GPU segment that keeps ``depth`` iterations in flight."""
-    for ticket in [engine.launch(0.0, chained=False) for _ in range(depth)]:
+def _paced_passes(engine, depth, passes):
+    """``passes`` pull passes of every page, at most ``depth`` in flight (each launched
+    once the oldest is waited for): the pace of a GPU segment that keeps ``depth``
+    iterations in flight."""
+    launched = collections.deque()
+    for _ in range(passes):
+        if len(launched) == depth:
+            engine.wait(launched.popleft())
+        launched.append(engine.launch(0.0, chained=False))
+    for ticket in launched:
         engine.wait(ticket)
 
 
@@ -577,10 +589,12 @@ def calibrate(run, state, kind, page, device=None):
     page, a GPU pays its launch and wait many times over and, with pages streamed, copies
     that page without overlap: RMAT-22 with a quarter of its pages resident measured
     4-20 times its rate in a whole pass, and runs that the GPU would have done in 15 ms
-    per iteration started on the CPU at 77 ms. The GPU's passes are queued as a segment
-    queues them, so that their host work overlaps: timed one by one, a pass of the
-    grid-1000 BFS took 1.5 times its pace in a segment (45 against 29 us on the H100),
-    and runs stayed on the CPU for hundreds of iterations the GPU would have won.
+    per iteration started on the CPU at 77 ms. The GPU's passes are paced as a segment
+    paces them (:func:`_paced_passes`), so that their host work overlaps: timed one by
+    one, a pass of the grid-1000 BFS took 1.5 times its pace in a segment (45 against
+    29 us on the H100), and runs stayed on the CPU for hundreds of iterations the GPU
+    would have won; a timed pull of the GPU is a stretch of such passes (see
+    CALIBRATION_SECONDS), timed as one.
     Returns a Report with the fastest of the timed pulls (per pass) and, on a GPU
     (``device``; default: this worker's), the per-byte time of a host-to-device copy of
     the values."""
@@ -605,7 +619,11 @@ def calibrate(run, state, kind, page, device=None):
         engine.counts()  # waits for the copy
         copy = time.perf_counter() - start
         depth = queue_depth(run.spec, engine)
-        seconds = _fastest(lambda: _queued_passes(engine, depth)) / depth
+        start = time.perf_counter()
+        _paced_passes(engine, depth, depth)  # (also warms up)
+        passes = int(min(CALIBRATION_PASSES, max(
+            depth, CALIBRATION_SECONDS * depth / (time.perf_counter() - start))))
+        seconds = _fastest(lambda: _paced_passes(engine, depth, passes)) / passes
     ctx.version, ctx.pending_finish, ctx.iteration = None, False, None  # reload before use
     bytes_ = n * (state.values.itemsize + 1)
     return Report("gpu", list(range(engine.partition.num_pages)), run.graph.num_arcs,
