@@ -922,9 +922,9 @@ class GpuEngine:
 
     def count_frontier(self):
         """(active vertices, sum of their out-degrees) of the device flags, counted on the
-        device (waits): a run on the GPU alone counts its first frontier here, after
-        the copy of the host state, not on the host (RMAT-22, 4M flags: 1 ms in one
-        host thread, during which the copy sat in the first iteration's way)."""
+        device (waits): a run with a GPU counts the host state's frontier here, after
+        copying that state, not on the host (RMAT-22, 4M flags: 1 ms in one host
+        thread, during which the copy sat in the first iteration's way)."""
         cp = self.cupy
         n = self.graph.num_vertices
         out = cp.zeros(2, cp.uint64)
