@@ -46,9 +46,11 @@ CHOOSE_SECONDS = 3e-4
 # (one timed pull may still carry first-use costs, and the model starts from it)
 CALIBRATION_PULLS = 4
 # a GPU's timed pull is a stretch of paced passes (see calibrate) of about
-# CALIBRATION_SECONDS, at most CALIBRATION_PASSES passes: a stretch of QUEUED passes
-# (3) launched then waited for measured the grid-1000 BFS's pass at 52-58 us on the
-# H100 host, a segment at 23-25 us, and auto runs stayed on the CPU long after it lost
+# CALIBRATION_SECONDS, at most CALIBRATION_PASSES passes: timed as a stretch of QUEUED
+# passes (3) launched then waited for, the grid-1000 BFS's pass was taken for 52-58 us
+# on the H100 host (as the history's alpha against the CPU rows' seconds implies; the
+# calibration itself was not logged) where a segment's rows took 23-25 us, and auto
+# runs stayed on the CPU long after it lost
 CALIBRATION_SECONDS = 1e-3
 CALIBRATION_PASSES = 16
 
