@@ -110,6 +110,83 @@ def test_the_run_moves_once_staying_has_lost_what_a_move_costs():
         ["cpu", "cpu", "gpu"]
 
 
+def test_a_lead_under_the_margin_never_moves_the_run():
+    # GPU 2.5 ms an iteration, the CPU 8% faster (notify-pull measured at 2.3 ms): staying
+    # on the GPU loses nothing however long; 32% faster, it loses 0.8 ms an iteration
+    m = model(8e-9, 2.5e-9, overhead=1.0)
+    m.switch = 1e-3
+    m.observe_rows([notify_row(0.1, 2.3e-3)], 10**6)
+    assert [m.placement(0.1, 1.0, 10**6, current="gpu")[0] for _ in range(50)] == \
+        ["gpu"] * 50
+    assert m.regret == 0.0
+    assert m.placement(0.1, 1.0, 10**6)[0] == "cpu"  # from nowhere: the faster
+    for _ in range(20):
+        m.observe_rows([notify_row(0.1, 1.7e-3)], 10**6)
+    assert [m.placement(0.1, 1.0, 10**6, current="gpu")[0] for _ in range(2)] == \
+        ["gpu", "cpu"]  # lost 0.8, then 1.6 >= 1 ms
+    # and from the CPU: the GPU 7% faster than the CPU's 2.7 ms
+    for _ in range(30):
+        m.observe_rows([notify_row(0.1, 2.7e-3)], 10**6)
+    assert [m.placement(0.1, 1.0, 10**6, current="cpu")[0] for _ in range(50)] == \
+        ["cpu"] * 50
+
+
+def test_a_lead_that_ends_before_it_pays_two_moves_is_not_taken():
+    # the GPU at 40 us an iteration; the CPU (Garaph's prior, 2 f T_pull) at 25 us, a
+    # lead of 15 us that pays a move of 0.3 ms in 20 iterations, if it lasts
+    def cpu_ahead():
+        m = model(8e-9, 40e-12, overhead=1.0)
+        m.switch = 0.3e-3
+        return m
+    m = cpu_ahead()
+    f0 = 25e-6 / 16e-3
+    answers = [m.placement(f0, 1.0, 10**6, current="gpu")[0] for _ in range(30)]
+    assert answers.index("cpu") == 20
+    # a frontier growing 0.2 us of CPU time an iteration: the lead ends after 75
+    # iterations, having gained about 15^2 / 0.4 = 560 us, under two moves' 600
+    m = cpu_ahead()
+    answers = [m.placement(f0 + i * 0.2e-6 / 16e-3, 1.0, 10**6, current="gpu")[0]
+               for i in range(80)]
+    assert answers == ["gpu"] * 80
+
+
+def test_a_sparse_notify_pull_is_predicted_on_one_thread():
+    m = CostModel(threads=16, sparse_edges=50_000)
+    m.observe("cpu", "pull", 10**6, 1e-3)  # 1 ns an edge over 16 threads
+    assert m.cpu_seconds(0.01, 1.0, 10**6) == pytest.approx(2 * 10**4 * 16e-9)
+    assert m.cpu_seconds(0.1, 1.0, 10**6) == pytest.approx(2 * 10**5 * 1e-9)
+
+
+def test_rates_inflated_while_away_relax_back_to_the_calibration():
+    # grid-1000 BFS on the H100: a stretch of slow GPU rows (the host busy) raised the
+    # GPU's rate, the run left for the CPU and never measured the GPU again
+    m = model(8e-9, 25e-12, overhead=1.0)  # GPU 25 us an iteration
+    m.observe_rows([notify_row(0.001, 60e-6)], 10**6)  # the CPU's notify-pull: 60 us
+    m.switch = 0.5e-3
+    for _ in range(6):
+        m.observe_rows([gpu_row(3e-3)], 10**6)
+    inflated = m.seconds("gpu", 10**6)
+    assert inflated > 200e-6
+    assert m.placement(0.001, 1.0, 10**6, current="gpu", weight=10)[0] == "cpu"
+    # on the CPU, the GPU's rate decays back: 1% of the excess per iteration away
+    m.placement(0.001, 1.0, 10**6, current="cpu", weight=100)
+    excess = 0.99 ** 100 * (inflated - 25e-6)
+    assert m.seconds("gpu", 10**6) == pytest.approx(25e-6 + excess)
+    answers = [m.placement(0.001, 1.0, 10**6, current="cpu", weight=10)[0]
+               for _ in range(40)]
+    assert "gpu" in answers  # the run goes back once the GPU is ahead again
+    assert m.seconds("gpu", 10**6) < 40e-6
+    # a rate measured below its calibration is kept; the CPU's relaxes the same way
+    m.observe_rows([gpu_row(10e-6)] * 3, 10**6)
+    faster = m.seconds("gpu", 10**6)
+    m.placement(0.001, 1.0, 10**6, current="cpu", weight=1000)
+    assert m.seconds("gpu", 10**6) == faster < 25e-6
+    m.observe_rows([{**notify_row(1.0, 80e-3), "mode": "pull", "edges": 10**6}], 10**6)
+    assert m.seconds("cpu", 10**6) > 8e-3
+    m.placement(0.001, 1.0, 10**6, current="gpu", weight=1000)
+    assert m.seconds("cpu", 10**6) == pytest.approx(8e-3, rel=1e-3)
+
+
 def test_an_answer_standing_for_several_iterations_counts_their_loss():
     m = model(8e-9, 2e-9, overhead=1.0)
     m.switch = 3e-3  # staying on the GPU loses 1.2 ms an iteration (see above)
@@ -159,6 +236,12 @@ def test_the_first_iteration_looks_one_iteration_ahead():
     assert m.placement(0.01, 1.0, 10**6)[0] == "cpu"
     m.growth = 4.0  # a grid: the next frontier 0.04, still 0.64 ms on the CPU
     assert m.placement(0.01, 1.0, 10**6, start=True)[0] == "cpu"
+    # the CPU's lead of 3.2 ms over the two must pay for the later move to the GPU
+    m.switch = 3.1e-3
+    assert m.placement(0.01, 1.0, 10**6, start=True)[0] == "cpu"
+    m.switch = 3.3e-3
+    assert m.placement(0.01, 1.0, 10**6, start=True)[0] == "gpu"
+    m.switch = 0.0
     m.growth = 1000.0  # a hub: the next frontier is the whole graph, 8 ms on the CPU
     assert m.placement(0.01, 1.0, 10**6, start=True)[0] == "gpu"
     assert m.placement(0.01, 1.0, 10**6, current="cpu")[0] == "cpu"  # later: no look

@@ -74,6 +74,15 @@ OUTLIER = 3.0  # a measurement counts at most this many times what the model pre
 # stayed on the CPU at twice the GPU's time (5 of 6 runs). A real change of speed still
 # moves the estimate by up to 1.6x a measurement.
 SPREAD = 0.5  # sizes measured must vary by this coefficient of variation to fit a slope
+MARGIN = 0.2  # staying counts as losing only while the other side is predicted this
+# much faster: the grid-1000 BFS's CPU and GPU iterations differ by less than their
+# noise (30-50 us against 25-45 us on the H100 host), and runs moved back and forth at
+# 1-1.7 ms a move on leads of 5-10%
+RELAX = 0.01  # per iteration away from a device, its rates measured above their
+# calibration move this much of the way back to it: a GPU stretch slowed by the host
+# (grid-1000 BFS on the H100: a few ms of 300 us rows) raised the GPU's rate tenfold,
+# the run left for the CPU and, never measuring the GPU again, stayed there at twice
+# the GPU's time
 
 
 class LinearFit:
@@ -137,18 +146,25 @@ class CostModel:
     ``growth``: the out-degree of an average edge's destination, sum(d_in d_out) / |E|
     (:func:`frontier_growth`): a frontier of f |E| out-edges reaches vertices with
     about f |E| growth out-edges, the next frontier's at most (see :meth:`placement`).
+    ``threads``: threads of a CPU pull; ``sparse_edges``: frontier edges up to which a
+    notify-pull runs in one thread (:data:`.cpu_engine.SPARSE_EDGES`).
     """
 
-    def __init__(self, overhead=0.0, switch=0.0, skew=1.0, push=0.0, growth=1.0):
+    def __init__(self, overhead=0.0, switch=0.0, skew=1.0, push=0.0, growth=1.0,
+                 threads=1, sparse_edges=0):
         self.skew = float(skew)
+        self.threads = threads
+        self.sparse_edges = sparse_edges
         self.push = float(push)
         self.growth = float(growth)
         self.per_edge: dict = {}
+        self.calibrated: dict = {}  # the first rate of each (kind, mode): see RELAX
         self.notify = LinearFit()
         self.iteration: dict = {}  # measured seconds of a full pull, per placement
         self.overhead = float(overhead)
         self.switch = float(switch)
         self.regret = 0.0
+        self.lead = None  # (current, the other side's lead at the last call, its trend)
 
     def observe_iteration(self, placement, seconds):
         """Fold the measured seconds of a full-pull iteration placed on "gpu" or
@@ -164,8 +180,18 @@ class CostModel:
             return
         measured = seconds / edges
         old = self.per_edge.get((kind, mode))
+        if old is None:
+            self.calibrated[(kind, mode)] = measured
         self.per_edge[(kind, mode)] = measured if old is None else \
             (1 - SMOOTHING) * old + SMOOTHING * min(measured, OUTLIER * old)
+
+    def relax(self, kind, iterations):
+        """``iterations`` ran away from ``kind``: its rates above their first
+        measurement (the calibration) move back towards it, RELAX per iteration."""
+        keep = (1.0 - RELAX) ** iterations
+        for key, first in self.calibrated.items():
+            if key[0] == kind and self.per_edge[key] > first:
+                self.per_edge[key] = first + keep * (self.per_edge[key] - first)
 
     def observe_rows(self, rows, num_arcs):
         """Fold history rows of single-device iterations into the model, each by its
@@ -206,6 +232,20 @@ class CostModel:
             self.observe("cpu", mode, edges, seconds)
         self.observe("gpu", "pull", gpu_edges, gpu_seconds)  # (nothing without GPU rows)
 
+    def _lead(self, current, behind, weight):
+        """Seconds the other side is predicted to gain over ``current``, which is
+        ``behind`` seconds an iteration slower now, while that lasts: infinite unless
+        it shrinks (smoothed over the calls, ``weight`` iterations apart), else what
+        it gains until it ends, behind^2 / (2 * shrink per iteration). A BFS on a grid
+        has a CPU ahead for small frontiers, by less as they grow."""
+        last = self.lead
+        trend = 0.0
+        if last is not None and last[0] == current:
+            measured = (behind - last[1]) / max(weight, 1)
+            trend = (1 - SMOOTHING) * last[2] + SMOOTHING * measured
+        self.lead = (current, behind, trend)
+        return float("inf") if trend >= 0 or behind <= 0 else behind * behind / (-2 * trend)
+
     def observe_switch(self, seconds):
         """Fold the measured cost of a segment boundary into ``switch``."""
         self.switch = (1 - SMOOTHING) * self.switch + SMOOTHING * max(seconds, 0.0)
@@ -228,8 +268,14 @@ class CostModel:
                             else "pull")
 
     def _notify_prior(self, f, rho, num_arcs):
-        """Garaph's notify-pull estimate, with the skew: rho (f + min(f skew, 1)) pulls."""
-        return rho * (f + min(f * self.skew, 1.0)) * self.seconds("cpu", num_arcs)
+        """Garaph's notify-pull estimate, with the skew: rho (f + min(f skew, 1)) pulls,
+        on one thread for a frontier of at most ``sparse_edges`` edges (the pull's
+        rate is that of ``threads``). On the H100 host, a pull's rate over 16 threads
+        put the grid-1000 BFS's notify-pull at 1.25 ns a frontier edge against 25
+        measured."""
+        pulls = rho * (f + min(f * self.skew, 1.0))
+        threads = self.threads if f * num_arcs <= self.sparse_edges else 1
+        return pulls * threads * self.seconds("cpu", num_arcs)
 
     def cpu_seconds(self, f, rho, num_arcs):
         """Predicted seconds of the CPU's iteration: notify-pull, pull or push (when the
@@ -261,9 +307,14 @@ class CostModel:
         some), else "gpu". Leaving the ``current`` placement for the other side of the
         host/GPU line moves the vertex state, whose cost predictions cannot be trusted to
         recoup (a run may end the next iteration): the run moves only once staying has
-        lost, summed over the iterations since the other side became faster, as much as
-        a move costs (``switch``; the ski-rental rule: never worse than twice the best
-        choice in hindsight). The run's first iteration (``start``) also looks one
+        lost, summed over the iterations since the other side became faster by MARGIN,
+        as much as a move costs (``switch``; the ski-rental rule: never worse than twice
+        the best choice in hindsight); while away from a device, its inflated rates
+        relax back towards its calibration (:meth:`relax`). The run's first iteration
+        (``start``) goes to the CPU only if the CPU's lead over it and the next pays for
+        the move to the GPU that a growing frontier will need: the grid-1000 BFS, whose
+        CPU and GPU rows were within 20% of each other for its first 200 iterations,
+        started on the CPU and left it up to 300 iterations late. It also looks one
         iteration ahead, to a frontier ``growth`` times larger: a BFS from a hub of
         RMAT-22 took 4-11 ms on the 16 CPU cores against the GPU's 0.7 ms, then moved
         to the GPU for the second (f = 0.6) at a cost of 5-8 ms, where the GPU would
@@ -272,6 +323,8 @@ class CostModel:
         worth (RMAT-22 with a quarter of its pages resident: three hybrid iterations of
         100-280 ms against 13 ms on the GPU alone). ``weight``: the iterations this
         answer stands for (what staying loses counts that many times)."""
+        if current in ("cpu", "gpu"):
+            self.relax("gpu" if current == "cpu" else "cpu", weight)
         pull, gpu = self.seconds("cpu", num_arcs), self.seconds("gpu", num_arcs)
         if not pull or not gpu:  # not calibrated: the CPU alone
             return "cpu", float("nan")
@@ -279,15 +332,18 @@ class CostModel:
         a = cpu / gpu  # as alpha()
         hybrid = self.iteration.get("hybrid", gpu * pull / (gpu + pull) + self.overhead)
         device = "hybrid" if hybrid < self.iteration.get("gpu", gpu) else "gpu"
-        if start:  # the CPU must win this iteration and the next; else the GPU alone
+        if start:  # the CPU must win this iteration and the next by a move; else the GPU
             ahead = self.cpu_seconds(min(f * self.growth, 1.0), rho, num_arcs)
-            return ("cpu" if cpu + ahead < 2 * gpu else "gpu"), a
+            return ("cpu" if cpu + ahead + self.switch < 2 * gpu else "gpu"), a
         best = "cpu" if cpu < gpu else device
-        if current is None or (best == "cpu") == (current == "cpu"):
-            self.regret = 0.0
-            return best, a
+        stay = "cpu" if current == "cpu" else device
+        lead = self._lead(current, (cpu - gpu) if current == "cpu" else (gpu - cpu), weight)
+        if current is None or best == stay or abs(cpu - gpu) < MARGIN * max(cpu, gpu) or \
+                lead < 2 * self.switch:
+            self.regret = 0.0  # (the other side is not faster by MARGIN, or not for
+            return (best if current is None else stay), a  # long enough: no loss)
         self.regret += weight * abs(cpu - gpu)
         if self.regret < self.switch:
-            return ("cpu" if current == "cpu" else device), a
+            return stay, a
         self.regret = 0.0
         return best, a
