@@ -519,3 +519,38 @@ def test_calibration_paces_gpu_passes_as_a_segment():
         tasks._paced_passes(engine, depth, passes)
         assert engine.waited == list(range(1, passes + 1)) and engine.in_flight == 0
         assert engine.most == min(depth, passes)
+
+
+def test_cpu_calibration_times_the_first_iterations_on_a_copy():
+    """The CPU's calibration times the run's first iterations as a segment times them
+    (not the first, which gathers the frontier), on a copy of the state; a run that
+    starts with a pull gets none (its pull is calibrated)."""
+    from hetgraph.scheduler import tasks
+    from hetgraph.scheduler.state import VertexState
+
+    g = hg.generate.grid(40, 40, seed=1)
+    for program, rows_expected in ((BreadthFirst(0), True), (PageRank(tol=None), False)):
+        spec = ProgramSpec(program)
+        values, flags, aux = spec.initial_state(g)
+        state = VertexState(values, flags, sync=True)
+        before = state.values.copy(), state.flags.copy()
+        run = tasks.RunSpec("calibration-test", spec, g,
+                            np.zeros(1, np.float32) if aux is None else aux, True, False,
+                            np.array([[0, g.num_vertices]]), None, 1, None, "notify-pull"
+                            if rows_expected else "auto", 1.0, {})
+        try:
+            report = tasks.calibrate(run, state, "cpu", 0, 0)
+        finally:
+            tasks.drop_contexts(run.run_id)
+        np.testing.assert_array_equal(state.values, before[0])
+        np.testing.assert_array_equal(state.flags, before[1])
+        assert report.kind == "cpu" and report.seconds > 0 and report.edges == g.num_arcs
+        if not rows_expected:
+            assert report.rows == []
+            continue
+        # BFS from a corner: iterations 2.. of at most CALIBRATION_ITERATIONS, frontiers
+        # of 2, 3, 4 vertices on the diagonals
+        assert 1 <= len(report.rows) <= tasks.CALIBRATION_ITERATIONS - 1
+        for number, row in enumerate(report.rows, start=2):
+            assert row["iteration"] == number and row["mode"] == "notify-pull"
+            assert row["active"] == number and row["seconds"] > 0

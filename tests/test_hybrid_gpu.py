@@ -156,6 +156,39 @@ def test_runs_with_a_gpu_count_the_frontier_on_the_device(graph, cluster, expect
     assert (r.values == -1).sum() == graph.num_vertices - 1 and r.values[source] == 0
 
 
+def test_calibration_leaves_the_gpu_holding_the_state(graph, cluster, expected,
+                                                      monkeypatch):
+    """After its calibration, the GPU context of an in-process auto run holds the host
+    state: the first frontier is counted there without another copy."""
+    from hetgraph.kernels.gpu import GpuEngine
+
+    loads = []
+    load = GpuEngine.load
+
+    def recording(self, values, flags, ranges):
+        loads.append((flags is not None, [tuple(r) for r in ranges]))
+        return load(self, values, flags, ranges)
+
+    counted = tasks.gpu_frontier
+
+    def first_count(run_ref, state_ref, version, device):
+        run, state = tasks._SHARED[run_ref.run_id]  # (in process: shared handles)
+        ctx = tasks._CONTEXTS[(run.run_id, "gpu", device)]
+        assert ctx.version == version
+        np.testing.assert_array_equal(ctx.engine.values.get(), state.values)
+        np.testing.assert_array_equal(ctx.engine.flags.get(), state.flags)
+        loads.append("count")
+        return counted(run_ref, state_ref, version, device)
+
+    monkeypatch.setattr(GpuEngine, "load", recording)
+    monkeypatch.setattr(tasks, "gpu_frontier", first_count)
+    r = RUNS["bfs"](graph, cluster=cluster, devices="auto")
+    check("bfs", r.values, expected["bfs"].values)
+    n = graph.num_vertices
+    # calibration: the timed copy of the values, then the state; the count copies none
+    assert loads[:4] == [(False, [(0, n)]), (True, [(0, n)]), "count", (True, [])]
+
+
 def test_streamed_pages_in_a_hybrid_run(graph, cluster, expected):
     budget = graph.num_arcs * 10 // 4
     r = hg.sssp(graph, graph.label_of(int(np.argmax(graph.out_degree()))), cluster=cluster,

@@ -107,7 +107,7 @@ class CpuEngine:
         if self._counted is None:
             self._counted = cpu.frontier_size(self.state.flags, graph.out_indptr)
         active, degree = self._counted
-        if self._from_ids(self._mode(degree), active, degree):
+        if self._from_ids(self.mode(degree), active, degree):
             self._frontier = cpu.active_ids(self.state.flags)
             self._degree = degree
         return active, degree
@@ -117,7 +117,7 @@ class CpuEngine:
         """Whether an iteration in ``mode`` runs from the frontier's id list."""
         return mode == "push" or (mode == "notify-pull" and degree + active <= SPARSE_EDGES)
 
-    def _mode(self, degree):
+    def mode(self, degree):
         """The CPU mode of an iteration whose frontier has ``degree`` out-edges."""
         if self.cpu_mode != "auto":
             return self.cpu_mode
@@ -130,7 +130,7 @@ class CpuEngine:
         vertices activated)."""
         active, degree = frontier
         constant = float(constant)
-        chosen = self._mode(degree)
+        chosen = self.mode(degree)
         state = self.state
         if self._from_ids(chosen, active, degree):
             if self._frontier is None:

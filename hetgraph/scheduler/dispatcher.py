@@ -37,7 +37,7 @@ from . import tasks
 from .checkpoint import Checkpointer, graph_fingerprint, program_fingerprint
 from .costmodel import (CPU_MODES, CostModel, choose_cpu_mode, frontier_growth,
                         notify_fraction, push_factor)
-from .cpu_engine import pull_threads
+from .cpu_engine import SPARSE_EDGES, pull_threads
 from .placement import PageQueue
 from .progress import ProgressBar, RunEvents, SchedulerLog, show_progress
 from .state import VertexState
@@ -286,12 +286,12 @@ class _Driver:
         self._share_run()
         self.page_edges = np.diff(graph.in_indptr[pages], axis=1)[:, 0]
         threads = options["threads"] or numba.config.NUMBA_NUM_THREADS
+        pulling = pull_threads(graph.num_arcs, threads, options["partitions"])
         self.model = CostModel(skew=graph.in_degree_skew(),
-                               push=push_factor(spec.incremental and not out_of_core,
-                                                pull_threads(graph.num_arcs, threads,
-                                                             options["partitions"])),
+                               push=push_factor(spec.incremental and not out_of_core, pulling),
                                growth=frontier_growth(graph.in_degree(), graph.out_degree())
-                               if len(self.kinds) == 2 else 1.0)
+                               if len(self.kinds) == 2 else 1.0,
+                               threads=pulling, sparse_edges=SPARSE_EDGES)
         self.round_trip = 0.0
         self.placed = None  # where the last iteration ran
         self.frontier = None  # (active vertices, out-degree sum) the last segment left
@@ -349,7 +349,8 @@ class _Driver:
         reports = []
         try:
             for kind in sorted(self.kinds, reverse=True):  # "gpu", then "cpu"
-                reports.append(self._run_task(tasks.calibrate, kind, "calibrate", kind, page))
+                reports.append(self._run_task(tasks.calibrate, kind, "calibrate", kind, page,
+                                              self.version))
         except MemoryError as exc:  # the GPU cannot hold the run: the CPU takes it
             log.warning("the GPU cannot take this run (%s); running on the CPU", exc)
             del self.kinds["gpu"]
@@ -357,6 +358,7 @@ class _Driver:
         for report in reports:
             self.compile_seconds += report.build_seconds
             self.model.observe(report.kind, "pull", report.edges, report.seconds)
+            self.model.observe_rows(report.rows, self.graph.num_arcs)  # the CPU's first
         copy = next(r.copy_per_byte for r in reports if r.kind == "gpu")
         vertex_bytes = self.graph.num_vertices * (self.spec.dtype.itemsize + 1)
         copies = 2 * copy * vertex_bytes  # the state to the host and back
