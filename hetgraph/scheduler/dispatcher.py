@@ -286,12 +286,13 @@ class _Driver:
         self._share_run()
         self.page_edges = np.diff(graph.in_indptr[pages], axis=1)[:, 0]
         threads = options["threads"] or numba.config.NUMBA_NUM_THREADS
-        pulling = pull_threads(graph.num_arcs, threads, options["partitions"])
+        pull_threads_used = pull_threads(graph.num_arcs, threads, options["partitions"])
         self.model = CostModel(skew=graph.in_degree_skew(),
-                               push=push_factor(spec.incremental and not out_of_core, pulling),
+                               push=push_factor(spec.incremental and not out_of_core,
+                                                pull_threads_used),
                                growth=frontier_growth(graph.in_degree(), graph.out_degree())
                                if len(self.kinds) == 2 else 1.0,
-                               threads=pulling, sparse_edges=SPARSE_EDGES)
+                               threads=pull_threads_used, sparse_edges=SPARSE_EDGES)
         self.round_trip = 0.0
         self.placed = None  # where the last iteration ran
         self.frontier = None  # (active vertices, out-degree sum) the last segment left
@@ -358,7 +359,7 @@ class _Driver:
         for report in reports:
             self.compile_seconds += report.build_seconds
             self.model.observe(report.kind, "pull", report.edges, report.seconds)
-            self.model.observe_rows(report.rows, self.graph.num_arcs)  # the CPU's first
+            self.model.observe_rows(report.rows, self.graph.num_arcs)  # (CPU: its start)
         copy = next(r.copy_per_byte for r in reports if r.kind == "gpu")
         vertex_bytes = self.graph.num_vertices * (self.spec.dtype.itemsize + 1)
         copies = 2 * copy * vertex_bytes  # the state to the host and back

@@ -582,7 +582,7 @@ def _first_iterations(run, engine):
     """History rows of the run's first iterations on the CPU ``engine`` (over a scratch
     state), timed as a segment times them, but the first, which also gathers the
     frontier's ids: up to CALIBRATION_ITERATIONS of them within CALIBRATION_SECONDS.
-    None when the run starts with a pull, which the pull's calibration measures."""
+    No rows when the run starts with a pull, which the pull's calibration measures."""
     engine.reset_frontier()
     if engine.mode(engine.frontier()[1]) == "pull":
         return []
@@ -626,8 +626,8 @@ def calibrate(run, state, kind, page, version, device=None):
     (``device``; default: this worker's), the per-byte time of a host-to-device copy of
     the values. A GPU context is left holding the host state at ``version``, whose copy
     (asynchronous from page-locked memory) runs while the CPU calibrates: copied when
-    the run counted its first frontier, after the CPU's calibration, it took 0.6 ms
-    against 0.45 ms in a GPU-alone run (RMAT-22 on the H100)."""
+    the run counted its first frontier, after the CPU's calibration, copy and count
+    took 0.6-0.7 ms against 0.45 ms in a GPU-alone run (RMAT-22 on the H100)."""
     if kind == "cpu":
         with numba_threads(run.threads):
             ctx = _cpu_context(run, _scratch(state))
