@@ -376,6 +376,7 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
     the iterations launched after one that activated nothing are discarded. A move, the
     slice's end or the limit first waits for those in flight."""
     program, spec, graph = run.spec.program, run.spec, run.graph
+    arcs = graph.num_arcs  # (a property: read once, as ``template`` is made once)
     uses_constant, has_converged = spec.uses_constant, spec.has_converged
     queue = engine if hasattr(engine, "launch") else Immediate(engine)
     depth = queue_depth(spec, queue)
@@ -388,7 +389,7 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
 
     def end(status):  # what the rows measured goes into the model first
         if model is not None:
-            model.observe_rows(rows[observed:], graph.num_arcs)
+            model.observe_rows(rows[observed:], arcs)
         return rows, status
 
     while True:
@@ -397,11 +398,10 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
             frontier = engine.frontier()
             if frontier[0] == 0:  # (never while some are launched: see below)
                 return end("converged")
-            f = notify_fraction(frontier[1], graph.num_arcs)
+            f = notify_fraction(frontier[1], arcs)
             if iteration == first:  # the driver has just placed it here
                 placement = kind
-                alpha = float("nan") if model is None else \
-                    model.alpha(f, run.rho, graph.num_arcs)
+                alpha = float("nan") if model is None else model.alpha(f, run.rho, arcs)
             else:
                 placement, alpha = choose(f)
             if placement != kind:
@@ -411,32 +411,35 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
                 else 0.0
             previous = engine.values.copy() if has_converged else None
             read = engine.read_bytes
-            # (ticket, iteration, the frontier it starts from if known now, alpha, start of
-            # its host work, read_bytes before it, values before it): a tuple, not a
-            # class, made and read every iteration (see ``template``)
+            # (ticket, iteration, the frontier it starts from and its f if known now,
+            # alpha, start of its host work, read_bytes before it, values before it): a
+            # tuple, not a class, made and read every iteration (see ``template``)
             launched.append((queue.launch(constant, frontier), iteration,
-                             None if launched else frontier, alpha, start, read, previous))
+                             None if launched else (frontier, f), alpha, start, read,
+                             previous))
             iteration += 1
             continue
         if not launched:
             return end(status or "limit")
         ticket, number, known, its_alpha, its_start, read, previous = launched.popleft()
-        active, degree = known or engine.frontier()  # (the one before, finished)
+        if known is None:  # the frontier of the one before, finished
+            known = engine.frontier()
+            known = known, notify_fraction(known[1], arcs)
+        (active, _), its_f = known
         mode, computed, edges, activated, kernel = queue.wait(ticket)
         converged = activated == 0 or (
             has_converged and program.converged(graph, previous, engine.values))
         now = time.perf_counter()
         seconds = now - max(its_start, finished)
         finished = now
-        row = {**template, "iteration": number, "mode": mode,
-               "f": notify_fraction(degree, graph.num_arcs), "alpha": its_alpha,
+        row = {**template, "iteration": number, "mode": mode, "f": its_f, "alpha": its_alpha,
                "active": int(active), "computed": computed, "edges": edges,
                "activated": activated, "read_bytes": engine.read_bytes - read,
                "seconds": seconds, "overhead": max(seconds - kernel, 0.0),
                edges_key: edges, seconds_key: kernel}
         rows.append(row)
         if model is not None and now - folded > CHOOSE_SECONDS:
-            model.observe_rows(rows[observed:], graph.num_arcs)
+            model.observe_rows(rows[observed:], arcs)
             observed, folded = len(rows), now
         if converged:
             if launched:
