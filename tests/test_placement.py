@@ -145,9 +145,12 @@ def test_a_lead_that_ends_before_it_pays_two_moves_is_not_taken():
     # a frontier growing 0.2 us of CPU time an iteration: the lead ends after 75
     # iterations, having gained about 15^2 / 0.4 = 560 us, under two moves' 600
     m = cpu_ahead()
-    answers = [m.placement(f0 + i * 0.2e-6 / 16e-3, 1.0, 10**6, current="gpu")[0]
-               for i in range(80)]
+    answers, regrets = [], []
+    for i in range(80):
+        answers.append(m.placement(f0 + i * 0.2e-6 / 16e-3, 1.0, 10**6, current="gpu")[0])
+        regrets.append(m.regret)
     assert answers == ["gpu"] * 80
+    assert regrets[0] == pytest.approx(15e-6) and max(regrets[1:]) == 0.0  # from the 2nd
 
 
 def test_a_sparse_notify_pull_is_predicted_on_one_thread():

@@ -235,16 +235,21 @@ class CostModel:
     def _lead(self, current, behind, weight):
         """Seconds the other side is predicted to gain over ``current``, which is
         ``behind`` seconds an iteration slower now, while that lasts: infinite unless
-        it shrinks (smoothed over the calls, ``weight`` iterations apart), else what
-        it gains until it ends, behind^2 / (2 * shrink per iteration). A BFS on a grid
-        has a CPU ahead for small frontiers, by less as they grow."""
+        it shrinks (measured between calls ``weight`` iterations apart, then smoothed:
+        started from 0, the smoothed trend let the grid-1000 BFS move to the CPU in its
+        first calls), else what it gains until it ends, behind^2 / (2 * shrink per
+        iteration). A BFS on a grid has a CPU ahead for small frontiers, by less as
+        they grow."""
         last = self.lead
-        trend = 0.0
+        trend = None  # (until two calls on one side measured it)
         if last is not None and last[0] == current:
-            measured = (behind - last[1]) / max(weight, 1)
-            trend = (1 - SMOOTHING) * last[2] + SMOOTHING * measured
+            trend = (behind - last[1]) / max(weight, 1)
+            if last[2] is not None:
+                trend = (1 - SMOOTHING) * last[2] + SMOOTHING * trend
         self.lead = (current, behind, trend)
-        return float("inf") if trend >= 0 or behind <= 0 else behind * behind / (-2 * trend)
+        if trend is None or trend >= 0 or behind <= 0:
+            return float("inf")
+        return behind * behind / (-2 * trend)
 
     def observe_switch(self, seconds):
         """Fold the measured cost of a segment boundary into ``switch``."""
