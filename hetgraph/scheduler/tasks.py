@@ -585,11 +585,7 @@ def _first_iterations(run, engine):
     """History rows of the run's first CALIBRATION_ITERATIONS iterations on the CPU
     ``engine`` (over a scratch state), timed as a segment times them, but the first,
     which also makes the engine's scratch arrays (a push's accumulators: over 1 ms for
-    the grid-1000 BFS, which a time limit on these iterations then cut to that one).
-    No rows when the run starts with a pull, which the pull's calibration measures."""
-    engine.reset_frontier()
-    if engine.mode(engine.frontier()[1]) == "pull":
-        return []
+    the grid-1000 BFS, which a time limit on these iterations then cut to that one)."""
     rows, _ = run_iterations(run, engine, "cpu", 1, CALIBRATION_ITERATIONS,
                              lambda f: ("cpu", float("nan")), 1, None, float("inf"))
     return rows[1:]
@@ -635,9 +631,12 @@ def calibrate(run, state, kind, page, version, device=None):
     if kind == "cpu":
         with numba_threads(run.threads):
             ctx = _cpu_context(run, _scratch(state))
-            rows = _first_iterations(run, ctx.engine)
-            ctx.engine.state = _scratch(state)
-            seconds = _fastest(lambda: ctx.engine.pull_pages(run.ranges([page]), 0.0))
+            engine, rows = ctx.engine, []
+            engine.reset_frontier()
+            if engine.mode(engine.frontier()[1]) != "pull":  # (a pull is timed below)
+                rows = _first_iterations(run, engine)
+                engine.state = _scratch(state)  # (the iterations changed the first)
+            seconds = _fastest(lambda: engine.pull_pages(run.ranges([page]), 0.0))
         return Report("cpu", [page], run.edges([page]), seconds=seconds, rows=rows,
                       build_seconds=ctx.take_build_seconds())
     from ..kernels.gpu import use_device
