@@ -527,12 +527,17 @@ def gpu_segment(run, state, version, first, last, model, others, frontier,
                                       engine.partition.num_pages, model if others else None,
                                       seconds)
         engine.store(state.values, state.flags, [(0, n)], written=False)
-    ctx.version, ctx.iteration = version + 1, None
-    ctx.pages = tuple(range(len(run.page_vertices)))
+    _holds(run, ctx, version + 1)
     return Report("gpu", [], rows=rows, status=status,
                   build_seconds=ctx.take_build_seconds(),
                   out=_out(run, state, [(0, n)], written=False), model=model,
                   frontier=None if status == "converged" else engine.frontier())
+
+
+def _holds(run, ctx, version):
+    """Mark the GPU context ``ctx`` as holding every page's values at ``version``."""
+    ctx.version, ctx.iteration = version, None
+    ctx.pages = tuple(range(len(run.page_vertices)))
 
 
 def _bring_up_to_date(run, state, ctx, version):
@@ -557,8 +562,7 @@ def gpu_frontier(run, state, version, device):
     with use_device(device):
         _bring_up_to_date(run, state, ctx, version)
         counted = ctx.engine.count_frontier()
-    ctx.version, ctx.iteration = version, None
-    ctx.pages = tuple(range(len(run.page_vertices)))  # all of them current
+    _holds(run, ctx, version)
     return counted
 
 
@@ -657,8 +661,8 @@ def calibrate(run, state, kind, page, version, device=None):
             depth, CALIBRATION_SECONDS * depth / (time.perf_counter() - start))))
         seconds = _fastest(lambda: _paced_passes(engine, depth, passes)) / passes
         engine.load(state.values, state.flags, [(0, n)])
-    ctx.pending_finish, ctx.iteration = False, None
-    ctx.version, ctx.pages = version, tuple(range(len(run.page_vertices)))
+    ctx.pending_finish = False
+    _holds(run, ctx, version)
     bytes_ = n * (state.values.itemsize + 1)
     return Report("gpu", list(range(engine.partition.num_pages)), run.graph.num_arcs,
                   seconds=seconds, build_seconds=ctx.take_build_seconds(),
