@@ -35,8 +35,7 @@ from ..program import ProgramSpec
 from ..result import Result
 from . import tasks
 from .checkpoint import Checkpointer, graph_fingerprint, program_fingerprint
-from .costmodel import (CPU_MODES, CostModel, choose_cpu_mode, frontier_growth,
-                        notify_fraction, push_factor)
+from .costmodel import CPU_MODES, CostModel, frontier_growth, notify_fraction, push_factor
 from .cpu_engine import SPARSE_EDGES, pull_threads
 from .placement import PageQueue
 from .progress import ProgressBar, RunEvents, SchedulerLog, show_progress
@@ -292,7 +291,8 @@ class _Driver:
                                                 pull_threads_used),
                                growth=frontier_growth(graph.in_degree(), graph.out_degree())
                                if len(self.kinds) == 2 else 1.0,
-                               threads=pull_threads_used, sparse_edges=SPARSE_EDGES)
+                               threads=pull_threads_used, sparse_edges=SPARSE_EDGES,
+                               cpu_mode=options["cpu_mode"])
         self.round_trip = 0.0
         self.placed = None  # where the last iteration ran
         self.frontier = None  # (active vertices, out-degree sum) the last segment left
@@ -400,9 +400,7 @@ class _Driver:
         """Whether iterations placed on ``kind`` run as a segment on one worker: always
         for notify-pull and push on the CPU, else when the run has one worker of that
         kind (with several, the pull pages are spread over them)."""
-        cpu_mode = self.runspec.cpu_mode
-        if kind == "cpu" and cpu_mode != "pull" and (cpu_mode != "auto" or choose_cpu_mode(
-                f, self.runspec.rho, self.model.skew, self.model.push) != "pull"):
+        if kind == "cpu" and self.model.cpu_mode_for(f, self.runspec.rho) != "pull":
             return True
         return self.kinds.get(kind) == 1
 

@@ -31,7 +31,7 @@ import numpy as np
 from ..io.store import StoredGraph
 from ..kernels import cpu
 from ..result import HISTORY_COLUMNS
-from .costmodel import choose_cpu_mode, notify_fraction
+from .costmodel import notify_fraction
 from .cpu_engine import CpuEngine
 from .outofcore import StoreEngine
 
@@ -459,8 +459,7 @@ def _chooser(model, run, kind, others, spread_pull=False):
     stay, calls, asked = (kind, float("nan")), 0, -float("inf")
 
     def ask(f, weight):
-        if spread_pull and run.cpu_mode in ("auto", "pull") and \
-                choose_cpu_mode(f, run.rho, model.skew, model.push) == "pull":
+        if spread_pull and model.cpu_mode_for(f, run.rho) == "pull":
             return "pages", float("nan")
         if not others:  # one device kind: the model has no two rates to compare
             return kind, float("nan")
