@@ -434,8 +434,9 @@ class Passes:
 
 @pytest.mark.parametrize("passes", [3, 40])
 def test_a_segment_folds_its_gpu_rows_into_the_model_in_batches(passes, monkeypatch):
-    """Every GPU row counts once, in a batch per CHOOSE_SECONDS (the rest when the
-    segment ends): one update per row cost more host time than a short pass."""
+    """Every GPU row but the first (the segment's start, a move's cost) counts once, in
+    a batch per CHOOSE_SECONDS (the rest when the segment ends): one update per row
+    cost more host time than a short pass."""
     from types import SimpleNamespace
 
     from hetgraph.scheduler import tasks
@@ -451,8 +452,8 @@ def test_a_segment_folds_its_gpu_rows_into_the_model_in_batches(passes, monkeypa
                                         lambda f: ("gpu", 1.0), 1, model, 1e9)
     assert status == "converged" and len(rows) == passes
     assert {c[:2] for c in calls} == {("gpu", "pull")}
-    assert sum(c[2] for c in calls) == 1000 * passes  # every row's edges, once
-    assert sum(c[3] for c in calls) == pytest.approx(sum(r["seconds"] for r in rows))
+    assert sum(c[2] for c in calls) == 1000 * (passes - 1)  # every row's edges, once
+    assert sum(c[3] for c in calls) == pytest.approx(sum(r["seconds"] for r in rows[1:]))
     assert len(calls) <= max(1, passes // 4)  # rows of 100 us, 1 ms a batch
 
 
@@ -545,6 +546,8 @@ def test_cpu_calibration_times_the_first_iterations_on_a_copy():
         np.testing.assert_array_equal(state.values, before[0])
         np.testing.assert_array_equal(state.flags, before[1])
         assert report.kind == "cpu" and report.seconds > 0 and report.edges == g.num_arcs
+        active = np.flatnonzero(flags)  # the state's frontier: the first iteration's
+        assert report.frontier == (len(active), int(g.out_degree()[active].sum()))
         if not rows_expected:
             assert report.rows == []
             continue
@@ -554,6 +557,36 @@ def test_cpu_calibration_times_the_first_iterations_on_a_copy():
         for number, row in enumerate(report.rows, start=2):
             assert row["iteration"] == number and row["mode"] == "notify-pull"
             assert row["active"] == number and row["seconds"] > 0
+
+
+def test_cpu_calibration_times_its_takeover_of_a_changed_state(monkeypatch):
+    """A move to the CPU starts from a state changed elsewhere: a sparse frontier's ids
+    are gathered from the flags (a pass over every vertex), part of what a move costs;
+    a run that pulls gathers none."""
+    import time
+
+    from hetgraph.scheduler import tasks
+    from hetgraph.scheduler.state import VertexState
+
+    active_ids = cpu.active_ids
+
+    def slow(flags):
+        time.sleep(3e-3)
+        return active_ids(flags)
+
+    monkeypatch.setattr(cpu, "active_ids", slow)
+    g = hg.generate.grid(40, 40, seed=1)
+    for program, gathers in ((BreadthFirst(0), True), (PageRank(tol=None), False)):
+        spec = ProgramSpec(program)
+        values, flags, aux = spec.initial_state(g)
+        run = tasks.RunSpec("calibration-takeover", spec, g,
+                            np.zeros(1, np.float32) if aux is None else aux, True, False,
+                            np.array([[0, g.num_vertices]]), None, 1, None, "auto", 1.0, {})
+        try:
+            report = tasks.calibrate(run, VertexState(values, flags, sync=True), "cpu", 0, 0)
+        finally:
+            tasks.drop_contexts(run.run_id)
+        assert (report.takeover >= 3e-3) == gathers
 
 
 def test_cpu_calibration_times_its_iterations_however_slow(monkeypatch):

@@ -343,7 +343,8 @@ class _Driver:
         GPU's passes over a small or road graph are bound by the host's launch work
         (grid-1000 BFS: 25-37 us a pass on the H100 host), which the CPU's pull on every
         core slows. While segments run in this thread (INLINE_SECONDS), so do the
-        calibrations, without their task round trips (3-6 ms each on the H100 host)."""
+        calibrations, without their task round trips (3-6 ms each on the H100 host).
+        The CPU's calibration counts the state's frontier: the first iteration's."""
         self._share_state()
         self._measure_round_trip()
         page = int(np.argmax(self.page_edges))
@@ -361,16 +362,19 @@ class _Driver:
             self.model.observe(report.kind, "pull", report.edges, report.seconds)
             self.model.observe_rows(report.rows, self.graph.num_arcs)  # (CPU: its start)
         copy = next(r.copy_per_byte for r in reports if r.kind == "gpu")
+        takeover = next(r.takeover for r in reports if r.kind == "cpu")
+        self.frontier = next(r.frontier for r in reports if r.kind == "cpu")
         vertex_bytes = self.graph.num_vertices * (self.spec.dtype.itemsize + 1)
         copies = 2 * copy * vertex_bytes  # the state to the host and back
         # until segments measure it: a move between segments run in this thread (see
-        # INLINE_SECONDS) costs the copies; between tasks, two round trips more (3-6 ms
+        # INLINE_SECONDS) costs the copies and the CPU's takeover; between tasks, two
+        # round trips more (3-6 ms
         # each on the H100 host). Counted in process, they and the GPU's calibration
         # one pass at a time kept the grid-1000 BFS on the CPU for 750 iterations, the
         # GPU ahead from about the 220th; without both it moved at the 133rd-364th (three
         # runs)
         trips = 0.0 if self.inline_left > 0 else 2 * self.round_trip
-        self.model.switch = trips + copies
+        self.model.switch = trips + copies + takeover
         self.model.overhead = 2 * self.round_trip + copies
         log.info("calibrated: %s, round trip %.2f ms, hybrid overhead %.2f ms",
                  self.model.per_edge, self.round_trip * 1e3, self.model.overhead * 1e3)

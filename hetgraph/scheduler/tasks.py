@@ -37,11 +37,14 @@ from .outofcore import StoreEngine
 
 SEGMENT_SECONDS = 1.0  # a segment returns to the driver after this long (progress, dashboard)
 # a segment asks the cost model where to go, and folds its rows into it, at most
-# every CHOOSE_SECONDS: a placement took 2-3 us of host time on the H100 host, a GPU
-# iteration of the grid-1000 BFS 25 us; longer iterations are each placed (RMAT-22
-# streamed: 10 ms, 6 of them in a BFS). A move costs milliseconds (the state's copies):
+# every CHOOSE_SECONDS: a question and its fold take 7-15 us of host time (placement,
+# relax, trend, the rows' sums), a GPU iteration of the grid-1000 BFS 25 us. Asked
+# every 0.3 ms, the rows that asked made the 90th percentile of a grid-1000 SSSP run
+# all on the GPU 70 us against 57 us for the GPU alone (H100 host), its total 5%
+# more. Longer iterations are each placed (RMAT-22 streamed: 10 ms, 6 of them in a
+# BFS). A move costs 0.5-1 ms and more (the state's copies, the frontier's ids):
 # deciding it this much later loses little.
-CHOOSE_SECONDS = 3e-4
+CHOOSE_SECONDS = 1e-3
 # pulls that calibrate a device: the first warms up, the fastest other counts
 # (one timed pull may still carry first-use costs, and the model starts from it)
 CALIBRATION_PULLS = 4
@@ -110,8 +113,10 @@ class Report:
     seconds on the device, history rows and the cost model with what they measured
     (segments), the values and flags it computed when the state is not shared (vertex
     ranges, values, flags), the seconds per byte of a host-to-device copy
-    (GPU calibration), and the frontier a segment leaves (active vertices, their
-    out-degree sum; None when it converged)."""
+    (GPU calibration), the seconds the CPU engine takes to start from a state changed
+    elsewhere (CPU calibration: its frontier's ids gathered from the flags), and the
+    frontier a segment leaves (active vertices, their out-degree sum; None when it
+    converged)."""
 
     kind: str
     pages: list
@@ -125,6 +130,7 @@ class Report:
     out: tuple | None = None
     model: object = None
     copy_per_byte: float = 0.0
+    takeover: float = 0.0
     frontier: tuple | None = None
 
 
@@ -364,9 +370,10 @@ def queue_depth(spec, queue):
 
 def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_seconds):
     """Iterations ``first``..``last`` of ``engine`` (which reads ``pages`` pages per
-    pass) while ``choose(f)`` returns (``kind``, alpha), each measured into ``model``
-    (None: a run on one device kind, whose placement needs no measurement; rows are
-    folded in CHOOSE_SECONDS at a time, see :meth:`CostModel.observe_rows`);
+    pass) while ``choose(f)`` returns (``kind``, alpha), each but the first measured
+    into ``model`` (None: a run on one device kind, whose placement needs no
+    measurement; rows are folded in CHOOSE_SECONDS at a time, see
+    :meth:`CostModel.observe_rows`);
     returns (rows, status) with status "converged", "moved" (the cost model chose
     another placement), "slice" (``slice_seconds`` passed) or "limit".
 
@@ -385,7 +392,11 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
     template = history_row(placement=kind, rho=run.rho, **{f"{kind}_pages": pages})
     edges_key, seconds_key = f"{kind}_edges", f"{kind}_seconds"
     began = finished = folded = time.perf_counter()
-    iteration, status, observed = first, None, 0  # rows[:observed] are in the model
+    # rows[observed:] go into the model, never the first: it carries the segment's
+    # start (the state's load, the frontier's ids), a move's cost, which ``switch``
+    # counts (grid-1000 BFS on the H100: 140-430 us, against 25-40 us for the next);
+    # folded, it raised the new side's rate by 15-25% and drew the run back
+    iteration, status, observed = first, None, 1
 
     def end(status):  # what the rows measured goes into the model first
         if model is not None:
@@ -624,10 +635,14 @@ def calibrate(run, state, kind, page, version, device=None):
     On the CPU, the run's first iterations are also timed as a segment times them
     (:func:`_first_iterations`) when they do not pull: a small frontier costs the CPU
     a fixed part (10-25 us a row on the grid-1000 BFS) that the notify-pull fit
-    cannot know before it has measured one.
-    Returns a Report with the fastest of the timed pulls (per pass) and, on a GPU
-    (``device``; default: this worker's), the per-byte time of a host-to-device copy of
-    the values. A GPU context is left holding the host state at ``version``, whose copy
+    cannot know before it has measured one; and so is its takeover of a state changed
+    elsewhere, part of a move's cost (a sparse frontier's ids gathered from the flags:
+    120-250 us of the 0.7-1 ms a move of the grid-1000 BFS took on the H100 host).
+    Returns a Report with the fastest of the timed pulls (per pass); on the CPU, the
+    state's frontier (active vertices, their out-degree sum), which the run's first
+    iteration then needs not count again (the GPU's count of it took 0.14-0.5 ms of
+    the grid-1000 BFS's first row on the H100); on a GPU (``device``; default: this
+    worker's), the per-byte time of a host-to-device copy of the values. A GPU context is left holding the host state at ``version``, whose copy
     (asynchronous from page-locked memory) runs while the CPU calibrates: copied when
     the run counted its first frontier, after the CPU's calibration, copy and count
     took 0.6-0.7 ms against 0.45 ms in a GPU-alone run (RMAT-22 on the H100)."""
@@ -636,12 +651,18 @@ def calibrate(run, state, kind, page, version, device=None):
             ctx = _cpu_context(run, _scratch(state))
             engine, rows = ctx.engine, []
             engine.reset_frontier()
-            if engine.mode(engine.frontier()[1]) != "pull":  # (a pull is timed below)
+            counted = engine.frontier()
+            if engine.mode(counted[1]) != "pull":  # (a pull is timed below)
                 rows = _first_iterations(run, engine)
                 engine.state = _scratch(state)  # (the iterations changed the first)
+            start = time.perf_counter()
+            engine.reset_frontier(counted)
+            engine.frontier()
+            takeover = time.perf_counter() - start
             seconds = _fastest(lambda: engine.pull_pages(run.ranges([page]), 0.0))
         return Report("cpu", [page], run.edges([page]), seconds=seconds, rows=rows,
-                      build_seconds=ctx.take_build_seconds())
+                      build_seconds=ctx.take_build_seconds(), takeover=takeover,
+                      frontier=counted)
     from ..kernels.gpu import use_device
 
     device = _device_of_worker(run) if device is None else device
