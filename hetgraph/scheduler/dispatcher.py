@@ -368,11 +368,10 @@ class _Driver:
         copies = 2 * copy * vertex_bytes  # the state to the host and back
         # until segments measure it: a move between segments run in this thread (see
         # INLINE_SECONDS) costs the copies and the CPU's takeover; between tasks, two
-        # round trips more (3-6 ms
-        # each on the H100 host). Counted in process, they and the GPU's calibration
-        # one pass at a time kept the grid-1000 BFS on the CPU for 750 iterations, the
-        # GPU ahead from about the 220th; without both it moved at the 133rd-364th (three
-        # runs)
+        # round trips more (3-6 ms each on the H100 host). Counted in process, they and
+        # the GPU's calibration one pass at a time kept the grid-1000 BFS on the CPU for
+        # 750 iterations, the GPU ahead from about the 220th; without both it moved at
+        # the 133rd-364th (three runs)
         trips = 0.0 if self.inline_left > 0 else 2 * self.round_trip
         self.model.switch = trips + copies + takeover
         self.model.overhead = 2 * self.round_trip + copies
