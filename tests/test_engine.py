@@ -208,6 +208,7 @@ def test_the_in_degree_skew_moves_the_switch():
     assert choose_cpu_mode(0.21, skew=4.0) == "pull"
     assert choose_cpu_mode(0.001, skew=1300.0) == "pull"  # the hubs' in-edges: all of them
     assert choose_cpu_mode(0.0005, skew=1300.0) == "notify-pull"
+    assert choose_cpu_mode(0.9, cpu_mode="notify-pull") == "notify-pull"  # the run's own
     # a BFS on RMAT, made not incremental (no push): every auto iteration follows the
     # rule with the graph's skew, and some frontier below Garaph's f = 1/2 pulls
     g = hg.generate.rmat(12, seed=2)

@@ -50,10 +50,14 @@ def notify_fraction(active_out_degree: int, num_arcs: int) -> float:
     return active_out_degree / num_arcs if num_arcs else 0.0
 
 
-def choose_cpu_mode(f: float, rho: float = 1.0, skew: float = 1.0, push: float = 0.0) -> str:
+def choose_cpu_mode(f: float, rho: float = 1.0, skew: float = 1.0, push: float = 0.0,
+                    cpu_mode: str = "auto") -> str:
     """"notify-pull" when rho * (f + min(f * skew, 1)) <= 1 (see above; f <= 1 / (2 *
     rho) when skew = 1), else "pull"; but "push" when the program can (``push``: its
-    :func:`push_factor`) and rho * f * push is at most the cheaper of the two."""
+    :func:`push_factor`) and rho * f * push is at most the cheaper of the two. A run's
+    own ``cpu_mode`` (not "auto") is its every iteration's."""
+    if cpu_mode != "auto":
+        return cpu_mode
     notify = rho * (f + min(f * skew, 1.0))
     if push and rho * f * push <= min(notify, 1.0):
         return "push"
@@ -286,9 +290,7 @@ class CostModel:
 
     def cpu_mode_for(self, f, rho):
         """The CPU mode the engine runs an iteration of notify fraction ``f`` in."""
-        if self.cpu_mode != "auto":
-            return self.cpu_mode
-        return choose_cpu_mode(f, rho, self.skew, self.push)
+        return choose_cpu_mode(f, rho, self.skew, self.push, self.cpu_mode)
 
     def cpu_seconds(self, f, rho, num_arcs):
         """Predicted seconds of the CPU's iteration in the mode the engine will run it

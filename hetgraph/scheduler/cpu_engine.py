@@ -119,10 +119,8 @@ class CpuEngine:
 
     def mode(self, degree):
         """The CPU mode of an iteration whose frontier has ``degree`` out-edges."""
-        if self.cpu_mode != "auto":
-            return self.cpu_mode
         return choose_cpu_mode(notify_fraction(degree, self.graph.num_arcs), self.rho,
-                               self.skew, self.push)
+                               self.skew, self.push, self.cpu_mode)
 
     def iterate(self, constant, frontier):
         """One iteration from ``frontier`` = :meth:`frontier`'s (active, degree) with the

@@ -79,8 +79,7 @@ class StoreEngine(CpuEngine):
         (mode, vertices computed, edges read, vertices activated)."""
         active, degree = frontier
         f = notify_fraction(degree, self.graph.num_arcs)
-        chosen = choose_cpu_mode(f, self.rho, self.skew) if self.cpu_mode == "auto" \
-            else self.cpu_mode
+        chosen = choose_cpu_mode(f, self.rho, self.skew, cpu_mode=self.cpu_mode)
         if chosen == "pull":
             edges, counted = self._pull(range(len(self.page_vertices)), float(constant))
             self.state.swap()
