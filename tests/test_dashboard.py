@@ -14,6 +14,7 @@ import pytest
 
 import hetgraph as hg
 from hetgraph import dashboard
+from hetgraph.result import history_row
 from hetgraph.scheduler import dispatcher, progress
 
 pytest.importorskip("bokeh")
@@ -228,22 +229,22 @@ def test_gauges_of_a_hybrid_run():
 
 # --- the progress bar -------------------------------------------------------------------------
 
-ROW = {"iteration": 3, "alpha": float("nan"), "f": 0.0412, "mode": "notify-pull",
-       "cpu_pages": 2, "gpu_pages": 5}
+ROW = dict(iteration=3, alpha=float("nan"), f=0.0412, mode="notify-pull", cpu_pages=2,
+           gpu_pages=5)
 
 
 def test_bar_waits_for_its_delay_then_draws():
     stream = io.StringIO()
     bar = progress.ProgressBar("SSSP", 10, stream=stream, delay=3600)
-    bar.update([ROW])
+    bar.update([history_row(**ROW)])
     bar.close(3, True)
     assert stream.getvalue() == ""  # a short run shows nothing
     bar = progress.ProgressBar("SSSP", 10, stream=stream, delay=0, interval=0)
-    bar.update([ROW])
+    bar.update([history_row(**ROW)])
     line = stream.getvalue()
     assert line.startswith("\rSSSP 3/10 [######..............] alpha - f 0.0412 "
                            "notify-pull pages cpu 2 gpu 5")
-    bar.update([{**ROW, "iteration": 10, "alpha": 1.5}])
+    bar.update([history_row(**{**ROW, "iteration": 10, "alpha": 1.5})])
     assert "10/10 [####################] alpha 1.5" in stream.getvalue()
     bar.close(10, False)
     last = stream.getvalue().split("\r")[-1]
@@ -281,7 +282,7 @@ def test_events_never_stop_a_run():
         raise RuntimeError("client closed")
 
     events = progress.RunEvents(closed, "r1", program="P")
-    events.rows([{"iteration": 1}])
+    events.rows([history_row(iteration=1)])
     events.end(1, True)  # nothing raised
 
 
@@ -339,7 +340,7 @@ def test_rows_are_sent_in_batches():
     client = Recorder()
     events = progress.RunEvents(client, "r1", interval=3600, program="P")
     for i in range(1, 101):
-        events.rows([{"iteration": i, "f": np.float64(0.5)}])
+        events.rows([history_row(iteration=i, f=np.float64(0.5))])
     assert [m["event"] for m in client.messages] == ["start"]  # held back
     events.end(100, False)
     assert [m["event"] for m in client.messages] == ["start", "iterations", "end"]
@@ -352,10 +353,10 @@ def test_rows_are_sent_in_batches():
 def test_rows_are_sent_once_the_interval_passed():
     client = Recorder()
     events = progress.RunEvents(client, "r1", interval=0, program="P")
-    events.rows([{"iteration": 1}, {"iteration": 2}])
-    events.rows([{"iteration": 3}])
+    events.rows([history_row(iteration=1), history_row(iteration=2)])
+    events.rows([history_row(iteration=3)])
     events.end(3, True)
     assert [m["event"] for m in client.messages] == ["start", "iterations", "iterations",
                                                      "end"]
-    assert [progress.message_rows(m) for m in client.messages[1:3]] == \
-        [[{"iteration": 1}, {"iteration": 2}], [{"iteration": 3}]]
+    assert [[row["iteration"] for row in progress.message_rows(m)]
+            for m in client.messages[1:3]] == [[1, 2], [3]]

@@ -11,6 +11,7 @@ import hetgraph as hg
 from hetgraph.io.order import degree_skew
 from hetgraph.kernels import cpu
 from hetgraph.program import ProgramSpec
+from hetgraph.result import row_dict
 from hetgraph.algorithms.bfs import BreadthFirst
 from hetgraph.algorithms.pagerank import PageRank
 from hetgraph.scheduler.costmodel import (PUSH_EDGE_COST, choose_cpu_mode, notify_fraction,
@@ -404,7 +405,7 @@ def segment(program, g, queued, first=1, last=10**6, choose=None, slice_seconds=
     rows, status = tasks.run_iterations(run, engine, "cpu", first, last,
                                         choose or (lambda f: ("cpu", 1.0)), 1, CostModel(),
                                         slice_seconds)
-    return rows, status, engine
+    return [row_dict(row) for row in rows], status, engine
 
 
 COLUMNS = ["iteration", "mode", "f", "active", "computed", "edges", "activated"]
@@ -454,7 +455,7 @@ def test_a_segment_folds_its_gpu_rows_into_the_model_in_batches(passes, monkeypa
     assert status == "converged" and len(rows) == passes
     assert {c[:2] for c in calls} == {("gpu", "pull")}
     assert sum(c[2] for c in calls) == 1000 * (passes - 1)  # every row's edges, once
-    assert sum(c[3] for c in calls) == pytest.approx(sum(r["seconds"] for r in rows[1:]))
+    assert sum(c[3] for c in calls) == pytest.approx(sum(row_dict(r)["seconds"] for r in rows[1:]))
     assert len(calls) <= max(1, passes // 4)  # rows of 100 us, 1 ms a batch
 
 
@@ -555,7 +556,7 @@ def test_cpu_calibration_times_the_first_iterations_on_a_copy():
         # BFS from a corner: iterations 2.. of CALIBRATION_ITERATIONS, frontiers of 2,
         # 3, 4 vertices on the diagonals
         assert len(report.rows) == tasks.CALIBRATION_ITERATIONS - 1
-        for number, row in enumerate(report.rows, start=2):
+        for number, row in enumerate(map(row_dict, report.rows), start=2):
             assert row["iteration"] == number and row["mode"] == "notify-pull"
             assert row["active"] == number and row["seconds"] > 0
 
@@ -615,6 +616,6 @@ def test_cpu_calibration_times_its_iterations_however_slow(monkeypatch):
         report = tasks.calibrate(run, VertexState(values, flags, sync=True), "cpu", 0, 0)
     finally:
         tasks.drop_contexts(run.run_id)
-    assert [row["mode"] for row in report.rows] == \
-        ["push"] * (tasks.CALIBRATION_ITERATIONS - 1)
-    assert all(row["seconds"] >= 2e-3 for row in report.rows)
+    rows = [row_dict(row) for row in report.rows]
+    assert [row["mode"] for row in rows] == ["push"] * (tasks.CALIBRATION_ITERATIONS - 1)
+    assert all(row["seconds"] >= 2e-3 for row in rows)

@@ -9,6 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 from hetgraph.scheduler.costmodel import CostModel, alpha
 from hetgraph.scheduler.placement import OVERHEAD_SHARE, PageQueue
+from hetgraph.result import history_row
 from hetgraph.scheduler.tasks import RunSpec
 
 
@@ -55,9 +56,9 @@ def test_skewed_in_degrees_raise_the_notify_pull_estimate():
     assert m.cpu_seconds(0.1, 1.0, 10**6) == pytest.approx(8e-3)
 
 
-def notify_row(f, seconds):
-    return {"placement": "cpu", "mode": "notify-pull", "f": f, "rho": 1.0, "edges": 0,
-            "cpu_seconds": seconds, "seconds": seconds}
+def notify_row(f, seconds, **changes):
+    return history_row(**{"placement": "cpu", "mode": "notify-pull", "f": f, "rho": 1.0,
+                          "edges": 0, "cpu_seconds": seconds, "seconds": seconds, **changes})
 
 
 def test_measured_notify_pull_cost_replaces_garaphs_estimate():
@@ -202,7 +203,7 @@ def test_rates_inflated_while_away_relax_back_to_the_calibration():
     faster = m.seconds("gpu", 10**6)
     m.placement(0.001, 1.0, 10**6, current="cpu", weight=1000)
     assert m.seconds("gpu", 10**6) == faster < 25e-6
-    m.observe_rows([{**notify_row(1.0, 80e-3), "mode": "pull", "edges": 10**6}], 10**6)
+    m.observe_rows([notify_row(1.0, 80e-3, mode="pull", edges=10**6)], 10**6)
     assert m.seconds("cpu", 10**6) > 8e-3
     m.placement(0.001, 1.0, 10**6, current="gpu", weight=1000)
     assert m.seconds("cpu", 10**6) == pytest.approx(8e-3, rel=1e-3)
@@ -303,17 +304,17 @@ def test_history_rows_feed_the_model():
     m = CostModel()
     m.observe_rows([notify_row(0.01, 1e-3)], 10**5)
     assert m.notify.predict(1000, 0.0) == pytest.approx(1e-3)  # 1000 frontier edges
-    m.observe_rows([{"placement": "cpu", "mode": "pull", "f": 0.9, "edges": 10**5,
-                    "cpu_seconds": 1e-3, "seconds": 1e-3}], 10**5)
+    m.observe_rows([history_row(placement="cpu", mode="pull", f=0.9, edges=10**5,
+                                cpu_seconds=1e-3, seconds=1e-3)], 10**5)
     assert m.per_edge[("cpu", "pull")] == pytest.approx(1e-8)
-    m.observe_rows([{"placement": "gpu", "mode": "gpu-pull", "f": 1.0, "edges": 10**5,
-                    "gpu_seconds": 1e-4, "seconds": 0.5e-4}], 10**5)
+    m.observe_rows([history_row(placement="gpu", mode="gpu-pull", f=1.0, edges=10**5,
+                                gpu_seconds=1e-4, seconds=0.5e-4)], 10**5)
     assert m.per_edge[("gpu", "pull")] == pytest.approx(1e-9)
     m = CostModel()  # a row counts its wall seconds when the host took longer
-    m.observe_rows([{"placement": "gpu", "mode": "gpu-pull", "f": 1.0, "edges": 10**5,
-                    "gpu_seconds": 1e-4, "seconds": 3e-4}], 10**5)
-    m.observe_rows([{"placement": "cpu", "mode": "push", "f": 0.1, "edges": 10**4,
-                    "cpu_seconds": 1e-4, "seconds": 2e-4}], 10**5)
+    m.observe_rows([history_row(placement="gpu", mode="gpu-pull", f=1.0, edges=10**5,
+                                gpu_seconds=1e-4, seconds=3e-4)], 10**5)
+    m.observe_rows([history_row(placement="cpu", mode="push", f=0.1, edges=10**4,
+                                cpu_seconds=1e-4, seconds=2e-4)], 10**5)
     assert m.per_edge[("gpu", "pull")] == pytest.approx(3e-9)
     assert m.per_edge[("cpu", "push")] == pytest.approx(2e-8)
 
@@ -343,8 +344,7 @@ def test_cpu_rows_fold_as_one_measurement_per_mode():
     assert weight == pytest.approx(0.147 + 0.21 + 0.3)
     assert size == pytest.approx(0.147 * 1000 + 0.21 * 1000 + 0.3 * 2000)
     assert seconds == pytest.approx(0.147 * 30e-6 + 0.21 * 90e-6 + 0.3 * 50e-6)
-    pulls = [{"placement": "cpu", "mode": "pull", "f": 0.9, "edges": 10**6,
-              "cpu_seconds": s, "seconds": s} for s in (8e-3, 10e-3)]
+    pulls = [notify_row(0.9, s, mode="pull", edges=10**6) for s in (8e-3, 10e-3)]
     m.observe_rows(pulls, 10**6)  # 18 ms for 2e6 edges: one measurement of 9 ns an edge
     assert m.per_edge[("cpu", "pull")] == pytest.approx(0.7 * 8e-9 + 0.3 * 9e-9)
 
@@ -369,8 +369,8 @@ def test_observations_are_smoothed():
 
 
 def gpu_row(seconds, edges=10**6):
-    return {"placement": "gpu", "mode": "gpu-pull", "f": 0.001, "rho": 1.0, "edges": edges,
-            "gpu_seconds": seconds, "seconds": seconds}
+    return history_row(placement="gpu", mode="gpu-pull", f=0.001, rho=1.0, edges=edges,
+                       gpu_seconds=seconds, seconds=seconds)
 
 
 def test_one_slow_iteration_does_not_drive_the_run_off_a_device():

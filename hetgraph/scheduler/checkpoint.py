@@ -23,6 +23,7 @@ import numpy as np
 
 from ..errors import CheckpointError
 from ..io.store import crc32
+from ..result import HISTORY_COLUMNS, row_dict
 
 log = logging.getLogger("hetgraph.checkpoint")
 
@@ -113,7 +114,8 @@ class Checkpointer:
                     "converged": bool(converged), **self.identity,
                     "num_vertices": int(len(values)), "dtype": arrays["values"].dtype.str,
                     "crc32": {name: crc32(a) for name, a in arrays.items()},
-                    "history": [{k: _plain(v) for k, v in row.items()} for row in history]}
+                    "history": [{k: _plain(v) for k, v in row_dict(row).items()}
+                                for row in history]}
             for name, array in arrays.items():
                 _write(os.path.join(tmp, f"{name}.bin"), memoryview(array).cast("B"))
             _write(os.path.join(tmp, "checkpoint.json"), json.dumps(meta).encode())
@@ -192,7 +194,8 @@ class Checkpointer:
                 raise _Damaged(f"{file}: damaged (size or CRC32 mismatch)")
             arrays[name] = array
         return {"iteration": meta["iteration"], "converged": meta["converged"],
-                "history": meta["history"], **arrays}
+                "history": [[row.get(name, 0) for name in HISTORY_COLUMNS]
+                            for row in meta["history"]], **arrays}
 
 
 class _Damaged(Exception):

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..result import COLUMN
+
 CPU_MODES = ("pull", "notify-pull", "push")
 # seconds of a push per frontier edge (one thread) over a pull's per edge (one thread):
 # each push edge is a random read-modify-write of its target's accumulator
@@ -215,20 +217,21 @@ class CostModel:
         half its mean, and auto runs stayed on the CPU at 1.5-2x the GPU's time."""
         gpu_edges = gpu_seconds = notify_rows = notify_edges = notify_seconds = 0.0
         rho, other = 1.0, {}  # CPU mode -> [edges, seconds]
-        for row in rows:
-            kind = row["placement"]
-            seconds = max(row["seconds"], row[f"{kind}_seconds"])
+        device_seconds = {kind: COLUMN[f"{kind}_seconds"] for kind in ("cpu", "gpu")}
+        for row in rows:  # (history rows: lists, see hetgraph.result.COLUMN)
+            kind, mode = row[COLUMN["placement"]], row[COLUMN["mode"]]
+            seconds = max(row[COLUMN["seconds"]], row[device_seconds[kind]])
             if kind == "gpu":
-                gpu_edges += row["edges"]
+                gpu_edges += row[COLUMN["edges"]]
                 gpu_seconds += seconds
-            elif row["mode"] == "notify-pull":
+            elif mode == "notify-pull":
                 notify_rows += 1
-                notify_edges += row["f"] * num_arcs
+                notify_edges += row[COLUMN["f"]] * num_arcs
                 notify_seconds += seconds
-                rho = row["rho"]
+                rho = row[COLUMN["rho"]]
             else:
-                totals = other.setdefault(row["mode"], [0, 0.0])
-                totals[0] += row["edges"]
+                totals = other.setdefault(mode, [0, 0.0])
+                totals[0] += row[COLUMN["edges"]]
                 totals[1] += seconds
         if notify_rows:
             size = notify_edges / notify_rows

@@ -32,7 +32,7 @@ from ..errors import GraphError, OutOfCoreError
 from ..graph import Graph
 from ..io.store import StoredGraph, as_graph, available_memory
 from ..program import ProgramSpec
-from ..result import Result
+from ..result import COLUMN, Result, history_row
 from . import tasks
 from .checkpoint import Checkpointer, graph_fingerprint, program_fingerprint
 from .costmodel import CPU_MODES, CostModel, frontier_growth, notify_fraction, push_factor
@@ -48,6 +48,7 @@ DEVICES = ("auto", "cpu", "gpu", "hybrid")
 GPU_OPTIONS = ("memory_budget", "page_bytes", "streams", "shared_bytes", "replication",
                "threads_per_block", "edge_order", "source_ranges")
 _NO_AUX = np.zeros(1, np.float32)
+SECONDS, OVERHEAD = COLUMN["seconds"], COLUMN["overhead"]  # (of a history row)
 LOST_TASK_RETRIES = 3  # a page task whose inputs died with a worker is sent again
 SMALL_ARCS = 1 << 20  # a graph with at most this many arcs runs on the CPU ("auto"): a
 # pull over it takes 1-2 ms on 2 cores, the GPU would save at most ~0.3 ms an iteration
@@ -465,8 +466,8 @@ class _Driver:
                 row, done = self._page_iteration(iteration, kinds, placement, f, a, frontier)
                 rows = [row]
             if rows:
-                rows[0]["seconds"] += lead
-                rows[0]["overhead"] += lead
+                rows[0][SECONDS] += lead
+                rows[0][OVERHEAD] += lead
             history += rows
             self.events.rows(rows)
             if self.bar is not None:
@@ -476,7 +477,7 @@ class _Driver:
                 return True
             if checkpointer is not None and checkpointer.due(iteration - 1):
                 checkpointer.save(iteration - 1, self.state.values, self.state.flags, history)
-        return bool(history) and history[-1]["activated"] == 0
+        return bool(history) and history[-1][COLUMN["activated"]] == 0
 
     def _count_frontier(self):
         """The frontier of the host state (active vertices, their out-degree sum): None
@@ -510,14 +511,14 @@ class _Driver:
         self.model = report.model  # the driver's, plus what the segment measured
         self.frontier = report.frontier
         rows = report.rows
-        gpu = [row["seconds"] for row in rows if row["placement"] == "gpu"]
+        gpu = [row[SECONDS] for row in rows if row[COLUMN["placement"]] == "gpu"]
         if gpu:  # one measurement a segment: a grid-1000 BFS has 1,600 rows of 30 us
             self.model.observe_iteration("gpu", sum(gpu) / len(gpu))
         if rows:  # the task's round trip counts as overhead of its last iteration
             extra = time.perf_counter() - start - report.build_seconds - \
-                sum(r["seconds"] for r in rows)
-            rows[-1]["seconds"] += max(extra, 0.0)
-            rows[-1]["overhead"] += max(extra, 0.0)
+                sum(row[SECONDS] for row in rows)
+            rows[-1][SECONDS] += max(extra, 0.0)
+            rows[-1][OVERHEAD] += max(extra, 0.0)
             if len(self.kinds) > 1:  # what moving to or from this device costs
                 self.model.observe_switch(extra)
                 if inline and self.inline_left <= 0:  # moves are tasks from now on
@@ -603,7 +604,7 @@ class _Driver:
         if len(kinds) == 2:
             self.model.observe_overhead(overhead)
             self.model.observe_iteration("hybrid", seconds)
-        row = tasks.history_row(
+        row = history_row(
             iteration=iteration, placement=placement if len(kinds) == 2 else next(iter(kinds)),
             mode="pull", f=f, rho=self.runspec.rho, alpha=a, active=frontier[0],
             computed=graph.num_vertices, edges=graph.num_arcs, activated=activated,

@@ -14,6 +14,8 @@ import sys
 import time
 import weakref
 
+from ..result import row_dict
+
 log = logging.getLogger("hetgraph.progress")
 
 TOPIC = "hetgraph"  # the scheduler event-log topic of run events
@@ -43,6 +45,7 @@ class ProgressBar:
 
     def format(self, row):
         """The bar's text after history row ``row``."""
+        row = row_dict(row)
         done = min(row["iteration"] / self.max_iterations, 1.0) if self.max_iterations else 1.0
         filled = round(done * BAR_WIDTH)
         return (f"{self.name} {row['iteration']}/{self.max_iterations} "
@@ -82,8 +85,8 @@ def show_progress(progress, stream=None) -> bool:
 
 
 def message_rows(message) -> list:
-    """The history rows of an "iterations" message."""
-    return pickle.loads(message["rows_pickle"])
+    """The history rows of an "iterations" message, as dicts (column name: value)."""
+    return [row_dict(row) for row in pickle.loads(message["rows_pickle"])]
 
 
 class SchedulerLog:

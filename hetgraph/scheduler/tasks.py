@@ -30,7 +30,7 @@ import numpy as np
 
 from ..io.store import StoredGraph
 from ..kernels import cpu
-from ..result import HISTORY_COLUMNS
+from ..result import COLUMN
 from .costmodel import notify_fraction
 from .cpu_engine import CpuEngine
 from .outofcore import StoreEngine
@@ -57,13 +57,6 @@ CALIBRATION_PULLS = 4
 CALIBRATION_SECONDS = 1e-3
 CALIBRATION_PASSES = 16
 CALIBRATION_ITERATIONS = 4  # first iterations the CPU's calibration times (see calibrate)
-
-
-def history_row(**values):
-    """A history row with zeros for what the iteration did not do."""
-    row = dict.fromkeys(HISTORY_COLUMNS, 0)
-    row.update(values)
-    return row
 
 
 @dataclasses.dataclass
@@ -383,14 +376,14 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
     the iterations launched after one that activated nothing are discarded. A move, the
     slice's end or the limit first waits for those in flight."""
     program, spec, graph = run.spec.program, run.spec, run.graph
-    arcs = graph.num_arcs  # (a property: read once, as ``template`` is made once)
+    arcs = graph.num_arcs  # (a property: read once)
     uses_constant, has_converged = spec.uses_constant, spec.has_converged
     queue = engine if hasattr(engine, "launch") else Immediate(engine)
     depth = queue_depth(spec, queue)
-    rows, launched = [], collections.deque()
-    # the row's constant part, made once: an iteration can take 40 us (grid-1000 BFS)
-    template = history_row(placement=kind, rho=run.rho, **{f"{kind}_pages": pages})
-    edges_key, seconds_key = f"{kind}_edges", f"{kind}_seconds"
+    rows, launched, rho = [], collections.deque(), run.rho
+    # the row's columns of this device kind (an iteration can take 25 us: grid-1000 BFS)
+    pages_at, edges_at, seconds_at = (COLUMN[f"{kind}_{name}"]
+                                      for name in ("pages", "edges", "seconds"))
     began = finished = folded = time.perf_counter()
     # rows[observed:] go into the model, never the first: it carries the segment's
     # start (the state's load, the frontier's ids), a move's cost, which ``switch``
@@ -424,7 +417,7 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
             read = engine.read_bytes
             # (ticket, iteration, the frontier it starts from and its f if known now,
             # alpha, start of its host work, read_bytes before it, values before it): a
-            # tuple, not a class, made and read every iteration (see ``template``)
+            # tuple, not a class, made and read every iteration
             launched.append((queue.launch(constant, frontier), iteration,
                              None if launched else (frontier, f), alpha, start, read,
                              previous))
@@ -443,11 +436,10 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
         now = time.perf_counter()
         seconds = now - max(its_start, finished)
         finished = now
-        row = {**template, "iteration": number, "mode": mode, "f": its_f, "alpha": its_alpha,
-               "active": int(active), "computed": computed, "edges": edges,
-               "activated": activated, "read_bytes": engine.read_bytes - read,
-               "seconds": seconds, "overhead": max(seconds - kernel, 0.0),
-               edges_key: edges, seconds_key: kernel}
+        row = [number, kind, mode, its_f, rho, its_alpha, int(active), computed, edges,
+               activated, 0, 0, 0, 0, 0.0, 0.0, engine.read_bytes - read, seconds,
+               max(seconds - kernel, 0.0)]  # (HISTORY_COLUMNS' order)
+        row[pages_at], row[edges_at], row[seconds_at] = pages, edges, kernel
         rows.append(row)
         if model is not None and now - folded > CHOOSE_SECONDS:
             model.observe_rows(rows[observed:], arcs)
