@@ -39,11 +39,14 @@ def _loggable(message):
     """The run event :func:`_readable` read, as a run logs it."""
     import pickle
 
+    from hetgraph.result import history_row
+
     if message["event"] != "iterations":
         return message
     loggable = {k: v for k, v in message.items() if k != "rows"}
     return loggable | {"count": len(message["rows"]),
-                       "rows_pickle": pickle.dumps(message["rows"], protocol=5)}
+                       "rows_pickle": pickle.dumps([history_row(**row) for row in message["rows"]],
+                                                   protocol=5)}
 
 
 def run(path, scale=22):

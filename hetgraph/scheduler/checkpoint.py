@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import CheckpointError
 from ..io.store import crc32
-from ..result import HISTORY_COLUMNS, row_dict
+from ..result import history_row, row_dict
 
 log = logging.getLogger("hetgraph.checkpoint")
 
@@ -194,8 +194,7 @@ class Checkpointer:
                 raise _Damaged(f"{file}: damaged (size or CRC32 mismatch)")
             arrays[name] = array
         return {"iteration": meta["iteration"], "converged": meta["converged"],
-                "history": [[row.get(name, 0) for name in HISTORY_COLUMNS]
-                            for row in meta["history"]], **arrays}
+                "history": [history_row(**row) for row in meta["history"]], **arrays}
 
 
 class _Damaged(Exception):
