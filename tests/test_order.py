@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import hetgraph as hg
 from conftest import assert_csr_matches_csc, edge_set
-from hetgraph.io.order import is_skewed, renumber
+from hetgraph.io.order import degree_order, is_skewed, renumber
 
 arcs = st.lists(st.tuples(st.integers(0, 30), st.integers(0, 30),
                           st.floats(0.5, 100.0, width=32)), min_size=1, max_size=120)
@@ -46,6 +46,13 @@ def test_a_renumbered_graph_is_the_same_graph_under_its_labels(rows, directed, w
             sorted(g.label_of(np.arange(g.num_vertices)).tolist())
     degree = g.reorder("degree").out_degree()
     assert np.all(np.diff(degree) <= 0)
+
+
+def test_equal_degrees_are_ordered_by_their_lowest_neighbour():
+    # 0 -> 1, 2, 3 (degree 3); 4 -> 0, 5 -> 2, 6 -> 1 (degree 1); 1, 2, 3 (degree 0).
+    # By degree alone: 0, 4, 5, 6, 1, 2, 3, where 4's neighbour is 1st, 5's 6th, 6's 5th
+    g = hg.from_arrays([0, 0, 0, 4, 5, 6], [1, 2, 3, 0, 2, 1], num_vertices=7)
+    assert degree_order(g).tolist() == [0, 4, 6, 5, 1, 2, 3]
 
 
 def test_orders_and_bad_input():

@@ -27,8 +27,32 @@ SKEW_FOR_DEGREE_ORDER = 4.0  # "auto" renumbers when sum(d_out^2)/|E| >= this * 
 
 
 def degree_order(graph) -> np.ndarray:
-    """New id -> old id: vertices by decreasing out-degree, ties in their old order."""
-    return np.argsort(-graph.out_degree(), kind="stable")
+    """New id -> old id: vertices by decreasing out-degree; those of equal degree by
+    their lowest-numbered out-neighbour in that order, then in their old order.
+
+    The tie-break packs together the sources that a hub's in-edges read: RMAT's many
+    vertices of degree 1, 2, 3 (half of RMAT-20's edges come from vertices below the
+    top 1%) otherwise sit in random order within their degree, and each read of one
+    misses the caches alone. PageRank on an H100, float32: RMAT-26 9.18 -> 8.48 ms an
+    iteration, RMAT-24 1.77 -> 1.69 ms (bench/work probe36, session 24)."""
+    degree = graph.out_degree()
+    by_degree = np.argsort(-degree, kind="stable")
+    rank = np.empty(graph.num_vertices, graph.index_dtype)
+    rank[by_degree] = np.arange(graph.num_vertices, dtype=graph.index_dtype)
+    first = np.empty(graph.num_vertices, graph.index_dtype)
+    _lowest_neighbour(graph.out_indptr, graph.out_indices, rank, first)
+    return np.lexsort((first, -degree))  # (stable: equal keys keep their old order)
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _lowest_neighbour(ptr, idx, rank, out):
+    """out[v] = the lowest ``rank`` among v's out-neighbours (N when it has none)."""
+    n = out.shape[0]
+    for v in numba.prange(n):
+        lowest = n
+        for e in range(ptr[v], ptr[v + 1]):
+            lowest = min(lowest, rank[idx[e]])
+        out[v] = lowest
 
 
 def degree_skew(degree) -> float:
