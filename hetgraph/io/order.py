@@ -33,8 +33,9 @@ def degree_order(graph) -> np.ndarray:
     The tie-break packs together the sources that a hub's in-edges read: RMAT's many
     vertices of degree 1, 2, 3 (half of RMAT-20's edges come from vertices below the
     top 1%) otherwise sit in random order within their degree, and each read of one
-    misses the caches alone. PageRank on an H100, float32: RMAT-26 9.18 -> 8.48 ms an
-    iteration, RMAT-24 1.77 -> 1.69 ms (bench/work probe36, session 24)."""
+    misses the caches alone. PageRank on an H100, float32: RMAT-26 9.18 -> 8.46 ms an
+    iteration (3.49x -> 3.15x its bandwidth floor, bench/gpu), RMAT-24 1.77 -> 1.69
+    ms."""
     degree = graph.out_degree()
     by_degree = np.argsort(-degree, kind="stable")
     rank = np.empty(graph.num_vertices, graph.index_dtype)
