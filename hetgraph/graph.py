@@ -207,8 +207,9 @@ class Graph:
 
     def reorder(self, order="degree") -> "Graph":
         """This graph with its dense ids renumbered for cache locality (labels kept):
-        "degree" (by decreasing out-degree), "auto" (degree order when a few hubs carry
-        most arcs, else this graph) or "none"; see :mod:`hetgraph.io.order`."""
+        "degree" (by decreasing out-degree, equal degrees by their lowest-numbered
+        out-neighbour), "auto" (degree order when a few hubs carry most arcs, else this
+        graph) or "none"; see :mod:`hetgraph.io.order`."""
         from .io.order import reorder
 
         return reorder(self, order)
