@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from hetgraph.scheduler import costmodel
 from hetgraph.scheduler.costmodel import CostModel, alpha
 from hetgraph.scheduler.placement import OVERHEAD_SHARE, PageQueue
 from hetgraph.result import history_row
@@ -190,22 +191,27 @@ def test_rates_inflated_while_away_relax_back_to_the_calibration():
     inflated = m.seconds("gpu", 10**6)
     assert inflated > 200e-6
     assert m.placement(0.001, 1.0, 10**6, current="gpu", weight=10)[0] == "cpu"
-    # on the CPU, the GPU's rate decays back: 1% of the excess per iteration away
-    m.placement(0.001, 1.0, 10**6, current="cpu", weight=100)
-    excess = 0.99 ** 100 * (inflated - 25e-6)
-    assert m.seconds("gpu", 10**6) == pytest.approx(25e-6 + excess)
-    answers = [m.placement(0.001, 1.0, 10**6, current="cpu", weight=10)[0]
+    # on the CPU, the GPU's rate decays back: half the excess every RELAX_HALF_LIFE
+    # seconds away, however many iterations ran in them
+    half_life = costmodel.RELAX_HALF_LIFE
+    m.placement(0.001, 1.0, 10**6, current="cpu", weight=100, seconds=half_life)
+    assert m.seconds("gpu", 10**6) == pytest.approx(25e-6 + (inflated - 25e-6) / 2)
+    m.placement(0.001, 1.0, 10**6, current="cpu", weight=1, seconds=half_life)
+    assert m.seconds("gpu", 10**6) == pytest.approx(25e-6 + (inflated - 25e-6) / 4)
+    m.placement(0.001, 1.0, 10**6, current="cpu", weight=1000)  # (no time: no change)
+    assert m.seconds("gpu", 10**6) == pytest.approx(25e-6 + (inflated - 25e-6) / 4)
+    answers = [m.placement(0.001, 1.0, 10**6, current="cpu", weight=4, seconds=1e-3)[0]
                for _ in range(40)]
     assert "gpu" in answers  # the run goes back once the GPU is ahead again
     assert m.seconds("gpu", 10**6) < 40e-6
     # a rate measured below its calibration is kept; the CPU's relaxes the same way
     m.observe_rows([gpu_row(10e-6)] * 3, 10**6)
     faster = m.seconds("gpu", 10**6)
-    m.placement(0.001, 1.0, 10**6, current="cpu", weight=1000)
+    m.placement(0.001, 1.0, 10**6, current="cpu", weight=1000, seconds=1.0)
     assert m.seconds("gpu", 10**6) == faster < 25e-6
     m.observe_rows([notify_row(1.0, 80e-3, mode="pull", edges=10**6)], 10**6)
     assert m.seconds("cpu", 10**6) > 8e-3
-    m.placement(0.001, 1.0, 10**6, current="gpu", weight=1000)
+    m.placement(0.001, 1.0, 10**6, current="gpu", weight=1000, seconds=1.0)
     assert m.seconds("cpu", 10**6) == pytest.approx(8e-3, rel=1e-3)
 
 
@@ -224,11 +230,12 @@ def test_a_segment_asks_the_model_at_most_every_choose_seconds(monkeypatch):
     asked = []
 
     class Model:
-        def placement(self, f, rho, num_arcs, current, weight):
+        def placement(self, f, rho, num_arcs, current, weight, seconds):
             asked.append((f, weight))
+            waited.append(seconds)
             return ("cpu" if f < 0.5 else "gpu"), f
 
-    now = [0.0]
+    now, waited = [5.0], []
     monkeypatch.setattr(tasks, "time", SimpleNamespace(perf_counter=lambda: now[0]))
     run = SimpleNamespace(rho=1.0, graph=SimpleNamespace(num_arcs=100), cpu_mode="auto")
     choose = tasks._chooser(Model(), run, "cpu", others=True)
@@ -246,6 +253,9 @@ def test_a_segment_asks_the_model_at_most_every_choose_seconds(monkeypatch):
     # (but the first: it comes 0.3 CHOOSE_SECONDS after the last question)
     assert [call(f)[0] for f in (0.1, 0.2, 0.3, 0.9)] == ["cpu", "cpu", "cpu", "gpu"]
     assert asked[3:] == [(0.2, 2), (0.3, 1), (0.9, 1)]
+    # each question also gives the seconds since the one before (the first: since the
+    # segment began), by which the other side's rates relax
+    assert waited == pytest.approx([0.0, 4 * 0.3e-3, 4 * 0.3e-3, 0.3e-3 + 3e-3, 3e-3, 3e-3])
     one = tasks._chooser(Model(), run, "cpu", others=False)
     assert one(0.9)[0] == "cpu" and len(asked) == 6  # one device kind: never asked
 
@@ -371,6 +381,21 @@ def test_observations_are_smoothed():
 def gpu_row(seconds, edges=10**6):
     return history_row(placement="gpu", mode="gpu-pull", f=0.001, rho=1.0, edges=edges,
                        gpu_seconds=seconds, seconds=seconds)
+
+
+def test_rates_relax_to_the_lowest_they_had_not_to_a_slow_calibration():
+    # grid-1000 BFS on the H100: the GPU's calibration took 200 us a pass (the host
+    # busy), its rows then 30 us; a stretch of slow rows later sent the run to the CPU
+    m = model(8e-9, 200e-12, overhead=1.0)
+    for _ in range(20):
+        m.observe_rows([gpu_row(30e-6)], 10**6)
+    lowest = m.seconds("gpu", 10**6)
+    assert lowest < 31e-6
+    for _ in range(6):
+        m.observe_rows([gpu_row(3e-3)], 10**6)
+    assert m.seconds("gpu", 10**6) > 200e-6
+    m.placement(0.001, 1.0, 10**6, current="cpu", weight=10, seconds=1.0)
+    assert m.seconds("gpu", 10**6) == pytest.approx(lowest)
 
 
 def test_one_slow_iteration_does_not_drive_the_run_off_a_device():

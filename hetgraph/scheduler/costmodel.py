@@ -84,11 +84,13 @@ MARGIN = 0.2  # staying counts as losing only while the other side is predicted 
 # much faster: the grid-1000 BFS's CPU and GPU iterations differ by less than their
 # noise (30-50 us against 25-45 us on the H100 host), and runs moved back and forth at
 # 1-1.7 ms a move on leads of 5-10%
-RELAX = 0.01  # per iteration away from a device, its rates measured above their
-# calibration move this much of the way back to it: a GPU stretch slowed by the host
+RELAX_HALF_LIFE = 2e-3  # seconds away from a device in which its rates measured above
+# the lowest they have had move half the way back to it: a GPU stretch slowed by the host
 # (grid-1000 BFS on the H100: a few ms of 300 us rows) raised the GPU's rate tenfold,
 # the run left for the CPU and, never measuring the GPU again, stayed there at twice
-# the GPU's time
+# the GPU's time. Counted in iterations (1% each), the return took 79 iterations of
+# 273 us (25 ms) when the host was slow for the CPU too: hiccups last milliseconds,
+# however many iterations run in them
 
 
 class LinearFit:
@@ -166,7 +168,7 @@ class CostModel:
         self.push = float(push)
         self.growth = float(growth)
         self.per_edge: dict = {}
-        self.calibrated: dict = {}  # the first rate of each (kind, mode): see RELAX
+        self.best: dict = {}  # the lowest rate each (kind, mode) has had: see relax()
         self.notify = LinearFit()
         self.iteration: dict = {}  # measured seconds of a full pull, per placement
         self.overhead = float(overhead)
@@ -186,20 +188,24 @@ class CostModel:
         OUTLIER times the rate so far)."""
         if edges <= 0 or seconds <= 0:
             return
+        key = (kind, mode)
         measured = seconds / edges
-        old = self.per_edge.get((kind, mode))
-        if old is None:
-            self.calibrated[(kind, mode)] = measured
-        self.per_edge[(kind, mode)] = measured if old is None else \
+        old = self.per_edge.get(key)
+        rate = measured if old is None else \
             (1 - SMOOTHING) * old + SMOOTHING * min(measured, OUTLIER * old)
+        self.per_edge[key] = rate
+        self.best[key] = min(rate, self.best.get(key, rate))
 
-    def relax(self, kind, iterations):
-        """``iterations`` ran away from ``kind``: its rates above their first
-        measurement (the calibration) move back towards it, RELAX per iteration."""
-        keep = (1.0 - RELAX) ** iterations
-        for key, first in self.calibrated.items():
-            if key[0] == kind and self.per_edge[key] > first:
-                self.per_edge[key] = first + keep * (self.per_edge[key] - first)
+    def relax(self, kind, seconds):
+        """The run spent ``seconds`` away from ``kind``: its rates above the lowest they
+        have had move back towards it, half the way every RELAX_HALF_LIFE. (Not
+        towards the calibration: a calibration slowed by the host (grid-1000 BFS on the
+        H100: 200 us a GPU pass against 30 us in the run's rows) kept a run on a CPU
+        twice as slow for 419 iterations.)"""
+        keep = 0.5 ** (seconds / RELAX_HALF_LIFE)
+        for key, best in self.best.items():
+            if key[0] == kind and self.per_edge[key] > best:
+                self.per_edge[key] = best + keep * (self.per_edge[key] - best)
 
     def observe_rows(self, rows, num_arcs):
         """Fold history rows of single-device iterations into the model, each by its
@@ -323,7 +329,7 @@ class CostModel:
             return float("nan")
         return self.cpu_seconds(f, rho, num_arcs) / self.seconds("gpu", num_arcs)
 
-    def placement(self, f, rho, num_arcs, current=None, start=False, weight=1):
+    def placement(self, f, rho, num_arcs, current=None, start=False, weight=1, seconds=0.0):
         """(placement, alpha) for an iteration with both device kinds available: "cpu"
         when the CPU alone is predicted faster (alpha < 1, Garaph), else "hybrid" when
         the balanced split of a pull over CPU and GPU plus the hybrid overhead beats the
@@ -346,9 +352,10 @@ class CostModel:
         GPU's rate, calibrated outside page tasks, cannot yet tell a hybrid split's
         worth (RMAT-22 with a quarter of its pages resident: three hybrid iterations of
         100-280 ms against 13 ms on the GPU alone). ``weight``: the iterations this
-        answer stands for (what staying loses counts that many times)."""
+        answer stands for (what staying loses counts that many times), ``seconds``: the
+        wall seconds they took (the other side's rates relax by them)."""
         if current in ("cpu", "gpu"):
-            self.relax("gpu" if current == "cpu" else "cpu", weight)
+            self.relax("gpu" if current == "cpu" else "cpu", seconds)
         pull, gpu = self.seconds("cpu", num_arcs), self.seconds("gpu", num_arcs)
         if not pull or not gpu:  # not calibrated: the CPU alone
             return "cpu", float("nan")

@@ -458,24 +458,27 @@ def _chooser(model, run, kind, others, spread_pull=False):
     CPU segment at a pull iteration, which several CPU workers share by pages. The
     model is asked at most every CHOOSE_SECONDS; its answer to stay stands for the
     calls in between, which count in the next answer (:meth:`CostModel.placement`'s
-    ``weight``)."""
+    ``weight``), as do the seconds since the segment began or the model was last asked
+    (its ``seconds``)."""
     stay, calls, asked = (kind, float("nan")), 0, -float("inf")
+    since = time.perf_counter()
 
-    def ask(f, weight):
+    def ask(f, weight, seconds):
         if spread_pull and model.cpu_mode_for(f, run.rho) == "pull":
             return "pages", float("nan")
         if not others:  # one device kind: the model has no two rates to compare
             return kind, float("nan")
-        return model.placement(f, run.rho, run.graph.num_arcs, current=kind, weight=weight)
+        return model.placement(f, run.rho, run.graph.num_arcs, current=kind, weight=weight,
+                               seconds=seconds)
 
     def choose(f):
-        nonlocal stay, calls, asked
+        nonlocal stay, calls, asked, since
         calls += 1
         now = time.perf_counter()
         if now - asked < CHOOSE_SECONDS:
             return stay
-        answer = ask(f, calls)
-        calls, asked = 0, now
+        answer = ask(f, calls, now - since)
+        calls, asked, since = 0, now, now
         if answer[0] == kind:
             stay = answer
         return answer
