@@ -340,7 +340,7 @@ class CostModel:
         lost, summed over the iterations since the other side became faster by MARGIN,
         as much as a move costs (``switch``; the ski-rental rule: never worse than twice
         the best choice in hindsight); while away from a device, its inflated rates
-        relax back towards its calibration (:meth:`relax`). The run's first iteration
+        relax back towards the lowest they had (:meth:`relax`). The run's first iteration
         (``start``) goes to the CPU only if the CPU's lead over it and the next pays for
         the move to the GPU that a growing frontier will need: the grid-1000 BFS, whose
         CPU and GPU rows were within 20% of each other for its first 200 iterations,
