@@ -165,7 +165,14 @@ class Graph:
         else:
             if self._label_index is None:
                 self._label_index = pd.Index(self.labels, tupleize_cols=False)
-            ids = self._label_index.get_indexer(wanted)
+            if scalar:  # a hash lookup: get_indexer takes 60 us for one label
+                try:
+                    found = self._label_index.get_loc(wanted[0])
+                except (KeyError, TypeError, pd.errors.InvalidIndexError):
+                    found = -1
+                ids = np.array([found if isinstance(found, (int, np.integer)) else -1])
+            else:
+                ids = self._label_index.get_indexer(wanted)
             bad = ids < 0
         if bad.any():
             first = wanted[np.argmax(bad)]

@@ -125,10 +125,8 @@ _NOT_PLAIN = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD,
               inspect.Parameter.KEYWORD_ONLY)
 
 
-@functools.lru_cache(maxsize=256)
 def _parameter_kinds(fn):
-    """The kinds of ``fn``'s parameters, or None when inspect cannot tell (kept: a run
-    checks its program each time, and inspect takes 30 us a function)."""
+    """The kinds of ``fn``'s parameters, or None when inspect cannot tell."""
     try:
         return tuple(p.kind for p in inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
@@ -136,24 +134,37 @@ def _parameter_kinds(fn):
 
 
 def _user_function(program, name, arities):
-    fn = getattr(type(program), name, None)
+    """(the program's function ``name``, its argument count), checked."""
+    cls = type(program)
+    fn = getattr(cls, name, None)
+    try:
+        return _checked_function(cls, program.name, name, fn, arities)
+    except TypeError:  # an unhashable attribute: not a function
+        return _checked_function.__wrapped__(cls, program.name, name, fn, arities)
+
+
+@functools.lru_cache(maxsize=256)
+def _checked_function(cls, program, name, fn, arities):
+    """:func:`_user_function`'s checks, kept (a run checks its program each time, and
+    inspect takes 5-30 us a function); keyed by the function itself, so that a class
+    given another function is checked again. ``program``: the program's name."""
     if fn is None or not callable(fn):
-        raise ProgramError(f"{program.name}.{name} is missing; define it as a @staticmethod")
+        raise ProgramError(f"{program}.{name} is missing; define it as a @staticmethod")
     if getattr(VertexProgram, name) is fn:
-        raise ProgramError(f"{program.name}.{name} is not defined; write it as a "
+        raise ProgramError(f"{program}.{name} is not defined; write it as a "
                            f"@staticmethod taking {arities[0]} arguments")
-    if not isinstance(inspect.getattr_static(type(program), name), staticmethod):
-        raise ProgramError(f"{program.name}.{name} must be a @staticmethod (it cannot use "
+    if not isinstance(inspect.getattr_static(cls, name), staticmethod):
+        raise ProgramError(f"{program}.{name} must be a @staticmethod (it cannot use "
                            f"self: pass per-vertex data through aux, constants as globals)")
     kinds = _parameter_kinds(fn)
     if kinds is None:
         return fn, arities[0]
     if any(kind in _NOT_PLAIN for kind in kinds):
-        raise ProgramError(f"{program.name}.{name} must take plain positional arguments")
+        raise ProgramError(f"{program}.{name} must take plain positional arguments")
     count = len(kinds)
     if count not in arities:
         wanted = " or ".join(str(a) for a in arities)
-        raise ProgramError(f"{program.name}.{name} takes {count} arguments; it must take "
+        raise ProgramError(f"{program}.{name} takes {count} arguments; it must take "
                            f"{wanted} ({_SIGNATURES[name]})")
     return fn, count
 

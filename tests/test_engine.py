@@ -165,6 +165,34 @@ def test_frontier_size_counts_the_set_flags_and_their_out_degrees(n, density, on
         (len(active), int(np.diff(indptr)[active].sum()))
 
 
+def test_warm_up_compiles_once_per_kind_of_arrays(monkeypatch):
+    """A run's engine warms the kernel up (a pass over no vertex) only for arrays of a
+    kind it has not seen: read-only edges (a store's, mapped) are another Numba type."""
+    g = hg.generate.grid(6, 6, seed=1)
+    kernel = cpu.compile_program(ProgramSpec(BreadthFirst(0)), np.float32)
+    passes = []
+    step = kernel.step
+    monkeypatch.setattr(kernel, "step", lambda *a, **k: passes.append(1) or step(*a, **k))
+    values, flags = np.zeros(g.num_vertices, np.int32), np.zeros(g.num_vertices, np.uint8)
+    aux = np.zeros(1, np.float32)
+    kernel.warm_up(kernel.edges(g), values, flags, aux, graph=g)
+    before = len(passes)
+    kernel.warm_up(kernel.edges(g), values.copy(), flags.copy(), aux, graph=g)
+    assert len(passes) == before
+    indptr, indices, weights, base = kernel.edges(g)
+    frozen = indices.copy()
+    frozen.flags.writeable = False
+    kernel.warm_up((indptr, frozen, weights, base), values, flags, aux)
+    assert len(passes) == before + 1
+
+
+@pytest.mark.parametrize("n", [10, cpu.TOUCH_BYTES // 4 + 1])
+def test_touched_empty_like_is_zeros_of_the_same_kind(n):
+    like = np.full(n, 7, np.float32)
+    out = cpu.touched_empty_like(like, 2)
+    assert out.dtype == like.dtype and out.shape == like.shape and not out.any()
+
+
 # --- cost model ----------------------------------------------------------------------------
 
 def test_frontier_gathers_a_small_frontier_and_keeps_the_host_flags():

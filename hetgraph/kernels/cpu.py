@@ -168,6 +168,9 @@ def active_ids(flags):
     return ids
 
 
+TOUCH_BYTES = 1 << 20
+
+
 @numba.njit(parallel=True, nogil=True, cache=True)
 def _touch(array, zero, chunks):
     n = array.shape[0]
@@ -180,7 +183,10 @@ def touched_empty_like(array, chunks):
     """A new array like ``array`` (zeros), written once by all threads: its page faults
     are taken in parallel now, not one by one in the single thread that first scatters
     into it (a push's accumulators: RMAT-22 SSSP, first push 15.6 ms on the H100
-    host, which backs arrays with 4 KiB pages)."""
+    host, which backs arrays with 4 KiB pages). Below TOUCH_BYTES, NumPy's zeros: the
+    threads' wake-up would cost more than the faults."""
+    if array.nbytes < TOUCH_BYTES:
+        return np.zeros_like(array)
     out = np.empty_like(array)
     _touch(out, out.dtype.type(0), chunks)
     return out
@@ -452,6 +458,7 @@ class CpuKernel:
             _jit_user(spec, "settled", spec.settled, (value,), "a bool")
         self.spec = spec
         self.identity = spec.identity().item()
+        self._warmed = set()  # the kinds of arrays warm_up compiled for
         self._gather_range, self._merge, self._sparse_pass, self._push_pass = _build_step(
             gather, COMBINE[spec.reduce], apply, activate, settled, value, self.identity,
             spec.uses_constant)
@@ -459,7 +466,14 @@ class CpuKernel:
     def warm_up(self, edges, values, flags, aux, graph=None):
         """Compile for these array types now (a pass over no vertex), so that the first
         iteration's time is not compile time: :meth:`step` reading ``edges``, and with
-        ``graph`` (in memory) :meth:`sparse_step` and :meth:`push_step` too."""
+        ``graph`` (in memory) :meth:`sparse_step` and :meth:`push_step` too. Done once
+        per kind of arrays (45 us of every small run otherwise)."""
+        arrays = (*edges[:3], values, flags, aux) + (() if graph is None else (
+            graph.out_indptr, graph.out_indices, graph.in_indptr, graph.in_indices))
+        kinds = tuple((a.dtype, a.ndim, a.flags.c_contiguous, a.flags.writeable)
+                      for a in arrays)
+        if kinds in self._warmed:
+            return
         self.step(edges, np.zeros(1, np.int64), values, values, flags, aux, 0.0,
                   ALL_VERTICES, np.zeros(1, np.int64), 0, 1, True)
         if graph is not None:
@@ -468,6 +482,7 @@ class CpuKernel:
         if graph is not None and self.spec.incremental:
             self._push_pass(ALL_VERTICES, graph.out_indptr, self._unsigned(graph.out_indices),
                             _NO_WEIGHTS, values, values, flags, flags, values, aux, 0.0, True)
+        self._warmed.add(kinds)
 
     def sparse_step(self, graph, frontier, values, new_values, flags, marks, aux, constant,
                     sync):

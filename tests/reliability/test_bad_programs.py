@@ -112,6 +112,16 @@ def test_missing_function():
         hg.run(NoGather(), GRAPH)
 
 
+def test_a_function_replaced_after_a_run_is_checked_again():
+    """The checks of a program's functions are kept per function: a class given another
+    function is checked anew."""
+    cls = type("Changing", (Good,), {})
+    hg.run(cls(), GRAPH, devices="cpu")
+    cls.gather = staticmethod(lambda src, weight: src)
+    with pytest.raises(hg.ProgramError, match="Changing.gather takes 2 arguments"):
+        hg.run(cls(), GRAPH, devices="cpu")
+
+
 OPTIONS = {
     "mode": ({"mode": "eventually"}, "mode='eventually'"),
     "devices": ({"devices": "tpu"}, "devices='tpu'"),
