@@ -16,7 +16,7 @@ from hetgraph.algorithms.bfs import BreadthFirst
 from hetgraph.algorithms.pagerank import PageRank
 from hetgraph.scheduler.costmodel import (PUSH_EDGE_COST, choose_cpu_mode, notify_fraction,
                                           push_factor)
-from hetgraph.scheduler.cpu_engine import SERIAL_EDGES, pull_threads
+from hetgraph.scheduler.cpu_engine import SERIAL_EDGES, mode_limits, pull_threads
 
 
 class SumOfSources(hg.VertexProgram):
@@ -326,6 +326,98 @@ def test_history_counts_work():
     assert np.all(h["computed"] == g.num_vertices) and np.all(h["seconds"] > 0)
     s = hg.sssp(g, g.label_of(0), cpu_mode="notify-pull").history
     assert s["computed"].iloc[0] == g.out_degree()[0]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 3000), st.floats(1.0, 200.0), st.sampled_from([0.0, 2.0, 4.0, 64.0]),
+       st.sampled_from([1.0, 1.5]), st.sampled_from(["auto", "pull", "push"]))
+def test_mode_limits_are_the_ends_of_each_modes_degrees(arcs, skew, push, rho, cpu_mode):
+    """Every frontier degree's mode is the first mode whose limit it does not pass."""
+    limits = mode_limits(arcs, rho, skew, push, cpu_mode)
+    ends = sorted((end, mode) for mode, end in limits.items())
+    assert ends[-1][0] == arcs
+    for degree in range(arcs + 1):
+        expected = next(mode for end, mode in ends if degree <= end)
+        assert choose_cpu_mode(notify_fraction(degree, arcs), rho, skew, push,
+                               cpu_mode) == expected
+
+
+def _without_bursts(monkeypatch):
+    monkeypatch.setattr(cpu.CpuKernel, "bursts", property(lambda self: False))
+
+
+COUNTS = ["iteration", "mode", "f", "active", "computed", "edges", "activated", "cpu_edges"]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("case", ["bfs-grid", "sssp-rmat", "cc-power", "widest-rmat"])
+def test_bursts_give_the_rows_and_answers_of_single_iterations(case, mode, monkeypatch,
+                                                             data):
+    """A CPU run's push and sparse notify-pull iterations run in bursts (many in one
+    compiled call); its values and every row's counts are those of the iterations run
+    one by one, and its rows' times add up."""
+    from hetgraph.algorithms.common import MinRelaxation
+
+    class Widest(MinRelaxation):  # not built in: max of min, through the public API
+        dtype, reduce, needs_weights = np.float64, "max", True
+
+        @staticmethod
+        def gather(src, weight, dst):
+            return min(src, weight)
+
+        @staticmethod
+        def apply(old, acc, aux):
+            return max(old, acc)
+
+        @staticmethod
+        def activate(new, old):
+            return new > old
+
+        def init(self, graph):
+            values = np.zeros(graph.num_vertices)
+            values[0] = np.inf
+            return values, values > 0
+
+    algorithm, name = case.split("-")
+    g = {"grid": lambda: hg.generate.grid(40, 30, seed=3),
+         "rmat": lambda: hg.generate.rmat(11, seed=5),
+         "power": lambda: hg.read(data("power.graph"))}[name]()
+    call = {"bfs": lambda: hg.bfs(g, 0, mode=mode, devices="cpu"),
+            "sssp": lambda: hg.sssp(g, 0, mode=mode, devices="cpu"),
+            "cc": lambda: hg.connected_components(g, mode=mode, devices="cpu"),
+            "widest": lambda: hg.run(Widest(), g, mode=mode, devices="cpu")}[algorithm]
+    ran = []  # iterations each burst ran
+    burst = cpu.CpuKernel.burst
+
+    def spy(*args, **kwargs):
+        stats, *rest = burst(*args, **kwargs)
+        ran.append(len(stats))
+        return (stats, *rest)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(cpu.CpuKernel, "burst", spy)
+        bursts = call()
+    with monkeypatch.context() as patched:
+        _without_bursts(patched)
+        single = call()
+    np.testing.assert_array_equal(bursts.values, single.values)
+    h, k = bursts.history, single.history
+    assert bursts.converged and single.converged and len(h) == len(k)
+    assert h[COUNTS].equals(k[COUNTS])
+    # every push and notify-pull (sparse, on these graphs) ran in a burst, most with others
+    assert sum(ran) == h["mode"].isin(["push", "notify-pull"]).sum() and max(ran) > 1
+    assert (h["cpu_seconds"] > 0).all() and (h["seconds"] >= h["cpu_seconds"]).all()
+    assert np.allclose(h["overhead"], h["seconds"] - h["cpu_seconds"])
+
+
+def test_bursts_stop_at_the_iteration_limit_and_at_a_mode_change():
+    g = hg.generate.grid(50, 50, seed=1)
+    r = hg.bfs(g, 0, max_iterations=7, devices="cpu")
+    assert r.iterations == 7 and not r.converged
+    assert r.history["iteration"].tolist() == list(range(1, 8))
+    rmat = hg.generate.rmat(12, seed=1)  # BFS grows to pulls, shrinks back to pushes
+    modes = hg.bfs(rmat, int(np.argmax(rmat.out_degree())), devices="cpu").history["mode"]
+    assert "pull" in set(modes) and modes.iloc[0] == modes.iloc[-1] == "push"
 
 
 def test_program_compiles_once_per_process():

@@ -7,7 +7,9 @@ touches, and the replicas are merged after the ranges are done. The vertices to
 compute are either a contiguous range (pull mode) or a sorted list (notify-pull mode:
 the out-neighbours of the vertices active last iteration, found through the CSR).
 Writing to a second array gives sync execution; writing to the values themselves gives
-async execution (values visible at once).
+async execution (values visible at once). Small frontiers run whole iterations in one
+thread (a push, or a sparse notify-pull from the frontier's ids), and many of those in a
+row run as one burst, one compiled call timing each iteration by the C library's clock.
 
 ``compile_program`` returns a :class:`CpuKernel`, compiled once per program and kept
 in memory for the process (keyed by the program's functions, their closure constants
@@ -15,6 +17,9 @@ and its dtype); the program-independent notify / compact helpers are cached on d
 """
 
 from __future__ import annotations
+
+import ctypes
+import time
 
 import numba
 import numpy as np
@@ -51,6 +56,43 @@ def _and(a, b):
 
 
 COMBINE = {"add": _add, "min": _min, "max": _max, "or": _or, "and": _and}
+
+
+# --- a clock for compiled code ------------------------------------------------------------
+
+def _monotonic_clock():
+    """The C library's clock_gettime, callable from Numba code through ctypes (the clock
+    of time.perf_counter on Linux), or None where there is none (Windows): runs there
+    go without bursts (see :meth:`CpuKernel.burst`)."""
+    if not hasattr(time, "CLOCK_MONOTONIC"):
+        return None
+    try:
+        clock_gettime = ctypes.CDLL(None).clock_gettime
+    except (OSError, AttributeError):
+        return None
+    clock_gettime.argtypes = [ctypes.c_int, ctypes.c_void_p]
+    clock_gettime.restype = ctypes.c_int
+    return clock_gettime
+
+
+_CLOCK_GETTIME = _monotonic_clock()
+_CLOCK_ID = getattr(time, "CLOCK_MONOTONIC", 0)
+
+
+if _CLOCK_GETTIME is not None:
+    @numba.njit(nogil=True, inline="always")
+    def _nanoseconds(timespec):
+        """The clock's nanoseconds, read into ``timespec`` (int64[2]: s, ns)."""
+        _CLOCK_GETTIME(_CLOCK_ID, timespec.ctypes.data)
+        return timespec[0] * 1_000_000_000 + timespec[1]
+else:
+    @numba.njit(nogil=True, inline="always")
+    def _nanoseconds(timespec):
+        """No clock: 0 (bursts are off; one iteration is timed by its caller)."""
+        return np.int64(0)
+
+NO_LIMIT = np.iinfo(np.int64).max  # a burst's degree limits when there are none
+_FOREVER = 1e9  # seconds: a burst's time limit when there is none
 
 
 # --- program-independent helpers (cached on disk) -----------------------------------------
@@ -333,7 +375,7 @@ def _build_step(gather, combine, apply, activate, settled, cast, identity, uses_
                     degree += out_indptr[v + 1] - out_indptr[v]
         return activated, degree
 
-    @numba.njit(nogil=True)
+    @numba.njit(nogil=True, inline="always")
     def sparse_pass(frontier, out_indptr, out_indices, in_indptr, in_indices, weights,
                     values, new_values, flags, marks, aux, constant, notify_self, sync):
         """One whole notify-pull iteration in this thread for a small frontier (sorted
@@ -374,7 +416,7 @@ def _build_step(gather, combine, apply, activate, settled, cast, identity, uses_
                 values[v] = new_values[v]
         return k, edges, following[:count], degree
 
-    @numba.njit(nogil=True)
+    @numba.njit(nogil=True, inline="always")
     def push_pass(frontier, out_indptr, out_indices, out_weights, values, new_values,
                   flags, marks, acc, aux, constant, sync):
         """One whole push iteration in this thread (incremental programs): every active
@@ -413,7 +455,49 @@ def _build_step(gather, combine, apply, activate, settled, cast, identity, uses_
                 values[found[i]] = new_values[found[i]]
         return k, degree, following[:count], next_degree
 
-    return gather_range, merge_replicas, sparse_pass, push_pass
+    def make_burst(push):
+        @numba.njit(nogil=True)
+        def burst(frontier, degree, max_degree, max_sparse, seconds, stats, out_indptr,
+                  out_indices, out_weights, in_indptr, in_indices, in_weights, values,
+                  new_values, flags, marks, acc, aux, constant, notify_self, sync):
+            """Push (``push``, a constant: the other pass is not compiled) or sparse
+            notify-pull iterations one after the other from the sorted active ids
+            ``frontier`` (out-degree sum ``degree``) while it is not empty, its degree
+            is at most ``max_degree`` and its degree plus its size at most
+            ``max_sparse``, for about ``seconds`` and one row of ``stats`` each at most:
+            stats[i] = (active, degree, computed, edges, activated, nanoseconds of the
+            pass, nanoseconds since the one before ended, or since the call). Returns
+            (iterations run, the next frontier, its degree)."""
+            timespec = np.zeros(2, np.int64)
+            ended = _nanoseconds(timespec)
+            limit = ended + np.int64(seconds * 1e9)
+            count = 0
+            while (count < stats.shape[0] and frontier.shape[0] > 0 and degree <= max_degree
+                   and degree + frontier.shape[0] <= max_sparse and ended < limit):
+                began = _nanoseconds(timespec)
+                if push:
+                    computed, edges, following, next_degree = push_pass(
+                        frontier, out_indptr, out_indices, out_weights, values, new_values,
+                        flags, marks, acc, aux, constant, sync)
+                else:
+                    computed, edges, following, next_degree = sparse_pass(
+                        frontier, out_indptr, out_indices, in_indptr, in_indices,
+                        in_weights, values, new_values, flags, marks, aux, constant,
+                        notify_self, sync)
+                now = _nanoseconds(timespec)
+                stats[count, 0] = frontier.shape[0]
+                stats[count, 1] = degree
+                stats[count, 2] = computed
+                stats[count, 3] = edges
+                stats[count, 4] = following.shape[0]
+                stats[count, 5] = now - began
+                stats[count, 6] = now - ended
+                frontier, degree, ended = following, next_degree, now
+                count += 1
+            return count, frontier, degree
+        return burst
+
+    return gather_range, merge_replicas, (make_burst(False), make_burst(True))
 
 
 def _jit_user(spec, name, fn, argtypes, returns):
@@ -459,7 +543,7 @@ class CpuKernel:
         self.spec = spec
         self.identity = spec.identity().item()
         self._warmed = set()  # the kinds of arrays warm_up compiled for
-        self._gather_range, self._merge, self._sparse_pass, self._push_pass = _build_step(
+        self._gather_range, self._merge, self._bursts = _build_step(
             gather, COMBINE[spec.reduce], apply, activate, settled, value, self.identity,
             spec.uses_constant)
 
@@ -480,32 +564,71 @@ class CpuKernel:
             self.sparse_step(graph, ALL_VERTICES, values, values, flags, flags, aux, 0.0,
                              True)
         if graph is not None and self.spec.incremental:
-            self._push_pass(ALL_VERTICES, graph.out_indptr, self._unsigned(graph.out_indices),
-                            _NO_WEIGHTS, values, values, flags, flags, values, aux, 0.0, True)
+            self.push_step(graph, ALL_VERTICES, values, values, flags, flags, values, aux,
+                           0.0, True)
         self._warmed.add(kinds)
+
+    @property
+    def bursts(self) -> bool:
+        """Whether :meth:`burst` can run: a program without an iteration constant or a
+        converged test (both are Python), where Numba can read a clock."""
+        return _CLOCK_GETTIME is not None and not (self.spec.uses_constant or
+                                                   self.spec.has_converged)
+
+    def burst(self, graph, frontier, degree, push, max_degree, max_sparse, rows, seconds,
+              values, new_values, flags, marks, accumulators, aux, sync, constant=0.0):
+        """Push (``push``) or sparse notify-pull iterations (see :meth:`push_step`,
+        :meth:`sparse_step`) one after the other in one compiled call, with no Python
+        between them, from the sorted active ids ``frontier`` whose out-degree sum is
+        ``degree``, while the frontier is not empty, its degree at most ``max_degree``
+        and its degree plus its size at most ``max_sparse``: ``rows`` iterations and
+        about ``seconds`` at most; ``constant``: the program's iteration constant (a
+        burst of one iteration only). Returns (stats, the next frontier, its degree);
+        stats (int64), a row an iteration: active vertices, their out-degree sum,
+        vertices computed, edges read, vertices activated, nanoseconds of the pass,
+        nanoseconds since the pass before ended (the first: since the call began)."""
+        stats = np.empty((rows, 7), np.int64)
+        out_indices, out_weights = self._out_edges(graph) if push else \
+            (graph.out_indices, _NO_WEIGHTS)
+        count, following, degree = self._bursts[push](
+            frontier, degree, max_degree, max_sparse, float(seconds), stats,
+            graph.out_indptr, out_indices, out_weights, graph.in_indptr,
+            *self.edges(graph)[1:3], values, new_values, flags, marks, accumulators, aux,
+            float(constant), self.spec.notify_self, sync)
+        return stats[:count], following, int(degree)
 
     def sparse_step(self, graph, frontier, values, new_values, flags, marks, aux, constant,
                     sync):
         """Notify-pull from the sorted active ids ``frontier`` in this thread, touching
         only the frontier's neighbourhood; returns (vertices computed, edges read, next
         frontier, its out-degree sum)."""
-        computed, edges, following, degree = self._sparse_pass(
-            frontier, graph.out_indptr, graph.out_indices, graph.in_indptr,
-            *self.edges(graph)[1:3], values, new_values, flags, marks,
-            aux, float(constant), self.spec.notify_self, sync)
-        return int(computed), int(edges), following, int(degree)
+        return self._one(graph, frontier, False, values, new_values, flags, marks, values,
+                         aux, constant, sync)
 
     def push_step(self, graph, frontier, values, new_values, flags, marks, accumulators,
                   aux, constant, sync):
         """Push from the active ids ``frontier`` in this thread; ``accumulators``: scratch
         of the value dtype, length N. Returns (vertices computed, edges read, next
         frontier, its out-degree sum)."""
+        return self._one(graph, frontier, True, values, new_values, flags, marks,
+                         accumulators, aux, constant, sync)
+
+    def _one(self, graph, frontier, push, values, new_values, flags, marks, accumulators,
+             aux, constant, sync):
+        """One push or sparse notify-pull: a burst of one, without limits."""
+        stats, following, degree = self.burst(
+            graph, frontier, 0, push, NO_LIMIT, NO_LIMIT, 1, _FOREVER, values, new_values,
+            flags, marks, accumulators, aux, sync, constant)
+        if not len(stats):  # an empty frontier
+            return 0, 0, following, 0
+        return int(stats[0, 2]), int(stats[0, 3]), following, degree
+
+    def _out_edges(self, graph):
+        """(out_indices, weights) as a push reads them: unsigned ids, and no weights
+        unless the program needs them."""
         weights = graph.out_weights() if self.spec.needs_weights and graph.weighted \
             else _NO_WEIGHTS
-        computed, edges, following, degree = self._push_pass(
-            frontier, graph.out_indptr, self._unsigned(graph.out_indices), weights, values,
-            new_values, flags, marks, accumulators, aux, float(constant), sync)
-        return int(computed), int(edges), following, int(degree)
+        return self._unsigned(graph.out_indices), weights
 
     def edges(self, graph):
         """(in_indptr, in_indices, weights, 0): the in-edges of a graph in memory, as
@@ -571,5 +694,5 @@ def compile_program(spec: ProgramSpec, aux_dtype=np.float32) -> CpuKernel:
     return kernel
 
 
-__all__ = ["ALL_VERTICES", "CpuKernel", "compile_program", "frontier_size", "notify",
+__all__ = ["ALL_VERTICES", "NO_LIMIT", "CpuKernel", "compile_program", "frontier_size", "notify",
            "compact", "commit", "edge_prefix", "touched_empty_like", "ProgramError"]

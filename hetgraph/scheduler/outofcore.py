@@ -59,6 +59,8 @@ class StoreEngine(CpuEngine):
             else ("src",)
         super().__init__(spec, graph, state, aux, **options)
 
+    bursts = False  # its iterations read pages from the store: one at a time
+
     def _warm_up(self):
         nothing = np.empty(0, self.graph.index_dtype)
         edges = (self.graph.in_indptr, *self.kernel.page_edges(nothing, None), 0)

@@ -45,6 +45,7 @@ SEGMENT_SECONDS = 1.0  # a segment returns to the driver after this long (progre
 # BFS). A move costs 0.5-1 ms and more (the state's copies, the frontier's ids):
 # deciding it this much later loses little.
 CHOOSE_SECONDS = 1e-3
+BURST_ROWS = 4096  # iterations of a burst at most (its table of counts and times)
 # pulls that calibrate a device: the first warms up, the fastest other counts
 # (one timed pull may still carry first-use costs, and the model starts from it)
 CALIBRATION_PULLS = 4
@@ -396,7 +397,23 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
             model.observe_rows(rows[observed:], arcs)
         return rows, status
 
+    # a run on one device kind places nothing: the engine may run iterations in bursts
+    bursts = model is None and getattr(engine, "bursts", False)
     while True:
+        if bursts and status is None and iteration <= last and not launched:
+            start = time.perf_counter()
+            burst = engine.burst(min(last - iteration + 1, BURST_ROWS),
+                                 slice_seconds - (start - began))
+            if burst is not None:
+                now = time.perf_counter()
+                rows += burst_rows(burst, iteration, kind, rho, arcs, pages,
+                                   now - max(start, finished))
+                iteration, finished = iteration + len(burst[1]), now
+                if rows[-1][COLUMN["activated"]] == 0:
+                    return end("converged")
+                if now - began > slice_seconds:
+                    status = "slice"
+                continue
         if status is None and iteration <= last and len(launched) < depth:
             start = time.perf_counter()
             frontier = engine.frontier()
@@ -450,6 +467,28 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
             return end("converged")
         if status is None and now - began > slice_seconds:
             status = "slice"
+
+
+def burst_rows(burst, first, kind, rho, arcs, pages, seconds):
+    """History rows of a burst (mode, stats) of :meth:`CpuEngine.burst` whose
+    iterations begin at ``first``, on a device ``kind`` that read ``pages`` pages a pass;
+    ``seconds``: the call's own, whose time outside the passes' goes to its first row."""
+    mode, stats = burst
+    pages_at, edges_at, seconds_at = (COLUMN[f"{kind}_{name}"]
+                                      for name in ("pages", "edges", "seconds"))
+    rows, nan = [], float("nan")
+    for number, (active, degree, computed, edges, activated, kernel, since) in enumerate(
+            stats.tolist(), first):
+        kernel, since = kernel * 1e-9, since * 1e-9
+        row = [number, kind, mode, notify_fraction(degree, arcs), rho, nan, active,
+               computed, edges, activated, 0, 0, 0, 0, 0.0, 0.0, 0, since,
+               since - kernel]  # (HISTORY_COLUMNS' order)
+        row[pages_at], row[edges_at], row[seconds_at] = pages, edges, kernel
+        rows.append(row)
+    outside = max(seconds - float(stats[:, 6].sum()) * 1e-9, 0.0)
+    rows[0][COLUMN["seconds"]] += outside
+    rows[0][COLUMN["overhead"]] += outside
+    return rows
 
 
 def _chooser(model, run, kind, others, spread_pull=False):
