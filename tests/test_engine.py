@@ -522,9 +522,9 @@ def segment(program, g, queued, first=1, last=10**6, choose=None, slice_seconds=
     engine = CpuEngine(spec, g, VertexState(values, flags, sync=True), aux, threads=2)
     engine = QueuedCpu(engine) if queued else engine
     run = SimpleNamespace(spec=spec, graph=g, rho=1.0)
-    rows, status = tasks.run_iterations(run, engine, "cpu", first, last,
-                                        choose or (lambda f: ("cpu", 1.0)), 1, CostModel(),
-                                        slice_seconds)
+    choose = choose or (lambda f, ran=1: ("cpu", 1.0))
+    rows, status = tasks.run_iterations(run, engine, "cpu", first, last, choose, 1,
+                                        CostModel(), slice_seconds)
     return [row_dict(row) for row in rows], status, engine
 
 
@@ -571,7 +571,7 @@ def test_a_segment_folds_its_gpu_rows_into_the_model_in_batches(passes, monkeypa
     run = SimpleNamespace(spec=ProgramSpec(BreadthFirst(0)), graph=hg.generate.grid(4, 4),
                           rho=1.0)
     rows, status = tasks.run_iterations(run, Passes(100e-6, passes), "gpu", 1, 10**6,
-                                        lambda f: ("gpu", 1.0), 1, model, 1e9)
+                                        lambda f, ran=1: ("gpu", 1.0), 1, model, 1e9)
     assert status == "converged" and len(rows) == passes
     assert {c[:2] for c in calls} == {("gpu", "pull")}
     assert sum(c[2] for c in calls) == 1000 * (passes - 1)  # every row's edges, once
@@ -599,7 +599,7 @@ def test_queued_iterations_stop_at_the_limit_the_slice_and_a_move():
     assert status == "slice" and len(rows) == 3 and fake.in_flight == 0  # drained
     seen = []
 
-    def choose(f):  # moves at its fourth call; it sees the frontier of 2 iterations back
+    def choose(f, ran=1):  # moves at its fourth call; it sees the frontier of 2 back
         seen.append(f)
         return ("cpu" if len(seen) < 4 else "gpu"), 1.0
     rows, status, fake = segment(BreadthFirst(0), g, queued=True, choose=choose)
@@ -607,6 +607,33 @@ def test_queued_iterations_stop_at_the_limit_the_slice_and_a_move():
     assert len(rows) == 4  # iterations 1-4 were launched before the move: all finished
     fs = [r["f"] for r in rows]
     assert seen == [fs[0], fs[0], fs[1]] + [fs[2]]  # iterations 2, 3 (none finished), 4, 5
+
+
+def test_a_segment_with_the_cost_model_asks_it_between_bursts(monkeypatch):
+    """With the cost model, a CPU segment runs bursts between its questions, and each
+    question counts the iterations since the last (the bursts'); its rows are those of
+    single iterations."""
+    from hetgraph.scheduler import tasks
+
+    g = hg.generate.grid(30, 30, seed=1)
+    monkeypatch.setattr(tasks, "CHOOSE_SECONDS", 1e-5)  # bursts of a few iterations
+    asked = []
+
+    def choose(f, ran=1):
+        asked.append(ran)
+        return "cpu", 0.5
+
+    rows, status, _ = segment(BreadthFirst(0), g, queued=False, choose=choose)
+    assert status == "converged" and max(asked) > 1
+    assert sum(asked) <= len(rows) - 1  # the first is placed by the driver; the last
+    # burst's iterations are asked about by no one
+    after = next(i for i, r in enumerate(rows) if r["alpha"] == 0.5)
+    assert all(r["alpha"] == 0.5 for r in rows[after:])
+    with monkeypatch.context() as patched:
+        _without_bursts(patched)
+        single, _, _ = segment(BreadthFirst(0), g, queued=False, choose=choose)
+    assert [[r[c] for c in COLUMNS] for r in rows] == \
+        [[r[c] for c in COLUMNS] for r in single]
 
 
 def test_a_converged_test_keeps_one_iteration_in_flight():

@@ -102,7 +102,7 @@ def test_every_move_between_placements_keeps_the_state(name, graph, cluster, exp
     iteration: each move must hand over the whole vertex state."""
     script = itertools.cycle(PLACEMENTS)
     monkeypatch.setattr(dispatcher._Driver, "_place", lambda self, f: (next(script), 1.0))
-    monkeypatch.setattr(tasks, "_chooser", lambda *args: lambda f: ("elsewhere", 1.0))
+    monkeypatch.setattr(tasks, "_chooser", lambda *args: lambda f, ran=1: ("elsewhere", 1.0))
     r = RUNS[name](graph, cluster=cluster, devices="auto", page_bytes=PAGE_BYTES)
     n = min(r.iterations, len(PLACEMENTS))
     assert r.history["placement"].tolist()[:n] == PLACEMENTS[:n] and n >= 6

@@ -256,8 +256,11 @@ def test_a_segment_asks_the_model_at_most_every_choose_seconds(monkeypatch):
     # each question also gives the seconds since the one before (the first: since the
     # segment began), by which the other side's rates relax
     assert waited == pytest.approx([0.0, 4 * 0.3e-3, 4 * 0.3e-3, 0.3e-3 + 3e-3, 3e-3, 3e-3])
+    # a call after a burst stands for the burst's iterations too
+    assert choose(0.2, ran=31)[0] == "cpu" and asked[-1] == (0.2, 31)
     one = tasks._chooser(Model(), run, "cpu", others=False)
-    assert one(0.9)[0] == "cpu" and len(asked) == 6  # one device kind: never asked
+    assert one(0.9)[0] == "cpu" and one(0.9, ran=5)[0] == "cpu"
+    assert len(asked) == 7  # one device kind: never asked
 
 
 def test_the_first_iteration_looks_one_iteration_ahead():

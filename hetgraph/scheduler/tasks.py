@@ -364,7 +364,7 @@ def queue_depth(spec, queue):
 
 def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_seconds):
     """Iterations ``first``..``last`` of ``engine`` (which reads ``pages`` pages per
-    pass) while ``choose(f)`` returns (``kind``, alpha), each but the first measured
+    pass) while ``choose(f, ran)`` returns (``kind``, alpha), each but the first measured
     into ``model`` (None: a run on one device kind, whose placement needs no
     measurement; rows are folded in CHOOSE_SECONDS at a time, see
     :meth:`CostModel.observe_rows`);
@@ -397,18 +397,28 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
             model.observe_rows(rows[observed:], arcs)
         return rows, status
 
-    # a run on one device kind places nothing: the engine may run iterations in bursts
-    bursts = model is None and getattr(engine, "bursts", False)
+    # A CPU engine may run iterations in bursts (:meth:`CpuEngine.burst`). On one device
+    # kind they run while they can; with the cost model, for CHOOSE_SECONDS at most
+    # after an iteration it placed, which is then asked about the next (``choose``'s
+    # count of the iterations its answer stood for includes the burst's: ``ran``)
+    bursts = getattr(engine, "bursts", False)
+    burst_seconds = slice_seconds if model is None else CHOOSE_SECONDS
+    may_burst, ran, alpha = bursts and model is None, 0, float("nan")
     while True:
-        if bursts and status is None and iteration <= last and not launched:
+        if may_burst and status is None and iteration <= last and not launched:
             start = time.perf_counter()
             burst = engine.burst(min(last - iteration + 1, BURST_ROWS),
-                                 slice_seconds - (start - began))
+                                 min(burst_seconds, slice_seconds - (start - began)))
+            may_burst = model is None
             if burst is not None:
                 now = time.perf_counter()
-                rows += burst_rows(burst, iteration, kind, rho, arcs, pages,
+                rows += burst_rows(burst, iteration, kind, rho, alpha, arcs, pages,
                                    now - max(start, finished))
                 iteration, finished = iteration + len(burst[1]), now
+                ran += len(burst[1])
+                if model is not None and now - folded > CHOOSE_SECONDS:
+                    model.observe_rows(rows[observed:], arcs)
+                    observed, folded = len(rows), now
                 if rows[-1][COLUMN["activated"]] == 0:
                     return end("converged")
                 if now - began > slice_seconds:
@@ -424,10 +434,12 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
                 placement = kind
                 alpha = float("nan") if model is None else model.alpha(f, run.rho, arcs)
             else:
-                placement, alpha = choose(f)
+                placement, alpha = choose(f, ran + 1)
+                ran = 0
             if placement != kind:
                 status = "moved"
                 continue
+            may_burst = bursts
             constant = program.iteration_constant(graph, engine.values) if uses_constant \
                 else 0.0
             previous = engine.values.copy() if has_converged else None
@@ -469,18 +481,19 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
             status = "slice"
 
 
-def burst_rows(burst, first, kind, rho, arcs, pages, seconds):
+def burst_rows(burst, first, kind, rho, alpha, arcs, pages, seconds):
     """History rows of a burst (mode, stats) of :meth:`CpuEngine.burst` whose
-    iterations begin at ``first``, on a device ``kind`` that read ``pages`` pages a pass;
-    ``seconds``: the call's own, whose time outside the passes' goes to its first row."""
+    iterations begin at ``first``, on a device ``kind`` that read ``pages`` pages a pass,
+    placed by the cost model's answer ``alpha`` (nan: none); ``seconds``: the call's
+    own, whose time outside the passes' goes to its first row."""
     mode, stats = burst
     pages_at, edges_at, seconds_at = (COLUMN[f"{kind}_{name}"]
                                       for name in ("pages", "edges", "seconds"))
-    rows, nan = [], float("nan")
+    rows = []
     for number, (active, degree, computed, edges, activated, kernel, since) in enumerate(
             stats.tolist(), first):
         kernel, since = kernel * 1e-9, since * 1e-9
-        row = [number, kind, mode, notify_fraction(degree, arcs), rho, nan, active,
+        row = [number, kind, mode, notify_fraction(degree, arcs), rho, alpha, active,
                computed, edges, activated, 0, 0, 0, 0, 0.0, 0.0, 0, since,
                since - kernel]  # (HISTORY_COLUMNS' order)
         row[pages_at], row[edges_at], row[seconds_at] = pages, edges, kernel
@@ -492,13 +505,14 @@ def burst_rows(burst, first, kind, rho, arcs, pages, seconds):
 
 
 def _chooser(model, run, kind, others, spread_pull=False):
-    """choose(f) for a segment: the kind the cost model places the iteration on
+    """choose(f, ran=1) for a segment: the kind the cost model places the iteration on
     (``kind`` itself when no other device kind is in the run). ``spread_pull``: end a
     CPU segment at a pull iteration, which several CPU workers share by pages. The
     model is asked at most every CHOOSE_SECONDS; its answer to stay stands for the
-    calls in between, which count in the next answer (:meth:`CostModel.placement`'s
-    ``weight``), as do the seconds since the segment began or the model was last asked
-    (its ``seconds``)."""
+    iterations in between (``ran`` a call: those since the last call, bursts included),
+    which count in the next answer (:meth:`CostModel.placement`'s ``weight``), as do
+    the seconds since the segment began or the model was last asked (its
+    ``seconds``)."""
     stay, calls, asked = (kind, float("nan")), 0, -float("inf")
     since = time.perf_counter()
 
@@ -510,9 +524,9 @@ def _chooser(model, run, kind, others, spread_pull=False):
         return model.placement(f, run.rho, run.graph.num_arcs, current=kind, weight=weight,
                                seconds=seconds)
 
-    def choose(f):
+    def choose(f, ran=1):
         nonlocal stay, calls, asked, since
-        calls += 1
+        calls += ran
         now = time.perf_counter()
         if now - asked < CHOOSE_SECONDS:
             return stay
@@ -523,7 +537,7 @@ def _chooser(model, run, kind, others, spread_pull=False):
         return answer
 
     if not others and not spread_pull:
-        return lambda f: stay
+        return lambda f, ran=1: stay
     return choose
 
 
@@ -635,7 +649,7 @@ def _first_iterations(run, engine):
     which also makes the engine's scratch arrays (a push's accumulators: over 1 ms for
     the grid-1000 BFS, which a time limit on these iterations then cut to that one)."""
     rows, _ = run_iterations(run, engine, "cpu", 1, CALIBRATION_ITERATIONS,
-                             lambda f: ("cpu", float("nan")), 1, None, float("inf"))
+                             lambda f, ran=1: ("cpu", float("nan")), 1, None, float("inf"))
     return rows[1:]
 
 
