@@ -410,6 +410,30 @@ def test_bursts_give_the_rows_and_answers_of_single_iterations(case, mode, monke
     assert np.allclose(h["overhead"], h["seconds"] - h["cpu_seconds"])
 
 
+def test_a_burst_keeps_to_its_limits():
+    """A burst stops at its rows, its frontier degree and size limits and its time;
+    no time limit (inf) is none."""
+    g = hg.generate.grid(20, 20, seed=1)
+    spec = ProgramSpec(BreadthFirst(0))
+    kernel = cpu.compile_program(spec, np.float32)
+
+    def burst(**limits):
+        values, flags, _ = spec.initial_state(g)
+        options = {"max_degree": cpu.NO_LIMIT, "max_sparse": cpu.NO_LIMIT, "rows": 1000,
+                   "seconds": float("inf"), **limits}
+        return kernel.burst(g, np.array([0]), 2, True, values=values,
+                            new_values=values.copy(), flags=flags, marks=np.zeros_like(flags),
+                            accumulators=values.copy(), aux=np.zeros(1, np.float32),
+                            sync=True, **options)[0]
+
+    assert len(burst()) == 39 and burst()[-1, 4] == 0  # to the far corner; then none
+    assert len(burst(rows=5)) == 5
+    assert burst(max_degree=20)[:, 1].max() <= 20 and len(burst(max_degree=20)) < 39
+    stats = burst(max_sparse=30)
+    assert (stats[:, 0] + stats[:, 1]).max() <= 30 and len(stats) < 39
+    assert len(burst(seconds=0.0)) == 0
+
+
 def test_bursts_stop_at_the_iteration_limit_and_at_a_mode_change():
     g = hg.generate.grid(50, 50, seed=1)
     r = hg.bfs(g, 0, max_iterations=7, devices="cpu")

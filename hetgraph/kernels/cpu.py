@@ -591,7 +591,7 @@ class CpuKernel:
         out_indices, out_weights = self._out_edges(graph) if push else \
             (graph.out_indices, _NO_WEIGHTS)
         count, following, degree = self._bursts[push](
-            frontier, degree, max_degree, max_sparse, float(seconds), stats,
+            frontier, degree, max_degree, max_sparse, min(float(seconds), _FOREVER), stats,
             graph.out_indptr, out_indices, out_weights, graph.in_indptr,
             *self.edges(graph)[1:3], values, new_values, flags, marks, accumulators, aux,
             float(constant), self.spec.notify_self, sync)
