@@ -764,7 +764,7 @@ def test_cpu_calibration_times_its_takeover_of_a_changed_state(monkeypatch):
 
 def test_cpu_calibration_times_its_iterations_however_slow(monkeypatch):
     """Slow iterations (the first makes a push's scratch arrays: over 1 ms on a 1M-vertex
-    grid) still give the calibration its rows."""
+    grid) still give the calibration its rows (one at a time here, without bursts)."""
     import time
 
     from hetgraph.scheduler import tasks
@@ -778,6 +778,7 @@ def test_cpu_calibration_times_its_iterations_however_slow(monkeypatch):
         return iterate(self, constant, frontier)
 
     monkeypatch.setattr(CpuEngine, "iterate", slow)
+    _without_bursts(monkeypatch)
     g = hg.generate.grid(40, 40, seed=1)
     spec = ProgramSpec(BreadthFirst(0))
     values, flags, _ = spec.initial_state(g)
