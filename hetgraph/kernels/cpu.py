@@ -349,9 +349,10 @@ def _build_step(gather, combine, apply, activate, settled, cast, identity, uses_
             if last > b:
                 tail[t] = acc
                 has_tail[t] = True
-            elif finish(values, new_values, flags, aux, constant, v, acc):
-                activated += 1
-                degree += out_indptr[v + 1] - out_indptr[v]
+            else:  # (counted without a branch: whether v changed is data, unpredictable)
+                on = finish(values, new_values, flags, aux, constant, v, acc)
+                activated += on
+                degree += on * (out_indptr[v + 1] - out_indptr[v])
         return activated, degree
 
     @numba.njit(nogil=True)
