@@ -176,7 +176,11 @@ def test_warm_up_compiles_once_per_kind_of_arrays(monkeypatch):
     values, flags = np.zeros(g.num_vertices, np.int32), np.zeros(g.num_vertices, np.uint8)
     aux = np.zeros(1, np.float32)
     kernel.warm_up(kernel.edges(g), values, flags, aux, graph=g)
-    before = len(passes)
+    compiled = [len(f.overloads) for f in (kernel._gather_range, kernel._merge)]
+    kernel.step(kernel.edges(g), g.out_indptr, values, values.copy(), flags, aux, 0.0,
+                cpu.ALL_VERTICES, g.in_indptr, 0, 2, True)  # two ranges and their merge:
+    assert [len(f.overloads) for f in (kernel._gather_range, kernel._merge)] == compiled
+    before = len(passes)  # compiled by the warm-up, not by the first real pass
     kernel.warm_up(kernel.edges(g), values.copy(), flags.copy(), aux, graph=g)
     assert len(passes) == before
     indptr, indices, weights, base = kernel.edges(g)
