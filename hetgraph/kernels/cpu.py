@@ -210,7 +210,7 @@ def active_ids(flags):
     return ids
 
 
-TOUCH_BYTES = 1 << 20
+TOUCH_BYTES = 1 << 20  # arrays below this are zeroed by NumPy alone (touched_empty_like)
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
