@@ -149,6 +149,39 @@ def test_sssp_every_engine_mode(name, config, monkeypatch):
     np.testing.assert_array_equal(r.values, ref)
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("delta", [None, 0.3, 7.0, 1e6, np.inf])
+@pytest.mark.parametrize("name", ["grid", "rmat", "er"])
+def test_sssp_any_bucket_width_gives_dijkstra(name, delta, mode):
+    """Delta-stepping's buckets change the order of the relaxations, not the distances:
+    widths below, near and above the weights (1-100 on the grid, 1-9 on RMAT, 0.5-2
+    on the random graph), and none (inf)."""
+    g = generated(name)
+    ref = csgraph.dijkstra(g.to_scipy(), directed=True, indices=0)
+    r = hg.sssp(g, g.label_of(0), delta=delta, mode=mode, devices="cpu")
+    assert r.converged
+    np.testing.assert_array_equal(r.values, ref)
+
+
+def test_sssp_buckets_relax_each_edge_a_few_times_on_a_grid():
+    """Bellman-Ford's order relaxes a weighted grid's edges many times over (a distance
+    improves each time a longer-hop but lighter path arrives); buckets of twice the
+    mean weight settle near vertices first. The rows count the waiting vertices as
+    active: their out-degrees are in f, not in the edges pushed."""
+    g = hg.generate.grid(80, 80, seed=2)
+    ref = csgraph.dijkstra(g.to_scipy(), directed=True, indices=0)
+    plain = hg.sssp(g, 0, delta=np.inf, devices="cpu")
+    bucketed = hg.sssp(g, 0, devices="cpu")
+    for r in (plain, bucketed):
+        np.testing.assert_array_equal(r.values, ref)
+    h = bucketed.history
+    assert plain.history["edges"].sum() > 4 * g.num_arcs
+    assert h["edges"].sum() < 1.5 * g.num_arcs
+    assert (h["edges"] < h["f"] * g.num_arcs - 0.5).any()  # some vertices waited
+    assert (plain.history["edges"] == np.round(plain.history["f"] * g.num_arcs)).all()
+    assert h["activated"].iloc[-1] == 0 and (h["activated"].iloc[:-1] > 0).all()
+
+
 def test_sssp_switches_modes_like_garaph():
     """On a road-like graph the frontier grows then shrinks: notify-pull at both ends,
     pull in the middle when f > 1/2 (Garaph 4.2; SSSP made not incremental, so that it
@@ -158,6 +191,7 @@ def test_sssp_switches_modes_like_garaph():
     g = hg.generate.grid(60, 60, seed=4)
     program = ShortestPaths(0, np.float64)
     program.incremental = False
+    program.priority = None  # (priority buckets need an incremental program)
     r = hg.run(program, g, max_iterations=g.num_vertices)
     np.testing.assert_array_equal(r.values, csgraph.dijkstra(g.to_scipy(), indices=0))
     modes = r.history["mode"].tolist()

@@ -69,7 +69,7 @@ def test_events_carry_the_history(served):
     cluster, result, _ = served
     start, rows, end = dashboard.latest_run(cluster._cluster.scheduler)
     assert start["program"] == "ShortestPaths" and start["vertices"] == 4096
-    assert start["kinds"] == {"cpu": 1} and start["max_iterations"] == 4096
+    assert start["kinds"] == {"cpu": 1} and start["max_iterations"] == 2 * 4096 + 1
     assert [r["iteration"] for r in rows] == result.history["iteration"].tolist()
     for name in ("mode", "active", "cpu_pages", "edges", "activated"):
         assert [r[name] for r in rows] == result.history[name].tolist()

@@ -1,9 +1,12 @@
 """The CPU engine itself: edge-range partitioning with replica merging (property
 tests against a direct computation), the cost model's switch, run options, Result."""
 
+import itertools
+
 import numba
 import numpy as np
 import pytest
+import scipy.sparse.csgraph as csgraph
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -292,6 +295,7 @@ def test_rho_moves_the_switch():
     g = hg.generate.grid(40, 40, seed=1)
     program = ShortestPaths(0)
     program.incremental = False  # pull or notify-pull only
+    program.priority = None  # (priority buckets need an incremental program)
     in_memory = hg.run(program, g, max_iterations=g.num_vertices).history
     out_of_core = hg.run(program, g, max_iterations=g.num_vertices, rho=10.0).history
     # random reads cost rho times more: notify-pull pays off only for sparser frontiers
@@ -354,7 +358,8 @@ COUNTS = ["iteration", "mode", "f", "active", "computed", "edges", "activated", 
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
-@pytest.mark.parametrize("case", ["bfs-grid", "sssp-rmat", "cc-power", "widest-rmat"])
+@pytest.mark.parametrize("case", ["bfs-grid", "sssp-rmat", "sssp-grid", "cc-power",
+                                  "widest-rmat"])
 def test_bursts_give_the_rows_and_answers_of_single_iterations(case, mode, monkeypatch,
                                                              data):
     """A CPU run's push and sparse notify-pull iterations run in bursts (many in one
@@ -438,6 +443,53 @@ def test_a_burst_keeps_to_its_limits():
     assert len(burst(seconds=0.0)) == 0
 
 
+@pytest.mark.parametrize("push", [True, False])
+@pytest.mark.parametrize("sync", [True, False])
+def test_bursts_with_buckets_keep_every_active_vertex(push, sync):
+    """Delta-stepping bursts of one to nine iterations, one after the other, each from
+    the frontier the last returned: their frontier is exactly the vertices flagged
+    active (the waiting ones included, which a push or a notify-pull reaches without
+    improving them), the rows count them, ``deferred`` is all zeros between bursts and
+    the distances end at Dijkstra's."""
+    from hetgraph.algorithms.sssp import ShortestPaths
+
+    g = hg.generate.grid(30, 30, seed=5)
+    spec = ProgramSpec(ShortestPaths(0))
+    kernel = cpu.compile_program(spec, np.float32)
+    values, flags, _ = spec.initial_state(g)
+    new_values = values.copy() if sync else values
+    deferred, marks = np.zeros_like(flags), np.zeros_like(flags)
+    frontier, degree = np.array([0]), int(g.out_degree()[0])
+    waited = False
+    for rows in itertools.cycle(range(1, 10)):
+        stats, frontier, degree = kernel.burst(
+            g, frontier, degree, push, cpu.NO_LIMIT, cpu.NO_LIMIT, rows, float("inf"),
+            values, new_values, flags, marks, values.copy(), np.zeros(1, np.float32), sync,
+            delta=60.0, deferred=deferred)
+        assert sorted(frontier) == np.flatnonzero(flags).tolist()
+        assert degree == g.out_degree()[frontier].sum()
+        assert stats[-1, 4] == len(frontier) and not deferred.any() and not marks.any()
+        waited |= bool((stats[:, 3] < stats[:, 1]).any())  # pushed less than the frontier
+        if not len(frontier):
+            break
+    assert waited or not push  # (a notify-pull's edges are in-edges: no such count)
+    np.testing.assert_array_equal(values, csgraph.dijkstra(g.to_scipy(), indices=0))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(2, 300), st.floats(0.0, 8.0), st.integers(0, 2**31),
+       st.floats(0.01, 300.0), st.sampled_from(["sync", "async"]),
+       st.sampled_from(["auto", "push", "notify-pull"]))
+def test_sssp_with_any_bucket_width_is_dijkstra(n, degree, seed, delta, mode, cpu_mode):
+    """Random directed graphs with weights 0-10 (zero included), any bucket width, any
+    engine: Dijkstra's distances."""
+    g = hg.generate.erdos_renyi(n, m=min(int(n * degree), n * (n - 1)), seed=seed,
+                                weights=(0.0, 10.0))
+    r = hg.sssp(g, 0, delta=delta, mode=mode, cpu_mode=cpu_mode, devices="cpu")
+    assert r.converged
+    np.testing.assert_array_equal(r.values, csgraph.dijkstra(g.to_scipy(), indices=0))
+
+
 def test_bursts_stop_at_the_iteration_limit_and_at_a_mode_change():
     g = hg.generate.grid(50, 50, seed=1)
     r = hg.bfs(g, 0, max_iterations=7, devices="cpu")
@@ -446,6 +498,18 @@ def test_bursts_stop_at_the_iteration_limit_and_at_a_mode_change():
     rmat = hg.generate.rmat(12, seed=1)  # BFS grows to pulls, shrinks back to pushes
     modes = hg.bfs(rmat, int(np.argmax(rmat.out_degree())), devices="cpu").history["mode"]
     assert "pull" in set(modes) and modes.iloc[0] == modes.iloc[-1] == "push"
+
+
+def test_a_program_with_a_priority_has_its_own_kernel():
+    """The buckets' code is compiled only with a priority: a program whose other
+    functions are the same shares no kernel with it."""
+    from hetgraph.algorithms.sssp import ShortestPaths
+
+    plain = ShortestPaths(0)
+    plain.priority = None
+    with_priority = cpu.compile_program(ProgramSpec(ShortestPaths(0)))
+    assert cpu.compile_program(ProgramSpec(plain)) is not with_priority
+    assert cpu.compile_program(ProgramSpec(ShortestPaths(5))) is with_priority
 
 
 def test_program_compiles_once_per_process():

@@ -14,32 +14,61 @@ from ..io.store import as_graph
 from .common import check_nonnegative_weights, MinRelaxation, single_source_state, vertex_id
 
 
+WEIGHT_SAMPLE = 65_536  # edge weights read to choose the bucket width
+
+
 class ShortestPaths(MinRelaxation):
-    """SSSP program from dense vertex id ``source``."""
+    """SSSP program from dense vertex id ``source``; ``delta``: the width of the
+    distance buckets that CPU iterations run one at a time (delta-stepping; None: see
+    :meth:`bucket_width`, inf: none)."""
 
     needs_weights = True
 
-    def __init__(self, source, dtype=np.float64):
+    def __init__(self, source, dtype=np.float64, delta=None):
         self.source = source
         self.dtype = np.dtype(dtype)
+        self.delta = delta
 
     @staticmethod
     def gather(src, weight, dst):
         return src + weight
 
+    @staticmethod
+    def priority(value):
+        return value
+
+    def bucket_width(self, graph):
+        """``delta`` when given, else twice the mean edge weight (of at most
+        WEIGHT_SAMPLE weights, evenly spread over the first block of in-edges: the
+        whole graph in memory, its first page in a store; 2 on unweighted graphs)."""
+        if self.delta is not None:
+            return self.delta
+        if not graph.weighted:
+            return 2.0
+        _, _, weights = next(iter(graph.in_edge_blocks()))
+        weights = weights[::max(1, len(weights) // WEIGHT_SAMPLE)]
+        mean = float(np.mean(weights, dtype=np.float64)) if len(weights) else 0.0
+        return 2 * mean if mean > 0 else None
+
     def init(self, graph):
         return single_source_state(graph.num_vertices, self.source, np.inf, self.dtype)
 
 
-def sssp(graph, source, *, dtype=np.float64, max_iterations=None, **options):
+def sssp(graph, source, *, dtype=np.float64, delta=None, max_iterations=None, **options):
     """Shortest-path distance from ``source`` (an original label) to every vertex.
 
     Distances are float64 by default (``dtype=np.float32`` halves the memory); inf where
-    unreachable. Runs until no distance changes (``max_iterations`` default: N).
+    unreachable. ``delta``: the width of the distance buckets that CPU iterations run
+    one at a time (delta-stepping, in weight units; default twice the mean edge weight;
+    inf: every active vertex each iteration, Bellman-Ford's order). The distances are
+    the same whatever ``delta``; on a road-like 1000 x 1000 grid (weights 1-100) the
+    buckets cut the edges relaxed from 181M to 4.6M and the run from 1.28 to 0.14 s
+    (2-core VM). Runs until no distance changes (``max_iterations`` default: 2N + 1,
+    above the iterations of the buckets: at most one per vertex and one per bucket).
     Other options go to :func:`hetgraph.run`.
     """
     graph = as_graph(graph, options.get("host_budget"))
     check_nonnegative_weights(graph, "sssp")
-    program = ShortestPaths(vertex_id(graph, source), dtype)
-    limit = max(graph.num_vertices, 1) if max_iterations is None else max_iterations
+    program = ShortestPaths(vertex_id(graph, source), dtype, delta)
+    limit = 2 * graph.num_vertices + 1 if max_iterations is None else max_iterations
     return run(program, graph, max_iterations=limit, **options)

@@ -259,6 +259,44 @@ def edge_prefix(in_indptr, vertices):
     return prefix
 
 
+# --- priority buckets (delta-stepping; see CpuKernel.burst) -------------------------------
+
+@numba.njit(nogil=True, cache=True)
+def _defer(v, later, count, deferred):
+    """Put active vertex v in the waiting list ``later`` (its first ``count``
+    entries; grown when full) unless it is there: returns (later, count, 1 if it
+    was added)."""
+    if deferred[v]:
+        return later, count, 0
+    deferred[v] = 1
+    if count == later.shape[0]:
+        grown = np.empty(2 * count + 64, np.int64)
+        grown[:count] = later[:count]
+        later = grown
+    later[count] = v
+    return later, count + 1, 1
+
+
+@numba.njit(nogil=True, cache=True)
+def _rejoin(now, later, count, deferred, out_indptr):
+    """Every active vertex again: ``now`` and those waiting in ``later`` (no longer
+    marked waiting); returns (ids, out-degree sum)."""
+    ids = np.empty(now.shape[0] + count, np.int64)
+    ids[:now.shape[0]] = now
+    k = now.shape[0]
+    degree = 0
+    for v in now:
+        degree += out_indptr[v + 1] - out_indptr[v]
+    for i in range(count):
+        v = later[i]
+        if deferred[v]:
+            deferred[v] = 0
+            ids[k] = v
+            k += 1
+            degree += out_indptr[v + 1] - out_indptr[v]
+    return ids[:k], degree
+
+
 # --- the program's step kernel ------------------------------------------------------------
 
 @numba.njit(nogil=True, inline="always")
@@ -266,7 +304,13 @@ def _never_settled(value):
     return False
 
 
-def _build_step(gather, combine, apply, activate, settled, cast, identity, uses_constant):
+@numba.njit(nogil=True, inline="always")
+def _no_priority(value):
+    return 0.0
+
+
+def _build_step(gather, combine, apply, activate, settled, priority, cast, identity,
+                uses_constant):
     # The helpers are inlined into the passes (inline="always"): called, each one took
     # and dropped a reference to every array argument per vertex, atomic operations on
     # counters that all threads share (RMAT-20 PageRank pass: 1.5-2x a bare loop, now 1.1x)
@@ -408,10 +452,13 @@ def _build_step(gather, combine, apply, activate, settled, cast, identity, uses_
             edges += last - first
             acc = accumulate(in_indices, weights, values, first, last, values[v],
                              cast(identity))
+            waits = flags[v]  # (a vertex waiting for its bucket stays active)
             if finish(values, new_values, flags, aux, constant, v, acc):
                 following[count] = v
                 count += 1
                 degree += out_indptr[v + 1] - out_indptr[v]
+            else:
+                flags[v] = waits
         if sync:
             for v in computed:
                 values[v] = new_values[v]
@@ -447,34 +494,124 @@ def _build_step(gather, combine, apply, activate, settled, cast, identity, uses_
         for i in range(k):
             v = found[i]
             marks[v] = 0
+            waits = flags[v]  # (a vertex waiting for its bucket stays active)
             if finish(values, new_values, flags, aux, constant, v, acc[v]):
                 following[count] = v
                 count += 1
                 next_degree += out_indptr[v + 1] - out_indptr[v]
+            else:
+                flags[v] = waits
         if sync:
             for i in range(k):
                 values[found[i]] = new_values[found[i]]
         return k, degree, following[:count], next_degree
 
+    @numba.njit(nogil=True)
+    def lowest_bucket(later, count, deferred, marks, values, out_indptr, delta):
+        """Take the waiting vertices of the lowest priority bucket [i * delta, (i + 1) *
+        delta) out of ``later``: returns (their ids, their out-degree sum, the bucket's
+        end, the entries left in ``later``). Entries whose vertex no longer waits, and
+        repeated ones, are dropped. A priority of -inf is a bucket of its own (a widest
+        path's source); when none is below inf (inf, NaN), all are taken."""
+        lowest = np.inf
+        for i in range(count):
+            v = later[i]
+            if deferred[v] and marks[v] == 0:
+                marks[v] = 1
+                p = np.float64(priority(values[v]))
+                if p < lowest:
+                    lowest = p
+        end = (np.floor(lowest / delta) + 1.0) * delta if np.isfinite(lowest) else lowest
+        everything = lowest == np.inf
+        taken = np.empty(count, np.int64)
+        k = kept = degree = 0
+        for i in range(count):
+            v = later[i]
+            if marks[v]:
+                marks[v] = 0
+                p = np.float64(priority(values[v]))
+                # (p <= lowest: the lowest, should ``end`` round down to it)
+                if p < end or p <= lowest or everything:
+                    deferred[v] = 0
+                    taken[k] = v
+                    k += 1
+                    degree += out_indptr[v + 1] - out_indptr[v]
+                else:
+                    later[kept] = v
+                    kept += 1
+        return taken[:k], degree, end, kept
+
+    @numba.njit(nogil=True)
+    def split_bucket(following, end, later, count, deferred, values, out_indptr):
+        """The vertices of ``following`` whose priority is below ``end`` (their ids and
+        out-degree sum); the others wait in ``later``. Returns (ids, degree, later,
+        count, change in the number waiting, change in their out-degree sum)."""
+        now = np.empty(following.shape[0], np.int64)
+        k = degree = change = change_degree = 0
+        for v in following:
+            d = out_indptr[v + 1] - out_indptr[v]
+            if np.float64(priority(values[v])) < end:
+                if deferred[v]:  # it waited; it is due now
+                    deferred[v] = 0
+                    change -= 1
+                    change_degree -= d
+                now[k] = v
+                k += 1
+                degree += d
+            else:
+                later, count, added = _defer(v, later, count, deferred)
+                change += added
+                change_degree += added * d
+        return now[:k], degree, later, count, change, change_degree
+
+    buckets_compiled = priority is not _no_priority
+
     def make_burst(push):
         @numba.njit(nogil=True)
         def burst(frontier, degree, max_degree, max_sparse, seconds, stats, out_indptr,
                   out_indices, out_weights, in_indptr, in_indices, in_weights, values,
-                  new_values, flags, marks, acc, aux, constant, notify_self, sync):
+                  new_values, flags, marks, acc, aux, constant, notify_self, sync, delta,
+                  deferred):
             """Push (``push``, a constant: the other pass is not compiled) or sparse
-            notify-pull iterations one after the other from the sorted active ids
+            notify-pull iterations one after the other from the active ids
             ``frontier`` (out-degree sum ``degree``) while it is not empty, its degree
             is at most ``max_degree`` and its degree plus its size at most
             ``max_sparse``, for about ``seconds`` and one row of ``stats`` each at most:
-            stats[i] = (active, degree, computed, edges, activated, nanoseconds of the
-            pass, nanoseconds since the one before ended, or since the call). Returns
-            (iterations run, the next frontier, its degree)."""
+            stats[i] = (active, degree, computed, edges, active after, nanoseconds of
+            the pass, nanoseconds since the one before ended, or since the call).
+
+            ``delta`` > 0 (delta-stepping, Meyer and Sanders 2003): an iteration runs
+            only the active vertices of the lowest priority bucket [i * delta, (i + 1)
+            * delta); the others wait (``deferred``: 1 for a waiting vertex, zeros on
+            entry and on return), counted in the frontier (its size and degree, the
+            limits, the rows' active and degree). Returns (iterations run, the next
+            frontier, its degree)."""
             timespec = np.zeros(2, np.int64)
             ended = _nanoseconds(timespec)
             limit = ended + np.int64(seconds * 1e9)
             count = 0
-            while (count < stats.shape[0] and frontier.shape[0] > 0 and degree <= max_degree
-                   and degree + frontier.shape[0] <= max_sparse and ended < limit):
+            # (buckets_compiled, a constant: without a priority the buckets' code is not
+            # compiled, which would add seconds to every program's first run)
+            buckets = buckets_compiled and delta > 0.0
+            later = np.empty(0, np.int64)
+            waiting = waiting_degree = entries = 0  # (waiting: counted, not run)
+            end = np.inf
+            if buckets:  # everything waits; the first iteration takes the lowest bucket
+                for v in frontier:
+                    later, entries, added = _defer(v, later, entries, deferred)
+                    waiting += added
+                waiting_degree, degree, frontier = degree, 0, frontier[:0]
+            while count < stats.shape[0] and ended < limit:
+                if buckets and frontier.shape[0] == 0 and waiting > 0:
+                    frontier, degree, end, entries = lowest_bucket(
+                        later, entries, deferred, marks, values, out_indptr, delta)
+                    waiting -= frontier.shape[0]
+                    waiting_degree -= degree
+                active = frontier.shape[0] + waiting
+                all_degree = degree + waiting_degree
+                if (frontier.shape[0] == 0 or all_degree > max_degree
+                        or all_degree + active > max_sparse):
+                    break
                 began = _nanoseconds(timespec)
                 if push:
                     computed, edges, following, next_degree = push_pass(
@@ -485,16 +622,24 @@ def _build_step(gather, combine, apply, activate, settled, cast, identity, uses_
                         frontier, out_indptr, out_indices, in_indptr, in_indices,
                         in_weights, values, new_values, flags, marks, aux, constant,
                         notify_self, sync)
+                if buckets:
+                    following, next_degree, later, entries, change, change_degree = \
+                        split_bucket(following, end, later, entries, deferred, values,
+                                     out_indptr)
+                    waiting += change
+                    waiting_degree += change_degree
                 now = _nanoseconds(timespec)
-                stats[count, 0] = frontier.shape[0]
-                stats[count, 1] = degree
+                stats[count, 0] = active
+                stats[count, 1] = all_degree
                 stats[count, 2] = computed
                 stats[count, 3] = edges
-                stats[count, 4] = following.shape[0]
+                stats[count, 4] = following.shape[0] + waiting
                 stats[count, 5] = now - began
                 stats[count, 6] = now - ended
                 frontier, degree, ended = following, next_degree, now
                 count += 1
+            if buckets:
+                frontier, degree = _rejoin(frontier, later, entries, deferred, out_indptr)
             return count, frontier, degree
         return burst
 
@@ -541,12 +686,14 @@ class CpuKernel:
         activate = _jit_user(spec, "activate", spec.activate, (value, value), "a bool")
         settled = _never_settled if spec.settled is None else \
             _jit_user(spec, "settled", spec.settled, (value,), "a bool")
+        priority = _no_priority if spec.priority is None else \
+            _jit_user(spec, "priority", spec.priority, (value,), "a number")
         self.spec = spec
         self.identity = spec.identity().item()
         self._warmed = set()  # the kinds of arrays warm_up compiled for
         self._gather_range, self._merge, self._bursts = _build_step(
-            gather, COMBINE[spec.reduce], apply, activate, settled, value, self.identity,
-            spec.uses_constant)
+            gather, COMBINE[spec.reduce], apply, activate, settled, priority, value,
+            self.identity, spec.uses_constant)
 
     def warm_up(self, edges, values, flags, aux, graph=None):
         """Compile for these array types now (a pass over no vertex), so that the first
@@ -577,49 +724,58 @@ class CpuKernel:
                                                    self.spec.has_converged)
 
     def burst(self, graph, frontier, degree, push, max_degree, max_sparse, rows, seconds,
-              values, new_values, flags, marks, accumulators, aux, sync, constant=0.0):
+              values, new_values, flags, marks, accumulators, aux, sync, constant=0.0,
+              delta=0.0, deferred=None):
         """Push (``push``) or sparse notify-pull iterations (see :meth:`push_step`,
         :meth:`sparse_step`) one after the other in one compiled call, with no Python
-        between them, from the sorted active ids ``frontier`` whose out-degree sum is
+        between them, from the active ids ``frontier`` whose out-degree sum is
         ``degree``, while the frontier is not empty, its degree at most ``max_degree``
         and its degree plus its size at most ``max_sparse``: ``rows`` iterations and
         about ``seconds`` at most; ``constant``: the program's iteration constant (a
-        burst of one iteration only). Returns (stats, the next frontier, its degree);
-        stats (int64), a row an iteration: active vertices, their out-degree sum,
-        vertices computed, edges read, vertices activated, nanoseconds of the pass,
+        burst of one iteration only). ``delta`` > 0: each iteration runs the active
+        vertices of the lowest bucket of the program's priority only, the limits
+        applying to them (delta-stepping; ``deferred``: uint8 zeros of length N,
+        scratch). Returns (stats, the next frontier, its degree); stats (int64), a row
+        an iteration: active vertices, the out-degree sum of those run, vertices
+        computed, edges read, vertices active after it, nanoseconds of the pass,
         nanoseconds since the pass before ended (the first: since the call began)."""
         stats = np.empty((rows, 7), np.int64)
+        delta = float(delta)
+        if delta > 0.0 and (deferred is None or deferred.shape != values.shape):
+            raise ValueError("a burst with delta > 0 needs deferred: uint8 zeros, one a "
+                             "vertex")
         out_indices, out_weights = self._out_edges(graph) if push else \
             (graph.out_indices, _NO_WEIGHTS)
         count, following, degree = self._bursts[push](
             frontier, degree, max_degree, max_sparse, min(float(seconds), _FOREVER), stats,
             graph.out_indptr, out_indices, out_weights, graph.in_indptr,
             *self.edges(graph)[1:3], values, new_values, flags, marks, accumulators, aux,
-            float(constant), self.spec.notify_self, sync)
+            float(constant), self.spec.notify_self, sync, delta,
+            _NOT_DEFERRED if deferred is None else deferred)
         return stats[:count], following, int(degree)
 
     def sparse_step(self, graph, frontier, values, new_values, flags, marks, aux, constant,
-                    sync):
-        """Notify-pull from the sorted active ids ``frontier`` in this thread, touching
-        only the frontier's neighbourhood; returns (vertices computed, edges read, next
-        frontier, its out-degree sum)."""
+                    sync, delta=0.0, deferred=None):
+        """Notify-pull from the active ids ``frontier`` in this thread, touching only
+        the frontier's neighbourhood (``delta``, ``deferred``: see :meth:`burst`);
+        returns (vertices computed, edges read, next frontier, its out-degree sum)."""
         return self._one(graph, frontier, False, values, new_values, flags, marks, values,
-                         aux, constant, sync)
+                         aux, constant, sync, delta, deferred)
 
     def push_step(self, graph, frontier, values, new_values, flags, marks, accumulators,
-                  aux, constant, sync):
+                  aux, constant, sync, delta=0.0, deferred=None):
         """Push from the active ids ``frontier`` in this thread; ``accumulators``: scratch
-        of the value dtype, length N. Returns (vertices computed, edges read, next
-        frontier, its out-degree sum)."""
+        of the value dtype, length N (``delta``, ``deferred``: see :meth:`burst`).
+        Returns (vertices computed, edges read, next frontier, its out-degree sum)."""
         return self._one(graph, frontier, True, values, new_values, flags, marks,
-                         accumulators, aux, constant, sync)
+                         accumulators, aux, constant, sync, delta, deferred)
 
     def _one(self, graph, frontier, push, values, new_values, flags, marks, accumulators,
-             aux, constant, sync):
+             aux, constant, sync, delta, deferred):
         """One push or sparse notify-pull: a burst of one, without limits."""
         stats, following, degree = self.burst(
             graph, frontier, 0, push, NO_LIMIT, NO_LIMIT, 1, _FOREVER, values, new_values,
-            flags, marks, accumulators, aux, sync, constant)
+            flags, marks, accumulators, aux, sync, constant, delta, deferred)
         if not len(stats):  # an empty frontier
             return 0, 0, following, 0
         return int(stats[0, 2]), int(stats[0, 3]), following, degree
@@ -685,6 +841,7 @@ class CpuKernel:
 
 
 _NO_WEIGHTS = np.empty(0, np.float32)
+_NOT_DEFERRED = np.empty(0, np.uint8)  # a burst's deferred flags when delta is 0
 _UNSIGNED = {4: np.uint32, 8: np.uint64}
 ALL_VERTICES = np.empty(0, np.int64)  # an empty id list: every vertex of the range
 _CACHE: dict = {}
@@ -694,6 +851,7 @@ def compile_program(spec: ProgramSpec, aux_dtype=np.float32) -> CpuKernel:
     """The CpuKernel of a checked program, compiled on first use and kept for the process."""
     key = (tuple(_function_key(f) for f in (spec.gather, spec.apply, spec.activate)),
            spec.settled and _function_key(spec.settled),
+           spec.priority and _function_key(spec.priority),
            spec.dtype, spec.reduce, spec.uses_constant, np.dtype(aux_dtype))
     kernel = _CACHE.get(key)
     if kernel is None:

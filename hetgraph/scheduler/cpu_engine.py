@@ -17,6 +17,8 @@ import functools
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
+
 from ..kernels import cpu
 from .costmodel import choose_cpu_mode, notify_fraction, push_factor
 
@@ -94,6 +96,8 @@ class CpuEngine:
         self.push = push_factor(spec.incremental,
                                 pull_threads(graph.num_arcs, threads, partitions))
         self._accumulators = None  # scratch of a push, made by the first
+        self.delta = spec.bucket_width(graph)  # priority buckets (0: none)
+        self._deferred = None  # scratch of the buckets, made by the first burst
         self.chunks = chunk_count(graph.num_vertices, threads)
         start = time.perf_counter()
         self.kernel = cpu.compile_program(spec, aux.dtype)
@@ -167,8 +171,15 @@ class CpuEngine:
             self.graph, self._frontier, degree, push, self._mode_limit(chosen),
             cpu.NO_LIMIT if push else SPARSE_EDGES, iterations, seconds, state.values,
             state.new_values, state.flags, state.marks,
-            self._push_scratch() if push else state.values, self.aux, state.sync)
+            self._push_scratch() if push else state.values, self.aux, state.sync,
+            0.0, *self._buckets())
         return (chosen, stats) if len(stats) else None
+
+    def _buckets(self):
+        """(delta, deferred) of a push or sparse iteration (see :meth:`CpuKernel.burst`)."""
+        if self.delta and self._deferred is None:
+            self._deferred = np.zeros(self.graph.num_vertices, np.uint8)
+        return self.delta, self._deferred
 
     def _mode_limit(self, chosen):
         """The largest frontier degree whose mode is ``chosen``."""
@@ -196,11 +207,12 @@ class CpuEngine:
                 computed, edges, self._frontier, self._degree = self.kernel.push_step(
                     self.graph, self._frontier, state.values, state.new_values,
                     state.flags, state.marks, self._push_scratch(), self.aux, constant,
-                    state.sync)
+                    state.sync, *self._buckets())
             else:
                 computed, edges, self._frontier, self._degree = self.kernel.sparse_step(
                     self.graph, self._frontier, state.values, state.new_values,
-                    state.flags, state.marks, self.aux, constant, state.sync)
+                    state.flags, state.marks, self.aux, constant, state.sync,
+                    *self._buckets())
             activated = len(self._frontier)
         else:
             self._frontier = None
