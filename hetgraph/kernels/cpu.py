@@ -314,6 +314,9 @@ def _build_step(gather, combine, apply, activate, settled, priority, cast, ident
     # The helpers are inlined into the passes (inline="always"): called, each one took
     # and dropped a reference to every array argument per vertex, atomic operations on
     # counters that all threads share (RMAT-20 PageRank pass: 1.5-2x a bare loop, now 1.1x)
+    # (a constant: without a priority the buckets' code is not compiled, which would add
+    # seconds to every program's first run)
+    buckets_compiled = priority is not _no_priority
     if uses_constant:
         @numba.njit(nogil=True, inline="always")
         def apply_with(old, acc, aux, constant):
@@ -452,12 +455,14 @@ def _build_step(gather, combine, apply, activate, settled, priority, cast, ident
             edges += last - first
             acc = accumulate(in_indices, weights, values, first, last, values[v],
                              cast(identity))
-            waits = flags[v]  # (a vertex waiting for its bucket stays active)
+            # a vertex waiting for its bucket stays active (grid-1000 BFS, which has
+            # no buckets, lost 3-5 ms to these two lines when they were always compiled)
+            waits = flags[v] if buckets_compiled else 0
             if finish(values, new_values, flags, aux, constant, v, acc):
                 following[count] = v
                 count += 1
                 degree += out_indptr[v + 1] - out_indptr[v]
-            else:
+            elif buckets_compiled:
                 flags[v] = waits
         if sync:
             for v in computed:
@@ -494,12 +499,12 @@ def _build_step(gather, combine, apply, activate, settled, priority, cast, ident
         for i in range(k):
             v = found[i]
             marks[v] = 0
-            waits = flags[v]  # (a vertex waiting for its bucket stays active)
+            waits = flags[v] if buckets_compiled else 0  # (as in sparse_pass)
             if finish(values, new_values, flags, aux, constant, v, acc[v]):
                 following[count] = v
                 count += 1
                 next_degree += out_indptr[v + 1] - out_indptr[v]
-            else:
+            elif buckets_compiled:
                 flags[v] = waits
         if sync:
             for i in range(k):
@@ -564,8 +569,6 @@ def _build_step(gather, combine, apply, activate, settled, priority, cast, ident
                 change_degree += added * d
         return now[:k], degree, later, count, change, change_degree
 
-    buckets_compiled = priority is not _no_priority
-
     def make_burst(push):
         @numba.njit(nogil=True)
         def burst(frontier, degree, max_degree, max_sparse, seconds, stats, out_indptr,
@@ -590,8 +593,6 @@ def _build_step(gather, combine, apply, activate, settled, priority, cast, ident
             ended = _nanoseconds(timespec)
             limit = ended + np.int64(seconds * 1e9)
             count = 0
-            # (buckets_compiled, a constant: without a priority the buckets' code is not
-            # compiled, which would add seconds to every program's first run)
             buckets = buckets_compiled and delta > 0.0
             later = np.empty(0, np.int64)
             waiting = waiting_degree = entries = 0  # (waiting: counted, not run)
