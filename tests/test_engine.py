@@ -490,6 +490,20 @@ def test_sssp_with_any_bucket_width_is_dijkstra(n, degree, seed, delta, mode, cp
     np.testing.assert_array_equal(r.values, csgraph.dijkstra(g.to_scipy(), indices=0))
 
 
+@pytest.mark.parametrize("name", ["grid", "rmat"])
+def test_a_sync_push_goes_through_the_iterates_of_a_sync_pull(name):
+    """Sync: an iteration sees the values of the one before, whatever the mode. A push
+    writes its values in place (all its gathers read before any vertex applies) and
+    activates the same vertices, iteration by iteration, as a pull."""
+    g = hg.generate.grid(30, 30, seed=2) if name == "grid" else \
+        hg.generate.rmat(10, seed=3, weights=(1.0, 9.0))
+    pulled, pushed = (hg.sssp(g, 0, delta=np.inf, mode="sync", cpu_mode=cpu_mode,
+                              devices="cpu") for cpu_mode in ("pull", "push"))
+    assert set(pushed.history["mode"]) == {"push"}
+    assert pushed.history["activated"].tolist() == pulled.history["activated"].tolist()
+    np.testing.assert_array_equal(pushed.values, pulled.values)
+
+
 def test_bursts_stop_at_the_iteration_limit_and_at_a_mode_change():
     g = hg.generate.grid(50, 50, seed=1)
     r = hg.bfs(g, 0, max_iterations=7, devices="cpu")

@@ -7,7 +7,8 @@ touches, and the replicas are merged after the ranges are done. The vertices to
 compute are either a contiguous range (pull mode) or a sorted list (notify-pull mode:
 the out-neighbours of the vertices active last iteration, found through the CSR).
 Writing to a second array gives sync execution; writing to the values themselves gives
-async execution (values visible at once). Small frontiers run whole iterations in one
+async execution (values visible at once); a push writes in place either way (its gathers
+all read before any vertex applies). Small frontiers run whole iterations in one
 thread (a push, or a sparse notify-pull from the frontier's ids), and many of those in a
 row run as one burst, one compiled call timing each iteration by the C library's clock.
 
@@ -470,12 +471,14 @@ def _build_step(gather, combine, apply, activate, settled, priority, cast, ident
         return k, edges, following[:count], degree
 
     @numba.njit(nogil=True, inline="always")
-    def push_pass(frontier, out_indptr, out_indices, out_weights, values, new_values,
-                  flags, marks, acc, aux, constant, sync):
+    def push_pass(frontier, out_indptr, out_indices, out_weights, values, flags, marks,
+                  acc, aux, constant):
         """One whole push iteration in this thread (incremental programs): every active
         vertex u combines gather(x[u], w, x[v]) into acc[v] along its out-edges u -> v,
-        then the vertices reached apply. Returns (vertices computed, edges read, the next
-        frontier, its out-degree sum)."""
+        then the vertices reached apply. Every gather reads before any vertex applies,
+        so the new values go in place, sync or async, without a second array (grid-1000
+        BFS, 2-core VM: 60 -> 50 ms against writing them aside and copying them back).
+        Returns (vertices computed, edges read, the next frontier, its out-degree sum)."""
         weighted = out_weights.shape[0] > 0
         degree = _take_frontier(frontier, flags, out_indptr)
         found = np.empty(degree, np.int64)
@@ -500,15 +503,12 @@ def _build_step(gather, combine, apply, activate, settled, priority, cast, ident
             v = found[i]
             marks[v] = 0
             waits = flags[v] if buckets_compiled else 0  # (as in sparse_pass)
-            if finish(values, new_values, flags, aux, constant, v, acc[v]):
+            if finish(values, values, flags, aux, constant, v, acc[v]):
                 following[count] = v
                 count += 1
                 next_degree += out_indptr[v + 1] - out_indptr[v]
             elif buckets_compiled:
                 flags[v] = waits
-        if sync:
-            for i in range(k):
-                values[found[i]] = new_values[found[i]]
         return k, degree, following[:count], next_degree
 
     @numba.njit(nogil=True)
@@ -616,8 +616,8 @@ def _build_step(gather, combine, apply, activate, settled, priority, cast, ident
                 began = _nanoseconds(timespec)
                 if push:
                     computed, edges, following, next_degree = push_pass(
-                        frontier, out_indptr, out_indices, out_weights, values, new_values,
-                        flags, marks, acc, aux, constant, sync)
+                        frontier, out_indptr, out_indices, out_weights, values, flags,
+                        marks, acc, aux, constant)
                 else:
                     computed, edges, following, next_degree = sparse_pass(
                         frontier, out_indptr, out_indices, in_indptr, in_indices,
