@@ -713,8 +713,7 @@ class CpuKernel:
             self.sparse_step(graph, ALL_VERTICES, values, values, flags, flags, aux, 0.0,
                              True)
         if graph is not None and self.spec.incremental:
-            self.push_step(graph, ALL_VERTICES, values, values, flags, flags, values, aux,
-                           0.0, True)
+            self.push_step(graph, ALL_VERTICES, values, flags, flags, values, aux, 0.0)
         self._warmed.add(kinds)
 
     @property
@@ -763,13 +762,14 @@ class CpuKernel:
         return self._one(graph, frontier, False, values, new_values, flags, marks, values,
                          aux, constant, sync, delta, deferred)
 
-    def push_step(self, graph, frontier, values, new_values, flags, marks, accumulators,
-                  aux, constant, sync, delta=0.0, deferred=None):
-        """Push from the active ids ``frontier`` in this thread; ``accumulators``: scratch
-        of the value dtype, length N (``delta``, ``deferred``: see :meth:`burst`).
-        Returns (vertices computed, edges read, next frontier, its out-degree sum)."""
-        return self._one(graph, frontier, True, values, new_values, flags, marks,
-                         accumulators, aux, constant, sync, delta, deferred)
+    def push_step(self, graph, frontier, values, flags, marks, accumulators, aux, constant,
+                  delta=0.0, deferred=None):
+        """Push from the active ids ``frontier`` in this thread, sync or async alike (it
+        writes in place: see push_pass); ``accumulators``: scratch of the value dtype,
+        length N (``delta``, ``deferred``: see :meth:`burst`). Returns (vertices
+        computed, edges read, next frontier, its out-degree sum)."""
+        return self._one(graph, frontier, True, values, values, flags, marks,
+                         accumulators, aux, constant, False, delta, deferred)
 
     def _one(self, graph, frontier, push, values, new_values, flags, marks, accumulators,
              aux, constant, sync, delta, deferred):

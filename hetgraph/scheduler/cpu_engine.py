@@ -205,9 +205,8 @@ class CpuEngine:
                 self._frontier = cpu.active_ids(state.flags)
             if chosen == "push":
                 computed, edges, self._frontier, self._degree = self.kernel.push_step(
-                    self.graph, self._frontier, state.values, state.new_values,
-                    state.flags, state.marks, self._push_scratch(), self.aux, constant,
-                    state.sync, *self._buckets())
+                    self.graph, self._frontier, state.values, state.flags, state.marks,
+                    self._push_scratch(), self.aux, constant, *self._buckets())
             else:
                 computed, edges, self._frontier, self._degree = self.kernel.sparse_step(
                     self.graph, self._frontier, state.values, state.new_values,
