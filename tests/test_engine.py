@@ -194,10 +194,10 @@ def test_warm_up_compiles_once_per_kind_of_arrays(monkeypatch):
 
 
 @pytest.mark.parametrize("n", [10, cpu.TOUCH_BYTES // 4 + 1])
-def test_touched_empty_like_is_zeros_of_the_same_kind(n):
+def test_touched_full_like_is_filled_and_of_the_same_kind(n):
     like = np.full(n, 7, np.float32)
-    out = cpu.touched_empty_like(like, 2)
-    assert out.dtype == like.dtype and out.shape == like.shape and not out.any()
+    out = cpu.touched_full_like(like, -2.5, 2)
+    assert out.dtype == like.dtype and out.shape == like.shape and (out == -2.5).all()
 
 
 # --- cost model ----------------------------------------------------------------------------
@@ -219,10 +219,14 @@ def test_frontier_gathers_a_small_frontier_and_keeps_the_host_flags():
     frontier = engine.frontier()
     assert frontier == (4, int(g.out_degree()[np.flatnonzero(kept)].sum()))
     assert np.array_equal(flags, kept) and engine.frontier() == frontier
+    before = values.copy()
     mode, computed, _, _ = engine.iterate(0.0, frontier)
-    notified = {int(v) for u in np.flatnonzero(kept)  # BFS does not notify itself
-                for v in g.out_indices[g.out_indptr[u]:g.out_indptr[u + 1]]}
-    assert mode == "push" and computed == len(notified)  # BFS is incremental
+    # a push computes the out-neighbours whose level it lowers (5, 77 and 400 are
+    # unreached: their edges lower none); BFS does not notify itself
+    lowered = {int(v) for u in np.flatnonzero(kept)
+               for v in g.out_indices[g.out_indptr[u]:g.out_indptr[u + 1]]
+               if BreadthFirst.gather(before[u], 1.0, before[v]) < before[v]}
+    assert mode == "push" and computed == len(lowered) == 2  # BFS is incremental
 
 
 def test_notify_pull_is_chosen_when_f_is_at_most_one_over_two_rho():
@@ -432,7 +436,8 @@ def test_a_burst_keeps_to_its_limits():
                    "seconds": float("inf"), **limits}
         return kernel.burst(g, np.array([0]), 2, True, values=values,
                             new_values=values.copy(), flags=flags, marks=np.zeros_like(flags),
-                            accumulators=values.copy(), aux=np.zeros(1, np.float32),
+                            accumulators=kernel.push_accumulators(values),
+                            aux=np.zeros(1, np.float32),
                             sync=True, **options)[0]
 
     assert len(burst()) == 39 and burst()[-1, 4] == 0  # to the far corner; then none
@@ -445,35 +450,40 @@ def test_a_burst_keeps_to_its_limits():
 
 @pytest.mark.parametrize("push", [True, False])
 @pytest.mark.parametrize("sync", [True, False])
-def test_bursts_with_buckets_keep_every_active_vertex(push, sync):
-    """Delta-stepping bursts of one to nine iterations, one after the other, each from
-    the frontier the last returned: their frontier is exactly the vertices flagged
-    active (the waiting ones included, which a push or a notify-pull reaches without
-    improving them), the rows count them, ``deferred`` is all zeros between bursts and
-    the distances end at Dijkstra's."""
+@pytest.mark.parametrize("buckets", [True, False])
+def test_bursts_keep_every_active_vertex(push, sync, buckets):
+    """Bursts of one to nine iterations, one after the other, each from the frontier the
+    last returned, delta-stepping SSSP (``buckets``) or BFS: their frontier is exactly
+    the vertices flagged active (with buckets the waiting ones included, which a push or
+    a notify-pull reaches without improving them), the rows count them, ``deferred`` is
+    all zeros and a push's accumulators all the identity between bursts, and the
+    values end at Dijkstra's."""
     from hetgraph.algorithms.sssp import ShortestPaths
 
     g = hg.generate.grid(30, 30, seed=5)
-    spec = ProgramSpec(ShortestPaths(0))
+    spec = ProgramSpec(ShortestPaths(0) if buckets else BreadthFirst(0))
     kernel = cpu.compile_program(spec, np.float32)
     values, flags, _ = spec.initial_state(g)
     new_values = values.copy() if sync else values
     deferred, marks = np.zeros_like(flags), np.zeros_like(flags)
+    accumulators = kernel.push_accumulators(values)
     frontier, degree = np.array([0]), int(g.out_degree()[0])
     waited = False
     for rows in itertools.cycle(range(1, 10)):
         stats, frontier, degree = kernel.burst(
             g, frontier, degree, push, cpu.NO_LIMIT, cpu.NO_LIMIT, rows, float("inf"),
-            values, new_values, flags, marks, values.copy(), np.zeros(1, np.float32), sync,
-            delta=60.0, deferred=deferred)
+            values, new_values, flags, marks, accumulators, np.zeros(1, np.float32), sync,
+            delta=60.0 if buckets else 0.0, deferred=deferred)
         assert sorted(frontier) == np.flatnonzero(flags).tolist()
         assert degree == g.out_degree()[frontier].sum()
         assert stats[-1, 4] == len(frontier) and not deferred.any() and not marks.any()
+        assert (accumulators == kernel.identity).all()  # as a push must leave them
         waited |= bool((stats[:, 3] < stats[:, 1]).any())  # pushed less than the frontier
         if not len(frontier):
             break
-    assert waited or not push  # (a notify-pull's edges are in-edges: no such count)
-    np.testing.assert_array_equal(values, csgraph.dijkstra(g.to_scipy(), indices=0))
+    assert waited or not (push and buckets)  # (a notify-pull's edges are in-edges)
+    np.testing.assert_array_equal(values, csgraph.dijkstra(g.to_scipy(), indices=0,
+                                                           unweighted=not buckets))
 
 
 @settings(max_examples=40, deadline=None)

@@ -211,27 +211,27 @@ def active_ids(flags):
     return ids
 
 
-TOUCH_BYTES = 1 << 20  # arrays below this are zeroed by NumPy alone (touched_empty_like)
+TOUCH_BYTES = 1 << 20  # arrays below this are filled by NumPy alone (touched_full_like)
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
-def _touch(array, zero, chunks):
+def _touch(array, value, chunks):
     n = array.shape[0]
     for c in prange(chunks):
         for i in range(n * c // chunks, n * (c + 1) // chunks):
-            array[i] = zero
+            array[i] = value
 
 
-def touched_empty_like(array, chunks):
-    """A new array like ``array`` (zeros), written once by all threads: its page faults
-    are taken in parallel now, not one by one in the single thread that first scatters
-    into it (a push's accumulators: RMAT-22 SSSP, first push 15.6 ms on the H100
-    host, which backs arrays with 4 KiB pages). Below TOUCH_BYTES, NumPy's zeros: the
-    threads' wake-up would cost more than the faults."""
+def touched_full_like(array, value, chunks):
+    """A new array like ``array`` filled with ``value``, written by all threads: its
+    page faults are taken in parallel now, not one by one in the single thread that
+    first scatters into it (a push's accumulators: RMAT-22 SSSP, first push 15.6 ms on
+    the H100 host, which backs arrays with 4 KiB pages). Below TOUCH_BYTES, NumPy's
+    full: the threads' wake-up would cost more than the faults."""
     if array.nbytes < TOUCH_BYTES:
-        return np.zeros_like(array)
+        return np.full_like(array, value)
     out = np.empty_like(array)
-    _touch(out, out.dtype.type(0), chunks)
+    _touch(out, out.dtype.type(value), chunks)
     return out
 
 
@@ -246,9 +246,16 @@ def commit(values, new_values, vertices):
 @numba.njit(nogil=True, inline="always")
 def _take_frontier(frontier, flags, out_indptr):
     """Clear the active flags of the ids ``frontier``; returns their out-degree sum."""
-    degree = 0
     for u in frontier:
         flags[u] = 0
+    return _frontier_degree(frontier, out_indptr)
+
+
+@numba.njit(nogil=True, inline="always")
+def _frontier_degree(frontier, out_indptr):
+    """The out-degree sum of the ids ``frontier``."""
+    degree = 0
+    for u in frontier:
         degree += out_indptr[u + 1] - out_indptr[u]
     return degree
 
@@ -337,6 +344,11 @@ def _build_step(gather, combine, apply, activate, settled, priority, cast, ident
         return acc
 
     @numba.njit(nogil=True, inline="always")
+    def aux_of(aux, v):
+        """v's aux value (one value for all when aux has one)."""
+        return aux[v] if aux.shape[0] > 1 else aux[0]
+
+    @numba.njit(nogil=True, inline="always")
     def store(new_values, flags, v, new, old):
         """Write v's new value and its flag activate(new, old); returns the flag."""
         new_values[v] = new
@@ -347,7 +359,7 @@ def _build_step(gather, combine, apply, activate, settled, priority, cast, ident
     @numba.njit(nogil=True, inline="always")
     def finish(values, new_values, flags, aux, constant, v, acc):
         old = values[v]
-        new = cast(apply_with(old, acc, aux[v] if aux.shape[0] > 1 else aux[0], constant))
+        new = cast(apply_with(old, acc, aux_of(aux, v), constant))
         return store(new_values, flags, v, new, old)
 
     @numba.njit(nogil=True, inline="always")
@@ -471,44 +483,61 @@ def _build_step(gather, combine, apply, activate, settled, priority, cast, ident
         return k, edges, following[:count], degree
 
     @numba.njit(nogil=True, inline="always")
-    def push_pass(frontier, out_indptr, out_indices, out_weights, values, flags, marks,
-                  acc, aux, constant):
+    def push_pass(frontier, out_indptr, out_indices, out_weights, values, flags, acc, aux,
+                  constant):
         """One whole push iteration in this thread (incremental programs): every active
         vertex u combines gather(x[u], w, x[v]) into acc[v] along its out-edges u -> v,
         then the vertices reached apply. Every gather reads before any vertex applies,
         so the new values go in place, sync or async, without a second array (grid-1000
         BFS, 2-core VM: 60 -> 50 ms against writing them aside and copying them back).
-        Returns (vertices computed, edges read, the next frontier, its out-degree sum)."""
+        ``acc`` holds the program's identity everywhere and is left so: a vertex whose
+        acc is the identity is reached first. A gathered value that v's own value
+        absorbs (combine(x[v], g) == x[v]) is dropped: apply combines old and acc, so it
+        cannot change v (a BFS's edges back to the last level; and it is never the
+        identity, so an acc it reached is not). Without buckets the flags are not
+        touched here: a burst clears its frontier's at its start and sets those of the
+        one it returns (grid-1000 BFS, 2-core VM: the burst 36 -> 28 ms without marks
+        and these flag writes, each array a vertex touches missing the caches).
+        Returns (vertices computed, edges read, the next frontier, its out-degree
+        sum)."""
         weighted = out_weights.shape[0] > 0
-        degree = _take_frontier(frontier, flags, out_indptr)
+        none = cast(identity)
+        if buckets_compiled:  # a vertex taken from the waiting list has its flag set
+            degree = _take_frontier(frontier, flags, out_indptr)
+        else:
+            degree = _frontier_degree(frontier, out_indptr)
         found = np.empty(degree, np.int64)
         k = 0
         for u in frontier:
             src = values[u]
             for e in range(np.uint64(out_indptr[u]), np.uint64(out_indptr[u + 1])):
                 v = out_indices[e]
+                old = values[v]
                 w = out_weights[e] if weighted else np.float32(1.0)
-                gathered = cast(gather(src, w, values[v]))
-                if marks[v] == 0:
-                    marks[v] = 1
+                gathered = cast(gather(src, w, old))
+                if combine(old, gathered) == old:
+                    continue
+                reached = acc[v]
+                if reached == none:
                     found[k] = v
                     k += 1
-                    acc[v] = gathered
-                else:
-                    acc[v] = combine(acc[v], gathered)
+                acc[v] = combine(reached, gathered)
         following = np.empty(k, np.int64)
         count = 0
         next_degree = 0
         for i in range(k):
             v = found[i]
-            marks[v] = 0
-            waits = flags[v] if buckets_compiled else 0  # (as in sparse_pass)
-            if finish(values, values, flags, aux, constant, v, acc[v]):
+            reached = acc[v]
+            acc[v] = none
+            old = values[v]
+            new = cast(apply_with(old, reached, aux_of(aux, v), constant))
+            values[v] = new
+            if activate(new, old):
                 following[count] = v
                 count += 1
                 next_degree += out_indptr[v + 1] - out_indptr[v]
-            elif buckets_compiled:
-                flags[v] = waits
+                if buckets_compiled:
+                    flags[v] = 1
         return k, degree, following[:count], next_degree
 
     @numba.njit(nogil=True)
@@ -597,6 +626,9 @@ def _build_step(gather, combine, apply, activate, settled, priority, cast, ident
             later = np.empty(0, np.int64)
             waiting = waiting_degree = entries = 0  # (waiting: counted, not run)
             end = np.inf
+            if push and not buckets_compiled:  # (see push_pass)
+                for v in frontier:
+                    flags[v] = 0
             if buckets:  # everything waits; the first iteration takes the lowest bucket
                 for v in frontier:
                     later, entries, added = _defer(v, later, entries, deferred)
@@ -617,7 +649,7 @@ def _build_step(gather, combine, apply, activate, settled, priority, cast, ident
                 if push:
                     computed, edges, following, next_degree = push_pass(
                         frontier, out_indptr, out_indices, out_weights, values, flags,
-                        marks, acc, aux, constant)
+                        acc, aux, constant)
                 else:
                     computed, edges, following, next_degree = sparse_pass(
                         frontier, out_indptr, out_indices, in_indptr, in_indices,
@@ -641,6 +673,9 @@ def _build_step(gather, combine, apply, activate, settled, priority, cast, ident
                 count += 1
             if buckets:
                 frontier, degree = _rejoin(frontier, later, entries, deferred, out_indptr)
+            if push and not buckets_compiled:
+                for v in frontier:
+                    flags[v] = 1
             return count, frontier, degree
         return burst
 
@@ -732,7 +767,7 @@ class CpuKernel:
         ``degree``, while the frontier is not empty, its degree at most ``max_degree``
         and its degree plus its size at most ``max_sparse``: ``rows`` iterations and
         about ``seconds`` at most; ``constant``: the program's iteration constant (a
-        burst of one iteration only). ``delta`` > 0: each iteration runs the active
+        burst of one iteration only); ``accumulators``: a push's, see :meth:`push_step`. ``delta`` > 0: each iteration runs the active
         vertices of the lowest bucket of the program's priority only, the limits
         applying to them (delta-stepping; ``deferred``: uint8 zeros of length N,
         scratch). Returns (stats, the next frontier, its degree); stats (int64), a row
@@ -765,11 +800,17 @@ class CpuKernel:
     def push_step(self, graph, frontier, values, flags, marks, accumulators, aux, constant,
                   delta=0.0, deferred=None):
         """Push from the active ids ``frontier`` in this thread, sync or async alike (it
-        writes in place: see push_pass); ``accumulators``: scratch of the value dtype,
-        length N (``delta``, ``deferred``: see :meth:`burst`). Returns (vertices
-        computed, edges read, next frontier, its out-degree sum)."""
+        writes in place: see push_pass); ``accumulators``: from
+        :meth:`push_accumulators`, which every push leaves as it found it (``delta``,
+        ``deferred``: see :meth:`burst`). Returns (vertices computed, edges read, next
+        frontier, its out-degree sum)."""
         return self._one(graph, frontier, True, values, values, flags, marks,
                          accumulators, aux, constant, False, delta, deferred)
+
+    def push_accumulators(self, values, chunks=1):
+        """A push's scratch for ``values``: the program's identity in every entry,
+        written by ``chunks`` threads (see :func:`touched_full_like`)."""
+        return touched_full_like(values, self.identity, chunks)
 
     def _one(self, graph, frontier, push, values, new_values, flags, marks, accumulators,
              aux, constant, sync, delta, deferred):
@@ -861,4 +902,4 @@ def compile_program(spec: ProgramSpec, aux_dtype=np.float32) -> CpuKernel:
 
 
 __all__ = ["ALL_VERTICES", "NO_LIMIT", "CpuKernel", "compile_program", "frontier_size", "notify",
-           "compact", "commit", "edge_prefix", "touched_empty_like", "ProgramError"]
+           "compact", "commit", "edge_prefix", "touched_full_like", "ProgramError"]

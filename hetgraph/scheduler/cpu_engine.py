@@ -189,7 +189,8 @@ class CpuEngine:
     def _push_scratch(self):
         """A push's accumulators (made by the first push)."""
         if self._accumulators is None:
-            self._accumulators = cpu.touched_empty_like(self.state.values, self.chunks)
+            self._accumulators = self.kernel.push_accumulators(self.state.values,
+                                                               self.chunks)
         return self._accumulators
 
     def iterate(self, constant, frontier):
