@@ -691,9 +691,8 @@ def calibrate(run, state, kind, page, version, device=None):
     iteration then needs not count again (the GPU's count of it took 0.14-0.5 ms of
     the grid-1000 BFS's first row on the H100); on a GPU (``device``; default: this
     worker's), the per-byte time of a host-to-device copy of the values. A GPU context
-    is left holding the host state at ``version``, whose copy (asynchronous from
-    page-locked memory) runs while the CPU calibrates, and which the first GPU segment
-    finds in place (copied at the run's first count instead, after the CPU's
+    is left holding the host state at ``version``, which the first GPU segment finds
+    in place (copied at the run's first count instead, after the CPU's
     calibration, copy and count took 0.6-0.7 ms against 0.45 ms in a GPU-alone run:
     RMAT-22 on the H100)."""
     if kind == "cpu":
