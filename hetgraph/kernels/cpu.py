@@ -357,9 +357,14 @@ def _build_step(gather, combine, apply, activate, settled, priority, cast, ident
         return 1 if on else 0
 
     @numba.njit(nogil=True, inline="always")
-    def finish(values, new_values, flags, aux, constant, v, acc):
+    def applied(values, aux, constant, v, acc):
+        """(v's old value, apply's new value from ``acc``)."""
         old = values[v]
-        new = cast(apply_with(old, acc, aux_of(aux, v), constant))
+        return old, cast(apply_with(old, acc, aux_of(aux, v), constant))
+
+    @numba.njit(nogil=True, inline="always")
+    def finish(values, new_values, flags, aux, constant, v, acc):
+        old, new = applied(values, aux, constant, v, acc)
         return store(new_values, flags, v, new, old)
 
     @numba.njit(nogil=True, inline="always")
@@ -527,10 +532,8 @@ def _build_step(gather, combine, apply, activate, settled, priority, cast, ident
         next_degree = 0
         for i in range(k):
             v = found[i]
-            reached = acc[v]
+            old, new = applied(values, aux, constant, v, acc[v])
             acc[v] = none
-            old = values[v]
-            new = cast(apply_with(old, reached, aux_of(aux, v), constant))
             values[v] = new
             if activate(new, old):
                 following[count] = v
