@@ -193,13 +193,6 @@ def test_warm_up_compiles_once_per_kind_of_arrays(monkeypatch):
     assert len(passes) == before + 1
 
 
-@pytest.mark.parametrize("n", [10, cpu.TOUCH_BYTES // 4 + 1])
-def test_touched_full_like_is_filled_and_of_the_same_kind(n):
-    like = np.full(n, 7, np.float32)
-    out = cpu.touched_full_like(like, -2.5, 2)
-    assert out.dtype == like.dtype and out.shape == like.shape and (out == -2.5).all()
-
-
 # --- cost model ----------------------------------------------------------------------------
 
 def test_frontier_gathers_a_small_frontier_and_keeps_the_host_flags():
@@ -436,7 +429,7 @@ def test_a_burst_keeps_to_its_limits():
                    "seconds": float("inf"), **limits}
         return kernel.burst(g, np.array([0]), 2, True, values=values,
                             new_values=values.copy(), flags=flags, marks=np.zeros_like(flags),
-                            accumulators=kernel.push_accumulators(values),
+                            seen=kernel.push_scratch(g.num_vertices),
                             aux=np.zeros(1, np.float32),
                             sync=True, **options)[0]
 
@@ -456,7 +449,7 @@ def test_bursts_keep_every_active_vertex(push, sync, buckets):
     last returned, delta-stepping SSSP (``buckets``) or BFS: their frontier is exactly
     the vertices flagged active (with buckets the waiting ones included, which a push or
     a notify-pull reaches without improving them), the rows count them, ``deferred`` is
-    all zeros and a push's accumulators all the identity between bursts, and the
+    all zeros and a push's bits all clear between bursts, and the
     values end at Dijkstra's."""
     from hetgraph.algorithms.sssp import ShortestPaths
 
@@ -466,18 +459,18 @@ def test_bursts_keep_every_active_vertex(push, sync, buckets):
     values, flags, _ = spec.initial_state(g)
     new_values = values.copy() if sync else values
     deferred, marks = np.zeros_like(flags), np.zeros_like(flags)
-    accumulators = kernel.push_accumulators(values)
+    seen = kernel.push_scratch(g.num_vertices)
     frontier, degree = np.array([0]), int(g.out_degree()[0])
     waited = False
     for rows in itertools.cycle(range(1, 10)):
         stats, frontier, degree = kernel.burst(
             g, frontier, degree, push, cpu.NO_LIMIT, cpu.NO_LIMIT, rows, float("inf"),
-            values, new_values, flags, marks, accumulators, np.zeros(1, np.float32), sync,
+            values, new_values, flags, marks, seen, np.zeros(1, np.float32), sync,
             delta=60.0 if buckets else 0.0, deferred=deferred)
         assert sorted(frontier) == np.flatnonzero(flags).tolist()
         assert degree == g.out_degree()[frontier].sum()
         assert stats[-1, 4] == len(frontier) and not deferred.any() and not marks.any()
-        assert (accumulators == kernel.identity).all()  # as a push must leave them
+        assert not seen.any()  # as a push must leave them
         waited |= bool((stats[:, 3] < stats[:, 1]).any())  # pushed less than the frontier
         if not len(frontier):
             break

@@ -211,30 +211,6 @@ def active_ids(flags):
     return ids
 
 
-TOUCH_BYTES = 1 << 20  # arrays below this are filled by NumPy alone (touched_full_like)
-
-
-@numba.njit(parallel=True, nogil=True, cache=True)
-def _touch(array, value, chunks):
-    n = array.shape[0]
-    for c in prange(chunks):
-        for i in range(n * c // chunks, n * (c + 1) // chunks):
-            array[i] = value
-
-
-def touched_full_like(array, value, chunks):
-    """A new array like ``array`` filled with ``value``, written by all threads: its
-    page faults are taken in parallel now, not one by one in the single thread that
-    first scatters into it (a push's accumulators: RMAT-22 SSSP, first push 15.6 ms on
-    the H100 host, which backs arrays with 4 KiB pages). Below TOUCH_BYTES, NumPy's
-    full: the threads' wake-up would cost more than the faults."""
-    if array.nbytes < TOUCH_BYTES:
-        return np.full_like(array, value)
-    out = np.empty_like(array)
-    _touch(out, out.dtype.type(value), chunks)
-    return out
-
-
 @numba.njit(parallel=True, nogil=True, cache=True)
 def commit(values, new_values, vertices):
     """values[v] = new_values[v] for v in vertices (sync notify-pull)."""
@@ -488,60 +464,65 @@ def _build_step(gather, combine, apply, activate, settled, priority, cast, ident
         return k, edges, following[:count], degree
 
     @numba.njit(nogil=True, inline="always")
-    def push_pass(frontier, out_indptr, out_indices, out_weights, values, flags, acc, aux,
-                  constant):
+    def push_pass(frontier, out_indptr, out_indices, out_weights, values, flags, seen,
+                  found, before, aux, constant, sync):
         """One whole push iteration in this thread (incremental programs): every active
-        vertex u combines gather(x[u], w, x[v]) into acc[v] along its out-edges u -> v,
-        then the vertices reached apply. Every gather reads before any vertex applies,
-        so the new values go in place, sync or async, without a second array (grid-1000
-        BFS, 2-core VM: 60 -> 50 ms against writing them aside and copying them back).
-        ``acc`` holds the program's identity everywhere and is left so: a vertex whose
-        acc is the identity is reached first. A gathered value that v's own value
-        absorbs (combine(x[v], g) == x[v]) is dropped: apply combines old and acc, so it
-        cannot change v (a BFS's edges back to the last level; and it is never the
-        identity, so an acc it reached is not). Without buckets the flags are not
-        touched here: a burst clears its frontier's at its start and sets those of the
-        one it returns (each array a vertex touches misses the caches: grid-1000 BFS,
-        2-core VM, a run 51 -> 42 ms without marks and these flag writes).
-        Returns (vertices computed, edges read, the next frontier, its out-degree
-        sum)."""
+        vertex u sends gather(x[u], w, .) along its out-edges u -> v, and v takes
+        apply(x[v], it) at once, in place: one contribution at a time gives what
+        their combination applied once gives, since apply combines by an idempotent
+        monoid. A sync pass reads every x[u] as it was at the pass's start (their
+        copy, taken first), so it computes the iteration a pull would; an async one
+        reads x[u] as it is. A value that x[v] absorbs (combine(x[v], g) == x[v]) is
+        dropped. ``seen``: one bit a vertex, all clear between passes; the first
+        change to v sets it and keeps v's value before the pass, so that activate
+        compares against it (against combining into an array of N accumulators and
+        applying afterwards, 2-core VM, runs in turn: grid-1000 BFS 44-53 -> 40-41 ms,
+        RMAT-20 SSSP 51-69 -> 48-50 ms; a bit a vertex fits the caches, an
+        accumulator did not). Without buckets the flags are
+        not touched here: a burst clears its frontier's at its start and sets those of
+        the one it returns. ``found``, ``before``: scratch of N entries (the changed
+        vertices, their values before). Returns (vertices changed, edges read, the next
+        frontier, its out-degree sum)."""
         weighted = out_weights.shape[0] > 0
-        none = cast(identity)
-        if buckets_compiled:  # a vertex taken from the waiting list has its flag set
-            degree = _take_frontier(frontier, flags, out_indptr)
-        else:
-            degree = _frontier_degree(frontier, out_indptr)
-        found = np.empty(degree, np.int64)
-        k = 0
-        for u in frontier:
-            src = values[u]
-            for e in range(np.uint64(out_indptr[u]), np.uint64(out_indptr[u + 1])):
+        sources = np.empty(frontier.shape[0] if sync else 0, values.dtype)
+        for i in range(sources.shape[0]):
+            sources[i] = values[frontier[i]]
+        k = edges = 0
+        for i in range(frontier.shape[0]):
+            u = frontier[i]
+            if buckets_compiled:  # a vertex taken from the waiting list has its flag set
+                flags[u] = 0
+            src = sources[i] if sync else values[u]
+            first, last = out_indptr[u], out_indptr[u + 1]
+            edges += last - first
+            for e in range(np.uint64(first), np.uint64(last)):
                 v = out_indices[e]
                 old = values[v]
                 w = out_weights[e] if weighted else np.float32(1.0)
                 gathered = cast(gather(src, w, old))
                 if combine(old, gathered) == old:
                     continue
-                reached = acc[v]
-                if reached == none:
+                byte = v >> 3
+                bit = np.uint8(1 << (v & 7))
+                if not seen[byte] & bit:
+                    seen[byte] |= bit
                     found[k] = v
+                    before[k] = old
                     k += 1
-                acc[v] = combine(reached, gathered)
+                values[v] = cast(apply_with(old, gathered, aux_of(aux, v), constant))
         following = np.empty(k, np.int64)
         count = 0
         next_degree = 0
         for i in range(k):
             v = found[i]
-            old, new = applied(values, aux, constant, v, acc[v])
-            acc[v] = none
-            values[v] = new
-            if activate(new, old):
+            seen[v >> 3] = 0
+            if activate(values[v], before[i]):
                 following[count] = v
                 count += 1
                 next_degree += out_indptr[v + 1] - out_indptr[v]
                 if buckets_compiled:
                     flags[v] = 1
-        return k, degree, following[:count], next_degree
+        return k, edges, following[:count], next_degree
 
     @numba.njit(nogil=True)
     def lowest_bucket(later, count, deferred, marks, values, out_indptr, delta):
@@ -605,7 +586,7 @@ def _build_step(gather, combine, apply, activate, settled, priority, cast, ident
         @numba.njit(nogil=True)
         def burst(frontier, degree, max_degree, max_sparse, seconds, stats, out_indptr,
                   out_indices, out_weights, in_indptr, in_indices, in_weights, values,
-                  new_values, flags, marks, acc, aux, constant, notify_self, sync, delta,
+                  new_values, flags, marks, seen, aux, constant, notify_self, sync, delta,
                   deferred):
             """Push (``push``, a constant: the other pass is not compiled) or sparse
             notify-pull iterations one after the other from the active ids
@@ -629,7 +610,10 @@ def _build_step(gather, combine, apply, activate, settled, priority, cast, ident
             later = np.empty(0, np.int64)
             waiting = waiting_degree = entries = 0  # (waiting: counted, not run)
             end = np.inf
-            if push and not buckets_compiled:  # (see push_pass)
+            scratch = out_indptr.shape[0] - 1 if push else 0  # (see push_pass)
+            found = np.empty(scratch, np.int64)
+            before = np.empty(scratch, values.dtype)
+            if push and not buckets_compiled:
                 for v in frontier:
                     flags[v] = 0
             if buckets:  # everything waits; the first iteration takes the lowest bucket
@@ -652,7 +636,7 @@ def _build_step(gather, combine, apply, activate, settled, priority, cast, ident
                 if push:
                     computed, edges, following, next_degree = push_pass(
                         frontier, out_indptr, out_indices, out_weights, values, flags,
-                        acc, aux, constant)
+                        seen, found, before, aux, constant, sync)
                 else:
                     computed, edges, following, next_degree = sparse_pass(
                         frontier, out_indptr, out_indices, in_indptr, in_indices,
@@ -751,7 +735,7 @@ class CpuKernel:
             self.sparse_step(graph, ALL_VERTICES, values, values, flags, flags, aux, 0.0,
                              True)
         if graph is not None and self.spec.incremental:
-            self.push_step(graph, ALL_VERTICES, values, flags, flags, values, aux, 0.0)
+            self.push_step(graph, ALL_VERTICES, values, flags, flags, flags, aux, 0.0, True)
         self._warmed.add(kinds)
 
     @property
@@ -762,7 +746,7 @@ class CpuKernel:
                                                    self.spec.has_converged)
 
     def burst(self, graph, frontier, degree, push, max_degree, max_sparse, rows, seconds,
-              values, new_values, flags, marks, accumulators, aux, sync, constant=0.0,
+              values, new_values, flags, marks, seen, aux, sync, constant=0.0,
               delta=0.0, deferred=None):
         """Push (``push``) or sparse notify-pull iterations (see :meth:`push_step`,
         :meth:`sparse_step`) one after the other in one compiled call, with no Python
@@ -770,8 +754,7 @@ class CpuKernel:
         ``degree``, while the frontier is not empty, its degree at most ``max_degree``
         and its degree plus its size at most ``max_sparse``: ``rows`` iterations and
         about ``seconds`` at most; ``constant``: the program's iteration constant (a
-        burst of one iteration only); ``accumulators``: a push's (see
-        :meth:`push_step`). ``delta`` > 0: each iteration runs the active vertices of
+        burst of one iteration only); ``seen``: a push's (see :meth:`push_step`). ``delta`` > 0: each iteration runs the active vertices of
         the lowest bucket of the program's priority only, the limits applying to them
         (delta-stepping; ``deferred``: uint8 zeros of length N, scratch). Returns (stats, the next frontier, its degree); stats (int64), a row
         an iteration: active vertices, the out-degree sum of those run, vertices
@@ -787,7 +770,7 @@ class CpuKernel:
         count, following, degree = self._bursts[push](
             frontier, degree, max_degree, max_sparse, min(float(seconds), _FOREVER), stats,
             graph.out_indptr, out_indices, out_weights, graph.in_indptr,
-            *self.edges(graph)[1:3], values, new_values, flags, marks, accumulators, aux,
+            *self.edges(graph)[1:3], values, new_values, flags, marks, seen, aux,
             float(constant), self.spec.notify_self, sync, delta,
             _NOT_DEFERRED if deferred is None else deferred)
         return stats[:count], following, int(degree)
@@ -797,30 +780,29 @@ class CpuKernel:
         """Notify-pull from the active ids ``frontier`` in this thread, touching only
         the frontier's neighbourhood (``delta``, ``deferred``: see :meth:`burst`);
         returns (vertices computed, edges read, next frontier, its out-degree sum)."""
-        return self._one(graph, frontier, False, values, new_values, flags, marks, values,
+        return self._one(graph, frontier, False, values, new_values, flags, marks, marks,
                          aux, constant, sync, delta, deferred)
 
-    def push_step(self, graph, frontier, values, flags, marks, accumulators, aux, constant,
+    def push_step(self, graph, frontier, values, flags, marks, seen, aux, constant, sync,
                   delta=0.0, deferred=None):
-        """Push from the active ids ``frontier`` in this thread, sync or async alike (it
-        writes in place: see push_pass); ``accumulators``: from
-        :meth:`push_accumulators`, which every push leaves as it found it (``delta``,
-        ``deferred``: see :meth:`burst`). Returns (vertices computed, edges read, next
-        frontier, its out-degree sum)."""
-        return self._one(graph, frontier, True, values, values, flags, marks,
-                         accumulators, aux, constant, False, delta, deferred)
+        """Push from the active ids ``frontier`` in this thread, writing in place (see
+        push_pass); ``seen``: from :meth:`push_scratch`, which every push leaves as it
+        found it (``delta``, ``deferred``: see :meth:`burst`). Returns (vertices
+        changed, edges read, next frontier, its out-degree sum)."""
+        return self._one(graph, frontier, True, values, values, flags, marks, seen, aux,
+                         constant, sync, delta, deferred)
 
-    def push_accumulators(self, values, chunks=1):
-        """A push's scratch for ``values``: the program's identity in every entry,
-        written by ``chunks`` threads (see :func:`touched_full_like`)."""
-        return touched_full_like(values, self.identity, chunks)
+    @staticmethod
+    def push_scratch(num_vertices):
+        """A push's scratch for ``num_vertices`` vertices: one clear bit each."""
+        return np.zeros((num_vertices + 7) // 8, np.uint8)
 
-    def _one(self, graph, frontier, push, values, new_values, flags, marks, accumulators,
-             aux, constant, sync, delta, deferred):
+    def _one(self, graph, frontier, push, values, new_values, flags, marks, seen, aux,
+             constant, sync, delta, deferred):
         """One push or sparse notify-pull: a burst of one, without limits."""
         stats, following, degree = self.burst(
             graph, frontier, 0, push, NO_LIMIT, NO_LIMIT, 1, _FOREVER, values, new_values,
-            flags, marks, accumulators, aux, sync, constant, delta, deferred)
+            flags, marks, seen, aux, sync, constant, delta, deferred)
         if not len(stats):  # an empty frontier
             return 0, 0, following, 0
         return int(stats[0, 2]), int(stats[0, 3]), following, degree
@@ -905,4 +887,4 @@ def compile_program(spec: ProgramSpec, aux_dtype=np.float32) -> CpuKernel:
 
 
 __all__ = ["ALL_VERTICES", "NO_LIMIT", "CpuKernel", "compile_program", "frontier_size", "notify",
-           "compact", "commit", "edge_prefix", "touched_full_like", "ProgramError"]
+           "compact", "commit", "edge_prefix", "ProgramError"]

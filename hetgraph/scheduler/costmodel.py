@@ -13,7 +13,7 @@ renumbered, BFS level 3: f = 0.38, notify-pull 31-58 ms against a 19-25 ms pull 
 cores), and on a grid each pulls four.
 
 Beyond Garaph, an incremental program (:class:`hetgraph.VertexProgram`) may push: the
-active vertices combine into their out-neighbours' accumulators, f |E| edges in one
+active vertices combine into their out-neighbours' values, f |E| edges in one
 thread, with no pull of the in-edges of the vertices reached.
 """
 
@@ -25,7 +25,7 @@ from ..result import COLUMN
 
 CPU_MODES = ("pull", "notify-pull", "push")
 # seconds of a push per frontier edge (one thread) over a pull's per edge (one thread):
-# each push edge is a random read-modify-write of its target's accumulator
+# each push edge is a random read-modify-write of its target's value
 PUSH_EDGE_COST = 2.0
 
 

@@ -95,7 +95,7 @@ class CpuEngine:
         self.skew = graph.in_degree_skew()
         self.push = push_factor(spec.incremental,
                                 pull_threads(graph.num_arcs, threads, partitions))
-        self._accumulators = None  # scratch of a push, made by the first
+        self._seen = None  # scratch of a push, made by the first
         self.delta = spec.bucket_width(graph)  # priority buckets (0: none)
         self._deferred = None  # scratch of the buckets, made by the first burst
         self.chunks = chunk_count(graph.num_vertices, threads)
@@ -171,7 +171,7 @@ class CpuEngine:
             self.graph, self._frontier, degree, push, self._mode_limit(chosen),
             cpu.NO_LIMIT if push else SPARSE_EDGES, iterations, seconds, state.values,
             state.new_values, state.flags, state.marks,
-            self._push_scratch() if push else state.values, self.aux, state.sync,
+            self._push_scratch() if push else state.marks, self.aux, state.sync,
             0.0, *self._buckets())
         return (chosen, stats) if len(stats) else None
 
@@ -187,11 +187,10 @@ class CpuEngine:
                            self.cpu_mode)[chosen]
 
     def _push_scratch(self):
-        """A push's accumulators (made by the first push)."""
-        if self._accumulators is None:
-            self._accumulators = self.kernel.push_accumulators(self.state.values,
-                                                               self.chunks)
-        return self._accumulators
+        """A push's bits (made by the first push)."""
+        if self._seen is None:
+            self._seen = self.kernel.push_scratch(self.graph.num_vertices)
+        return self._seen
 
     def iterate(self, constant, frontier):
         """One iteration from ``frontier`` = :meth:`frontier`'s (active, degree) with the
@@ -207,7 +206,8 @@ class CpuEngine:
             if chosen == "push":
                 computed, edges, self._frontier, self._degree = self.kernel.push_step(
                     self.graph, self._frontier, state.values, state.flags, state.marks,
-                    self._push_scratch(), self.aux, constant, *self._buckets())
+                    self._push_scratch(), self.aux, constant, state.sync,
+                    *self._buckets())
             else:
                 computed, edges, self._frontier, self._degree = self.kernel.sparse_step(
                     self.graph, self._frontier, state.values, state.new_values,

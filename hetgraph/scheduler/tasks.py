@@ -646,8 +646,8 @@ def _scratch(state):
 def _first_iterations(run, engine):
     """History rows of the run's first CALIBRATION_ITERATIONS iterations on the CPU
     ``engine`` (over a scratch state), timed as a segment times them, but the first,
-    which also makes the engine's scratch arrays (a push's accumulators: over 1 ms for
-    the grid-1000 BFS, which a time limit on these iterations then cut to that one)."""
+    which also makes the engine's scratch arrays (a push's: once over 1 ms for the
+    grid-1000 BFS, which a time limit on these iterations then cut to that one)."""
     rows, _ = run_iterations(run, engine, "cpu", 1, CALIBRATION_ITERATIONS,
                              lambda f, ran=1: ("cpu", float("nan")), 1, None, float("inf"))
     return rows[1:]
