@@ -19,7 +19,8 @@ from hetgraph.algorithms.bfs import BreadthFirst
 from hetgraph.algorithms.pagerank import PageRank
 from hetgraph.scheduler.costmodel import (PUSH_EDGE_COST, choose_cpu_mode, notify_fraction,
                                           push_factor)
-from hetgraph.scheduler.cpu_engine import SERIAL_EDGES, mode_limits, pull_threads
+from hetgraph.scheduler.cpu_engine import (SERIAL_EDGES, mode_limits, pull_threads,
+                                           sparse_fraction)
 
 
 class SumOfSources(hg.VertexProgram):
@@ -266,6 +267,14 @@ def test_incremental_programs_push_small_frontiers():
     assert choose_cpu_mode(1.001 / push, skew=1e4, push=push) == "pull"
     assert choose_cpu_mode(0.6, skew=50.0, push=push) == "pull"
     assert choose_cpu_mode(0.01, rho=10.0, skew=50.0, push=push) == "push"  # both pay rho
+    # a small frontier's notify-pull runs in one thread, as a push: on 16 threads (push
+    # 32 f pulls) a grid's (skew 4: 5 f pulls on 16 threads) pushes while it is sparse
+    push = push_factor(True, 16)
+    assert choose_cpu_mode(0.01, skew=4.0, push=push) == "notify-pull"
+    assert choose_cpu_mode(0.01, skew=4.0, push=push, sparse=0.01, threads=16) == "push"
+    assert choose_cpu_mode(0.011, skew=4.0, push=push, sparse=0.01,
+                           threads=16) == "notify-pull"
+    assert choose_cpu_mode(0.01, skew=4.0, sparse=0.01, threads=16) == "notify-pull"
     # BFS on RMAT (incremental): every auto iteration follows the rule with push, against
     # a pull on the threads that its pass keeps busy (one below SERIAL_EDGES); the hub's
     # level pushes, the middle pulls
@@ -273,11 +282,13 @@ def test_incremental_programs_push_small_frontiers():
     skew = degree_skew(g.in_degree())
     assert pull_threads(g.num_arcs, 4) == 1 and pull_threads(SERIAL_EDGES, 4) == 4
     assert pull_threads(g.num_arcs, 4, partitions=2) == 2
-    push = push_factor(True, pull_threads(g.num_arcs, numba.config.NUMBA_NUM_THREADS))
+    threads = pull_threads(g.num_arcs, numba.config.NUMBA_NUM_THREADS)
+    push = push_factor(True, threads)
     source = int(np.argmax(g.out_degree()))
     history = hg.bfs(g, source).history
     for f, mode in zip(history["f"], history["mode"]):
-        assert mode == choose_cpu_mode(f, 1.0, skew, push)
+        assert mode == choose_cpu_mode(f, 1.0, skew, push, sparse=sparse_fraction(
+            g.num_arcs), threads=threads)
     assert {"push", "pull"} <= set(history["mode"])
     # a push from the source: its out-neighbours were computed, along its out-edges
     first = history.iloc[0]
@@ -335,16 +346,19 @@ def test_history_counts_work():
 
 @settings(max_examples=60, deadline=None)
 @given(st.integers(1, 3000), st.floats(1.0, 200.0), st.sampled_from([0.0, 2.0, 4.0, 64.0]),
-       st.sampled_from([1.0, 1.5]), st.sampled_from(["auto", "pull", "push"]))
-def test_mode_limits_are_the_ends_of_each_modes_degrees(arcs, skew, push, rho, cpu_mode):
-    """Every frontier degree's mode is the first mode whose limit it does not pass."""
-    limits = mode_limits(arcs, rho, skew, push, cpu_mode)
+       st.sampled_from([1.0, 1.5]), st.sampled_from(["auto", "pull", "push"]),
+       st.sampled_from([1, 2, 16]), st.integers(0, 3000))
+def test_mode_limits_are_the_ends_of_each_modes_degrees(arcs, skew, push, rho, cpu_mode,
+                                                        threads, sparse_edges):
+    """Every frontier degree's mode is the first mode whose limit it does not pass,
+    wherever the sparse notify-pulls end."""
+    limits = mode_limits(arcs, rho, skew, push, cpu_mode, sparse_edges / arcs, threads)
     ends = sorted((end, mode) for mode, end in limits.items())
     assert ends[-1][0] == arcs
     for degree in range(arcs + 1):
         expected = next(mode for end, mode in ends if degree <= end)
-        assert choose_cpu_mode(notify_fraction(degree, arcs), rho, skew, push,
-                               cpu_mode) == expected
+        assert choose_cpu_mode(notify_fraction(degree, arcs), rho, skew, push, cpu_mode,
+                               sparse_edges / arcs, threads) == expected
 
 
 def _without_bursts(monkeypatch):

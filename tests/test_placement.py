@@ -163,20 +163,22 @@ def test_a_sparse_notify_pull_is_predicted_on_one_thread():
 
 
 def test_the_cpu_is_predicted_in_the_mode_its_engine_runs():
-    # the H100's grid-1000 BFS: 16 threads make a push dearer than a notify-pull by
-    # choose_cpu_mode (32 f against 5 f pulls), so the engine notify-pulls; predicted as
-    # the cheaper push prior (2 single-thread pull edges a frontier edge), 4 frontier
-    # edges took 0.07 us against 15-30 us measured, and runs left the GPU at once
+    # a grid (skew 4) on 16 threads: a frontier past the sparse notify-pulls' 50,000
+    # edges notify-pulls on the threads (5 f pulls against a push's 32 f, see
+    # choose_cpu_mode); predicted as the cheaper push prior, the H100's grid-1000 BFS
+    # (4 frontier edges: 0.07 us against 15-30 us measured) left the GPU at once
     m = CostModel(threads=16, sparse_edges=50_000, skew=4.0, push=32.0)
     m.observe("cpu", "pull", 10**6, 1e-3)  # 1 ns an edge over 16 threads
-    m.observe_rows([notify_row(20 / 10**6, 20e-6)], 10**6)
-    assert m.cpu_mode_for(4 / 10**6, 1.0) == "notify-pull"
-    assert m.cpu_seconds(4 / 10**6, 1.0, 10**6) == pytest.approx(20e-6 - 16 * 80e-9)
-    # a run's own CPU mode is predicted as such: a push from its prior, 32 f pulls
-    m.cpu_mode = "push"
+    m.observe_rows([notify_row(0.1, 0.6e-3)], 10**6)
+    assert m.cpu_mode_for(0.06, 1.0, 10**6) == "notify-pull"
+    # (the measurement fixes the fit's fixed part, 0.1 ms at the prior's slope, 5 ns)
+    assert m.cpu_seconds(0.06, 1.0, 10**6) == pytest.approx(0.4e-3)
+    # a sparse frontier's notify-pull would run in one thread, as a push: it pushes
+    assert m.cpu_mode_for(4 / 10**6, 1.0, 10**6) == "push"
     assert m.cpu_seconds(4 / 10**6, 1.0, 10**6) == pytest.approx(4 * 32e-9)
+    # a run's own CPU mode is predicted as such
     m.cpu_mode = "pull"
-    assert m.cpu_mode_for(4 / 10**6, 1.0) == "pull"
+    assert m.cpu_mode_for(4 / 10**6, 1.0, 10**6) == "pull"
     assert m.cpu_seconds(4 / 10**6, 1.0, 10**6) == pytest.approx(1e-3)
 
 

@@ -53,15 +53,20 @@ def notify_fraction(active_out_degree: int, num_arcs: int) -> float:
 
 
 def choose_cpu_mode(f: float, rho: float = 1.0, skew: float = 1.0, push: float = 0.0,
-                    cpu_mode: str = "auto") -> str:
+                    cpu_mode: str = "auto", sparse: float = 0.0, threads: int = 1) -> str:
     """"notify-pull" when rho * (f + min(f * skew, 1)) <= 1 (see above; f <= 1 / (2 *
     rho) when skew = 1), else "pull"; but "push" when the program can (``push``: its
-    :func:`push_factor`) and rho * f * push is at most the cheaper of the two. A run's
-    own ``cpu_mode`` (not "auto") is its every iteration's."""
+    :func:`push_factor`) and rho * f * push is at most the cheaper of the two. Up to f
+    = ``sparse`` a notify-pull runs in one thread, as a push does, not on the
+    ``threads`` of a pull: against a push it then costs ``threads`` times its pull
+    passes (H100 host, 16 threads, grid-1000 BFS: a notify-pull run took 72 ms
+    where a push is about 2.5x faster on one thread). A run's own ``cpu_mode`` (not
+    "auto") is its every iteration's."""
     if cpu_mode != "auto":
         return cpu_mode
     notify = rho * (f + min(f * skew, 1.0))
-    if push and rho * f * push <= min(notify, 1.0):
+    alone = threads if f <= sparse else 1
+    if push and rho * f * push <= min(notify * alone, 1.0):
         return "push"
     return "notify-pull" if notify <= 1.0 else "pull"
 
@@ -297,9 +302,11 @@ class CostModel:
         threads = self.threads if f * num_arcs <= self.sparse_edges else 1
         return pulls * threads * self.seconds("cpu", num_arcs)
 
-    def cpu_mode_for(self, f, rho):
+    def cpu_mode_for(self, f, rho, num_arcs):
         """The CPU mode the engine runs an iteration of notify fraction ``f`` in."""
-        return choose_cpu_mode(f, rho, self.skew, self.push, self.cpu_mode)
+        return choose_cpu_mode(f, rho, self.skew, self.push, self.cpu_mode,
+                               self.sparse_edges / num_arcs if num_arcs else 0.0,
+                               self.threads)
 
     def cpu_seconds(self, f, rho, num_arcs):
         """Predicted seconds of the CPU's iteration in the mode the engine will run it
@@ -309,7 +316,7 @@ class CostModel:
         edges against 15-30 us measured, and runs left the GPU in their first
         iterations for a CPU that was not faster."""
         pull = self.seconds("cpu", num_arcs)
-        mode = self.cpu_mode_for(f, rho)
+        mode = self.cpu_mode_for(f, rho, num_arcs)
         if mode == "pull":
             return pull
         if mode == "push":

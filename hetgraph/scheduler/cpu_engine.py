@@ -48,14 +48,21 @@ def pull_threads(num_arcs, threads, partitions=None) -> int:
     return min(threads, parts_of(num_arcs, threads, partitions))
 
 
+def sparse_fraction(arcs):
+    """The f up to which a notify-pull runs in one thread (SPARSE_EDGES frontier
+    edges)."""
+    return SPARSE_EDGES / arcs if arcs else 0.0
+
+
 @functools.lru_cache(maxsize=256)
-def mode_limits(arcs, rho, skew, push, cpu_mode):
+def mode_limits(arcs, rho, skew, push, cpu_mode, sparse, threads):
     """{CPU mode: the largest frontier degree (out-edges) it is chosen for} (see
     :func:`choose_cpu_mode` for the arguments): modes follow one another as f grows
     (push, notify-pull, pull), so the degrees of each are a range, whose end is found
     by bisection (30 questions each: kept)."""
     def mode(d):
-        return choose_cpu_mode(notify_fraction(d, arcs), rho, skew, push, cpu_mode)
+        return choose_cpu_mode(notify_fraction(d, arcs), rho, skew, push, cpu_mode, sparse,
+                               threads)
 
     limits, low = {}, 0
     while low <= arcs:
@@ -93,8 +100,8 @@ class CpuEngine:
         self.cpu_mode = cpu_mode
         self.rho = rho
         self.skew = graph.in_degree_skew()
-        self.push = push_factor(spec.incremental,
-                                pull_threads(graph.num_arcs, threads, partitions))
+        self.pull_threads = pull_threads(graph.num_arcs, threads, partitions)
+        self.push = push_factor(spec.incremental, self.pull_threads)
         self._seen = None  # scratch of a push, made by the first
         self.delta = spec.bucket_width(graph)  # priority buckets (0: none)
         self._deferred = None  # scratch of the buckets, made by the first burst
@@ -146,8 +153,10 @@ class CpuEngine:
 
     def mode(self, degree):
         """The CPU mode of an iteration whose frontier has ``degree`` out-edges."""
-        return choose_cpu_mode(notify_fraction(degree, self.graph.num_arcs), self.rho,
-                               self.skew, self.push, self.cpu_mode)
+        arcs = self.graph.num_arcs
+        return choose_cpu_mode(notify_fraction(degree, arcs), self.rho, self.skew,
+                               self.push, self.cpu_mode, sparse_fraction(arcs),
+                               self.pull_threads)
 
     @property
     def bursts(self) -> bool:
@@ -183,8 +192,9 @@ class CpuEngine:
 
     def _mode_limit(self, chosen):
         """The largest frontier degree whose mode is ``chosen``."""
-        return mode_limits(self.graph.num_arcs, self.rho, self.skew, self.push,
-                           self.cpu_mode)[chosen]
+        arcs = self.graph.num_arcs
+        return mode_limits(arcs, self.rho, self.skew, self.push, self.cpu_mode,
+                           sparse_fraction(arcs), self.pull_threads)[chosen]
 
     def _push_scratch(self):
         """A push's bits (made by the first push)."""

@@ -407,7 +407,8 @@ class _Driver:
         """Whether iterations placed on ``kind`` run as a segment on one worker: always
         for notify-pull and push on the CPU, else when the run has one worker of that
         kind (with several, the pull pages are spread over them)."""
-        if kind == "cpu" and self.model.cpu_mode_for(f, self.runspec.rho) != "pull":
+        if kind == "cpu" and self.model.cpu_mode_for(f, self.runspec.rho,
+                                                     self.graph.num_arcs) != "pull":
             return True
         return self.kinds.get(kind) == 1
 

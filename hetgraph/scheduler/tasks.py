@@ -517,7 +517,7 @@ def _chooser(model, run, kind, others, spread_pull=False):
     since = time.perf_counter()
 
     def ask(f, weight, seconds):
-        if spread_pull and model.cpu_mode_for(f, run.rho) == "pull":
+        if spread_pull and model.cpu_mode_for(f, run.rho, run.graph.num_arcs) == "pull":
             return "pages", float("nan")
         if not others:  # one device kind: the model has no two rates to compare
             return kind, float("nan")
