@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from hetgraph.scheduler import costmodel
-from hetgraph.scheduler.costmodel import CostModel, alpha
+from hetgraph.scheduler.costmodel import CostModel, LinearFit, alpha
 from hetgraph.scheduler.placement import OVERHEAD_SHARE, PageQueue
 from hetgraph.result import history_row
 from hetgraph.scheduler.tasks import RunSpec
@@ -318,7 +318,8 @@ def test_measured_iterations_replace_the_hybrid_prediction():
 def test_history_rows_feed_the_model():
     m = CostModel()
     m.observe_rows([notify_row(0.01, 1e-3)], 10**5)
-    assert m.notify.predict(1000, 0.0) == pytest.approx(1e-3)  # 1000 frontier edges
+    notify = m.fits["notify-pull"]
+    assert notify.predict(1000, 0.0) == pytest.approx(1e-3)  # 1000 frontier edges
     m.observe_rows([history_row(placement="cpu", mode="pull", f=0.9, edges=10**5,
                                 cpu_seconds=1e-3, seconds=1e-3)], 10**5)
     assert m.per_edge[("cpu", "pull")] == pytest.approx(1e-8)
@@ -331,7 +332,37 @@ def test_history_rows_feed_the_model():
     m.observe_rows([history_row(placement="cpu", mode="push", f=0.1, edges=10**4,
                                 cpu_seconds=1e-4, seconds=2e-4)], 10**5)
     assert m.per_edge[("gpu", "pull")] == pytest.approx(3e-9)
-    assert m.per_edge[("cpu", "push")] == pytest.approx(2e-8)
+    assert m.fits["push"].predict(10**4, 0.0) == pytest.approx(2e-4)
+
+
+def test_a_push_is_predicted_by_its_fixed_part_and_its_slope():
+    # the grid-1000 BFS's first pushes (6 to 14 frontier edges, about 1 us a row, the
+    # row's own cost) against the GPU's 25 us pass: the CPU's later pushes of 2,000
+    # edges cost 1 us and 6 ns an edge, not 2,000 times the first rows' 100 ns an edge
+    m = CostModel(threads=16, sparse_edges=50_000, skew=4.0, push=32.0)
+    arcs = 4 * 10**6
+    m.observe("cpu", "pull", arcs, 2e-3)  # 0.5 ns an edge over 16 threads: push prior 16 ns
+    m.observe("gpu", "pull", arcs, 25e-6)
+    m.observe_rows([history_row(placement="cpu", mode="push", f=e / arcs, edges=e,
+                                cpu_seconds=1e-6, seconds=1e-6) for e in (6, 10, 14)],
+                   arcs)
+    # sizes too alike to fit a slope: the measured fixed part and the prior's slope
+    assert m.cpu_seconds(2000 / arcs, 1.0, arcs) == pytest.approx(1e-6 + 1990 * 16e-9)
+    assert m.placement(200 / arcs, 1.0, arcs)[0] == "cpu"
+    for e in (100, 1000, 3000):  # pushes measured at 1 us + 6 ns an edge
+        m.observe_rows([history_row(placement="cpu", mode="push", f=e / arcs, edges=e,
+                                    cpu_seconds=1e-6 + 6e-9 * e, seconds=1e-6 + 6e-9 * e)],
+                       arcs)
+    assert m.cpu_seconds(2000 / arcs, 1.0, arcs) == pytest.approx(13e-6, rel=0.25)
+    assert m.placement(2000 / arcs, 1.0, arcs)[0] == "cpu"
+
+
+def test_a_fit_without_spread_takes_the_mean_rate_when_below_the_prior():
+    fit = LinearFit()
+    for _ in range(5):  # frontiers alike, 2,000 edges in 12 us: 6 ns an edge at most
+        fit.observe(2000, 12e-6, 16e-9)
+    assert fit.predict(4000, 16e-9) == pytest.approx(24e-6)  # not 0 + 16 ns an edge
+    assert fit.predict(4000, 2e-9) == pytest.approx(12e-6 + 2000 * 2e-9)  # the prior
 
 
 def test_gpu_rows_fold_as_one_measurement():
@@ -340,7 +371,8 @@ def test_gpu_rows_fold_as_one_measurement():
     m.observe_rows([gpu_row(1e-4, 10**5), notify_row(0.01, 1e-3), gpu_row(3e-4, 10**5)],
                    10**5)
     assert m.per_edge[("gpu", "pull")] == pytest.approx(0.7 * 1e-9 + 0.3 * 2e-9)
-    assert m.notify.predict(1000, 0.0) == pytest.approx(1e-3)  # the CPU's row by itself
+    notify = m.fits["notify-pull"]
+    assert notify.predict(1000, 0.0) == pytest.approx(1e-3)  # the CPU's row by itself
 
 
 def test_cpu_rows_fold_as_one_measurement_per_mode():
@@ -355,7 +387,7 @@ def test_cpu_rows_fold_as_one_measurement_per_mode():
     assert m.cpu_seconds(0.001, 1.0, 10**6) == pytest.approx(
         (0.21 * 30e-6 + 0.3 * 90e-6) / 0.51)
     m.observe_rows([notify_row(0.001, 40e-6), notify_row(0.003, 60e-6)], 10**6)
-    weight, size, seconds = m.notify.sums[:3]  # one measurement: 2000 edges in 50 us
+    weight, size, seconds = m.fits["notify-pull"].sums[:3]  # one measurement: 2000 edges in 50 us
     assert weight == pytest.approx(0.147 + 0.21 + 0.3)
     assert size == pytest.approx(0.147 * 1000 + 0.21 * 1000 + 0.3 * 2000)
     assert seconds == pytest.approx(0.147 * 30e-6 + 0.21 * 90e-6 + 0.3 * 50e-6)

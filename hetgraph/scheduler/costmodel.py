@@ -104,7 +104,10 @@ class LinearFit:
     fixed part (a call, a sort) more than its edges: a cost per edge alone, learnt from
     one, would predict a large one many times too slow. Until the sizes measured spread
     enough to tell the two apart (coefficient of variation SPREAD), the slope is the
-    caller's prior and the fit only sets the fixed part."""
+    caller's prior, or the mean seconds per unit of size when lower, and the fit only
+    sets the fixed part (a grid-1000 BFS's pushes on the H100 host, 16 threads: a
+    prior of 16 ns a frontier edge against 5-6 measured moved runs to a GPU twice as
+    slow as the CPU once frontiers grew, their sizes too alike to fit a slope)."""
 
     def __init__(self):
         self.sums = (0.0,) * 5  # weight, size, seconds, size^2, size * seconds
@@ -129,8 +132,8 @@ class LinearFit:
         var = sxx / weight - mx * mx
         if var > (SPREAD * mx) ** 2:
             slope = max((sxy / weight - mx * my) / var, 0.0)
-        else:
-            slope = prior_slope
+        else:  # at most the mean rate: the fixed part is not negative
+            slope = min(prior_slope, my / mx) if mx > 0 else prior_slope
         return max(my - slope * mx, 0.0) + slope * size
 
 
@@ -139,13 +142,17 @@ class CostModel:
     over measured times, and the placement of each iteration.
 
     ``per_edge``: seconds per edge by (device kind, mode): ("cpu", "pull") and ("gpu",
-    "pull") of a pull, ("cpu", "push") per frontier edge, (kind, "pages") of a hybrid
-    iteration's page task (:meth:`page_seconds`).
-    ``notify``: a :class:`LinearFit` of a CPU notify-pull iteration's seconds against its
-    frontier's edges (f * |E|); before it has measurements, the prior is Garaph's
-    2 * rho * T_pull per frontier edge (with the skew below). Measured, it also counts
-    the in-edges of the notified vertices, which on power-law graphs can be many times
-    the frontier's out-edges. ``overhead``: seconds a hybrid
+    "pull") of a pull, (kind, "pages") of a hybrid iteration's page task
+    (:meth:`page_seconds`).
+    ``fits``: by CPU mode, "notify-pull" and "push", a :class:`LinearFit` of an
+    iteration's seconds against its frontier's edges (f * |E|); before it has
+    measurements, the prior is Garaph's 2 * rho * T_pull per frontier edge for a
+    notify-pull (with the skew below), the push's factor for a push. Measured, a
+    notify-pull also counts the in-edges of the notified vertices, which on power-law
+    graphs can be many times the frontier's out-edges; a push's fixed part is the
+    burst's row (1 us on the 2-core VM against 6 ns a frontier edge: a rate per edge
+    learnt from the first iterations of a grid-1000 BFS, 130 ns, kept its runs on the
+    H100 at the GPU's 50 ms against the CPU's 30). ``overhead``: seconds a hybrid
     iteration spends beyond its busiest device (task round trips, vertex copies),
     smoothed. ``switch``: seconds to move the run between the CPU and the GPU (the
     state's copies and the task round trips of ending one segment and starting the
@@ -154,8 +161,7 @@ class CostModel:
     ``skew``: the in-degree of the destination of an average edge, sum(d_in^2) / |E|
     (1 in Garaph's model): a notified vertex is reached through one of its in-edges, so
     before any measurement notify-pull is predicted to pull min(f |E| skew, |E|) edges.
-    ``push``: the program's :func:`push_factor` (0: it cannot push); a push is
-    predicted from its measured seconds per frontier edge, before that from the factor.
+    ``push``: the program's :func:`push_factor` (0: it cannot push).
     ``growth``: the out-degree of an average edge's destination, sum(d_in d_out) / |E|
     (:func:`frontier_growth`): a frontier of f |E| out-edges reaches vertices with
     about f |E| growth out-edges, the next frontier's at most (see :meth:`placement`).
@@ -174,7 +180,7 @@ class CostModel:
         self.growth = float(growth)
         self.per_edge: dict = {}
         self.best: dict = {}  # the lowest rate each (kind, mode) has had: see relax()
-        self.notify = LinearFit()
+        self.fits = {"notify-pull": LinearFit(), "push": LinearFit()}
         self.iteration: dict = {}  # measured seconds of a full pull, per placement
         self.overhead = float(overhead)
         self.switch = float(switch)
@@ -219,15 +225,16 @@ class CostModel:
         only in part). (Counting the CPU's kernel time instead did not change much:
         grid-1000 BFS on an H100 put 776 and then 750 of 1,997 iterations on the CPU.)
         The rows are one measurement per device kind and mode: the GPU's rows their
-        edges in their seconds, the CPU's notify-pull rows their mean frontier edges in
-        their mean seconds (see above), its other rows per mode as the GPU's. A segment
+        edges in their seconds, the CPU's notify-pull and push rows their mean frontier
+        edges in their mean seconds (see above), its pull rows as the GPU's. A segment
         folds its rows CHOOSE_SECONDS at a time (:func:`.tasks.run_iterations`), so
         that a slow row weighs on both kinds as it weighs on the run, before the
         OUTLIER cap: capped row by row, the CPU's hiccups of the H100 host (grid-1000
         BFS, notify-pull rows of 30-60 us and some of milliseconds) left its fit at
         half its mean, and auto runs stayed on the CPU at 1.5-2x the GPU's time."""
-        gpu_edges = gpu_seconds = notify_rows = notify_edges = notify_seconds = 0.0
-        rho, other = 1.0, {}  # CPU mode -> [edges, seconds]
+        gpu_edges = gpu_seconds = 0.0
+        sparse = {}  # CPU mode (those of self.fits) -> [rows, frontier edges, seconds, rho]
+        other = {}  # other CPU modes -> [edges, seconds]
         device_seconds = {kind: COLUMN[f"{kind}_seconds"] for kind in ("cpu", "gpu")}
         for row in rows:  # (history rows: lists, see hetgraph.result.COLUMN)
             kind, mode = row[COLUMN["placement"]], row[COLUMN["mode"]]
@@ -235,19 +242,20 @@ class CostModel:
             if kind == "gpu":
                 gpu_edges += row[COLUMN["edges"]]
                 gpu_seconds += seconds
-            elif mode == "notify-pull":
-                notify_rows += 1
-                notify_edges += row[COLUMN["f"]] * num_arcs
-                notify_seconds += seconds
-                rho = row[COLUMN["rho"]]
+            elif mode in self.fits:
+                totals = sparse.setdefault(mode, [0, 0.0, 0.0, 1.0])
+                totals[0] += 1
+                totals[1] += row[COLUMN["f"]] * num_arcs
+                totals[2] += seconds
+                totals[3] = row[COLUMN["rho"]]
             else:
                 totals = other.setdefault(mode, [0, 0.0])
                 totals[0] += row[COLUMN["edges"]]
                 totals[1] += seconds
-        if notify_rows:
-            size = notify_edges / notify_rows
-            prior = self._notify_prior(size / num_arcs, rho, num_arcs) / size if size else 0.0
-            self.notify.observe(size, notify_seconds / notify_rows, prior)
+        for mode, (count, edges, seconds, rho) in sparse.items():
+            size = edges / count
+            prior = self._prior(mode, size / num_arcs, rho, num_arcs) / size if size else 0.0
+            self.fits[mode].observe(size, seconds / count, prior)
         for mode, (edges, seconds) in other.items():
             self.observe("cpu", mode, edges, seconds)
         self.observe("gpu", "pull", gpu_edges, gpu_seconds)  # (nothing without GPU rows)
@@ -292,15 +300,19 @@ class CostModel:
         return self.seconds(kind, edges, "pages" if (kind, "pages") in self.per_edge
                             else "pull")
 
-    def _notify_prior(self, f, rho, num_arcs):
-        """Garaph's notify-pull estimate, with the skew: rho (f + min(f skew, 1)) pulls,
-        on one thread for a frontier of at most ``sparse_edges`` edges (the pull's
-        rate is that of ``threads``). On the H100 host, a pull's rate over 16 threads
-        put the grid-1000 BFS's notify-pull at 1.25 ns a frontier edge against 25
-        measured."""
+    def _prior(self, mode, f, rho, num_arcs):
+        """A CPU push's or notify-pull's seconds before any was measured: rho f push
+        pulls for a push; Garaph's notify-pull estimate, with the skew, rho (f + min(f
+        skew, 1)) pulls, on one thread for a frontier of at most ``sparse_edges`` edges
+        (the pull's rate is that of ``threads``). On the H100 host, a pull's rate over
+        16 threads put the grid-1000 BFS's notify-pull at 1.25 ns a frontier edge
+        against 25 measured."""
+        pull = self.seconds("cpu", num_arcs)
+        if mode == "push":
+            return rho * f * self.push * pull
         pulls = rho * (f + min(f * self.skew, 1.0))
         threads = self.threads if f * num_arcs <= self.sparse_edges else 1
-        return pulls * threads * self.seconds("cpu", num_arcs)
+        return pulls * threads * pull
 
     def cpu_mode_for(self, f, rho, num_arcs):
         """The CPU mode the engine runs an iteration of notify fraction ``f`` in."""
@@ -319,13 +331,9 @@ class CostModel:
         mode = self.cpu_mode_for(f, rho, num_arcs)
         if mode == "pull":
             return pull
-        if mode == "push":
-            if ("cpu", "push") in self.per_edge:
-                return self.seconds("cpu", f * num_arcs, "push")
-            return rho * f * self.push * pull
-        prior = self._notify_prior(f, rho, num_arcs)
-        notify = self.notify.predict(f * num_arcs, prior / (f * num_arcs) if f else 0.0)
-        return prior if notify is None else notify
+        prior = self._prior(mode, f, rho, num_arcs)
+        fitted = self.fits[mode].predict(f * num_arcs, prior / (f * num_arcs) if f else 0.0)
+        return prior if fitted is None else fitted
 
     def alpha(self, f, rho, num_arcs):
         """The CPU's predicted iteration time over the GPU's pull: Garaph's eq. 3,
