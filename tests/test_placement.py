@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 from hetgraph.scheduler import costmodel
 from hetgraph.scheduler.costmodel import CostModel, LinearFit, alpha
 from hetgraph.scheduler.placement import OVERHEAD_SHARE, PageQueue
-from hetgraph.result import history_row
+from hetgraph.result import COLUMN, history_row
 from hetgraph.scheduler.tasks import RunSpec
 
 
@@ -182,7 +182,7 @@ def test_the_cpu_is_predicted_in_the_mode_its_engine_runs():
     assert m.cpu_seconds(4 / 10**6, 1.0, 10**6) == pytest.approx(1e-3)
 
 
-def test_rates_inflated_while_away_relax_back_to_the_calibration():
+def test_rates_inflated_while_away_relax_back_to_the_lowest_measured():
     # grid-1000 BFS on the H100: a stretch of slow GPU rows (the host busy) raised the
     # GPU's rate, the run left for the CPU and never measured the GPU again
     m = model(8e-9, 25e-12, overhead=1.0)  # GPU 25 us an iteration
@@ -263,6 +263,40 @@ def test_a_segment_asks_the_model_at_most_every_choose_seconds(monkeypatch):
     one = tasks._chooser(Model(), run, "cpu", others=False)
     assert one(0.9)[0] == "cpu" and one(0.9, ran=5)[0] == "cpu"
     assert len(asked) == 7  # one device kind: never asked
+
+
+def test_cpu_bursts_follow_one_another_while_the_model_says_stay(monkeypatch):
+    """With a cost model, a CPU segment asks it after each burst (of CHOOSE_SECONDS at
+    most: here one iteration) and bursts on while it says stay: no single iteration
+    between the bursts; then it ends, moved."""
+    from types import SimpleNamespace
+
+    import hetgraph as hg
+    from hetgraph.algorithms.bfs import BreadthFirst
+    from hetgraph.program import ProgramSpec
+    from hetgraph.scheduler import tasks
+    from hetgraph.scheduler.cpu_engine import CpuEngine
+    from hetgraph.scheduler.state import VertexState
+
+    g = hg.generate.grid(30, 30, seed=1)
+    spec = ProgramSpec(BreadthFirst(0))
+    values, flags, _ = spec.initial_state(g)
+    engine = CpuEngine(spec, g, VertexState(values, flags, sync=True),
+                       np.zeros(1, np.float32), threads=1)
+    assert engine.bursts
+    ran = []
+
+    def choose(f, count=1):
+        ran.append(count)
+        return ("cpu" if len(ran) < 6 else "gpu"), 0.5
+
+    monkeypatch.setattr(tasks, "CHOOSE_SECONDS", 1e-9)  # a burst of one iteration
+    run = SimpleNamespace(spec=spec, graph=g, rho=1.0)
+    rows, status = tasks.run_iterations(run, engine, "cpu", 1, 1000, choose, 1,
+                                        CostModel(), float("inf"))
+    assert status == "moved" and ran == [1] * 6
+    assert len(rows) == 7 and [r[0] for r in rows] == list(range(1, 8))
+    assert [r[COLUMN["mode"]] for r in rows] == ["push"] * 7
 
 
 def test_the_first_iteration_looks_one_iteration_ahead():
@@ -433,6 +467,22 @@ def test_rates_relax_to_the_lowest_they_had_not_to_a_slow_calibration():
     assert m.seconds("gpu", 10**6) > 200e-6
     m.placement(0.001, 1.0, 10**6, current="cpu", weight=10, seconds=1.0)
     assert m.seconds("gpu", 10**6) == pytest.approx(lowest)
+
+
+def test_rates_do_not_relax_to_a_fast_calibration():
+    # grid-1000 BFS on the H100: the GPU's calibration (paced passes, no host work
+    # between them) 20 us a pass, its rows 40 us; away from the GPU, its rate went back
+    # to 20 us and the run left a CPU at 30 us for a GPU at 40
+    m = CostModel(overhead=1.0)
+    m.observe("cpu", "pull", 10**6, 8e-3, calibration=True)
+    m.observe("gpu", "pull", 10**6, 20e-6, calibration=True)
+    assert m.seconds("gpu", 10**6) == pytest.approx(20e-6)  # the run starts from it
+    for _ in range(20):
+        m.observe_rows([gpu_row(40e-6)], 10**6)
+    rows = m.seconds("gpu", 10**6)
+    assert rows > 39e-6
+    m.placement(0.001, 1.0, 10**6, current="cpu", weight=10, seconds=1.0)
+    assert m.seconds("gpu", 10**6) == pytest.approx(rows)  # the lowest measured in rows
 
 
 def test_one_slow_iteration_does_not_drive_the_run_off_a_device():

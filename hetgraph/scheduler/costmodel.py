@@ -180,6 +180,7 @@ class CostModel:
         self.growth = float(growth)
         self.per_edge: dict = {}
         self.best: dict = {}  # the lowest rate each (kind, mode) has had: see relax()
+        self.calibrated: set = set()  # the (kind, mode) whose rate is a calibration's
         self.fits = {"notify-pull": LinearFit(), "push": LinearFit()}
         self.iteration: dict = {}  # measured seconds of a full pull, per placement
         self.overhead = float(overhead)
@@ -194,18 +195,31 @@ class CostModel:
         self.iteration[placement] = seconds if old is None else \
             (1 - SMOOTHING) * old + SMOOTHING * seconds
 
-    def observe(self, kind, mode, edges, seconds):
+    def observe(self, kind, mode, edges, seconds, calibration=False):
         """Fold a measured time (``edges`` edges in ``seconds``) into the model (at most
-        OUTLIER times the rate so far)."""
+        OUTLIER times the rate so far). A ``calibration``'s rate stands until the first
+        measurement replaces it (up to OUTLIER times it), and is not one that
+        :meth:`relax` returns to: the GPU's, its fastest paced passes without a run's
+        host work between them, was 20-25 us a grid-1000 BFS iteration on the H100
+        host against 38-45 us in rows, and runs left a faster CPU for it when it
+        relaxed back."""
         if edges <= 0 or seconds <= 0:
             return
         key = (kind, mode)
         measured = seconds / edges
         old = self.per_edge.get(key)
-        rate = measured if old is None else \
-            (1 - SMOOTHING) * old + SMOOTHING * min(measured, OUTLIER * old)
+        if old is None:
+            rate = measured
+        elif key in self.calibrated:
+            rate = min(measured, OUTLIER * old)
+        else:
+            rate = (1 - SMOOTHING) * old + SMOOTHING * min(measured, OUTLIER * old)
         self.per_edge[key] = rate
-        self.best[key] = min(rate, self.best.get(key, rate))
+        if calibration:
+            self.calibrated.add(key)
+        else:
+            self.calibrated.discard(key)
+            self.best[key] = min(rate, self.best.get(key, rate))
 
     def relax(self, kind, seconds):
         """The run spent ``seconds`` away from ``kind``: its rates above the lowest they
