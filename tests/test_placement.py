@@ -397,6 +397,13 @@ def test_a_fit_without_spread_takes_the_mean_rate_when_below_the_prior():
         fit.observe(2000, 12e-6, 16e-9)
     assert fit.predict(4000, 16e-9) == pytest.approx(24e-6)  # not 0 + 16 ns an edge
     assert fit.predict(4000, 2e-9) == pytest.approx(12e-6 + 2000 * 2e-9)  # the prior
+    # one large push (RMAT-22's BFS: 200,000 frontier edges in 20 ms, a prior of 35 ns
+    # an edge): its mean rate, not a fixed part of 13 ms, tells a small one's time
+    fit = LinearFit()
+    fit.observe(200_000, 20e-3, 35e-9)
+    assert fit.predict(200_000, 35e-9) == pytest.approx(20e-3)
+    fixed = costmodel.FIXED_MOST
+    assert fit.predict(2000, 35e-9) == pytest.approx(fixed + 2000 * (20e-3 - fixed) / 2e5)
 
 
 def test_gpu_rows_fold_as_one_measurement():

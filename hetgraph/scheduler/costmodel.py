@@ -85,6 +85,7 @@ OUTLIER = 3.0  # a measurement counts at most this many times what the model pre
 # stayed on the CPU at twice the GPU's time (5 of 6 runs). A real change of speed still
 # moves the estimate by up to 1.6x a measurement.
 SPREAD = 0.5  # sizes measured must vary by this coefficient of variation to fit a slope
+FIXED_MOST = 100e-6  # seconds: the most a fit gives its fixed part before sizes spread
 MARGIN = 0.2  # staying counts as losing only while the other side is predicted this
 # much faster: the grid-1000 BFS's CPU and GPU iterations differ by less than their
 # noise (30-50 us against 25-45 us on the H100 host), and runs moved back and forth at
@@ -103,11 +104,14 @@ class LinearFit:
     exponential forgetting (the newest weighs SMOOTHING). A small iteration costs its
     fixed part (a call, a sort) more than its edges: a cost per edge alone, learnt from
     one, would predict a large one many times too slow. Until the sizes measured spread
-    enough to tell the two apart (coefficient of variation SPREAD), the slope is the
-    caller's prior, or the mean seconds per unit of size when lower, and the fit only
-    sets the fixed part (a grid-1000 BFS's pushes on the H100 host, 16 threads: a
-    prior of 16 ns a frontier edge against 5-6 measured moved runs to a GPU twice as
-    slow as the CPU once frontiers grew, their sizes too alike to fit a slope)."""
+    enough to tell the two apart (coefficient of variation SPREAD), the fit goes
+    through their mean with the fixed part that the caller's prior slope leaves, not
+    below 0 (a grid-1000 BFS's pushes on the H100 host, 16 threads: a prior of 16 ns
+    a frontier edge against 5-6 measured moved runs to a GPU twice as slow as the CPU
+    once frontiers grew, their sizes too alike to fit a slope) nor above FIXED_MOST
+    (RMAT-22's BFS measured one push of 20 ms at 100 ns a frontier edge against a
+    prior of 35: a fixed part of 13 ms kept its last, tiny, iterations on a GPU at
+    7 ms each)."""
 
     def __init__(self):
         self.sums = (0.0,) * 5  # weight, size, seconds, size^2, size * seconds
@@ -132,9 +136,11 @@ class LinearFit:
         var = sxx / weight - mx * mx
         if var > (SPREAD * mx) ** 2:
             slope = max((sxy / weight - mx * my) / var, 0.0)
-        else:  # at most the mean rate: the fixed part is not negative
-            slope = min(prior_slope, my / mx) if mx > 0 else prior_slope
-        return max(my - slope * mx, 0.0) + slope * size
+            return max(my - slope * mx, 0.0) + slope * size
+        if mx <= 0:
+            return my + prior_slope * size
+        fixed = min(max(my - prior_slope * mx, 0.0), FIXED_MOST)
+        return fixed + (my - fixed) / mx * size
 
 
 class CostModel:
