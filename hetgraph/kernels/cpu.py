@@ -477,12 +477,12 @@ def _build_step(gather, combine, apply, activate, settled, priority, cast, ident
         change to v sets it and keeps v's value before the pass, so that activate
         compares against it (against combining into an array of N accumulators and
         applying afterwards, 2-core VM, runs in turn: grid-1000 BFS 44-53 -> 40-41 ms,
-        RMAT-20 SSSP 51-69 -> 48-50 ms; a bit a vertex fits the caches, an
-        accumulator did not). Without buckets the flags are
-        not touched here: a burst clears its frontier's at its start and sets those of
-        the one it returns. ``found``, ``before``: scratch of N entries (the changed
-        vertices, their values before). Returns (vertices changed, edges read, the next
-        frontier, its out-degree sum)."""
+        RMAT-20 SSSP 51-69 -> 48-50 ms; a bit a vertex fits the caches, an accumulator
+        did not). Without buckets the flags are not touched here: a burst clears its
+        frontier's at its start and sets those of the one it returns. ``found``,
+        ``before``: scratch of N entries (the changed vertices, their values before).
+        Returns (vertices changed, edges read, the next frontier, its out-degree
+        sum)."""
         weighted = out_weights.shape[0] > 0
         sources = np.empty(frontier.shape[0] if sync else 0, values.dtype)
         for i in range(sources.shape[0]):
@@ -754,12 +754,14 @@ class CpuKernel:
         ``degree``, while the frontier is not empty, its degree at most ``max_degree``
         and its degree plus its size at most ``max_sparse``: ``rows`` iterations and
         about ``seconds`` at most; ``constant``: the program's iteration constant (a
-        burst of one iteration only); ``seen``: a push's (see :meth:`push_step`). ``delta`` > 0: each iteration runs the active vertices of
-        the lowest bucket of the program's priority only, the limits applying to them
-        (delta-stepping; ``deferred``: uint8 zeros of length N, scratch). Returns (stats, the next frontier, its degree); stats (int64), a row
-        an iteration: active vertices, the out-degree sum of those run, vertices
-        computed, edges read, vertices active after it, nanoseconds of the pass,
-        nanoseconds since the pass before ended (the first: since the call began)."""
+        burst of one iteration only); ``seen``: a push's (see :meth:`push_step`).
+        ``delta`` > 0: each iteration runs the active vertices of the lowest bucket of
+        the program's priority only, the limits applying to them (delta-stepping;
+        ``deferred``: uint8 zeros of length N, scratch). Returns (stats, the next
+        frontier, its degree); stats (int64), a row an iteration: active vertices, the
+        out-degree sum of those run, vertices computed, edges read, vertices active
+        after it, nanoseconds of the pass, nanoseconds since the pass before ended (the
+        first: since the call began)."""
         stats = np.empty((rows, 7), np.int64)
         delta = float(delta)
         if delta > 0.0 and (deferred is None or deferred.shape != values.shape):
