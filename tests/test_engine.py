@@ -19,8 +19,8 @@ from hetgraph.algorithms.bfs import BreadthFirst
 from hetgraph.algorithms.pagerank import PageRank
 from hetgraph.scheduler.costmodel import (PUSH_EDGE_COST, choose_cpu_mode, notify_fraction,
                                           push_factor)
-from hetgraph.scheduler.cpu_engine import (SERIAL_EDGES, mode_limits, pull_threads,
-                                           sparse_fraction)
+from hetgraph.scheduler.cpu_engine import (SERIAL_EDGES, SPARSE_EDGES, mode_limits,
+                                           pull_threads)
 
 
 class SumOfSources(hg.VertexProgram):
@@ -287,8 +287,8 @@ def test_incremental_programs_push_small_frontiers():
     source = int(np.argmax(g.out_degree()))
     history = hg.bfs(g, source).history
     for f, mode in zip(history["f"], history["mode"]):
-        assert mode == choose_cpu_mode(f, 1.0, skew, push, sparse=sparse_fraction(
-            g.num_arcs), threads=threads)
+        assert mode == choose_cpu_mode(f, 1.0, skew, push, sparse=notify_fraction(
+            SPARSE_EDGES, g.num_arcs), threads=threads)
     assert {"push", "pull"} <= set(history["mode"])
     # a push from the source: its out-neighbours were computed, along its out-edges
     first = history.iloc[0]

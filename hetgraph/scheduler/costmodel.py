@@ -337,7 +337,7 @@ class CostModel:
     def cpu_mode_for(self, f, rho, num_arcs):
         """The CPU mode the engine runs an iteration of notify fraction ``f`` in."""
         return choose_cpu_mode(f, rho, self.skew, self.push, self.cpu_mode,
-                               self.sparse_edges / num_arcs if num_arcs else 0.0,
+                               notify_fraction(self.sparse_edges, num_arcs),
                                self.threads)
 
     def cpu_seconds(self, f, rho, num_arcs):

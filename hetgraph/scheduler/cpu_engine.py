@@ -48,12 +48,6 @@ def pull_threads(num_arcs, threads, partitions=None) -> int:
     return min(threads, parts_of(num_arcs, threads, partitions))
 
 
-def sparse_fraction(arcs):
-    """The f up to which a notify-pull runs in one thread (SPARSE_EDGES frontier
-    edges)."""
-    return SPARSE_EDGES / arcs if arcs else 0.0
-
-
 @functools.lru_cache(maxsize=256)
 def mode_limits(arcs, rho, skew, push, cpu_mode, sparse, threads):
     """{CPU mode: the largest frontier degree (out-edges) it is chosen for} (see
@@ -102,6 +96,7 @@ class CpuEngine:
         self.skew = graph.in_degree_skew()
         self.pull_threads = pull_threads(graph.num_arcs, threads, partitions)
         self.push = push_factor(spec.incremental, self.pull_threads)
+        self.sparse = notify_fraction(SPARSE_EDGES, graph.num_arcs)  # (choose_cpu_mode's)
         self._seen = None  # scratch of a push, made by the first
         self.delta = spec.bucket_width(graph)  # priority buckets (0: none)
         self._deferred = None  # scratch of the buckets, made by the first burst
@@ -153,9 +148,8 @@ class CpuEngine:
 
     def mode(self, degree):
         """The CPU mode of an iteration whose frontier has ``degree`` out-edges."""
-        arcs = self.graph.num_arcs
-        return choose_cpu_mode(notify_fraction(degree, arcs), self.rho, self.skew,
-                               self.push, self.cpu_mode, sparse_fraction(arcs),
+        return choose_cpu_mode(notify_fraction(degree, self.graph.num_arcs), self.rho,
+                               self.skew, self.push, self.cpu_mode, self.sparse,
                                self.pull_threads)
 
     @property
@@ -192,9 +186,8 @@ class CpuEngine:
 
     def _mode_limit(self, chosen):
         """The largest frontier degree whose mode is ``chosen``."""
-        arcs = self.graph.num_arcs
-        return mode_limits(arcs, self.rho, self.skew, self.push, self.cpu_mode,
-                           sparse_fraction(arcs), self.pull_threads)[chosen]
+        return mode_limits(self.graph.num_arcs, self.rho, self.skew, self.push,
+                           self.cpu_mode, self.sparse, self.pull_threads)[chosen]
 
     def _push_scratch(self):
         """A push's bits (made by the first push)."""
