@@ -430,7 +430,8 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
                                               ran)
                     ran = 0
                     may_burst = placement == kind
-                    status = None if may_burst else "moved"
+                    if not may_burst:
+                        status = "moved"
                 continue
         if status is None and iteration <= last and len(launched) < depth:
             start = time.perf_counter()
