@@ -222,16 +222,9 @@ def commit(values, new_values, vertices):
 @numba.njit(nogil=True, inline="always")
 def _take_frontier(frontier, flags, out_indptr):
     """Clear the active flags of the ids ``frontier``; returns their out-degree sum."""
-    for u in frontier:
-        flags[u] = 0
-    return _frontier_degree(frontier, out_indptr)
-
-
-@numba.njit(nogil=True, inline="always")
-def _frontier_degree(frontier, out_indptr):
-    """The out-degree sum of the ids ``frontier``."""
     degree = 0
     for u in frontier:
+        flags[u] = 0
         degree += out_indptr[u + 1] - out_indptr[u]
     return degree
 
@@ -333,14 +326,9 @@ def _build_step(gather, combine, apply, activate, settled, priority, cast, ident
         return 1 if on else 0
 
     @numba.njit(nogil=True, inline="always")
-    def applied(values, aux, constant, v, acc):
-        """(v's old value, apply's new value from ``acc``)."""
-        old = values[v]
-        return old, cast(apply_with(old, acc, aux_of(aux, v), constant))
-
-    @numba.njit(nogil=True, inline="always")
     def finish(values, new_values, flags, aux, constant, v, acc):
-        old, new = applied(values, aux, constant, v, acc)
+        old = values[v]
+        new = cast(apply_with(old, acc, aux_of(aux, v), constant))
         return store(new_values, flags, v, new, old)
 
     @numba.njit(nogil=True, inline="always")

@@ -253,7 +253,7 @@ class CostModel:
         BFS, notify-pull rows of 30-60 us and some of milliseconds) left its fit at
         half its mean, and auto runs stayed on the CPU at 1.5-2x the GPU's time."""
         gpu_edges = gpu_seconds = 0.0
-        sparse = {}  # CPU mode (those of self.fits) -> [rows, frontier edges, seconds, rho]
+        fitted = {}  # CPU mode (those of self.fits) -> [rows, frontier edges, seconds, rho]
         other = {}  # other CPU modes -> [edges, seconds]
         device_seconds = {kind: COLUMN[f"{kind}_seconds"] for kind in ("cpu", "gpu")}
         for row in rows:  # (history rows: lists, see hetgraph.result.COLUMN)
@@ -263,7 +263,7 @@ class CostModel:
                 gpu_edges += row[COLUMN["edges"]]
                 gpu_seconds += seconds
             elif mode in self.fits:
-                totals = sparse.setdefault(mode, [0, 0.0, 0.0, 1.0])
+                totals = fitted.setdefault(mode, [0, 0.0, 0.0, 1.0])
                 totals[0] += 1
                 totals[1] += row[COLUMN["f"]] * num_arcs
                 totals[2] += seconds
@@ -272,7 +272,7 @@ class CostModel:
                 totals = other.setdefault(mode, [0, 0.0])
                 totals[0] += row[COLUMN["edges"]]
                 totals[1] += seconds
-        for mode, (count, edges, seconds, rho) in sparse.items():
+        for mode, (count, edges, seconds, rho) in fitted.items():
             size = edges / count
             prior = self._prior(mode, size / num_arcs, rho, num_arcs) / size if size else 0.0
             self.fits[mode].observe(size, seconds / count, prior)
