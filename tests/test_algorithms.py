@@ -105,8 +105,16 @@ def test_pagerank_every_engine_mode(config, monkeypatch):
     np.testing.assert_allclose(r.values, ref, rtol=1e-6)
 
 
-def test_pagerank_fixed_iterations_is_power_iteration():
+@pytest.mark.parametrize("order", ["given", "degree"])
+def test_pagerank_fixed_iterations_is_power_iteration(order):
+    """In degree order the dangling vertices come last: their ranks are summed as a
+    range (a slice), otherwise through their indices."""
     g = generated("er")
+    if order == "degree":
+        g = g.reorder("degree")
+    dangling_ids = np.flatnonzero(g.out_degree() == 0)
+    contiguous = dangling_ids[-1] - dangling_ids[0] + 1 == len(dangling_ids)
+    assert len(dangling_ids) > 10 and contiguous == (order == "degree")
     n = g.num_vertices
     A = g.to_scipy().astype(np.float64)  # A[u, v] = w for u -> v
     out = np.asarray(A.sum(axis=1)).ravel()

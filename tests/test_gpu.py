@@ -122,7 +122,8 @@ def test_indexed_sum_on_the_device_equals_the_host(dtype):
 
     rng = np.random.default_rng(3)
     values = rng.random(100_000).astype(dtype)
-    for index in (np.flatnonzero(values < 0.3), np.arange(7), np.zeros(0, np.int64)):
+    for index in (np.flatnonzero(values < 0.3), np.arange(7), np.zeros(0, np.int64),
+                  slice(10, 60_000), slice(0, 0), slice(3, None, 7)):
         want = gpu.indexed_sum(values, index, 0.25, 1.5)
         got = gpu.indexed_sum(cupy.asarray(values), index, 0.25, 1.5)
         assert got.shape == () and float(got) == pytest.approx(want, rel=1e-12)

@@ -58,7 +58,7 @@ class PageRank(VertexProgram):
         n = graph.num_vertices
         out_weight = graph.out_weight_sums() if self.needs_weights else \
             graph.out_degree().astype(np.float64)
-        self._dangling = np.flatnonzero(out_weight == 0)
+        self._dangling = _as_range(np.flatnonzero(out_weight == 0))
         with np.errstate(divide="ignore"):
             scale = np.where(out_weight > 0, self.damping / out_weight, self.damping)
         self._scale = scale.astype(self.dtype)
@@ -85,6 +85,16 @@ class PageRank(VertexProgram):
 
     def finalize(self, graph, values):
         return values / self._scale
+
+
+def _as_range(index):
+    """``index`` (increasing) as a slice when it is a run of consecutive vertices (degree
+    order puts the dangling vertices last), else as it is: the sum over a slice reads
+    no indices."""
+    if len(index) == 0:
+        return slice(0, 0)
+    first, last = int(index[0]), int(index[-1])
+    return slice(first, last + 1) if last - first + 1 == len(index) else index
 
 
 def pagerank(graph, damping=0.85, max_iterations=100, tol=1e-6, *, weighted=True,
