@@ -365,7 +365,9 @@ def _without_bursts(monkeypatch):
     monkeypatch.setattr(cpu.CpuKernel, "bursts", property(lambda self: False))
 
 
-COUNTS = ["iteration", "mode", "f", "active", "computed", "edges", "activated", "cpu_edges"]
+COUNTS = ["iteration", "placement", "mode", "f", "rho", "alpha", "active", "computed", "edges",
+          "activated", "cpu_pages", "gpu_pages", "cpu_edges", "gpu_edges", "gpu_seconds",
+          "read_bytes"]
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
