@@ -22,7 +22,6 @@ import collections
 import contextlib
 import dataclasses
 import functools
-import itertools
 import threading
 import time
 
@@ -495,28 +494,23 @@ def burst_rows(burst, first, kind, rho, alpha, arcs, pages, seconds):
     """History rows of a burst (mode, stats) of :meth:`CpuEngine.burst` whose
     iterations begin at ``first``, on a device ``kind`` that read ``pages`` pages a pass,
     placed by the cost model's answer ``alpha`` (nan: none); ``seconds``: the call's
-    own, whose time outside the passes' goes to its first row. Made by columns: row by
-    row took 2.2 us a row, 4.4 ms of a 40 ms grid-1000 BFS on the 2-core VM."""
+    own, whose time outside the passes' goes to its first row."""
     mode, stats = burst
-    kernel = stats[:, 5] * 1e-9
-    since = stats[:, 6] * 1e-9
-    since[0] += max(seconds - float(stats[:, 6].sum()) * 1e-9, 0.0)
-    f = stats[:, 1] / arcs if arcs else np.zeros(len(stats))
-    columns = [itertools.repeat(0)] * len(COLUMN)
-    for name, column in (("iteration", range(first, first + len(stats))),
-                         ("placement", itertools.repeat(kind)),
-                         ("mode", itertools.repeat(mode)), ("f", f.tolist()),
-                         ("rho", itertools.repeat(rho)), ("alpha", itertools.repeat(alpha)),
-                         ("active", stats[:, 0].tolist()), ("computed", stats[:, 2].tolist()),
-                         ("edges", stats[:, 3].tolist()), ("activated", stats[:, 4].tolist()),
-                         (f"{kind}_pages", itertools.repeat(pages)),
-                         (f"{kind}_edges", stats[:, 3].tolist()),
-                         (f"{kind}_seconds", kernel.tolist()),
-                         ("gpu_seconds" if kind == "cpu" else "cpu_seconds",
-                          itertools.repeat(0.0)),
-                         ("seconds", since.tolist()), ("overhead", (since - kernel).tolist())):
-        columns[COLUMN[name]] = column
-    return [list(row) for row in zip(*columns)]
+    pages_at, edges_at, seconds_at = (COLUMN[f"{kind}_{name}"]
+                                      for name in ("pages", "edges", "seconds"))
+    rows = []
+    for number, (active, degree, computed, edges, activated, kernel, since) in enumerate(
+            stats.tolist(), first):
+        kernel, since = kernel * 1e-9, since * 1e-9
+        row = [number, kind, mode, notify_fraction(degree, arcs), rho, alpha, active,
+               computed, edges, activated, 0, 0, 0, 0, 0.0, 0.0, 0, since,
+               since - kernel]  # (HISTORY_COLUMNS' order)
+        row[pages_at], row[edges_at], row[seconds_at] = pages, edges, kernel
+        rows.append(row)
+    outside = max(seconds - float(stats[:, 6].sum()) * 1e-9, 0.0)
+    rows[0][COLUMN["seconds"]] += outside
+    rows[0][COLUMN["overhead"]] += outside
+    return rows
 
 
 def _chooser(model, run, kind, others, spread_pull=False):
