@@ -38,6 +38,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
+import operator
 
 import numpy as np
 
@@ -67,7 +69,12 @@ class VertexProgram:
     idempotent (min, max, or, and), apply(old, acc, aux) combines old and acc by that
     monoid, and gather does not read dst. It lets the CPU push along the out-edges of
     the active vertices instead of pulling (default False; the built-in sssp, bfs and
-    connected_components set it). ``settled(value)``: an optional @staticmethod, True
+    connected_components set it). ``activates_on_change``: activate(new, old) is True
+    exactly when new != old, as a min or max relaxation's new < old or new > old: a CPU
+    push then takes every vertex it changed as active without calling activate (and
+    keeps no value before the pass: grid-1000 BFS, 2-core VM, a stand-alone loop 33.5
+    -> 25.5 ms). Needs ``incremental``; checked on sample values (default False; the
+    built-in sssp, bfs and connected_components set it). ``settled(value)``: an optional @staticmethod, True
     when no gather can change a vertex's value any more in a sync run (apply would
     return it as it is, whatever it combines): a sync CPU pull then skips that vertex's
     in-edges (Ligra's ``cond``; what makes Beamer's bottom-up BFS cheap). Async runs
@@ -87,6 +94,7 @@ class VertexProgram:
     needs_weights = False
     notify_self = False
     incremental = False
+    activates_on_change = False
 
     @staticmethod
     def gather(src, weight, dst):
@@ -247,6 +255,35 @@ class ProgramSpec:
                 if self.notify_self else "apply takes an iteration constant"
             raise ProgramError(f"{program.name}.incremental is set but {why}; unset it "
                                f"(the CPU then pulls instead of pushing)")
+        self.activates_on_change = bool(program.activates_on_change)
+        if self.activates_on_change:
+            self._check_activates_on_change()
+
+    def _check_activates_on_change(self):
+        """activate(combine(old, g), old) must be (combine(old, g) != old) for sample
+        values old and g of the dtype."""
+        name = self.program.name
+        if not self.incremental:
+            raise ProgramError(f"{name}.activates_on_change is set but the program is not "
+                               f"incremental (only a push uses it); unset it")
+        samples = [0, 1, 2, 3, 100, self.identity().item()]
+        if self.dtype.kind != "u":
+            samples += [-1, -100]
+        if self.dtype.kind == "f":
+            samples += [0.001, 1.0001, 2.5]
+        combine = {"min": min, "max": max, "or": operator.or_, "and": operator.and_}
+        for old, given in itertools.product(samples, repeat=2):
+            new = self.dtype.type(combine[self.reduce](old, given))
+            old = self.dtype.type(old)
+            try:
+                active = bool(self.activate(new, old))
+            except Exception as exc:
+                raise ProgramError(f"{name}.activate({new}, {old}) raised "
+                                   f"{type(exc).__name__}: {exc}") from None
+            if active != (new != old):
+                raise ProgramError(f"{name}.activates_on_change is set but activate({new}, "
+                                   f"{old}) is {active}, not {not active}; unset "
+                                   f"activates_on_change")
 
     @property
     def name(self):

@@ -432,6 +432,25 @@ def test_bursts_give_the_rows_and_answers_of_single_iterations(case, mode, monke
     assert np.allclose(h["overhead"], h["seconds"] - h["cpu_seconds"])
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_activating_on_change_gives_what_activate_gives(mode):
+    """A push that takes every changed vertex as active (activates_on_change) gives the
+    values and rows of the same program that calls activate."""
+    from hetgraph.algorithms.sssp import ShortestPaths
+
+    class Called(ShortestPaths):
+        activates_on_change = False
+
+    g = hg.generate.grid(40, 30, seed=3)
+    runs = [hg.run(program, g, mode=mode, devices="cpu", cpu_mode="push",
+                   max_iterations=g.num_vertices)
+            for program in (ShortestPaths(0), Called(0))]
+    assert ProgramSpec(ShortestPaths(0)).activates_on_change
+    assert not ProgramSpec(Called(0)).activates_on_change
+    np.testing.assert_array_equal(runs[0].values, runs[1].values)
+    assert runs[0].history[COUNTS].equals(runs[1].history[COUNTS])
+
+
 def test_a_burst_keeps_to_its_limits():
     """A burst stops at its rows, its frontier degree and size limits and its time;
     no time limit (inf) is none."""

@@ -52,6 +52,7 @@ class MinRelaxation(VertexProgram):
 
     reduce = "min"
     incremental = True
+    activates_on_change = True  # a value changed by min decreased: new < old
 
     @staticmethod
     def apply(old, acc, aux):

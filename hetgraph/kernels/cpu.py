@@ -287,7 +287,7 @@ def _no_priority(value):
 
 
 def _build_step(gather, combine, apply, activate, settled, priority, cast, identity,
-                uses_constant):
+                uses_constant, on_change):
     # The helpers are inlined into the passes (inline="always"): called, each one took
     # and dropped a reference to every array argument per vertex, atomic operations on
     # counters that all threads share (RMAT-20 PageRank pass: 1.5-2x a bare loop, now 1.1x)
@@ -466,9 +466,11 @@ def _build_step(gather, combine, apply, activate, settled, priority, cast, ident
         compares against it (against combining into an array of N accumulators and
         applying afterwards, 2-core VM, runs in turn: grid-1000 BFS 44-53 -> 40-41 ms,
         RMAT-20 SSSP 51-69 -> 48-50 ms; a bit a vertex fits the caches, an accumulator
-        did not). Without buckets the flags are not touched here: a burst clears its
-        frontier's at its start and sets those of the one it returns. ``found``,
-        ``before``: scratch of N entries (the changed vertices, their values before).
+        did not). A program that activates on change (``on_change``, a constant) keeps
+        no value before: every vertex changed is active. Without buckets the flags are
+        not touched here: a burst clears its frontier's at its start and sets those of
+        the one it returns. ``found``, ``before``: scratch of N entries (the changed
+        vertices, their values before; none with ``on_change``).
         Returns (vertices changed, edges read, the next frontier, its out-degree
         sum)."""
         weighted = out_weights.shape[0] > 0
@@ -495,7 +497,8 @@ def _build_step(gather, combine, apply, activate, settled, priority, cast, ident
                 if not seen[byte] & bit:
                     seen[byte] |= bit
                     found[k] = v
-                    before[k] = old
+                    if not on_change:
+                        before[k] = old
                     k += 1
                 values[v] = cast(apply_with(old, gathered, aux_of(aux, v), constant))
         following = np.empty(k, np.int64)
@@ -504,7 +507,7 @@ def _build_step(gather, combine, apply, activate, settled, priority, cast, ident
         for i in range(k):
             v = found[i]
             seen[v >> 3] = 0
-            if activate(values[v], before[i]):
+            if on_change or activate(values[v], before[i]):
                 following[count] = v
                 count += 1
                 next_degree += out_indptr[v + 1] - out_indptr[v]
@@ -600,7 +603,7 @@ def _build_step(gather, combine, apply, activate, settled, priority, cast, ident
             end = np.inf
             scratch = out_indptr.shape[0] - 1 if push else 0  # (see push_pass)
             found = np.empty(scratch, np.int64)
-            before = np.empty(scratch, values.dtype)
+            before = np.empty(0 if on_change else scratch, values.dtype)
             if push and not buckets_compiled:
                 for v in frontier:
                     flags[v] = 0
@@ -704,7 +707,7 @@ class CpuKernel:
         self._warmed = set()  # the kinds of arrays warm_up compiled for
         self._gather_range, self._merge, self._bursts = _build_step(
             gather, COMBINE[spec.reduce], apply, activate, settled, priority, value,
-            self.identity, spec.uses_constant)
+            self.identity, spec.uses_constant, spec.activates_on_change)
 
     def warm_up(self, edges, values, flags, aux, graph=None):
         """Compile for these array types now (a pass over no vertex), so that the first
@@ -869,7 +872,8 @@ def compile_program(spec: ProgramSpec, aux_dtype=np.float32) -> CpuKernel:
     key = (tuple(_function_key(f) for f in (spec.gather, spec.apply, spec.activate)),
            spec.settled and _function_key(spec.settled),
            spec.priority and _function_key(spec.priority),
-           spec.dtype, spec.reduce, spec.uses_constant, np.dtype(aux_dtype))
+           spec.dtype, spec.reduce, spec.uses_constant, spec.activates_on_change,
+           np.dtype(aux_dtype))
     kernel = _CACHE.get(key)
     if kernel is None:
         kernel = _CACHE[key] = CpuKernel(spec, np.dtype(aux_dtype))
