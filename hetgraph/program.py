@@ -73,8 +73,8 @@ class VertexProgram:
     exactly when new != old, as a min or max relaxation's new < old or new > old: a CPU
     push then takes every vertex it changed as active without calling activate and
     keeps no value before the pass (grid-1000 BFS burst, 2-core VM: 35-38 -> 32-34 ms).
-    Needs ``incremental``; checked on sample values (default False; the built-in sssp,
-    bfs and connected_components set it). ``settled(value)``: an optional
+    Used with ``incremental`` only; checked on sample values (default False; the
+    built-in sssp, bfs and connected_components set it). ``settled(value)``: an optional
     @staticmethod, True when no gather can change a vertex's value any more in a sync
     run (apply would return it as it is, whatever it combines): a sync CPU pull then
     skips that vertex's in-edges (Ligra's ``cond``; what makes Beamer's bottom-up BFS
@@ -279,12 +279,9 @@ class ProgramSpec:
                 if self.notify_self else "apply takes an iteration constant"
             raise ProgramError(f"{program.name}.incremental is set but {why}; unset it "
                                f"(the CPU then pulls instead of pushing)")
-        self.activates_on_change = bool(program.activates_on_change)
+        # (only a push uses it: a program made not incremental keeps its flag unchecked)
+        self.activates_on_change = bool(program.activates_on_change) and self.incremental
         if self.activates_on_change:
-            if not self.incremental:
-                raise ProgramError(f"{program.name}.activates_on_change is set but the "
-                                   f"program is not incremental (only a push uses it); "
-                                   f"unset it")
             _check_activates_on_change(program.name, self.activate, self.dtype,
                                        self.reduce, self.identity().item())
 

@@ -100,9 +100,6 @@ CASES = {
         variant(incremental=True, apply=staticmethod(lambda o, a, x, c: o),
                 iteration_constant=lambda self, g, v: 1.0),
         "incremental is set but apply takes an iteration constant"),
-    "activates on change without incremental": (
-        variant(activates_on_change=True),
-        "activates_on_change is set but the program is not incremental"),
     "activates on change with a threshold": (
         variant(incremental=True, activates_on_change=True,
                 activate=staticmethod(lambda new, old: old - new > 0.5)),
