@@ -79,11 +79,11 @@ class VertexProgram:
     run (apply would return it as it is, whatever it combines): a sync CPU pull then
     skips that vertex's in-edges (Ligra's ``cond``; what makes Beamer's bottom-up BFS
     cheap). Async runs and the GPU kernel ignore it: an async value can come from
-    values of the same iteration and still change (default None). ``priority(value)``: an optional
-    @staticmethod of an incremental program, a number, lower first: with a positive
-    ``bucket_width(graph)`` a CPU push or notify-pull iteration runs only the active
-    vertices of the lowest bucket [i * width, (i + 1) * width) of priorities, the others
-    waiting, still active, for a later one (delta-stepping, Meyer and Sanders 2003:
+    values of the same iteration and still change (default None). ``priority(value)``:
+    an optional @staticmethod of an incremental program, a number, lower first: with a
+    positive ``bucket_width(graph)`` a CPU push or notify-pull iteration runs only the
+    active vertices of the lowest bucket [i * width, (i + 1) * width) of priorities, the
+    others waiting, still active, for a later one (delta-stepping, Meyer and Sanders 2003:
     SSSP on a road network relaxes each edge a few times instead of dozens). The
     answer is the same fixed point; pulls and the GPU run every active vertex
     (default None).
