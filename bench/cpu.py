@@ -8,7 +8,9 @@ Every time is the best of ``--repeat`` warm runs of one whole call, more for sho
 (up to 100 while they took under a second in all); hetgraph and its graphblas and scipy
 peers are called in turn, so that the VM's drifting speed hits them alike; NetworkX is
 timed alone. hetgraph's program compile is excluded: it is done once per process.
-Ratios are peer seconds / hetgraph seconds, so > 1 means hetgraph is faster. Every peer's answer is checked against
+Ratios are peer seconds / hetgraph seconds, so > 1 means hetgraph is faster: fastest
+against fastest ("speedup"), and for the peers called in turn with hetgraph, the median
+of the rounds' ratios ("speedup_paired_median"). Every peer's answer is checked against
 hetgraph's. hetgraph runs on the graph renumbered by ``reorder("auto")`` (hubs first on
 skewed graphs, as the command line does; the seconds it takes are in ``reorder_s``),
 the peers on the graph as given; PageRank rows also hold hetgraph on the given order
@@ -40,12 +42,26 @@ MIN_SECONDS = 1.0  # short calls repeat until they took this long in all (noisy 
 MAX_REPEAT = 100
 
 
+class Timed(dict):
+    """{name: (fastest seconds, last result)}; ``rounds``: {name: seconds of each
+    round}."""
+
+    def paired(self, ours="hetgraph"):
+        """{peer: the median over rounds of peer seconds / ``ours`` seconds}: a drift of
+        the VM's speed between rounds does not touch it (grid-1000 PageRank against
+        graphblas: fastest against fastest 1.03x in one run of this script; 15 rounds
+        in turn minutes later, 1.50x fastest against fastest, 1.25x paired median)."""
+        mine = np.asarray(self.rounds[ours])
+        return {name: float(np.median(np.asarray(times) / mine))
+                for name, times in self.rounds.items() if name != ours}
+
+
 def interleaved(calls, repeat):
-    """{name: (fastest seconds, last result)} of the functions ``calls`` {name: fn},
-    called in turn (in a rotating order) for at least ``repeat`` rounds and up to
-    MAX_REPEAT while any took under MIN_SECONDS in all: the VM's speed drifts by up to
-    2x over seconds (grid-1000 PageRank's own kernel took 104-201 ms in 40 calls), so
-    ratios come from calls made under the same conditions."""
+    """:class:`Timed` of the functions ``calls`` {name: fn}, called in turn (in a
+    rotating order) for at least ``repeat`` rounds and up to MAX_REPEAT while any took
+    under MIN_SECONDS in all: the VM's speed drifts by up to 2x over seconds (grid-1000
+    PageRank's own kernel took 104-201 ms in 40 calls), so ratios come from calls made
+    under the same conditions."""
     names = list(calls)
     times = {name: [] for name in names}
     out = {}
@@ -57,7 +73,9 @@ def interleaved(calls, repeat):
             out[name] = calls[name]()
             times[name].append(time.perf_counter() - start)
         rounds += 1
-    return {name: (min(times[name]), out[name]) for name in names}
+    timed = Timed({name: (min(times[name]), out[name]) for name in names})
+    timed.rounds = times
+    return timed
 
 
 def best_of(fn, repeat):
@@ -169,13 +187,18 @@ def bench_graph(name, given, repeat):
     G = networkx_graph(g) if g.num_arcs <= NX_MAX_ARCS else None
     gaG = ga.DiGraph(A)
 
-    def row(algorithm, ours, peers, iterations, extra=None):
+    def row(algorithm, ours, peers, iterations, timed, extra=None):
+        """``timed``: the :class:`Timed` of hetgraph and its interleaved peers."""
         entry = {"graph": name, "vertices": n, "arcs": g.num_arcs, "algorithm": algorithm,
                  "hetgraph_s": ours, "iterations": iterations, "peers_s": peers,
-                 "speedup": {k: v / ours for k, v in peers.items()}}
+                 "speedup": {k: v / ours for k, v in peers.items()},
+                 "speedup_paired_median": timed.paired()}
         entry.update(extra or {})
         rows.append(entry)
-        ratios = ", ".join(f"{k} {v:.2f}x" for k, v in entry["speedup"].items())
+        paired = entry["speedup_paired_median"]
+        ratios = ", ".join(f"{k} {v:.2f}x" + (f" (paired {paired[k]:.2f}x)" if k in paired
+                                              else "")
+                           for k, v in entry["speedup"].items())
         print(f"{name:>12} {algorithm:<5} hetgraph {ours:8.4f} s  ({ratios})", flush=True)
 
     # PageRank, fixed iterations
@@ -201,7 +224,7 @@ def bench_graph(name, given, repeat):
         same_order["graphblas_renumbered_s"] = best_of(
             lambda: graphblas_pagerank(hAT, h_out, PR_ITERATIONS), repeat)[0]
         del hAT
-    row("pr", t_hg, peers, PR_ITERATIONS,
+    row("pr", t_hg, peers, PR_ITERATIONS, timed,
         {"per_iteration_s": t_hg / PR_ITERATIONS,
          "history_mode": r.history["mode"].iloc[-1], **order, **same_order})
 
@@ -222,7 +245,7 @@ def bench_graph(name, given, repeat):
     if G is not None:
         peers["networkx"] = best_of(lambda: nx.single_source_shortest_path_length(G, source),
                                     1)[0]
-    row("bfs", t_hg, peers, r.iterations, {**_modes(r), **order})
+    row("bfs", t_hg, peers, r.iterations, timed, {**_modes(r), **order})
 
     # connected components (weak)
     hg.connected_components(h)
@@ -237,7 +260,7 @@ def bench_graph(name, given, repeat):
     if G is not None:
         fn = nx.weakly_connected_components if g.directed else nx.connected_components
         peers["networkx"] = best_of(lambda: list(fn(G)), 1)[0]
-    row("cc", t_hg, peers, r.iterations, {**_modes(r), **order})
+    row("cc", t_hg, peers, r.iterations, timed, {**_modes(r), **order})
 
     # SSSP
     if g.weighted:
@@ -252,7 +275,7 @@ def bench_graph(name, given, repeat):
         if G is not None:
             peers["networkx"] = best_of(
                 lambda: nx.single_source_dijkstra_path_length(G, source), 1)[0]
-        row("sssp", t_hg, peers, r.iterations, {**_modes(r), **order})
+        row("sssp", t_hg, peers, r.iterations, timed, {**_modes(r), **order})
     return rows
 
 
