@@ -42,8 +42,8 @@ def device_bandwidths(cp, nbytes=1 << 30, repeats=5):
     rate of each method): the device rate is the best of a cudaMemcpy and elementwise
     copies of 1- and 8-byte items (on one H100 they agreed within 1%: 2958, 2969 and
     2982 GB/s). The H100s lent for calls differ: 2.82-2.98 TB/s between calls, while
-    RMAT-26 PageRank took 8.19-8.20 ms on each, so its ratio to the floor moves by 5%
-    with the machine."""
+    one build of the kernel ran RMAT-26 PageRank in 8.19-8.20 ms on each, so a ratio to
+    the floor moves by 5% with the machine."""
     import cupyx
 
     def best(copy):
