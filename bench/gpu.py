@@ -46,17 +46,6 @@ def device_bandwidths(cp, nbytes=1 << 30, repeats=5):
     the floor moves by 5% with the machine."""
     import cupyx
 
-    def best(copy):
-        copy()
-        times = []
-        for _ in range(repeats):
-            cp.cuda.Device().synchronize()
-            start = time.perf_counter()
-            copy()
-            cp.cuda.Device().synchronize()
-            times.append(time.perf_counter() - start)
-        return min(times)
-
     def elementwise(source, target):
         target[...] = source
 
@@ -66,13 +55,13 @@ def device_bandwidths(cp, nbytes=1 << 30, repeats=5):
     def copy_rate(copy, dtype):
         source = cp.zeros(nbytes // np.dtype(dtype).itemsize, dtype)
         target = cp.empty_like(source)
-        return 2 * nbytes / best(lambda: copy(source, target))
+        return 2 * nbytes / min(device_seconds(cp, lambda: copy(source, target), repeats))
 
     def upload_rate():
         target = cp.empty(nbytes, cp.uint8)
         host = cupyx.empty_pinned(nbytes, np.uint8)
         host[...] = 1
-        return nbytes / best(lambda: target.set(host))
+        return nbytes / min(device_seconds(cp, lambda: target.set(host), repeats))
 
     rates = {"elementwise_uint8": copy_rate(elementwise, np.uint8),
              "elementwise_uint64": copy_rate(elementwise, np.uint64),
@@ -81,6 +70,20 @@ def device_bandwidths(cp, nbytes=1 << 30, repeats=5):
     cp.get_default_memory_pool().free_all_blocks()  # give the 2 GiB back to the runs
     cp.get_default_pinned_memory_pool().free_all_blocks()
     return max(rates.values()), upload, rates
+
+
+def device_seconds(cp, call, repeats):
+    """Seconds of each of ``repeats`` calls of ``call`` after one unmeasured call, the
+    device synchronized before and after each."""
+    call()
+    times = []
+    for _ in range(repeats):
+        cp.cuda.Device().synchronize()
+        start = time.perf_counter()
+        call()
+        cp.cuda.Device().synchronize()
+        times.append(time.perf_counter() - start)
+    return times
 
 
 def cusparse_spmv(cp, g, iterations):
@@ -92,16 +95,7 @@ def cusparse_spmv(cp, g, iterations):
     AT = csp.csr_matrix((data, cp.asarray(g.in_indices), cp.asarray(g.in_indptr)),
                         shape=(g.num_vertices,) * 2)
     x = cp.full(g.num_vertices, 1.0 / g.num_vertices, cp.float32)
-    y = AT @ x
-    times = []
-    for _ in range(iterations):
-        cp.cuda.Device().synchronize()
-        start = time.perf_counter()
-        y = AT @ x
-        cp.cuda.Device().synchronize()
-        times.append(time.perf_counter() - start)
-    del AT, data, x, y
-    return float(np.median(times))
+    return float(np.median(device_seconds(cp, lambda: AT @ x, iterations)))
 
 
 def cusparse_pagerank(cp, g, iterations, damping=0.85):
