@@ -12,7 +12,7 @@ from .errors import GraphError, StoreError
 HISTORY_COLUMNS = ("iteration", "placement", "mode", "f", "rho", "alpha", "active",
                    "computed", "edges", "activated", "cpu_pages", "gpu_pages", "cpu_edges",
                    "gpu_edges", "cpu_seconds", "gpu_seconds", "read_bytes", "seconds",
-                   "overhead")
+                   "overhead", "priority")
 # a history row is a list of the columns' values in this order: a segment makes one
 # every iteration, and as a dict it took 0.9 us more (a segment over a fake engine on a
 # 2-core VM: 2.45 -> 1.55 us of bookkeeping beyond the bare loop), 4% of a grid-1000
@@ -21,8 +21,10 @@ COLUMN = {name: index for index, name in enumerate(HISTORY_COLUMNS)}
 
 
 def history_row(**values) -> list:
-    """A history row with ``values`` by column name, zeros for the others."""
+    """A history row with ``values`` by column name, zeros for the others (NaN for
+    priority: none known)."""
     row = [0] * len(HISTORY_COLUMNS)
+    row[COLUMN["priority"]] = float("nan")
     for name, value in values.items():
         row[COLUMN[name]] = value
     return row
@@ -46,8 +48,12 @@ class Result:
     each device kind (a GPU segment's are its device time, measured by CUDA events),
     bytes read from the page store (out-of-core runs), wall seconds (the time since the
     previous iteration finished, when GPU iterations are queued; the dispatcher's count
-    of the frontier and placement before a segment count in its first row) and overhead = wall
-    seconds beyond the busiest device); ``compile_seconds``: time spent compiling the
+    of the frontier and placement before a segment count in its first row), overhead = wall
+    seconds beyond the busiest device, and priority: the lowest priority among the
+    vertices the iteration ran, for a program with priority buckets (see
+    :class:`hetgraph.VertexProgram`; NaN otherwise, and where not tracked: a CPU
+    iteration outside a burst, the first of a GPU segment, a hybrid one), whose rise per
+    iteration is the run's progress); ``compile_seconds``: time spent compiling the
     program (0 when it was already compiled in this process).
     """
 

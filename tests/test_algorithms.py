@@ -9,6 +9,7 @@ import scipy.sparse.csgraph as csgraph
 import scipy.sparse.linalg as spla
 
 import hetgraph as hg
+from hetgraph.algorithms.sssp import ShortestPaths
 from hetgraph.scheduler import cpu_engine
 from conftest import REAL_GRAPHS, data_path
 
@@ -188,14 +189,19 @@ def test_sssp_buckets_relax_each_edge_a_few_times_on_a_grid():
     assert (h["edges"] < h["f"] * g.num_arcs - 0.5).any()  # some vertices waited
     assert (plain.history["edges"] == np.round(plain.history["f"] * g.num_arcs)).all()
     assert h["activated"].iloc[-1] == 0 and (h["activated"].iloc[:-1] > 0).all()
+    # the rows' priority: the lowest distance each ran, from the source's 0 to the
+    # farthest bucket, by buckets in order (the progress the dispatcher measures)
+    delta = ShortestPaths(0).bucket_width(g)
+    fronts = h["priority"].to_numpy()
+    assert fronts[0] == 0.0 and (np.diff(np.floor(fronts / delta)) >= 0).all()
+    assert ref.max() - delta < fronts[-1] <= ref.max()
+    assert plain.history["priority"].isna().all()  # (no buckets: not tracked)
 
 
 def test_sssp_switches_modes_like_garaph():
     """On a road-like graph the frontier grows then shrinks: notify-pull at both ends,
     pull in the middle when f > 1/2 (Garaph 4.2; SSSP made not incremental, so that it
     cannot push)."""
-    from hetgraph.algorithms.sssp import ShortestPaths
-
     g = hg.generate.grid(60, 60, seed=4)
     program = ShortestPaths(0, np.float64)
     program.incremental = False

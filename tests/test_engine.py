@@ -328,7 +328,7 @@ def test_result_is_keyed_by_original_labels():
     assert list(r.history.columns) == [
         "iteration", "placement", "mode", "f", "rho", "alpha", "active", "computed", "edges",
         "activated", "cpu_pages", "gpu_pages", "cpu_edges", "gpu_edges", "cpu_seconds",
-        "gpu_seconds", "read_bytes", "seconds", "overhead"]
+        "gpu_seconds", "read_bytes", "seconds", "overhead", "priority"]
     assert r.iterations == len(r.history) == 4 and r.converged
     assert "ShortestPaths" in repr(r)
 
@@ -498,7 +498,8 @@ def test_bursts_keep_every_active_vertex(push, sync, buckets):
     frontier, degree = np.array([0]), int(g.out_degree()[0])
     waited = False
     for rows in itertools.cycle(range(1, 10)):
-        stats, frontier, degree = kernel.burst(
+        lowest = values[frontier].min()  # (SSSP's priority: its value)
+        stats, fronts, frontier, degree = kernel.burst(
             g, frontier, degree, push, cpu.NO_LIMIT, cpu.NO_LIMIT, rows, float("inf"),
             values, new_values, flags, marks, seen, np.zeros(1, np.float32), sync,
             delta=60.0 if buckets else 0.0, deferred=deferred)
@@ -506,6 +507,10 @@ def test_bursts_keep_every_active_vertex(push, sync, buckets):
         assert degree == g.out_degree()[frontier].sum()
         assert stats[-1, 4] == len(frontier) and not deferred.any() and not marks.any()
         assert not seen.any()  # as a push must leave them
+        if buckets:  # a burst starts from the lowest bucket of its whole frontier
+            assert fronts[0] == lowest and np.all(np.diff(fronts // 60.0) >= 0)
+        else:
+            assert np.isnan(fronts).all()
         waited |= bool((stats[:, 3] < stats[:, 1]).any())  # pushed less than the frontier
         if not len(frontier):
             break
@@ -616,6 +621,7 @@ class QueuedCpu:
 
     queued = 3
     read_bytes = 0
+    front = float("nan")
 
     def __init__(self, engine):
         self.engine = engine
@@ -681,6 +687,7 @@ class Passes:
 
     read_bytes = 0
     values = np.zeros(1)
+    front = float("nan")
 
     def __init__(self, seconds, passes):
         self.seconds, self.left = seconds, passes

@@ -79,6 +79,40 @@ def test_every_algorithm_equals_the_cpu(name):
                     on_cpu.history[column].tolist(), (algorithm, column)
 
 
+def bellman_ford_fronts(g, source):
+    """The lowest distance among the vertices each sync Bellman-Ford iteration from
+    ``source`` runs (those its iteration before improved), in NumPy."""
+    indptr, indices = g.out_indptr, g.out_indices
+    weights = g.out_weights().astype(np.float64)
+    values = np.full(g.num_vertices, np.inf)
+    values[source] = 0.0
+    frontier, fronts = np.array([source]), []
+    while len(frontier):
+        fronts.append(values[frontier].min())
+        starts, ends = indptr[frontier], indptr[frontier + 1]
+        edges = np.concatenate([np.arange(a, b) for a, b in zip(starts, ends)])
+        sources = np.repeat(frontier, ends - starts)
+        new = values.copy()
+        np.minimum.at(new, indices[edges], values[sources] + weights[edges])
+        frontier = np.flatnonzero(new < values)
+        values = new
+    return fronts
+
+
+def test_gpu_rows_carry_the_lowest_priority_they_ran():
+    """An SSSP run on the GPU records in each row the lowest distance among the vertices
+    it ran (the kernel's warp and block minimum of the keys), but its first: the
+    dispatcher's progress measure."""
+    g = hg.generate.rmat(12, seed=3, weights=(1.0, 9.0))
+    s = source_of(g)
+    history = hg.sssp(g, s, devices="gpu").history
+    want = bellman_ford_fronts(g, int(g.id_of(s)))
+    assert len(history) == len(want) and np.isnan(history["priority"].iloc[0])
+    np.testing.assert_array_equal(history["priority"].to_numpy()[1:], want[1:])
+    bfs = hg.bfs(g, s, devices="gpu").history  # (no priority)
+    assert bfs["priority"].isna().all()
+
+
 @pytest.mark.parametrize("name", ["wiki-Vote.txt", "rmat"])
 def test_sssp_and_bfs_equal_scipy_on_gpu(name):
     g = graph_of(name)

@@ -307,18 +307,78 @@ def test_the_first_iteration_looks_one_iteration_ahead():
     assert m.placement(0.01, 1.0, 10**6)[0] == "cpu"
     m.growth = 4.0  # a grid: the next frontier 0.04, still 0.64 ms on the CPU
     assert m.placement(0.01, 1.0, 10**6, start=True)[0] == "cpu"
-    # the CPU's lead of 3.2 ms over the two must pay for the later move to the GPU
-    m.switch = 3.1e-3
+    m.switch = 1.0  # the CPU wins both: no move to pay for, however dear
     assert m.placement(0.01, 1.0, 10**6, start=True)[0] == "cpu"
-    m.switch = 3.3e-3
-    assert m.placement(0.01, 1.0, 10**6, start=True)[0] == "gpu"
-    m.switch = 0.0
-    m.growth = 1000.0  # a hub: the next frontier is the whole graph, 8 ms on the CPU
+    # a hub: the next frontier is the whole graph, a pull of 8 ms on the CPU; the CPU
+    # can win the first (0.16 ms) then move to the GPU (2 ms) if the move costs under
+    # 1.84 ms, the GPU's lead in the first
+    m.growth = 1000.0
+    m.switch = 1.8e-3
+    assert m.placement(0.01, 1.0, 10**6, start=True)[0] == "cpu"
+    m.switch = 1.9e-3
     assert m.placement(0.01, 1.0, 10**6, start=True)[0] == "gpu"
     assert m.placement(0.01, 1.0, 10**6, current="cpu")[0] == "cpu"  # later: no look
     m.overhead = 0.0  # a split would beat the GPU, but a run starts on one device
     assert m.placement(1.0, 1.0, 10**6)[0] == "hybrid"
     assert m.placement(1.0, 1.0, 10**6, start=True)[0] == "gpu"
+
+
+def progress_rows(kind, first, count, rise, **changes):
+    """``count`` rows of ``kind`` from iteration ``first`` whose priority rises by
+    ``rise`` an iteration."""
+    mode = "push" if kind == "cpu" else "gpu-pull"
+    return [history_row(**{"iteration": first + i, "placement": kind, "mode": mode,
+                           "f": 0.001, "rho": 1.0, "edges": 1000, "seconds": 40e-6,
+                           f"{kind}_seconds": 40e-6, "priority": 5.0 + rise * i,
+                           **changes}) for i in range(count)]
+
+
+def test_priority_buckets_compare_the_devices_by_progress():
+    """With buckets a CPU iteration runs part of the frontier: the CPU's time is taken
+    for the GPU's progress in one iteration, from the rise of the rows' priority on
+    each (before the GPU's is measured, one over the share of the frontier's edges the
+    CPU pushes); without buckets their iterations count alike."""
+    m = CostModel(buckets=True)
+    assert m.progress_ratio() == 1.0  # nothing measured
+    # pushes of a quarter of their frontier's edges (f 0.001 of 1e6 arcs: 1000)
+    m.observe_rows(progress_rows("cpu", 10, 20, 0.5, edges=250), 10**6)
+    assert m.share == pytest.approx(0.25) and m.progress_ratio() == pytest.approx(4.0)
+    assert m.progress["cpu"] == pytest.approx(0.5)
+    m.observe_rows(progress_rows("gpu", 30, 20, 1.5), 10**6)  # 3 times the CPU's
+    assert m.progress_ratio() == pytest.approx(3.0)
+    m.observe_rows(progress_rows("gpu", 50, 20, 0.1), 10**6)  # (smoothed; at least 1)
+    assert m.progress["gpu"] == pytest.approx(0.7 * 1.5 + 0.3 * 0.1)
+    m.progress["gpu"] = 0.2
+    assert m.progress_ratio() == 1.0
+    # rows without a priority (NaN: not tracked) measure nothing
+    m.observe_rows(progress_rows("gpu", 70, 5, 1.0, priority=float("nan")), 10**6)
+    assert m.progress["gpu"] == 0.2
+    plain = CostModel()  # no buckets
+    plain.observe_rows(progress_rows("cpu", 10, 20, 0.5, edges=250), 10**6)
+    assert plain.progress_ratio() == 1.0 and not plain.progress
+
+
+def test_a_cpu_iteration_counts_its_share_of_a_gpu_iterations_progress():
+    # a CPU push of a frontier of 0.2: 0.2 x a 7 ms pull (push factor 1), 1.4 ms; a GPU
+    # pull 2 ms. The CPU wins an iteration, but with buckets it needs 2 for a GPU
+    # iteration's progress: 2.8 ms against 2
+    def fresh(buckets):
+        m = model(7e-9, 2e-9, overhead=1.0)
+        m.push, m.buckets = 1.0, buckets
+        m.progress = {"cpu": 1.0, "gpu": 2.0}
+        return m
+
+    assert fresh(False).placement(0.2, 1.0, 10**6)[0] == "cpu"
+    m = fresh(True)
+    place, a = m.placement(0.2, 1.0, 10**6)
+    assert place == "gpu" and a == pytest.approx(1.4)
+    # from the CPU, each iteration loses half a GPU iteration's 0.8 ms
+    m.switch = 1.0e-3
+    assert [m.placement(0.2, 1.0, 10**6, current="cpu")[0] for _ in range(3)] == \
+        ["cpu", "cpu", "gpu"]
+    # the first iteration too: the CPU loses it
+    assert fresh(True).placement(0.2, 1.0, 10**6, start=True)[0] == "gpu"
+    assert fresh(False).placement(0.2, 1.0, 10**6, start=True)[0] == "cpu"
 
 
 def test_frontier_growth_is_the_out_degree_at_an_average_edges_end():

@@ -519,7 +519,7 @@ def _build_step(gather, combine, apply, activate, settled, priority, cast, ident
     def lowest_bucket(later, count, deferred, marks, values, out_indptr, delta):
         """Take the waiting vertices of the lowest priority bucket [i * delta, (i + 1) *
         delta) out of ``later``: returns (their ids, their out-degree sum, the bucket's
-        end, the entries left in ``later``). Entries whose vertex no longer waits, and
+        end, the entries left in ``later``, the lowest priority among them). Entries whose vertex no longer waits, and
         repeated ones, are dropped. A priority of -inf is a bucket of its own (a widest
         path's source); when none is below inf (inf, NaN), all are taken."""
         lowest = np.inf
@@ -548,18 +548,22 @@ def _build_step(gather, combine, apply, activate, settled, priority, cast, ident
                 else:
                     later[kept] = v
                     kept += 1
-        return taken[:k], degree, end, kept
+        return taken[:k], degree, end, kept, lowest
 
     @numba.njit(nogil=True)
     def split_bucket(following, end, later, count, deferred, values, out_indptr):
         """The vertices of ``following`` whose priority is below ``end`` (their ids and
         out-degree sum); the others wait in ``later``. Returns (ids, degree, later,
-        count, change in the number waiting, change in their out-degree sum)."""
+        count, change in the number waiting, change in their out-degree sum, the lowest
+        priority among the ids: inf when there is none)."""
         now = np.empty(following.shape[0], np.int64)
         k = degree = change = change_degree = 0
+        lowest = np.inf
         for v in following:
             d = out_indptr[v + 1] - out_indptr[v]
-            if np.float64(priority(values[v])) < end:
+            p = np.float64(priority(values[v]))
+            if p < end:
+                lowest = min(lowest, p)
                 if deferred[v]:  # it waited; it is due now
                     deferred[v] = 0
                     change -= 1
@@ -571,11 +575,12 @@ def _build_step(gather, combine, apply, activate, settled, priority, cast, ident
                 later, count, added = _defer(v, later, count, deferred)
                 change += added
                 change_degree += added * d
-        return now[:k], degree, later, count, change, change_degree
+        return now[:k], degree, later, count, change, change_degree, lowest
 
     def make_burst(push):
         @numba.njit(nogil=True)
-        def burst(frontier, degree, max_degree, max_sparse, seconds, stats, out_indptr,
+        def burst(frontier, degree, max_degree, max_sparse, seconds, stats, fronts,
+                  out_indptr,
                   out_indices, out_weights, in_indptr, in_indices, in_weights, values,
                   new_values, flags, marks, seen, aux, constant, notify_self, sync, delta,
                   deferred):
@@ -585,7 +590,8 @@ def _build_step(gather, combine, apply, activate, settled, priority, cast, ident
             is at most ``max_degree`` and its degree plus its size at most
             ``max_sparse``, for about ``seconds`` and one row of ``stats`` each at most:
             stats[i] = (active, degree, computed, edges, active after, nanoseconds of
-            the pass, nanoseconds since the one before ended, or since the call).
+            the pass, nanoseconds since the one before ended, or since the call), and
+            fronts[i] its lowest priority run (NaN without buckets).
 
             ``delta`` > 0 (delta-stepping, Meyer and Sanders 2003): an iteration runs
             only the active vertices of the lowest priority bucket [i * delta, (i + 1)
@@ -601,6 +607,7 @@ def _build_step(gather, combine, apply, activate, settled, priority, cast, ident
             later = np.empty(0, np.int64)
             waiting = waiting_degree = entries = 0  # (waiting: counted, not run)
             end = np.inf
+            front = np.nan  # the lowest priority of the vertices run (buckets only)
             scratch = out_indptr.shape[0] - 1 if push else 0  # (see push_pass)
             found = np.empty(scratch, np.int64)
             before = np.empty(0 if on_change else scratch, values.dtype)
@@ -614,7 +621,7 @@ def _build_step(gather, combine, apply, activate, settled, priority, cast, ident
                 waiting_degree, degree, frontier = degree, 0, frontier[:0]
             while count < stats.shape[0] and ended < limit:
                 if buckets and frontier.shape[0] == 0 and waiting > 0:
-                    frontier, degree, end, entries = lowest_bucket(
+                    frontier, degree, end, entries, front = lowest_bucket(
                         later, entries, deferred, marks, values, out_indptr, delta)
                     waiting -= frontier.shape[0]
                     waiting_degree -= degree
@@ -633,10 +640,11 @@ def _build_step(gather, combine, apply, activate, settled, priority, cast, ident
                         frontier, out_indptr, out_indices, in_indptr, in_indices,
                         in_weights, values, new_values, flags, marks, aux, constant,
                         notify_self, sync)
+                fronts[count] = front
                 if buckets:
-                    following, next_degree, later, entries, change, change_degree = \
-                        split_bucket(following, end, later, entries, deferred, values,
-                                     out_indptr)
+                    following, next_degree, later, entries, change, change_degree, front \
+                        = split_bucket(following, end, later, entries, deferred, values,
+                                       out_indptr)
                     waiting += change
                     waiting_degree += change_degree
                 now = _nanoseconds(timespec)
@@ -748,12 +756,14 @@ class CpuKernel:
         burst of one iteration only); ``seen``: a push's (see :meth:`push_step`).
         ``delta`` > 0: each iteration runs the active vertices of the lowest bucket of
         the program's priority only, the limits applying to them (delta-stepping;
-        ``deferred``: uint8 zeros of length N, scratch). Returns (stats, the next
-        frontier, its degree); stats (int64), a row an iteration: active vertices, the
-        out-degree sum of those run, vertices computed, edges read, vertices active
+        ``deferred``: uint8 zeros of length N, scratch). Returns (stats, fronts, the
+        next frontier, its degree); stats (int64), a row an iteration: active vertices,
+        the out-degree sum of those run, vertices computed, edges read, vertices active
         after it, nanoseconds of the pass, nanoseconds since the pass before ended (the
-        first: since the call began)."""
+        first: since the call began); fronts (float64), an iteration's lowest priority
+        among the vertices it ran (NaN without buckets: ``delta`` = 0)."""
         stats = np.empty((rows, 7), np.int64)
+        fronts = np.empty(rows, np.float64)
         delta = float(delta)
         if delta > 0.0 and (deferred is None or deferred.shape != values.shape):
             raise ValueError("a burst with delta > 0 needs deferred: uint8 zeros, one a "
@@ -762,11 +772,11 @@ class CpuKernel:
             (graph.out_indices, _NO_WEIGHTS)
         count, following, degree = self._bursts[push](
             frontier, degree, max_degree, max_sparse, min(float(seconds), _FOREVER), stats,
-            graph.out_indptr, out_indices, out_weights, graph.in_indptr,
+            fronts, graph.out_indptr, out_indices, out_weights, graph.in_indptr,
             *self.edges(graph)[1:3], values, new_values, flags, marks, seen, aux,
             float(constant), self.spec.notify_self, sync, delta,
             _NOT_DEFERRED if deferred is None else deferred)
-        return stats[:count], following, int(degree)
+        return stats[:count], fronts[:count], following, int(degree)
 
     def sparse_step(self, graph, frontier, values, new_values, flags, marks, aux, constant,
                     sync, delta=0.0, deferred=None):
@@ -793,7 +803,7 @@ class CpuKernel:
     def _one(self, graph, frontier, push, values, new_values, flags, marks, seen, aux,
              constant, sync, delta, deferred):
         """One push or sparse notify-pull: a burst of one, without limits."""
-        stats, following, degree = self.burst(
+        stats, _, following, degree = self.burst(
             graph, frontier, 0, push, NO_LIMIT, NO_LIMIT, 1, _FOREVER, values, new_values,
             flags, marks, seen, aux, sync, constant, delta, deferred)
         if not len(stats):  # an empty frontier

@@ -211,6 +211,15 @@ def _count_frontier_kernel(degree_type, device):
     return cupy.RawKernel(_COUNT_FRONTIER.replace("DEGREE", degree_type), "hg_count_frontier")
 
 
+def front_of_key(key):
+    """The priority whose ``hg_front_key`` is ``key`` (an int; 0: none, NaN)."""
+    if not key:
+        return float("nan")
+    ordered = ~key & 0xFFFFFFFFFFFFFFFF
+    bits = ordered & 0x7FFFFFFFFFFFFFFF if ordered >> 63 else ~ordered & 0xFFFFFFFFFFFFFFFF
+    return float(np.array(bits, np.uint64).view(np.float64))
+
+
 class PackedLaunch:
     """A kernel launch through the driver (cuLaunchKernel) with its arguments packed
     once, in the kernel's order; :meth:`update` changes some in place. A call of CuPy's
@@ -306,6 +315,8 @@ def kernel_source(spec: ProgramSpec, aux_dtype, index_dtype, degree_dtype, *, we
     activate = device_function(spec.name, "activate", spec.activate, "hg_activate",
                                (value, value), np.bool_)
     call = "hg_user_apply(old, acc, aux" + (", constant)" if spec.uses_constant else ")")
+    priority = "" if spec.priority is None else device_function(
+        spec.name, "priority", spec.priority, "hg_priority", (value,), np.float64)
     return f"""
 typedef {c_type(value)} value_t;
 typedef {c_type(aux_dtype)} aux_t;
@@ -314,10 +325,21 @@ typedef {c_type(degree_dtype)} degree_t;
 #define HG_SYNC {int(bool(sync))}
 #define HG_WEIGHTED {int(bool(weighted))}
 #define HG_WARP_COMBINE {int(bool(warp_combine))}
+#define HG_PRIORITY {int(spec.priority is not None)}
 {PRELUDE}
 {gather}
 {apply}
 {activate}
+{priority}
+#if HG_PRIORITY
+/* counters[2] holds the lowest priority activated as this key's maximum: the key is
+   the complement of an order-preserving map of the double's bits, so that the zeroed
+   counter means none */
+__device__ __forceinline__ unsigned long long hg_front_key(double p) {{
+  const unsigned long long b = (unsigned long long)__double_as_longlong(p);
+  return ~((b >> 63) ? ~b : (b | 0x8000000000000000ull));
+}}
+#endif
 __device__ __forceinline__ value_t hg_apply(value_t old, value_t acc, aux_t aux,
                                             double constant) {{ return {call}; }}
 __device__ __forceinline__ value_t hg_combine(value_t a, value_t b) {{
@@ -358,7 +380,7 @@ extern "C" __global__ void shard_pass(
   if (*go == 0) return;
   extern __shared__ __align__(8) unsigned char hg_shared[];
   value_t* slots = (value_t*)hg_shared;
-  __shared__ unsigned long long block_active, block_degree;
+  __shared__ unsigned long long block_active, block_degree, block_front;
   const int s = first_shard + blockIdx.x;
   const long long v0 = shard_start[s];
   const int nv = (int)(shard_start[s + 1] - v0);
@@ -366,7 +388,7 @@ extern "C" __global__ void shard_pass(
   /* edges of source ranges [k_begin, k_end) of this shard (row s of the range table) */
   const long long* table = shard_edge + (long long)s * (ranges + 1);
   const long long e0 = table[k_begin] - edge_base, e1 = table[k_end] - edge_base;
-  if (threadIdx.x == 0) {{ block_active = 0; block_degree = 0; }}
+  if (threadIdx.x == 0) {{ block_active = 0; block_degree = 0; block_front = 0; }}
   for (int k = threadIdx.x; k < (nv << log_r); k += blockDim.x)
     slots[k] = {literal(spec.identity(), value)};
   __syncthreads();
@@ -422,7 +444,7 @@ extern "C" __global__ void shard_pass(
     }}
     __syncthreads();
   }}
-  unsigned long long active = 0, degree = 0;
+  unsigned long long active = 0, degree = 0, front = 0;
   const double constant = *constant_at;
   for (int i = threadIdx.x; i < nv; i += blockDim.x) {{
     const long long v = v0 + i;
@@ -434,22 +456,37 @@ extern "C" __global__ void shard_pass(
     new_values[v] = now;
     const bool on = hg_activate(now, old);
     flags[v] = on;
-    if (on) {{ active += 1; degree += out_degree[v]; }}
+    if (on) {{
+      active += 1;
+      degree += out_degree[v];
+#if HG_PRIORITY
+      front = max(front, hg_front_key(hg_priority(now)));
+#endif
+    }}
   }}
   /* the warp's sums first, then one shared atomic a warp (not a thread: all on one
      address): RMAT-24 PageRank 1.65 -> 1.46 ms an iteration on an H100 */
   for (int d = 16; d > 0; d >>= 1) {{
     active += __shfl_down_sync(0xffffffffu, active, d);
     degree += __shfl_down_sync(0xffffffffu, degree, d);
+#if HG_PRIORITY
+    front = max(front, __shfl_down_sync(0xffffffffu, front, d));
+#endif
   }}
   if ((threadIdx.x & 31) == 0 && active) {{
     atomicAdd(&block_active, active);
     atomicAdd(&block_degree, degree);
+#if HG_PRIORITY
+    atomicMax(&block_front, front);
+#endif
   }}
   __syncthreads();
   if (threadIdx.x == 0 && block_active) {{
     atomicAdd(&counters[0], block_active);
     atomicAdd(&counters[1], block_degree);
+#if HG_PRIORITY
+    atomicMax(&counters[2], block_front);
+#endif
   }}
 }}
 """
@@ -620,6 +657,7 @@ class GpuEngine:
 
     mode = "gpu-pull"
     read_bytes = 0  # bytes read from storage (pages come from host memory)
+    front = float("nan")  # the frontier's lowest priority (programs with one; see wait)
     queued = QUEUED  # iterations a run may keep launched (see launch; 1 when streaming)
 
     def __init__(self, spec, graph, values, flags, aux, *, sync=True, memory_budget=None,
@@ -667,10 +705,12 @@ class GpuEngine:
             self.aux = cp.asarray(aux)
             self.out_degree = cp.asarray(degree)
             # the activated counts of QUEUED + 1 iterations (a ring: the one a queued
-            # iteration reads as its go, and those in flight), copied to pinned memory
-            slots = cp.zeros((QUEUED + 1, 2), cp.uint64)
+            # iteration reads as its go, and those in flight), copied to pinned memory:
+            # vertices activated, their out-degree sum, the key of their lowest
+            # priority (see front_of_key)
+            slots = cp.zeros((QUEUED + 1, 3), cp.uint64)
             self._slots = [slots[i] for i in range(QUEUED + 1)]  # views made once
-            self._host_slots = pinned_empty((QUEUED + 1, 2), np.uint64)
+            self._host_slots = pinned_empty((QUEUED + 1, 3), np.uint64)
             self._host_pointers = [self._host_slots[i].ctypes.data for i in range(QUEUED + 1)]
             self._events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(QUEUED + 1)]
             self._held = [None] * (QUEUED + 1)  # each slot's device constant, kept alive
@@ -839,10 +879,13 @@ class GpuEngine:
     def wait(self, ticket):
         """Wait for a launched iteration; returns (mode, vertices computed, edges read,
         vertices activated, seconds it took on the device) and makes its activated
-        vertices the frontier."""
+        vertices the frontier (and ``front`` their lowest priority, for a program with
+        a priority)."""
         start, end = self._events[ticket]
         end.synchronize()
-        self._active, self._degree = self._host_slots[ticket].tolist()
+        self._active, self._degree, key = self._host_slots[ticket].tolist()
+        if self.spec.priority is not None:
+            self.front = front_of_key(key)
         seconds = self.cupy.cuda.get_elapsed_time(start, end) / 1e3
         return (self.mode, self.graph.num_vertices, self.graph.num_arcs, self._active,
                 seconds)
@@ -917,7 +960,7 @@ class GpuEngine:
 
     def counts(self):
         """(vertices activated, their out-degree sum) since :meth:`begin` (waits)."""
-        active, degree = (int(x) for x in self.counters.get())
+        active, degree = (int(x) for x in self.counters[:2].get())
         return active, degree
 
     def finish(self):
@@ -961,7 +1004,7 @@ class GpuEngine:
         """Set the frontier after the vertex state was loaded from the host (the next
         chained launch does not depend on the iterations before)."""
         self._active, self._degree = int(active), int(degree)
-        self._chain = None
+        self._chain, self.front = None, float("nan")
 
     def result(self):
         """The current values as a host NumPy array."""

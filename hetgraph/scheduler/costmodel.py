@@ -19,11 +19,15 @@ thread, with no pull of the in-edges of the vertices reached.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..result import COLUMN
 
 CPU_MODES = ("pull", "notify-pull", "push")
+_ITERATION, _PLACEMENT, _MODE, _F, _EDGES, _PRIORITY = (
+    COLUMN[name] for name in ("iteration", "placement", "mode", "f", "edges", "priority"))
 # seconds of a push per frontier edge (one thread) over a pull's per edge (one thread):
 # each push edge is a random read-modify-write of its target's value
 PUSH_EDGE_COST = 2.0
@@ -174,11 +178,20 @@ class CostModel:
     ``threads``: threads of a CPU pull; ``sparse_edges``: frontier edges up to which a
     notify-pull runs in one thread (:data:`.cpu_engine.SPARSE_EDGES`). ``cpu_mode``: the
     run's CPU mode ("auto": :func:`choose_cpu_mode`'s, as the CPU engine chooses it).
+    ``buckets``: the CPU runs the program's priority buckets (delta-stepping), so that
+    a CPU iteration does less than a GPU one, which runs every active vertex: the two
+    are compared by the time they take for one GPU iteration's progress (see
+    :meth:`progress_ratio`). ``progress``: by device kind, the rise of the history's
+    priority column per iteration, smoothed; ``share``: the CPU pushes' edges over
+    their frontier's (the bucket's part), smoothed.
     """
 
     def __init__(self, overhead=0.0, switch=0.0, skew=1.0, push=0.0, growth=1.0,
-                 threads=1, sparse_edges=0, cpu_mode="auto"):
+                 threads=1, sparse_edges=0, cpu_mode="auto", buckets=False):
         self.cpu_mode = cpu_mode
+        self.buckets = bool(buckets)
+        self.progress: dict = {}
+        self.share = None
         self.skew = float(skew)
         self.threads = threads
         self.sparse_edges = sparse_edges
@@ -252,6 +265,8 @@ class CostModel:
         OUTLIER cap: capped row by row, the CPU's hiccups of the H100 host (grid-1000
         BFS, notify-pull rows of 30-60 us and some of milliseconds) left its fit at
         half its mean, and auto runs stayed on the CPU at 1.5-2x the GPU's time."""
+        if self.buckets:
+            self._observe_progress(rows, num_arcs)
         gpu_edges = gpu_seconds = 0.0
         fitted = {}  # CPU mode (those of self.fits) -> [rows, frontier edges, seconds, rho]
         other = {}  # other CPU modes -> [edges, seconds]
@@ -279,6 +294,49 @@ class CostModel:
         for mode, (edges, seconds) in other.items():
             self.observe("cpu", mode, edges, seconds)
         self.observe("gpu", "pull", gpu_edges, gpu_seconds)  # (nothing without GPU rows)
+
+    def _observe_progress(self, rows, num_arcs):
+        """Fold into ``progress`` each device kind's rise of the priority per iteration
+        over ``rows`` (its first and last finite one: a CPU's moves by buckets), and
+        into ``share`` the CPU pushes' edges over their frontier's."""
+        ends = {}  # kind -> [first iteration, its priority, last iteration, its priority]
+        pushed = frontier = 0.0
+        for row in rows:
+            kind, front = row[_PLACEMENT], row[_PRIORITY]
+            if math.isfinite(front):
+                known = ends.get(kind)
+                if known is None:
+                    ends[kind] = [row[_ITERATION], front, row[_ITERATION], front]
+                else:
+                    known[2], known[3] = row[_ITERATION], front
+            if kind == "cpu" and row[_MODE] == "push":
+                pushed += row[_EDGES]
+                frontier += row[_F] * num_arcs
+        for kind, (first, low, last, high) in ends.items():
+            if last > first:
+                rise = max(high - low, 0.0) / (last - first)
+                old = self.progress.get(kind)
+                self.progress[kind] = rise if old is None else \
+                    (1 - SMOOTHING) * old + SMOOTHING * rise
+        if frontier:
+            share = min(pushed / frontier, 1.0)
+            self.share = share if self.share is None else \
+                (1 - SMOOTHING) * self.share + SMOOTHING * share
+
+    def progress_ratio(self):
+        """How many CPU iterations one GPU iteration's progress takes (1 without
+        ``buckets``: their iterations do the same): the GPU's rise of the priority per
+        iteration over the CPU's once both were measured, else 1 / ``share`` (as if
+        progress went with the edges relaxed; on a grid-1000 SSSP a CPU iteration pushes
+        0.32 of its frontier's edges on average, and the CPU takes 1.95 times the GPU's
+        iterations), 1 before any push. At least 1: a GPU iteration runs every vertex
+        that the CPU's runs, and more."""
+        if not self.buckets:
+            return 1.0
+        cpu, gpu = self.progress.get("cpu"), self.progress.get("gpu")
+        if cpu and gpu:
+            return max(gpu / cpu, 1.0)
+        return 1.0 / self.share if self.share else 1.0
 
     def _lead(self, current, behind, weight):
         """Seconds the other side is predicted to gain over ``current``, which is
@@ -358,11 +416,13 @@ class CostModel:
     def alpha(self, f, rho, num_arcs):
         """The CPU's predicted iteration time over the GPU's pull: Garaph's eq. 3,
         min(2 f rho, 1) T_pull / T_GPU with skew 1, until a notify-pull was measured;
-        nan until both devices were measured."""
+        the CPU's for a GPU iteration's progress (:meth:`progress_ratio`); nan until
+        both devices were measured."""
         t_pull, t_gpu = self.per_edge.get(("cpu", "pull")), self.per_edge.get(("gpu", "pull"))
         if not t_pull or not t_gpu or not num_arcs:
             return float("nan")
-        return self.cpu_seconds(f, rho, num_arcs) / self.seconds("gpu", num_arcs)
+        return self.cpu_seconds(f, rho, num_arcs) * self.progress_ratio() / \
+            self.seconds("gpu", num_arcs)
 
     def placement(self, f, rho, num_arcs, current=None, start=False, weight=1, seconds=0.0):
         """(placement, alpha) for an iteration with both device kinds available: "cpu"
@@ -375,15 +435,18 @@ class CostModel:
         lost, summed over the iterations since the other side became faster by MARGIN,
         as much as a move costs (``switch``; the ski-rental rule: never worse than twice
         the best choice in hindsight); while away from a device, its inflated rates
-        relax back towards the lowest they had (:meth:`relax`). The run's first iteration
-        (``start``) goes to the CPU only if the CPU's lead over it and the next pays for
-        the move to the GPU that a growing frontier will need: the grid-1000 BFS, whose
-        CPU and GPU rows were within 20% of each other for its first 200 iterations,
-        started on the CPU and left it up to 300 iterations late. It also looks one
-        iteration ahead, to a frontier ``growth`` times larger: a BFS from a hub of
-        RMAT-22 took 4-11 ms on the 16 CPU cores against the GPU's 0.7 ms, then moved
-        to the GPU for the second (f = 0.6) at a cost of 5-8 ms, where the GPU would
-        have run both. A first iteration the CPU loses runs on the GPU alone: the
+        relax back towards the lowest they had (:meth:`relax`). The CPU's times are
+        for a GPU iteration's progress (:meth:`progress_ratio` of its iterations), and
+        so are the iterations ``weight`` counts on the CPU. The run's first iteration
+        (``start``) goes to the CPU when it wins that iteration and the next, looking
+        one iteration ahead to a frontier ``growth`` times larger, where the CPU may
+        instead move to the GPU: a BFS from a hub of RMAT-22 took 4-11 ms on the 16 CPU
+        cores against the GPU's 0.7 ms, then moved to the GPU for the second (f = 0.6)
+        at a cost of 5-8 ms, where the GPU would have run both. (That the CPU's lead
+        had to pay for a move to the GPU as well sent every run of short iterations to
+        the GPU first, whatever its speed: the grid-1000 BFS on the H100 host spent its
+        first 36 iterations there at 37 us each, against 1-5 us on the CPU, which won
+        the run 2.5 times over.) A first iteration the CPU loses runs on the GPU alone: the
         GPU's rate, calibrated outside page tasks, cannot yet tell a hybrid split's
         worth (RMAT-22 with a quarter of its pages resident: three hybrid iterations of
         100-280 ms against 13 ms on the GPU alone). ``weight``: the iterations this
@@ -394,13 +457,16 @@ class CostModel:
         pull, gpu = self.seconds("cpu", num_arcs), self.seconds("gpu", num_arcs)
         if not pull or not gpu:  # not calibrated: the CPU alone
             return "cpu", float("nan")
-        cpu = self.cpu_seconds(f, rho, num_arcs)
+        ratio = self.progress_ratio()
+        cpu = self.cpu_seconds(f, rho, num_arcs) * ratio
         a = cpu / gpu  # as alpha()
         hybrid = self.iteration.get("hybrid", gpu * pull / (gpu + pull) + self.overhead)
         device = "hybrid" if hybrid < self.iteration.get("gpu", gpu) else "gpu"
-        if start:  # the CPU must win this iteration and the next by a move; else the GPU
-            ahead = self.cpu_seconds(min(f * self.growth, 1.0), rho, num_arcs)
-            return ("cpu" if cpu + ahead + self.switch < 2 * gpu else "gpu"), a
+        if start:  # the CPU must win this iteration and the next, or move; else the GPU
+            ahead = self.cpu_seconds(min(f * self.growth, 1.0), rho, num_arcs) * ratio
+            return ("cpu" if cpu + min(ahead, self.switch + gpu) < 2 * gpu else "gpu"), a
+        if current == "cpu":
+            weight /= ratio
         best = "cpu" if cpu < gpu else device
         stay = "cpu" if current == "cpu" else device
         lead = self._lead(current, (cpu - gpu) if current == "cpu" else (gpu - cpu), weight)

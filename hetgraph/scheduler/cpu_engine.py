@@ -110,6 +110,7 @@ class CpuEngine:
         self._counted = None  # (active vertices, their out-degree sum), when known
 
     read_bytes = 0  # bytes read from storage (the graph is in memory)
+    front = float("nan")  # the frontier's lowest priority: tracked by bursts alone
 
     def _warm_up(self):
         self.kernel.warm_up(self.kernel.edges(self.graph), self.state.values,
@@ -162,21 +163,21 @@ class CpuEngine:
         the mode chosen for the first, run in one compiled call
         (:meth:`CpuKernel.burst`): ``iterations`` and about ``seconds`` at most (a small
         graph's iteration takes microseconds, a run's Python around it 10 us). Returns
-        (mode, stats: a row an iteration, see there), or None when the next iteration
-        is not such one. Only where :attr:`bursts`."""
+        (mode, stats, fronts: a row and a lowest priority an iteration, see there), or
+        None when the next iteration is not such one. Only where :attr:`bursts`."""
         active, degree = self.frontier()
         chosen = self.mode(degree)
         if active == 0 or not self._from_ids(chosen, active, degree):
             return None
         push = chosen == "push"
         state = self.state
-        stats, self._frontier, self._degree = self.kernel.burst(
+        stats, fronts, self._frontier, self._degree = self.kernel.burst(
             self.graph, self._frontier, degree, push, self._mode_limit(chosen),
             cpu.NO_LIMIT if push else SPARSE_EDGES, iterations, seconds, state.values,
             state.new_values, state.flags, state.marks,
             self._push_scratch() if push else state.marks, self.aux, state.sync,
             0.0, *self._buckets())
-        return (chosen, stats) if len(stats) else None
+        return (chosen, stats, fronts) if len(stats) else None
 
     def _buckets(self):
         """(delta, deferred) of a push or sparse iteration (see :meth:`CpuKernel.burst`)."""

@@ -293,7 +293,8 @@ class _Driver:
                                growth=frontier_growth(graph.in_degree(), graph.out_degree())
                                if len(self.kinds) == 2 else 1.0,
                                threads=pull_threads_used, sparse_edges=SPARSE_EDGES,
-                               cpu_mode=options["cpu_mode"])
+                               cpu_mode=options["cpu_mode"],
+                               buckets=spec.bucket_width(graph) > 0)
         self.round_trip = 0.0
         self.placed = None  # where the last iteration ran
         self.frontier = None  # (active vertices, out-degree sum) the last segment left

@@ -22,6 +22,7 @@ import collections
 import contextlib
 import dataclasses
 import functools
+import itertools
 import threading
 import time
 
@@ -438,7 +439,7 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
             frontier = engine.frontier()
             if frontier[0] == 0:  # (never while some are launched: see below)
                 return end("converged")
-            f = notify_fraction(frontier[1], arcs)
+            f, front = notify_fraction(frontier[1], arcs), engine.front
             if iteration == first:  # the driver has just placed it here
                 placement = kind
                 alpha = float("nan") if model is None else model.alpha(f, run.rho, arcs)
@@ -453,12 +454,12 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
                 else 0.0
             previous = engine.values.copy() if has_converged else None
             read = engine.read_bytes
-            # (ticket, iteration, the frontier it starts from and its f if known now,
-            # alpha, start of its host work, read_bytes before it, values before it): a
-            # tuple, not a class, made and read every iteration
+            # (ticket, iteration, the frontier it starts from, its f and its lowest
+            # priority if known now, alpha, start of its host work, read_bytes before
+            # it, values before it): a tuple, not a class, made and read every iteration
             launched.append((queue.launch(constant, frontier), iteration,
-                             None if launched else (frontier, f), alpha, start, read,
-                             previous))
+                             None if launched else (frontier, f, front), alpha, start,
+                             read, previous))
             iteration += 1
             continue
         if not launched:
@@ -466,8 +467,8 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
         ticket, number, known, its_alpha, its_start, read, previous = launched.popleft()
         if known is None:  # the frontier of the one before, finished
             known = engine.frontier()
-            known = known, notify_fraction(known[1], arcs)
-        (active, _), its_f = known
+            known = known, notify_fraction(known[1], arcs), engine.front
+        (active, _), its_f, its_front = known
         mode, computed, edges, activated, kernel = queue.wait(ticket)
         converged = activated == 0 or (
             has_converged and program.converged(graph, previous, engine.values))
@@ -476,7 +477,7 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
         finished = now
         row = [number, kind, mode, its_f, rho, its_alpha, int(active), computed, edges,
                activated, 0, 0, 0, 0, 0.0, 0.0, engine.read_bytes - read, seconds,
-               max(seconds - kernel, 0.0)]  # (HISTORY_COLUMNS' order)
+               max(seconds - kernel, 0.0), its_front]  # (HISTORY_COLUMNS' order)
         row[pages_at], row[edges_at], row[seconds_at] = pages, edges, kernel
         rows.append(row)
         if model is not None and now - folded > CHOOSE_SECONDS:
@@ -491,20 +492,20 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
 
 
 def burst_rows(burst, first, kind, rho, alpha, arcs, pages, seconds):
-    """History rows of a burst (mode, stats) of :meth:`CpuEngine.burst` whose
+    """History rows of a burst (mode, stats, fronts) of :meth:`CpuEngine.burst` whose
     iterations begin at ``first``, on a device ``kind`` that read ``pages`` pages a pass,
     placed by the cost model's answer ``alpha`` (nan: none); ``seconds``: the call's
     own, whose time outside the passes' goes to its first row."""
-    mode, stats = burst
+    mode, stats, fronts = burst
     pages_at, edges_at, seconds_at = (COLUMN[f"{kind}_{name}"]
                                       for name in ("pages", "edges", "seconds"))
     rows = []
-    for number, (active, degree, computed, edges, activated, kernel, since) in enumerate(
-            stats.tolist(), first):
+    for number, (active, degree, computed, edges, activated, kernel, since), front in zip(
+            itertools.count(first), stats.tolist(), fronts.tolist()):
         kernel, since = kernel * 1e-9, since * 1e-9
         row = [number, kind, mode, notify_fraction(degree, arcs), rho, alpha, active,
                computed, edges, activated, 0, 0, 0, 0, 0.0, 0.0, 0, since,
-               since - kernel]  # (HISTORY_COLUMNS' order)
+               since - kernel, front]  # (HISTORY_COLUMNS' order)
         row[pages_at], row[edges_at], row[seconds_at] = pages, edges, kernel
         rows.append(row)
     outside = max(seconds - float(stats[:, 6].sum()) * 1e-9, 0.0)
