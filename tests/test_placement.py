@@ -344,6 +344,8 @@ def test_priority_buckets_compare_the_devices_by_progress():
     m.observe_rows(progress_rows("cpu", 10, 20, 0.5, edges=250), 10**6)
     assert m.share == pytest.approx(0.25) and m.progress_ratio() == pytest.approx(4.0)
     assert m.progress["cpu"] == pytest.approx(0.5)
+    m.observe_rows(progress_rows("gpu", 30, 20, 1.5), 10**6, progress=False)  # (ignored)
+    assert "gpu" not in m.progress
     m.observe_rows(progress_rows("gpu", 30, 20, 1.5), 10**6)  # 3 times the CPU's
     assert m.progress_ratio() == pytest.approx(3.0)
     m.observe_rows(progress_rows("gpu", 50, 20, 0.1), 10**6)  # (smoothed; at least 1)

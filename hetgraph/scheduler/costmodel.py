@@ -251,7 +251,7 @@ class CostModel:
             if key[0] == kind and self.per_edge[key] > best:
                 self.per_edge[key] = best + keep * (self.per_edge[key] - best)
 
-    def observe_rows(self, rows, num_arcs):
+    def observe_rows(self, rows, num_arcs, progress=True):
         """Fold history rows of single-device iterations into the model, each by its
         wall seconds, what the iteration cost the run, on both device kinds: a GPU row's
         ``gpu_seconds`` are the device's alone (queued iterations hide the host's work
@@ -264,8 +264,11 @@ class CostModel:
         that a slow row weighs on both kinds as it weighs on the run, before the
         OUTLIER cap: capped row by row, the CPU's hiccups of the H100 host (grid-1000
         BFS, notify-pull rows of 30-60 us and some of milliseconds) left its fit at
-        half its mean, and auto runs stayed on the CPU at 1.5-2x the GPU's time."""
-        if self.buckets:
+        half its mean, and auto runs stayed on the CPU at 1.5-2x the GPU's time.
+        With ``progress`` (and ``buckets``), the rows' priority measures each kind's
+        progress (see :meth:`progress_ratio`); not from a calibration's first
+        iterations from a source, whose rise is not the run's."""
+        if self.buckets and progress:
             self._observe_progress(rows, num_arcs)
         gpu_edges = gpu_seconds = 0.0
         fitted = {}  # CPU mode (those of self.fits) -> [rows, frontier edges, seconds, rho]

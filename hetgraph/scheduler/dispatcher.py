@@ -366,7 +366,8 @@ class _Driver:
             self.compile_seconds += report.build_seconds
             self.model.observe(report.kind, "pull", report.edges, report.seconds,
                                calibration=True)
-            self.model.observe_rows(report.rows, self.graph.num_arcs)  # (CPU: its start)
+            self.model.observe_rows(report.rows, self.graph.num_arcs,  # (its start)
+                                    progress=False)
         copy = next(r.copy_per_byte for r in reports if r.kind == "gpu")
         takeover = next(r.takeover for r in reports if r.kind == "cpu")
         self.frontier = next(r.frontier for r in reports if r.kind == "cpu")

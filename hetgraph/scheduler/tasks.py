@@ -653,13 +653,14 @@ def _scratch(state):
     return VertexState(state.values.copy(), state.flags.copy(), sync=state.sync)
 
 
-def _first_iterations(run, engine):
-    """History rows of the run's first CALIBRATION_ITERATIONS iterations on the CPU
-    ``engine`` (over a scratch state), timed as a segment times them, but the first,
+def _first_iterations(run, engine, kind, pages):
+    """History rows of the run's first CALIBRATION_ITERATIONS iterations on ``engine``
+    of ``kind`` (over a scratch state), timed as a segment times them, but the first,
     which also makes the engine's scratch arrays (a push's: once over 1 ms for the
     grid-1000 BFS, which a time limit on these iterations then cut to that one)."""
-    rows, _ = run_iterations(run, engine, "cpu", 1, CALIBRATION_ITERATIONS,
-                             lambda f, ran=1: ("cpu", float("nan")), 1, None, float("inf"))
+    rows, _ = run_iterations(run, engine, kind, 1, CALIBRATION_ITERATIONS,
+                             lambda f, ran=1: (kind, float("nan")), pages, None,
+                             float("inf"))
     return rows[1:]
 
 
@@ -690,10 +691,14 @@ def calibrate(run, state, kind, page, version, device=None):
     29 us on the H100), and runs stayed on the CPU for hundreds of iterations the GPU
     would have won; a timed pull of the GPU is a stretch of such passes (see
     CALIBRATION_SECONDS), timed as one.
-    On the CPU, the run's first iterations are also timed as a segment times them
-    (:func:`_first_iterations`) when they do not pull: a small frontier costs the CPU
-    a fixed part (10-25 us a row on the grid-1000 BFS) that the notify-pull fit
-    cannot know before it has measured one; and so is its takeover of a state changed
+    The run's first iterations are also timed as a segment times them
+    (:func:`_first_iterations`): on the CPU when they do not pull, since a small
+    frontier costs the CPU a fixed part (10-25 us a row on the grid-1000 BFS) that the
+    notify-pull fit cannot know before it has measured one; on a GPU, since a segment's
+    rows carry the host's work of each iteration as well (the grid-1000 BFS's paced
+    passes took 20-25 us on the H100 host, its rows 37-50 us: a run that started on the
+    CPU, never having measured the GPU, left for it when the CPU's iterations reached
+    35 us, and came back 243 iterations later). And so is the CPU's takeover of a state changed
     elsewhere, part of a move's cost (a sparse frontier's ids gathered from the flags:
     120-250 us of the 0.7-1 ms a move of the grid-1000 BFS took on the H100 host).
     Returns a Report with the fastest of the timed pulls (per pass); on the CPU, the
@@ -712,7 +717,7 @@ def calibrate(run, state, kind, page, version, device=None):
             engine.reset_frontier()
             counted = engine.frontier()
             if engine.mode(counted[1]) != "pull":  # (a pull is timed below)
-                rows = _first_iterations(run, engine)
+                rows = _first_iterations(run, engine, "cpu", 1)
                 engine.state = _scratch(state)  # (the iterations changed the first)
             start = time.perf_counter()
             engine.reset_frontier(counted)
@@ -740,11 +745,14 @@ def calibrate(run, state, kind, page, version, device=None):
             depth, CALIBRATION_SECONDS * depth / (time.perf_counter() - start))))
         seconds = _fastest(lambda: _paced_passes(engine, depth, passes)) / passes
         engine.load(state.values, state.flags, [(0, n)])
+        engine.reset_frontier(*engine.count_frontier())
+        rows = _first_iterations(run, engine, "gpu", engine.partition.num_pages)
+        engine.load(state.values, state.flags, [(0, n)])
     ctx.pending_finish = False
     _holds(run, ctx, version)
     bytes_ = n * (state.values.itemsize + 1)
     return Report("gpu", list(range(engine.partition.num_pages)), run.graph.num_arcs,
-                  seconds=seconds, build_seconds=ctx.take_build_seconds(),
+                  seconds=seconds, rows=rows, build_seconds=ctx.take_build_seconds(),
                   copy_per_byte=copy / max(bytes_, 1))
 
 
