@@ -519,9 +519,10 @@ def _build_step(gather, combine, apply, activate, settled, priority, cast, ident
     def lowest_bucket(later, count, deferred, marks, values, out_indptr, delta):
         """Take the waiting vertices of the lowest priority bucket [i * delta, (i + 1) *
         delta) out of ``later``: returns (their ids, their out-degree sum, the bucket's
-        end, the entries left in ``later``, the lowest priority among them). Entries whose vertex no longer waits, and
-        repeated ones, are dropped. A priority of -inf is a bucket of its own (a widest
-        path's source); when none is below inf (inf, NaN), all are taken."""
+        end, the entries left in ``later``, the lowest priority among them). Entries
+        whose vertex no longer waits, and repeated ones, are dropped. A priority of
+        -inf is a bucket of its own (a widest path's source); when none is below inf
+        (inf, NaN), all are taken."""
         lowest = np.inf
         for i in range(count):
             v = later[i]
@@ -580,10 +581,9 @@ def _build_step(gather, combine, apply, activate, settled, priority, cast, ident
     def make_burst(push):
         @numba.njit(nogil=True)
         def burst(frontier, degree, max_degree, max_sparse, seconds, stats, fronts,
-                  out_indptr,
-                  out_indices, out_weights, in_indptr, in_indices, in_weights, values,
-                  new_values, flags, marks, seen, aux, constant, notify_self, sync, delta,
-                  deferred):
+                  out_indptr, out_indices, out_weights, in_indptr, in_indices, in_weights,
+                  values, new_values, flags, marks, seen, aux, constant, notify_self, sync,
+                  delta, deferred):
             """Push (``push``, a constant: the other pass is not compiled) or sparse
             notify-pull iterations one after the other from the active ids
             ``frontier`` (out-degree sum ``degree``) while it is not empty, its degree

@@ -26,8 +26,8 @@ import numpy as np
 from ..result import COLUMN
 
 CPU_MODES = ("pull", "notify-pull", "push")
-_ITERATION, _PLACEMENT, _MODE, _F, _EDGES, _PRIORITY = (
-    COLUMN[name] for name in ("iteration", "placement", "mode", "f", "edges", "priority"))
+_ITERATION, _PLACEMENT, _PRIORITY = (COLUMN[name] for name in
+                                     ("iteration", "placement", "priority"))
 # seconds of a push per frontier edge (one thread) over a pull's per edge (one thread):
 # each push edge is a random read-modify-write of its target's value
 PUSH_EDGE_COST = 2.0
@@ -268,10 +268,9 @@ class CostModel:
         With ``progress`` (and ``buckets``), the rows' priority measures each kind's
         progress (see :meth:`progress_ratio`); not from a calibration's first
         iterations from a source, whose rise is not the run's."""
-        if self.buckets and progress:
-            self._observe_progress(rows, num_arcs)
         gpu_edges = gpu_seconds = 0.0
-        fitted = {}  # CPU mode (those of self.fits) -> [rows, frontier edges, seconds, rho]
+        # CPU mode (those of self.fits) -> [rows, frontier edges, seconds, rho, edges]
+        fitted = {}
         other = {}  # other CPU modes -> [edges, seconds]
         device_seconds = {kind: COLUMN[f"{kind}_seconds"] for kind in ("cpu", "gpu")}
         for row in rows:  # (history rows: lists, see hetgraph.result.COLUMN)
@@ -281,16 +280,19 @@ class CostModel:
                 gpu_edges += row[COLUMN["edges"]]
                 gpu_seconds += seconds
             elif mode in self.fits:
-                totals = fitted.setdefault(mode, [0, 0.0, 0.0, 1.0])
+                totals = fitted.setdefault(mode, [0, 0.0, 0.0, 1.0, 0])
                 totals[0] += 1
                 totals[1] += row[COLUMN["f"]] * num_arcs
                 totals[2] += seconds
                 totals[3] = row[COLUMN["rho"]]
+                totals[4] += row[COLUMN["edges"]]
             else:
                 totals = other.setdefault(mode, [0, 0.0])
                 totals[0] += row[COLUMN["edges"]]
                 totals[1] += seconds
-        for mode, (count, edges, seconds, rho) in fitted.items():
+        if self.buckets and progress:
+            self._observe_progress(rows, fitted.get("push"))
+        for mode, (count, edges, seconds, rho, _) in fitted.items():
             size = edges / count
             prior = self._prior(mode, size / num_arcs, rho, num_arcs) / size if size else 0.0
             self.fits[mode].observe(size, seconds / count, prior)
@@ -298,31 +300,28 @@ class CostModel:
             self.observe("cpu", mode, edges, seconds)
         self.observe("gpu", "pull", gpu_edges, gpu_seconds)  # (nothing without GPU rows)
 
-    def _observe_progress(self, rows, num_arcs):
+    def _observe_progress(self, rows, pushes):
         """Fold into ``progress`` each device kind's rise of the priority per iteration
         over ``rows`` (its first and last finite one: a CPU's moves by buckets), and
-        into ``share`` the CPU pushes' edges over their frontier's."""
+        into ``share`` the CPU pushes' edges over their frontier's (``pushes``: the
+        push rows' totals, see :meth:`observe_rows`)."""
         ends = {}  # kind -> [first iteration, its priority, last iteration, its priority]
-        pushed = frontier = 0.0
         for row in rows:
-            kind, front = row[_PLACEMENT], row[_PRIORITY]
+            front = row[_PRIORITY]
             if math.isfinite(front):
-                known = ends.get(kind)
+                known = ends.get(row[_PLACEMENT])
                 if known is None:
-                    ends[kind] = [row[_ITERATION], front, row[_ITERATION], front]
+                    ends[row[_PLACEMENT]] = [row[_ITERATION], front, row[_ITERATION], front]
                 else:
                     known[2], known[3] = row[_ITERATION], front
-            if kind == "cpu" and row[_MODE] == "push":
-                pushed += row[_EDGES]
-                frontier += row[_F] * num_arcs
         for kind, (first, low, last, high) in ends.items():
             if last > first:
                 rise = max(high - low, 0.0) / (last - first)
                 old = self.progress.get(kind)
                 self.progress[kind] = rise if old is None else \
                     (1 - SMOOTHING) * old + SMOOTHING * rise
-        if frontier:
-            share = min(pushed / frontier, 1.0)
+        if pushes is not None and pushes[1]:
+            share = min(pushes[4] / pushes[1], 1.0)
             self.share = share if self.share is None else \
                 (1 - SMOOTHING) * self.share + SMOOTHING * share
 
@@ -449,12 +448,13 @@ class CostModel:
         had to pay for a move to the GPU as well sent every run of short iterations to
         the GPU first, whatever its speed: the grid-1000 BFS on the H100 host spent its
         first 36 iterations there at 37 us each, against 1-5 us on the CPU, which won
-        the run 2.5 times over.) A first iteration the CPU loses runs on the GPU alone: the
-        GPU's rate, calibrated outside page tasks, cannot yet tell a hybrid split's
-        worth (RMAT-22 with a quarter of its pages resident: three hybrid iterations of
-        100-280 ms against 13 ms on the GPU alone). ``weight``: the iterations this
-        answer stands for (what staying loses counts that many times), ``seconds``: the
-        wall seconds they took (the other side's rates relax by them)."""
+        the run 2.5 times over.) A first iteration the CPU loses runs on the GPU
+        alone: the GPU's rate, calibrated outside page tasks, cannot yet tell a hybrid
+        split's worth (RMAT-22 with a quarter of its pages resident: three hybrid
+        iterations of 100-280 ms against 13 ms on the GPU alone). ``weight``: the
+        iterations this answer stands for (what staying loses counts that many times),
+        ``seconds``: the wall seconds they took (the other side's rates relax by
+        them)."""
         if current in ("cpu", "gpu"):
             self.relax("gpu" if current == "cpu" else "cpu", seconds)
         pull, gpu = self.seconds("cpu", num_arcs), self.seconds("gpu", num_arcs)

@@ -698,9 +698,10 @@ def calibrate(run, state, kind, page, version, device=None):
     rows carry the host's work of each iteration as well (the grid-1000 BFS's paced
     passes took 20-25 us on the H100 host, its rows 37-50 us: a run that started on the
     CPU, never having measured the GPU, left for it when the CPU's iterations reached
-    35 us, and came back 243 iterations later). And so is the CPU's takeover of a state changed
-    elsewhere, part of a move's cost (a sparse frontier's ids gathered from the flags:
-    120-250 us of the 0.7-1 ms a move of the grid-1000 BFS took on the H100 host).
+    35 us, and came back 243 iterations later). And so is the CPU's takeover of a
+    state changed elsewhere, part of a move's cost (a sparse frontier's ids gathered
+    from the flags: 120-250 us of the 0.7-1 ms a move of the grid-1000 BFS took on the
+    H100 host).
     Returns a Report with the fastest of the timed pulls (per pass); on the CPU, the
     state's frontier (active vertices, their out-degree sum), which the run's first
     iteration then needs not count again (the GPU's count of it took 0.14-0.5 ms of
