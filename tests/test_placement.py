@@ -360,6 +360,42 @@ def test_priority_buckets_compare_the_devices_by_progress():
     assert plain.progress_ratio() == 1.0 and not plain.progress
 
 
+@pytest.mark.parametrize("buckets", [True, False])
+def test_a_burst_folds_as_its_rows_fold(buckets):
+    """observe_burst takes a CPU burst by its counts as observe_rows takes its rows:
+    the fit of its mode, the progress and the pushes' share alike."""
+    from hetgraph.scheduler.tasks import burst_rows
+
+    rng = np.random.default_rng(3)
+    count = 40
+    stats = np.zeros((count, 7), np.int64)
+    stats[:, 0] = rng.integers(1, 500, count)  # active
+    stats[:, 1] = rng.integers(500, 5000, count)  # their out-degree sum
+    stats[:, 2] = rng.integers(1, 300, count)  # computed
+    stats[:, 3] = stats[:, 1] // rng.integers(1, 5, count)  # edges pushed
+    stats[:, 4] = rng.integers(1, 500, count)
+    stats[:, 5] = rng.integers(1000, 20000, count)  # ns of the pass
+    stats[:, 6] = stats[:, 5] + rng.integers(0, 3000, count)  # ns since the one before
+    fronts = np.sort(rng.uniform(0, 100, count)) if buckets else np.full(count, np.nan)
+    fronts[:3] = np.nan  # (not tracked)
+    for seconds in (0.2e-3, 5e-3):  # less than the passes' sum, and more
+        burst = ("push", stats, fronts)
+        by_rows, by_counts = CostModel(buckets=buckets), CostModel(buckets=buckets)
+        for m in (by_rows, by_counts):
+            m.observe("cpu", "pull", 10**6, 8e-3)
+        by_rows.observe_rows(burst_rows(burst, 7, "cpu", 1.0, 0.5, 10**6, 1, seconds),
+                             10**6)
+        by_counts.observe_burst(burst, 7, 1.0, seconds, 10**6)
+        np.testing.assert_allclose(by_counts.fits["push"].sums, by_rows.fits["push"].sums,
+                                   rtol=1e-12)
+        assert by_counts.progress == pytest.approx(by_rows.progress)
+        assert (by_counts.share is None) == (by_rows.share is None) == (not buckets)
+        if buckets:
+            assert by_counts.share == pytest.approx(by_rows.share)
+            assert by_rows.progress["cpu"] == pytest.approx(
+                (fronts[-1] - fronts[3]) / (count - 4))
+
+
 def test_a_cpu_iteration_counts_its_share_of_a_gpu_iterations_progress():
     # a CPU push of a frontier of 0.2: 0.2 x a 7 ms pull (push factor 1), 1.4 ms; a GPU
     # pull 2 ms. The CPU wins an iteration, but with buckets it needs 2 for a GPU

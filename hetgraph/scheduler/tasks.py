@@ -368,8 +368,8 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
     pass) while ``choose(f, ran)`` returns (``kind``, alpha), each but the first measured
     into ``model`` (None: a run on one device kind, whose placement needs no
     measurement; rows are folded in CHOOSE_SECONDS at a time, see
-    :meth:`CostModel.observe_rows`);
-    returns (rows, status) with status "converged", "moved" (the cost model chose
+    :meth:`CostModel.observe_rows`, and a CPU burst's by its counts, see
+    :meth:`CostModel.observe_burst`); returns (rows, status) with status "converged", "moved" (the cost model chose
     another placement), "slice" (``slice_seconds`` passed) or "limit".
 
     An engine with ``launch`` (the GPU) keeps up to ``engine.queued`` iterations in
@@ -415,13 +415,16 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
             may_burst = model is None
             if burst is not None:
                 now = time.perf_counter()
-                rows += burst_rows(burst, iteration, kind, rho, alpha, arcs, pages,
-                                   now - max(start, finished))
+                seconds = now - max(start, finished)
+                if model is not None:  # (a burst lasts CHOOSE_SECONDS at most)
+                    if len(rows) > observed:
+                        model.observe_rows(rows[observed:], arcs)
+                    model.observe_burst(burst, iteration, rho, seconds, arcs)
+                rows += burst_rows(burst, iteration, kind, rho, alpha, arcs, pages, seconds)
+                if model is not None:
+                    observed, folded = len(rows), now
                 iteration, finished = iteration + len(burst[1]), now
                 ran += len(burst[1])
-                if model is not None and now - folded > CHOOSE_SECONDS:
-                    model.observe_rows(rows[observed:], arcs)
-                    observed, folded = len(rows), now
                 if rows[-1][COLUMN["activated"]] == 0:
                     return end("converged")
                 if now - began > slice_seconds:
