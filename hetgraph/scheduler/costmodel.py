@@ -319,11 +319,12 @@ class CostModel:
         wall = max(seconds, float(stats[:, 6].sum()) * 1e-9)  # (as the rows count it)
         fitted = {mode: [len(stats), float(stats[:, 1].sum()), wall, rho,
                          float(stats[:, 3].sum())]}
-        ends = {} if self.buckets else None
-        finite = np.flatnonzero(np.isfinite(fronts)) if self.buckets else ()
-        if len(finite):
-            a, b = finite[0], finite[-1]
-            ends["cpu"] = [first + a, float(fronts[a]), first + b, float(fronts[b])]
+        ends = None  # (as _priority_ends finds them in the rows)
+        if self.buckets:
+            ends, finite = {}, np.flatnonzero(np.isfinite(fronts))
+            if len(finite):
+                a, b = finite[0], finite[-1]
+                ends["cpu"] = [first + a, float(fronts[a]), first + b, float(fronts[b])]
         self._fold(fitted, {}, 0.0, 0.0, ends, num_arcs)
 
     def _fold(self, fitted, other, gpu_edges, gpu_seconds, ends, num_arcs):

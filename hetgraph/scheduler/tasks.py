@@ -369,8 +369,9 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
     into ``model`` (None: a run on one device kind, whose placement needs no
     measurement; rows are folded in CHOOSE_SECONDS at a time, see
     :meth:`CostModel.observe_rows`, and a CPU burst's by its counts, see
-    :meth:`CostModel.observe_burst`); returns (rows, status) with status "converged", "moved" (the cost model chose
-    another placement), "slice" (``slice_seconds`` passed) or "limit".
+    :meth:`CostModel.observe_burst`); returns (rows, status) with status "converged",
+    "moved" (the cost model chose another placement), "slice" (``slice_seconds``
+    passed) or "limit".
 
     An engine with ``launch`` (the GPU) keeps up to ``engine.queued`` iterations in
     flight (one for a program with a ``converged`` test): ``choose`` then sees the
