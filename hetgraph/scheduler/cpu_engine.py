@@ -110,7 +110,8 @@ class CpuEngine:
         self._counted = None  # (active vertices, their out-degree sum), when known
 
     read_bytes = 0  # bytes read from storage (the graph is in memory)
-    front = float("nan")  # the frontier's lowest priority: tracked by bursts alone
+    front = float("nan")  # the frontier's lowest priority: not kept here (bursts record it
+    # in their rows, see burst)
 
     def _warm_up(self):
         self.kernel.warm_up(self.kernel.edges(self.graph), self.state.values,
