@@ -299,6 +299,102 @@ def test_cpu_bursts_follow_one_another_while_the_model_says_stay(monkeypatch):
     assert [r[COLUMN["mode"]] for r in rows] == ["push"] * 7
 
 
+def test_a_cpu_burst_runs_within_the_cpus_lead(monkeypatch):
+    """After an answer that the CPU leads (alpha below 1), the next burst runs
+    LEAD_SECONDS at most, while its frontier stays within the model's lead_degree;
+    after any other answer (none yet, alpha 1 or more, nan), CHOOSE_SECONDS at most,
+    whatever its frontier."""
+    from types import SimpleNamespace
+
+    import hetgraph as hg
+    from hetgraph.algorithms.bfs import BreadthFirst
+    from hetgraph.kernels.cpu import NO_LIMIT
+    from hetgraph.program import ProgramSpec
+    from hetgraph.scheduler import tasks
+    from hetgraph.scheduler.cpu_engine import CpuEngine
+    from hetgraph.scheduler.state import VertexState
+
+    g = hg.generate.grid(30, 30, seed=1)
+    spec = ProgramSpec(BreadthFirst(0))
+    values, flags, _ = spec.initial_state(g)
+    engine = CpuEngine(spec, g, VertexState(values, flags, sync=True),
+                       np.zeros(1, np.float32), threads=1)
+    asked, limits = [], []
+    burst = engine.burst
+
+    def one_iteration(iterations, seconds, max_degree):
+        limits.append((seconds, max_degree))
+        return burst(1, seconds, max_degree)
+
+    monkeypatch.setattr(engine, "burst", one_iteration)
+    answers = [0.5, 0.1, float("nan"), 2.0, 1.0, 0.25]  # alphas: then the run moves
+
+    def choose(f, ran=1):
+        asked.append(ran)
+        if len(asked) > len(answers):
+            return "gpu", 0.5
+        return "cpu", answers[len(asked) - 1]
+
+    class Model(CostModel):
+        def lead_degree(self, rho, num_arcs):
+            return 100 + len(asked)  # (the answers so far)
+
+    run = SimpleNamespace(spec=spec, graph=g, rho=1.0)
+    rows, status = tasks.run_iterations(run, engine, "cpu", 1, 1000, choose, 1, Model(),
+                                        float("inf"))
+    assert status == "moved" and len(rows) == 8  # (the first iteration alone, 7 bursts)
+    lead, choose_seconds = tasks.LEAD_SECONDS, tasks.CHOOSE_SECONDS
+    assert limits == [(choose_seconds, NO_LIMIT),  # the first iteration's alpha: nan
+                      (lead, 101), (lead, 102), (choose_seconds, NO_LIMIT),
+                      (choose_seconds, NO_LIMIT), (choose_seconds, NO_LIMIT), (lead, 106)]
+
+
+def test_a_burst_stops_where_its_frontier_passes_its_degree_limit():
+    """A CPU burst stops before an iteration whose frontier has more out-edges than its
+    ``max_degree``; a frontier already past it runs none (None)."""
+    import hetgraph as hg
+    from hetgraph.algorithms.bfs import BreadthFirst
+    from hetgraph.program import ProgramSpec
+    from hetgraph.scheduler.cpu_engine import CpuEngine
+    from hetgraph.scheduler.state import VertexState
+
+    g = hg.generate.grid(30, 30, seed=1)
+    spec = ProgramSpec(BreadthFirst(0))
+    values, flags, _ = spec.initial_state(g)
+    engine = CpuEngine(spec, g, VertexState(values, flags, sync=True),
+                       np.zeros(1, np.float32), threads=1)
+    # from a corner, hop k's frontier is a diagonal of k + 1 vertices, two of them on
+    # the border (3 edges each), the others inside (4 each): 4 k + 2 out-edges
+    mode, stats, _ = engine.burst(1000, float("inf"), max_degree=40)
+    assert mode == "push"
+    assert stats[:, :2].tolist() == [[k + 1, 4 * k + 2] for k in range(10)]
+    assert engine.frontier() == (11, 42)
+    assert engine.burst(1000, float("inf"), max_degree=40) is None
+    assert engine.burst(1000, float("inf"), max_degree=42) is not None
+
+
+def test_the_lead_degree_is_where_the_cpu_stops_winning():
+    """lead_degree: the largest frontier (out-edges) whose CPU iteration the model
+    predicts faster than the GPU's; whole or none at the ends; 0 uncalibrated."""
+    arcs = 4 * 10**6
+    m = CostModel(threads=16, sparse_edges=50_000, skew=4.0, push=32.0)
+    assert m.lead_degree(1.0, arcs) == 0  # not calibrated
+    m.observe("cpu", "pull", arcs, 2e-3)
+    m.observe("gpu", "pull", arcs, 25e-6)
+    for sizes in ((6, 10, 14), (100,), (1000,), (3000,)):  # 1 us + 6 ns an edge
+        m.observe_rows([history_row(placement="cpu", mode="push", f=e / arcs, edges=e,
+                                    cpu_seconds=1e-6 + 6e-9 * e, seconds=1e-6 + 6e-9 * e)
+                        for e in sizes], arcs)
+    lead = m.lead_degree(1.0, arcs)
+    assert m.alpha(lead / arcs, 1.0, arcs) < 1.0
+    assert m.alpha(lead * (1 + 2 / costmodel.LEAD_PRECISION) / arcs, 1.0, arcs) >= 1.0
+    assert 2000 < lead < 8000  # (25 us at about 6 ns an edge: 4,000 edges)
+    m.per_edge[("gpu", "pull")] = 1.0 / arcs  # a pass of 1 s: slower than any CPU's
+    assert m.lead_degree(1.0, arcs) == arcs
+    m.per_edge[("gpu", "pull")] = 0.1e-6 / arcs  # 0.1 us: faster than the push's 1 us
+    assert m.lead_degree(1.0, arcs) == 0
+
+
 def test_the_first_iteration_looks_one_iteration_ahead():
     # GPU 2 ms per iteration; CPU pull 8 ms; a push of f costs f * 8 ms * 2 (factor 2)
     m = model(8e-9, 2e-9, overhead=1.0)

@@ -90,6 +90,7 @@ OUTLIER = 3.0  # a measurement counts at most this many times what the model pre
 # moves the estimate by up to 1.6x a measurement.
 SPREAD = 0.5  # sizes measured must vary by this coefficient of variation to fit a slope
 FIXED_MOST = 100e-6  # seconds: the most a fit gives its fixed part before sizes spread
+LEAD_PRECISION = 64  # lead_degree's bisection stops within 1/64 of its answer
 MARGIN = 0.2  # staying counts as losing only while the other side is predicted this
 # much faster: the grid-1000 BFS's CPU and GPU iterations differ by less than their
 # noise (30-50 us against 25-45 us on the H100 host), and runs moved back and forth at
@@ -457,6 +458,25 @@ class CostModel:
             return float("nan")
         return self.cpu_seconds(f, rho, num_arcs) * self.progress_ratio() / \
             self.seconds("gpu", num_arcs)
+
+    def lead_degree(self, rho, num_arcs):
+        """The largest frontier (its out-degree sum, edges) whose CPU iteration is
+        predicted faster than the GPU's (:meth:`alpha` below 1), found by bisection over
+        f, since the CPU's time grows with its frontier: ``num_arcs`` when the CPU wins
+        even a whole pass, 0 when it wins none or the model is not calibrated. A CPU
+        burst that the model placed runs while its frontier stays within it."""
+        if not self.alpha(0.0, rho, num_arcs) < 1.0:  # (nan: not calibrated)
+            return 0
+        if self.alpha(1.0, rho, num_arcs) < 1.0:
+            return num_arcs
+        low, high = 0, num_arcs  # (alpha below one at low, not at high)
+        while high - low > max(1, low // LEAD_PRECISION):
+            middle = (low + high) // 2
+            if self.alpha(middle / num_arcs, rho, num_arcs) < 1.0:
+                low = middle
+            else:
+                high = middle
+        return low
 
     def placement(self, f, rho, num_arcs, current=None, start=False, weight=1, seconds=0.0):
         """(placement, alpha) for an iteration with both device kinds available: "cpu"

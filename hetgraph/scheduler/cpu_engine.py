@@ -159,11 +159,12 @@ class CpuEngine:
         """Whether :meth:`burst` can run (see :attr:`CpuKernel.bursts`)."""
         return self.kernel.bursts
 
-    def burst(self, iterations, seconds):
+    def burst(self, iterations, seconds, max_degree=cpu.NO_LIMIT):
         """The next iterations, while they push or notify-pull from the frontier's ids in
         the mode chosen for the first, run in one compiled call
         (:meth:`CpuKernel.burst`): ``iterations`` and about ``seconds`` at most (a small
-        graph's iteration takes microseconds, a run's Python around it 10 us). Returns
+        graph's iteration takes microseconds, a run's Python around it 10 us), from
+        frontiers of at most ``max_degree`` out-edges (edges; within the mode's). Returns
         (mode, stats, fronts: a row and a lowest priority an iteration, see there), or
         None when the next iteration is not such one. Only where :attr:`bursts`."""
         active, degree = self.frontier()
@@ -173,7 +174,7 @@ class CpuEngine:
         push = chosen == "push"
         state = self.state
         stats, fronts, self._frontier, self._degree = self.kernel.burst(
-            self.graph, self._frontier, degree, push, self._mode_limit(chosen),
+            self.graph, self._frontier, degree, push, min(self._mode_limit(chosen), max_degree),
             cpu.NO_LIMIT if push else SPARSE_EDGES, iterations, seconds, state.values,
             state.new_values, state.flags, state.marks,
             self._push_scratch() if push else state.marks, self.aux, state.sync,

@@ -46,6 +46,13 @@ SEGMENT_SECONDS = 1.0  # a segment returns to the driver after this long (progre
 # BFS). A move costs 0.5-1 ms and more (the state's copies, the frontier's ids):
 # deciding it this much later loses little.
 CHOOSE_SECONDS = 1e-3
+# a CPU burst that the model placed while the CPU leads runs while its frontier stays
+# within the model's lead (:meth:`CostModel.lead_degree`), for LEAD_SECONDS at most:
+# each burst's start and end (the call, the fold, its rows, the question) took 75 us on
+# the 2-core VM and 200-270 us on the H100 host, after a millisecond of pushes had left
+# the caches cold; a grid-1000 BFS placed on the CPU by the model ran 27-31 bursts of
+# about 1.5 ms there, 6-8 ms more than the CPU alone's one burst of 25-45 ms
+LEAD_SECONDS = 16e-3
 BURST_ROWS = 4096  # iterations of a burst at most (its table of counts and times)
 # pulls that calibrate a device: the first warms up, the fastest other counts
 # (one timed pull may still carry first-use costs, and the model starts from it)
@@ -380,9 +387,13 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
     slice's end or the limit first waits for those in flight."""
     program, spec, graph = run.spec.program, run.spec, run.graph
     arcs = graph.num_arcs  # (a property: read once)
+    per_f = arcs or 1  # f = out-degree sum / per_f (notify_fraction, inline)
     uses_constant, has_converged = spec.uses_constant, spec.has_converged
     queue = engine if hasattr(engine, "launch") else Immediate(engine)
     depth = queue_depth(spec, queue)
+    # (bound once: the loop below runs every iteration, 25 us of a grid-1000 BFS's)
+    launch, wait, frontier_of, clock = queue.launch, queue.wait, engine.frontier, \
+        time.perf_counter
     rows, launched, rho = [], collections.deque(), run.rho
     # the row's columns of this device kind (an iteration can take 25 us: grid-1000 BFS)
     pages_at, edges_at, seconds_at = (COLUMN[f"{kind}_{name}"]
@@ -400,24 +411,34 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
         return rows, status
 
     # A CPU engine may run iterations in bursts (:meth:`CpuEngine.burst`). On one device
-    # kind they run while they can; with the cost model, for CHOOSE_SECONDS at most,
-    # after which it is asked about the next (``choose``'s count of the iterations its
-    # answer stood for includes the burst's: ``ran``), and bursts go on while it says
-    # stay (a single iteration between them cost 150 us of Python on the H100 host,
-    # where a grid-1000 BFS's bursts ran 50-100 iterations a millisecond)
+    # kind they run while they can; with the cost model, for CHOOSE_SECONDS at most
+    # (while the CPU leads: within its lead, see LEAD_SECONDS), after which it is asked
+    # about the next (``choose``'s count of the iterations its answer stood for
+    # includes the burst's: ``ran``), and bursts go on while it says stay (a single
+    # iteration between them cost 150 us of Python on the H100 host, where a grid-1000
+    # BFS's bursts ran 50-100 iterations a millisecond)
     bursts = getattr(engine, "bursts", False)
-    burst_seconds = slice_seconds if model is None else CHOOSE_SECONDS
+    burst_seconds, burst_degree = slice_seconds, cpu.NO_LIMIT
     may_burst, ran, alpha = bursts and model is None, 0, float("nan")
+    limits_of = None  # the answer (its alpha) that the burst's limits follow
     while True:
         if may_burst and status is None and iteration <= last and not launched:
+            if model is not None and alpha != limits_of:  # (nan: none known)
+                limits_of = alpha
+                burst_degree = model.lead_degree(rho, arcs) if alpha < 1.0 else 0
+                if burst_degree < engine.frontier()[1]:  # (no lead, or not here)
+                    burst_degree = cpu.NO_LIMIT
+                burst_seconds = LEAD_SECONDS if burst_degree < cpu.NO_LIMIT \
+                    else CHOOSE_SECONDS
             start = time.perf_counter()
             burst = engine.burst(min(last - iteration + 1, BURST_ROWS),
-                                 min(burst_seconds, slice_seconds - (start - began)))
+                                 min(burst_seconds, slice_seconds - (start - began)),
+                                 burst_degree)
             may_burst = model is None
             if burst is not None:
                 now = time.perf_counter()
                 seconds = now - max(start, finished)
-                if model is not None:  # (a burst lasts CHOOSE_SECONDS at most)
+                if model is not None:  # (the rows before it first, then the burst)
                     if len(rows) > observed:
                         model.observe_rows(rows[observed:], arcs)
                     model.observe_burst(burst, iteration, rho, seconds, arcs)
@@ -439,11 +460,11 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
                         status = "moved"
                 continue
         if status is None and iteration <= last and len(launched) < depth:
-            start = time.perf_counter()
-            frontier = engine.frontier()
+            start = clock()
+            frontier = frontier_of()
             if frontier[0] == 0:  # (never while some are launched: see below)
                 return end("converged")
-            f, front = notify_fraction(frontier[1], arcs), engine.front
+            f, front = frontier[1] / per_f, engine.front
             if iteration == first:  # the driver has just placed it here
                 placement = kind
                 alpha = float("nan") if model is None else model.alpha(f, run.rho, arcs)
@@ -461,7 +482,7 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
             # (ticket, iteration, the frontier it starts from, its f and its lowest
             # priority if known now, alpha, start of its host work, read_bytes before
             # it, values before it): a tuple, not a class, made and read every iteration
-            launched.append((queue.launch(constant, frontier), iteration,
+            launched.append((launch(constant, frontier), iteration,
                              None if launched else (frontier, f, front), alpha, start,
                              read, previous))
             iteration += 1
@@ -470,18 +491,19 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
             return end(status or "limit")
         ticket, number, known, its_alpha, its_start, read, previous = launched.popleft()
         if known is None:  # the frontier of the one before, finished
-            known = engine.frontier()
-            known = known, notify_fraction(known[1], arcs), engine.front
+            known = frontier_of()
+            known = known, known[1] / per_f, engine.front
         (active, _), its_f, its_front = known
-        mode, computed, edges, activated, kernel = queue.wait(ticket)
+        mode, computed, edges, activated, kernel = wait(ticket)
         converged = activated == 0 or (
             has_converged and program.converged(graph, previous, engine.values))
-        now = time.perf_counter()
-        seconds = now - max(its_start, finished)
+        now = clock()
+        seconds = now - (its_start if its_start > finished else finished)
         finished = now
         row = [number, kind, mode, its_f, rho, its_alpha, int(active), computed, edges,
                activated, 0, 0, 0, 0, 0.0, 0.0, engine.read_bytes - read, seconds,
-               max(seconds - kernel, 0.0), its_front]  # (HISTORY_COLUMNS' order)
+               seconds - kernel if seconds > kernel else 0.0, its_front]  # (the order
+        # of HISTORY_COLUMNS)
         row[pages_at], row[edges_at], row[seconds_at] = pages, edges, kernel
         rows.append(row)
         if model is not None and now - folded > CHOOSE_SECONDS:
