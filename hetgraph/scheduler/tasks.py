@@ -387,7 +387,7 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
     slice's end or the limit first waits for those in flight."""
     program, spec, graph = run.spec.program, run.spec, run.graph
     arcs = graph.num_arcs  # (a property: read once)
-    per_f = arcs or 1  # f = out-degree sum / per_f (notify_fraction, inline)
+    arcs_or_one = arcs or 1  # f = out-degree sum / arcs_or_one (notify_fraction inline)
     uses_constant, has_converged = spec.uses_constant, spec.has_converged
     queue = engine if hasattr(engine, "launch") else Immediate(engine)
     depth = queue_depth(spec, queue)
@@ -423,13 +423,11 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
     limits_of = None  # the answer (its alpha) that the burst's limits follow
     while True:
         if may_burst and status is None and iteration <= last and not launched:
-            if model is not None and alpha != limits_of:  # (nan: none known)
+            if model is not None and alpha != limits_of:  # a new answer (or nan again)
                 limits_of = alpha
-                burst_degree = model.lead_degree(rho, arcs) if alpha < 1.0 else 0
-                if burst_degree < engine.frontier()[1]:  # (no lead, or not here)
-                    burst_degree = cpu.NO_LIMIT
-                burst_seconds = LEAD_SECONDS if burst_degree < cpu.NO_LIMIT \
-                    else CHOOSE_SECONDS
+                lead = model.lead_degree(rho, arcs) if alpha < 1.0 else 0
+                burst_seconds, burst_degree = (LEAD_SECONDS, lead) \
+                    if lead >= engine.frontier()[1] else (CHOOSE_SECONDS, cpu.NO_LIMIT)
             start = time.perf_counter()
             burst = engine.burst(min(last - iteration + 1, BURST_ROWS),
                                  min(burst_seconds, slice_seconds - (start - began)),
@@ -464,7 +462,7 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
             frontier = frontier_of()
             if frontier[0] == 0:  # (never while some are launched: see below)
                 return end("converged")
-            f, front = frontier[1] / per_f, engine.front
+            f, front = frontier[1] / arcs_or_one, engine.front
             if iteration == first:  # the driver has just placed it here
                 placement = kind
                 alpha = float("nan") if model is None else model.alpha(f, run.rho, arcs)
@@ -492,7 +490,7 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
         ticket, number, known, its_alpha, its_start, read, previous = launched.popleft()
         if known is None:  # the frontier of the one before, finished
             known = frontier_of()
-            known = known, known[1] / per_f, engine.front
+            known = known, known[1] / arcs_or_one, engine.front
         (active, _), its_f, its_front = known
         mode, computed, edges, activated, kernel = wait(ticket)
         converged = activated == 0 or (
@@ -500,10 +498,10 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
         now = clock()
         seconds = now - (its_start if its_start > finished else finished)
         finished = now
+        # (HISTORY_COLUMNS' order)
         row = [number, kind, mode, its_f, rho, its_alpha, int(active), computed, edges,
                activated, 0, 0, 0, 0, 0.0, 0.0, engine.read_bytes - read, seconds,
-               seconds - kernel if seconds > kernel else 0.0, its_front]  # (the order
-        # of HISTORY_COLUMNS)
+               seconds - kernel if seconds > kernel else 0.0, its_front]
         row[pages_at], row[edges_at], row[seconds_at] = pages, edges, kernel
         rows.append(row)
         if model is not None and now - folded > CHOOSE_SECONDS:
