@@ -398,7 +398,7 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
     # the row's columns of this device kind (an iteration can take 25 us: grid-1000 BFS)
     pages_at, edges_at, seconds_at = (COLUMN[f"{kind}_{name}"]
                                       for name in ("pages", "edges", "seconds"))
-    began = finished = folded = time.perf_counter()
+    began = finished = folded = clock()
     # rows[observed:] go into the model, never the first: it carries the segment's
     # start (the state's load, the frontier's ids), a move's cost, which ``switch``
     # counts (grid-1000 BFS on the H100: 140-430 us, against 25-40 us for the next);
@@ -427,14 +427,14 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
                 limits_of = alpha
                 lead = model.lead_degree(rho, arcs) if alpha < 1.0 else 0
                 burst_seconds, burst_degree = (LEAD_SECONDS, lead) \
-                    if lead >= engine.frontier()[1] else (CHOOSE_SECONDS, cpu.NO_LIMIT)
-            start = time.perf_counter()
+                    if lead >= frontier_of()[1] else (CHOOSE_SECONDS, cpu.NO_LIMIT)
+            start = clock()
             burst = engine.burst(min(last - iteration + 1, BURST_ROWS),
                                  min(burst_seconds, slice_seconds - (start - began)),
                                  burst_degree)
             may_burst = model is None
             if burst is not None:
-                now = time.perf_counter()
+                now = clock()
                 seconds = now - max(start, finished)
                 if model is not None:  # (the rows before it first, then the burst)
                     if len(rows) > observed:
@@ -450,8 +450,7 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
                 if now - began > slice_seconds:
                     status = "slice"
                 elif model is not None:
-                    placement, alpha = choose(notify_fraction(engine.frontier()[1], arcs),
-                                              ran)
+                    placement, alpha = choose(frontier_of()[1] / arcs_or_one, ran)
                     ran = 0
                     may_burst = placement == kind
                     if not may_burst:
