@@ -342,7 +342,7 @@ class ProgramSpec:
                 raise ProgramError(f"{self.name}.init returned active of shape {active.shape}"
                                    f" and dtype {active.dtype}; it must be a bool array of "
                                    f"length {n} or None")
-            flags = (active != 0).view(np.uint8).copy()
+            flags = (active != 0).view(np.uint8)  # a new array: no copy
         aux = self.program.aux(graph)
         if aux is not None:
             aux = np.asarray(aux)

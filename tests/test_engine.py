@@ -343,6 +343,23 @@ def test_history_counts_work():
     s = hg.sssp(g, g.label_of(0), cpu_mode="notify-pull").history
     assert s["computed"].iloc[0] == g.out_degree()[0]
 
+def test_history_rows_leave_the_garbage_collectors_view():
+    """A long run's rows, whatever made them (bursts, single iterations), are tuples of
+    numbers and strings, which a collection stops tracking: thousands of them never
+    bring on a full collection of the process's objects."""
+    import gc
+
+    g = hg.generate.grid(60, 60, seed=1)
+    for burst in (True, False):
+        with pytest.MonkeyPatch.context() as patched:
+            if not burst:
+                _without_bursts(patched)
+            rows = hg.bfs(g, 0)._rows
+        gc.collect()
+        assert len(rows) == 119 and all(type(row) is tuple for row in rows)
+        assert not any(gc.is_tracked(row) for row in rows)
+
+
 
 @settings(max_examples=60, deadline=None)
 @given(st.integers(1, 3000), st.floats(1.0, 200.0), st.sampled_from([0.0, 2.0, 4.0, 64.0]),

@@ -290,7 +290,7 @@ class CostModel:
         fitted = {}
         other = {}  # other CPU modes -> [edges, seconds]
         device_seconds = {kind: COLUMN[f"{kind}_seconds"] for kind in ("cpu", "gpu")}
-        for row in rows:  # (history rows: lists, see hetgraph.result.COLUMN)
+        for row in rows:  # (history rows: tuples, see hetgraph.result.COLUMN)
             kind, mode = row[COLUMN["placement"]], row[COLUMN["mode"]]
             seconds = max(row[COLUMN["seconds"]], row[device_seconds[kind]])
             if kind == "gpu":

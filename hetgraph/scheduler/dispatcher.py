@@ -32,7 +32,7 @@ from ..errors import GraphError, OutOfCoreError
 from ..graph import Graph
 from ..io.store import StoredGraph, as_graph, available_memory
 from ..program import ProgramSpec
-from ..result import COLUMN, Result, history_row
+from ..result import COLUMN, SECONDS, Result, history_row, with_overhead
 from . import tasks
 from .checkpoint import Checkpointer, graph_fingerprint, program_fingerprint
 from .costmodel import CPU_MODES, CostModel, frontier_growth, notify_fraction, push_factor
@@ -48,7 +48,6 @@ DEVICES = ("auto", "cpu", "gpu", "hybrid")
 GPU_OPTIONS = ("memory_budget", "page_bytes", "streams", "shared_bytes", "replication",
                "threads_per_block", "edge_order", "source_ranges")
 _NO_AUX = np.zeros(1, np.float32)
-SECONDS, OVERHEAD = COLUMN["seconds"], COLUMN["overhead"]  # (of a history row)
 LOST_TASK_RETRIES = 3  # a page task whose inputs died with a worker is sent again
 SMALL_ARCS = 1 << 20  # a graph with at most this many arcs runs on the CPU ("auto"): a
 # pull over it takes 1-2 ms on 2 cores, the GPU would save at most ~0.3 ms an iteration
@@ -473,8 +472,7 @@ class _Driver:
                 row, done = self._page_iteration(iteration, kinds, placement, f, a, frontier)
                 rows = [row]
             if rows:
-                rows[0][SECONDS] += lead
-                rows[0][OVERHEAD] += lead
+                rows[0] = with_overhead(rows[0], lead)
             history += rows
             self.events.rows(rows)
             if self.bar is not None:
@@ -524,8 +522,7 @@ class _Driver:
         if rows:  # the task's round trip counts as overhead of its last iteration
             extra = time.perf_counter() - start - report.build_seconds - \
                 sum(row[SECONDS] for row in rows)
-            rows[-1][SECONDS] += max(extra, 0.0)
-            rows[-1][OVERHEAD] += max(extra, 0.0)
+            rows[-1] = with_overhead(rows[-1], max(extra, 0.0))
             if len(self.kinds) > 1:  # what moving to or from this device costs
                 self.model.observe_switch(extra)
                 if inline and self.inline_left <= 0:  # moves are tasks from now on
