@@ -50,8 +50,10 @@ CHOOSE_SECONDS = 1e-3
 # each burst's start and end (the call, the fold, its rows, the question) took 75 us on
 # the 2-core VM and 200-270 us on the H100 host, after a millisecond of pushes had left
 # the caches cold; a grid-1000 BFS placed on the CPU by the model ran 27-31 bursts of
-# about 1.5 ms there, 6-8 ms more than the CPU alone's one burst of 25-45 ms
-LEAD_SECONDS = 16e-3
+# about 1.5 ms there, 6-8 ms more than the CPU alone's one burst of 25-45 ms, and 3
+# with bursts of 16 ms. The frontier's limit, not the time, ends a burst where the GPU
+# would take over; the time bounds how long the model goes unasked
+LEAD_SECONDS = 64e-3
 BURST_ROWS = 4096  # iterations of a burst at most (its table of counts and times)
 # pulls that calibrate a device: the first warms up, the fastest other counts
 # (one timed pull may still carry first-use costs, and the model starts from it)
