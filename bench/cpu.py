@@ -7,7 +7,9 @@ Usage: python bench/cpu.py [--scales 20 22] [--grid 1000] [--repeat 3]
 Every time is the best of ``--repeat`` warm runs of one whole call, more for short calls
 (up to 100 while they took under a second in all); hetgraph and its graphblas and scipy
 peers are called in turn, so that the VM's drifting speed hits them alike; NetworkX is
-timed alone. hetgraph's program compile is excluded: it is done once per process.
+timed alone. hetgraph's program compile is excluded: it is done once per process. Before
+every timed call the process's garbage is collected and the rest frozen
+(``machine.settle``).
 Ratios are peer seconds / hetgraph seconds, so > 1 means hetgraph is faster: fastest
 against fastest ("speedup"), and for the peers called in turn with hetgraph, the median
 of the rounds' ratios ("speedup_paired_median"). Every peer's answer is checked against
@@ -30,7 +32,7 @@ import scipy.sparse.csgraph as csgraph
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hetgraph as hg  # noqa: E402
-from machine import describe  # noqa: E402
+from machine import describe, settle  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "..", "shared", "data")
@@ -69,6 +71,7 @@ def interleaved(calls, repeat):
     while rounds < repeat or (min(sum(t) for t in times.values()) < MIN_SECONDS
                               and rounds < MAX_REPEAT):
         for name in names[rounds % len(names):] + names[:rounds % len(names)]:
+            settle()
             start = time.perf_counter()
             out[name] = calls[name]()
             times[name].append(time.perf_counter() - start)

@@ -19,7 +19,9 @@ kept too ("every_run"): auto's placement varies from run to run, and so does a s
 device (GPU-alone grid BFS on the H100: 61-110 ms in five runs), so auto is also
 compared median against median, and by the median of the ratios of each round's run on
 the better single device (by medians) and auto's run in the same round, which a change
-of the host's speed between rounds does not touch.
+of the host's speed between rounds does not touch. Before every timed run the process's
+garbage is collected and the rest frozen (``machine.settle``): no run pays for a full
+collection that earlier ones brought on.
 
 Overhead: each single-device run is repeated as the bare engine looped in plain Python
 (no Dask: frontier, program hooks, engine pass), and the Dask run's iteration seconds
@@ -44,7 +46,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hetgraph as hg  # noqa: E402
-from machine import describe  # noqa: E402
+from machine import describe, settle  # noqa: E402
 
 PR_ITERATIONS = 20
 REPEATS = 7
@@ -61,6 +63,7 @@ def alternating_runs(call, option_sets):
         for name, options in option_sets.items():
             if runs[name] and spent[name] > REPEAT_BELOW:
                 continue
+            settle()
             result = call(**options)
             seconds = float(result.history["seconds"].sum())
             spent[name] += seconds
@@ -229,7 +232,9 @@ def overhead_rows(name, g, cluster):
         for device in ("cpu", "gpu"):
             bare, dask, wall = [], [], []
             for _ in range(REPEATS):  # alternating, the fastest of each
+                settle()
                 bare.append(bare_seconds(make(), g, device, iterations))
+                settle()
                 start = time.perf_counter()
                 result = hg.run(make(), g, cluster=cluster, devices=device,
                                 max_iterations=iterations)
