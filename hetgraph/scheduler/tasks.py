@@ -527,16 +527,16 @@ def burst_rows(burst, first, kind, rho, alpha, arcs, pages, seconds):
     active, degree, computed, edges, activated, kernel, since = stats.T
     kernel, since = kernel * 1e-9, since * 1e-9
     f = degree / arcs if arcs else np.zeros(count)
-    edge_list = edges.tolist()
-    columns = [range(first, first + count), itertools.repeat(kind), itertools.repeat(mode),
-               f.tolist(), itertools.repeat(rho), itertools.repeat(alpha), active.tolist(),
-               computed.tolist(), edge_list, activated.tolist()] + \
-        [itertools.repeat(0)] * 4 + [itertools.repeat(0.0)] * 2 + \
-        [itertools.repeat(0), since.tolist(), (since - kernel).tolist(), fronts.tolist()]
-    columns[COLUMN[f"{kind}_pages"]] = itertools.repeat(pages)
+    edge_list, same = edges.tolist(), itertools.repeat
+    # (HISTORY_COLUMNS' order; the device kind's pages, edges and seconds set below)
+    columns = [range(first, first + count), same(kind), same(mode), f.tolist(), same(rho),
+               same(alpha), active.tolist(), computed.tolist(), edge_list,
+               activated.tolist(), same(0), same(0), same(0), same(0), same(0.0), same(0.0),
+               same(0), since.tolist(), (since - kernel).tolist(), fronts.tolist()]
+    columns[COLUMN[f"{kind}_pages"]] = same(pages)
     columns[COLUMN[f"{kind}_edges"]] = edge_list
     columns[COLUMN[f"{kind}_seconds"]] = kernel.tolist()
-    rows = list(zip(*columns))  # (HISTORY_COLUMNS' order)
+    rows = list(zip(*columns))
     rows[0] = with_overhead(rows[0], max(seconds - float(since.sum()), 0.0))
     return rows
 
