@@ -7,9 +7,10 @@ Usage: python bench/cpu.py [--scales 20 22] [--grid 1000] [--repeat 3]
 Every time is the best of ``--repeat`` warm runs of one whole call, more for short calls
 (up to 100 while they took under a second in all); hetgraph and its graphblas and scipy
 peers are called in turn, so that the VM's drifting speed hits them alike; NetworkX is
-timed alone. hetgraph's program compile is excluded: it is done once per process. Before
-every timed call the process's garbage is collected and the rest frozen
-(``machine.settle``).
+timed alone, as often (one NetworkX run of grid-1000 BFS took 1.25 s in one run of this
+script and 1.73 s in another). hetgraph's program compile is excluded: it is done once
+per process. Before every timed call the process's garbage is collected and the rest
+frozen (``machine.settle``).
 Ratios are peer seconds / hetgraph seconds, so > 1 means hetgraph is faster: fastest
 against fastest ("speedup"), and for the peers called in turn with hetgraph, the median
 of the rounds' ratios ("speedup_paired_median"). Every peer's answer is checked against
@@ -218,7 +219,7 @@ def bench_graph(name, given, repeat):
     assert np.allclose(values, x_gb, rtol=1e-9) and np.allclose(values, x_sp, rtol=1e-9)
     peers = {"graphblas": t_gb, "scipy": t_sp}
     if G is not None:
-        peers["networkx"] = best_of(lambda: _nx_pagerank_fixed(G, PR_ITERATIONS), 1)[0]
+        peers["networkx"] = best_of(lambda: _nx_pagerank_fixed(G, PR_ITERATIONS), repeat)[0]
     same_order = {"hetgraph_given_order_s": t_hg if h is g else
                   best_of(lambda: pagerank(g), repeat)[0]}
     if h is not g:  # the peer on hetgraph's order: kernel against kernel
@@ -247,7 +248,7 @@ def bench_graph(name, given, repeat):
     peers = {"graphblas": t_ga, "scipy": t_sp}
     if G is not None:
         peers["networkx"] = best_of(lambda: nx.single_source_shortest_path_length(G, source),
-                                    1)[0]
+                                    repeat)[0]
     row("bfs", t_hg, peers, r.iterations, timed, {**_modes(r), **order})
 
     # connected components (weak)
@@ -262,7 +263,7 @@ def bench_graph(name, given, repeat):
     peers = {"graphblas": t_gb, "scipy": t_sp}
     if G is not None:
         fn = nx.weakly_connected_components if g.directed else nx.connected_components
-        peers["networkx"] = best_of(lambda: list(fn(G)), 1)[0]
+        peers["networkx"] = best_of(lambda: list(fn(G)), repeat)[0]
     row("cc", t_hg, peers, r.iterations, timed, {**_modes(r), **order})
 
     # SSSP
@@ -277,7 +278,7 @@ def bench_graph(name, given, repeat):
         peers = {"graphblas": t_ga, "scipy": t_sp}
         if G is not None:
             peers["networkx"] = best_of(
-                lambda: nx.single_source_dijkstra_path_length(G, source), 1)[0]
+                lambda: nx.single_source_dijkstra_path_length(G, source), repeat)[0]
         row("sssp", t_hg, peers, r.iterations, timed, {**_modes(r), **order})
     return rows
 
