@@ -19,9 +19,13 @@ kept too ("every_run"): auto's placement varies from run to run, and so does a s
 device (GPU-alone grid BFS on the H100: 61-110 ms in five runs), so auto is also
 compared median against median, and by the median of the ratios of each round's run on
 the better single device (by medians) and auto's run in the same round, which a change
-of the host's speed between rounds does not touch. Before every timed run the process's
-garbage is collected and the rest frozen (``machine.settle``): no run pays for a full
-collection that earlier ones brought on.
+of the host's speed between rounds does not touch. Every run's wall seconds, its setup
+included (the GPU's contexts; auto's calibration of both devices, which the iteration
+seconds leave out: 53 ms of each auto run of the grid-1000 BFS on the H100 host, with a
+task round trip now measured once a cluster), are kept as well, and compared median
+against median. Before every timed run the process's garbage is collected and the rest
+frozen (``machine.settle``): no run pays for a full collection that earlier ones
+brought on.
 
 Overhead: each single-device run is repeated as the bare engine looped in plain Python
 (no Dask: frontier, program hooks, engine pass), and the Dask run's iteration seconds
@@ -59,8 +63,10 @@ OVERHEAD_ROUNDS = 7  # pairs of bare and Dask runs at least (more while under RE
 
 
 def alternating_runs(call, option_sets):
-    """name -> (the fastest run of ``call(**options)``, the seconds and CPU iterations of
-    every run), for each of ``option_sets`` (name -> options), run in turns: a round runs
+    """name -> (the fastest run of ``call(**options)``, the iteration seconds, the wall
+    seconds of the whole call (its setup too: contexts, calibration) and the CPU
+    iterations of every run), for each of ``option_sets`` (name -> options), run in
+    turns: a round runs
     each once, and up to REPEATS rounds run each whose runs so far took under
     REPEAT_BELOW seconds, so that a drift of the machine's speed touches all alike."""
     best, runs, spent = {}, {name: [] for name in option_sets}, dict.fromkeys(option_sets, 0.0)
@@ -69,10 +75,13 @@ def alternating_runs(call, option_sets):
             if runs[name] and spent[name] > REPEAT_BELOW:
                 continue
             settle()
+            start = time.perf_counter()
             result = call(**options)
+            wall = time.perf_counter() - start
             seconds = float(result.history["seconds"].sum())
             spent[name] += seconds
-            runs[name].append({"seconds": round(seconds, 6), "cpu_iterations":
+            runs[name].append({"seconds": round(seconds, 6), "wall_seconds": round(wall, 6),
+                               "cpu_iterations":
                                int((result.history["placement"] == "cpu").sum())})
             if name not in best or seconds < float(best[name].history["seconds"].sum()):
                 best[name] = result
@@ -203,6 +212,8 @@ def bench_graph(name, g, cluster, gpu_options=None):
         best = min(runs["cpu"]["seconds"], runs["gpu"]["seconds"])
         medians = {d: float(np.median([r["seconds"] for r in runs[d]["every_run"]]))
                    for d in runs}
+        walls = {d: float(np.median([r["wall_seconds"] for r in runs[d]["every_run"]]))
+                 for d in runs}
         single = min(("cpu", "gpu"), key=medians.get)  # the better device, by medians
         pairs = [a["seconds"] / b["seconds"] for a, b in zip(runs[single]["every_run"],
                                                              runs["auto"]["every_run"])]
@@ -211,6 +222,9 @@ def bench_graph(name, g, cluster, gpu_options=None):
                "auto_speedup_vs_best_single_median":
                    min(medians["cpu"], medians["gpu"]) / medians["auto"],
                "auto_speedup_vs_best_single_paired_median": float(np.median(pairs)),
+               "auto_wall_vs_best_single_median": min(walls["cpu"], walls["gpu"]) /
+                   walls["auto"],
+               "median_wall_seconds": walls,
                "auto_vs_cpu": runs["cpu"]["seconds"] / runs["auto"]["seconds"],
                "auto_vs_gpu": runs["gpu"]["seconds"] / runs["auto"]["seconds"]}
         rows.append(row)
@@ -220,7 +234,9 @@ def bench_graph(name, g, cluster, gpu_options=None):
               f"{row['auto_speedup_vs_best_single_median']:.2f}x, paired runs "
               f"{row['auto_speedup_vs_best_single_paired_median']:.2f}x); equal "
               f"{runs['gpu']['equals_cpu']}/{runs['auto']['equals_cpu']}", flush=True)
-        print("    auto:", stretches(runs["auto"]))
+        print("    auto:", stretches(runs["auto"]), "| median wall with setup: " +
+              ", ".join(f"{d} {walls[d] * 1e3:.1f} ms" for d in ("cpu", "gpu", "auto")) +
+              f" ({row['auto_wall_vs_best_single_median']:.2f}x)")
     return rows
 
 

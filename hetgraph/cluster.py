@@ -82,6 +82,9 @@ class Cluster:
 
         self._cluster = None
         self._dashboard = False
+        # seconds of a task's round trip to a CPU worker: measured by the first run that
+        # places iterations by the cost model, then kept (see _Driver._measure_round_trip)
+        self.round_trip = None
         if address is not None:
             try:
                 self.client = Client(address, timeout="10s")

@@ -244,6 +244,30 @@ def test_auto_keeps_a_small_graph_off_the_gpu():
     assert _kinds(cluster, "hybrid", False, small=True) == {"cpu": 1, "gpu": 2}
 
 
+def test_a_cluster_measures_its_task_round_trip_once():
+    """The cost model's task round trip (the median of three pings to a CPU worker) is
+    measured by the first run that calibrates, then kept on the cluster for the next."""
+    from types import SimpleNamespace
+
+    from hetgraph.scheduler import dispatcher
+
+    with hg.Cluster(dashboard_address=None) as cluster:
+        keys = []
+        submit = cluster.client.submit
+
+        def recording(*args, key=None, **kwargs):
+            keys.append(key)
+            return submit(*args, key=key, **kwargs)
+
+        cluster.client.submit = recording
+        assert cluster.round_trip is None
+        for run_id in ("first", "second"):
+            driver = SimpleNamespace(cluster=cluster, client=cluster.client, run_id=run_id)
+            dispatcher._Driver._measure_round_trip(driver)
+            assert driver.round_trip == cluster.round_trip > 0
+        assert keys == [f"hetgraph-ping-{i}-first" for i in range(3)]
+
+
 def test_history_records_the_placement(graph):
     r = hg.pagerank(graph, tol=None, max_iterations=3, devices="cpu")
     h = r.history

@@ -134,6 +134,24 @@ def test_calibration_runs_where_the_segments_run(inline_seconds, graph, cluster,
     check("bfs", r.values, expected["bfs"].values)
 
 
+def test_auto_runs_ping_the_workers_once_a_cluster(graph, cluster, expected, monkeypatch):
+    """The first calibrated run measures the task round trip; the next ones reuse it."""
+    pings = []
+    submit = cluster.client.submit
+
+    def recording(*args, key=None, **kwargs):
+        if key and key.startswith("hetgraph-ping-"):
+            pings.append(key)
+        return submit(*args, key=key, **kwargs)
+
+    monkeypatch.setattr(cluster.client, "submit", recording)
+    monkeypatch.setattr(cluster, "round_trip", None)
+    for _ in range(2):
+        check("bfs", RUNS["bfs"](graph, cluster=cluster, devices="auto").values,
+              expected["bfs"].values)
+    assert len(pings) == 3 and cluster.round_trip > 0
+
+
 def test_runs_with_a_gpu_count_the_frontier_on_the_device(graph, cluster, expected,
                                                          monkeypatch):
     """A run with a GPU, in process, does not count the host flags: the GPU counts them
