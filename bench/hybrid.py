@@ -166,6 +166,11 @@ def bare_loop(program, spec, g, engine, max_iterations):
             return
 
 
+def median_runs(runs, key):
+    """placement -> the median of ``key`` over its runs ("every_run")."""
+    return {d: float(np.median([r[key] for r in runs[d]["every_run"]])) for d in runs}
+
+
 def summary(result):
     h = result.history
     return {"iterations": int(result.iterations),
@@ -210,10 +215,7 @@ def bench_graph(name, g, cluster, gpu_options=None):
                 if algo == "pagerank" else np.array_equal(values[devices], values["cpu"])
             runs[devices]["equals_cpu"] = bool(agree)
         best = min(runs["cpu"]["seconds"], runs["gpu"]["seconds"])
-        medians = {d: float(np.median([r["seconds"] for r in runs[d]["every_run"]]))
-                   for d in runs}
-        walls = {d: float(np.median([r["wall_seconds"] for r in runs[d]["every_run"]]))
-                 for d in runs}
+        medians, walls = (median_runs(runs, key) for key in ("seconds", "wall_seconds"))
         single = min(("cpu", "gpu"), key=medians.get)  # the better device, by medians
         pairs = [a["seconds"] / b["seconds"] for a, b in zip(runs[single]["every_run"],
                                                              runs["auto"]["every_run"])]
