@@ -22,6 +22,8 @@ log = logging.getLogger("hetgraph.cluster")
 
 _CURRENT: list = []  # clusters entered with `with`, innermost last
 _SAID_CPU_ONLY = False
+CALIBRATIONS_KEPT = 16  # calibrations a cluster keeps for later runs (a few hundred bytes
+# each, with the rows of their first iterations)
 
 
 class ClusterError(HetGraphError, RuntimeError):
@@ -85,6 +87,8 @@ class Cluster:
         # seconds of a task's round trip to a CPU worker: measured by the first run that
         # places iterations by the cost model, then kept (see _Driver._measure_round_trip)
         self.round_trip = None
+        self.calibrations: dict = {}  # the runs' calibrations by what they depend on,
+        # the newest last (see keep_calibration)
         if address is not None:
             try:
                 self.client = Client(address, timeout="10s")
@@ -138,8 +142,28 @@ class Cluster:
         return self.client.status == "running" and (
             self._cluster is None or getattr(self._cluster.status, "name", "") == "running")
 
+    def keep_calibration(self, key, reports):
+        """Keep a run's calibration ``reports`` under ``key`` for later runs (the last
+        CALIBRATIONS_KEPT; see :meth:`hetgraph.scheduler.dispatcher._Driver._calibrate`)."""
+        self.calibrations.pop(key, None)
+        self.calibrations[key] = reports
+        while len(self.calibrations) > CALIBRATIONS_KEPT:
+            del self.calibrations[next(iter(self.calibrations))]
+
     def close(self):
-        """Stop the client and, for a local cluster, its scheduler and workers."""
+        """Stop the client and, for a local cluster, its scheduler and workers; the
+        graph pages kept on this process's GPUs for later runs are freed
+        (:func:`hetgraph.kernels.gpu.device_pages`), and so are those kept by a joined
+        cluster's GPU workers."""
+        from .kernels.gpu import release
+
+        try:
+            if self.in_process:
+                release()
+            elif self.gpu_workers and self.client.status == "running":
+                self.client.run(release, workers=self.gpu_workers)
+        except Exception as exc:  # closing must not fail on a worker that is gone
+            log.debug("could not free the GPU pages kept by the workers: %s", exc)
         self.client.close()
         if self._cluster is not None:
             self._cluster.close()

@@ -7,6 +7,7 @@ means the label is the id). Index arrays are int32 while N < 2**31, pointers int
 from __future__ import annotations
 
 import threading
+import uuid
 
 import numpy as np
 import pandas as pd
@@ -21,7 +22,8 @@ class Graph:
     """A directed or undirected graph in CSC + CSR form.
 
     Build one with ``hetgraph.read``, ``from_*`` or ``generate``; undirected graphs
-    store each edge in both directions. ``in_indptr``/``in_indices``/``in_weights``
+    store each edge in both directions. Its arrays must not change once it is built:
+    runs keep its partitions, its pages on a GPU and their calibrations. ``in_indptr``/``in_indices``/``in_weights``
     are the CSC (in-edges of v at ``in_indices[in_indptr[v]:in_indptr[v+1]]``, sorted by
     source); ``out_indptr``/``out_indices`` the CSR (targets sorted per source).
     """
@@ -43,6 +45,9 @@ class Graph:
         self._in_skew = None
         self._out_weight_sums = None
         self._partitions: dict = {}  # options -> Partition, the newest last
+        # names this graph's structure for what runs keep of it (its pages on a GPU, a
+        # cluster's calibrations); pickled with it, so a worker process knows it again
+        self.token = uuid.uuid4().hex
 
     # sizes ------------------------------------------------------------------
     @property

@@ -268,6 +268,19 @@ def test_a_cluster_measures_its_task_round_trip_once():
         assert keys == [f"hetgraph-ping-{i}-first" for i in range(3)]
 
 
+def test_a_cluster_keeps_its_newest_calibrations(monkeypatch):
+    """Calibrations are kept by key, the newest last, at most CALIBRATIONS_KEPT; keeping
+    one again makes it the newest."""
+    from hetgraph import cluster as cluster_module
+
+    monkeypatch.setattr(cluster_module, "CALIBRATIONS_KEPT", 3)
+    with hg.Cluster(dashboard_address=None) as cluster:
+        for key in ("a", "b", "c", "a", "d"):
+            cluster.keep_calibration(key, [key.upper()])
+        assert list(cluster.calibrations) == ["c", "a", "d"]
+        assert cluster.calibrations["a"] == ["A"]
+
+
 def test_history_records_the_placement(graph):
     r = hg.pagerank(graph, tol=None, max_iterations=3, devices="cpu")
     h = r.history

@@ -327,6 +327,7 @@ def test_out_of_memory_degrades_to_smaller_pages():
     g = graph_of("rmat")
     s = source_of(g)
     want = hg.sssp(g, s, devices="cpu").values
+    gpu.release()  # (a layout kept by an earlier test would hold memory)
     pool = cupy.get_default_memory_pool()
     pool.free_all_blocks()
     limit = pool.total_bytes() + edge_bytes(g, True) // 3
@@ -357,9 +358,54 @@ def test_pages_whose_sort_does_not_fit_the_device_are_laid_out_on_the_host(monke
         return layout(xp, *args)
 
     monkeypatch.setattr(gpu, "page_layout", no_device_memory)
+    gpu.release()  # (a layout kept by an earlier test would be found, not made)
     result = hg.sssp(g, s, devices="gpu", gpu={"memory_budget": edge_bytes(g, True) // 2})
     assert len(on_host) > 2
     np.testing.assert_array_equal(result.values, want)
+
+
+@pytest.mark.parametrize("fraction", [1, 4])  # resident; a quarter resident, streamed
+def test_a_later_run_of_a_graph_finds_its_pages_kept_on_the_device(monkeypatch, fraction):
+    """The pages are laid out once: later runs of the graph with the same layout options
+    find them, and answer as the CPU does; other options, or another graph (here the
+    same edges), lay out again in their place (one layout kept a device); release()
+    drops it."""
+    g = graph_of("rmat")
+    s = source_of(g)
+    options = {"memory_budget": edge_bytes(g, True) // fraction}
+    built, real_pages = [], gpu.DevicePages
+    monkeypatch.setattr(gpu, "DevicePages", lambda *a, **k: built.append(a[0]) or
+                        real_pages(*a, **k))
+    for _ in range(2):
+        np.testing.assert_array_equal(hg.sssp(g, s, devices="gpu", gpu=options).values,
+                                      hg.sssp(g, s, devices="cpu").values)
+    answer = hg.sssp(g, s, devices="gpu", gpu=options).values
+    assert built == [g]
+    hg.sssp(g, s, devices="gpu", gpu=dict(options, edge_order="destination"))
+    other = graph_of("rmat")  # the same edges, another graph object
+    np.testing.assert_array_equal(hg.sssp(other, s, devices="gpu", gpu=options).values,
+                                  answer)
+    assert built == [g, g, other] and len(gpu._KEPT) == 1
+    gpu.release()
+    assert not gpu._KEPT
+    hg.sssp(g, s, devices="gpu", gpu=options)
+    assert built == [g, g, other, g]
+
+
+def test_runs_at_once_on_one_graph_share_its_pages():
+    """Two runs of the same graph in two threads share the kept layout (each has its own
+    staging buffers for the streamed pages) and both answer as the CPU does."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    g = graph_of("rmat")
+    s = source_of(g)
+    options = {"memory_budget": edge_bytes(g, True) // 4}
+    want = hg.sssp(g, s, devices="cpu").values
+    hg.sssp(g, s, devices="gpu", gpu=options)  # lays the pages out
+    with ThreadPoolExecutor(2) as pool:
+        runs = [pool.submit(hg.sssp, g, s, devices="gpu", gpu=options) for _ in range(4)]
+        for run in runs:
+            np.testing.assert_array_equal(run.result().values, want)
 
 
 def test_a_page_larger_than_the_budget_is_a_clear_error():

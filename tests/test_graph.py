@@ -41,6 +41,18 @@ def test_out_weight_sums_are_kept_by_the_graph(tmp_path):
                                rtol=1e-6)
 
 
+def test_a_graph_keeps_its_token_through_pickling_and_a_new_graph_gets_another():
+    """The token names a graph for what runs keep of it (its GPU pages, calibrations): a
+    worker process's copy has the same one; another graph, even with the same edges or
+    renumbered from it, has its own."""
+    import pickle
+
+    g = hg.from_arrays([0, 0, 2], [1, 2, 1], num_vertices=3)
+    assert pickle.loads(pickle.dumps(g)).token == g.token
+    same_edges = hg.from_arrays([0, 0, 2], [1, 2, 1], num_vertices=3)
+    assert len({g.token, same_edges.token, g.reorder("degree").token}) == 3
+
+
 def test_unweighted_bytes_per_edge(data):
     g = hg.read(data("wiki-Vote.txt"))
     # 8 bytes/edge (CSC + CSR int32) + 16 bytes/vertex (two int64 pointers) + 8 label bytes

@@ -128,6 +128,7 @@ def test_calibration_runs_where_the_segments_run(inline_seconds, graph, cluster,
 
     monkeypatch.setattr(dispatcher._Driver, "_submit", recording)
     monkeypatch.setattr(dispatcher, "INLINE_SECONDS", inline_seconds)
+    monkeypatch.setattr(cluster, "calibrations", {})  # (an earlier run's would be kept)
     r = RUNS["bfs"](graph, cluster=cluster, devices="auto")
     calibrations = [kind for kind, name in submitted if name == "calibrate"]
     assert calibrations == ([] if inline_seconds else ["cpu", "gpu"])
@@ -150,6 +151,35 @@ def test_auto_runs_ping_the_workers_once_a_cluster(graph, cluster, expected, mon
         check("bfs", RUNS["bfs"](graph, cluster=cluster, devices="auto").values,
               expected["bfs"].values)
     assert len(pings) == 3 and cluster.round_trip > 0
+
+
+def test_auto_runs_calibrate_once_a_graph_program_and_options(graph, cluster, expected,
+                                                              monkeypatch):
+    """A run's calibration is kept on the cluster: the next auto run of the same program
+    (parameters included) on the same graph with the same options starts from it,
+    measuring nothing, and from its first frontier; another source or other options
+    calibrate again. Every run gives the CPU's answer."""
+    calibrated = []
+    calibrate = tasks.calibrate
+
+    def recording(run, state, kind, *args):
+        calibrated.append(kind)
+        return calibrate(run, state, kind, *args)
+
+    monkeypatch.setattr(tasks, "calibrate", recording)
+    monkeypatch.setattr(cluster, "calibrations", {})
+    runs = [RUNS["bfs"](graph, cluster=cluster, devices="auto") for _ in range(2)]
+    assert calibrated == ["cpu", "gpu"] and len(cluster.calibrations) == 1
+    for r in runs:
+        check("bfs", r.values, expected["bfs"].values)
+        assert r.history["active"].iloc[0] == 1
+    other = int(np.argsort(graph.out_degree())[-2])
+    r = hg.bfs(graph, graph.label_of(other), cluster=cluster, devices="auto")
+    np.testing.assert_array_equal(
+        r.values, hg.bfs(graph, graph.label_of(other), cluster=cluster, devices="cpu").values)
+    check("bfs", RUNS["bfs"](graph, cluster=cluster, devices="auto", page_bytes=PAGE_BYTES)
+          .values, expected["bfs"].values)
+    assert calibrated == ["cpu", "gpu"] * 3 and len(cluster.calibrations) == 3
 
 
 def test_runs_with_a_gpu_count_the_frontier_on_the_device(graph, cluster, expected,
@@ -205,6 +235,7 @@ def test_calibration_leaves_the_gpu_holding_the_state(graph, cluster, expected,
 
     monkeypatch.setattr(GpuEngine, "load", recording)
     monkeypatch.setattr(tasks, "gpu_frontier", first_count)
+    monkeypatch.setattr(cluster, "calibrations", {})  # (an earlier run's would be kept)
     r = RUNS["bfs"](graph, cluster=cluster, devices="auto")
     check("bfs", r.values, expected["bfs"].values)
     n = graph.num_vertices

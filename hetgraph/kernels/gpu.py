@@ -11,7 +11,12 @@ activate are translated to CUDA by :mod:`.transpile` and compiled with NVRTC thr
 
 Pages live in device memory when they fit the budget; the others stay in pinned host
 memory and are copied in every iteration over several CUDA streams, so that the copy of
-one page overlaps the kernel of another. cupy is imported lazily: without a GPU this
+one page overlaps the kernel of another. Laying a graph's pages out on a device (the
+edges sorted inside each shard, copied in, the streamed pages' pinned host copies) costs
+more than a short run (grid-1000, 4M arcs: 20-23 ms on the H100, against 25-40 ms for a
+whole BFS; RMAT-22 about 250 ms): the last layout built on each device is kept, and a
+later run of the same graph with the same layout options finds it in place
+(:func:`device_pages`; :func:`release` frees it). cupy is imported lazily: without a GPU this
 module imports and :func:`available` says why the GPU engine cannot run.
 """
 
@@ -22,6 +27,7 @@ import functools
 import logging
 import threading
 import time
+import zlib
 
 import numpy as np
 
@@ -517,7 +523,6 @@ def compile_kernel(spec: ProgramSpec, aux_dtype, index_dtype, degree_dtype, *, w
 
 
 # --- layout -------------------------------------------------------------------------------
-
 EDGE_ORDERS = ("source", "destination")
 
 
@@ -619,6 +624,123 @@ class PagePlan:
         return range(self.resident, self.partition.num_pages)
 
 
+class DevicePages:
+    """The pages of ``graph`` (cut by ``partition``) on the current device, for a byte
+    ``budget`` of edge data (resident pages plus ``streams`` staging buffers, see
+    :class:`PagePlan`): the resident edges (src, destination offset, weight when
+    ``weighted``), the streamed pages' edges in pinned host memory, the shard tables
+    (first vertex, log2 of the replication, the edge table of :func:`page_layout`) and
+    the out-degrees ``degree``. Read-only once built: runs share it, even at once (each
+    keeps its own staging buffers)."""
+
+    def __init__(self, graph, partition, *, per_edge, weighted, edge_order, ranges, budget,
+                 streams, degree):
+        import cupy as cp
+
+        self.partition, self.budget = partition, budget
+        self.plan = plan = PagePlan(partition, per_edge, budget, streams)
+        log_r = np.log2(partition.replication).astype(np.uint8)
+        self.shard_start = cp.asarray(partition.shard_start)
+        self.shard_log_r = cp.asarray(log_r)
+        # a block's shared-memory slots: its shard's vertices times their replicas
+        self.slots = int((np.diff(partition.shard_start) << log_r.astype(np.int64))
+                         .max(initial=1))
+        self.out_degree = cp.asarray(degree)
+        split = plan.resident_edges
+        self.dtypes = (unsigned_index(graph.index_dtype), np.uint16,
+                       np.float32 if weighted else None)
+        self.resident = tuple(None if d is None else cp.empty(split, d) for d in self.dtypes)
+        self.pinned = None if not plan.streams else tuple(
+            None if d is None else pinned_empty(graph.num_arcs - split, d)
+            for d in self.dtypes)
+        tables = [cp.zeros((0, ranges + 1), cp.int64)]
+        for p in range(partition.num_pages):
+            *arrays, table = _lay_out_page(graph, partition, p, weighted, edge_order, ranges)
+            e0, e1 = (int(x) for x in plan.page_edges[p])
+            resident = p < plan.resident
+            for target, array in zip(self.resident if resident else self.pinned, arrays):
+                if array is None:
+                    continue
+                if resident:
+                    target[e0:e1] = cp.asarray(array)  # (the host layout's: a copy)
+                elif isinstance(array, np.ndarray):
+                    target[e0 - split:e1 - split] = array
+                else:
+                    array.get(out=target[e0 - split:e1 - split])
+            tables.append(cp.asarray(table))
+        self.shard_edge = cp.concatenate(tables)
+        log.info("GPU pages: %d resident (%d edges), %d streamed over %d streams",
+                 plan.resident, split, len(plan.streamed_pages), plan.streams)
+
+
+def _lay_out_page(graph, partition, p, weighted, edge_order, ranges):
+    """:func:`page_layout` of page ``p`` on the device; on the host when its scratch
+    (about 80 bytes an edge) does not fit beside the pages."""
+    import cupy as cp
+
+    options = (graph, partition, p, weighted, edge_order, ranges)
+    try:
+        return page_layout(cp, *options)
+    except MemoryError:  # CuPy's OutOfMemoryError, or the sort's std::bad_alloc
+        cp.get_default_memory_pool().free_all_blocks()
+        log.info("page %d laid out on the host: no device memory for its sort", p)
+        return page_layout(np, *options)
+
+
+# --- kept layouts -------------------------------------------------------------------------
+
+_KEPT: dict = {}  # device -> (key, DevicePages): the last layout built there
+_KEPT_LOCK = threading.Lock()
+_DEVICE_LOCKS: dict = {}  # device -> the lock of its builds
+
+
+def partition_key(partition):
+    """What tells a partition's pages apart from another's, for :func:`device_pages`
+    (a partition sent to a worker process is a new object every run)."""
+    if partition is None:
+        return None
+    return (partition.num_pages, *(zlib.crc32(np.ascontiguousarray(a)) for a in
+                                   (partition.shard_start, partition.page_shard,
+                                    partition.replication)))
+
+
+def device_pages(key, build):
+    """The DevicePages kept on the current device under ``key`` (a tuple naming the
+    graph's ``token`` and every layout option), else ``build()``'s, kept instead of
+    the device's previous layout, which is dropped before the build (its memory
+    returned to the device)."""
+    import cupy as cp
+
+    device = cp.cuda.runtime.getDevice()
+    with _KEPT_LOCK:
+        lock = _DEVICE_LOCKS.setdefault(device, threading.Lock())
+    with lock:
+        kept = _KEPT.get(device)
+        if kept is not None and kept[0] == key:
+            return kept[1]
+        release(device)
+        pages = build()
+        _KEPT[device] = (key, pages)
+        return pages
+
+
+def release(device=None):
+    """Drop the layout kept on ``device`` (default: on every device) and return the
+    device memory that was cached for it to the device."""
+    with _KEPT_LOCK:
+        devices = [d for d in list(_KEPT) if device is None or d == device]
+        for d in devices:
+            del _KEPT[d]
+    if devices:
+        import cupy as cp
+
+        for d in devices:
+            with cp.cuda.Device(d):
+                cp.get_default_memory_pool().free_all_blocks()
+        cp.get_default_pinned_memory_pool().free_all_blocks()
+
+
+
 def _check_options(memory_budget, page_bytes, streams, threads_per_block, edge_order,
                    source_ranges):
     if edge_order not in EDGE_ORDERS:
@@ -678,32 +800,31 @@ class GpuEngine:
         self.ranges = int(source_ranges)
         self.weighted = bool(spec.needs_weights and graph.weighted)
         start = time.perf_counter()
-        degree = graph.out_degree()
-        degree_dtype = np.uint32 if degree.size == 0 or degree.max() < 2**32 else np.uint64
+        # (the out-degrees are at most the arcs: no pass over them to choose)
+        degree_dtype = np.uint32 if graph.num_arcs < 2**32 else np.uint64
         self.kernel = compile_kernel(spec, aux.dtype, graph.index_dtype, degree_dtype,
                                      weighted=self.weighted, sync=sync,
                                      warp_combine=edge_order == "destination")
         self.compile_seconds = time.perf_counter() - start
-        self._upload_vertices(values, flags, aux, degree.astype(degree_dtype))
+        self._upload_vertices(values, flags, aux)
         self.per_edge = edge_bytes(graph.index_dtype, self.weighted)
-        if memory_budget is None:
-            free, _ = cupy.cuda.runtime.memGetInfo()
-            memory_budget = int(free * BUDGET_FRACTION)
-        self.layout = dict(shared_bytes=shared_bytes, replication=replication,
-                           vertex_bytes=spec.dtype.itemsize)
-        self.given_partition = partition
-        self._place_pages(int(memory_budget), int(page_bytes), int(streams))
+        layout = dict(shared_bytes=shared_bytes, replication=replication,
+                      vertex_bytes=spec.dtype.itemsize)
+        key = (graph.token, self.weighted, np.dtype(degree_dtype).str, edge_order, self.ranges,
+               tuple(sorted(layout.items())), memory_budget, int(page_bytes), int(streams),
+               partition_key(partition))
+        self._place_pages(key, memory_budget, partition, layout, int(page_bytes),
+                          int(streams), degree_dtype)
         self._active, self._degree = self.count_frontier()
 
     # setup -------------------------------------------------------------------------------
-    def _upload_vertices(self, values, flags, aux, degree):
+    def _upload_vertices(self, values, flags, aux):
         cp = self.cupy
         try:
             self.values = cp.asarray(values)
             self.new_values = cp.empty_like(self.values) if self.sync else self.values
             self.flags = cp.asarray(flags)
             self.aux = cp.asarray(aux)
-            self.out_degree = cp.asarray(degree)
             # the activated counts of QUEUED + 1 iterations (a ring: the one a queued
             # iteration reads as its go, and those in flight), copied to pinned memory:
             # vertices activated, their out-degree sum, the key of their lowest
@@ -725,108 +846,82 @@ class GpuEngine:
             raise GpuMemoryError(f"the GPU cannot hold the vertex arrays of "
                                  f"{self.graph.num_vertices:,} vertices") from None
 
-    def _place_pages(self, budget, page_bytes, streams):
-        """Plan and allocate the pages, halving the budget when the device runs out."""
+    def _place_pages(self, key, budget, partition, layout, page_bytes, streams,
+                     degree_dtype):
+        """Find the pages laid out under ``key`` on this device, or lay them out
+        (:func:`device_pages`), then allocate this run's staging buffers;
+        halving the budget when the device runs out."""
         cp = self.cupy
         while True:
             try:
-                self._allocate(budget, page_bytes, streams)
+                self.pages = device_pages(key, lambda: self._lay_out(
+                    budget, partition, layout, page_bytes, streams, degree_dtype))
+                self._allocate()
                 return
             except GpuMemoryError:  # a page larger than the budget: smaller will not do
                 raise
             except MemoryError:  # CuPy's OutOfMemoryError, or a sort's std::bad_alloc
+                tried = self.pages.budget if getattr(self, "pages", None) else self._budget
                 self._release_pages()
-                cp.get_default_memory_pool().free_all_blocks()
-                smaller = budget // 2
+                release(cp.cuda.runtime.getDevice())
+                budget = tried // 2
                 log.warning("GPU out of memory with a page budget of %d bytes; trying %d",
-                            budget, smaller)
-                if smaller < 1 << 16:
+                            tried, budget)
+                if budget < 1 << 16:
                     raise GpuMemoryError(f"the GPU ran out of memory for the pages of "
                                          f"{self.graph.summary()} even with a budget of "
-                                         f"{budget:,} bytes") from None
-                budget = smaller
+                                         f"{tried:,} bytes") from None
 
-    def _allocate(self, budget, page_bytes, streams):
-        cp = self.cupy
+    def _lay_out(self, budget, partition, layout, page_bytes, streams, degree_dtype):
+        """The graph's DevicePages for ``budget`` bytes (default BUDGET_FRACTION of the
+        free device memory), cut by ``partition`` (default: one made for ``layout``)."""
         graph = self.graph
-        if self.given_partition is not None:
-            self.partition = self.given_partition
-        else:
+        if budget is None:
+            free, _ = self.cupy.cuda.runtime.memGetInfo()
+            budget = int(free * BUDGET_FRACTION)
+        self._budget = budget
+        if partition is None:
             page_bytes = page_bytes_for(graph.num_arcs * self.per_edge, budget, page_bytes,
                                         streams)
-            self.partition = graph.partition(page_bytes=page_bytes, **self.layout)
-        self.plan = PagePlan(self.partition, self.per_edge, budget, streams)
+            partition = graph.partition(page_bytes=page_bytes, **layout)
+        return DevicePages(graph, partition, per_edge=self.per_edge, weighted=self.weighted,
+                           edge_order=self.edge_order, ranges=self.ranges, budget=budget,
+                           streams=streams, degree=graph.out_degree().astype(degree_dtype))
+
+    def _allocate(self):
+        """This run's part beside the shared pages: the staging buffers and streams of
+        the streamed pages, the partial sums of the source ranges, the kernel's
+        arguments."""
+        cp = self.cupy
+        pages = self.pages
+        self.partition, self.plan = pages.partition, pages.plan
         self.queued = 1 if len(self.plan.streamed_pages) else QUEUED
-        part = self.partition
-        log_r = np.log2(part.replication).astype(np.uint8)
-        self.shard_start = cp.asarray(part.shard_start)
-        self.shard_log_r = cp.asarray(log_r)
-        slots = np.diff(part.shard_start) << log_r.astype(np.int64)
-        self.shared_bytes = int(slots.max(initial=1)) * self.spec.dtype.itemsize
+        self.shared_bytes = pages.slots * self.spec.dtype.itemsize
         # with the kernel's 16 static bytes, 48 KiB of dynamic memory needs the opt-in
         self.kernel.max_dynamic_shared_size_bytes = self.shared_bytes
-        self.partial = (cp.empty(graph.num_vertices, self.spec.dtype) if self.ranges > 1
+        self.partial = (cp.empty(self.graph.num_vertices, self.spec.dtype) if self.ranges > 1
                         else self._no_weight)
-        plan, split = self.plan, self.plan.resident_edges
-        dtypes = (unsigned_index(graph.index_dtype), np.uint16,
-                  np.float32 if self.weighted else None)
-        self.resident = tuple(None if d is None else cp.empty(split, d) for d in dtypes)
-        self.pinned = None if not plan.streams else tuple(
-            None if d is None else pinned_empty(graph.num_arcs - split, d) for d in dtypes)
-        tables = [cp.zeros((0, self.ranges + 1), cp.int64)]
-        for p in range(part.num_pages):
-            *arrays, table = self._layout(p)
-            e0, e1 = (int(x) for x in plan.page_edges[p])
-            resident = p < plan.resident
-            for target, array in zip(self.resident if resident else self.pinned, arrays):
-                if array is None:
-                    continue
-                if resident:
-                    target[e0:e1] = cp.asarray(array)  # (the host layout's: a copy)
-                elif isinstance(array, np.ndarray):
-                    target[e0 - split:e1 - split] = array
-                else:
-                    array.get(out=target[e0 - split:e1 - split])
-            tables.append(cp.asarray(table))
-        self.shard_edge = cp.concatenate(tables)
-        self.streams = []
-        self.stages = []
-        for _ in range(plan.streams):
-            self.streams.append(cp.cuda.Stream(non_blocking=True))
-            self.stages.append(tuple(None if d is None else cp.empty(plan.stage_edges, d)
-                                     for d in dtypes))
+        self.streams = [cp.cuda.Stream(non_blocking=True) for _ in range(self.plan.streams)]
+        self.stages = [tuple(None if d is None else cp.empty(self.plan.stage_edges, d)
+                             for d in pages.dtypes) for _ in range(self.plan.streams)]
         # the shard kernel's arguments in its order; _launch sets those marked None and
         # those that change between launches
         self._pass = PackedLaunch(self.kernel, dict(
-            src=None, offsets=None, weight=None, shard_start=self.shard_start,
-            shard_edge=self.shard_edge, shard_log_r=self.shard_log_r,
+            src=None, offsets=None, weight=None, shard_start=pages.shard_start,
+            shard_edge=pages.shard_edge, shard_log_r=pages.shard_log_r,
             ranges=np.int32(self.ranges), k_begin=np.int32(0), k_end=np.int32(0),
             first=np.int32(0), last=np.int32(0), partial=self.partial,
             edge_base=np.int64(0), first_shard=np.int32(0), values=None, new_values=None,
             flags=self.flags, aux=self.aux, aux_per_vertex=np.int32(self.aux.size > 1),
-            constant_at=None, out_degree=self.out_degree, counters=None, go=None))
-        log.info("GPU pages: %d resident (%d edges), %d streamed over %d streams",
-                 plan.resident, split, len(plan.streamed_pages), plan.streams)
-
-    def _layout(self, p):
-        """:func:`page_layout` of page ``p`` on the device; on the host when its scratch
-        (about 80 bytes an edge) does not fit beside the pages."""
-        cp = self.cupy
-        options = (self.graph, self.partition, p, self.weighted, self.edge_order, self.ranges)
-        try:
-            return page_layout(cp, *options)
-        except MemoryError:  # CuPy's OutOfMemoryError, or the sort's std::bad_alloc
-            cp.get_default_memory_pool().free_all_blocks()
-            log.info("page %d laid out on the host: no device memory for its sort", p)
-            return page_layout(np, *options)
+            constant_at=None, out_degree=pages.out_degree, counters=None, go=None))
 
     def _release_pages(self):
-        for name in ("resident", "stages", "pinned", "shard_start", "shard_edge",
-                     "shard_log_r", "partial", "_pass"):
+        for name in ("pages", "stages", "partial", "_pass"):
             setattr(self, name, None)
 
     def close(self):
-        """Free the device pages and the pinned host buffers now (the run is over)."""
+        """Let go of the pages (kept for later runs, see :func:`device_pages`) and free this
+        run's staging buffers now (the run is over)."""
         self._release_pages()
 
     # iteration ------------------------------------------------------------------------------
@@ -942,7 +1037,7 @@ class GpuEngine:
         ready = main.record() if len(streamed) else None
         for s0, s1 in runs:
             for k in range(self.ranges):  # cache blocking: one pass per source range
-                self._launch(s1 - s0, s0, 0, self.resident, main, k, k + 1)
+                self._launch(s1 - s0, s0, 0, self.pages.resident, main, k, k + 1)
         if len(streamed):
             split = self.plan.resident_edges
             for k, p in enumerate(streamed):
@@ -950,7 +1045,7 @@ class GpuEngine:
                 stream.wait_event(ready)
                 e0, e1 = (int(x) for x in self.plan.page_edges[p])
                 stage = self.stages[k % len(self.stages)]
-                for device, host in zip(stage, self.pinned):
+                for device, host in zip(stage, self.pages.pinned):
                     if device is not None:
                         device[:e1 - e0].set(host[e0 - split:e1 - split], stream=stream)
                 s0, s1 = int(part.page_shard[p]), int(part.page_shard[p + 1])
@@ -993,10 +1088,11 @@ class GpuEngine:
         cp = self.cupy
         n = self.graph.num_vertices
         out = cp.zeros(2, cp.uint64)
-        kernel = _count_frontier_kernel(c_type(self.out_degree.dtype),
+        degree = self.pages.out_degree
+        kernel = _count_frontier_kernel(c_type(degree.dtype),
                                         cp.cuda.runtime.getDevice())
         blocks = int(min(1024, max(1, -(-n // 256))))
-        kernel((blocks,), (256,), (self.flags, self.out_degree, np.int64(n), out))
+        kernel((blocks,), (256,), (self.flags, degree, np.int64(n), out))
         active, degree = (int(x) for x in out.get())
         return active, degree
 
