@@ -390,6 +390,10 @@ def test_a_later_run_of_a_graph_finds_its_pages_kept_on_the_device(monkeypatch, 
     assert not gpu._KEPT
     hg.sssp(g, s, devices="gpu", gpu=options)
     assert built == [g, g, other, g]
+    # a program without weights finds the weighted pages when all of them are resident
+    np.testing.assert_array_equal(hg.bfs(g, s, devices="gpu", gpu=options).values,
+                                  hg.bfs(g, s, devices="cpu").values)
+    assert len(built) == (4 if fraction == 1 else 5)
 
 
 def test_runs_at_once_on_one_graph_share_its_pages():

@@ -182,6 +182,25 @@ def test_auto_runs_calibrate_once_a_graph_program_and_options(graph, cluster, ex
     assert calibrated == ["cpu", "gpu"] * 3 and len(cluster.calibrations) == 3
 
 
+def test_gpu_and_auto_runs_share_the_pages_kept_on_the_device(graph, cluster, expected,
+                                                             monkeypatch):
+    """A run on the GPU alone cuts the graph as a run with the CPU does, when it fits the
+    device: GPU, auto and hybrid runs, and an unweighted program's, all find the pages
+    the first one laid out."""
+    from hetgraph.kernels import gpu
+
+    built, real_pages = [], gpu.DevicePages
+    monkeypatch.setattr(gpu, "DevicePages", lambda *a, **k: built.append(a[1]) or
+                        real_pages(*a, **k))
+    gpu.release()
+    for devices in ("gpu", "auto", "hybrid", "gpu"):
+        check("sssp", RUNS["sssp"](graph, cluster=cluster, devices=devices).values,
+              expected["sssp"].values)
+    check("bfs", RUNS["bfs"](graph, cluster=cluster, devices="auto").values,
+          expected["bfs"].values)
+    assert len(built) == 1
+
+
 def test_runs_with_a_gpu_count_the_frontier_on_the_device(graph, cluster, expected,
                                                          monkeypatch):
     """A run with a GPU, in process, does not count the host flags: the GPU counts them

@@ -669,6 +669,9 @@ class DevicePages:
                     array.get(out=target[e0 - split:e1 - split])
             tables.append(cp.asarray(table))
         self.shard_edge = cp.concatenate(tables)
+        self.nbytes = sum(a.nbytes for a in (self.shard_start, self.shard_log_r,
+                                             self.out_degree, self.shard_edge,
+                                             *self.resident) if a is not None)
         log.info("GPU pages: %d resident (%d edges), %d streamed over %d streams",
                  plan.resident, split, len(plan.streamed_pages), plan.streams)
 
@@ -689,7 +692,7 @@ def _lay_out_page(graph, partition, p, weighted, edge_order, ranges):
 
 # --- kept layouts -------------------------------------------------------------------------
 
-_KEPT: dict = {}  # device -> (key, DevicePages): the last layout built there
+_KEPT: dict = {}  # device -> (key, weighted, DevicePages): the last layout built there
 _KEPT_LOCK = threading.Lock()
 _DEVICE_LOCKS: dict = {}  # device -> the lock of its builds
 
@@ -704,11 +707,13 @@ def partition_key(partition):
                                     partition.replication)))
 
 
-def device_pages(key, build):
+def device_pages(key, weighted, build):
     """The DevicePages kept on the current device under ``key`` (a tuple naming the
-    graph's ``token`` and every layout option), else ``build()``'s, kept instead of
-    the device's previous layout, which is dropped before the build (its memory
-    returned to the device)."""
+    graph's ``token``, the partition and every layout option) with edge weights when
+    ``weighted`` (a run without weights also takes pages with them when every page is
+    resident: it does not read them), else ``build()``'s, kept instead of the
+    device's previous layout, which is dropped before the build (its memory returned
+    to the device)."""
     import cupy as cp
 
     device = cp.cuda.runtime.getDevice()
@@ -716,12 +721,19 @@ def device_pages(key, build):
         lock = _DEVICE_LOCKS.setdefault(device, threading.Lock())
     with lock:
         kept = _KEPT.get(device)
-        if kept is not None and kept[0] == key:
-            return kept[1]
+        if kept is not None and kept[0] == key and (kept[1] == weighted or (
+                kept[1] and not kept[2].plan.streams)):
+            return kept[2]
         release(device)
         pages = build()
-        _KEPT[device] = (key, pages)
+        _KEPT[device] = (key, weighted, pages)
         return pages
+
+
+def kept_bytes(device):
+    """Device bytes of the pages kept on ``device`` (0: none)."""
+    kept = _KEPT.get(device)
+    return 0 if kept is None else kept[2].nbytes
 
 
 def release(device=None):
@@ -808,13 +820,10 @@ class GpuEngine:
         self.compile_seconds = time.perf_counter() - start
         self._upload_vertices(values, flags, aux)
         self.per_edge = edge_bytes(graph.index_dtype, self.weighted)
-        layout = dict(shared_bytes=shared_bytes, replication=replication,
-                      vertex_bytes=spec.dtype.itemsize)
-        key = (graph.token, self.weighted, np.dtype(degree_dtype).str, edge_order, self.ranges,
-               tuple(sorted(layout.items())), memory_budget, int(page_bytes), int(streams),
-               partition_key(partition))
-        self._place_pages(key, memory_budget, partition, layout, int(page_bytes),
-                          int(streams), degree_dtype)
+        self.layout = dict(shared_bytes=shared_bytes, replication=replication,
+                           vertex_bytes=spec.dtype.itemsize)
+        self._place_pages(memory_budget, partition, int(page_bytes), int(streams),
+                          degree_dtype)
         self._active, self._degree = self.count_frontier()
 
     # setup -------------------------------------------------------------------------------
@@ -846,47 +855,53 @@ class GpuEngine:
             raise GpuMemoryError(f"the GPU cannot hold the vertex arrays of "
                                  f"{self.graph.num_vertices:,} vertices") from None
 
-    def _place_pages(self, key, budget, partition, layout, page_bytes, streams,
-                     degree_dtype):
-        """Find the pages laid out under ``key`` on this device, or lay them out
-        (:func:`device_pages`), then allocate this run's staging buffers;
-        halving the budget when the device runs out."""
+    def _place_pages(self, memory_budget, given, page_bytes, streams, degree_dtype):
+        """Find the pages kept on this device for this graph, partition and options, or
+        lay them out (:func:`device_pages`), then allocate this run's staging buffers;
+        when the device runs out, halving the budget (and, without a ``given``
+        partition, the pages)."""
         cp = self.cupy
+        device = cp.cuda.runtime.getDevice()
+        budget = memory_budget
+        if memory_budget is None:  # the free memory once the kept pages are dropped
+            free, _ = cp.cuda.runtime.memGetInfo()
+            budget = int((free + kept_bytes(device)) * BUDGET_FRACTION)
+        partition = given if given is not None else \
+            self._partition(budget, page_bytes, streams)
+        # a run given no budget takes what it finds kept for its partition: its budget
+        # was measured on the same device, less what the kept pages held
+        key = (self.graph.token, np.dtype(degree_dtype).str, self.edge_order, self.ranges,
+               memory_budget, streams, partition_key(partition))
         while True:
             try:
-                self.pages = device_pages(key, lambda: self._lay_out(
-                    budget, partition, layout, page_bytes, streams, degree_dtype))
+                self.pages = device_pages(key, self.weighted, lambda: DevicePages(
+                    self.graph, partition, per_edge=self.per_edge, weighted=self.weighted,
+                    edge_order=self.edge_order, ranges=self.ranges, budget=budget,
+                    streams=streams, degree=self.graph.out_degree().astype(degree_dtype)))
                 self._allocate()
                 return
             except GpuMemoryError:  # a page larger than the budget: smaller will not do
                 raise
             except MemoryError:  # CuPy's OutOfMemoryError, or a sort's std::bad_alloc
-                tried = self.pages.budget if getattr(self, "pages", None) else self._budget
                 self._release_pages()
-                release(cp.cuda.runtime.getDevice())
-                budget = tried // 2
+                release(device)
+                smaller = budget // 2
                 log.warning("GPU out of memory with a page budget of %d bytes; trying %d",
-                            tried, budget)
-                if budget < 1 << 16:
+                            budget, smaller)
+                if smaller < 1 << 16:
                     raise GpuMemoryError(f"the GPU ran out of memory for the pages of "
                                          f"{self.graph.summary()} even with a budget of "
-                                         f"{tried:,} bytes") from None
+                                         f"{budget:,} bytes") from None
+                budget = smaller
+                partition = given if given is not None else \
+                    self._partition(budget, page_bytes, streams)
 
-    def _lay_out(self, budget, partition, layout, page_bytes, streams, degree_dtype):
-        """The graph's DevicePages for ``budget`` bytes (default BUDGET_FRACTION of the
-        free device memory), cut by ``partition`` (default: one made for ``layout``)."""
-        graph = self.graph
-        if budget is None:
-            free, _ = self.cupy.cuda.runtime.memGetInfo()
-            budget = int(free * BUDGET_FRACTION)
-        self._budget = budget
-        if partition is None:
-            page_bytes = page_bytes_for(graph.num_arcs * self.per_edge, budget, page_bytes,
-                                        streams)
-            partition = graph.partition(page_bytes=page_bytes, **layout)
-        return DevicePages(graph, partition, per_edge=self.per_edge, weighted=self.weighted,
-                           edge_order=self.edge_order, ranges=self.ranges, budget=budget,
-                           streams=streams, degree=graph.out_degree().astype(degree_dtype))
+    def _partition(self, budget, page_bytes, streams):
+        """The graph's partition for a ``budget`` of device bytes: pages of
+        ``page_bytes``, smaller when the edges do not fit (:func:`page_bytes_for`)."""
+        page_bytes = page_bytes_for(self.graph.num_arcs * self.per_edge, budget, page_bytes,
+                                    streams)
+        return self.graph.partition(page_bytes=page_bytes, **self.layout)
 
     def _allocate(self):
         """This run's part beside the shared pages: the staging buffers and streams of
