@@ -53,6 +53,16 @@ def test_a_graph_keeps_its_token_through_pickling_and_a_new_graph_gets_another()
     assert len({g.token, same_edges.token, g.reorder("degree").token}) == 3
 
 
+def test_a_graph_finds_its_first_negative_weight_once(monkeypatch):
+    g = hg.from_arrays([0, 1, 2, 0], [1, 2, 0, 2], [1.0, -2.0, -4.0, 3.0], num_vertices=3)
+    # CSC order: the in-edges of 0 (2 -> 0, -4), of 1 (0 -> 1), of 2 (0 -> 2, 1 -> 2)
+    assert g.first_negative_weight() == (0, 2, -4.0)
+    monkeypatch.setattr(g, "in_edge_blocks", None)  # (called again, it would fail)
+    assert g.first_negative_weight()[:2] == (0, 2)
+    assert hg.from_arrays([0], [1], [0.0]).first_negative_weight() is None
+    assert hg.from_arrays([0], [1]).first_negative_weight() is None
+
+
 def test_unweighted_bytes_per_edge(data):
     g = hg.read(data("wiki-Vote.txt"))
     # 8 bytes/edge (CSC + CSR int32) + 16 bytes/vertex (two int64 pointers) + 8 label bytes

@@ -34,16 +34,14 @@ def in_weight_sums(graph):
 
 def check_nonnegative_weights(graph, algorithm):
     """GraphError naming the first negative or NaN edge weight, if any."""
-    if not graph.weighted or graph.num_arcs == 0:
+    found = graph.first_negative_weight()
+    if found is None:
         return
-    for e0, sources, weights in graph.in_edge_blocks():
-        bad = ~(weights >= 0)
-        if bad.any():
-            e = int(np.argmax(bad))
-            dst = int(np.searchsorted(graph.in_indptr, e0 + e, side="right") - 1)
-            raise GraphError(f"{algorithm} needs non-negative edge weights; edge "
-                             f"{graph.label_of(int(sources[e]))!r} -> {graph.label_of(dst)!r} "
-                             f"has weight {weights[e]}; use weights >= 0")
+    e, src, weight = found
+    dst = int(np.searchsorted(graph.in_indptr, e, side="right") - 1)
+    raise GraphError(f"{algorithm} needs non-negative edge weights; edge "
+                     f"{graph.label_of(src)!r} -> {graph.label_of(dst)!r} "
+                     f"has weight {weight}; use weights >= 0")
 
 
 class MinRelaxation(VertexProgram):
