@@ -45,6 +45,7 @@ class Graph:
         self._in_skew = None
         self._out_weight_sums = None
         self._first_negative = None  # (): none
+        self._kept: dict = {}  # see kept
         self._partitions: dict = {}  # options -> Partition, the newest last
         # names this graph's structure for what runs keep of it (its pages on a GPU, a
         # cluster's calibrations); pickled with it, so a worker process knows it again
@@ -112,6 +113,13 @@ class Graph:
             sums.flags.writeable = False
             self._out_weight_sums = sums
         return self._out_weight_sums
+
+    def kept(self, key, compute):
+        """``compute()`` the first time ``key`` is asked for, the same value afterwards:
+        what runs derive from the graph's arrays (which do not change) and need again."""
+        if key not in self._kept:
+            self._kept[key] = compute()
+        return self._kept[key]
 
     def first_negative_weight(self):
         """(CSC position, source id, weight) of the first edge whose weight is negative

@@ -63,6 +63,14 @@ def test_a_graph_finds_its_first_negative_weight_once(monkeypatch):
     assert hg.from_arrays([0], [1]).first_negative_weight() is None
 
 
+def test_a_graph_keeps_what_runs_derive_from_it():
+    g = hg.from_arrays([0], [1])
+    calls = []
+    for _ in range(2):
+        assert g.kept("answer", lambda: calls.append(1) or 42) == 42
+    assert calls == [1] and g.kept("other", lambda: None) is None
+
+
 def test_unweighted_bytes_per_edge(data):
     g = hg.read(data("wiki-Vote.txt"))
     # 8 bytes/edge (CSC + CSR int32) + 16 bytes/vertex (two int64 pointers) + 8 label bytes
