@@ -265,6 +265,52 @@ def test_a_segment_asks_the_model_at_most_every_choose_seconds(monkeypatch):
     assert len(asked) == 7  # one device kind: never asked
 
 
+def test_a_gpu_segment_far_ahead_asks_less_often_while_its_iterations_are_short(
+        monkeypatch):
+    """A GPU segment whose answer to stay had alpha > 2 (the GPU that much faster) asks
+    again after CHOOSE_SECONDS * alpha / 2 (CHOOSE_BACKOFF times at most) while its
+    iterations are short; near the CPU (alpha <= 2), with long iterations, or in a CPU
+    segment, every CHOOSE_SECONDS."""
+    from types import SimpleNamespace
+
+    from hetgraph.scheduler import tasks
+
+    asked, alpha = [], [50.0]
+
+    class Model:
+        def placement(self, f, rho, num_arcs, current, weight, seconds):
+            asked.append(now[0])
+            return current, alpha[0]
+
+    now = [0.0]
+    monkeypatch.setattr(tasks, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    run = SimpleNamespace(rho=1.0, graph=SimpleNamespace(num_arcs=100), cpu_mode="auto")
+    ms = tasks.CHOOSE_SECONDS
+
+    def segment(kind, step, calls):
+        now[0] = 0.0
+        choose = tasks._chooser(Model(), run, kind, others=True)
+        asked.clear()
+        for _ in range(calls):
+            now[0] += step
+            choose(0.5)
+        return [round(t / ms, 3) for t in asked], choose.interval / ms
+
+    # 40 us iterations: the questions wait 8 ms (alpha 50: capped), or 3 ms (alpha 6)
+    times, interval = segment("gpu", 0.04 * ms, 500)
+    assert times == pytest.approx([0.04, 8.04, 16.04], abs=0.05) and interval == 8
+    alpha[0] = 6.0
+    times, interval = segment("gpu", 0.04 * ms, 200)
+    assert times == pytest.approx([0.04, 3.04, 6.04], abs=0.05) and interval == 3
+    alpha[0] = 1.5  # close: every CHOOSE_SECONDS
+    assert segment("gpu", 0.04 * ms, 100)[1] == 1
+    alpha[0] = 50.0
+    times, interval = segment("gpu", 0.5 * ms, 20)  # long iterations: every 1 ms
+    assert times[:3] == pytest.approx([0.5, 1.5, 2.5], abs=0.05) and interval == 1
+    times, interval = segment("cpu", 0.04 * ms, 100)  # (alpha < 1 would keep the CPU)
+    assert interval == 1 and len(times) == 4
+
+
 def test_cpu_bursts_follow_one_another_while_the_model_says_stay(monkeypatch):
     """With a cost model, a CPU segment asks it after each burst (of CHOOSE_SECONDS at
     most: here one iteration) and bursts on while it says stay: no single iteration

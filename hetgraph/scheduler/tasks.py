@@ -45,6 +45,14 @@ SEGMENT_SECONDS = 1.0  # a segment returns to the driver after this long (progre
 # BFS). A move costs 0.5-1 ms and more (the state's copies, the frontier's ids):
 # deciding it this much later loses little.
 CHOOSE_SECONDS = 1e-3
+# a GPU segment of short iterations (CHOOSE_BACKOFF a CHOOSE_SECONDS or more) whose
+# answer to stay had a margin alpha (the GPU's speed over the CPU's) asks again only
+# after CHOOSE_SECONDS * alpha / 2, CHOOSE_BACKOFF times at most, and folds its rows
+# as rarely: the grid-1000 CC's GPU rows took 33 us alone and 36 us in auto runs (H100
+# host), whose alpha stayed at 40-80 for 1,500 of their 2,000 iterations. Long
+# iterations ask every CHOOSE_SECONDS still: one of them can end the GPU's lead
+# (RMAT-22 streamed: the last two iterations of a BFS go to the CPU's push)
+CHOOSE_BACKOFF = 8
 # a CPU burst that the model placed while the CPU leads runs while its frontier stays
 # within the model's lead (:meth:`CostModel.lead_degree`), for LEAD_SECONDS at most:
 # each burst's start and end (the call, the fold, its rows, the question) took 75 us on
@@ -504,7 +512,7 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
                seconds - kernel if seconds > kernel else 0.0, its_front]
         row[pages_at], row[edges_at], row[seconds_at] = pages, edges, kernel
         rows.append(tuple(row))
-        if model is not None and now - folded > CHOOSE_SECONDS:
+        if model is not None and now - folded > getattr(choose, "interval", CHOOSE_SECONDS):
             model.observe_rows(rows[observed:], arcs)
             observed, folded = len(rows), now
         if converged:
@@ -545,11 +553,12 @@ def _chooser(model, run, kind, others, spread_pull=False):
     """choose(f, ran=1) for a segment: the kind the cost model places the iteration on
     (``kind`` itself when no other device kind is in the run). ``spread_pull``: end a
     CPU segment at a pull iteration, which several CPU workers share by pages. The
-    model is asked at most every CHOOSE_SECONDS; its answer to stay stands for the
-    iterations in between (``ran`` a call: those since the last call, bursts included),
-    which count in the next answer (:meth:`CostModel.placement`'s ``weight``), as do
-    the seconds since the segment began or the model was last asked (its
-    ``seconds``)."""
+    model is asked at most every CHOOSE_SECONDS (longer in a GPU segment far ahead, see
+    CHOOSE_BACKOFF: ``choose.interval``, which the segment folds its rows at); its
+    answer to stay stands for the iterations in between (``ran`` a call: those since
+    the last call, bursts included), which count in the next answer
+    (:meth:`CostModel.placement`'s ``weight``), as do the seconds since the segment
+    began or the model was last asked (its ``seconds``)."""
     stay, calls, asked = (kind, float("nan")), 0, -float("inf")
     since = time.perf_counter()
 
@@ -565,14 +574,19 @@ def _chooser(model, run, kind, others, spread_pull=False):
         nonlocal stay, calls, asked, since
         calls += ran
         now = time.perf_counter()
-        if now - asked < CHOOSE_SECONDS:
+        if now - asked < choose.interval:
             return stay
         answer = ask(f, calls, now - since)
+        short = now - since < calls * CHOOSE_SECONDS / CHOOSE_BACKOFF
         calls, asked, since = 0, now, now
+        choose.interval = CHOOSE_SECONDS
         if answer[0] == kind:
             stay = answer
+            if kind == "gpu" and short and answer[1] > 2.0:  # (alpha: nan, or > 1)
+                choose.interval *= min(answer[1] / 2.0, CHOOSE_BACKOFF)
         return answer
 
+    choose.interval = CHOOSE_SECONDS  # until the next question (see CHOOSE_BACKOFF)
     if not others and not spread_pull:
         return lambda f, ran=1: stay
     return choose
