@@ -22,10 +22,11 @@ class Graph:
     """A directed or undirected graph in CSC + CSR form.
 
     Build one with ``hetgraph.read``, ``from_*`` or ``generate``; undirected graphs
-    store each edge in both directions. Its arrays must not change once it is built:
-    runs keep its partitions, its pages on a GPU and their calibrations. ``in_indptr``/``in_indices``/``in_weights``
+    store each edge in both directions. ``in_indptr``/``in_indices``/``in_weights``
     are the CSC (in-edges of v at ``in_indices[in_indptr[v]:in_indptr[v+1]]``, sorted by
-    source); ``out_indptr``/``out_indices`` the CSR (targets sorted per source).
+    source); ``out_indptr``/``out_indices`` the CSR (targets sorted per source). Its
+    arrays must not change once it is built: runs keep its partitions, its pages on a
+    GPU and their calibrations.
     """
 
     def __init__(self, in_indptr, in_indices, in_weights, out_indptr, out_indices, *,
@@ -44,7 +45,6 @@ class Graph:
         self._out_weights = None
         self._in_skew = None
         self._out_weight_sums = None
-        self._first_negative = None  # (): none
         self._kept: dict = {}  # see kept
         self._partitions: dict = {}  # options -> Partition, the newest last
         # names this graph's structure for what runs keep of it (its pages on a GPU, a
@@ -126,15 +126,15 @@ class Graph:
         or NaN, None when there is none (or no weight); computed once and kept by this
         graph (a pass over every weight: 11 ms for RMAT-21's 32M on the H100 host,
         which every sssp call paid)."""
-        if self._first_negative is None:
-            self._first_negative = ()
+        def first():
             for e0, sources, weights in (self.in_edge_blocks() if self.weighted else ()):
                 bad = ~(weights >= 0)
                 if bad.any():
                     e = int(np.argmax(bad))
-                    self._first_negative = (e0 + e, int(sources[e]), weights[e])
-                    break
-        return self._first_negative or None
+                    return e0 + e, int(sources[e]), weights[e]
+            return None
+
+        return self.kept("first_negative_weight", first)
 
     @property
     def nbytes(self) -> int:

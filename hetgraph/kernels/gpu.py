@@ -752,7 +752,6 @@ def release(device=None):
         cp.get_default_pinned_memory_pool().free_all_blocks()
 
 
-
 def _check_options(memory_budget, page_bytes, streams, threads_per_block, edge_order,
                    source_ranges):
     if edge_order not in EDGE_ORDERS:
