@@ -33,7 +33,7 @@ import scipy.sparse.csgraph as csgraph
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hetgraph as hg  # noqa: E402
-from machine import describe, settle  # noqa: E402
+from machine import describe, settled_call  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "..", "shared", "data")
@@ -72,10 +72,8 @@ def interleaved(calls, repeat):
     while rounds < repeat or (min(sum(t) for t in times.values()) < MIN_SECONDS
                               and rounds < MAX_REPEAT):
         for name in names[rounds % len(names):] + names[:rounds % len(names)]:
-            settle()
-            start = time.perf_counter()
-            out[name] = calls[name]()
-            times[name].append(time.perf_counter() - start)
+            out[name], seconds = settled_call(calls[name])
+            times[name].append(seconds)
         rounds += 1
     timed = Timed({name: (min(times[name]), out[name]) for name in names})
     timed.rounds = times

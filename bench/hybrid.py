@@ -55,7 +55,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hetgraph as hg  # noqa: E402
 from hetgraph.kernels.gpu import release as release_gpu_pages  # noqa: E402
-from machine import describe, settle  # noqa: E402
+from machine import describe, settle, settled_call  # noqa: E402
 
 PR_ITERATIONS = 20
 # runs of each placement at most, while its runs so far took under REPEAT_BELOW: a
@@ -78,10 +78,7 @@ def alternating_runs(call, option_sets):
         for name, options in option_sets.items():
             if runs[name] and spent[name] > REPEAT_BELOW:
                 continue
-            settle()
-            start = time.perf_counter()
-            result = call(**options)
-            wall = time.perf_counter() - start
+            result, wall = settled_call(lambda: call(**options))
             seconds = float(result.history["seconds"].sum())
             spent[name] += seconds
             runs[name].append({"seconds": round(seconds, 6), "wall_seconds": round(wall, 6),
@@ -214,10 +211,7 @@ def bench_graph(name, g, cluster, gpu_options=None):
         for devices, options in option_sets.items():
             cluster.calibrations.clear()  # what runs keep of the graph: none yet
             release_gpu_pages()
-            settle()
-            start = time.perf_counter()
-            call(**options)
-            cold[devices] = time.perf_counter() - start
+            cold[devices] = settled_call(lambda: call(**options))[1]
         runs, values = {}, {}
         for devices, (result, every) in alternating_runs(call, option_sets).items():
             runs[devices] = {**summary(result), "every_run": every}
@@ -275,11 +269,9 @@ def overhead_rows(name, g, cluster):
                     break
                 settle()
                 bare.append(bare_seconds(make(), g, device, iterations))
-                settle()
-                start = time.perf_counter()
-                result = hg.run(make(), g, cluster=cluster, devices=device,
-                                max_iterations=iterations)
-                wall.append(time.perf_counter() - start)
+                result, seconds = settled_call(lambda: hg.run(
+                    make(), g, cluster=cluster, devices=device, max_iterations=iterations))
+                wall.append(seconds)
                 dask.append(float(result.history["seconds"].sum()))
             paired = float(np.median(np.array(dask) / np.array(bare))) - 1.0
             bare, dask, wall = min(bare), min(dask), min(wall)

@@ -4,6 +4,7 @@ and :func:`settle`, called before every timed call."""
 import gc
 import os
 import platform
+import time
 
 
 def settle():
@@ -14,6 +15,14 @@ def settle():
     first (0.16 s)."""
     gc.collect()
     gc.freeze()
+
+
+def settled_call(fn):
+    """(``fn()``, its wall seconds), timed after :func:`settle`."""
+    settle()
+    start = time.perf_counter()
+    result = fn()
+    return result, time.perf_counter() - start
 
 
 def describe():
