@@ -492,6 +492,15 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
                              None if launched else (frontier, f, front), alpha, start,
                              read, previous))
             iteration += 1
+            # once it is queued, the rows so far go into the model (every
+            # choose.interval): on the GPU, the host's work then overlaps a full queue
+            # (a fold of 170 rows took 110 us on the H100 host; done after a wait, with
+            # two 30 us iterations left in the queue, the folds stalled the device:
+            # grid-1000 CC, auto 5% slower than the GPU alone)
+            if model is not None and len(rows) > observed and \
+                    start - folded > getattr(choose, "interval", CHOOSE_SECONDS):
+                model.observe_rows(rows[observed:], arcs)
+                observed, folded = len(rows), start
             continue
         if not launched:
             return end(status or "limit")
@@ -512,9 +521,6 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
                seconds - kernel if seconds > kernel else 0.0, its_front]
         row[pages_at], row[edges_at], row[seconds_at] = pages, edges, kernel
         rows.append(tuple(row))
-        if model is not None and now - folded > getattr(choose, "interval", CHOOSE_SECONDS):
-            model.observe_rows(rows[observed:], arcs)
-            observed, folded = len(rows), now
         if converged:
             if launched:
                 engine.discard([d[0] for d in launched])
