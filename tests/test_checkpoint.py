@@ -144,6 +144,23 @@ def test_disk_full_while_checkpointing_keeps_the_previous_one(graph, tmp_path, m
         got.values, hg.pagerank(graph, max_iterations=8, tol=None, **CPU).values)
 
 
+def test_a_sampled_digest_reads_every_element_of_a_small_array_and_a_sample_of_a_large():
+    """The calibration key's digest of a program's arrays (sampled_crc32): all of an
+    array of up to 4,096 elements, then evenly spaced ones (every 16th of 65,536)."""
+    from hetgraph.io.store import crc32
+
+    small = np.arange(4096, dtype=np.float64)
+    assert checkpoint_mod.sampled_crc32(small) == crc32(small)
+    large = np.arange(65536, dtype=np.int32)
+    assert checkpoint_mod.sampled_crc32(large) == crc32(large[::16])
+    changed = large.copy()
+    changed[32] = -1  # a sampled element
+    assert checkpoint_mod.sampled_crc32(changed) != checkpoint_mod.sampled_crc32(large)
+    changed = large.copy()
+    changed[33] = -1  # not sampled: the same digest (a calibration may be shared)
+    assert checkpoint_mod.sampled_crc32(changed) == checkpoint_mod.sampled_crc32(large)
+
+
 def test_fingerprints_are_stable_and_discriminating(graph, tmp_path):
     from hetgraph.program import ProgramSpec
     from hetgraph.algorithms.pagerank import PageRank
@@ -153,6 +170,13 @@ def test_fingerprints_are_stable_and_discriminating(graph, tmp_path):
         fp(ProgramSpec(PageRank(0.85, None, np.float64, True)))
     assert fp(ProgramSpec(PageRank(0.85, None, np.float64, True))) != \
         fp(ProgramSpec(PageRank(0.85, None, np.float32, True)))
+    sampled = checkpoint_mod.sampled_crc32  # (the calibration key's)
+    first, second = (ProgramSpec(PageRank(0.85, None, np.float64, True)) for _ in range(2))
+    first.initial_state(graph)
+    second.initial_state(graph)
+    assert fp(first, sampled) == fp(second, sampled)
+    second.program._scale = second.program._scale * 2  # its arrays count, sampled
+    assert fp(first, sampled) != fp(second, sampled)
     gf = checkpoint_mod.graph_fingerprint
     store = graph.save(tmp_path / "s")
     assert gf(hg.open_store(tmp_path / "s")) == gf(store.stored_graph())

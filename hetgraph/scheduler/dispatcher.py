@@ -34,7 +34,8 @@ from ..io.store import StoredGraph, as_graph, available_memory
 from ..program import ProgramSpec
 from ..result import COLUMN, SECONDS, Result, history_row, with_overhead
 from . import tasks
-from .checkpoint import Checkpointer, graph_fingerprint, program_fingerprint
+from .checkpoint import Checkpointer, graph_fingerprint, program_fingerprint, \
+    sampled_crc32
 from .costmodel import CPU_MODES, CostModel, frontier_growth, notify_fraction, push_factor
 from .cpu_engine import SPARSE_EDGES, pull_threads
 from .placement import PageQueue
@@ -341,9 +342,11 @@ class _Driver:
 
     def _calibration_key(self, options):
         """What a calibration depends on: the graph, the program with its parameters
-        (which make the initial state), the execution mode, the run's options and the
-        cluster's workers."""
-        return (self.graph.token, program_fingerprint(self.spec), self.state.sync,
+        (which make the initial state; its arrays by a sample of their elements: a
+        calibration taken for another costs speed, not an answer), the execution mode,
+        the run's options and the cluster's workers."""
+        return (self.graph.token, program_fingerprint(self.spec, sampled_crc32),
+                self.state.sync,
                 options["threads"], options["partitions"], options["cpu_mode"],
                 options["rho"], options["page_bytes"], tuple(sorted(options["gpu"].items())),
                 tuple(self.cluster.cpu_workers), tuple(self.cluster.gpu_workers))
