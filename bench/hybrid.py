@@ -26,9 +26,9 @@ find the graph's pages on the GPU and auto's calibration kept from the warm-up r
 before them, as a session's later runs on a graph do. The first run of each placement
 after the cluster forgot both ("cold_wall_seconds": the pages laid out on the GPU
 again, both devices calibrated again; 53 ms of each auto run of the grid-1000 BFS on
-the H100 host) is timed before them. Before every timed run the process's garbage is collected and the rest
-frozen (``machine.settle``): no run pays for a full collection that earlier ones
-brought on.
+the H100 host) is timed before them. Before every timed run the process's garbage is
+collected and the rest frozen (``machine.settle``): no run pays for a full collection
+that earlier ones brought on.
 
 Overhead: each single-device run is repeated as the bare engine looped in plain Python
 (no Dask: frontier, program hooks, engine pass), and the Dask run's iteration seconds
@@ -39,7 +39,10 @@ the host's speed between pairs does not touch (the H100 host's single-thread spe
 varies: grid-1000 BFS on the CPU alone took 92-190 ms in one process); the run's wall
 time with its setup (contexts, layout on the GPU) is reported beside. The bare loop runs
 one engine iteration a call; a run on the CPU alone runs its pushes in bursts (many in
-one compiled call), so its overhead can be negative.
+one compiled call), so its overhead can be negative. PageRank on the GPU alone runs
+over PR_ITERATIONS and LONG_PR_ITERATIONS, which split its overhead into a run's fixed
+cost (segment start and end: on the H200 host about 0.15 ms, most of a 20-iteration
+grid-1000 run's 1.2 ms) and a cost per iteration.
 """
 
 import argparse
@@ -58,6 +61,7 @@ from hetgraph.kernels.gpu import release as release_gpu_pages  # noqa: E402
 from machine import describe, settle, settled_call  # noqa: E402
 
 PR_ITERATIONS = 20
+LONG_PR_ITERATIONS = 200  # (the overhead's PageRank on the GPU, also)
 # runs of each placement at most, while its runs so far took under REPEAT_BELOW: a
 # short run on the H100 host varies by 10-30% from run to run (grid-1000 CC on the GPU
 # alone: 57.6-81 ms in eight runs), more than auto's gain or loss on it
@@ -259,10 +263,17 @@ def overhead_rows(name, g, cluster):
 
     rows = []
     source = int(np.argmax(g.out_degree()))
-    cases = {"pagerank": (lambda: PageRank(tol=None, dtype=np.float32), PR_ITERATIONS),
-             "bfs": (lambda: BreadthFirst(source), 10_000)}
-    for algo, (make, iterations) in cases.items():
-        for device in ("cpu", "gpu"):
+
+    def pagerank():
+        return PageRank(tol=None, dtype=np.float32)
+
+    # (algorithm, program, iterations, devices): PageRank also over LONG_PR_ITERATIONS
+    # on the GPU, which tells a run's fixed cost from its cost per iteration
+    cases = [("pagerank", pagerank, PR_ITERATIONS, ("cpu", "gpu")),
+             ("bfs", lambda: BreadthFirst(source), 10_000, ("cpu", "gpu")),
+             ("pagerank", pagerank, LONG_PR_ITERATIONS, ("gpu",))]
+    for algo, make, iterations, devices in cases:
+        for device in devices:
             bare, dask, wall = [], [], []
             for round_ in range(REPEATS):  # alternating, the fastest of each
                 if round_ >= OVERHEAD_ROUNDS and sum(bare) + sum(wall) > REPEAT_BELOW:
@@ -276,12 +287,22 @@ def overhead_rows(name, g, cluster):
             paired = float(np.median(np.array(dask) / np.array(bare))) - 1.0
             bare, dask, wall = min(bare), min(dask), min(wall)
             rows.append({"graph": name, "algorithm": algo, "device": device,
-                         "bare_seconds": bare, "dask_iteration_seconds": dask,
-                         "dask_wall_seconds_with_setup": wall,
+                         "iterations": iterations, "bare_seconds": bare,
+                         "dask_iteration_seconds": dask, "dask_wall_seconds_with_setup": wall,
                          "overhead": dask / bare - 1.0, "overhead_paired_median": paired})
-            print(f"  overhead {algo}/{device}: bare {bare:.4f} s, dask {dask:.4f} s "
-                  f"({(dask / bare - 1) * 100:+.1f}%; paired runs, median "
+            print(f"  overhead {algo}/{device} ({iterations} iterations at most): bare "
+                  f"{bare:.4f} s, dask {dask:.4f} s ({(dask / bare - 1) * 100:+.1f}%; paired "
+                  f"runs, median "
                   f"{paired * 100:+.1f}%), wall with setup {wall:.4f} s", flush=True)
+    short, long_ = (next(r for r in rows if r["algorithm"] == "pagerank" and
+                         r["device"] == "gpu" and r["iterations"] == n)
+                    for n in (PR_ITERATIONS, LONG_PR_ITERATIONS))
+    extra = [r["dask_iteration_seconds"] - r["bare_seconds"] for r in (short, long_)]
+    per_iteration = (extra[1] - extra[0]) / (LONG_PR_ITERATIONS - PR_ITERATIONS)
+    long_["split"] = {"fixed_seconds": extra[0] - PR_ITERATIONS * per_iteration,
+                      "per_iteration_seconds": per_iteration}
+    print(f"  overhead pagerank/gpu: {long_['split']['fixed_seconds'] * 1e6:.0f} us a run "
+          f"and {per_iteration * 1e6:.1f} us an iteration (from the two above)", flush=True)
     return rows
 
 
