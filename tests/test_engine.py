@@ -876,6 +876,35 @@ def test_cpu_calibration_times_the_first_iterations_on_a_copy():
             assert row["active"] == number and row["seconds"] > 0
 
 
+@pytest.mark.parametrize("bursts", [True, False])
+def test_cpu_calibration_times_first_iterations_of_small_frontiers_only(bursts,
+                                                                        monkeypatch):
+    """The CPU's calibration times no iteration whose frontier has more than
+    CALIBRATION_EDGES out-edges (in a burst or one at a time), and none at all when the
+    first has: BFS from a grid's corner, frontiers of 2, 6, 10, 14 out-edges."""
+    from hetgraph.scheduler import tasks
+    from hetgraph.scheduler.cpu_engine import CpuEngine
+    from hetgraph.scheduler.state import VertexState
+
+    if not bursts:
+        monkeypatch.setattr(CpuEngine, "bursts", property(lambda self: False))
+    g = hg.generate.grid(40, 40, seed=1)
+    spec = ProgramSpec(BreadthFirst(0))
+    values, flags, aux = spec.initial_state(g)
+    for limit, timed in ((10, [2, 3]), (13, [2, 3]), (14, [2, 3, 4]), (1, [])):
+        monkeypatch.setattr(tasks, "CALIBRATION_EDGES", limit)
+        run = tasks.RunSpec(f"calibration-edges-{limit}", spec, g, np.zeros(1, np.float32),
+                            True, False, np.array([[0, g.num_vertices]]), None, 1, None,
+                            "notify-pull", 1.0, {})
+        try:
+            report = tasks.calibrate(run, VertexState(values, flags, sync=True), "cpu", 0, 0)
+        finally:
+            tasks.drop_contexts(run.run_id)
+        rows = [row_dict(r) for r in report.rows]
+        assert [r["iteration"] for r in rows] == timed
+        assert all(r["active"] * 4 - 2 <= limit for r in rows)  # (2, 6, 10, 14 edges)
+
+
 def test_cpu_calibration_times_its_takeover_of_a_changed_state(monkeypatch):
     """A move to the CPU starts from a state changed elsewhere: a sparse frontier's ids
     are gathered from the flags (a pass over every vertex), part of what a move costs;

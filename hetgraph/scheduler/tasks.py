@@ -32,7 +32,7 @@ import numpy as np
 from ..io.store import StoredGraph
 from ..kernels import cpu
 from ..result import COLUMN, with_overhead
-from .cpu_engine import CpuEngine
+from .cpu_engine import SPARSE_EDGES, CpuEngine
 from .outofcore import StoreEngine
 
 SEGMENT_SECONDS = 1.0  # a segment returns to the driver after this long (progress, dashboard)
@@ -75,6 +75,11 @@ CALIBRATION_PULLS = 4
 CALIBRATION_SECONDS = 1e-3
 CALIBRATION_PASSES = 16
 CALIBRATION_ITERATIONS = 4  # first iterations the CPU's calibration times (see calibrate)
+# ... while their frontier has at most this many out-edges (those run from its ids, whose
+# fixed part the model cannot know before it measured one): RMAT-22 SSSP's second to
+# fourth iterations, passes over the whole graph, took 255 ms of an auto run's 570 ms
+# on the H200 host, iterations that the run then gave the GPU
+CALIBRATION_EDGES = SPARSE_EDGES
 
 
 @dataclasses.dataclass
@@ -387,7 +392,8 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
     :meth:`CostModel.observe_rows`, and a CPU burst's by its counts, see
     :meth:`CostModel.observe_burst`); returns (rows, status) with status "converged",
     "moved" (the cost model chose another placement), "slice" (``slice_seconds``
-    passed) or "limit".
+    passed) or "limit". Without a model, a burst starts no iteration from a frontier
+    of more than ``choose.max_degree`` out-edges, where given (a calibration's).
 
     An engine with ``launch`` (the GPU) keeps up to ``engine.queued`` iterations in
     flight (one for a program with a ``converged`` test): ``choose`` then sees the
@@ -427,7 +433,7 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
     # iteration between them cost 150 us of Python on the H100 host, where a grid-1000
     # BFS's bursts ran 50-100 iterations a millisecond)
     bursts = getattr(engine, "bursts", False)
-    burst_seconds, burst_degree = slice_seconds, cpu.NO_LIMIT
+    burst_seconds, burst_degree = slice_seconds, getattr(choose, "max_degree", cpu.NO_LIMIT)
     may_burst, ran, alpha = bursts and model is None, 0, float("nan")
     limits_of = None  # the answer (its alpha) that the burst's limits follow
     while True:
@@ -700,14 +706,20 @@ def _scratch(state):
     return VertexState(state.values.copy(), state.flags.copy(), sync=state.sync)
 
 
-def _first_iterations(run, engine, kind, pages):
+def _first_iterations(run, engine, kind, pages, max_degree=cpu.NO_LIMIT):
     """History rows of the run's first CALIBRATION_ITERATIONS iterations on ``engine``
     of ``kind`` (over a scratch state), timed as a segment times them, but the first,
     which also makes the engine's scratch arrays (a push's: once over 1 ms for the
-    grid-1000 BFS, which a time limit on these iterations then cut to that one)."""
-    rows, _ = run_iterations(run, engine, kind, 1, CALIBRATION_ITERATIONS,
-                             lambda f, ran=1: (kind, float("nan")), pages, None,
-                             float("inf"))
+    grid-1000 BFS, which a time limit on these iterations then cut to that one); those
+    after the first only while their frontier has at most ``max_degree`` out-edges."""
+    arcs = run.graph.num_arcs
+
+    def choose(f, ran=1):
+        return (kind if f * arcs <= max_degree else "none"), float("nan")
+
+    choose.max_degree = max_degree  # (a burst's limit: see run_iterations)
+    rows, _ = run_iterations(run, engine, kind, 1, CALIBRATION_ITERATIONS, choose, pages,
+                             None, float("inf"))
     return rows[1:]
 
 
@@ -739,7 +751,8 @@ def calibrate(run, state, kind, page, version, device=None):
     would have won; a timed pull of the GPU is a stretch of such passes (see
     CALIBRATION_SECONDS), timed as one.
     The run's first iterations are also timed as a segment times them
-    (:func:`_first_iterations`): on the CPU when they do not pull, since a small
+    (:func:`_first_iterations`): on the CPU when they do not pull and while their
+    frontier has at most CALIBRATION_EDGES out-edges, since a small
     frontier costs the CPU a fixed part (10-25 us a row on the grid-1000 BFS) that the
     notify-pull fit cannot know before it has measured one; on a GPU, since a segment's
     rows carry the host's work of each iteration as well (the grid-1000 BFS's paced
@@ -764,8 +777,9 @@ def calibrate(run, state, kind, page, version, device=None):
             engine, rows = ctx.engine, []
             engine.reset_frontier()
             counted = engine.frontier()
-            if engine.mode(counted[1]) != "pull":  # (a pull is timed below)
-                rows = _first_iterations(run, engine, "cpu", 1)
+            # (a pull is timed below)
+            if engine.mode(counted[1]) != "pull" and counted[1] <= CALIBRATION_EDGES:
+                rows = _first_iterations(run, engine, "cpu", 1, CALIBRATION_EDGES)
                 engine.state = _scratch(state)  # (the iterations changed the first)
             start = time.perf_counter()
             engine.reset_frontier(counted)
