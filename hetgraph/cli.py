@@ -64,10 +64,11 @@ def _load(path):
 
 
 ALGORITHMS = ("pagerank", "sssp", "bfs", "cc", "nn", "heat")
-ORDER_OPTION = dict(choices=("auto", "degree", "none"), default="auto",
+ORDER_OPTION = dict(choices=("auto", "degree", "rcm", "none"), default="auto",
                     help="renumber the vertices for cache locality (results keep the "
                          "original labels): auto (by degree when a few hubs carry most "
-                         "edges), degree, none")
+                         "edges, else reverse Cuthill-McKee where the ids lack locality), "
+                         "degree, rcm, none")
 NEEDS_SOURCE = ("sssp", "bfs", "heat")
 
 

@@ -244,8 +244,9 @@ class Graph:
     def reorder(self, order="degree") -> "Graph":
         """This graph with its dense ids renumbered for cache locality (labels kept):
         "degree" (by decreasing out-degree, equal degrees by their lowest-numbered
-        out-neighbour), "auto" (degree order when a few hubs carry most arcs, else this
-        graph) or "none"; see :mod:`hetgraph.io.order`."""
+        out-neighbour), "rcm" (reverse Cuthill-McKee: neighbours get nearby ids),
+        "auto" (degree order when a few hubs carry most arcs, else RCM's where the ids
+        have little locality, else this graph) or "none"; see :mod:`hetgraph.io.order`."""
         from .io.order import reorder
 
         return reorder(self, order)
