@@ -346,10 +346,10 @@ class _Driver:
         calibration taken for another costs speed, not an answer), the execution mode,
         the run's options and the cluster's workers."""
         return (self.graph.token, program_fingerprint(self.spec, sampled_crc32),
-                self.state.sync,
-                options["threads"], options["partitions"], options["cpu_mode"],
-                options["rho"], options["page_bytes"], tuple(sorted(options["gpu"].items())),
-                tuple(self.cluster.cpu_workers), tuple(self.cluster.gpu_workers))
+                self.state.sync, options["threads"], options["partitions"],
+                options["cpu_mode"], options["rho"], options["page_bytes"],
+                tuple(sorted(options["gpu"].items())), tuple(self.cluster.cpu_workers),
+                tuple(self.cluster.gpu_workers))
 
     def _calibrate(self, key=None):
         """Time a task round trip, then a pull on each device kind (building their
