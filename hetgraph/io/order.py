@@ -13,7 +13,7 @@ gives neighbours nearby ids, and "auto" takes it when it cuts the median distanc
 between an arc's two ids (:func:`median_arc_span`) RCM_SPAN_GAIN times. The 1000 x 1000
 grid with shuffled ids, against RCM's order (2-core VM): PageRank 199 -> 75 ms, SSSP
 187 -> 99 ms, CC 558 -> 15 ms, BFS 88 -> 21 ms. On the grid in its row order (median
-span 1, RCM's 707) RCM's order changed BFS by -25% to +190% with the source and SSSP
+span 500, RCM's 707) RCM's order changed BFS by -25% to +190% with the source and SSSP
 by 0 to -25%: "auto" keeps the row order (deciding so took 0.2 s: RCM's order and the
 two spans).
 """
