@@ -19,8 +19,9 @@ from hetgraph.algorithms.bfs import BreadthFirst
 from hetgraph.algorithms.pagerank import PageRank
 from hetgraph.scheduler.costmodel import (PUSH_EDGE_COST, choose_cpu_mode, notify_fraction,
                                           push_factor)
-from hetgraph.scheduler.cpu_engine import (SERIAL_EDGES, SPARSE_EDGES, mode_limits,
-                                           pull_threads)
+from hetgraph.scheduler.cpu_engine import (SERIAL_EDGES, SPARSE_EDGES, CpuEngine,
+                                           mode_limits, pull_threads)
+from hetgraph.scheduler.state import VertexState
 
 
 class SumOfSources(hg.VertexProgram):
@@ -92,10 +93,13 @@ def expected_step(g, values, aux, vertices, settled=False):
 @given(graphs_and_vertex_lists())
 @pytest.mark.parametrize("program, sync", [(SumOfSources, True), (SettledSum, True),
                                            (SettledSum, False)])
-def test_edge_ranges_and_replica_merge_equal_a_direct_computation(program, sync, case):
-    """Every vertex cut by the edge ranges is combined from its replicas; in a sync pass
-    a settled one (SettledSum) is kept by the range that owns it and skipped by the
-    others, an async pass computes it."""
+@pytest.mark.parametrize("parallel", [False, True])
+def test_edge_ranges_and_replica_merge_equal_a_direct_computation(program, sync, parallel,
+                                                                  case):
+    """Every vertex cut by the edge ranges is combined from its replicas, the ranges run
+    one after the other or on Numba's threads; in a sync pass a settled one (SettledSum)
+    is kept by the range that owns it and skipped by the others, an async pass computes
+    it."""
     g, subset, parts = case
     spec = ProgramSpec(program())
     values, _, aux = spec.initial_state(g)
@@ -108,7 +112,8 @@ def test_edge_ranges_and_replica_merge_equal_a_direct_computation(program, sync,
         new = values.copy()
         flags = np.full(g.num_vertices, 7, np.uint8)
         activated, degree = kernel.step(kernel.edges(g), g.out_indptr, values, new, flags,
-                                        aux, 0.0, vertices, prefix, 0, parts, sync)
+                                        aux, 0.0, vertices, prefix, 0, parts, sync,
+                                        parallel)
         want_values, want_flags = expected_step(g, values, aux, listed,
                                                 settled=program is SettledSum and sync)
         np.testing.assert_array_equal(new[listed], want_values[listed])
@@ -177,6 +182,7 @@ def test_warm_up_compiles_once_per_kind_of_arrays(monkeypatch):
     passes = []
     step = kernel.step
     monkeypatch.setattr(kernel, "step", lambda *a, **k: passes.append(1) or step(*a, **k))
+    monkeypatch.setattr(kernel, "_warmed", set())  # (the kernel is the process's)
     values, flags = np.zeros(g.num_vertices, np.int32), np.zeros(g.num_vertices, np.uint8)
     aux = np.zeros(1, np.float32)
     kernel.warm_up(kernel.edges(g), values, flags, aux, graph=g)
@@ -192,6 +198,26 @@ def test_warm_up_compiles_once_per_kind_of_arrays(monkeypatch):
     frozen.flags.writeable = False
     kernel.warm_up((indptr, frozen, weights, base), values, flags, aux)
     assert len(passes) == before + 1
+    kernel.warm_up(kernel.edges(g), values, flags, aux, graph=g, parallel=True)
+    assert len(passes) == before + 2  # the ranges on Numba's threads are another compile
+    compiled = len(kernel._gather_ranges.overloads)
+    kernel.step(kernel.edges(g), g.out_indptr, values, values.copy(), flags, aux, 0.0,
+                cpu.ALL_VERTICES, g.in_indptr, 0, 2, True, True)
+    assert compiled >= 1 and len(kernel._gather_ranges.overloads) == compiled
+
+
+@pytest.mark.parametrize("threads, partitions, parallel", [
+    (1, None, False), (2, None, False), (2, 2, True), (1, 2, False)])
+def test_an_engine_runs_passes_in_parallel_only_when_it_cuts_them(threads, partitions,
+                                                                 parallel):
+    """The parallel ranges (a compile of about 2 s a program) are for engines with more
+    than one thread that cut their passes: graphs of SERIAL_EDGES edges or partitions=."""
+    g = hg.generate.grid(6, 6, seed=1)
+    spec = ProgramSpec(BreadthFirst(0))
+    values, flags, _ = spec.initial_state(g)
+    engine = CpuEngine(spec, g, VertexState(values, flags, sync=True),
+                       np.zeros(1, np.float32), threads=threads, partitions=partitions)
+    assert g.num_arcs < SERIAL_EDGES and engine.parallel is parallel
 
 
 # --- cost model ----------------------------------------------------------------------------
@@ -200,8 +226,6 @@ def test_frontier_gathers_a_small_frontier_and_keeps_the_host_flags():
     """A segment may end right after asking for the frontier (the cost model moved the
     run): the host flags must still hold it. The id list gathered there is the one the
     sparse iteration then uses."""
-    from hetgraph.scheduler.cpu_engine import CpuEngine
-    from hetgraph.scheduler.state import VertexState
 
     g = hg.generate.grid(30, 30, seed=1)
     spec = ProgramSpec(BreadthFirst(0))
@@ -680,8 +704,6 @@ def segment(program, g, queued, first=1, last=10**6, choose=None, slice_seconds=
 
     from hetgraph.scheduler import tasks
     from hetgraph.scheduler.costmodel import CostModel
-    from hetgraph.scheduler.cpu_engine import CpuEngine
-    from hetgraph.scheduler.state import VertexState
 
     spec = ProgramSpec(program)
     values, flags, aux = spec.initial_state(g)
@@ -844,7 +866,6 @@ def test_cpu_calibration_times_the_first_iterations_on_a_copy():
     (not the first, which gathers the frontier), on a copy of the state; a run that
     starts with a pull gets none (its pull is calibrated)."""
     from hetgraph.scheduler import tasks
-    from hetgraph.scheduler.state import VertexState
 
     g = hg.generate.grid(40, 40, seed=1)
     for program, rows_expected in ((BreadthFirst(0), True), (PageRank(tol=None), False)):
@@ -883,8 +904,6 @@ def test_cpu_calibration_times_first_iterations_of_small_frontiers_only(bursts,
     CALIBRATION_EDGES out-edges (in a burst or one at a time), and none at all when the
     first has: BFS from a grid's corner, frontiers of 2, 6, 10, 14 out-edges."""
     from hetgraph.scheduler import tasks
-    from hetgraph.scheduler.cpu_engine import CpuEngine
-    from hetgraph.scheduler.state import VertexState
 
     if not bursts:
         monkeypatch.setattr(CpuEngine, "bursts", property(lambda self: False))
@@ -912,7 +931,6 @@ def test_cpu_calibration_times_its_takeover_of_a_changed_state(monkeypatch):
     import time
 
     from hetgraph.scheduler import tasks
-    from hetgraph.scheduler.state import VertexState
 
     active_ids = cpu.active_ids
 
@@ -941,8 +959,6 @@ def test_cpu_calibration_times_its_iterations_however_slow(monkeypatch):
     import time
 
     from hetgraph.scheduler import tasks
-    from hetgraph.scheduler.cpu_engine import CpuEngine
-    from hetgraph.scheduler.state import VertexState
 
     iterate = CpuEngine.iterate
 

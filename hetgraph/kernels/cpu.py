@@ -1,7 +1,7 @@
 """CPU kernels (Numba): a VertexProgram's gather / apply / activate over the CSC.
 
 Garaph section 4. The in-edges of the vertices to compute are cut into ``parts`` equal
-edge ranges, run in parallel by a thread pool (the kernels release the GIL); a vertex
+edge ranges, run in parallel on Numba's threads (a prange over the ranges); a vertex
 cut by a range boundary gets a partial accumulator (a replica) in each range it
 touches, and the replicas are merged after the ranges are done. The vertices to
 compute are either a contiguous range (pull mode) or a sorted list (notify-pull mode:
@@ -384,6 +384,24 @@ def _build_step(gather, combine, apply, activate, settled, priority, cast, ident
                 degree += on * (out_indptr[v + 1] - out_indptr[v])
         return activated, degree
 
+    @numba.njit(nogil=True, parallel=True)
+    def gather_ranges(parts, in_indptr, in_indices, weights, base, out_indptr, values,
+                      new_values, flags, aux, constant, vertices, prefix, v0, bounds, owned,
+                      head, tail, has_tail, sync):
+        """gather_range over the ranges 0..parts-1 on Numba's threads (the calling
+        thread's count); returns each one's (vertices activated, out-degree sum), a
+        parts x 2 array. Compiled (about 2 s a program) only by engines that split
+        their passes (see CpuKernel.warm_up)."""
+        counts = np.zeros((parts, 2), np.int64)
+        for t in prange(parts):
+            activated, degree = gather_range(
+                t, in_indptr, in_indices, weights, base, out_indptr, values, new_values,
+                flags, aux, constant, vertices, prefix, v0, bounds, owned, head, tail,
+                has_tail, sync)
+            counts[t, 0] = activated
+            counts[t, 1] = degree
+        return counts
+
     @numba.njit(nogil=True)
     def merge_replicas(out_indptr, values, new_values, flags, aux, constant, vertices, v0,
                        owned, head, tail, has_tail):
@@ -665,7 +683,7 @@ def _build_step(gather, combine, apply, activate, settled, priority, cast, ident
             return count, frontier, degree
         return burst
 
-    return gather_range, merge_replicas, (make_burst(False), make_burst(True))
+    return gather_range, gather_ranges, merge_replicas, (make_burst(False), make_burst(True))
 
 
 def _jit_user(spec, name, fn, argtypes, returns):
@@ -713,23 +731,24 @@ class CpuKernel:
         self.spec = spec
         self.identity = spec.identity().item()
         self._warmed = set()  # the kinds of arrays warm_up compiled for
-        self._gather_range, self._merge, self._bursts = _build_step(
+        self._gather_range, self._gather_ranges, self._merge, self._bursts = _build_step(
             gather, COMBINE[spec.reduce], apply, activate, settled, priority, value,
             self.identity, spec.uses_constant, spec.activates_on_change)
 
-    def warm_up(self, edges, values, flags, aux, graph=None):
+    def warm_up(self, edges, values, flags, aux, graph=None, parallel=False):
         """Compile for these array types now (a pass over no vertex), so that the first
-        iteration's time is not compile time: :meth:`step` reading ``edges``, and with
-        ``graph`` (in memory) :meth:`sparse_step` and :meth:`push_step` too. Done once
-        per kind of arrays (45 us of every small run otherwise)."""
+        iteration's time is not compile time: :meth:`step` reading ``edges`` (with
+        ``parallel``, its parallel ranges too), and with ``graph`` (in memory)
+        :meth:`sparse_step` and :meth:`push_step` too. Done once per kind of arrays (45
+        us of every small run otherwise)."""
         arrays = (*edges[:3], values, flags, aux) + (() if graph is None else (
             graph.out_indptr, graph.out_indices, graph.in_indptr, graph.in_indices))
         kinds = tuple((a.dtype, a.ndim, a.flags.c_contiguous, a.flags.writeable)
-                      for a in arrays)
+                      for a in arrays) + (parallel,)
         if kinds in self._warmed:
             return
         self.step(edges, np.zeros(1, np.int64), values, values, flags, aux, 0.0,
-                  ALL_VERTICES, np.zeros(1, np.int64), 0, 2, True)  # (2 ranges: a merge)
+                  ALL_VERTICES, np.zeros(1, np.int64), 0, 2, True, parallel)  # (a merge)
         if graph is not None:
             self.sparse_step(graph, ALL_VERTICES, values, values, flags, flags, aux, 0.0,
                              True)
@@ -835,14 +854,14 @@ class CpuKernel:
         return indices.view(_UNSIGNED[indices.dtype.itemsize])
 
     def step(self, edges, out_indptr, values, new_values, flags, aux, constant, vertices,
-             prefix, v0, parts, sync, pool=None):
+             prefix, v0, parts, sync, parallel=False):
         """Compute the vertices ``vertices`` (ids; empty = the range v0..v0+len(prefix)-2)
         whose in-edges are counted by ``prefix``, reading ``edges`` = (in_indptr, indices,
         weights, base): v's in-edges are indices[in_indptr[v] - base ...] (see
         :meth:`edges`; a page read from disk holds its own edges only). The in-edges are
-        cut into ``parts`` equal ranges, run on ``pool`` (a ThreadPoolExecutor; None runs
-        them in this thread). ``sync``: new_values is not values (a sync run), where the
-        program's settled vertices are skipped. Writes new_values and flags; returns
+        cut into ``parts`` equal ranges, run on Numba's threads when ``parallel``, else
+        one after the other in this thread. ``sync``: new_values is not values (a sync
+        run), where the program's settled vertices are skipped. Writes new_values and flags; returns
         (vertices activated, the sum of their out-degrees by ``out_indptr``)."""
         n = len(prefix) - 1
         if parts == 1:  # (the arithmetic below gives these; 5 us of a small graph's pass)
@@ -861,10 +880,13 @@ class CpuKernel:
         if parts == 1:  # one range cuts no vertex: nothing to merge
             activated, degree = self._gather_range(0, *args)
             return int(activated), int(degree)
-        if pool is None:
-            counts = [self._gather_range(t, *args) for t in range(parts)]
+        if parallel:  # Numba's threads wait for work spinning: a pass hands over in
+            # microseconds (2-core VM, two ranges of a PageRank pull against one range:
+            # 100k edges 69 against 106 us, 950k 740 against 1,430 us; a thread pool's
+            # hand-over took 30-100 us, slower than one range up to 250k edges)
+            counts = [tuple(c) for c in self._gather_ranges(parts, *args)]
         else:
-            counts = list(pool.map(lambda t: self._gather_range(t, *args), range(parts)))
+            counts = [self._gather_range(t, *args) for t in range(parts)]
         counts.append(self._merge(out_indptr, values, new_values, flags, aux, float(constant),
                                   vertices, v0, owned, head, tail, has_tail))
         return int(sum(c[0] for c in counts)), int(sum(c[1] for c in counts))

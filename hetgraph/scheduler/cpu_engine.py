@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -25,9 +24,10 @@ from .costmodel import choose_cpu_mode, notify_fraction, push_factor
 # a notify-pull iteration whose frontier has at most this many out-edges runs in one
 # thread from the frontier's id list, without any pass over all vertices
 SPARSE_EDGES = 50_000
-# passes reading fewer edges run in one thread unless partitions= is given (2-core VM,
-# PageRank pass, serial against two threads, interleaved medians: 110k edges 193-215 us
-# against 230-281 us, 228k edges 472-562 us against 431-478 us)
+# passes reading fewer edges run in one thread unless partitions= is given. Two threads
+# of Numba's pass from 25k edges on (2-core VM), but the CPU mode rule, tuned with this
+# bound, then pulls where a push is faster (wiki-Vote BFS at 30k: a level pulled in
+# 120-136 us that pushes in 39 us, the call 0.42x), so it stays
 SERIAL_EDGES = 150_000
 
 
@@ -69,11 +69,6 @@ def mode_limits(arcs, rho, skew, push, cpu_mode, sparse, threads):
     return limits
 
 
-@functools.lru_cache(maxsize=None)
-def _thread_pool(threads):
-    return ThreadPoolExecutor(threads, thread_name_prefix="hetgraph-cpu")
-
-
 class CpuEngine:
     """A program's kernels on the CPU over a :class:`VertexState`.
 
@@ -113,9 +108,16 @@ class CpuEngine:
     front = float("nan")  # the frontier's lowest priority: not kept here (bursts record it
     # in their rows, see burst)
 
+    @property
+    def parallel(self) -> bool:
+        """Whether passes may run on several threads: the largest, a pull, is cut."""
+        return self.threads > 1 and parts_of(self.graph.num_arcs, self.threads,
+                                             self.partitions) > 1
+
     def _warm_up(self):
         self.kernel.warm_up(self.kernel.edges(self.graph), self.state.values,
-                            self.state.flags, self.aux, graph=self.graph)
+                            self.state.flags, self.aux, graph=self.graph,
+                            parallel=self.parallel)
         # and the gathering of a frontier's ids, which a run whose first frontier is
         # pulled needs only once the CPU takes over a sparse one: compiled there, it made
         # that first CPU row of a grid-1000 CC 188 ms on the H100 host (no disk cache yet)
@@ -248,12 +250,11 @@ class CpuEngine:
         (default: the graph's in-edges). Returns (vertices activated, their out-degree
         sum)."""
         parts = parts_of(int(prefix[-1] - prefix[0]), self.threads, self.partitions)
-        pool = _thread_pool(self.threads) if self.threads > 1 and parts > 1 else None
         state = self.state
         edges = self.kernel.edges(self.graph) if edges is None else edges
         return self.kernel.step(edges, self.graph.out_indptr, state.values, state.new_values,
                                 state.flags, self.aux, constant, vertices, prefix, v0, parts,
-                                state.sync, pool)
+                                state.sync, self.threads > 1)
 
     def _dense_pass(self, constant, chosen):
         """A pull pass, or a notify-pull pass through the active flags, with the edges

@@ -64,7 +64,8 @@ class StoreEngine(CpuEngine):
     def _warm_up(self):
         nothing = np.empty(0, self.graph.index_dtype)
         edges = (self.graph.in_indptr, *self.kernel.page_edges(nothing, None), 0)
-        self.kernel.warm_up(edges, self.state.values, self.state.flags, self.aux)
+        self.kernel.warm_up(edges, self.state.values, self.state.flags, self.aux,
+                            parallel=self.parallel)
 
     @property
     def read_bytes(self) -> int:
