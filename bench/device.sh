@@ -4,7 +4,7 @@
 # Usage (the device tool's command, carrying [".whl", ".data"]):
 #   bash bench/device.sh [tests] [gpu] [gpu24] [hybrid]     (default: tests gpu)
 #   tests   the gpu-marked tests and the cluster and dashboard tests (about 200 s)
-#   gpu     bench/gpu.py on RMAT-22 and wiki-vote (about 90 s)
+#   gpu     bench/gpu.py on RMAT-22, wiki-vote and a shuffled grid-1000 (about 120 s)
 #   gpu24   bench/gpu.py on RMAT-24 (about 75 s)
 #   hybrid  bench/hybrid.py (about 180 s)
 # The device allows 600 s a call: pick stages that fit. The JSON results are written to
@@ -28,7 +28,7 @@ for what in "$@"; do
     tests) timeout 300 python3 -m pytest -q -x -p no:cacheprovider tests/test_gpu.py \
              tests/test_hybrid_gpu.py tests/test_dashboard.py tests/test_cluster.py 2>&1 \
              | quiet | tail -25 ;;
-    gpu) timeout 240 python3 bench/gpu.py --scales 22 --real wiki-vote \
+    gpu) timeout 240 python3 bench/gpu.py --scales 22 --real wiki-vote --grid 1000 \
            --out "$OUT/gpu.json" --append 2>&1 | quiet | tail -40 ;;
     gpu24) timeout 240 python3 bench/gpu.py --scales 24 --real "" \
              --out "$OUT/gpu.json" --append 2>&1 | quiet | tail -30 ;;

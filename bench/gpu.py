@@ -1,10 +1,11 @@
 """GPU engine benchmark (run on the GPU machine in one call; writes one JSON).
 
-Usage: python bench/gpu.py [--scales 22 24 26] [--real wiki-vote] [--iterations 20]
-           [--out bench/results/gpu.json] [--append]
+Usage: python bench/gpu.py [--scales 22 24 26] [--real wiki-vote] [--grid 1000]
+           [--iterations 20] [--out bench/results/gpu.json] [--append]
 
-Per graph (RMAT scales and a real power-law graph; hetgraph runs on it renumbered by
-``Graph.reorder("auto")``, cuSPARSE on it as given and renumbered):
+Per graph (RMAT scales, a real power-law graph and a road-like grid with shuffled ids;
+hetgraph runs on it renumbered by ``Graph.reorder("auto")``, cuSPARSE on it as given
+and renumbered):
 * PageRank (float32) seconds per iteration of ``hg.pagerank(devices="gpu")`` (the
   median of the run's history, hooks included) against cuSPARSE SpMV (cupyx csr @ x,
   float32) measured in the same run, and against the bandwidth floor: the bytes an
@@ -27,6 +28,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hetgraph as hg  # noqa: E402
+from hetgraph.io.order import auto_reordered, renumber  # noqa: E402
 from machine import describe  # noqa: E402
 
 FIXED_R = (1, 2, 4, 8, 16, 32)
@@ -175,10 +177,10 @@ def bench_graph(cp, name, given, iterations, bandwidth, upload, save):
     if given.num_arcs < SMALL_ARCS:
         iterations = max(iterations, SMALL_ITERATIONS)
     start = time.perf_counter()
-    g = given.reorder("auto")
+    g, order = auto_reordered(given)
     row = {"graph": name, "date": time.strftime("%Y-%m-%d %H:%M"),  # rows of other runs stay
            "vertices": g.num_vertices, "arcs": g.num_arcs, "iterations": iterations,
-           "order": "degree" if g is not given else "given",
+           "order": "given" if order == "none" else order,
            "reorder_seconds": time.perf_counter() - start}
     step(f"reordered ({row['order']})")
     ours, result = pagerank_seconds(g, iterations)
@@ -264,10 +266,20 @@ def streamed_row(g, iterations, upload, result, row, save):
     return row
 
 
+def shuffled_grid(side):
+    """The side x side grid (unweighted: PageRank here, as its references, counts
+    edges) with its ids in a random order: a road graph whose ids say nothing of where a
+    vertex is ("auto" renumbers it by RCM)."""
+    grid = hg.generate.grid(side, side, weights=None)
+    return renumber(grid, np.random.default_rng(1).permutation(grid.num_vertices))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scales", type=int, nargs="*", default=[22, 24, 26])
     parser.add_argument("--real", default="wiki-vote")
+    parser.add_argument("--grid", type=int, default=0,
+                        help="side of a grid with shuffled ids to add (0: none)")
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--out", default=os.path.join("bench", "results", "gpu.json"))
     parser.add_argument("--append", action="store_true",
@@ -290,6 +302,8 @@ def main():
             kept = json.load(f)["results"]
     rows = []
     graphs = [(args.real, lambda: hg.datasets.load(args.real))] if args.real else []
+    if args.grid:
+        graphs.append((f"grid-{args.grid}-shuffled", lambda: shuffled_grid(args.grid)))
     graphs += [(f"rmat-{s}", lambda s=s: hg.generate.rmat(s, seed=1)) for s in args.scales]
     for name, make in graphs:
         start = time.perf_counter()

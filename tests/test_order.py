@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 import hetgraph as hg
 from conftest import assert_csr_matches_csc, edge_set
-from hetgraph.io.order import degree_order, is_skewed, median_arc_span, rcm_order, renumber
+from hetgraph.io.order import (auto_reordered, degree_order, is_skewed, median_arc_span,
+                               rcm_order, renumber)
 
 arcs = st.lists(st.tuples(st.integers(0, 30), st.integers(0, 30),
                           st.floats(0.5, 100.0, width=32)), min_size=1, max_size=120)
@@ -92,6 +93,11 @@ def test_auto_takes_rcm_only_where_the_ids_have_no_locality():
     assert h is not shuffled and edge_set(h) == edge_set(shuffled)
     assert median_arc_span(h) * 4 <= median_arc_span(shuffled)
     assert median_arc_span(h) == median_arc_span(shuffled, rcm_order(shuffled))
+    # the order chosen, by name (the benchmarks report it)
+    rmat = hg.generate.rmat(10, seed=1)
+    assert [auto_reordered(x)[1] for x in (grid, shuffled, rmat)] == ["none", "rcm", "degree"]
+    assert auto_reordered(grid)[0] is grid
+    assert np.array_equal(auto_reordered(rmat)[0].in_indices, rmat.reorder("degree").in_indices)
 
 
 def test_orders_and_bad_input():

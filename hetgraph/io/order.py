@@ -168,10 +168,16 @@ def reorder(graph, order="degree") -> Graph:
         raise GraphError(f"order={order!r} is not a vertex order; use one of {ORDERS}")
     if order == "none" or graph.num_vertices == 0:
         return graph
-    if order == "degree" or (order == "auto" and is_skewed(graph)):
-        return renumber(graph, degree_order(graph))
+    if order == "auto":
+        return auto_reordered(graph)[0]
+    return renumber(graph, degree_order(graph) if order == "degree" else rcm_order(graph))
+
+
+def auto_reordered(graph):
+    """(``graph`` in the order "auto" chooses, that order: "degree", "rcm" or "none")."""
+    if is_skewed(graph):
+        return renumber(graph, degree_order(graph)), "degree"
     perm = rcm_order(graph)
-    if order == "auto" and \
-            median_arc_span(graph, perm) * RCM_SPAN_GAIN > median_arc_span(graph):
-        return graph
-    return renumber(graph, perm)
+    if median_arc_span(graph, perm) * RCM_SPAN_GAIN > median_arc_span(graph):
+        return graph, "none"
+    return renumber(graph, perm), "rcm"
