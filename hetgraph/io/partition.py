@@ -33,14 +33,19 @@ def shard_edge_bound(num_edges):
     return int(min(MAX_SHARD_EDGES, max(MIN_SHARD_EDGES, num_edges // TARGET_SHARDS)))
 
 
+def _replication(num_vertices, num_edges):
+    """R of one shard: the exponent ceil(log2(E/V) - 0.5) is the least k with E^2 <= 2^(2k+1)
+    V^2, in integers (never at equality: 2^(2k+1) is no square)."""
+    v, e = max(int(num_vertices), 1), int(num_edges)
+    r = 1
+    while r < MAX_REPLICATION and e * e > 2 * r * r * v * v:
+        r *= 2
+    return r
+
+
 def replication_factor(num_vertices, num_edges):
     """Garaph eq. 2: R = 2^min(ceil(log2(|E|/|V|) - 0.5), 5), never below 1 (vectorized)."""
-    v = np.maximum(np.asarray(num_vertices, dtype=np.float64), 1.0)
-    e = np.asarray(num_edges, dtype=np.float64)
-    with np.errstate(divide="ignore"):
-        exponent = np.ceil(np.log2(e / v) - 0.5)
-    exponent = np.clip(np.nan_to_num(exponent, neginf=0.0), 0, 5)
-    return (2 ** exponent).astype(np.int64)
+    return np.vectorize(_replication, otypes=[np.int64])(num_vertices, num_edges)
 
 
 def edge_bytes(index_dtype, weighted):
@@ -85,8 +90,9 @@ def shard_starts(in_indptr, *, vertex_bytes=4, shared_bytes=SHARED_BYTES, replic
             last = np.searchsorted(in_indptr, in_indptr[s] + max_shard_edges, side="right")
             size = max(1, min(size, int(last) - 1 - s))
         while True:  # shrink until V * R(V) fits; terminates because size decreases
-            r = replication if replication else int(
-                replication_factor(size, in_indptr[s + size] - in_indptr[s]))
+            # (one shard at a time in Python integers: NumPy's scalar arithmetic took
+            # 32 us a shard, 0.45 s of RMAT-22's first GPU run with 14,138 shards)
+            r = replication or _replication(size, in_indptr[s + size] - in_indptr[s])
             fit = min(slots // r, size)
             if fit == size:
                 break
