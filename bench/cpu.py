@@ -56,33 +56,41 @@ MAX_REPEAT = 100
 
 class Timed(dict):
     """{name: (fastest seconds, last result)}; ``rounds``: {name: seconds of each
-    round}."""
+    round it took part in: the first ones}."""
 
     def paired(self, ours="hetgraph"):
-        """{peer: the median over rounds of peer seconds / ``ours`` seconds}: a drift of
-        the VM's speed between rounds does not touch it (grid-1000 PageRank against
-        graphblas: fastest against fastest 1.03x in one run of this script; 15 rounds
-        in turn minutes later, 1.50x fastest against fastest, 1.25x paired median)."""
+        """{peer: the median over the rounds both took part in of peer seconds / ``ours``
+        seconds}: a drift of the VM's speed between rounds does not touch it (grid-1000
+        PageRank against graphblas: fastest against fastest 1.03x in one run of this
+        script; 15 rounds in turn minutes later, 1.50x fastest against fastest, 1.25x
+        paired median)."""
         mine = np.asarray(self.rounds[ours])
-        return {name: float(np.median(np.asarray(times) / mine))
+        return {name: float(np.median(np.asarray(times[:len(mine)]) / mine[:len(times)]))
                 for name, times in self.rounds.items() if name != ours}
 
 
 def interleaved(calls, repeat):
     """:class:`Timed` of the functions ``calls`` {name: fn}, called in turn (in a
-    rotating order) for at least ``repeat`` rounds and up to MAX_REPEAT while any took
-    under MIN_SECONDS in all: the VM's speed drifts by up to 2x over seconds (grid-1000
+    rotating order), each for at least ``repeat`` rounds and, up to MAX_REPEAT, until it
+    took MIN_SECONDS in all: the VM's speed drifts by up to 2x over seconds (grid-1000
     PageRank's own kernel took 104-201 ms in 40 calls), so ratios come from calls made
-    under the same conditions."""
+    under the same conditions. A function that had its rounds sits out the later ones
+    (graphblas's 7 s components of the shuffled grid ran 100 rounds beside hetgraph's
+    11 ms, 12 minutes of the script)."""
     names = list(calls)
     times = {name: [] for name in names}
     out = {}
     rounds = 0
-    while rounds < repeat or (min(sum(t) for t in times.values()) < MIN_SECONDS
-                              and rounds < MAX_REPEAT):
+
+    def wanted(name):
+        return len(times[name]) < repeat or (sum(times[name]) < MIN_SECONDS
+                                             and len(times[name]) < MAX_REPEAT)
+
+    while any(wanted(name) for name in names):
         for name in names[rounds % len(names):] + names[:rounds % len(names)]:
-            out[name], seconds = settled_call(calls[name])
-            times[name].append(seconds)
+            if wanted(name):
+                out[name], seconds = settled_call(calls[name])
+                times[name].append(seconds)
         rounds += 1
     timed = Timed({name: (min(times[name]), out[name]) for name in names})
     timed.rounds = times
