@@ -861,8 +861,9 @@ class CpuKernel:
         :meth:`edges`; a page read from disk holds its own edges only). The in-edges are
         cut into ``parts`` equal ranges, run on Numba's threads when ``parallel``, else
         one after the other in this thread. ``sync``: new_values is not values (a sync
-        run), where the program's settled vertices are skipped. Writes new_values and flags; returns
-        (vertices activated, the sum of their out-degrees by ``out_indptr``)."""
+        run), where the program's settled vertices are skipped. Writes new_values and
+        flags; returns (vertices activated, the sum of their out-degrees by
+        ``out_indptr``)."""
         n = len(prefix) - 1
         if parts == 1:  # (the arithmetic below gives these; 5 us of a small graph's pass)
             bounds, owned = np.array([prefix[0], prefix[-1]]), np.array([0, n])

@@ -90,6 +90,7 @@ class CpuEngine:
         self.rho = rho
         self.skew = graph.in_degree_skew()
         self.pull_threads = pull_threads(graph.num_arcs, threads, partitions)
+        self.parallel = self.pull_threads > 1  # passes may run on several threads
         self.push = push_factor(spec.incremental, self.pull_threads)
         self.sparse = notify_fraction(SPARSE_EDGES, graph.num_arcs)  # (choose_cpu_mode's)
         self._seen = None  # scratch of a push, made by the first
@@ -107,12 +108,6 @@ class CpuEngine:
     read_bytes = 0  # bytes read from storage (the graph is in memory)
     front = float("nan")  # the frontier's lowest priority: not kept here (bursts record it
     # in their rows, see burst)
-
-    @property
-    def parallel(self) -> bool:
-        """Whether passes may run on several threads: the largest, a pull, is cut."""
-        return self.threads > 1 and parts_of(self.graph.num_arcs, self.threads,
-                                             self.partitions) > 1
 
     def _warm_up(self):
         self.kernel.warm_up(self.kernel.edges(self.graph), self.state.values,
@@ -254,7 +249,7 @@ class CpuEngine:
         edges = self.kernel.edges(self.graph) if edges is None else edges
         return self.kernel.step(edges, self.graph.out_indptr, state.values, state.new_values,
                                 state.flags, self.aux, constant, vertices, prefix, v0, parts,
-                                state.sync, self.threads > 1)
+                                state.sync, self.parallel)
 
     def _dense_pass(self, constant, chosen):
         """A pull pass, or a notify-pull pass through the active flags, with the edges
