@@ -109,3 +109,35 @@ def test_numeric_looking_noise_never_crashes(tmp_path_factory, lines):
         hg.read(path)
     except hg.HetGraphError as exc:
         assert "x.txt" in str(exc)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 300), min_size=1, max_size=60), st.integers(1, 40),
+       st.integers(0, 2**31), st.booleans())
+def test_segment_runs_hold_equal_shares_and_sort_as_one_loop(sizes, chunks, seed, weighted):
+    """The parallel segment loops of graph building (sort, de-duplicate) run over
+    runs of consecutive segments of about equal item counts, so that a degree-ordered
+    graph's hubs are not all one thread's; the sort gives what a stable sort of each
+    segment gives, whatever the runs."""
+    from hetgraph.io.build import _sort_segments, segment_chunks
+
+    ptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    n, total = len(sizes), int(ptr[-1])
+    bounds = segment_chunks(ptr, chunks)
+    assert len(bounds) == chunks + 1 and bounds[0] == 0 and bounds[-1] == n
+    assert np.all(np.diff(bounds) >= 0)
+    items = ptr[bounds[1:]] - ptr[bounds[:-1]]
+    assert items.max() <= -(-total // chunks) + max(sizes)  # a share, and one segment more
+    rng = np.random.default_rng(seed)
+    vals = rng.integers(0, 20, total).astype(np.int32)
+    wts = rng.random(total).astype(np.float32) if weighted else np.empty(0, np.float32)
+    want_vals, want_wts, want_counts = vals.copy(), wts.copy(), []
+    for a, b in zip(ptr[:-1], ptr[1:]):
+        order = np.argsort(vals[a:b], kind="stable")
+        want_vals[a:b] = vals[a:b][order]
+        if weighted:
+            want_wts[a:b] = wts[a:b][order]
+        want_counts.append(len(np.unique(vals[a:b])))
+    counts = _sort_segments(ptr, vals, wts, True, bounds)
+    assert np.array_equal(vals, want_vals) and np.array_equal(wts, want_wts)
+    assert counts.tolist() == want_counts

@@ -49,67 +49,94 @@ def _scatter_by_key(keys, vals, wts, ptr, out_vals, out_wts, bounds):
             cursor[t, k] = p + 1
 
 
+SEGMENT_CHUNKS = 8  # segment runs per thread: hubs sort slower per item than the rest
+
+
+def segment_chunks(ptr, chunks):
+    """Bounds of ``chunks`` runs of consecutive segments of ``ptr`` holding about equal
+    numbers of items (a parallel loop over vertices cut by count gave the first thread
+    the hubs of a degree-ordered graph: RMAT-22's symmetrization sorted its segments in
+    4.5 s on 16 cores)."""
+    n = len(ptr) - 1
+    bounds = np.searchsorted(ptr, np.linspace(0, ptr[-1], chunks + 1)).astype(np.int64)
+    bounds[0], bounds[-1] = 0, n
+    return np.maximum.accumulate(bounds)
+
+
+def thread_runs(ptr):
+    """:func:`segment_chunks` for the segment loops: SEGMENT_CHUNKS a thread."""
+    return segment_chunks(ptr, SEGMENT_CHUNKS * numba.get_num_threads())
+
+
+def sort_segments(ptr, vals, wts, dedup):
+    """Stably sort each segment of ``vals`` (weights follow) in place, in parallel over
+    segment runs of equal size; return the number of distinct values per segment (or its
+    length when not ``dedup``)."""
+    return _sort_segments(ptr, vals, wts, dedup, thread_runs(ptr))
+
+
 @numba.njit(cache=True, nogil=True, parallel=True)
-def _sort_segments(ptr, vals, wts, dedup):
-    """Stably sort each segment of ``vals`` (weights follow) in place; return the number
-    of distinct values per segment (or its length when not ``dedup``)."""
+def _sort_segments(ptr, vals, wts, dedup, bounds):
+    """:func:`sort_segments` over the segment runs ``bounds``."""
     n = ptr.shape[0] - 1
     counts = np.empty(n, np.int64)
     with_w = wts.shape[0] > 0
-    for seg in numba.prange(n):
-        a, b = ptr[seg], ptr[seg + 1]
-        if b - a <= 32 or not with_w:
-            if b - a <= 32:
-                for i in range(a + 1, b):  # stable insertion sort
-                    x = vals[i]
-                    xw = wts[i] if with_w else 0.0
-                    j = i - 1
-                    while j >= a and vals[j] > x:
-                        vals[j + 1] = vals[j]
+    for chunk in numba.prange(bounds.shape[0] - 1):
+        for seg in range(bounds[chunk], bounds[chunk + 1]):
+            a, b = ptr[seg], ptr[seg + 1]
+            if b - a <= 32 or not with_w:
+                if b - a <= 32:
+                    for i in range(a + 1, b):  # stable insertion sort
+                        x = vals[i]
+                        xw = wts[i] if with_w else 0.0
+                        j = i - 1
+                        while j >= a and vals[j] > x:
+                            vals[j + 1] = vals[j]
+                            if with_w:
+                                wts[j + 1] = wts[j]
+                            j -= 1
+                        vals[j + 1] = x
                         if with_w:
-                            wts[j + 1] = wts[j]
-                        j -= 1
-                    vals[j + 1] = x
-                    if with_w:
-                        wts[j + 1] = xw
+                            wts[j + 1] = xw
+                else:
+                    vals[a:b].sort()
             else:
-                vals[a:b].sort()
-        else:
-            perm = np.argsort(vals[a:b], kind="mergesort")
-            v = vals[a:b][perm]
-            w = wts[a:b][perm]
-            vals[a:b] = v
-            wts[a:b] = w
-        c = b - a
-        if dedup:
-            for e in range(a + 1, b):
-                if vals[e] == vals[e - 1]:
-                    c -= 1
-        counts[seg] = c
+                perm = np.argsort(vals[a:b], kind="mergesort")
+                v = vals[a:b][perm]
+                w = wts[a:b][perm]
+                vals[a:b] = v
+                wts[a:b] = w
+            c = b - a
+            if dedup:
+                for e in range(a + 1, b):
+                    if vals[e] == vals[e - 1]:
+                        c -= 1
+            counts[seg] = c
     return counts
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def _merge_duplicates(ptr, vals, wts, new_ptr, out_vals, out_wts, rule):
+def _merge_duplicates(ptr, vals, wts, new_ptr, out_vals, out_wts, rule, bounds):
     """Copy each sorted segment keeping one entry per value; weights combined by rule
-    (0 first, 1 min, 2 max, 3 sum)."""
+    (0 first, 1 min, 2 max, 3 sum); in parallel over the segment runs ``bounds``."""
     with_w = wts.shape[0] > 0
-    for seg in numba.prange(ptr.shape[0] - 1):
-        m = new_ptr[seg] - 1
-        for e in range(ptr[seg], ptr[seg + 1]):
-            if e > ptr[seg] and vals[e] == vals[e - 1]:
+    for chunk in numba.prange(bounds.shape[0] - 1):
+        for seg in range(bounds[chunk], bounds[chunk + 1]):
+            m = new_ptr[seg] - 1
+            for e in range(ptr[seg], ptr[seg + 1]):
+                if e > ptr[seg] and vals[e] == vals[e - 1]:
+                    if with_w:
+                        if rule == 1:
+                            out_wts[m] = min(out_wts[m], wts[e])
+                        elif rule == 2:
+                            out_wts[m] = max(out_wts[m], wts[e])
+                        elif rule == 3:
+                            out_wts[m] += wts[e]
+                    continue
+                m += 1
+                out_vals[m] = vals[e]
                 if with_w:
-                    if rule == 1:
-                        out_wts[m] = min(out_wts[m], wts[e])
-                    elif rule == 2:
-                        out_wts[m] = max(out_wts[m], wts[e])
-                    elif rule == 3:
-                        out_wts[m] += wts[e]
-                continue
-            m += 1
-            out_vals[m] = vals[e]
-            if with_w:
-                out_wts[m] = wts[e]
+                    out_wts[m] = wts[e]
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
@@ -141,11 +168,8 @@ def transpose(in_ptr, in_idx, in_w, n):
     out_ptr = _pointer(in_idx, n)
     out_idx = np.empty_like(in_idx)
     out_w = np.empty(0 if in_w is None else len(in_w), np.float32)
-    targets = np.linspace(0, len(in_idx), _chunk_count(n) + 1)
-    col_bounds = np.searchsorted(in_ptr, targets).astype(np.int64)
-    col_bounds[0], col_bounds[-1] = 0, n
     _transpose(in_ptr, in_idx, out_w if in_w is None else in_w, out_ptr, out_idx, out_w,
-               np.maximum.accumulate(col_bounds))
+               segment_chunks(in_ptr, _chunk_count(n)))
     return out_ptr, out_idx, None if in_w is None else out_w
 
 
@@ -267,13 +291,15 @@ def _assemble(src, dst, weight, n, directed, labels, dedup, name):
     bounds = np.linspace(0, len(src), chunks + 1).astype(np.int64)
     _scatter_by_key(dst, src, w_in, in_ptr, in_idx, w, bounds)
     del src, dst, w_in
-    counts = _sort_segments(in_ptr, in_idx, w, dedup is not None)
+    runs = thread_runs(in_ptr)
+    counts = _sort_segments(in_ptr, in_idx, w, dedup is not None, runs)
     if dedup is not None and counts.sum() < len(in_idx):
         new_ptr = np.zeros(n + 1, np.int64)
         np.cumsum(counts, out=new_ptr[1:])
         out_idx = np.empty(new_ptr[-1], idx_t)
         out_w = np.empty(new_ptr[-1] if len(w) else 0, np.float32)
-        _merge_duplicates(in_ptr, in_idx, w, new_ptr, out_idx, out_w, _RULE_CODES[dedup])
+        _merge_duplicates(in_ptr, in_idx, w, new_ptr, out_idx, out_w, _RULE_CODES[dedup],
+                          runs)
         in_ptr, in_idx, w = new_ptr, out_idx, out_w
     out_ptr, out_idx, _ = transpose(in_ptr, in_idx, None, n)
     return Graph(in_ptr, in_idx, None if weight is None else w, out_ptr, out_idx,

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..errors import GraphError
 from ..graph import Graph
-from .build import _sort_segments
+from .build import sort_segments
 
 ORDERS = ("auto", "degree", "rcm", "none")
 SKEW_FOR_DEGREE_ORDER = 4.0  # "auto": degree order when sum(d_out^2)/|E| >= this * mean degree
@@ -136,7 +136,7 @@ def _permute_rows(ptr, idx, wts, perm, inv):
     wts = np.empty(0, np.float32) if wts is None else wts
     new_wts = np.empty_like(wts)
     _gather_rows(ptr, idx, wts, perm, inv, new_ptr, new_idx, new_wts)
-    _sort_segments(new_ptr, new_idx, new_wts, False)  # sources sorted per vertex again
+    sort_segments(new_ptr, new_idx, new_wts, False)  # sources sorted per vertex again
     return new_ptr, new_idx, new_wts
 
 
