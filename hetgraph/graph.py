@@ -233,12 +233,9 @@ class Graph:
         if not self.directed:
             return self
         if self._undirected is None:
-            from .io.build import build_graph
+            from .io.build import symmetrize
 
-            src, dst, weight = self.edges()
-            self._undirected = build_graph(src, dst, weight, directed=False,
-                                           num_vertices=self.num_vertices, labels=self.labels,
-                                           dedup="min", name=self.name)
+            self._undirected = symmetrize(self)
         return self._undirected
 
     def reorder(self, order="degree") -> "Graph":

@@ -141,3 +141,30 @@ def test_segment_runs_hold_equal_shares_and_sort_as_one_loop(sizes, chunks, seed
     counts = _sort_segments(ptr, vals, wts, True, bounds)
     assert np.array_equal(vals, want_vals) and np.array_equal(wts, want_wts)
     assert counts.tolist() == want_counts
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 30), st.lists(st.tuples(st.integers(0, 29), st.integers(0, 29),
+                                              st.integers(1, 9)), max_size=150),
+       st.booleans(), st.booleans())
+def test_to_undirected_equals_building_from_both_directions(n, arcs, weighted, parallel):
+    """A directed graph's undirected one (merged from its CSC and CSR) equals the graph
+    built from its arcs both ways with the least weight per edge: parallel arcs, self
+    loops and vertices without edges included."""
+    from hetgraph.io.build import build_graph
+
+    arcs = [(u % n, v % n, w) for u, v, w in arcs]
+    src = np.array([a[0] for a in arcs], np.int64)
+    dst = np.array([a[1] for a in arcs], np.int64)
+    weight = np.array([a[2] for a in arcs], np.float64) if weighted else None
+    g = hg.from_arrays(src, dst, weight=weight, num_vertices=n,
+                       dedup=None if parallel else "first")
+    got = g.to_undirected()
+    s, d, w = g.edges()
+    want = build_graph(s, d, w, directed=False, num_vertices=n, labels=g.labels,
+                       dedup="min")
+    assert not got.directed and got.weighted == g.weighted
+    for name in ("in_indptr", "in_indices", "in_weights", "out_indptr", "out_indices"):
+        a, b = getattr(got, name), getattr(want, name)
+        assert (a is None) == (b is None) and (a is None or np.array_equal(a, b)), name
+    assert np.array_equal(got.labels, want.labels)

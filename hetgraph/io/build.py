@@ -162,6 +162,79 @@ def _transpose(in_ptr, in_idx, in_w, out_ptr, out_idx, out_w, col_bounds):
                 cursor[t, s] += 1
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _union_row(a, a0, a1, a_w, b, b0, b1, b_w, out, out_w, m, write):
+    """Merge the sorted runs a[a0:a1] and b[b0:b1] (weights a_w, b_w: empty when none),
+    each value once with its least weight, into out[m:] (and out_w) when ``write``;
+    returns how many values the merge has."""
+    weighted = a_w.shape[0] > 0
+    i, j, k, last = a0, b0, 0, -1
+    while i < a1 or j < b1:
+        if j >= b1 or (i < a1 and a[i] <= b[j]):
+            x, w = a[i], a_w[i] if weighted else np.float32(0.0)
+            i += 1
+        else:
+            x, w = b[j], b_w[j] if weighted else np.float32(0.0)
+            j += 1
+        if k > 0 and x == last:
+            if write and weighted and w < out_w[m + k - 1]:
+                out_w[m + k - 1] = w
+            continue
+        if write:
+            out[m + k] = x
+            if weighted:
+                out_w[m + k] = w
+        last = x
+        k += 1
+    return k
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _union_counts(in_ptr, in_idx, out_ptr, out_idx, bounds):
+    """How many distinct in- and out-neighbours each vertex has."""
+    counts = np.empty(in_ptr.shape[0] - 1, np.int64)
+    none = np.empty(0, np.float32)
+    for chunk in numba.prange(bounds.shape[0] - 1):
+        for v in range(bounds[chunk], bounds[chunk + 1]):
+            counts[v] = _union_row(in_idx, in_ptr[v], in_ptr[v + 1], none, out_idx,
+                                   out_ptr[v], out_ptr[v + 1], none, in_idx, none, 0, False)
+    return counts
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _union_fill(in_ptr, in_idx, in_w, out_ptr, out_idx, out_w, new_ptr, new_idx, new_w,
+                bounds):
+    """Write each vertex's distinct in- and out-neighbours (least weights) at new_ptr."""
+    for chunk in numba.prange(bounds.shape[0] - 1):
+        for v in range(bounds[chunk], bounds[chunk + 1]):
+            _union_row(in_idx, in_ptr[v], in_ptr[v + 1], in_w, out_idx, out_ptr[v],
+                       out_ptr[v + 1], out_w, new_idx, new_w, new_ptr[v], True)
+
+
+def symmetrize(graph) -> Graph:
+    """The undirected graph with an edge u-v wherever ``graph`` has u->v or v->u, the
+    least weight of those arcs on it: each vertex's neighbours merged from its sorted
+    in-edges (CSC) and out-edges (CSR), in parallel over runs of vertices holding equal
+    numbers of arcs, with no sort (what build_graph(..., directed=False, dedup="min")
+    gives from the arcs; RMAT-22 on 16 cores: 8.5 s that way)."""
+    n = graph.num_vertices
+    in_ptr = graph.in_indptr.astype(np.int64, copy=False)
+    out_ptr = graph.out_indptr.astype(np.int64, copy=False)
+    bounds = thread_runs(in_ptr + out_ptr)
+    none = np.empty(0, np.float32)
+    in_w, out_w = (graph.in_weights, graph.out_weights()) if graph.weighted else (none, none)
+    new_ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(_union_counts(in_ptr, graph.in_indices, out_ptr, graph.out_indices, bounds),
+              out=new_ptr[1:])
+    new_idx = np.empty(new_ptr[-1], graph.in_indices.dtype)
+    new_w = np.empty(new_ptr[-1] if graph.weighted else 0, np.float32)
+    _union_fill(in_ptr, graph.in_indices, in_w, out_ptr, graph.out_indices, out_w, new_ptr,
+                new_idx, new_w, bounds)
+    # symmetric: the out-edges are the in-edges (targets sorted per source)
+    return Graph(new_ptr, new_idx, new_w if graph.weighted else None, new_ptr.copy(),
+                 new_idx.copy(), directed=False, labels=graph.labels, name=graph.name)
+
+
 def transpose(in_ptr, in_idx, in_w, n):
     """(out_ptr, out_idx, out_w): the CSR of the CSC (in_ptr, in_idx, in_w) over ``n``
     vertices, targets sorted per source; out_w is None when in_w is."""
