@@ -193,7 +193,7 @@ def _union_row(a, a0, a1, a_w, b, b0, b1, b_w, out, out_w, m, write):
 def _union_counts(in_ptr, in_idx, out_ptr, out_idx, bounds):
     """How many distinct in- and out-neighbours each vertex has."""
     counts = np.empty(in_ptr.shape[0] - 1, np.int64)
-    none = np.empty(0, np.float32)
+    none = np.empty(0, np.float32)  # (and in_idx as the output: nothing is written)
     for chunk in numba.prange(bounds.shape[0] - 1):
         for v in range(bounds[chunk], bounds[chunk + 1]):
             counts[v] = _union_row(in_idx, in_ptr[v], in_ptr[v + 1], none, out_idx,
