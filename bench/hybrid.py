@@ -41,8 +41,8 @@ time with its setup (contexts, layout on the GPU) is reported beside. The bare l
 one engine iteration a call; a run on the CPU alone runs its pushes in bursts (many in
 one compiled call), so its overhead can be negative. PageRank on the GPU alone runs
 over PR_ITERATIONS and LONG_PR_ITERATIONS, which split its overhead into a run's fixed
-cost (segment start and end: on the H200 host 87-95 us of a 20-iteration grid-1000
-run's 1.2 ms) and a cost per iteration.
+cost (segment start and end: on H200 hosts 72-211 us of a 20-iteration grid-1000
+run's 1.1-1.3 ms, the most where the host ran slow) and a cost per iteration.
 """
 
 import argparse

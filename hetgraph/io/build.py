@@ -55,8 +55,9 @@ SEGMENT_CHUNKS = 8  # segment runs per thread: hubs sort slower per item than th
 def segment_chunks(ptr, chunks):
     """Bounds of ``chunks`` runs of consecutive segments of ``ptr`` holding about equal
     numbers of items (a parallel loop over vertices cut by count gave the first thread
-    the hubs of a degree-ordered graph: RMAT-22's symmetrization sorted its segments in
-    4.5 s on 16 cores)."""
+    the hubs of a degree-ordered graph: sorting the segments of RMAT-22's undirected
+    graph, built from its arcs both ways before :func:`symmetrize`, took 4.5 s on 16
+    cores)."""
     n = len(ptr) - 1
     bounds = np.searchsorted(ptr, np.linspace(0, ptr[-1], chunks + 1)).astype(np.int64)
     bounds[0], bounds[-1] = 0, n
