@@ -32,8 +32,8 @@ that earlier ones brought on.
 
 Overhead: each single-device run is repeated as the bare engine looped in plain Python
 (no Dask: frontier, program hooks, engine pass), and the Dask run's iteration seconds
-are compared with it (OVERHEAD_ROUNDS of each, alternating, up to REPEATS while the
-pairs took under REPEAT_BELOW in all): the fastest against the fastest,
+are compared with it (OVERHEAD_ROUNDS of each, alternating, up to OVERHEAD_REPEATS while
+the pairs took under REPEAT_BELOW in all): the fastest against the fastest,
 and the median of the ratios of the pairs run one after the other, which a change of
 the host's speed between pairs does not touch (the H100 host's single-thread speed
 varies: grid-1000 BFS on the CPU alone took 92-190 ms in one process); the run's wall
@@ -68,6 +68,7 @@ LONG_PR_ITERATIONS = 200  # (the overhead's PageRank on the GPU, also)
 REPEATS = 15
 REPEAT_BELOW = 1.0  # seconds
 OVERHEAD_ROUNDS = 7  # pairs of bare and Dask runs at least (more while under REPEAT_BELOW)
+OVERHEAD_REPEATS = 40  # pairs at most: a 1 ms run varies by 10-40% from run to run
 
 
 def alternating_runs(call, option_sets):
@@ -135,7 +136,7 @@ def bare_seconds(program, g, device, max_iterations, gpu_options=None):
     start = time.perf_counter()
     if device == "gpu":  # (the CPU engine counts its first frontier from the flags)
         engine.load(values, flags, [(0, g.num_vertices)])
-        engine.reset_frontier(*engine.count_frontier())
+        engine.recount_frontier()  # (as a segment does: the loop's first frontier waits)
     bare_loop(program, spec, g, engine, max_iterations)
     if device == "gpu":
         engine.store(values, flags, [(0, g.num_vertices)], written=False)  # waits
@@ -275,7 +276,7 @@ def overhead_rows(name, g, cluster):
     for algo, make, iterations, devices in cases:
         for device in devices:
             bare, dask, wall = [], [], []
-            for round_ in range(REPEATS):  # alternating, the fastest of each
+            for round_ in range(OVERHEAD_REPEATS):  # alternating, the fastest of each
                 if round_ >= OVERHEAD_ROUNDS and sum(bare) + sum(wall) > REPEAT_BELOW:
                     break
                 settle()

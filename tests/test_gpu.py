@@ -181,9 +181,36 @@ def test_frontier_counted_on_the_device_equals_the_host():
     for active in (np.zeros(n, bool), np.ones(n, bool), rng.random(n) < 0.5,
                    np.arange(n) % 7 == 0, np.arange(n) == n - 1):
         flags = active.astype(np.uint8)
+        want = (int(active.sum()), int(g.out_degree()[active].sum()))
         engine.load(values, flags, [(0, n)])
-        assert engine.count_frontier() == cpu.frontier_size(flags, g.out_indptr) == \
-            (int(active.sum()), int(g.out_degree()[active].sum()))
+        assert engine.count_frontier() == cpu.frontier_size(flags, g.out_indptr) == want
+        engine.reset_frontier(-1, -1)
+        engine.recount_frontier()  # queued: the frontier waits for it
+        assert engine.frontier() == want
+
+
+def test_state_stored_without_waiting_arrives_once_its_event_is_done():
+    from hetgraph.algorithms.bfs import BreadthFirst
+
+    g = hg.generate.rmat(14, seed=4)
+    n = g.num_vertices
+    spec = ProgramSpec(BreadthFirst(5))
+    values, flags, _ = spec.initial_state(g)
+    engine = gpu.GpuEngine(spec, g, values, flags, np.zeros(1, np.float32))
+    engine.iterate(0.0)
+    engine.finish()
+    want_values, want_flags = engine.values.get(), engine.flags.get()
+    host_values = gpu.pinned_copy(np.full(n, -7, values.dtype))
+    host_flags = gpu.pinned_copy(np.full(n, 9, np.uint8))
+    ranges = [(0, 100), (1000, n)]
+    engine.store(host_values, host_flags, ranges, written=False, wait=False).synchronize()
+    kept = np.ones(n, bool)
+    kept[:100] = kept[1000:] = False  # the vertices outside the ranges keep their values
+    assert np.array_equal(host_values[~kept], want_values[~kept])
+    assert np.array_equal(host_flags[~kept], want_flags[~kept])
+    assert (host_values[kept] == -7).all() and (host_flags[kept] == 9).all()
+    with pytest.raises(TypeError, match="float64"):
+        engine.store(np.zeros(n, np.float64), host_flags, ranges)
 
 
 def test_indexed_sum_from_threads_at_once_keeps_each_its_arguments():

@@ -548,6 +548,7 @@ class _Driver:
         gpu = [row[SECONDS] for row in rows if row[COLUMN["placement"]] == "gpu"]
         if gpu:  # one measurement a segment: a grid-1000 BFS has 1,600 rows of 30 us
             self.model.observe_iteration("gpu", sum(gpu) / len(gpu))
+        report.wait_stored()  # (the work above overlapped the state's copy)
         if rows:  # the task's round trip counts as overhead of its last iteration
             extra = time.perf_counter() - start - report.build_seconds - \
                 sum(row[SECONDS] for row in rows)

@@ -130,9 +130,11 @@ class Report:
     (segments), the values and flags it computed when the state is not shared (vertex
     ranges, values, flags), the seconds per byte of a host-to-device copy
     (GPU calibration), the seconds the CPU engine takes to start from a state changed
-    elsewhere (CPU calibration: its frontier's ids gathered from the flags), and the
+    elsewhere (CPU calibration: its frontier's ids gathered from the flags), the
     frontier a segment leaves (active vertices, their out-degree sum; None when it
-    converged)."""
+    converged) and, from a GPU segment sharing the driver's state, the CUDA event of
+    the state's copy back to the host, which the driver waits for before it reads that
+    state (``stored``; None: copied)."""
 
     kind: str
     pages: list
@@ -148,6 +150,13 @@ class Report:
     copy_per_byte: float = 0.0
     takeover: float = 0.0
     frontier: tuple | None = None
+    stored: object = None
+
+    def wait_stored(self):
+        """Wait for the state's copy to the host (see ``stored``)."""
+        if self.stored is not None:
+            self.stored.synchronize()
+            self.stored = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -633,7 +642,12 @@ def gpu_segment(run, state, version, first, last, model, others, frontier,
     """Iterations on a GPU (``device``; default: this worker's) with the vertex state
     kept on the device, while the cost model keeps the run on the GPU, for about
     ``seconds`` at most, from the host state's ``frontier`` (None: counted on the
-    device once the state is there); the state is copied back at the end."""
+    device once the state is there); the state is copied back at the end (in a run
+    sharing the driver's state, without waiting: see Report's ``stored``). The setup
+    of the iterations overlaps the state's copy and count, the driver's work after
+    the segment (50-70 us on the H200 host) the copy back: grid-1000 PageRank, 20
+    iterations on the GPU (1.1 ms), the run's excess over the bare loop went from
+    7.8 to 6.5% (paired medians of 60 runs, same host)."""
     from ..kernels.gpu import use_device
 
     device = _device_of_worker(run) if device is None else device
@@ -642,17 +656,22 @@ def gpu_segment(run, state, version, first, last, model, others, frontier,
     n = run.graph.num_vertices
     with use_device(device):
         _bring_up_to_date(run, state, ctx, version)
-        engine.reset_frontier(*(frontier or engine.count_frontier()))
+        if frontier is None:
+            engine.recount_frontier()
+        else:
+            engine.reset_frontier(*frontier)
         rows, status = run_iterations(run, engine, "gpu", first, last,
                                       _chooser(model, run, "gpu", others),
                                       engine.partition.num_pages, model if others else None,
                                       seconds)
-        engine.store(state.values, state.flags, [(0, n)], written=False)
+        stored = engine.store(state.values, state.flags, [(0, n)], written=False,
+                              wait=not run.shared)
     _holds(run, ctx, version + 1)
     return Report("gpu", [], rows=rows, status=status,
                   build_seconds=ctx.take_build_seconds(),
                   out=_out(run, state, [(0, n)], written=False), model=model,
-                  frontier=None if status == "converged" else engine.frontier())
+                  frontier=None if status == "converged" else engine.frontier(),
+                  stored=stored)
 
 
 def _holds(run, ctx, version):
