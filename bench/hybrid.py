@@ -25,8 +25,9 @@ seconds leave out), are kept as well, and compared median against median: these 
 find the graph's pages on the GPU and auto's calibration kept from the warm-up runs
 before them, as a session's later runs on a graph do. The first run of each placement
 after the cluster forgot both ("cold_wall_seconds": the pages laid out on the GPU
-again, both devices calibrated again; 53 ms of each auto run of the grid-1000 BFS on
-the H100 host) is timed before them. Before every timed run the process's garbage is
+again, both devices calibrated again; auto runs on the CPU while the GPU's pages are
+laid out, and the next run waits for a layout it left going) is timed before them.
+Before every timed run the process's garbage is
 collected and the rest frozen (``machine.settle``): no run pays for a full collection
 that earlier ones brought on.
 
@@ -58,6 +59,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hetgraph as hg  # noqa: E402
 from hetgraph.kernels.gpu import release as release_gpu_pages  # noqa: E402
+from hetgraph.scheduler.dispatcher import wait_for_gpu_layouts  # noqa: E402
 from machine import describe, settle, settled_call  # noqa: E402
 
 PR_ITERATIONS = 20
@@ -217,6 +219,7 @@ def bench_graph(name, g, cluster, gpu_options=None):
             cluster.calibrations.clear()  # what runs keep of the graph: none yet
             release_gpu_pages()
             cold[devices] = settled_call(lambda: call(**options))[1]
+            wait_for_gpu_layouts()  # (one auto left going: not beside the next runs)
         runs, values = {}, {}
         for devices, (result, every) in alternating_runs(call, option_sets).items():
             runs[devices] = {**summary(result), "every_run": every}

@@ -37,6 +37,18 @@ def cluster():
         yield c
 
 
+@pytest.fixture(autouse=True)
+def pages_on_the_gpu(graph, cluster):
+    """The GPU keeps the graph's pages, as after any GPU run of it: an auto run then
+    calibrates both devices before its first iteration (the first auto run of a graph
+    runs on the CPU while they are laid out: see
+    test_a_first_auto_run_goes_on_the_cpu_while_the_gpu_lays_out_its_pages)."""
+    from hetgraph.kernels.gpu import keeps_pages_of
+
+    if not keeps_pages_of(graph, cluster.gpu_devices[0]):
+        RUNS["pagerank"](graph, cluster=cluster, devices="gpu", max_iterations=1)
+
+
 RUNS = {
     "pagerank": lambda g, **o: hg.pagerank(g, tol=None, **{"max_iterations": 15, **o}),
     "sssp": lambda g, **o: hg.sssp(g, g.label_of(int(np.argmax(g.out_degree()))), **o),
@@ -60,6 +72,9 @@ def check(name, values, reference):
 @pytest.mark.parametrize("devices", ["auto", "gpu", "hybrid"])
 @pytest.mark.parametrize("name", list(RUNS))
 def test_every_placement_equals_the_cpu(name, devices, graph, cluster, expected):
+    if devices == "auto":  # the GPU keeps the run's pages (CC's are the undirected
+        # graph's): the run calibrates both devices before its first iteration
+        RUNS[name](graph, cluster=cluster, devices="gpu", page_bytes=PAGE_BYTES)
     r = RUNS[name](graph, cluster=cluster, devices=devices, page_bytes=PAGE_BYTES)
     check(name, r.values, expected[name].values)
     h = r.history
@@ -199,6 +214,54 @@ def test_gpu_and_auto_runs_share_the_pages_kept_on_the_device(graph, cluster, ex
     check("bfs", RUNS["bfs"](graph, cluster=cluster, devices="auto").values,
           expected["bfs"].values)
     assert len(built) == 1
+
+
+def test_a_first_auto_run_goes_on_the_cpu_while_the_gpu_lays_out_its_pages(
+        graph, cluster, expected, monkeypatch):
+    """An auto run on a graph whose pages the GPU does not keep lays them out in the
+    background and runs on the CPU meanwhile: a run that ends first is the CPU's alone
+    and does not wait for them; a longer one is calibrated once they are there, moves
+    to the GPU, keeps its calibration, and gives the CPU's answer."""
+    import threading
+
+    from hetgraph.algorithms.pagerank import PageRank
+    from hetgraph.kernels import gpu
+
+    go, started, layouts = threading.Event(), threading.Event(), []
+    lay_out = tasks.lay_out_gpu_pages
+
+    def held(run, device):  # (waits for the test, at most a minute)
+        started.set()
+        go.wait(60)
+        layouts.append(run.run_id)
+        return lay_out(run, device)
+
+    monkeypatch.setattr(tasks, "lay_out_gpu_pages", held)
+    monkeypatch.setattr(cluster, "calibrations", {})
+    gpu.release()
+    r = RUNS["bfs"](graph, cluster=cluster, devices="auto")
+    assert started.is_set() and not layouts  # it ended with the layout held
+    assert set(r.history["placement"]) == {"cpu"} and not cluster.calibrations
+    check("bfs", r.values, expected["bfs"].values)
+
+    class Releasing(PageRank):  # lets the layout go in its fifth iteration on the CPU
+        calls = 0
+
+        def iteration_constant(self, g, values):
+            Releasing.calls += 1
+            if Releasing.calls == 5:
+                go.set()
+            return super().iteration_constant(g, values)
+
+    gpu.release()  # (the first layout may have ended by now)
+    r = hg.run(Releasing(tol=None), graph, cluster=cluster, devices="auto",
+               max_iterations=400)
+    placements = r.history["placement"].tolist()
+    assert placements[:5] == ["cpu"] * 5 and set(placements[5:]) - {"cpu"}
+    assert len(layouts) == 2 and len(cluster.calibrations) == 1
+    reference = hg.run(PageRank(tol=None), graph, cluster=cluster, devices="cpu",
+                       max_iterations=400)
+    np.testing.assert_allclose(r.values, reference.values, rtol=1e-9)
 
 
 def test_runs_with_a_gpu_count_the_frontier_on_the_device(graph, cluster, expected,

@@ -311,6 +311,47 @@ def test_a_gpu_segment_far_ahead_asks_less_often_while_its_iterations_are_short(
     assert interval == 1 and len(times) == 4
 
 
+def test_the_gpu_is_calibrated_once_its_pages_are_laid_out(monkeypatch):
+    """A model whose GPU waits for its pages places on the CPU; once they are laid out
+    it answers "calibrate", and a CPU segment asking it then ends, moved (the driver
+    calibrates the GPU); calibrated, it places as ever."""
+    import concurrent.futures
+    from types import SimpleNamespace
+
+    import hetgraph as hg
+    from hetgraph.algorithms.bfs import BreadthFirst
+    from hetgraph.program import ProgramSpec
+    from hetgraph.scheduler import tasks
+    from hetgraph.scheduler.cpu_engine import CpuEngine
+    from hetgraph.scheduler.state import VertexState
+
+    m = CostModel()
+    m.observe("cpu", "pull", 1000, 1000 * 8e-9)
+    m.waiting = layout = concurrent.futures.Future()
+    assert m.placement(1.0, 1.0, 10**6)[0] == "cpu"
+    g = hg.generate.grid(30, 30, seed=1)
+    spec = ProgramSpec(BreadthFirst(0))
+    run = SimpleNamespace(spec=spec, graph=g, rho=1.0)
+    monkeypatch.setattr(tasks, "CHOOSE_SECONDS", 1e-9)  # asked after every burst
+
+    def segment():
+        values, flags, _ = spec.initial_state(g)
+        engine = CpuEngine(spec, g, VertexState(values, flags, sync=True),
+                           np.zeros(1, np.float32), threads=1)
+        return tasks.run_iterations(run, engine, "cpu", 1, 1000,
+                                    tasks._chooser(m, run, "cpu", True), 1, m, float("inf"))
+
+    rows, status = segment()
+    assert status == "converged" and len(rows) == 59  # (corner to corner, and one more)
+    layout.set_result(None)
+    assert m.placement(1.0, 1.0, 10**6)[0] == "calibrate"
+    rows, status = segment()
+    assert status == "moved" and 1 <= len(rows) < 59
+    m.observe("gpu", "pull", 1000, 1000 * 2e-9)
+    m.waiting = None
+    assert m.placement(1.0, 1.0, 10**6) == pytest.approx(("hybrid", 4.0))
+
+
 def test_cpu_bursts_follow_one_another_while_the_model_says_stay(monkeypatch):
     """With a cost model, a CPU segment asks it after each burst (of CHOOSE_SECONDS at
     most: here one iteration) and bursts on while it says stay: no single iteration

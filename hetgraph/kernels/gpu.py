@@ -730,6 +730,13 @@ def device_pages(key, weighted, build):
         return pages
 
 
+def keeps_pages_of(graph, device):
+    """Whether ``device`` keeps a layout of ``graph``'s pages (see :func:`device_pages`;
+    one made for other options may still be laid out again)."""
+    kept = _KEPT.get(device)
+    return kept is not None and kept[0][0] == graph.token
+
+
 def kept_bytes(device):
     """Device bytes of the pages kept on ``device`` (0: none)."""
     kept = _KEPT.get(device)

@@ -203,7 +203,9 @@ class CostModel:
     are compared by the time they take for one GPU iteration's progress (see
     :meth:`progress_ratio`). ``progress``: by device kind, the rise of the history's
     priority column per iteration, smoothed; ``share``: the CPU pushes' edges over
-    their frontier's (the bucket's part), smoothed.
+    their frontier's (the bucket's part), smoothed. ``waiting``: the future of the
+    GPU's page layout that a run's calibration of the GPU waits for, which the run's
+    CPU does not (None: none; see the dispatcher's ``_calibrate``).
     """
 
     def __init__(self, overhead=0.0, switch=0.0, skew=1.0, push=0.0, growth=1.0,
@@ -226,6 +228,7 @@ class CostModel:
         self.switch = float(switch)
         self.regret = 0.0
         self.lead = None  # (current, the other side's lead at the last call, its trend)
+        self.waiting = None
 
     def observe_iteration(self, placement, seconds):
         """Fold the measured seconds of a full-pull iteration placed on "gpu" or
@@ -516,8 +519,10 @@ class CostModel:
         if current in ("cpu", "gpu"):
             self.relax("gpu" if current == "cpu" else "cpu", seconds)
         pull, gpu = self.seconds("cpu", num_arcs), self.seconds("gpu", num_arcs)
-        if not pull or not gpu:  # not calibrated: the CPU alone
-            return "cpu", float("nan")
+        if not pull or not gpu:  # not calibrated: the CPU alone, until the GPU's pages
+            # are laid out ("calibrate": the driver then measures the GPU)
+            ready = self.waiting is not None and self.waiting.done()
+            return ("calibrate" if ready else "cpu"), float("nan")
         ratio = self.progress_ratio()
         cpu = self.cpu_seconds(f, rho, num_arcs) * ratio
         a = cpu / gpu  # as alpha()

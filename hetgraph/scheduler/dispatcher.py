@@ -18,6 +18,7 @@ only later ones are tasks: a task's round trip would otherwise weigh on short ru
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import time
 import uuid
@@ -61,6 +62,16 @@ INLINE_SECONDS = 1.0  # in process, the segments of a run's first second run in 
 # row, with the round trip when it is a task. Longer runs go on as tasks,
 # which the dashboard's task stream shows, at a cost of one round trip per
 # SEGMENT_SECONDS (1 s) of iterations.
+
+# the GPU page layouts that runs' calibrations wait for while their CPU goes on, one at
+# a time, in a thread of this process (joined at its exit)
+_LAYOUTS = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="hetgraph-gpu-layout")
+
+
+def wait_for_gpu_layouts():
+    """Wait for the GPU page layouts that earlier runs left going (a run that ended on
+    the CPU before its GPU's pages were laid out does not wait for them)."""
+    _LAYOUTS.submit(lambda: None).result()
 
 
 def _as_graph(graph, host_budget):
@@ -303,6 +314,7 @@ class _Driver:
         self.frontier = None  # (active vertices, out-degree sum) the last segment left
         self.version = 0
         self.compile_seconds = 0.0
+        self._layout = None  # the GPU's page layout the calibration waits for
         if len(self.kinds) == 2:
             self._calibrate(self._calibration_key(options) if fresh else None)
 
@@ -368,35 +380,91 @@ class _Driver:
         the run), and the GPU's own calibration now takes that. While segments run in
         this thread (INLINE_SECONDS), so do the calibrations, without their task round
         trips (3-6 ms each on the H100 host). The CPU's calibration counts the state's
-        frontier: the first iteration's."""
+        frontier: the first iteration's.
+
+        A run placed by the cost model ("auto") in process, whose GPU does not keep this
+        graph's pages, lays them out in a thread of its own (:func:`tasks.lay_out_gpu_pages`)
+        while the run goes on the CPU alone; the GPU is calibrated once they are there
+        (:meth:`_calibrate_gpu`, when the model answers "calibrate"). Done first, the
+        layout made a graph's first auto run slower than the CPU alone: 0.25x with a
+        quarter of RMAT-22's pages resident (0.55 s of layout, the CPU's whole run 0.24
+        s), 0.30x on the grid-1000 BFS (H200 host)."""
         self._share_state()
         self._measure_round_trip()
         reports = None if key is None else self.cluster.calibrations.get(key)
         if reports is None:
-            page = int(np.argmax(self.page_edges))
-            reports = []
-            try:
-                for kind in sorted(self.kinds):  # "cpu", then "gpu"
-                    reports.append(self._run_task(tasks.calibrate, kind, "calibrate", kind,
-                                                  page, self.version))
-            except MemoryError as exc:  # the GPU cannot hold the run: the CPU takes it
-                log.warning("the GPU cannot take this run (%s); running on the CPU", exc)
-                del self.kinds["gpu"]
+            from ..kernels.gpu import keeps_pages_of
+
+            device = self.cluster.gpu_devices[0] if self.shared else None
+            reports = [self._run_task(tasks.calibrate, "cpu", "calibrate", "cpu",
+                                      self._largest_page(), self.version)]
+            if self.devices == "auto" and self.shared and \
+                    not keeps_pages_of(self.graph, device):
+                self._layout = _LAYOUTS.submit(tasks.lay_out_gpu_pages, self.runspec, device)
+                self.model.waiting = self._layout
+                self._layout_key, self._cpu_report = key, reports[0]
+                self.compile_seconds += reports[0].build_seconds
+                self._take_calibration(reports)
                 return
+            gpu = self._gpu_calibration()
+            if gpu is None:
+                return
+            reports.append(gpu)
             for report in reports:
                 self.compile_seconds += report.build_seconds
             if key is not None:
                 self.cluster.keep_calibration(key, reports)
+        self._take_calibration(reports)
+
+    def _largest_page(self):
+        return int(np.argmax(self.page_edges))
+
+    def _gpu_calibration(self):
+        """The GPU's calibration report; None when the GPU cannot hold the run (the CPU
+        then takes it alone)."""
+        try:
+            return self._run_task(tasks.calibrate, "gpu", "calibrate", "gpu",
+                                  self._largest_page(), self.version)
+        except MemoryError as exc:
+            log.warning("the GPU cannot take this run (%s); running on the CPU", exc)
+            del self.kinds["gpu"]
+            return None
+
+    def _calibrate_gpu(self):
+        """Calibrate the GPU once its pages, laid out while the CPU ran, are there (see
+        :meth:`_calibrate`), and keep the run's calibration."""
+        layout, self._layout, self.model.waiting = self._layout, None, None
+        try:
+            layout.result()
+        except MemoryError as exc:
+            log.warning("the GPU cannot take this run (%s); running on the CPU", exc)
+            del self.kinds["gpu"]
+            return
+        self._share_state()
+        gpu = self._gpu_calibration()
+        if gpu is None:
+            return
+        self.compile_seconds += gpu.build_seconds
+        if self._layout_key is not None:
+            self.cluster.keep_calibration(self._layout_key, [self._cpu_report, gpu])
+        self._take_calibration([gpu])
+
+    def _take_calibration(self, reports):
+        """Start the cost model from calibration ``reports``: their rates, and with the
+        CPU's the state's frontier, with the GPU's the costs of moving the state."""
         for report in reports:
             self.model.observe(report.kind, "pull", report.edges, report.seconds,
                                calibration=True)
             self.model.observe_rows(report.rows, self.graph.num_arcs,  # (its start)
                                     progress=False)
-        copy = next(r.copy_per_byte for r in reports if r.kind == "gpu")
-        takeover = next(r.takeover for r in reports if r.kind == "cpu")
-        self.frontier = next(r.frontier for r in reports if r.kind == "cpu")
+        of = {report.kind: report for report in reports}
+        if "cpu" in of:
+            self.frontier = of["cpu"].frontier
+            self._takeover = of["cpu"].takeover
+        if "gpu" not in of:
+            return
         vertex_bytes = self.graph.num_vertices * (self.spec.dtype.itemsize + 1)
-        copies = 2 * copy * vertex_bytes  # the state to the host and back
+        copies = 2 * of["gpu"].copy_per_byte * vertex_bytes  # the state there and back
         # until segments measure it: a move between segments run in this thread (see
         # INLINE_SECONDS) costs the copies and the CPU's takeover; between tasks, two
         # round trips more (3-6 ms each on the H100 host). Counted in process, they and
@@ -404,7 +472,7 @@ class _Driver:
         # 750 iterations, the GPU ahead from about the 220th; without both it moved at
         # the 133rd-364th (three runs)
         trips = 0.0 if self.inline_left > 0 else 2 * self.round_trip
-        self.model.switch = trips + copies + takeover
+        self.model.switch = trips + copies + self._takeover
         self.model.overhead = 2 * self.round_trip + copies
         log.info("calibrated: %s, round trip %.2f ms, hybrid overhead %.2f ms",
                  self.model.per_edge, self.round_trip * 1e3, self.model.overhead * 1e3)
@@ -425,14 +493,17 @@ class _Driver:
 
     # placement ------------------------------------------------------------------------------
     def _place(self, f):
+        if self._layout is not None and self._layout.done():
+            self._calibrate_gpu()
         rho = self.runspec.rho
         if len(self.kinds) == 1:
             kind = next(iter(self.kinds))
             return kind, self.model.alpha(f, rho, self.graph.num_arcs)
         if self.devices == "hybrid":
             return "hybrid", self.model.alpha(f, rho, self.graph.num_arcs)
-        return self.model.placement(f, rho, self.graph.num_arcs, current=self.placed,
-                                    start=self.version == 0)
+        placed = self.model.placement(f, rho, self.graph.num_arcs, current=self.placed,
+                                      start=self.version == 0)
+        return self._place(f) if placed[0] == "calibrate" else placed  # (laid out since)
 
     def _segment_possible(self, kind, f):
         """Whether iterations placed on ``kind`` run as a segment on one worker: always
@@ -522,7 +593,7 @@ class _Driver:
         the first iteration's way, against 0.1-0.3 ms for copy and count."""
         if self.kinds == {"gpu": 1}:
             return None
-        if "gpu" in self.kinds and self.inline_left > 0:
+        if "gpu" in self.kinds and self.inline_left > 0 and self._layout is None:
             self._share_state()
             return tasks.gpu_frontier(self.run_ref, self._state_ref, self.version,
                                       self.cluster.gpu_devices[0])
@@ -648,7 +719,11 @@ class _Driver:
         return row, finished
 
     def close(self):
-        """Drop the run's contexts on every worker (device memory included)."""
+        """Drop the run's contexts on every worker (device memory included), and a GPU
+        page layout it asked for that has not started (one under way is kept for later
+        runs of the graph)."""
+        if self._layout is not None:
+            self._layout.cancel()
         try:
             if self.shared:
                 tasks.unshare(self.run_id)
