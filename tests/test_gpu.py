@@ -164,7 +164,9 @@ def test_indexed_sum_on_the_device_equals_the_host(dtype):
                   slice(10, 60_000), slice(0, 0), slice(3, None, 7)):
         want = gpu.indexed_sum(values, index, 0.25, 1.5)
         got = gpu.indexed_sum(cupy.asarray(values), index, 0.25, 1.5)
-        assert got.shape == () and float(got) == pytest.approx(want, rel=1e-12)
+        empty = len(values[index]) == 0  # (the offset as it is: no launch)
+        assert (type(got) is float) if empty else (got.shape == ())
+        assert float(got) == pytest.approx(want, rel=1e-12)
 
 
 def test_frontier_counted_on_the_device_equals_the_host():
