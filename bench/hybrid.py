@@ -43,7 +43,9 @@ one engine iteration a call; a run on the CPU alone runs its pushes in bursts (m
 one compiled call), so its overhead can be negative. PageRank on the GPU alone runs
 over PR_ITERATIONS and LONG_PR_ITERATIONS, which split its overhead into a run's fixed
 cost (segment start and end: on H200 hosts 72-211 us of a 20-iteration grid-1000
-run's 1.1-1.3 ms, the most where the host ran slow) and a cost per iteration.
+run's 1.1-1.3 ms, the most where the host ran slow; 3-82 us once the segment's setup
+and end overlapped its copies) and a cost per iteration (0 on a host whose passes wait
+for the device; 4-4.5 us where they waited for the host's launches).
 """
 
 import argparse

@@ -169,15 +169,21 @@ def test_indexed_sum_on_the_device_equals_the_host(dtype):
         assert float(got) == pytest.approx(want, rel=1e-12)
 
 
-def test_frontier_counted_on_the_device_equals_the_host():
+def bfs_engine():
+    """(graph, initial values, flags, GpuEngine) of a BFS from vertex 5 of an RMAT-14."""
     from hetgraph.algorithms.bfs import BreadthFirst
-    from hetgraph.kernels import cpu
 
     g = hg.generate.rmat(14, seed=4)
-    n = g.num_vertices
     spec = ProgramSpec(BreadthFirst(5))
     values, flags, _ = spec.initial_state(g)
-    engine = gpu.GpuEngine(spec, g, values, flags, np.zeros(1, np.float32))
+    return g, values, flags, gpu.GpuEngine(spec, g, values, flags, np.zeros(1, np.float32))
+
+
+def test_frontier_counted_on_the_device_equals_the_host():
+    from hetgraph.kernels import cpu
+
+    g, values, flags, engine = bfs_engine()
+    n = g.num_vertices
     assert engine.frontier() == (1, g.out_degree()[5])  # counted by the constructor
     rng = np.random.default_rng(2)
     for active in (np.zeros(n, bool), np.ones(n, bool), rng.random(n) < 0.5,
@@ -189,16 +195,15 @@ def test_frontier_counted_on_the_device_equals_the_host():
         engine.reset_frontier(-1, -1)
         engine.recount_frontier()  # queued: the frontier waits for it
         assert engine.frontier() == want
+        engine.reset_frontier(-1, -1)
+        engine.recount_frontier()
+        assert engine.count_frontier() == want  # (counted again meanwhile)
+        assert engine.frontier() == want
 
 
 def test_state_stored_without_waiting_arrives_once_its_event_is_done():
-    from hetgraph.algorithms.bfs import BreadthFirst
-
-    g = hg.generate.rmat(14, seed=4)
+    g, values, flags, engine = bfs_engine()
     n = g.num_vertices
-    spec = ProgramSpec(BreadthFirst(5))
-    values, flags, _ = spec.initial_state(g)
-    engine = gpu.GpuEngine(spec, g, values, flags, np.zeros(1, np.float32))
     engine.iterate(0.0)
     engine.finish()
     want_values, want_flags = engine.values.get(), engine.flags.get()

@@ -985,6 +985,7 @@ class GpuEngine:
         for a count that :meth:`recount_frontier` queued)."""
         if self._counting:
             self._active, self._degree = self._counted_frontier()
+            self._counting = False
         return self._active, self._degree
 
     def _launch(self, grid, first_shard, edge_base, edges, stream, k_begin=0, k_end=None):
@@ -1007,12 +1008,12 @@ class GpuEngine:
                               last=int(k_end == self.ranges), edge_base=edge_base,
                               first_shard=first_shard)
             self._placed = placed
-        values, new_values, constant_at, counters, go = self._changing
-        values.value = self.values.data.ptr
-        new_values.value = self.new_values.data.ptr
-        constant_at.value = self._constant_at.data.ptr
-        counters.value = self._counters_pointer
-        go.value = self._go_pointer
+        values_arg, new_values_arg, constant_arg, counters_arg, go_arg = self._changing
+        values_arg.value = self.values.data.ptr
+        new_values_arg.value = self.new_values.data.ptr
+        constant_arg.value = self._constant_at.data.ptr
+        counters_arg.value = self._counters_pointer
+        go_arg.value = self._go_pointer
         self._pass(grid, self.threads_per_block, self.shared_bytes, stream.ptr)
 
     def iterate(self, constant, frontier=None):
@@ -1153,9 +1154,11 @@ class GpuEngine:
         synchronize before reading those host arrays (page-locked ones: from pageable
         memory a copy returns when done); the host's work in between overlaps them."""
         source = self.new_values if written else self.values
-        if values.dtype != source.dtype or flags.dtype != self.flags.dtype:
-            raise TypeError(f"store into {values.dtype}/{flags.dtype} host arrays from "
-                            f"{source.dtype}/{self.flags.dtype} device arrays")
+        if values.dtype != source.dtype or flags.dtype != self.flags.dtype or not (
+                values.flags.c_contiguous and flags.flags.c_contiguous):
+            raise TypeError(f"store into {values.dtype}/{flags.dtype} host arrays (both "
+                            f"contiguous) from {source.dtype}/{self.flags.dtype} device "
+                            f"arrays")
         cp = self.cupy
         stream = cp.cuda.get_current_stream()
         for host, device in ((values, source), (flags, self.flags)):
@@ -1201,9 +1204,8 @@ class GpuEngine:
         self._counted.record(stream)
 
     def _counted_frontier(self):
-        """The count :meth:`_queue_count` queued (waits for it)."""
+        """The count :meth:`_queue_count` last queued (waits for it)."""
         self._counted.synchronize()
-        self._counting = False
         active, degree = self._count_host.tolist()
         return active, degree
 
