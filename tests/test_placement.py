@@ -352,6 +352,56 @@ def test_the_gpu_is_calibrated_once_its_pages_are_laid_out(monkeypatch):
     assert m.placement(1.0, 1.0, 10**6) == pytest.approx(("hybrid", 4.0))
 
 
+def test_a_gpu_segment_folds_its_rows_every_choose_seconds_however_rarely_it_asks(
+        monkeypatch):
+    """Rows go into the model every CHOOSE_SECONDS, after a launch, while the question
+    waits CHOOSE_BACKOFF times longer: a fold of 8 ms of rows outlasted the queue."""
+    from types import SimpleNamespace
+
+    from hetgraph.scheduler import tasks
+
+    step = tasks.CHOOSE_SECONDS / 20  # clock reads: about 2 an iteration
+    now = [0.0]
+
+    def clock():
+        now[0] += step
+        return now[0]
+
+    class Engine:  # a GPU engine's queue of passes over 100 arcs, all active
+        queued, read_bytes, front, values = 3, 0, float("nan"), None
+
+        def frontier(self):
+            return 10, 100
+
+        def launch(self, constant, frontier=None):
+            return 0
+
+        def wait(self, ticket):
+            return "gpu-pull", 10, 100, 10, step / 2
+
+    class Model:
+        def alpha(self, f, rho, num_arcs):
+            return 50.0
+
+        def observe_rows(self, rows, num_arcs):
+            folds.append(len(rows))
+
+    def choose(f, ran=1):
+        return "gpu", 50.0
+
+    choose.interval = tasks.CHOOSE_BACKOFF * tasks.CHOOSE_SECONDS
+    folds = []
+    monkeypatch.setattr(tasks, "time", SimpleNamespace(perf_counter=clock))
+    run = SimpleNamespace(spec=SimpleNamespace(program=None, uses_constant=False,
+                                               has_converged=False),
+                          graph=SimpleNamespace(num_arcs=100), rho=1.0)
+    rows, status = tasks.run_iterations(run, Engine(), "gpu", 1, 400, choose, 1, Model(),
+                                        float("inf"))
+    assert status == "limit" and len(rows) == 400
+    assert sum(folds) == 399  # (never the first row)
+    assert len(folds) >= 30 and max(folds) <= 12  # every ~10 iterations, not every ~80
+
+
 def test_cpu_bursts_follow_one_another_while_the_model_says_stay(monkeypatch):
     """With a cost model, a CPU segment asks it after each burst (of CHOOSE_SECONDS at
     most: here one iteration) and bursts on while it says stay: no single iteration

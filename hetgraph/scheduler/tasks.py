@@ -47,9 +47,10 @@ SEGMENT_SECONDS = 1.0  # a segment returns to the driver after this long (progre
 CHOOSE_SECONDS = 1e-3
 # a GPU segment of short iterations (CHOOSE_BACKOFF a CHOOSE_SECONDS or more) whose
 # answer to stay had a margin alpha (the GPU's speed over the CPU's) asks again only
-# after CHOOSE_SECONDS * alpha / 2, CHOOSE_BACKOFF times at most, and folds its rows
-# as rarely: the grid-1000 CC's GPU rows took 33 us alone and 36 us in auto runs (H100
-# host), whose alpha stayed at 40-80 for 1,500 of their 2,000 iterations. Long
+# after CHOOSE_SECONDS * alpha / 2, CHOOSE_BACKOFF times at most (its rows are folded
+# every CHOOSE_SECONDS still, see run_iterations): the grid-1000 CC's GPU rows took 33
+# us alone and 36 us in auto runs (H100 host), whose alpha stayed at 40-80 for 1,500 of
+# their 2,000 iterations. Long
 # iterations ask every CHOOSE_SECONDS still: one of them can end the GPU's lead
 # (RMAT-22 streamed: the last two iterations of a BFS go to the CPU's push)
 CHOOSE_BACKOFF = 8
@@ -527,12 +528,15 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
                              read, previous))
             iteration += 1
             # once it is queued, the rows so far go into the model (every
-            # choose.interval): on the GPU, the host's work then overlaps a full queue
-            # (a fold of 170 rows took 110 us on the H100 host; done after a wait, with
-            # two 30 us iterations left in the queue, the folds stalled the device:
-            # grid-1000 CC, auto 5% slower than the GPU alone)
+            # CHOOSE_SECONDS, however rarely the model is asked): on the GPU, the host's
+            # work then overlaps a full queue (a fold of 170 rows took 110 us on the
+            # H100 host; done after a wait, with two 30 us iterations left in the
+            # queue, the folds stalled the device: grid-1000 CC, auto 5% slower than
+            # the GPU alone). Folded as rarely as asked (8 ms, 300 rows), a fold
+            # outlasted the queue's three 27 us passes: grid-1000 CC on the H200 host,
+            # auto/GPU alone 0.961-0.989 by paired medians, 0.988-0.990 folded every ms
             if model is not None and len(rows) > observed and \
-                    start - folded > getattr(choose, "interval", CHOOSE_SECONDS):
+                    start - folded > CHOOSE_SECONDS:
                 model.observe_rows(rows[observed:], arcs)
                 observed, folded = len(rows), start
             continue
@@ -594,7 +598,7 @@ def _chooser(model, run, kind, others, spread_pull=False):
     (``kind`` itself when no other device kind is in the run). ``spread_pull``: end a
     CPU segment at a pull iteration, which several CPU workers share by pages. The
     model is asked at most every CHOOSE_SECONDS (longer in a GPU segment far ahead, see
-    CHOOSE_BACKOFF: ``choose.interval``, which the segment folds its rows at); its
+    CHOOSE_BACKOFF: ``choose.interval``; rows are folded every CHOOSE_SECONDS); its
     answer to stay stands for the iterations in between (``ran`` a call: those since
     the last call, bursts included), which count in the next answer
     (:meth:`CostModel.placement`'s ``weight``), as do the seconds since the segment
