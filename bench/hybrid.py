@@ -45,7 +45,9 @@ over PR_ITERATIONS and LONG_PR_ITERATIONS, which split its overhead into a run's
 cost (segment start and end: on H200 hosts 72-211 us of a 20-iteration grid-1000
 run's 1.1-1.3 ms, the most where the host ran slow; 3-82 us once the segment's setup
 and end overlapped its copies) and a cost per iteration (0 on a host whose passes wait
-for the device; 4-4.5 us where they waited for the host's launches).
+for the device; 4-4.5 us where they waited for the host's launches). Beside them
+("pinned_state"), the CPU's bare BFS with its state in pageable and in page-locked memory,
+which the CPU iterations of a run with a GPU worker read.
 """
 
 import argparse
@@ -113,12 +115,13 @@ def algorithms(g, max_iterations=None):
     }
 
 
-def bare_seconds(program, g, device, max_iterations, gpu_options=None):
+def bare_seconds(program, g, device, max_iterations, pinned=False):
     """Iteration seconds of the engine looped in plain Python (no Dask), from the count of
     the first frontier in the host flags; on the GPU from the copy of the host values and
     flags to the device, then the count of the first frontier there, to the values' copy
     back (the least a run with its state on the host does: pinned host arrays, as a
-    run's)."""
+    run's). ``pinned``: on the CPU, the state in page-locked memory, as a run with a GPU
+    worker keeps it (see pinned_state_rows)."""
     from hetgraph.program import ProgramSpec
     from hetgraph.scheduler.cpu_engine import CpuEngine
     from hetgraph.scheduler.state import VertexState
@@ -130,13 +133,17 @@ def bare_seconds(program, g, device, max_iterations, gpu_options=None):
         from hetgraph.kernels.gpu import GpuEngine, pinned_copy
 
         values, flags = pinned_copy(values), pinned_copy(flags)
-        engine = GpuEngine(spec, g, values, flags, aux, **(gpu_options or {}))
+        engine = GpuEngine(spec, g, values, flags, aux)
         engine.counts()  # the device is idle
     else:
         import numba
 
-        engine = CpuEngine(spec, g, VertexState(values, flags, sync=True), aux,
-                           threads=numba.get_num_threads())
+        state = VertexState(values, flags, sync=True)
+        if pinned:
+            from hetgraph.kernels.gpu import pinned_copy
+
+            state.pin(pinned_copy)
+        engine = CpuEngine(spec, g, state, aux, threads=numba.get_num_threads())
     start = time.perf_counter()
     if device == "gpu":  # (the CPU engine counts its first frontier from the flags)
         engine.load(values, flags, [(0, g.num_vertices)])
@@ -312,6 +319,32 @@ def overhead_rows(name, g, cluster):
     return rows
 
 
+def pinned_state_rows(name, g):
+    """The CPU's bare BFS with its state in pageable against page-locked memory, in
+    turns (as overhead_rows pairs its runs): an auto run pins the state for the GPU's
+    copies, the CPU alone does not, and auto runs placed all on the CPU measured 0.93-0.98x
+    of the CPU alone on the grid-1000 BFS (medians, four of six runs on the H200 host)."""
+    from hetgraph.algorithms.bfs import BreadthFirst
+
+    source = int(np.argmax(g.out_degree()))
+    seconds = {False: [], True: []}
+    for round_ in range(OVERHEAD_REPEATS):
+        if round_ >= OVERHEAD_ROUNDS and sum(map(sum, seconds.values())) > REPEAT_BELOW:
+            break
+        for pinned, times in seconds.items():
+            settle()
+            times.append(bare_seconds(BreadthFirst(source), g, "cpu", 10_000, pinned=pinned))
+    pageable, pinned = (np.array(seconds[p]) for p in (False, True))
+    row = {"graph": name, "algorithm": "bfs", "pageable_seconds": float(pageable.min()),
+           "pinned_seconds": float(pinned.min()),
+           "pinned_slowdown": float(pinned.min() / pageable.min()) - 1.0,
+           "pinned_slowdown_paired_median": float(np.median(pinned / pageable)) - 1.0}
+    print(f"  pinned state, bfs/cpu: pageable {row['pageable_seconds']:.4f} s, pinned "
+          f"{row['pinned_seconds']:.4f} s ({row['pinned_slowdown'] * 100:+.1f}%; paired runs, "
+          f"median {row['pinned_slowdown_paired_median'] * 100:+.1f}%)", flush=True)
+    return [row]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=int, default=22)
@@ -342,6 +375,8 @@ def main():
         save()
         out["overhead"] = overhead_rows(f"rmat-{args.scale}", rmat, cluster)
         out["overhead"] += overhead_rows(f"grid-{args.grid}", road, cluster)
+        out["pinned_state"] = pinned_state_rows(f"rmat-{args.scale}", rmat) + \
+            pinned_state_rows(f"grid-{args.grid}", road)
         save()
         quarter = rmat.num_arcs * (rmat.index_dtype.itemsize + 2) // 4
         out["streamed"] = bench_graph(f"rmat-{args.scale}-budget-quarter", rmat, cluster,
