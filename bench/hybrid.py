@@ -269,6 +269,15 @@ def bench_graph(name, g, cluster, gpu_options=None):
     return rows
 
 
+def paired_rounds(spent):
+    """Rounds of runs in turns: OVERHEAD_ROUNDS at least, then up to OVERHEAD_REPEATS while
+    ``spent()`` (the seconds the rounds took so far) stays under REPEAT_BELOW."""
+    for round_ in range(OVERHEAD_REPEATS):
+        if round_ >= OVERHEAD_ROUNDS and spent() > REPEAT_BELOW:
+            return
+        yield round_
+
+
 def overhead_rows(name, g, cluster):
     """Dask iteration seconds vs the bare engine loop for each single device."""
     from hetgraph.algorithms.bfs import BreadthFirst
@@ -288,9 +297,7 @@ def overhead_rows(name, g, cluster):
     for algo, make, iterations, devices in cases:
         for device in devices:
             bare, dask, wall = [], [], []
-            for round_ in range(OVERHEAD_REPEATS):  # alternating, the fastest of each
-                if round_ >= OVERHEAD_ROUNDS and sum(bare) + sum(wall) > REPEAT_BELOW:
-                    break
+            for _ in paired_rounds(lambda: sum(bare) + sum(wall)):  # the fastest of each
                 settle()
                 bare.append(bare_seconds(make(), g, device, iterations))
                 result, seconds = settled_call(lambda: hg.run(
@@ -328,9 +335,7 @@ def pinned_state_rows(name, g):
 
     source = int(np.argmax(g.out_degree()))
     seconds = {False: [], True: []}
-    for round_ in range(OVERHEAD_REPEATS):
-        if round_ >= OVERHEAD_ROUNDS and sum(map(sum, seconds.values())) > REPEAT_BELOW:
-            break
+    for _ in paired_rounds(lambda: sum(map(sum, seconds.values()))):
         for pinned, times in seconds.items():
             settle()
             times.append(bare_seconds(BreadthFirst(source), g, "cpu", 10_000, pinned=pinned))
