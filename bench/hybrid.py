@@ -47,7 +47,8 @@ run's 1.1-1.3 ms, the most where the host ran slow; 3-82 us once the segment's s
 and end overlapped its copies) and a cost per iteration (0 on a host whose passes wait
 for the device; 4-4.5 us where they waited for the host's launches). Beside them
 ("pinned_state"), the CPU's bare BFS with its state in pageable and in page-locked memory,
-which the CPU iterations of a run with a GPU worker read.
+which the CPU iterations of a run read once its GPU has copied the state (H200 host: not
+slower pinned, -1.7 and -1.8% by paired medians on RMAT-22 and grid-1000).
 """
 
 import argparse
@@ -120,8 +121,8 @@ def bare_seconds(program, g, device, max_iterations, pinned=False):
     the first frontier in the host flags; on the GPU from the copy of the host values and
     flags to the device, then the count of the first frontier there, to the values' copy
     back (the least a run with its state on the host does: pinned host arrays, as a
-    run's). ``pinned``: on the CPU, the state in page-locked memory, as a run with a GPU
-    worker keeps it (see pinned_state_rows)."""
+    run's). ``pinned``: on the CPU, the state in page-locked memory, as a run keeps it
+    once its GPU has copied it (see pinned_state_rows)."""
     from hetgraph.program import ProgramSpec
     from hetgraph.scheduler.cpu_engine import CpuEngine
     from hetgraph.scheduler.state import VertexState
@@ -328,9 +329,8 @@ def overhead_rows(name, g, cluster):
 
 def pinned_state_rows(name, g):
     """The CPU's bare BFS with its state in pageable against page-locked memory, in
-    turns (as overhead_rows pairs its runs): an auto run pins the state for the GPU's
-    copies, the CPU alone does not, and auto runs placed all on the CPU measured 0.93-0.98x
-    of the CPU alone on the grid-1000 BFS (medians, four of six runs on the H200 host)."""
+    turns (as overhead_rows pairs its runs): a run pins the state once its GPU copies
+    it, and its CPU iterations then read page-locked memory."""
     from hetgraph.algorithms.bfs import BreadthFirst
 
     source = int(np.argmax(g.out_degree()))

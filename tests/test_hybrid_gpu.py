@@ -72,8 +72,8 @@ def check(name, values, reference):
 @pytest.mark.parametrize("devices", ["auto", "gpu", "hybrid"])
 @pytest.mark.parametrize("name", list(RUNS))
 def test_every_placement_equals_the_cpu(name, devices, graph, cluster, expected):
-    if devices == "auto":  # the GPU keeps the run's pages (CC's are the undirected
-        # graph's): the run calibrates both devices before its first iteration
+    if devices == "auto" and name == "cc":  # CC runs on the undirected graph, whose
+        # pages the GPU keeps after a GPU run of it (see pages_on_the_gpu)
         RUNS[name](graph, cluster=cluster, devices="gpu", page_bytes=PAGE_BYTES)
     r = RUNS[name](graph, cluster=cluster, devices=devices, page_bytes=PAGE_BYTES)
     check(name, r.values, expected[name].values)
@@ -327,6 +327,43 @@ def test_calibration_leaves_the_gpu_holding_the_state(graph, cluster, expected,
     assert loads[3:4] != ["count"]
     if r.history["placement"].iloc[0] == "gpu":
         assert loads[3] == (True, [])  # the first segment's: nothing to copy
+
+
+@pytest.mark.parametrize("placed", ["cpu", "gpu", "hybrid"])
+def test_the_state_is_pinned_once_before_the_gpu_first_copies_it(placed, graph, cluster,
+                                                                 expected, monkeypatch):
+    """An auto run (its calibration kept) that stays on the CPU leaves the host state in
+    pageable memory; one whose iterations reach the GPU (a segment, or a hybrid
+    iteration's pages) moves it into page-locked memory once, before the GPU's first
+    copy of it, and gives the CPU's answer."""
+    from hetgraph.kernels.gpu import GpuEngine
+    from hetgraph.scheduler.state import VertexState
+
+    RUNS["bfs"](graph, cluster=cluster, devices="auto", page_bytes=PAGE_BYTES)  # (kept)
+    events = []
+    pin, load = VertexState.pin, GpuEngine.load
+
+    def pinning(self, copy):
+        events.append("pin")
+        return pin(self, copy)
+
+    def loading(self, values, flags, ranges):
+        events.append("load")
+        return load(self, values, flags, ranges)
+
+    monkeypatch.setattr(VertexState, "pin", pinning)
+    monkeypatch.setattr(GpuEngine, "load", loading)
+    monkeypatch.setattr(dispatcher._Driver, "_place", lambda self, f: (placed, 1.0))
+    monkeypatch.setattr(tasks, "_chooser", lambda model, run, kind, *args: (
+        lambda f, ran=1: (kind, 1.0)))
+    r = RUNS["bfs"](graph, cluster=cluster, devices="auto", page_bytes=PAGE_BYTES)
+    check("bfs", r.values, expected["bfs"].values)
+    assert (r.history["placement"] == placed).all()
+    if placed == "cpu":
+        assert events == []
+    else:
+        assert events[0] == "pin" and events.count("pin") == 1
+        assert ("load" in events) == bool(r.history["gpu_pages"].sum())
 
 
 def test_streamed_pages_in_a_hybrid_run(graph, cluster, expected):

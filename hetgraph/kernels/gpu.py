@@ -960,7 +960,7 @@ class GpuEngine:
         # set when the edges or the shard range change (see _launch)
         self._changing = self._pass.holders("values", "new_values", "constant_at",
                                             "counters", "go")
-        self._placed = None
+        self._placed_edges = self._placed_shards = None
         part = pages.partition  # the resident pages are the first ones: one run
         self._resident_runs = [(0, int(part.page_shard[self.plan.resident]))] \
             if self.plan.resident else []
@@ -998,16 +998,15 @@ class GpuEngine:
         if grid == 0:
             return
         k_end = self.ranges if k_end is None else k_end
-        placed = (edges, first_shard, edge_base, k_begin, k_end)
-        if self._placed is None or self._placed[0] is not edges or self._placed[1:] != \
-                placed[1:]:
+        shards = (first_shard, edge_base, k_begin, k_end)
+        if self._placed_edges is not edges or self._placed_shards != shards:
             src, offsets, weight = edges
             self._pass.update(src=src, offsets=offsets,
                               weight=self._no_weight if weight is None else weight,
                               k_begin=k_begin, k_end=k_end, first=int(k_begin == 0),
                               last=int(k_end == self.ranges), edge_base=edge_base,
                               first_shard=first_shard)
-            self._placed = placed
+            self._placed_edges, self._placed_shards = edges, shards
         values_arg, new_values_arg, constant_arg, counters_arg, go_arg = self._changing
         values_arg.value = self.values.data.ptr
         new_values_arg.value = self.new_values.data.ptr

@@ -263,13 +263,7 @@ class _Driver:
         self.kinds = _kinds(cluster, devices, out_of_core, small)
         self.inline_left = INLINE_SECONDS if self.shared else 0.0  # see INLINE_SECONDS
         self.cluster = cluster
-        if self.shared and "gpu" in self.kinds:
-            from ..kernels.gpu import pinned_copy
-
-            # the GPU loads and stores the host state at every segment start and end
-            # and every hybrid iteration: H100, 4M float32 values and flags, 3.3 and
-            # 2.1 ms from pageable memory, 0.4 ms each from page-locked memory
-            state.pin(pinned_copy)
+        self._pinned = False  # see _pin_state
         gpu = options["gpu"]
         if out_of_core:  # the store's pages
             partition, pages = None, graph.store.page_vertices()
@@ -333,6 +327,20 @@ class _Driver:
             return function(self.run_ref, self._state_ref, *args, *here, *device)
         return self._submit(function, kind, name, *args).result()
 
+    def _pin_state(self):
+        """Move the host state into page-locked memory before a GPU of this process first
+        copies it (between tasks: none may hold the arrays). The GPU loads and stores it
+        at every segment start and end and every hybrid iteration (H100, 4M float32
+        values and flags: 3.3 and 2.1 ms from pageable memory, 0.4 ms each from
+        page-locked memory); a run that the cost model keeps on the CPU does not pay
+        for the allocation (grid-1000 BFS on the H200 host: 1.0-1.4 ms of an auto run's
+        20 ms)."""
+        if self.shared and not self._pinned:
+            from ..kernels.gpu import pinned_copy
+
+            self.state.pin(pinned_copy)
+            self._pinned = True
+
     def _share_run(self):
         self.run_ref = tasks.share(self.runspec, self.state) if self.shared else \
             self.client.scatter(self.runspec, broadcast=True, hash=False)
@@ -392,61 +400,44 @@ class _Driver:
         self._share_state()
         self._measure_round_trip()
         reports = None if key is None else self.cluster.calibrations.get(key)
-        if reports is None:
-            from ..kernels.gpu import keeps_pages_of
+        if reports is not None:
+            self._take_calibration(reports)
+            return
+        from ..kernels.gpu import keeps_pages_of
 
-            device = self.cluster.gpu_devices[0] if self.shared else None
-            reports = [self._run_task(tasks.calibrate, "cpu", "calibrate", "cpu",
-                                      self._largest_page(), self.version)]
-            if self.devices == "auto" and self.shared and \
-                    not keeps_pages_of(self.graph, device):
-                self._layout = _LAYOUTS.submit(tasks.lay_out_gpu_pages, self.runspec, device)
-                self.model.waiting = self._layout
-                self._layout_key, self._cpu_report = key, reports[0]
-                self.compile_seconds += reports[0].build_seconds
-                self._take_calibration(reports)
-                return
-            gpu = self._gpu_calibration()
-            if gpu is None:
-                return
-            reports.append(gpu)
-            for report in reports:
-                self.compile_seconds += report.build_seconds
-            if key is not None:
-                self.cluster.keep_calibration(key, reports)
-        self._take_calibration(reports)
+        device = self.cluster.gpu_devices[0] if self.shared else None
+        cpu = self._run_task(tasks.calibrate, "cpu", "calibrate", "cpu",
+                             self._largest_page(), self.version)
+        self.compile_seconds += cpu.build_seconds
+        self._take_calibration([cpu])
+        if self.devices == "auto" and self.shared and not keeps_pages_of(self.graph, device):
+            self._layout = _LAYOUTS.submit(tasks.lay_out_gpu_pages, self.runspec, device)
+            self.model.waiting = self._layout
+            self._layout_key, self._cpu_report = key, cpu
+        else:
+            self._calibrate_gpu(key, cpu)
 
     def _largest_page(self):
         return int(np.argmax(self.page_edges))
 
-    def _gpu_calibration(self):
-        """The GPU's calibration report; None when the GPU cannot hold the run (the CPU
-        then takes it alone)."""
+    def _calibrate_gpu(self, key, cpu, layout=None):
+        """Calibrate the GPU, once ``layout`` (its pages laid out while the CPU ran, see
+        :meth:`_calibrate`) is done, and keep the calibration under ``key`` with the CPU's
+        report ``cpu``. When the GPU cannot hold the run, the CPU takes it alone."""
         try:
-            return self._run_task(tasks.calibrate, "gpu", "calibrate", "gpu",
-                                  self._largest_page(), self.version)
+            if layout is not None:
+                layout.result()
+                self._share_state()
+            self._pin_state()
+            gpu = self._run_task(tasks.calibrate, "gpu", "calibrate", "gpu",
+                                 self._largest_page(), self.version)
         except MemoryError as exc:
             log.warning("the GPU cannot take this run (%s); running on the CPU", exc)
             del self.kinds["gpu"]
-            return None
-
-    def _calibrate_gpu(self):
-        """Calibrate the GPU once its pages, laid out while the CPU ran, are there (see
-        :meth:`_calibrate`), and keep the run's calibration."""
-        layout, self._layout, self.model.waiting = self._layout, None, None
-        try:
-            layout.result()
-        except MemoryError as exc:
-            log.warning("the GPU cannot take this run (%s); running on the CPU", exc)
-            del self.kinds["gpu"]
-            return
-        self._share_state()
-        gpu = self._gpu_calibration()
-        if gpu is None:
             return
         self.compile_seconds += gpu.build_seconds
-        if self._layout_key is not None:
-            self.cluster.keep_calibration(self._layout_key, [self._cpu_report, gpu])
+        if key is not None:
+            self.cluster.keep_calibration(key, [cpu, gpu])
         self._take_calibration([gpu])
 
     def _take_calibration(self, reports):
@@ -494,7 +485,8 @@ class _Driver:
     # placement ------------------------------------------------------------------------------
     def _place(self, f):
         if self._layout is not None and self._layout.done():
-            self._calibrate_gpu()
+            layout, self._layout, self.model.waiting = self._layout, None, None
+            self._calibrate_gpu(self._layout_key, self._cpu_report, layout)
         rho = self.runspec.rho
         if len(self.kinds) == 1:
             kind = next(iter(self.kinds))
@@ -594,12 +586,15 @@ class _Driver:
         if self.kinds == {"gpu": 1}:
             return None
         if "gpu" in self.kinds and self.inline_left > 0 and self._layout is None:
+            self._pin_state()
             self._share_state()
             return tasks.gpu_frontier(self.run_ref, self._state_ref, self.version,
                                       self.cluster.gpu_devices[0])
         return tasks.frontier_of(self.state, self.graph)
 
     def _segment(self, kind, first, last, frontier):
+        if kind == "gpu":
+            self._pin_state()
         self._share_state()
         start = time.perf_counter()
         name = f"iterations-from-{first}"
@@ -637,6 +632,8 @@ class _Driver:
         constant = float(program.iteration_constant(graph, state.values)) \
             if spec.uses_constant else 0.0
         previous = state.values.copy() if spec.has_converged else None
+        if "gpu" in kinds:
+            self._pin_state()
         self._share_state()
         queue = PageQueue(self.page_edges, self.model, self.round_trip, kinds.get("gpu", 0),
                           kinds.get("cpu", 0))
