@@ -790,6 +790,8 @@ def _check_options(memory_budget, page_bytes, streams, threads_per_block, edge_o
 
 class GpuEngine:
     """A program running on one GPU: device vertex arrays, resident and streamed pages.
+    ``values``, ``flags`` and ``aux``: the initial state, copied to the device (CuPy
+    arrays on this device are taken as they are).
 
     ``memory_budget``: device bytes for edge data (default 80% of the free memory after
     the vertex arrays). ``page_bytes``: the page size used when pages must be streamed
