@@ -402,6 +402,48 @@ def test_a_gpu_segment_folds_its_rows_every_choose_seconds_however_rarely_it_ask
     assert len(folds) >= 30 and max(folds) <= 12  # every ~10 iterations, not every ~80
 
 
+@pytest.mark.parametrize("first, above, folded", [(1, 1, 3), (1, 0, 2), (2, 1, 2)])
+def test_a_runs_first_cpu_iteration_from_a_frontier_not_calibrated_is_measured(
+        first, above, folded):
+    """A segment's first row stays out of the model (it carries the segment's start),
+    but for the run's first CPU iteration from a frontier of more out-edges than the
+    CPU's calibration times (CALIBRATION_EDGES): nothing else measures the CPU there."""
+    from types import SimpleNamespace
+
+    from hetgraph.scheduler import tasks
+
+    degree = tasks.CALIBRATION_EDGES + above
+
+    class Engine:  # pushes from a frontier of ``degree`` out-edges, one at a time
+        queued, read_bytes, front, values = 1, 0, float("nan"), None
+
+        def frontier(self):
+            return 10, degree
+
+        def launch(self, constant, frontier=None):
+            return 0
+
+        def wait(self, ticket):
+            return "push", 10, degree, 10, 1e-3
+
+    class Model:
+        def alpha(self, f, rho, num_arcs):
+            return 0.5
+
+        def observe_rows(self, rows, num_arcs):
+            measured.extend(row[COLUMN["iteration"]] for row in rows)
+
+    measured = []
+    run = SimpleNamespace(spec=SimpleNamespace(program=None, uses_constant=False,
+                                               has_converged=False),
+                          graph=SimpleNamespace(num_arcs=10**7), rho=1.0)
+    rows, status = tasks.run_iterations(run, Engine(), "cpu", first, first + 2,
+                                        lambda f, ran=1: ("cpu", 0.5), 1, Model(),
+                                        float("inf"))
+    assert status == "limit" and len(rows) == 3
+    assert measured == [row[COLUMN["iteration"]] for row in rows][3 - folded:]
+
+
 def test_cpu_bursts_follow_one_another_while_the_model_says_stay(monkeypatch):
     """With a cost model, a CPU segment asks it after each burst (of CHOOSE_SECONDS at
     most: here one iteration) and bursts on while it says stay: no single iteration

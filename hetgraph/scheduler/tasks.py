@@ -449,8 +449,16 @@ def run_iterations(run, engine, kind, first, last, choose, pages, model, slice_s
     # rows[observed:] go into the model, never the first: it carries the segment's
     # start (the state's load, the frontier's ids), a move's cost, which ``switch``
     # counts (grid-1000 BFS on the H100: 140-430 us, against 25-40 us for the next);
-    # folded, it raised the new side's rate by 15-25% and drew the run back
-    iteration, status, observed = first, None, 1
+    # folded, it raised the new side's rate by 15-25% and drew the run back. But the
+    # run's first CPU iteration goes in when its frontier has more out-edges than the
+    # CPU's calibration times (CALIBRATION_EDGES): no move precedes it, and a push
+    # from it was otherwise predicted by its prior alone (RMAT-22 BFS from the hub, a
+    # quarter of the pages on the H200's GPU: the fourth iteration's push, 335k
+    # frontier edges, at 3.9 ms against the GPU's 6.5, where it took 18 ms; SSSP 5.6
+    # predicted, 34 taken; the first push, 98k edges in 2.5-3.9 ms, predicts 8 and 23)
+    iteration, status = first, None
+    observed = 0 if model is not None and kind == "cpu" and first == 1 and \
+        frontier_of()[1] > CALIBRATION_EDGES else 1
 
     def end(status):  # what the rows measured goes into the model first
         if model is not None:
