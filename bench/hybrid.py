@@ -47,8 +47,8 @@ run's 1.1-1.3 ms, the most where the host ran slow; 3-82 us once the segment's s
 and end overlapped its copies) and a cost per iteration (0 on a host whose passes wait
 for the device; 4-4.5 us where they waited for the host's launches). Beside them
 ("pinned_state"), the CPU's bare BFS with its state in pageable and in page-locked memory,
-which the CPU iterations of a run read once its GPU has copied the state (H200 host: not
-slower pinned, -1.7 and -1.8% by paired medians on RMAT-22 and grid-1000).
+which the CPU iterations of a run read once its GPU has copied the state (H200 host, five
+runs on RMAT-22 and grid-1000: -3.3..+4.7% pinned by paired medians, of either sign).
 """
 
 import argparse
