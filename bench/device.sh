@@ -2,11 +2,13 @@
 # The GPU checks in one call of the device machine (see ../shared/device/README.md).
 #
 # Usage (the device tool's command, carrying [".whl", ".data"]):
-#   bash bench/device.sh [tests] [gpu] [gpu24] [hybrid]     (default: tests gpu)
+#   bash bench/device.sh [tests] [gpu] [gpu24] [hybrid] [hybrid24]   (default: tests gpu)
 #   tests   the gpu-marked tests and the cluster and dashboard tests (about 200 s)
 #   gpu     bench/gpu.py on RMAT-22, wiki-vote and a shuffled grid-1000 (about 120 s)
 #   gpu24   bench/gpu.py on RMAT-24 (about 75 s)
 #   hybrid  bench/hybrid.py (about 180 s)
+#   hybrid24  bench/hybrid.py on RMAT-24 alone, every section (not yet timed: run it
+#           alone; bench/hybrid.py --sections splits it if it does not fit)
 # The device allows 600 s a call: pick stages that fit. The JSON results are written to
 # $OUT (gpu.json starts from the committed one, so --append keeps its other graphs);
 # copy them into bench/results/ here. Dask's warnings are filtered out of the output,
@@ -34,7 +36,9 @@ for what in "$@"; do
              --out "$OUT/gpu.json" --append 2>&1 | quiet | tail -30 ;;
     hybrid) timeout 400 python3 bench/hybrid.py --out "$OUT/hybrid.json" 2>&1 \
               | quiet | tail -60 ;;
-    *) echo "unknown stage $what (tests, gpu, gpu24, hybrid)"; exit 2 ;;
+    hybrid24) timeout 560 python3 bench/hybrid.py --scale 24 --graphs rmat \
+                --out "$OUT/hybrid-rmat24.json" 2>&1 | quiet | tail -40 ;;
+    *) echo "unknown stage $what (tests, gpu, gpu24, hybrid, hybrid24)"; exit 2 ;;
   esac
 done
 stage done

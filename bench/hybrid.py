@@ -1,6 +1,7 @@
 """Hybrid dispatcher benchmark (run on the GPU machine in one call; writes one JSON).
 
-Usage: python bench/hybrid.py [--scale 22] [--grid 1000] [--out bench/results/hybrid.json]
+Usage: python bench/hybrid.py [--scale 22] [--grid 1000] [--graphs rmat grid]
+       [--sections placements overhead streamed] [--out bench/results/hybrid.json]
 
 Garaph fig. 11: per algorithm (SSSP, CC, BFS, PageRank) on an RMAT power-law graph and
 a road-like grid, the iterations' seconds with devices="cpu", "gpu" and "auto" (the
@@ -8,7 +9,10 @@ cost model's placement: CPU, GPU or both per iteration) through the Dask dispatc
 on an in-process cluster (1 CPU worker with every core, 1 GPU worker). Also the four
 with the GPU budget at a quarter of the RMAT graph's unweighted page bytes (the graph
 larger than the GPU: the other pages stream over PCIe every GPU iteration), where the
-CPU's share matters most. The RMAT graph is renumbered by ``Graph.reorder("auto")``
+CPU's share matters most. By default RMAT-22 and the grid in one device call
+(bench/results/hybrid.json); ``--scale 24 --graphs rmat`` runs RMAT-24 alone, the
+power-law graph the hybrid issue names (bench/device.sh hybrid24), and ``--sections``
+a part. The RMAT graph is renumbered by ``Graph.reorder("auto")``
 (hubs first, as the command line runs it); the grid keeps its order. Reported: total
 iteration seconds per placement, the per-iteration curves, speedup of auto over the
 better single device. The three placements run in turns, and those whose runs so far
@@ -350,12 +354,22 @@ def pinned_state_rows(name, g):
     return [row]
 
 
+SECTIONS = ("placements", "overhead", "streamed")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=int, default=22)
     parser.add_argument("--grid", type=int, default=1000)
+    parser.add_argument("--graphs", nargs="+", choices=("rmat", "grid"),
+                        default=["rmat", "grid"])
+    parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS),
+                        help="the placements of every algorithm, the overhead (and pinned "
+                             "state) rows, the RMAT graph with a quarter GPU budget")
     parser.add_argument("--out", default="bench/results/hybrid.json")
     args = parser.parse_args()
+    if "streamed" in args.sections and "rmat" not in args.graphs:
+        parser.error("the streamed section runs on the RMAT graph: add --graphs rmat")
     from hetgraph.kernels import gpu
 
     ok, device = gpu.availability()
@@ -371,22 +385,33 @@ def main():
     with hg.Cluster(dashboard_address=None) as cluster:
         out["cluster"] = repr(cluster)
         # as the command line runs them: RMAT renumbered by degree, the grid as it is
-        rmat = hg.generate.rmat(args.scale, seed=1, weights=(1.0, 9.0)).reorder("auto")
-        road = hg.generate.grid(args.grid, args.grid, seed=1).reorder("auto")
-        out["graphs"] = {"rmat": rmat.summary(), "road": road.summary()}
-        out["results"] = bench_graph(f"rmat-{args.scale}", rmat, cluster)
-        save()
-        out["results"] += bench_graph(f"grid-{args.grid}", road, cluster)
-        save()
-        out["overhead"] = overhead_rows(f"rmat-{args.scale}", rmat, cluster)
-        out["overhead"] += overhead_rows(f"grid-{args.grid}", road, cluster)
-        out["pinned_state"] = pinned_state_rows(f"rmat-{args.scale}", rmat) + \
-            pinned_state_rows(f"grid-{args.grid}", road)
-        save()
-        quarter = rmat.num_arcs * (rmat.index_dtype.itemsize + 2) // 4
-        out["streamed"] = bench_graph(f"rmat-{args.scale}-budget-quarter", rmat, cluster,
-                                      gpu_options={"memory_budget": quarter})
-        save()
+        graphs = {}
+        if "rmat" in args.graphs:
+            graphs[f"rmat-{args.scale}"] = \
+                hg.generate.rmat(args.scale, seed=1, weights=(1.0, 9.0)).reorder("auto")
+        if "grid" in args.graphs:
+            graphs[f"grid-{args.grid}"] = \
+                hg.generate.grid(args.grid, args.grid, seed=1).reorder("auto")
+        out["graphs"] = {name: g.summary() for name, g in graphs.items()}
+        if "placements" in args.sections:
+            out["results"] = []
+            for name, g in graphs.items():
+                out["results"] += bench_graph(name, g, cluster)
+                save()
+        if "overhead" in args.sections:
+            out["overhead"], out["pinned_state"] = [], []
+            for name, g in graphs.items():
+                out["overhead"] += overhead_rows(name, g, cluster)
+            for name, g in graphs.items():
+                out["pinned_state"] += pinned_state_rows(name, g)
+            save()
+        if "streamed" in args.sections and "rmat" in args.graphs:
+            name = f"rmat-{args.scale}"
+            rmat = graphs[name]
+            quarter = rmat.num_arcs * (rmat.index_dtype.itemsize + 2) // 4
+            out["streamed"] = bench_graph(f"{name}-budget-quarter", rmat, cluster,
+                                          gpu_options={"memory_budget": quarter})
+            save()
     print(f"wrote {args.out}")
 
 
