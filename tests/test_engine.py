@@ -157,6 +157,19 @@ def test_active_ids_are_the_set_flags_in_order(n, density, seed, offset):
     assert ids.dtype == np.int64 and ids.tolist() == np.flatnonzero(flags).tolist()
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 300), st.floats(0.0, 1.0), st.sampled_from(["int32", "float64"]),
+       st.integers(0, 2**31))
+def test_replace_value_changes_exactly_the_equal_elements(n, share, dtype, seed):
+    rng = np.random.default_rng(seed)
+    old = np.iinfo(np.int32).max if dtype == "int32" else np.inf
+    values = rng.integers(-5, 5, n).astype(dtype)
+    values[rng.random(n) < share] = old
+    expected = np.where(values == old, -1, values).astype(dtype)
+    cpu.replace_value(values, old, -1)
+    assert values.dtype == dtype and np.array_equal(values, expected)
+
+
 @settings(max_examples=80, deadline=None)
 @given(st.integers(0, 300), st.sampled_from([0.0, 0.05, 0.5, 0.95, 1.0]), st.booleans(),
        st.integers(0, 2**31), st.integers(0, 7))

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..scheduler.dispatcher import run
 from ..io.store import as_graph
+from ..kernels.cpu import replace_value
 from .common import MinRelaxation, single_source_state, vertex_id
 
 UNREACHED = np.iinfo(np.int32).max
@@ -36,8 +37,7 @@ class BreadthFirst(MinRelaxation):
         return single_source_state(graph.num_vertices, self.source, UNREACHED, np.int32)
 
     def finalize(self, graph, values):
-        # the run's own array: no copy (copyto, not putmask: 0.25 against 0.8 ms on 1M)
-        np.copyto(values, -1, where=values == UNREACHED)
+        replace_value(values, UNREACHED, -1)  # (the run's own array: no copy)
         return values
 
 

@@ -84,7 +84,7 @@ class PageRank(VertexProgram):
         return float(total) < graph.num_vertices * self.tol
 
     def finalize(self, graph, values):
-        return values / self._scale
+        return np.divide(values, self._scale, out=values)  # (the run's own array)
 
 
 def _as_range(index):

@@ -211,6 +211,18 @@ def active_ids(flags):
     return ids
 
 
+@numba.njit(nogil=True, cache=True)
+def replace_value(values, old, new):
+    """Set the elements of ``values`` equal to ``old`` to ``new``, in place, in this
+    thread (a loop the compiler vectorizes): 0.4 ms on 4M int32 on the 2-core VM, where
+    NumPy's masked copies (copyto with where=, putmask, boolean indexing) took 7-17 ms
+    with 40% of them to replace at random (a BFS's unreached vertices on RMAT) and
+    1 ms with few."""
+    for i in range(values.size):
+        if values[i] == old:
+            values[i] = new
+
+
 @numba.njit(parallel=True, nogil=True, cache=True)
 def commit(values, new_values, vertices):
     """values[v] = new_values[v] for v in vertices (sync notify-pull)."""
