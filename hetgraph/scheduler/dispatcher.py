@@ -427,7 +427,6 @@ class _Driver:
         try:
             if layout is not None:
                 layout.result()
-                self._share_state()
             self._pin_state()
             gpu = self._run_task(tasks.calibrate, "gpu", "calibrate", "gpu",
                                  self._largest_page(), self.version)
