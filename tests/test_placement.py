@@ -352,6 +352,30 @@ def test_the_gpu_is_calibrated_once_its_pages_are_laid_out(monkeypatch):
     assert m.placement(1.0, 1.0, 10**6) == pytest.approx(("hybrid", 4.0))
 
 
+def test_a_pickled_model_still_sees_the_layout_it_waits_for():
+    """A segment task's copy of the cost model (Dask pickles an in-process task's
+    arguments once segments go through its scheduler) answers "calibrate" once the
+    GPU's layout is done, as the driver's does; a layout gone with its run is not done."""
+    import concurrent.futures
+    import gc
+    import pickle
+
+    from hetgraph.scheduler.dispatcher import _LayoutHandle
+
+    m = CostModel()
+    m.observe("cpu", "pull", 1000, 1000 * 8e-9)
+    layout = concurrent.futures.Future()
+    m.waiting = _LayoutHandle(layout)
+    copy = pickle.loads(pickle.dumps(m))
+    assert copy.placement(1.0, 1.0, 10**6)[0] == "cpu"
+    layout.set_result(None)
+    assert copy.placement(1.0, 1.0, 10**6)[0] == "calibrate"
+    assert pickle.loads(pickle.dumps(m)).placement(1.0, 1.0, 10**6)[0] == "calibrate"
+    del layout, m
+    gc.collect()
+    assert copy.placement(1.0, 1.0, 10**6)[0] == "cpu"
+
+
 def test_a_gpu_segment_folds_its_rows_every_choose_seconds_however_rarely_it_asks(
         monkeypatch):
     """Rows go into the model every CHOOSE_SECONDS, after a launch, while the question

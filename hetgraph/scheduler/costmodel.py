@@ -203,9 +203,10 @@ class CostModel:
     are compared by the time they take for one GPU iteration's progress (see
     :meth:`progress_ratio`). ``progress``: by device kind, the rise of the history's
     priority column per iteration, smoothed; ``share``: the CPU pushes' edges over
-    their frontier's (the bucket's part), smoothed. ``waiting``: the future of the
-    GPU's page layout that a run's calibration of the GPU waits for, which the run's
-    CPU does not (None: none; see the dispatcher's ``_calibrate``).
+    their frontier's (the bucket's part), smoothed. ``waiting``: what says (its
+    ``done()``) whether the GPU's page layout that a run's calibration of the GPU waits
+    for, and the run's CPU does not, is there (None: none; see the dispatcher's
+    ``_calibrate``).
     """
 
     def __init__(self, overhead=0.0, switch=0.0, skew=1.0, push=0.0, growth=1.0,

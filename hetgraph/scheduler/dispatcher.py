@@ -19,9 +19,11 @@ only later ones are tasks: a task's round trip would otherwise weigh on short ru
 from __future__ import annotations
 
 import concurrent.futures
+import itertools
 import logging
 import time
 import uuid
+import weakref
 
 import numba
 import numpy as np
@@ -66,6 +68,24 @@ INLINE_SECONDS = 1.0  # in process, the segments of a run's first second run in 
 # the GPU page layouts that runs' calibrations wait for while their CPU goes on, one at
 # a time, in a thread of this process (joined at its exit)
 _LAYOUTS = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="hetgraph-gpu-layout")
+
+
+class _LayoutHandle:
+    """What the cost model asks whether the GPU's page layout (a future of this process)
+    is done: also a segment task's copy of the model, which Dask pickles for its
+    scheduler when the task goes through it (after INLINE_SECONDS), and a future does
+    not pickle. The future is found by key in this process; one gone (its run ended)
+    is not done."""
+    _futures = weakref.WeakValueDictionary()
+    _keys = itertools.count()
+
+    def __init__(self, future):
+        self.key = next(self._keys)
+        self._futures[self.key] = future
+
+    def done(self):
+        future = self._futures.get(self.key)
+        return future is not None and future.done()
 
 
 def wait_for_gpu_layouts():
@@ -412,7 +432,7 @@ class _Driver:
         self._take_calibration([cpu])
         if self.devices == "auto" and self.shared and not keeps_pages_of(self.graph, device):
             self._layout = _LAYOUTS.submit(tasks.lay_out_gpu_pages, self.runspec, device)
-            self.model.waiting = self._layout
+            self.model.waiting = _LayoutHandle(self._layout)
             self._layout_key, self._cpu_report = key, cpu
         else:
             self._calibrate_gpu(key, cpu)
