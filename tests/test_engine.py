@@ -891,7 +891,7 @@ def test_cpu_calibration_times_the_first_iterations_on_a_copy():
                             np.array([[0, g.num_vertices]]), None, 1, None, "notify-pull"
                             if rows_expected else "auto", 1.0, {})
         try:
-            report = tasks.calibrate(run, state, "cpu", 0, 0)
+            report = tasks.calibrate(run, state, "cpu", [0], 0)
         finally:
             tasks.drop_contexts(run.run_id)
         np.testing.assert_array_equal(state.values, before[0])
@@ -908,6 +908,41 @@ def test_cpu_calibration_times_the_first_iterations_on_a_copy():
         for number, row in enumerate(map(row_dict, report.rows), start=2):
             assert row["iteration"] == number and row["mode"] == "notify-pull"
             assert row["active"] == number and row["seconds"] > 0
+
+
+@given(st.integers(1, 5000))
+def test_calibration_pages_spread_evenly_from_first_to_last(num_pages):
+    from hetgraph.scheduler.tasks import CALIBRATION_PAGES, calibration_pages
+
+    pages = calibration_pages(num_pages)
+    assert pages == sorted(set(pages)) and len(pages) == min(num_pages, CALIBRATION_PAGES)
+    assert pages[0] == 0 and pages[-1] == num_pages - 1
+    if len(pages) > 1:  # gaps within one page of the even spacing
+        even = (num_pages - 1) / (CALIBRATION_PAGES - 1)
+        assert all(abs((b - a) - even) <= 1 for a, b in zip(pages, pages[1:]))
+
+
+def test_cpu_calibration_pulls_pages_spread_over_the_graph():
+    """The CPU's rate is timed over the pages calibration_pages picks (first, last and
+    between), not one: their edges are the report's."""
+    from hetgraph.scheduler import tasks
+
+    g = hg.generate.grid(40, 40, seed=1)
+    spec = ProgramSpec(PageRank(tol=None))
+    values, flags, aux = spec.initial_state(g)
+    bounds = np.linspace(0, g.num_vertices, 11).astype(np.int64)
+    pages = np.stack([bounds[:-1], bounds[1:]], axis=1)  # 10 pages of 160 vertices
+    run = tasks.RunSpec("calibration-pages", spec, g, aux, True, False, pages, None, 1,
+                        None, "auto", 1.0, {})
+    chosen = tasks.calibration_pages(len(pages))
+    try:
+        report = tasks.calibrate(run, VertexState(values, flags, sync=True), "cpu", chosen, 0)
+    finally:
+        tasks.drop_contexts(run.run_id)
+    indptr = g.in_indptr
+    assert chosen == [0, 3, 6, 9] and report.pages == chosen
+    assert report.edges == sum(int(indptr[b] - indptr[a]) for a, b in pages[chosen])
+    assert 0 < report.edges < g.num_arcs and report.seconds > 0
 
 
 @pytest.mark.parametrize("bursts", [True, False])
@@ -929,7 +964,7 @@ def test_cpu_calibration_times_first_iterations_of_small_frontiers_only(bursts,
                             True, False, np.array([[0, g.num_vertices]]), None, 1, None,
                             "notify-pull", 1.0, {})
         try:
-            report = tasks.calibrate(run, VertexState(values, flags, sync=True), "cpu", 0, 0)
+            report = tasks.calibrate(run, VertexState(values, flags, sync=True), "cpu", [0], 0)
         finally:
             tasks.drop_contexts(run.run_id)
         rows = [row_dict(r) for r in report.rows]
@@ -960,7 +995,7 @@ def test_cpu_calibration_times_its_takeover_of_a_changed_state(monkeypatch):
                             np.zeros(1, np.float32) if aux is None else aux, True, False,
                             np.array([[0, g.num_vertices]]), None, 1, None, "auto", 1.0, {})
         try:
-            report = tasks.calibrate(run, VertexState(values, flags, sync=True), "cpu", 0, 0)
+            report = tasks.calibrate(run, VertexState(values, flags, sync=True), "cpu", [0], 0)
         finally:
             tasks.drop_contexts(run.run_id)
         assert (report.takeover >= 3e-3) == gathers
@@ -987,7 +1022,7 @@ def test_cpu_calibration_times_its_iterations_however_slow(monkeypatch):
     run = tasks.RunSpec("calibration-slow", spec, g, np.zeros(1, np.float32), True, False,
                         np.array([[0, g.num_vertices]]), None, 1, None, "push", 1.0, {})
     try:
-        report = tasks.calibrate(run, VertexState(values, flags, sync=True), "cpu", 0, 0)
+        report = tasks.calibrate(run, VertexState(values, flags, sync=True), "cpu", [0], 0)
     finally:
         tasks.drop_contexts(run.run_id)
     rows = [row_dict(row) for row in report.rows]

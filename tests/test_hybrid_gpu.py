@@ -150,6 +150,31 @@ def test_calibration_runs_where_the_segments_run(inline_seconds, graph, cluster,
     check("bfs", r.values, expected["bfs"].values)
 
 
+def test_a_hybrid_iteration_is_predicted_with_its_copies_and_round_trips(
+        graph, cluster, monkeypatch):
+    """Once the GPU is calibrated, the cost model counts a hybrid iteration's work beside
+    its pages (none before: any split looked faster than the GPU alone) as the state's
+    copies there and back and a round trip for each device kind."""
+    models = []
+    take = dispatcher._Driver._take_calibration
+
+    def recording(self, reports):
+        take(self, reports)
+        if any(report.kind == "gpu" for report in reports):
+            models.append((self.model, self.round_trip, self.spec.dtype, reports))
+
+    RUNS["bfs"](graph, cluster=cluster, devices="gpu")  # (the pages on the device)
+    monkeypatch.setattr(dispatcher._Driver, "_take_calibration", recording)
+    monkeypatch.setattr(cluster, "calibrations", {})
+    RUNS["bfs"](graph, cluster=cluster, devices="auto")
+    (model, round_trip, dtype, reports), = models
+    gpu = next(report for report in reports if report.kind == "gpu")
+    state_bytes = graph.num_vertices * (dtype.itemsize + 1)
+    assert round_trip > 0 and gpu.copy_per_byte > 0
+    assert model.overhead == pytest.approx(2 * gpu.copy_per_byte * state_bytes +
+                                           2 * round_trip)
+
+
 def test_auto_runs_ping_the_workers_once_a_cluster(graph, cluster, expected, monkeypatch):
     """The first calibrated run measures the task round trip; the next ones reuse it."""
     pings = []

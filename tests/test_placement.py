@@ -14,10 +14,14 @@ from hetgraph.result import COLUMN, history_row
 from hetgraph.scheduler.tasks import RunSpec
 
 
-def model(cpu_per_edge, gpu_per_edge, overhead=0.0):
+def model(cpu_per_edge, gpu_per_edge, overhead=0.0, cpu_pages=True):
+    """A model with these pull rates (seconds an edge); ``cpu_pages``: the CPU's page
+    tasks measured at its pull's rate (else its first hybrid batch is one page)."""
     m = CostModel(overhead)
     m.observe("cpu", "pull", 1000, 1000 * cpu_per_edge)
     m.observe("gpu", "pull", 1000, 1000 * gpu_per_edge)
+    if cpu_pages:
+        m.observe("cpu", "pages", 1000, 1000 * cpu_per_edge)
     return m
 
 
@@ -978,7 +982,7 @@ def test_a_cpu_batch_ends_before_the_gpu_would_finish_the_rest():
 
 
 def test_hybrid_page_times_deal_pages_but_do_not_place_iterations():
-    m = model(8e-9, 2e-9)
+    m = model(8e-9, 2e-9, cpu_pages=False)
     placed = [m.placement(f, 1.0, 10**6)[0] for f in (0.05, 0.5, 1.0)]
     # GPU page tasks of a hybrid iteration also load and store the state: slower
     m.observe("gpu", "pages", 1000, 1000 * 40e-9)
@@ -986,10 +990,24 @@ def test_hybrid_page_times_deal_pages_but_do_not_place_iterations():
     assert m.page_seconds("gpu", 1000) == pytest.approx(40e-6)
     assert m.page_seconds("cpu", 1000) == pytest.approx(8e-6)  # its pull until measured
     # with the GPU's page rate, the CPU takes a page it would refuse at the pull rate
-    q = PageQueue(np.full(3, 10**6), model(8e-9, 2e-9), round_trip=0.0, gpu_workers=1)
+    q = PageQueue(np.full(3, 10**6), model(8e-9, 2e-9, cpu_pages=False), round_trip=0.0,
+                  gpu_workers=1)
     assert q.take_cpu() == []  # 8 ms against 6 ms for the GPU to do all three
     q = PageQueue(np.full(3, 10**6), m, round_trip=0.0, gpu_workers=1)
     assert q.take_cpu() == [2]
+
+
+def test_the_cpu_takes_one_page_until_its_page_tasks_are_measured():
+    """Its pull's rate can be many times off on the pages it takes first (the last): one
+    page, then batches by the rate its page tasks measured."""
+    m = model(4e-9, 1e-9, cpu_pages=False)  # pages: 2.4 ms on the CPU, 0.6 on the GPU
+    q = PageQueue(np.full(110, 6 * 10**5), m, round_trip=0.001, gpu_workers=1)
+    assert q.take_cpu() == [109]
+    m.observe("cpu", "pages", 6 * 10**5, 2.4e-3)  # (the page took what was predicted)
+    assert q.take_cpu() == list(range(108, 99, -1))  # as test_cpu_batches_amortize...
+    q = PageQueue(np.full(4, 10**6), model(100e-9, 1e-9, cpu_pages=False),
+                  round_trip=0.0, gpu_workers=1)
+    assert q.take_cpu() == []  # 100 ms against the GPU's 4 ms for all: not even one
 
 
 def test_a_batch_of_adjacent_pages_is_one_vertex_range():

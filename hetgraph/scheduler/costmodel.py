@@ -420,8 +420,11 @@ class CostModel:
         values back, so it is kept apart from the GPU's pull, which predicts whole
         iterations on the GPU: measured as a pull, it made the GPU alone look slower
         than it is and kept runs hybrid."""
-        return self.seconds(kind, edges, "pages" if (kind, "pages") in self.per_edge
-                            else "pull")
+        return self.seconds(kind, edges, "pages" if self.has_rate(kind, "pages") else "pull")
+
+    def has_rate(self, kind, mode):
+        """Whether ``kind`` has a rate in ``mode`` (measured or calibrated)."""
+        return (kind, mode) in self.per_edge
 
     def _prior(self, mode, f, rho, num_arcs):
         """A CPU push's or notify-pull's seconds before any was measured: rho f push

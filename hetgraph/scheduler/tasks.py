@@ -67,6 +67,9 @@ BURST_ROWS = 4096  # iterations of a burst at most (its table of counts and time
 # pulls that calibrate a device: the first warms up, the fastest other counts
 # (one timed pull may still carry first-use costs, and the model starts from it)
 CALIBRATION_PULLS = 4
+# pages the CPU's pull is calibrated on, spread evenly over the graph (see
+# calibration_pages)
+CALIBRATION_PAGES = 4
 # a GPU's timed pull is a stretch of paced passes (see calibrate) of about
 # CALIBRATION_SECONDS, at most CALIBRATION_PASSES passes: timed as a stretch of QUEUED
 # passes (3) launched then waited for, the grid-1000 BFS's pass was taken for 52-58 us
@@ -789,11 +792,26 @@ def _paced_passes(engine, depth, passes):
         engine.wait(ticket)
 
 
+def calibration_pages(num_pages):
+    """The pages of ``num_pages`` that the CPU's pull is calibrated on: CALIBRATION_PAGES
+    spread evenly, the first and the last among them. A page's rate varies along a
+    graph renumbered hubs first: RMAT-24 (108 pages) on the H200 host's 16 cores, 0.14-
+    0.42 ns an edge over seven pages timed, 4.1-4.7 ns over the last two, 0.82 ns over a
+    whole pull, and over these four 0.82 ns (0.60-0.80 in three runs' calibrations).
+    The largest page, the one timed before (0.35 ns), made the CPU 2.3 times faster than
+    it is, and a split with the GPU a third faster than the GPU alone with a quarter of
+    the pages resident: the runs' one hybrid iteration took 220-330 ms, the GPU's
+    47-60 ms."""
+    return sorted({round(i * (num_pages - 1) / max(CALIBRATION_PAGES - 1, 1))
+                   for i in range(CALIBRATION_PAGES)})
+
+
 @_resolved
-def calibrate(run, state, kind, page, version, device=None):
+def calibrate(run, state, kind, pages, version, device=None):
     """Build this worker's context and time CALIBRATION_PULLS pulls (the first warms
-    up), without touching the run's state: of ``page`` on the CPU, of every page on a
-    GPU, which pulls them all in a fraction of the CPU's time for one page. Timed on one
+    up), without touching the run's state: of ``pages`` on the CPU (see
+    :func:`calibration_pages`), of every page on a GPU (``pages`` unused), which pulls
+    them all in a fraction of the CPU's time for one page. Timed on one
     page, a GPU pays its launch and wait many times over and, with pages streamed, copies
     that page without overlap: RMAT-22 with a quarter of its pages resident measured
     4-20 times its rate in a whole pass, and runs that the GPU would have done in 15 ms
@@ -838,8 +856,8 @@ def calibrate(run, state, kind, page, version, device=None):
             engine.reset_frontier(counted)
             engine.frontier()
             takeover = time.perf_counter() - start
-            seconds = _fastest(lambda: engine.pull_pages(run.ranges([page]), 0.0))
-        return Report("cpu", [page], run.edges([page]), seconds=seconds, rows=rows,
+            seconds = _fastest(lambda: engine.pull_pages(run.ranges(pages), 0.0))
+        return Report("cpu", list(pages), run.edges(pages), seconds=seconds, rows=rows,
                       build_seconds=ctx.take_build_seconds(), takeover=takeover,
                       frontier=counted)
     from ..kernels.gpu import use_device
