@@ -2,16 +2,19 @@
 # The GPU checks in one call of the device machine (see ../shared/device/README.md).
 #
 # Usage (the device tool's command, carrying [".whl", ".data"]):
-#   bash bench/device.sh [tests] [gpu] [gpu24] [hybrid] [hybrid24]   (default: tests gpu)
+#   bash bench/device.sh [tests] [gpu] [gpu24] [hybrid] [hybrid24] [hybrid24s]
+#   (default: tests gpu)
 #   tests   the gpu-marked tests and the cluster and dashboard tests (200-300 s warm;
 #           a cold machine took over 300)
 #   gpu     bench/gpu.py on RMAT-22, wiki-vote and a shuffled grid-1000 (about 120 s)
 #   gpu24   bench/gpu.py on RMAT-24 (about 75 s)
 #   hybrid  bench/hybrid.py (about 180 s)
-#   hybrid24  bench/hybrid.py on RMAT-24 alone, every section (not yet timed: run it
-#           alone; bench/hybrid.py --sections splits it if it does not fit)
+#   hybrid24  bench/hybrid.py on RMAT-24 alone: placements and overhead (about 330 s)
+#   hybrid24s the same graph's streamed section, kept beside them (about 175 s; a call
+#           of its own)
 # The device allows 600 s a call: pick stages that fit. The JSON results are written to
-# $OUT (gpu.json starts from the committed one, so --append keeps its other graphs);
+# $OUT (gpu.json and hybrid-rmat24.json start from the committed ones, so --append and
+# --keep keep their other graphs and sections);
 # copy them into bench/results/ here. Dask's warnings are filtered out of the output,
 # whose last 12,000 characters are all that come back.
 set -uo pipefail
@@ -24,7 +27,7 @@ mkdir -p "$OUT"
 quiet() { awk '/passed|failed|error/ || tolower($0) !~ /warn|slowdown|consider|see also|^$/'; }
 stage() { echo "== $1 ($(date +%T))"; }
 [ $# -eq 0 ] && set -- tests gpu
-cp bench/results/gpu.json "$OUT/gpu.json"
+cp bench/results/gpu.json bench/results/hybrid-rmat24.json "$OUT/"
 for what in "$@"; do
   stage "$what"
   case $what in
@@ -37,9 +40,13 @@ for what in "$@"; do
              --out "$OUT/gpu.json" --append 2>&1 | quiet | tail -30 ;;
     hybrid) timeout 400 python3 bench/hybrid.py --out "$OUT/hybrid.json" 2>&1 \
               | quiet | tail -60 ;;
-    hybrid24) timeout 560 python3 bench/hybrid.py --scale 24 --graphs rmat \
-                --out "$OUT/hybrid-rmat24.json" 2>&1 | quiet | tail -40 ;;
-    *) echo "unknown stage $what (tests, gpu, gpu24, hybrid, hybrid24)"; exit 2 ;;
+    hybrid24) timeout 560 python3 bench/hybrid.py --scale 24 --graphs rmat --sections \
+                placements overhead --out "$OUT/hybrid-rmat24.json" --keep 2>&1 \
+                | quiet | tail -30 ;;
+    hybrid24s) timeout 400 python3 bench/hybrid.py --scale 24 --graphs rmat --sections \
+                 streamed --out "$OUT/hybrid-rmat24.json" --keep 2>&1 | quiet | tail -12 ;;
+    *) echo "unknown stage $what (tests, gpu, gpu24, hybrid, hybrid24, hybrid24s)"
+       exit 2 ;;
   esac
 done
 stage done

@@ -2,6 +2,7 @@
 
 Usage: python bench/hybrid.py [--scale 22] [--grid 1000] [--graphs rmat grid]
        [--sections placements overhead streamed] [--out bench/results/hybrid.json]
+       [--keep]
 
 Garaph fig. 11: per algorithm (SSSP, CC, BFS, PageRank) on an RMAT power-law graph and
 a road-like grid, the iterations' seconds with devices="cpu", "gpu" and "auto" (the
@@ -11,9 +12,11 @@ with the GPU budget at a quarter of the RMAT graph's unweighted page bytes (the 
 larger than the GPU: the other pages stream over PCIe every GPU iteration), where the
 CPU's share matters most. By default RMAT-22 and the grid in one device call
 (bench/results/hybrid.json); ``--scale 24 --graphs rmat`` runs RMAT-24 alone, the
-power-law graph the hybrid issue names (bench/device.sh hybrid24), and ``--sections``
-a part. The RMAT graph is renumbered by ``Graph.reorder("auto")``
-(hubs first, as the command line runs it); the grid keeps its order. Reported: total
+power-law graph the hybrid issue names, and ``--sections`` a part (``--keep``: the
+other sections' results already in --out stay). RMAT-24's sections took about 500 s in
+all on the H200 host, so bench/device.sh runs them in two calls (hybrid24, hybrid24s).
+The RMAT graph is renumbered by ``Graph.reorder("auto")`` (hubs first, as the command
+line runs it); the grid keeps its order. Reported: total
 iteration seconds per placement, the per-iteration curves, speedup of auto over the
 better single device. The three placements run in turns, and those whose runs so far
 took under REPEAT_BELOW seconds again (up to REPEATS runs each); the fastest is kept: a
@@ -367,6 +370,8 @@ def main():
                         help="the placements of every algorithm, the overhead (and pinned "
                              "state) rows, the RMAT graph with a quarter GPU budget")
     parser.add_argument("--out", default="bench/results/hybrid.json")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the results of the sections not run already in --out")
     args = parser.parse_args()
     if "streamed" in args.sections and "rmat" not in args.graphs:
         parser.error("the streamed section runs on the RMAT graph: add --graphs rmat")
@@ -375,7 +380,11 @@ def main():
     ok, device = gpu.availability()
     if not ok:
         sys.exit(f"bench/hybrid needs a GPU: {device}")
-    out = {"machine": describe() | {"gpu": device}, "pagerank_iterations": PR_ITERATIONS}
+    out = {}
+    if args.keep and os.path.exists(args.out):
+        with open(args.out) as f:
+            out = json.load(f)
+    out |= {"machine": describe() | {"gpu": device}, "pagerank_iterations": PR_ITERATIONS}
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
 
     def save():  # after every section: a run cut short keeps what it measured
