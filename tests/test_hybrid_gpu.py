@@ -153,8 +153,8 @@ def test_calibration_runs_where_the_segments_run(inline_seconds, graph, cluster,
 def test_a_hybrid_iteration_is_predicted_with_its_copies_and_round_trips(
         graph, cluster, monkeypatch):
     """Once the GPU is calibrated, the cost model counts a hybrid iteration's work beside
-    its pages (none before: any split looked faster than the GPU alone) as the state's
-    copies there and back and a round trip for each device kind."""
+    its pages, until one is measured, as the state's copies there and back and a round
+    trip for each device kind."""
     models = []
     take = dispatcher._Driver._take_calibration
 

@@ -481,13 +481,6 @@ class _Driver:
         # the 133rd-364th (three runs)
         trips = 0.0 if self.inline_left > 0 else 2 * self.round_trip
         self.model.switch = trips + copies + self._takeover
-        # until a hybrid iteration measures it, its work besides the two devices' pages:
-        # the state's copies and a task's round trip for each kind (always tasks). Taken
-        # as none, any split looked faster than the GPU alone; on RMAT-24 with a quarter
-        # of its pages resident (H200 host) a hybrid iteration spent 17-24 ms besides its
-        # pages (the iteration's constant on the host, the round trips, the copies),
-        # against the GPU alone's 47 ms a whole iteration
-        self.model.overhead = copies + 2 * self.round_trip
         self.model.overhead = 2 * self.round_trip + copies
         log.info("calibrated: %s, round trip %.2f ms, hybrid overhead %.2f ms",
                  self.model.per_edge, self.round_trip * 1e3, self.model.overhead * 1e3)
