@@ -801,8 +801,7 @@ def calibration_pages(num_pages):
     The largest page, the one timed before (0.35 ns), made the CPU 2.3 times faster than
     it is, and a split with the GPU look faster than the GPU alone with a quarter of the
     pages resident: the runs' one hybrid iteration took 220-330 ms, the GPU's 47-60 ms
-    (62 ms since, where SSSP tries one: the split's prediction is now within 1% of the
-    GPU's)."""
+    (since, the one SSSP tried in the final RMAT-24 benchmark took 62 ms)."""
     return sorted({round(i * (num_pages - 1) / max(CALIBRATION_PAGES - 1, 1))
                    for i in range(CALIBRATION_PAGES)})
 
