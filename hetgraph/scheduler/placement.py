@@ -11,8 +11,8 @@ iteration; its batch holds at most ``round_trip / OVERHEAD_SHARE`` seconds of wo
 that it can still adjust to measured times, and one page until a CPU page task has been
 measured: the pages it takes first, the last, can be many times dearer per edge than its
 pull (RMAT-24 renumbered hubs first, on the H200 host's 16 cores: its last two pages
-4.1-4.7 ns an edge, the others timed 0.14-0.42, a whole pull 0.82). A device slower than predicted leaves
-pages in the queue, which the other takes when it frees. Every batch is one task: on
+4.1-4.7 ns an edge, the others timed 0.14-0.42, a whole pull 0.82). A device slower
+than predicted leaves pages in the queue, which the other takes when it frees. Every batch is one task: on
 the H100 host a task round trip took 4 ms, and GPU batches of half the queue cost a
 hybrid iteration log2(pages) of them. Page times are the cost model's
 :meth:`~.costmodel.CostModel.page_seconds`: measured on page tasks, whose GPU time
