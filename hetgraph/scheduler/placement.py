@@ -12,11 +12,11 @@ that it can still adjust to measured times, and one page until a CPU page task h
 measured: the pages it takes first, the last, can be many times dearer per edge than its
 pull (RMAT-24 renumbered hubs first, on the H200 host's 16 cores: its last two pages
 4.1-4.7 ns an edge, the others timed 0.14-0.42, a whole pull 0.82). A device slower
-than predicted leaves pages in the queue, which the other takes when it frees. Every batch is one task: on
-the H100 host a task round trip took 4 ms, and GPU batches of half the queue cost a
-hybrid iteration log2(pages) of them. Page times are the cost model's
-:meth:`~.costmodel.CostModel.page_seconds`: measured on page tasks, whose GPU time
-includes bringing the device state up to date and copying the pages' values back.
+than predicted leaves pages in the queue, which the other takes when it frees. Every
+batch is one task: on the H100 host a task round trip took 4 ms, and GPU batches of
+half the queue cost a hybrid iteration log2(pages) of them. Page times are the cost
+model's :meth:`~.costmodel.CostModel.page_seconds`: measured on page tasks, whose GPU
+time includes bringing the device state up to date and copying the pages' values back.
 """
 
 from __future__ import annotations
