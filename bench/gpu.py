@@ -141,7 +141,7 @@ def engine_profile(g, iterations, **gpu_options):
     """(page placement, median seconds of the engine's pass alone: no program hooks)
     for float32 PageRank."""
     from hetgraph.algorithms.pagerank import PageRank
-    from hetgraph.kernels.gpu import GpuEngine
+    from hetgraph.engines.gpu import GpuEngine
     from hetgraph.program import ProgramSpec
 
     spec = ProgramSpec(PageRank(dtype=np.float32, tol=None))
@@ -287,7 +287,7 @@ def main():
     args = parser.parse_args()
     import cupy as cp
 
-    from hetgraph.kernels import gpu
+    from hetgraph.kernels.gpu import device as gpu
 
     ok, device = gpu.availability()
     if not ok:

@@ -30,7 +30,7 @@ def pass_seconds(cp, g, bound, iterations=15, **options):
     """(median seconds of one engine pass, shards) with shards of at most ``bound``
     in-edges."""
     from hetgraph.algorithms.pagerank import PageRank
-    from hetgraph.kernels.gpu import GpuEngine
+    from hetgraph.engines.gpu import GpuEngine
     from hetgraph.program import ProgramSpec
 
     spec = ProgramSpec(PageRank(dtype=np.float32, tol=None))

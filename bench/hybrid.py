@@ -70,7 +70,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hetgraph as hg  # noqa: E402
-from hetgraph.kernels.gpu import release as release_gpu_pages  # noqa: E402
+from hetgraph.kernels.gpu.kept import release as release_gpu_pages  # noqa: E402
 from hetgraph.scheduler.dispatcher import wait_for_gpu_layouts  # noqa: E402
 from machine import describe, settle, settled_call  # noqa: E402
 
@@ -138,7 +138,8 @@ def bare_seconds(program, g, device, max_iterations, pinned=False):
     values, flags, aux = spec.initial_state(g)
     aux = np.zeros(1, np.float32) if aux is None else aux
     if device == "gpu":
-        from hetgraph.kernels.gpu import GpuEngine, pinned_copy
+        from hetgraph.engines.gpu import GpuEngine
+        from hetgraph.kernels.gpu.device import pinned_copy
 
         values, flags = pinned_copy(values), pinned_copy(flags)
         engine = GpuEngine(spec, g, values, flags, aux)
@@ -148,7 +149,7 @@ def bare_seconds(program, g, device, max_iterations, pinned=False):
 
         state = VertexState(values, flags, sync=True)
         if pinned:
-            from hetgraph.kernels.gpu import pinned_copy
+            from hetgraph.kernels.gpu.device import pinned_copy
 
             state.pin(pinned_copy)
         engine = CpuEngine(spec, g, state, aux, threads=numba.get_num_threads())
@@ -375,7 +376,7 @@ def main():
     args = parser.parse_args()
     if "streamed" in args.sections and "rmat" not in args.graphs:
         parser.error("the streamed section runs on the RMAT graph: add --graphs rmat")
-    from hetgraph.kernels import gpu
+    from hetgraph.kernels.gpu import device as gpu
 
     ok, device = gpu.availability()
     if not ok:

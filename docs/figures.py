@@ -52,7 +52,7 @@ def _loggable(message):
 def run(path, scale=22):
     sys.path.insert(0, os.path.join(HERE, "..", "bench"))
     import hetgraph as hg
-    from hetgraph.kernels import gpu
+    from hetgraph.kernels.gpu import device as gpu
     from machine import describe
 
     ok, device = gpu.availability()

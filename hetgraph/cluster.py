@@ -32,7 +32,7 @@ class ClusterError(HetGraphError, RuntimeError):
 
 def gpu_count() -> int:
     """Number of GPUs this process can use (0 without CuPy or a device)."""
-    from .kernels import gpu
+    from .kernels.gpu import device as gpu
 
     if not gpu.available():
         return 0
@@ -44,7 +44,7 @@ def gpu_count() -> int:
 def _cpu_only_notice():
     global _SAID_CPU_ONLY
     if not _SAID_CPU_ONLY:
-        from .kernels import gpu
+        from .kernels.gpu import device as gpu
 
         log.warning("hetgraph runs CPU-only: %s", gpu.availability()[1])
         _SAID_CPU_ONLY = True
@@ -155,7 +155,7 @@ class Cluster:
         graph pages kept on this process's GPUs for later runs are freed
         (:func:`hetgraph.kernels.gpu.device_pages`), and so are those kept by a joined
         cluster's GPU workers."""
-        from .kernels.gpu import release
+        from .kernels.gpu.kept import release
 
         try:
             if self.in_process:

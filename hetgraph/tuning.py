@@ -14,6 +14,12 @@ for a process (``hetgraph.tuning.SEGMENT_SECONDS = 0.5``).
 
 # --- GPU engine (hetgraph.kernels.gpu, hetgraph.engines.gpu) ----------------------------------
 
+GPU_STREAMS = 4  # CUDA streams copying streamed pages, so one page's copy overlaps another's pass
+GPU_SHARED_BYTES = 16 << 10  # shared memory a block's replicas may use: more blocks fit an SM
+GPU_THREADS_PER_BLOCK = 256  # threads of a shard kernel's block (one block a shard)
+GPU_BUDGET_FRACTION = 0.8  # of the free device memory kept for edges when no budget is given
+GPU_EDGE_UNROLL = 4  # edges a thread gathers at once: their independent loads overlap
+
 # --- segments and calibration (hetgraph.scheduler.tasks) --------------------------------------
 
 # --- cost model and dispatcher (hetgraph.scheduler) -------------------------------------------

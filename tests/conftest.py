@@ -70,7 +70,7 @@ def disk_full_after(monkeypatch, calls):
 
 def pytest_collection_modifyitems(config, items):
     """Skip the tests marked gpu where the GPU engine cannot run (no CuPy or no device)."""
-    from hetgraph.kernels import gpu
+    from hetgraph.kernels.gpu import device as gpu
 
     ok, reason = gpu.availability()
     if ok:

@@ -12,7 +12,7 @@ import scipy.sparse.csgraph as csgraph
 
 import hetgraph as hg
 from hetgraph.cluster import ClusterError
-from hetgraph.kernels.gpu import GpuUnavailableError
+from hetgraph.kernels.gpu.device import GpuUnavailableError
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

@@ -13,7 +13,12 @@ import scipy.sparse.csgraph as csgraph
 import hetgraph as hg
 from conftest import REAL_GRAPHS, data_path
 from hetgraph.algorithms.sssp import ShortestPaths
-from hetgraph.kernels import gpu
+from hetgraph.engines import gpu as gpu_engine
+from hetgraph.kernels import arrays
+from hetgraph.kernels.gpu import device as gpu_device
+from hetgraph.kernels.gpu import kept as gpu_kept
+from hetgraph.kernels.gpu import launch as gpu_launch
+from hetgraph.kernels.gpu import layout as gpu_layout
 from hetgraph.program import ProgramSpec
 from test_user_programs import doc  # noqa: F401  (the guide's programs, a fixture)
 
@@ -162,8 +167,8 @@ def test_indexed_sum_on_the_device_equals_the_host(dtype):
     values = rng.random(100_000).astype(dtype)
     for index in (np.flatnonzero(values < 0.3), np.arange(7), np.zeros(0, np.int64),
                   slice(10, 60_000), slice(0, 0), slice(3, None, 7)):
-        want = gpu.indexed_sum(values, index, 0.25, 1.5)
-        got = gpu.indexed_sum(cupy.asarray(values), index, 0.25, 1.5)
+        want = arrays.indexed_sum(values, index, 0.25, 1.5)
+        got = arrays.indexed_sum(cupy.asarray(values), index, 0.25, 1.5)
         empty = len(values[index]) == 0  # (the offset as it is: no launch)
         assert (type(got) is float) if empty else (got.shape == ())
         assert float(got) == pytest.approx(want, rel=1e-12)
@@ -176,7 +181,7 @@ def bfs_engine():
     g = hg.generate.rmat(14, seed=4)
     spec = ProgramSpec(BreadthFirst(5))
     values, flags, _ = spec.initial_state(g)
-    return g, values, flags, gpu.GpuEngine(spec, g, values, flags, np.zeros(1, np.float32))
+    return g, values, flags, gpu_engine.GpuEngine(spec, g, values, flags, np.zeros(1, np.float32))
 
 
 def test_frontier_counted_on_the_device_equals_the_host():
@@ -208,7 +213,7 @@ def test_an_engine_takes_device_arrays_as_they_are():
 
     g, values, flags, host = bfs_engine()
     on_device = cp.asarray(values), cp.asarray(flags)
-    engine = gpu.GpuEngine(host.spec, g, *on_device, np.zeros(1, np.float32))
+    engine = gpu_engine.GpuEngine(host.spec, g, *on_device, np.zeros(1, np.float32))
     assert engine.values is on_device[0] and engine.flags is on_device[1]
     for e in (host, engine):
         while e.frontier()[0]:
@@ -223,8 +228,8 @@ def test_state_stored_without_waiting_arrives_once_its_event_is_done():
     engine.iterate(0.0)
     engine.finish()
     want_values, want_flags = engine.values.get(), engine.flags.get()
-    host_values = gpu.pinned_copy(np.full(n, -7, values.dtype))
-    host_flags = gpu.pinned_copy(np.full(n, 9, np.uint8))
+    host_values = gpu_device.pinned_copy(np.full(n, -7, values.dtype))
+    host_flags = gpu_device.pinned_copy(np.full(n, 9, np.uint8))
     ranges = [(0, 100), (1000, n)]
     engine.store(host_values, host_flags, ranges, written=False, wait=False).synchronize()
     kept = np.ones(n, bool)
@@ -252,7 +257,7 @@ def test_indexed_sum_from_threads_at_once_keeps_each_its_arguments():
         try:
             device_values, want = cupy.asarray(values), float(values[index].sum())
             for _ in range(300):
-                got = float(gpu.indexed_sum(device_values, index))
+                got = float(arrays.indexed_sum(device_values, index))
                 if got != pytest.approx(want, rel=1e-12):
                     wrong.append(got)
         except Exception as exc:  # a thread's exception would not fail the test
@@ -282,7 +287,7 @@ def test_packed_launch_passes_every_argument_kind_and_its_updates():
     }""", "axpb")
     x = cupy.arange(1000, dtype=cupy.float64)
     out, other = cupy.zeros(1000), cupy.zeros(1000)
-    launch = gpu.PackedLaunch(kernel, dict(x=x, n=np.int32(1000), shift=np.int64(2**40),
+    launch = gpu_launch.PackedLaunch(kernel, dict(x=x, n=np.int32(1000), shift=np.int64(2**40),
                                            a=np.float64(0.5), out=None))
     launch.update(out=out)
     launch(4, 256, 0, cupy.cuda.get_current_stream().ptr)
@@ -306,8 +311,8 @@ def test_page_layout_on_the_device_equals_the_host(order):
     assert part.num_pages > 2
     ranges = 3 if order == "source" else 1
     for p in range(part.num_pages):
-        host = gpu.page_layout(np, g, part, p, True, order, ranges)
-        device = gpu.page_layout(cupy, g, part, p, True, order, ranges)
+        host = gpu_layout.page_layout(np, g, part, p, True, order, ranges)
+        device = gpu_layout.page_layout(cupy, g, part, p, True, order, ranges)
         for h, d in zip(host, device):
             np.testing.assert_array_equal(h, d.get())
 
@@ -319,12 +324,13 @@ def test_streamed_pages_equal_resident(name):
     quarter = {"memory_budget": edge_bytes(g, g.weighted) // 4}
     spec = ProgramSpec(ShortestPaths(int(g.id_of(s))))
     values, flags, _ = spec.initial_state(g)
-    engine = gpu.GpuEngine(spec, g, values, flags, np.zeros(1, np.float32), **quarter)
+    engine = gpu_engine.GpuEngine(spec, g, values, flags, np.zeros(1, np.float32), **quarter)
     placed = engine.describe()
     assert placed["streamed_pages"] > 0 and placed["streamed_edges"] > g.num_arcs // 2
     # streamed passes are not queued ahead (a discarded one would still copy its pages)
     assert engine.queued == 1
-    assert gpu.GpuEngine(spec, g, values, flags, np.zeros(1, np.float32)).queued == gpu.QUEUED
+    assert gpu_engine.GpuEngine(spec, g, values, flags, np.zeros(1, np.float32)).queued == \
+        gpu_engine.QUEUED
     np.testing.assert_array_equal(hg.sssp(g, s, devices="gpu", gpu=quarter).values,
                                   hg.sssp(g, s, devices="cpu").values)
     assert_close(hg.pagerank(g, tol=None, max_iterations=10, devices="gpu", gpu=quarter).values,
@@ -377,7 +383,7 @@ def test_out_of_memory_degrades_to_smaller_pages():
     g = graph_of("rmat")
     s = source_of(g)
     want = hg.sssp(g, s, devices="cpu").values
-    gpu.release()  # (a layout kept by an earlier test would hold memory)
+    gpu_kept.release()  # (a layout kept by an earlier test would hold memory)
     pool = cupy.get_default_memory_pool()
     pool.free_all_blocks()
     limit = pool.total_bytes() + edge_bytes(g, True) // 3
@@ -398,7 +404,7 @@ def test_pages_whose_sort_does_not_fit_the_device_are_laid_out_on_the_host(monke
     g = graph_of("rmat")
     s = source_of(g)
     want = hg.sssp(g, s, devices="cpu").values
-    layout = gpu.page_layout
+    layout = gpu_layout.page_layout
     on_host = []
 
     def no_device_memory(xp, *args):
@@ -407,8 +413,8 @@ def test_pages_whose_sort_does_not_fit_the_device_are_laid_out_on_the_host(monke
         on_host.append(args[2])
         return layout(xp, *args)
 
-    monkeypatch.setattr(gpu, "page_layout", no_device_memory)
-    gpu.release()  # (a layout kept by an earlier test would be found, not made)
+    monkeypatch.setattr(gpu_layout, "page_layout", no_device_memory)
+    gpu_kept.release()  # (a layout kept by an earlier test would be found, not made)
     result = hg.sssp(g, s, devices="gpu", gpu={"memory_budget": edge_bytes(g, True) // 2})
     assert len(on_host) > 2
     np.testing.assert_array_equal(result.values, want)
@@ -423,8 +429,8 @@ def test_a_later_run_of_a_graph_finds_its_pages_kept_on_the_device(monkeypatch, 
     g = graph_of("rmat")
     s = source_of(g)
     options = {"memory_budget": edge_bytes(g, True) // fraction}
-    built, real_pages = [], gpu.DevicePages
-    monkeypatch.setattr(gpu, "DevicePages", lambda *a, **k: built.append(a[0]) or
+    built, real_pages = [], gpu_engine.DevicePages
+    monkeypatch.setattr(gpu_engine, "DevicePages", lambda *a, **k: built.append(a[0]) or
                         real_pages(*a, **k))
     for _ in range(2):
         np.testing.assert_array_equal(hg.sssp(g, s, devices="gpu", gpu=options).values,
@@ -435,9 +441,9 @@ def test_a_later_run_of_a_graph_finds_its_pages_kept_on_the_device(monkeypatch, 
     other = graph_of("rmat")  # the same edges, another graph object
     np.testing.assert_array_equal(hg.sssp(other, s, devices="gpu", gpu=options).values,
                                   answer)
-    assert built == [g, g, other] and len(gpu._KEPT) == 1
-    gpu.release()
-    assert not gpu._KEPT
+    assert built == [g, g, other] and len(gpu_kept._KEPT) == 1
+    gpu_kept.release()
+    assert not gpu_kept._KEPT
     hg.sssp(g, s, devices="gpu", gpu=options)
     assert built == [g, g, other, g]
     # a program without weights finds the weighted pages when all of them are resident
@@ -464,7 +470,7 @@ def test_runs_at_once_on_one_graph_share_its_pages():
 
 def test_a_page_larger_than_the_budget_is_a_clear_error():
     g = graph_of("rmat")
-    with pytest.raises(gpu.GpuMemoryError, match="does not fit the GPU budget"):
+    with pytest.raises(gpu_device.GpuMemoryError, match="does not fit the GPU budget"):
         hg.sssp(g, source_of(g), devices="gpu", gpu={"memory_budget": 64})
 
 

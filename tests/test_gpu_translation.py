@@ -12,7 +12,7 @@ import numba
 import numpy as np
 import pytest
 
-from hetgraph.kernels.gpu import kernel_source
+from hetgraph.kernels.gpu.source import kernel_source
 from hetgraph.kernels.transpile import PRELUDE, device_function, literal
 from hetgraph.program import ProgramSpec
 

@@ -43,7 +43,7 @@ def pages_on_the_gpu(graph, cluster):
     calibrates both devices before its first iteration (the first auto run of a graph
     runs on the CPU while they are laid out: see
     test_a_first_auto_run_goes_on_the_cpu_while_the_gpu_lays_out_its_pages)."""
-    from hetgraph.kernels.gpu import keeps_pages_of
+    from hetgraph.kernels.gpu.kept import keeps_pages_of
 
     if not keeps_pages_of(graph, cluster.gpu_devices[0]):
         RUNS["pagerank"](graph, cluster=cluster, devices="gpu", max_iterations=1)
@@ -227,12 +227,13 @@ def test_gpu_and_auto_runs_share_the_pages_kept_on_the_device(graph, cluster, ex
     """A run on the GPU alone cuts the graph as a run with the CPU does, when it fits the
     device: GPU, auto and hybrid runs, and an unweighted program's, all find the pages
     the first one laid out."""
-    from hetgraph.kernels import gpu
+    from hetgraph.engines import gpu as gpu_engine
+    from hetgraph.kernels.gpu import kept as gpu_kept
 
-    built, real_pages = [], gpu.DevicePages
-    monkeypatch.setattr(gpu, "DevicePages", lambda *a, **k: built.append(a[1]) or
+    built, real_pages = [], gpu_engine.DevicePages
+    monkeypatch.setattr(gpu_engine, "DevicePages", lambda *a, **k: built.append(a[1]) or
                         real_pages(*a, **k))
-    gpu.release()
+    gpu_kept.release()
     for devices in ("gpu", "auto", "hybrid", "gpu"):
         check("sssp", RUNS["sssp"](graph, cluster=cluster, devices=devices).values,
               expected["sssp"].values)
@@ -254,7 +255,7 @@ def test_a_first_auto_run_goes_on_the_cpu_while_the_gpu_lays_out_its_pages(
     import threading
 
     from hetgraph.algorithms.pagerank import PageRank
-    from hetgraph.kernels import gpu
+    from hetgraph.kernels.gpu import kept as gpu_kept
 
     go, started, layouts = threading.Event(), threading.Event(), []
     lay_out = tasks.lay_out_gpu_pages
@@ -268,7 +269,7 @@ def test_a_first_auto_run_goes_on_the_cpu_while_the_gpu_lays_out_its_pages(
     monkeypatch.setattr(tasks, "lay_out_gpu_pages", held)
     monkeypatch.setattr(cluster, "calibrations", {})
     monkeypatch.setattr(dispatcher, "INLINE_SECONDS", inline)
-    gpu.release()
+    gpu_kept.release()
     r = RUNS["bfs"](graph, cluster=cluster, devices="auto")
     assert started.is_set() and not layouts  # it ended with the layout held
     assert set(r.history["placement"]) == {"cpu"} and not cluster.calibrations
@@ -283,7 +284,7 @@ def test_a_first_auto_run_goes_on_the_cpu_while_the_gpu_lays_out_its_pages(
                 go.set()
             return super().iteration_constant(g, values)
 
-    gpu.release()  # (the first layout may have ended by now)
+    gpu_kept.release()  # (the first layout may have ended by now)
     r = hg.run(Releasing(tol=None), graph, cluster=cluster, devices="auto",
                max_iterations=400)
     placements = r.history["placement"].tolist()
@@ -325,7 +326,7 @@ def test_calibration_leaves_the_gpu_holding_the_state(graph, cluster, expected,
     """After its calibration, the GPU context of an in-process auto run holds the host
     state, and the first frontier is the CPU calibration's count: the first GPU
     segment neither copies nor counts (a later count finds the state in place)."""
-    from hetgraph.kernels.gpu import GpuEngine
+    from hetgraph.engines.gpu import GpuEngine
 
     loads = []
     load = GpuEngine.load
@@ -366,7 +367,7 @@ def test_the_state_is_pinned_once_before_the_gpu_first_copies_it(placed, graph, 
     pageable memory; one whose iterations reach the GPU (a segment, or a hybrid
     iteration's pages) moves it into page-locked memory once, before the GPU's first
     copy of it, and gives the CPU's answer."""
-    from hetgraph.kernels.gpu import GpuEngine
+    from hetgraph.engines.gpu import GpuEngine
     from hetgraph.scheduler.state import VertexState
 
     RUNS["bfs"](graph, cluster=cluster, devices="auto", page_bytes=PAGE_BYTES)  # (kept)

@@ -150,7 +150,7 @@ def test_gpu_page_layout_sorts_edges_by_source_inside_each_shard(n, m, seed, sha
     in destination order it is the page's CSC edges and offsets; in source order each
     shard's edges are the same edges sorted by source; the table cuts each shard's
     edges at the source-range boundaries."""
-    from hetgraph.kernels.gpu import page_layout
+    from hetgraph.kernels.gpu.layout import page_layout
 
     rng = np.random.default_rng(seed)
     g = hg.from_arrays(rng.integers(0, n, m), rng.integers(0, n, m),

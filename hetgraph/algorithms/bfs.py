@@ -11,7 +11,7 @@ import numpy as np
 
 from ..scheduler.dispatcher import run
 from ..io.store import as_graph
-from ..kernels.cpu import replace_value
+from ..kernels.arrays import replace_value
 from .common import MinRelaxation, single_source_state, vertex_id
 
 UNREACHED = np.iinfo(np.int32).max

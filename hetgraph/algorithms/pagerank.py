@@ -17,7 +17,7 @@ import logging
 import numpy as np
 
 from ..errors import GraphError
-from ..kernels.gpu import indexed_sum, on_device_of
+from ..kernels.arrays import indexed_sum, on_device_of
 from ..program import VertexProgram
 from ..scheduler.dispatcher import run
 

@@ -256,7 +256,7 @@ def _kinds(cluster, devices, out_of_core, small):
         raise ClusterError("devices='cpu' but the cluster has no CPU worker; start one "
                            "with --resources CPU=1")
     if devices == "gpu" and not workers["gpu"]:
-        from ..kernels.gpu import GpuUnavailableError, availability
+        from ..kernels.gpu.device import GpuUnavailableError, availability
 
         reason = availability()[1] if cluster.in_process else "no worker has resource GPU"
         raise GpuUnavailableError(f"devices='gpu' but the cluster has no GPU worker "
@@ -289,7 +289,8 @@ class _Driver:
             partition, pages = None, graph.store.page_vertices()
         elif len(self.kinds) == 2 or max(self.kinds.values()) > 1:  # pages spread out
             from ..io.partition import PAGE_BYTES, edge_bytes
-            from ..kernels.gpu import GPU_SHARED_BYTES, STREAMS, page_bytes_for
+            from ..engines.gpu import GPU_SHARED_BYTES, STREAMS
+            from ..kernels.gpu.layout import page_bytes_for
 
             per_edge = edge_bytes(graph.index_dtype, spec.needs_weights and graph.weighted)
             page_bytes = page_bytes_for(graph.num_arcs * per_edge, gpu.get("memory_budget"),
@@ -356,7 +357,7 @@ class _Driver:
         for the allocation (grid-1000 BFS on the H200 host: 1.0-1.4 ms of an auto run's
         20 ms)."""
         if self.shared and not self._pinned:
-            from ..kernels.gpu import pinned_copy
+            from ..kernels.gpu.device import pinned_copy
 
             self.state.pin(pinned_copy)
             self._pinned = True
@@ -424,7 +425,7 @@ class _Driver:
         if reports is not None:
             self._take_calibration(reports)
             return
-        from ..kernels.gpu import keeps_pages_of
+        from ..kernels.gpu.kept import keeps_pages_of
 
         device = self.cluster.gpu_devices[0] if self.shared else None
         cpu = self._run_task(tasks.calibrate, "cpu", "calibrate", "cpu",

@@ -262,7 +262,7 @@ def _gpu_engine(run):
     copy took 1.5-2 ms of each grid-1000 run's 3 ms of GPU context on the H200 host)."""
     import cupy as cp
 
-    from ..kernels.gpu import GpuEngine
+    from ..engines.gpu import GpuEngine
 
     n = run.graph.num_vertices
     return GpuEngine(run.spec, run.graph, cp.zeros(n, run.spec.dtype), cp.zeros(n, cp.uint8),
@@ -270,7 +270,7 @@ def _gpu_engine(run):
 
 
 def _gpu_context(run, device):
-    from ..kernels.gpu import use_device
+    from ..kernels.gpu.device import use_device
 
     key = (run.run_id, "gpu", device)
     with _LOCK:
@@ -293,7 +293,7 @@ def lay_out_gpu_pages(run, device):
     resident: 0.55 s of layout, 219 pages, against 0.13 s of GPU iterations), which a
     run placed by the cost model lets its CPU work through (see the dispatcher's
     ``_calibrate``). Makes no context."""
-    from ..kernels.gpu import use_device
+    from ..kernels.gpu.device import use_device
 
     with use_device(device):
         _gpu_engine(run).close()
@@ -368,7 +368,7 @@ def gpu_pages(run, state, version, iteration, pages, constant):
     copied into the host state. The first task of an iteration first brings the device
     values up to date: only the ranges other devices computed when this GPU took part in
     the previous iteration, else all of them."""
-    from ..kernels.gpu import use_device
+    from ..kernels.gpu.device import use_device
 
     device = _device_of_worker(run)
     ctx = _gpu_context(run, device)
@@ -685,7 +685,7 @@ def gpu_segment(run, state, version, first, last, model, others, frontier,
     the segment (50-70 us on the H200 host) the copy back: grid-1000 PageRank, 20
     iterations on the GPU (1.1 ms), the run's excess over the bare loop went from
     7.8 to 6.5% (paired medians of 60 runs, same host)."""
-    from ..kernels.gpu import use_device
+    from ..kernels.gpu.device import use_device
 
     device = _device_of_worker(run) if device is None else device
     ctx = _gpu_context(run, device)
@@ -733,7 +733,7 @@ def gpu_frontier(run, state, version, device):
     or page task then need not copy again. The dispatcher counts so, in process, a run
     with a GPU: the host's count of RMAT-22's 4M flags took 1 ms on the H100 host, the
     copy and the count on the device 0.1-0.3 ms."""
-    from ..kernels.gpu import use_device
+    from ..kernels.gpu.device import use_device
 
     ctx = _gpu_context(run, device)
     with use_device(device):
@@ -860,7 +860,7 @@ def calibrate(run, state, kind, pages, version, device=None):
         return Report("cpu", list(pages), run.edges(pages), seconds=seconds, rows=rows,
                       build_seconds=ctx.take_build_seconds(), takeover=takeover,
                       frontier=counted)
-    from ..kernels.gpu import use_device
+    from ..kernels.gpu.device import use_device
 
     device = _device_of_worker(run) if device is None else device
     ctx = _gpu_context(run, device)

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import hetgraph as hg
-from hetgraph.kernels import gpu
-from hetgraph.kernels.gpu import kernel_source
+from hetgraph.kernels.gpu import device as gpu
+from hetgraph.kernels.gpu.source import kernel_source
 from hetgraph.program import ProgramSpec
 
 from .test_bad_programs import GRAPH, Good

@@ -77,7 +77,7 @@ def test_out_of_core_negative_weight_is_named(tmp_path):
 
 @pytest.mark.gpu
 def test_gpu_out_of_memory_is_a_clear_error(graph):
-    from hetgraph.kernels.gpu import GpuMemoryError
+    from hetgraph.kernels.gpu.device import GpuMemoryError
 
     with pytest.raises(GpuMemoryError, match="does not fit the GPU budget"):
         hg.sssp(graph, 0, devices="gpu", gpu={"memory_budget": 64})

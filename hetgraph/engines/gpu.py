@@ -1,0 +1,499 @@
+"""The GPU engine (:class:`GpuEngine`): a program running on one GPU, one pull pass of
+the shard kernel an iteration over pages that stay on the device or are streamed in.
+
+Pages live in device memory when they fit the budget; the others stay in pinned host
+memory and are copied in every iteration over several CUDA streams, so that the copy of
+one page overlaps the kernel of another. The pieces it drives are in
+:mod:`hetgraph.kernels.gpu` (device, layout, kept layouts, source, launch, reduce).
+cupy is imported when an engine is made: without a GPU this module imports.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+
+from .. import tuning
+from ..errors import GraphError
+from ..io.partition import PAGE_BYTES, edge_bytes
+from ..kernels.gpu.device import GpuMemoryError, pinned_empty, require_gpu
+from ..kernels.gpu.kept import device_pages, kept_bytes, partition_key, release
+from ..kernels.gpu.launch import PackedLaunch
+from ..kernels.gpu.layout import EDGE_ORDERS, DevicePages, page_bytes_for
+from ..kernels.gpu.reduce import count_frontier_kernel as _count_frontier_kernel
+from ..kernels.gpu.source import compile_kernel, front_of_key
+from ..kernels.transpile import c_type
+
+log = logging.getLogger(__name__)
+
+# iterations a run keeps launched ahead of the one it waits for, so that the host's work
+# between two iterations overlaps the device's (1 when streaming: see docs/tuning.md)
+QUEUED = 3
+# the engine's defaults, from hetgraph.tuning as this module is imported
+STREAMS = tuning.GPU_STREAMS
+GPU_SHARED_BYTES = tuning.GPU_SHARED_BYTES
+THREADS_PER_BLOCK = tuning.GPU_THREADS_PER_BLOCK
+BUDGET_FRACTION = tuning.GPU_BUDGET_FRACTION
+
+
+def _check_options(memory_budget, page_bytes, streams, threads_per_block, edge_order,
+                   source_ranges):
+    if edge_order not in EDGE_ORDERS:
+        raise GraphError(f"edge_order={edge_order!r} is not valid; use 'source' or "
+                         f"'destination'")
+    if not isinstance(source_ranges, (int, np.integer)) or not 1 <= source_ranges <= 1024:
+        raise GraphError(f"source_ranges={source_ranges!r} must be an integer in 1..1024")
+    if source_ranges > 1 and edge_order != "source":
+        raise GraphError("source_ranges > 1 needs edge_order='source'")
+    for name, value in (("memory_budget", memory_budget), ("page_bytes", page_bytes),
+                        ("streams", streams)):
+        if value is not None and (not isinstance(value, (int, np.integer)) or value < 1):
+            raise GraphError(f"{name}={value!r} must be a positive integer")
+    if threads_per_block not in (32, 64, 128, 256, 512, 1024):
+        raise GraphError(f"threads_per_block={threads_per_block!r} must be a power of two "
+                         f"from 32 to 1024")
+
+
+class GpuEngine:
+    """A program running on one GPU: device vertex arrays, resident and streamed pages.
+    ``values``, ``flags`` and ``aux``: the initial state, copied to the device (CuPy
+    arrays on this device are taken as they are).
+
+    ``memory_budget``: device bytes for edge data (default 80% of the free memory after
+    the vertex arrays). ``page_bytes``: the page size used when pages must be streamed
+    (default 32 MiB, smaller when the budget asks). ``streams``: CUDA streams for page
+    copies (default 4). ``shared_bytes``: shared memory per block (default 16 KiB).
+    ``replication``: a fixed R for every shard instead of Garaph eq. 2.
+    ``threads_per_block``: default 256. ``edge_order``: "source" (default) or
+    "destination", the order of the edges inside a shard (see :func:`page_layout`).
+    ``partition``: the shards and pages to use (default: made for the layout options
+    and the budget); a hybrid run passes the one it shares with the CPU.
+    ``source_ranges``: passes over the resident pages, one per range of source vertices,
+    so that the values gathered in a pass stay in the L2 cache (GraphCage's cache
+    blocking). Default 1: on an H100 2-8 ranges were slower on RMAT 22 and 24 (the
+    per-shard work repeats in every pass).
+    """
+
+    mode = "gpu-pull"
+    read_bytes = 0  # bytes read from storage (pages come from host memory)
+    front = float("nan")  # the frontier's lowest priority (programs with one; see wait)
+    queued = QUEUED  # iterations a run may keep launched (see launch; 1 when streaming)
+
+    def __init__(self, spec, graph, values, flags, aux, *, sync=True, memory_budget=None,
+                 page_bytes=PAGE_BYTES, streams=STREAMS, shared_bytes=GPU_SHARED_BYTES,
+                 replication=None, threads_per_block=THREADS_PER_BLOCK, edge_order="source",
+                 source_ranges=1, partition=None):
+        require_gpu()
+        _check_options(memory_budget, page_bytes, streams, threads_per_block, edge_order,
+                       source_ranges)
+        import cupy
+
+        self.cupy = cupy
+        self.spec = spec
+        self.graph = graph
+        self.sync = sync
+        self.threads_per_block = int(threads_per_block)
+        self.edge_order = edge_order
+        self.ranges = int(source_ranges)
+        self.weighted = bool(spec.needs_weights and graph.weighted)
+        start = time.perf_counter()
+        # (the out-degrees are at most the arcs: no pass over them to choose)
+        degree_dtype = np.uint32 if graph.num_arcs < 2**32 else np.uint64
+        self.kernel = compile_kernel(spec, aux.dtype, graph.index_dtype, degree_dtype,
+                                     weighted=self.weighted, sync=sync,
+                                     warp_combine=edge_order == "destination")
+        self.compile_seconds = time.perf_counter() - start
+        self._upload_vertices(values, flags, aux)
+        self.per_edge = edge_bytes(graph.index_dtype, self.weighted)
+        self.layout = dict(shared_bytes=shared_bytes, replication=replication,
+                           vertex_bytes=spec.dtype.itemsize)
+        self._place_pages(memory_budget, partition, int(page_bytes), int(streams),
+                          degree_dtype)
+        self._active, self._degree = self.count_frontier()
+
+    # setup -------------------------------------------------------------------------------
+    def _upload_vertices(self, values, flags, aux):
+        cp = self.cupy
+        try:
+            self.values = cp.asarray(values)
+            self.new_values = cp.empty_like(self.values) if self.sync else self.values
+            self.flags = cp.asarray(flags)
+            self.aux = cp.asarray(aux)
+            # the activated counts of QUEUED + 1 iterations (a ring: the one a queued
+            # iteration reads as its go, and those in flight), copied to pinned memory:
+            # vertices activated, their out-degree sum, the key of their lowest
+            # priority (see front_of_key)
+            slots = cp.zeros((QUEUED + 1, 3), cp.uint64)
+            self._slots = [slots[i] for i in range(QUEUED + 1)]  # views made once
+            self._slot_pointers = [slot.data.ptr for slot in self._slots]
+            self._host_slots = pinned_empty((QUEUED + 1, 3), np.uint64)
+            self._host_pointers = [self._host_slots[i].ctypes.data for i in range(QUEUED + 1)]
+            self._events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(QUEUED + 1)]
+            self._held = [None] * (QUEUED + 1)  # each slot's device constant, kept alive
+            self._next_slot, self._chain = 0, None
+            self.counters = self._slots[0]
+            self._go = self._one = cp.ones(1, cp.uint64)
+            self._counters_pointer, self._go_pointer = self._slot_pointers[0], \
+                self._one.data.ptr
+            self.constant = cp.zeros(1, cp.float64)
+            self._constant_value = 0.0
+            self._constant_at = self.constant
+            self._no_weight = cp.empty(1, np.float32)
+            # the frontier's count (active vertices, out-degree sum), on the device and
+            # copied to pinned memory; ``_counting``: a count is queued that
+            # :meth:`frontier` has not yet waited for (see :meth:`recount_frontier`)
+            self._count = cp.zeros(2, cp.uint64)
+            self._count_host = pinned_empty(2, np.uint64)
+            self._counted = cp.cuda.Event(disable_timing=True)
+            self._counting = False
+        except cp.cuda.memory.OutOfMemoryError:
+            raise GpuMemoryError(f"the GPU cannot hold the vertex arrays of "
+                                 f"{self.graph.num_vertices:,} vertices") from None
+
+    def _place_pages(self, memory_budget, given, page_bytes, streams, degree_dtype):
+        """Find the pages kept on this device for this graph, partition and options, or
+        lay them out (:func:`device_pages`), then allocate this run's staging buffers;
+        when the device runs out, halving the budget (and, without a ``given``
+        partition, the pages)."""
+        cp = self.cupy
+        device = cp.cuda.runtime.getDevice()
+        budget = memory_budget
+        if memory_budget is None:  # the free memory once the kept pages are dropped
+            free, _ = cp.cuda.runtime.memGetInfo()
+            budget = int((free + kept_bytes(device)) * BUDGET_FRACTION)
+        partition = given if given is not None else \
+            self._partition(budget, page_bytes, streams)
+        # a run given no budget takes what it finds kept for its partition: its budget
+        # was measured on the same device, less what the kept pages held
+        key = (self.graph.token, np.dtype(degree_dtype).str, self.edge_order, self.ranges,
+               memory_budget, streams, partition_key(partition))
+        while True:
+            try:
+                self.pages = device_pages(key, self.weighted, lambda: DevicePages(
+                    self.graph, partition, per_edge=self.per_edge, weighted=self.weighted,
+                    edge_order=self.edge_order, ranges=self.ranges, budget=budget,
+                    streams=streams, degree=self.graph.out_degree().astype(degree_dtype)))
+                self._allocate()
+                return
+            except GpuMemoryError:  # a page larger than the budget: smaller will not do
+                raise
+            except MemoryError:  # CuPy's OutOfMemoryError, or a sort's std::bad_alloc
+                self._release_pages()
+                release(device)
+                smaller = budget // 2
+                log.warning("GPU out of memory with a page budget of %d bytes; trying %d",
+                            budget, smaller)
+                if smaller < 1 << 16:
+                    raise GpuMemoryError(f"the GPU ran out of memory for the pages of "
+                                         f"{self.graph.summary()} even with a budget of "
+                                         f"{budget:,} bytes") from None
+                budget = smaller
+                partition = given if given is not None else \
+                    self._partition(budget, page_bytes, streams)
+
+    def _partition(self, budget, page_bytes, streams):
+        """The graph's partition for a ``budget`` of device bytes: pages of
+        ``page_bytes``, smaller when the edges do not fit (:func:`page_bytes_for`)."""
+        page_bytes = page_bytes_for(self.graph.num_arcs * self.per_edge, budget, page_bytes,
+                                    streams)
+        return self.graph.partition(page_bytes=page_bytes, **self.layout)
+
+    def _allocate(self):
+        """This run's part beside the shared pages: the staging buffers and streams of
+        the streamed pages, the partial sums of the source ranges, the arguments of the
+        shard kernel and of the frontier's count."""
+        cp = self.cupy
+        pages = self.pages
+        self.partition, self.plan = pages.partition, pages.plan
+        self.queued = 1 if len(self.plan.streamed_pages) else QUEUED
+        self.shared_bytes = pages.slots * self.spec.dtype.itemsize
+        # with the kernel's 16 static bytes, 48 KiB of dynamic memory needs the opt-in
+        self.kernel.max_dynamic_shared_size_bytes = self.shared_bytes
+        self.partial = (cp.empty(self.graph.num_vertices, self.spec.dtype) if self.ranges > 1
+                        else self._no_weight)
+        self.streams = [cp.cuda.Stream(non_blocking=True) for _ in range(self.plan.streams)]
+        self.stages = [tuple(None if d is None else cp.empty(self.plan.stage_edges, d)
+                             for d in pages.dtypes) for _ in range(self.plan.streams)]
+        # the shard kernel's arguments in its order; _launch sets those marked None and
+        # those that change between launches
+        self._pass = PackedLaunch(self.kernel, dict(
+            src=None, offsets=None, weight=None, shard_start=pages.shard_start,
+            shard_edge=pages.shard_edge, shard_log_r=pages.shard_log_r,
+            ranges=np.int32(self.ranges), k_begin=np.int32(0), k_end=np.int32(0),
+            first=np.int32(0), last=np.int32(0), partial=self.partial,
+            edge_base=np.int64(0), first_shard=np.int32(0), values=None, new_values=None,
+            flags=self.flags, aux=self.aux, aux_per_vertex=np.int32(self.aux.size > 1),
+            constant_at=None, out_degree=pages.out_degree, counters=None, go=None))
+        # what a launch changes every iteration, set through the holders; the rest is
+        # set when the edges or the shard range change (see _launch)
+        self._changing = self._pass.holders("values", "new_values", "constant_at",
+                                            "counters", "go")
+        self._placed_edges = self._placed_shards = None
+        part = pages.partition  # the resident pages are the first ones: one run
+        self._resident_runs = [(0, int(part.page_shard[self.plan.resident]))] \
+            if self.plan.resident else []
+        n = self.graph.num_vertices
+        self._count_blocks = int(min(1024, max(1, -(-n // 256))))
+        self._count_pass = PackedLaunch(
+            _count_frontier_kernel(c_type(pages.out_degree.dtype), cp.cuda.runtime.getDevice()),
+            dict(flags=self.flags, degree=pages.out_degree, n=np.int64(n), out=self._count))
+
+    def _release_pages(self):
+        for name in ("pages", "stages", "partial", "_pass", "_count_pass"):
+            setattr(self, name, None)
+
+    def close(self):
+        """Let go of the pages (kept for later runs, see :func:`device_pages`) and free this
+        run's staging buffers now (the run is over)."""
+        self._release_pages()
+
+    # iteration ------------------------------------------------------------------------------
+    def frontier(self):
+        """(active vertices, sum of their out-degrees) after the last iteration (waits
+        for a count that :meth:`recount_frontier` queued)."""
+        if self._counting:
+            self._active, self._degree = self._counted_frontier()
+            self._counting = False
+        return self._active, self._degree
+
+    def _launch(self, grid, first_shard, edge_base, edges, stream, k_begin=0, k_end=None):
+        """Shards [first_shard, first_shard + grid) over the source ranges
+        [k_begin, k_end) (default all): the first range starts from the identity, the
+        last one applies; the others keep their sums in ``partial``. The arguments
+        that only change with the edges or the shards are set only then: every
+        argument set by keyword took 5-8 us of the H200 host's time an iteration,
+        which a grid-1000 pass (20-40 us) waits for."""
+        if grid == 0:
+            return
+        k_end = self.ranges if k_end is None else k_end
+        shards = (first_shard, edge_base, k_begin, k_end)
+        if self._placed_edges is not edges or self._placed_shards != shards:
+            src, offsets, weight = edges
+            self._pass.update(src=src, offsets=offsets,
+                              weight=self._no_weight if weight is None else weight,
+                              k_begin=k_begin, k_end=k_end, first=int(k_begin == 0),
+                              last=int(k_end == self.ranges), edge_base=edge_base,
+                              first_shard=first_shard)
+            self._placed_edges, self._placed_shards = edges, shards
+        values_arg, new_values_arg, constant_arg, counters_arg, go_arg = self._changing
+        values_arg.value = self.values.data.ptr
+        new_values_arg.value = self.new_values.data.ptr
+        constant_arg.value = self._constant_at.data.ptr
+        counters_arg.value = self._counters_pointer
+        go_arg.value = self._go_pointer
+        self._pass(grid, self.threads_per_block, self.shared_bytes, stream.ptr)
+
+    def iterate(self, constant, frontier=None):
+        """One pull pass over every page (the GPU computes every vertex, so the frontier
+        is not needed), waited for; returns (mode, vertices computed, edges read,
+        vertices activated)."""
+        return self.wait(self.launch(constant, chained=False))[:4]
+
+    def launch(self, constant, frontier=None, chained=True):
+        """Queue one pull pass over every page without waiting for it; returns the
+        ticket that :meth:`wait` or :meth:`discard` takes. In sync mode the values it
+        writes are current at once for what is queued after it (the device runs them in
+        order). ``chained``: its kernels return at once when the iteration launched
+        before it activated no vertex; the caller must then discard it. At most QUEUED
+        launches may be waiting."""
+        stream = self.cupy.cuda.get_current_stream()
+        slot = self.begin(constant, chained, stream)
+        start, end = self._events[slot]
+        start.record(stream)
+        self.run_pages(stream=stream)
+        self.cupy.cuda.runtime.memcpyAsync(
+            self._host_pointers[slot], self._counters_pointer, self.counters.nbytes,
+            self.cupy.cuda.runtime.memcpyDeviceToHost, stream.ptr)
+        end.record(stream)
+        self.finish()
+        return slot
+
+    def wait(self, ticket):
+        """Wait for a launched iteration; returns (mode, vertices computed, edges read,
+        vertices activated, seconds it took on the device) and makes its activated
+        vertices the frontier (and ``front`` their lowest priority, for a program with
+        a priority)."""
+        start, end = self._events[ticket]
+        end.synchronize()
+        self._active, self._degree, key = self._host_slots[ticket].tolist()
+        self._counting = False
+        if self.spec.priority is not None:
+            self.front = front_of_key(key)
+        seconds = self.cupy.cuda.get_elapsed_time(start, end) / 1e3
+        return (self.mode, self.graph.num_vertices, self.graph.num_arcs, self._active,
+                seconds)
+
+    def discard(self, tickets):
+        """Undo launched iterations that followed one activating nothing (their kernels
+        returned at once): in sync mode, their swaps of the value arrays."""
+        if self.sync and len(tickets) % 2:
+            self.values, self.new_values = self.new_values, self.values
+        self._chain = None
+
+    def begin(self, constant, chained=False, stream=None):
+        """Start an iteration with the program's iteration constant (a number, or a 0-d
+        device array passed to the kernels as it is: no copy, no wait): take the next
+        counter slot and zero it on ``stream`` (default: the current one); returns the
+        slot. ``chained``: see :meth:`launch`."""
+        cp = self.cupy
+        slot = self._next_slot
+        self._next_slot = (slot + 1) % len(self._slots)
+        chain = self._chain if chained else None
+        self._go = self._one if chain is None else self._slots[chain]
+        self._go_pointer = self._go.data.ptr
+        self._chain = slot
+        self.counters = self._slots[slot]
+        self._counters_pointer = self._slot_pointers[slot]
+        stream = cp.cuda.get_current_stream() if stream is None else stream
+        cp.cuda.runtime.memsetAsync(self._counters_pointer, 0, self.counters.nbytes,
+                                    stream.ptr)
+        self._held[slot], self._constant_at = None, self.constant
+        if isinstance(constant, cp.ndarray) and constant.dtype == cp.float64 and \
+                constant.size == 1:  # computed on the device: read where it is
+            self._held[slot] = self._constant_at = constant
+        elif isinstance(constant, cp.ndarray):
+            self.constant[...] = constant.reshape(1)
+            self._constant_value = None
+        elif float(constant) != self._constant_value:  # queued passes read it in order
+            self.constant.fill(float(constant))
+            self._constant_value = float(constant)
+        return slot
+
+    def run_pages(self, pages=None, stream=None):
+        """Pull the pages ``pages`` (increasing page numbers; default every page) on
+        ``stream`` (default: the current one): resident runs of pages in one launch per
+        source range, streamed pages copied over the streams."""
+        part, plan = self.partition, self.plan
+        if pages is None:
+            runs, streamed = self._resident_runs, plan.streamed_pages
+        else:
+            pages = np.asarray(pages, np.int64)
+            resident = pages[pages < plan.resident]
+            cuts = np.flatnonzero(np.diff(resident) != 1) + 1  # runs of consecutive pages
+            runs = [(int(part.page_shard[run[0]]), int(part.page_shard[run[-1] + 1]))
+                    for run in (np.split(resident, cuts) if len(resident) else ())]
+            streamed = pages[pages >= plan.resident]
+        main = self.cupy.cuda.get_current_stream() if stream is None else stream
+        # streamed copies may start while the resident pages run
+        ready = main.record() if len(streamed) else None
+        for s0, s1 in runs:
+            for k in range(self.ranges):  # cache blocking: one pass per source range
+                self._launch(s1 - s0, s0, 0, self.pages.resident, main, k, k + 1)
+        if len(streamed):
+            split = self.plan.resident_edges
+            for k, p in enumerate(streamed):
+                stream = self.streams[k % len(self.streams)]
+                stream.wait_event(ready)
+                e0, e1 = (int(x) for x in self.plan.page_edges[p])
+                stage = self.stages[k % len(self.stages)]
+                for device, host in zip(stage, self.pages.pinned):
+                    if device is not None:
+                        device[:e1 - e0].set(host[e0 - split:e1 - split], stream=stream)
+                s0, s1 = int(part.page_shard[p]), int(part.page_shard[p + 1])
+                self._launch(s1 - s0, s0, e0, stage, stream)
+            for stream in self.streams:
+                main.wait_event(stream.record())
+
+    def counts(self):
+        """(vertices activated, their out-degree sum) since :meth:`begin` (waits)."""
+        active, degree = (int(x) for x in self.counters[:2].get())
+        return active, degree
+
+    def finish(self):
+        """End an iteration: in sync mode the values written become current."""
+        if self.sync:
+            self.values, self.new_values = self.new_values, self.values
+
+    def load(self, values, flags, ranges):
+        """Copy host ``values`` and ``flags`` (NumPy) of the vertex ``ranges``
+        [(v0, v1), ...] to the device; ``flags`` may be None."""
+        for v0, v1 in ranges:
+            self.values[v0:v1].set(values[v0:v1])
+            if flags is not None:
+                self.flags[v0:v1].set(flags[v0:v1])
+
+    def store(self, values, flags, ranges, written=True, wait=True):
+        """Copy the device values of the vertex ``ranges`` and their flags into the host
+        arrays ``values`` and ``flags`` (contiguous, of the program's dtype and uint8):
+        the values written by the current iteration (``written``; before
+        :meth:`finish`) or the current ones. ``wait=False``: the copies are queued on
+        the current stream and their CUDA event is returned, which the caller must
+        synchronize before reading those host arrays (page-locked ones: from pageable
+        memory a copy returns when done); the host's work in between overlaps them."""
+        source = self.new_values if written else self.values
+        if values.dtype != source.dtype or flags.dtype != self.flags.dtype or not (
+                values.flags.c_contiguous and flags.flags.c_contiguous):
+            raise TypeError(f"store into {values.dtype}/{flags.dtype} host arrays (both "
+                            f"contiguous) from {source.dtype}/{self.flags.dtype} device "
+                            f"arrays")
+        cp = self.cupy
+        stream = cp.cuda.get_current_stream()
+        for host, device in ((values, source), (flags, self.flags)):
+            size = host.itemsize
+            for v0, v1 in ranges:
+                cp.cuda.runtime.memcpyAsync(host.ctypes.data + v0 * size,
+                                            device.data.ptr + v0 * size, (v1 - v0) * size,
+                                            cp.cuda.runtime.memcpyDeviceToHost, stream.ptr)
+        done = stream.record()
+        if not wait:
+            return done
+        done.synchronize()
+        return None
+
+    def count_frontier(self):
+        """(active vertices, sum of their out-degrees) of the device flags, counted on the
+        device (waits): a run with a GPU counts the host state's frontier here, after
+        copying that state, not on the host (RMAT-22, 4M flags: 1 ms in one host
+        thread, during which the copy sat in the first iteration's way)."""
+        self._queue_count()
+        return self._counted_frontier()
+
+    def recount_frontier(self):
+        """Make the frontier that of the device flags (after :meth:`load`), as
+        :meth:`reset_frontier` does with a known one, counted on the device without
+        waiting: :meth:`frontier` waits for it when first asked, so that the host's
+        work before a segment's first iteration (its chooser and loop state: 30-40 us
+        more than the bare loop's on the H200 host) overlaps the state's copy and the
+        count (grid-1000: 120 us)."""
+        self._queue_count()
+        self._counting = True
+        self._chain, self.front = None, float("nan")
+
+    def _queue_count(self):
+        """Queue the count of the device flags' frontier and its copy to the host."""
+        cp = self.cupy
+        stream = cp.cuda.get_current_stream()
+        cp.cuda.runtime.memsetAsync(self._count.data.ptr, 0, self._count.nbytes, stream.ptr)
+        self._count_pass(self._count_blocks, 256, 0, stream.ptr)
+        cp.cuda.runtime.memcpyAsync(self._count_host.ctypes.data, self._count.data.ptr,
+                                    self._count.nbytes, cp.cuda.runtime.memcpyDeviceToHost,
+                                    stream.ptr)
+        self._counted.record(stream)
+
+    def _counted_frontier(self):
+        """The count :meth:`_queue_count` last queued (waits for it)."""
+        self._counted.synchronize()
+        active, degree = self._count_host.tolist()
+        return active, degree
+
+    def reset_frontier(self, active, degree):
+        """Set the frontier after the vertex state was loaded from the host (the next
+        chained launch does not depend on the iterations before)."""
+        self._active, self._degree = int(active), int(degree)
+        self._counting = False
+        self._chain, self.front = None, float("nan")
+
+    def result(self):
+        """The current values as a host NumPy array."""
+        return self.values.get()
+
+    def describe(self):
+        """The page placement, for logs and benchmarks."""
+        return {"pages": self.partition.num_pages, "resident_pages": self.plan.resident,
+                "streamed_pages": len(self.plan.streamed_pages), "streams": self.plan.streams,
+                "resident_edges": self.plan.resident_edges,
+                "streamed_edges": self.graph.num_arcs - self.plan.resident_edges,
+                "shards": self.partition.num_shards, "shared_bytes": self.shared_bytes,
+                "source_ranges": self.ranges}

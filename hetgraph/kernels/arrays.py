@@ -1,0 +1,44 @@
+"""Array helpers for algorithms that work on the host (NumPy) and on a GPU (CuPy),
+choosing by the array's type: algorithms reach device-specific code only through here.
+
+The GPU side is imported on first use, so this module imports without a GPU.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .cpu import replace_value  # (host arrays only: algorithms finish on the host)
+
+__all__ = ["indexed_sum", "on_device_of", "replace_value"]
+
+
+def on_device_of(values, array):
+    """``array`` (a host NumPy array) on the device that holds ``values``: itself when
+    ``values`` is a NumPy array, else a device copy made once and kept."""
+    if isinstance(values, np.ndarray):
+        return array
+    return _gpu("device").device_copy(array)
+
+
+def indexed_sum(values, index, scale=1.0, offset=0.0):
+    """offset + scale * sum(values[index]) in float64: a NumPy float for NumPy
+    ``values``; for CuPy ``values`` a 0-d device array, without waiting for the device
+    (see :func:`hetgraph.kernels.gpu.reduce.indexed_sum`). ``index``: an int64 host
+    array or a slice."""
+    if isinstance(values, np.ndarray):
+        return offset + scale * float(values[index].sum(dtype=np.float64))
+    return _gpu("reduce").indexed_sum(values, index, scale, offset)
+
+
+_MODULES: dict = {}  # name -> hetgraph.kernels.gpu.<name>, once imported
+
+
+def _gpu(name):
+    """The module ``hetgraph.kernels.gpu.<name>``, imported on first use."""
+    module = _MODULES.get(name)
+    if module is None:
+        import importlib
+
+        module = _MODULES[name] = importlib.import_module(f"{__package__}.gpu.{name}")
+    return module

@@ -1,0 +1,111 @@
+"""Small device reductions beside the shard kernel: a program hook's indexed sum
+(:func:`indexed_sum`) and the frontier's count (:func:`count_frontier_kernel`).
+
+Each is a grid-stride loop whose warps sum by shuffles, then one atomic a warp; the
+kernels are built per value type and device and kept for the process.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+
+import numpy as np
+
+from ..transpile import c_type
+from .device import device_copy
+from .launch import PackedLaunch
+
+_INDEXED_SUM = r"""
+extern "C" __global__ void hg_indexed_sum(const VALUE* values, const long long* index,
+                                          long long first, long long step, long long n,
+                                          double scale, double offset, double* out) {
+    /* out: zeroed; index NULL: values first, first + step, ... (n of them) */
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+        atomicAdd(out, offset);
+    double sum = 0.0;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x)
+        sum += (double)values[index ? index[i] : first + i * step];
+    for (int d = 16; d > 0; d >>= 1)
+        sum += __shfl_down_sync(0xffffffffu, sum, d);
+    if ((threadIdx.x & 31) == 0)
+        atomicAdd(out, sum * scale);
+}
+"""
+
+_COUNT_FRONTIER = r"""
+extern "C" __global__ void hg_count_frontier(const unsigned char* flags,
+                                             const DEGREE* degree, long long n,
+                                             unsigned long long* out) {  /* out: zeroed */
+    unsigned long long active = 0, sum = 0;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x)
+        if (flags[i]) {
+            active += 1;
+            sum += degree[i];
+        }
+    for (int d = 16; d > 0; d >>= 1) {
+        active += __shfl_down_sync(0xffffffffu, active, d);
+        sum += __shfl_down_sync(0xffffffffu, sum, d);
+    }
+    if ((threadIdx.x & 31) == 0) {
+        atomicAdd(out, active);
+        atomicAdd(out + 1, sum);
+    }
+}
+"""
+
+_SUM_LOCK = threading.Lock()
+
+
+def indexed_sum(values, index, scale=1.0, offset=0.0):
+    """offset + scale * sum(values[index]) in float64 for CuPy ``values`` (the host
+    side is :func:`hetgraph.kernels.arrays.indexed_sum`): a 0-d device array made by a
+    memset and one kernel (no wait for the device, and little host time: a program's
+    hook calls it every iteration), or the float ``offset`` when ``index`` is empty.
+    ``index``: int64 host array (kept on the device after the first call), or a slice:
+    a range read without indices."""
+    import cupy
+
+    if isinstance(index, slice):
+        first, stop, step = index.indices(len(values))
+        index, n = None, len(range(first, stop, step))
+    else:
+        first, step, n = 0, 1, len(index)
+        if n:
+            index = device_copy(np.asarray(index, np.int64))
+    if not n:
+        return float(offset)
+    # an empty array zeroed by a memset: cupy.full launches a fill kernel
+    out = cupy.empty((), cupy.float64)
+    stream = cupy.cuda.get_current_stream().ptr
+    cupy.cuda.runtime.memsetAsync(out.data.ptr, 0, 8, stream)
+    blocks = int(min(1024, max(1, -(-n // 256))))
+    launch = _indexed_sum_launch(c_type(values.dtype), cupy.cuda.runtime.getDevice())
+    with _SUM_LOCK:  # one packed launch per device: runs in other threads share it
+        launch.update(values=values, index=index, first=first, step=step, n=n,
+                      scale=float(scale), offset=float(offset), out=out)
+        launch(blocks, 256, 0, stream)
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _indexed_sum_launch(value_type, device):
+    """The packed launch of ``hg_indexed_sum`` for ``value_type`` on ``device`` (the
+    current one); every call sets all its arguments."""
+    import cupy
+
+    kernel = cupy.RawKernel(_INDEXED_SUM.replace("VALUE", value_type), "hg_indexed_sum")
+    return PackedLaunch(kernel, dict(values=None, index=None, first=np.int64(0),
+                                     step=np.int64(0), n=np.int64(0), scale=np.float64(0),
+                                     offset=np.float64(0), out=None))
+
+
+@functools.lru_cache(maxsize=None)
+def count_frontier_kernel(degree_type, device):
+    """``hg_count_frontier`` for out-degrees of ``degree_type`` on ``device`` (the current
+    one): adds the number of set flags and the sum of their degrees to ``out[0:2]``."""
+    import cupy
+
+    return cupy.RawKernel(_COUNT_FRONTIER.replace("DEGREE", degree_type), "hg_count_frontier")

@@ -1,0 +1,334 @@
+"""The shard kernel ``shard_pass``: its CUDA source for a program, and its compilation.
+
+One thread block per shard (Garaph sections 3 and 5.2). The shard's vertices live in
+shared memory with R_i replicas each (slot ``offset * R_i + tid % R_i``); every in-edge's
+gather result is combined into its slot with the monoid's shared-memory atomic (float
+min/max through compare-and-swap); the replicas are merged by a two-way reduction; then
+apply and activate run for each vertex and write the new value (a second array in sync
+mode, the values themselves in async mode) and the active flag. The user's gather /
+apply / activate are translated to CUDA by :mod:`hetgraph.kernels.transpile` and compiled
+with NVRTC through ``cupy.RawModule``, once per program, dtype and layout.
+
+:func:`kernel_source` joins the pieces below in the order they appear in the source:
+declarations, the program's functions, the monoid, the edge reads, then the kernel's
+parameters, prologue, gather loop, merge and epilogue.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ... import tuning
+from ...errors import HetGraphError
+from ...program import ProgramSpec
+from ..transpile import PRELUDE, c_type, device_function, literal
+from .layout import unsigned_index
+
+
+def kernel_source(spec: ProgramSpec, aux_dtype, index_dtype, degree_dtype, *, weighted,
+                  sync, warp_combine=False) -> str:
+    """CUDA source of the shard kernel ``shard_pass`` for ``spec``; ``warp_combine``:
+    the edges come in destination order and a warp combines equal destinations before
+    its shared-memory atomics."""
+    aux_dtype = np.dtype(aux_dtype)
+    unsigned = unsigned_index(index_dtype)
+    functions = _program_functions(spec, aux_dtype)
+    identity = literal(spec.identity(), spec.dtype)
+    return "".join((
+        _declarations(spec, aux_dtype, unsigned, degree_dtype, weighted, sync, warp_combine),
+        functions, _FRONT_KEY, _monoid(spec), _edge_reads(), _PARAMETERS,
+        _prologue(identity), _gather_loop(identity), _MERGE, _EPILOGUE))
+
+
+def _declarations(spec, aux_dtype, unsigned, degree_dtype, weighted, sync, warp_combine):
+    """The kernel's types and the switches its ``#if``s read."""
+    return f"""
+typedef {c_type(spec.dtype)} value_t;
+typedef {c_type(aux_dtype)} aux_t;
+typedef {c_type(unsigned)} index_t;
+typedef {c_type(degree_dtype)} degree_t;
+#define HG_SYNC {int(bool(sync))}
+#define HG_WEIGHTED {int(bool(weighted))}
+#define HG_WARP_COMBINE {int(bool(warp_combine))}
+#define HG_PRIORITY {int(spec.priority is not None)}
+"""
+
+
+def _program_functions(spec, aux_dtype):
+    """The translation prelude and the program's gather, apply, activate and priority
+    as ``__device__`` functions (``hg_gather``, ``hg_user_apply``, ...)."""
+    value = spec.dtype
+    gather = device_function(spec.name, "gather", spec.gather, "hg_gather",
+                             (value, np.float32, value), value)
+    apply_params = (value, value, aux_dtype) + ((np.float64,) if spec.uses_constant else ())
+    apply = device_function(spec.name, "apply", spec.apply, "hg_user_apply", apply_params,
+                            value)
+    activate = device_function(spec.name, "activate", spec.activate, "hg_activate",
+                               (value, value), np.bool_)
+    priority = "" if spec.priority is None else device_function(
+        spec.name, "priority", spec.priority, "hg_priority", (value,), np.float64)
+    return f"{PRELUDE}\n{gather}\n{apply}\n{activate}\n{priority}\n"
+
+
+_FRONT_KEY = """\
+#if HG_PRIORITY
+/* counters[2] holds the lowest priority activated as this key's maximum: the key is
+   the complement of an order-preserving map of the double's bits, so that the zeroed
+   counter means none */
+__device__ __forceinline__ unsigned long long hg_front_key(double p) {
+  const unsigned long long b = (unsigned long long)__double_as_longlong(p);
+  return ~((b >> 63) ? ~b : (b | 0x8000000000000000ull));
+}
+#endif
+"""
+
+
+def front_of_key(key):
+    """The priority whose ``hg_front_key`` is ``key`` (an int; 0: none, NaN)."""
+    if not key:
+        return float("nan")
+    ordered = ~key & 0xFFFFFFFFFFFFFFFF
+    bits = ordered & 0x7FFFFFFFFFFFFFFF if ordered >> 63 else ~ordered & 0xFFFFFFFFFFFFFFFF
+    return float(np.array(bits, np.uint64).view(np.float64))
+
+
+def _monoid(spec):
+    """``hg_apply`` (the user's apply with or without the iteration constant), and the
+    monoid's ``hg_combine`` and shared-memory ``hg_atomic``."""
+    call = "hg_user_apply(old, acc, aux" + (", constant)" if spec.uses_constant else ")")
+    return f"""\
+__device__ __forceinline__ value_t hg_apply(value_t old, value_t acc, aux_t aux,
+                                            double constant) {{ return {call}; }}
+__device__ __forceinline__ value_t hg_combine(value_t a, value_t b) {{
+  return {_combine(spec.reduce)};
+}}
+__device__ __forceinline__ void hg_atomic(value_t* p, value_t v) {{
+  {_atomic(spec.reduce, spec.dtype)}
+}}
+"""
+
+
+def _combine(reduce):
+    """The monoid ``reduce`` of ``a`` and ``b`` as a C expression."""
+    return {"add": "a + b", "min": "b < a ? b : a", "max": "b > a ? b : a",
+            "or": "a | b", "and": "a & b"}[reduce]
+
+
+def _atomic(reduce, dtype):
+    """Body of ``hg_atomic(value_t* p, value_t v)``: the monoid's shared-memory atomic."""
+    dtype = np.dtype(dtype)
+    native = {"add": "atomicAdd", "min": "atomicMin", "max": "atomicMax", "or": "atomicOr",
+              "and": "atomicAnd"}[reduce]
+    if dtype.kind == "f" and reduce in ("min", "max"):
+        bits, to_bits, from_bits = (("int", "__float_as_int", "__int_as_float")
+                                    if dtype.itemsize == 4 else
+                                    ("unsigned long long", "__double_as_longlong",
+                                     "__longlong_as_double"))
+        better = "<" if reduce == "min" else ">"
+        return (f"{bits}* a = ({bits}*)p; {bits} old = *a;\n"
+                f"  while (v {better} {from_bits}(old)) {{\n"
+                f"    {bits} seen = atomicCAS(a, old, ({bits}){to_bits}(v));\n"
+                f"    if (seen == old) break;\n    old = seen;\n  }}")
+    if dtype == np.dtype(np.int64) and reduce in ("add", "or", "and"):
+        return (f"{native}((unsigned long long*)p, (unsigned long long)v);")
+    if dtype == np.dtype(np.int64):
+        return f"{native}((long long*)p, v);"
+    return f"{native}(p, v);"
+
+
+def _edge_reads():
+    """How the kernel reads values, edges and weights, and how many edges a thread
+    gathers at once (``tuning.GPU_EDGE_UNROLL``)."""
+    return f"""\
+#if HG_SYNC
+#define HG_VALUES const value_t* __restrict__
+#else
+#define HG_VALUES const value_t*
+#endif
+/* a pass reads each edge once: streaming loads (evict first) leave the caches to the
+   gathered values (RMAT-26 PageRank on an H100: 8.47 -> 8.31 ms an iteration) */
+#define HG_EDGE(array, e) __ldcs(&array[e])
+#if HG_WEIGHTED
+#define HG_WEIGHT(e) HG_EDGE(weight, e)
+#else
+#define HG_WEIGHT(e) 1.0f
+#endif
+#define HG_UNROLL {tuning.GPU_EDGE_UNROLL}
+
+"""
+
+
+_PARAMETERS = """\
+extern "C" __global__ void shard_pass(
+    const index_t* __restrict__ src, const unsigned short* __restrict__ dst_offset,
+    const float* __restrict__ weight, const long long* __restrict__ shard_start,
+    const long long* __restrict__ shard_edge, const unsigned char* __restrict__ shard_log_r,
+    const int ranges, const int k_begin, const int k_end, const int first, const int last,
+    value_t* __restrict__ partial, const long long edge_base, const int first_shard,
+    HG_VALUES values,
+    value_t* new_values, unsigned char* __restrict__ flags, const aux_t* __restrict__ aux,
+    const int aux_per_vertex, const double* __restrict__ constant_at,
+    const degree_t* __restrict__ out_degree, unsigned long long* counters,
+    const unsigned long long* __restrict__ go)
+{
+"""
+
+
+def _prologue(identity):
+    """The block's shard and edges, and its shared-memory replicas set to the monoid's
+    ``identity`` (a C literal)."""
+    return f"""\
+  /* go: the activated count of the iteration queued before this one; none activated,
+     this one changes nothing (it is discarded by the host) */
+  if (*go == 0) return;
+  extern __shared__ __align__(8) unsigned char hg_shared[];
+  value_t* slots = (value_t*)hg_shared;
+  __shared__ unsigned long long block_active, block_degree, block_front;
+  const int s = first_shard + blockIdx.x;
+  const long long v0 = shard_start[s];
+  const int nv = (int)(shard_start[s + 1] - v0);
+  const int log_r = shard_log_r[s];
+  /* edges of source ranges [k_begin, k_end) of this shard (row s of the range table) */
+  const long long* table = shard_edge + (long long)s * (ranges + 1);
+  const long long e0 = table[k_begin] - edge_base, e1 = table[k_end] - edge_base;
+  if (threadIdx.x == 0) {{ block_active = 0; block_degree = 0; block_front = 0; }}
+  for (int k = threadIdx.x; k < (nv << log_r); k += blockDim.x)
+    slots[k] = {identity};
+  __syncthreads();
+"""
+
+
+def _gather_loop(identity):
+    """Every edge's gather combined into its destination's replica: with warp shuffles
+    first (edges in destination order), or ``HG_UNROLL`` edges a thread at once."""
+    return f"""\
+  const int lane = threadIdx.x & ((1 << log_r) - 1);
+  const int stride = blockDim.x;
+#if HG_WARP_COMBINE
+  /* edges in destination order: the lanes of a warp holding the same destination
+     combine their values with shuffles (a segmented reduction), then one atomic each */
+  const int warp_lane = threadIdx.x & 31;
+  for (long long base = e0; base < e1; base += stride) {{
+    const long long e = base + threadIdx.x;
+    const bool valid = e < e1;
+    const int off = valid ? (int)HG_EDGE(dst_offset, e) : -1 - warp_lane;
+    value_t g = valid ? (value_t)hg_gather(values[HG_EDGE(src, e)], HG_WEIGHT(e),
+                                           values[v0 + off])
+                      : ({identity});
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {{
+      const value_t other = __shfl_down_sync(0xffffffffu, g, d);
+      const int other_off = __shfl_down_sync(0xffffffffu, off, d);
+      if (warp_lane + d < 32 && other_off == off) g = hg_combine(g, other);
+    }}
+    const int before = __shfl_up_sync(0xffffffffu, off, 1);
+    if (valid && (warp_lane == 0 || before != off)) hg_atomic(&slots[(off << log_r) + lane], g);
+  }}
+#else
+  long long e = e0 + threadIdx.x;
+  /* HG_UNROLL edges per thread at once: their loads are independent, so they overlap */
+  for (; e + (HG_UNROLL - 1) * stride < e1; e += HG_UNROLL * stride) {{
+    int off[HG_UNROLL];
+    value_t gathered[HG_UNROLL];
+#pragma unroll
+    for (int u = 0; u < HG_UNROLL; ++u) off[u] = HG_EDGE(dst_offset, e + u * stride);
+#pragma unroll
+    for (int u = 0; u < HG_UNROLL; ++u)
+      gathered[u] = hg_gather(values[HG_EDGE(src, e + u * stride)], HG_WEIGHT(e + u * stride),
+                              values[v0 + off[u]]);
+#pragma unroll
+    for (int u = 0; u < HG_UNROLL; ++u) hg_atomic(&slots[(off[u] << log_r) + lane], gathered[u]);
+  }}
+  for (; e < e1; e += stride) {{
+    const int off = HG_EDGE(dst_offset, e);
+    hg_atomic(&slots[(off << log_r) + lane], hg_gather(values[HG_EDGE(src, e)], HG_WEIGHT(e),
+                                                       values[v0 + off]));
+  }}
+#endif
+  __syncthreads();
+"""
+
+
+_MERGE = """\
+  for (int log_h = log_r - 1; log_h >= 0; --log_h) {  /* two-way reduction */
+    const int half = 1 << log_h;
+    for (int k = threadIdx.x; k < (nv << log_h); k += blockDim.x) {
+      value_t* p = &slots[((k >> log_h) << log_r) + (k & (half - 1))];
+      *p = hg_combine(*p, p[half]);
+    }
+    __syncthreads();
+  }
+"""
+
+# apply and activate for each vertex of the shard, then the block's counts of the
+# vertices activated, their out-degrees and lowest priority added to ``counters``
+_EPILOGUE = """\
+  unsigned long long active = 0, degree = 0, front = 0;
+  const double constant = *constant_at;
+  for (int i = threadIdx.x; i < nv; i += blockDim.x) {
+    const long long v = v0 + i;
+    value_t acc = slots[i << log_r];
+    if (!first) acc = hg_combine(partial[v], acc);  /* earlier source ranges */
+    if (!last) { partial[v] = acc; continue; }
+    const value_t old = values[v];
+    const value_t now = hg_apply(old, acc, aux[aux_per_vertex ? v : 0], constant);
+    new_values[v] = now;
+    const bool on = hg_activate(now, old);
+    flags[v] = on;
+    if (on) {
+      active += 1;
+      degree += out_degree[v];
+#if HG_PRIORITY
+      front = max(front, hg_front_key(hg_priority(now)));
+#endif
+    }
+  }
+  /* the warp's sums first, then one shared atomic a warp (not a thread: all on one
+     address): RMAT-24 PageRank 1.65 -> 1.46 ms an iteration on an H100 */
+  for (int d = 16; d > 0; d >>= 1) {
+    active += __shfl_down_sync(0xffffffffu, active, d);
+    degree += __shfl_down_sync(0xffffffffu, degree, d);
+#if HG_PRIORITY
+    front = max(front, __shfl_down_sync(0xffffffffu, front, d));
+#endif
+  }
+  if ((threadIdx.x & 31) == 0 && active) {
+    atomicAdd(&block_active, active);
+    atomicAdd(&block_degree, degree);
+#if HG_PRIORITY
+    atomicMax(&block_front, front);
+#endif
+  }
+  __syncthreads();
+  if (threadIdx.x == 0 && block_active) {
+    atomicAdd(&counters[0], block_active);
+    atomicAdd(&counters[1], block_degree);
+#if HG_PRIORITY
+    atomicMax(&counters[2], block_front);
+#endif
+  }
+}
+"""
+
+_KERNELS: dict = {}  # source -> its compiled shard_pass, for the process
+
+
+def compile_kernel(spec: ProgramSpec, aux_dtype, index_dtype, degree_dtype, *, weighted,
+                   sync, warp_combine=False):
+    """The compiled ``shard_pass`` (a cupy.RawKernel), kept per source for the process."""
+    import cupy
+
+    source = kernel_source(spec, aux_dtype, index_dtype, degree_dtype, weighted=weighted,
+                           sync=sync, warp_combine=warp_combine)
+    kernel = _KERNELS.get(source)
+    if kernel is None:
+        try:
+            module = cupy.RawModule(code=source, options=("-std=c++17",))
+            kernel = module.get_function("shard_pass")
+        except cupy.cuda.compiler.CompileException as exc:
+            detail = next((line for line in str(exc).splitlines() if "error" in line),
+                          str(exc).splitlines()[0])
+            raise HetGraphError(f"{spec.name}: the GPU translation did not compile "
+                                f"({detail}); please report it with the program") from None
+        _KERNELS[source] = kernel
+    return kernel
