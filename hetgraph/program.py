@@ -26,7 +26,7 @@ tricks, so that the same functions compile with Numba for the CPU and for the GP
 Per iteration every vertex v that is recomputed gets
 ``acc = sum(gather(x[u], w[u, v], x[v]) for u -> v)`` (the identity of ``reduce`` when
 v has no in-edge), ``x'[v] = apply(x[v], acc, aux[v])`` and is active next iteration
-when ``activate(x'[v], x[v])``. Optional hooks run on the host between iterations:
+when ``activate(x'[v], x[v])``. Optional hooks run in Python between iterations:
 ``aux(graph)`` (read-only per-vertex array passed to apply), ``iteration_constant``
 (a float computed from all values before each iteration, passed to a four-argument
 ``apply(old, acc, aux, constant)``), ``converged(graph, previous, values)`` (a global
@@ -64,7 +64,7 @@ class VertexProgram:
     active, when ``converged`` holds, or at its iteration limit. ``gather``, ``apply``,
     ``activate`` (and ``settled``, ``priority``) are ``@staticmethod`` functions of plain
     scalar Python, compiled with Numba for the CPU and translated to CUDA for the GPU;
-    the other hooks run on the host between iterations. See ``docs/vertex-programs.md``.
+    the other hooks run in Python between iterations. See ``docs/vertex-programs.md``.
 
     Attributes
     ----------
