@@ -1,4 +1,4 @@
-"""Start or join a Dask cluster with CPU and GPU workers (DESIGN.md, "Execution").
+"""Start or join a Dask cluster with CPU and GPU workers (docs/architecture.md).
 
 A hetgraph cluster has worker kinds told apart by Dask resources: CPU workers carry
 ``CPU=1`` (one task at a time; a page task uses every core through the kernels' thread
