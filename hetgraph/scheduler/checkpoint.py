@@ -6,8 +6,8 @@ fingerprints, sizes, CRC32 of each array) and ``values.bin`` / ``flags.bin`` (ra
 little-endian arrays, no pickle). A checkpoint is written into a temporary directory,
 every file fsynced, then renamed into place and the parent directory fsynced, so a
 crash or a full disk leaves the previous checkpoint intact; the newest ``keep``
-(default ``tuning.CHECKPOINTS_KEPT``) are kept. Resuming takes the newest checkpoint that reads back whole; one of another
-graph, program or mode is refused.
+(default ``tuning.CHECKPOINTS_KEPT``) are kept. Resuming takes the newest checkpoint
+that reads back whole; one of another graph, program or mode is refused.
 """
 
 from __future__ import annotations

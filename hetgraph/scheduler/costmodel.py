@@ -285,9 +285,9 @@ class CostModel:
         iterations hide the Python work between them only in part). The rows are one
         measurement per device kind and mode: the GPU's rows their edges in their
         seconds, the CPU's notify-pull and push rows their mean frontier edges in their
-        mean seconds, its pull rows as the GPU's. A segment folds its rows a batch at a time
-        (:func:`.tasks.run_iterations`), so that a slow row weighs on the model as it
-        weighs on the run before the ``tuning.COST_OUTLIER`` cap: capped row by row,
+        mean seconds, its pull rows as the GPU's. A segment folds its rows a batch at a
+        time (:func:`.tasks.run_iterations`), so that a slow row weighs on the model as
+        it weighs on the run before the ``tuning.COST_OUTLIER`` cap: capped row by row,
         a few slow rows among many short ones would be all but ignored. With
         ``progress`` (and ``buckets``), the rows' priority measures each kind's
         progress (:meth:`progress_ratio`); not from a calibration's first iterations
@@ -513,9 +513,9 @@ class CostModel:
         iteration and the next, looking one iteration ahead to a frontier ``growth``
         times larger, where the CPU may instead pay a move to the GPU (a BFS from a hub
         would otherwise start on the CPU, then move for a second iteration that the
-        GPU would have run with the first). A first iteration
-        the CPU loses runs on the GPU alone, not hybrid: the GPU's rate, calibrated
-        outside page tasks, cannot yet tell a hybrid split's worth.
+        GPU would have run with the first). A first iteration the CPU loses runs on the
+        GPU alone, not hybrid: the GPU's rate, calibrated outside page tasks, cannot yet
+        tell a hybrid split's worth.
 
         Parameters
         ----------
