@@ -1,11 +1,11 @@
-"""Start or join a Dask cluster with CPU and GPU workers (DESIGN.md, "Execution").
+"""Start or join a Dask cluster with CPU and GPU workers (docs/architecture.md).
 
 A hetgraph cluster has worker kinds told apart by Dask resources: CPU workers carry
 ``CPU=1`` (one task at a time; a page task uses every core through the kernels' thread
 pool) and there is one GPU worker per GPU with ``GPU=1``. By default everything runs in
-this process (``processes=False``): CPU and GPU tasks then read and write the host
-vertex arrays of the run without copies. With ``processes=True``, or when joining a
-running scheduler, the vertex state travels through Dask between iterations.
+this process (``processes=False``): CPU and GPU tasks then read and write the run's
+vertex arrays in this process's memory without copies. With ``processes=True``, or when
+joining a running scheduler, the vertex state travels through Dask between iterations.
 """
 
 from __future__ import annotations
@@ -16,14 +16,13 @@ import logging
 import re
 import threading
 
+from . import tuning
 from .errors import HetGraphError
 
 log = logging.getLogger("hetgraph.cluster")
 
 _CURRENT: list = []  # clusters entered with `with`, innermost last
 _SAID_CPU_ONLY = False
-CALIBRATIONS_KEPT = 16  # calibrations a cluster keeps for later runs (a few hundred bytes
-# each, with the rows of their first iterations)
 
 
 class ClusterError(HetGraphError, RuntimeError):
@@ -51,9 +50,10 @@ def _cpu_only_notice():
 
 
 def _reduce_latency(cluster, client):
-    """An iteration waits for its page tasks, so Dask's message batching (10 ms client,
-    5 ms scheduler, 2 ms worker) is pure latency: send at once instead. Measured on a
-    2-core VM: a task round trip falls from 10.6 to 3.2 ms."""
+    """An iteration waits for its page tasks, so Dask's message batching (by default
+    every few milliseconds) is pure latency: batch for ``tuning.DASK_BATCH_INTERVAL``
+    seconds instead (0: send at once)."""
+    interval = tuning.DASK_BATCH_INTERVAL
     comms = [getattr(client, "scheduler_comm", None)]
     scheduler = getattr(cluster, "scheduler", None)
     if scheduler is not None:  # only when the scheduler lives in this process
@@ -62,20 +62,69 @@ def _reduce_latency(cluster, client):
         comms.append(getattr(worker, "batched_stream", None))
     for comm in comms:
         if comm is not None and hasattr(comm, "interval"):
-            comm.interval = 0.0
+            comm.interval = interval
 
 
 class Cluster:
-    """A Dask cluster for hetgraph runs; use it as a context manager or close() it.
+    """A Dask cluster for hetgraph runs: CPU workers and one GPU worker per GPU.
 
-    ``address``: join a running scheduler ("tcp://host:port") whose workers were started
-    with ``dask worker --resources CPU=1`` and ``dask cuda worker --resources GPU=1``.
-    Otherwise a local cluster starts on this machine with ``cpu_workers`` CPU workers
-    (default 1) and one GPU worker per visible GPU (``gpus``: how many, default all),
-    in this process unless ``processes=True``; its dashboard listens on localhost
-    (``dashboard_address``, default "127.0.0.1:8787", a free port when that one is
-    taken; None turns it off). Inside ``with hg.Cluster() as cluster:`` runs that are
-    given no cluster use this one.
+    Use it as a context manager (``with hg.Cluster() as cluster:``), or call
+    :meth:`close` when done. Inside the ``with`` block, runs given no ``cluster`` use
+    this one; outside any, runs use the embedded cluster
+    (:func:`hetgraph.cluster.embedded_cluster`).
+
+    Parameters
+    ----------
+    address : str, optional
+        Join a running Dask scheduler ("tcp://host:port") instead of starting one. Its
+        workers must be started with ``dask worker --resources CPU=1`` (CPU workers)
+        and ``dask cuda worker --resources GPU=1`` (GPU workers). The other arguments
+        are then ignored. Default None: start a local cluster on this machine.
+    cpu_workers : int, default 1
+        CPU workers of a local cluster. Each runs one task at a time; a page task uses
+        every CPU thread, so one is enough on one machine.
+    gpus : int, optional
+        GPU workers of a local cluster, one per GPU (default None: every visible GPU;
+        0 for none).
+    processes : bool, default False
+        Run the local workers in their own processes. By default they run in this
+        process, where CPU and GPU tasks share the run's vertex arrays without copies.
+    dashboard_address : str or None, default "127.0.0.1:8787"
+        Where the local cluster's Dask dashboard listens (a free port on the same host
+        when that one is taken). None turns it off. The dashboard needs bokeh
+        (``pip install 'hetgraph[dashboard]'``); without it the cluster starts without
+        one, with a warning.
+
+    Attributes
+    ----------
+    client : distributed.Client
+        The Dask client.
+    cpu_workers, gpu_workers : list of str
+        The addresses of the CPU and of the GPU workers.
+    in_process : bool
+        Whether the workers run in this process.
+
+    Raises
+    ------
+    ClusterError
+        When the scheduler at ``address`` cannot be joined or has no worker with
+        resource CPU or GPU, when the arguments are out of range (``cpu_workers`` below
+        0, more ``gpus`` than visible, no worker at all), or when the local cluster
+        does not start.
+
+    See Also
+    --------
+    hetgraph.run : its ``cluster`` argument.
+    hetgraph.cluster.close_embedded_cluster : stop the cluster of runs given none.
+
+    Examples
+    --------
+    >>> import hetgraph as hg
+    >>> graph = hg.generate.grid(3, 3)
+    >>> with hg.Cluster(dashboard_address=None) as cluster:
+    ...     levels = hg.bfs(graph, 0, cluster=cluster)
+    >>> int(levels.values.max())
+    4
     """
 
     def __init__(self, address=None, *, cpu_workers=1, gpus=None, processes=False,
@@ -91,7 +140,7 @@ class Cluster:
         # the newest last (see keep_calibration)
         if address is not None:
             try:
-                self.client = Client(address, timeout="10s")
+                self.client = Client(address, timeout=tuning.CLUSTER_JOIN_TIMEOUT)
             except (OSError, TimeoutError) as exc:
                 raise ClusterError(f"cannot join the Dask scheduler at {address}: {exc}; "
                                    f"check the address and that the scheduler runs") from None
@@ -130,7 +179,17 @@ class Cluster:
 
     @property
     def dashboard_link(self):
-        """URL of the Dask dashboard (None when it is off)."""
+        """URL of the Dask dashboard's status page, a str (None when it is off).
+
+        Its **hetgraph** page (``/hetgraph``) follows the runs live.
+
+        Examples
+        --------
+        >>> import hetgraph as hg
+        >>> with hg.Cluster(dashboard_address=None) as cluster:
+        ...     print(cluster.dashboard_link)
+        None
+        """
         if self._cluster is None:  # a joined scheduler
             return self.client.dashboard_link
         if not self._dashboard:
@@ -144,17 +203,25 @@ class Cluster:
 
     def keep_calibration(self, key, reports):
         """Keep a run's calibration ``reports`` under ``key`` for later runs (the last
-        CALIBRATIONS_KEPT; see :meth:`hetgraph.scheduler.dispatcher._Driver._calibrate`)."""
+        ``tuning.CALIBRATIONS_KEPT``; see the dispatcher's calibration)."""
         self.calibrations.pop(key, None)
         self.calibrations[key] = reports
-        while len(self.calibrations) > CALIBRATIONS_KEPT:
+        while len(self.calibrations) > tuning.CALIBRATIONS_KEPT:
             del self.calibrations[next(iter(self.calibrations))]
 
     def close(self):
-        """Stop the client and, for a local cluster, its scheduler and workers; the
-        graph pages kept on this process's GPUs for later runs are freed
-        (:func:`hetgraph.kernels.gpu.device_pages`), and so are those kept by a joined
-        cluster's GPU workers."""
+        """Stop the client and, for a local cluster, its scheduler and workers.
+
+        The graph pages kept on this process's GPUs for later runs are freed, and so
+        are those kept by a joined cluster's GPU workers (a worker that is gone is
+        skipped). Leaving a ``with hg.Cluster()`` block calls it.
+
+        Examples
+        --------
+        >>> import hetgraph as hg
+        >>> cluster = hg.Cluster(dashboard_address=None)
+        >>> cluster.close()
+        """
         from .kernels.gpu.kept import release
 
         try:
@@ -192,11 +259,11 @@ def gpu_index(worker_name) -> int:
 
 def _worker_memory_limit(processes, workers):
     """Dask's memory limit for each local worker (bytes; 0: none). Dask's default for a
-    one-thread worker is the host memory over its cores, and a worker whose process
-    passes 80% of that pauses: in process, every worker measures the whole process,
-    and a run on a graph of a few GiB stopped for good (16 cores, 128 GiB: paused above
-    6.4 GiB). In process the run's own ``host_budget`` governs memory, so there is no
-    limit; worker processes share the host memory equally."""
+    one-thread worker is the machine's memory over its cores, and a worker whose process
+    passes 80% of that pauses: in process, every worker measures the whole process, so
+    a run on a graph of a few GiB would stop for good. In process the run's own
+    ``host_budget`` governs memory, so there is no limit; worker processes share the
+    machine's memory equally."""
     if not processes:
         return 0
     from distributed.system import MEMORY_LIMIT
@@ -301,8 +368,8 @@ _EMBEDDED_LOCK = threading.Lock()
 def embedded_cluster() -> Cluster:
     """The local in-process cluster (no dashboard) of the runs given no cluster: started
     by the first such run and kept until the process exits or
-    :func:`close_embedded_cluster` (starting and closing one took 30-60 ms per run on a
-    2-core VM, more than a small graph's whole run). One that stopped is replaced."""
+    :func:`close_embedded_cluster` (starting and closing one per run would cost more
+    than a small graph's whole run). One that stopped is replaced."""
     with _EMBEDDED_LOCK:
         cluster = _EMBEDDED["cluster"]
         if cluster is not None and cluster.running():
@@ -317,8 +384,20 @@ def embedded_cluster() -> Cluster:
 
 
 def close_embedded_cluster():
-    """Stop the embedded cluster, if one runs (a later run given no cluster starts a new
-    one)."""
+    """Stop the embedded cluster, if one runs.
+
+    Runs given no cluster, outside any ``with hg.Cluster()``, share one local
+    in-process cluster, started by the first of them and kept until the process exits.
+    This stops it now (to free its threads and GPU memory); a later such run starts a
+    new one. Does nothing when none runs.
+
+    Examples
+    --------
+    >>> import hetgraph as hg
+    >>> from hetgraph.cluster import close_embedded_cluster
+    >>> levels = hg.bfs(hg.generate.grid(3, 3), 0)
+    >>> close_embedded_cluster()
+    """
     with _EMBEDDED_LOCK:
         cluster, _EMBEDDED["cluster"] = _EMBEDDED["cluster"], None
         if cluster is not None:

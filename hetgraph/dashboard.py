@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 
+from . import tuning
 from .result import HISTORY_COLUMNS
 from .scheduler.progress import TOPIC, message_rows
 
@@ -27,7 +28,6 @@ log = logging.getLogger("hetgraph.dashboard")
 
 DEVICES = ("cpu", "gpu")
 CPU_MODES = ("pull", "notify-pull", "push", "gpu-pull")
-REFRESH_MS = 500  # how often the page reads the events
 
 
 def latest_run(scheduler):
@@ -75,46 +75,72 @@ def _columns(rows):
     return data
 
 
-def hetgraph_doc(scheduler, extra, doc):
-    """The page: a title line, alpha and f, pages and seconds per device kind per
-    iteration, and a table of the latest iterations; refreshed every REFRESH_MS."""
-    from bokeh.layouts import column, row
-    from bokeh.models import ColumnDataSource, DataTable, Div, NumberFormatter, Span
-    from bokeh.models import TableColumn
+_TOOLS = "pan,wheel_zoom,box_zoom,reset,hover"
+
+
+def _ratio_figure(source):
+    """alpha and f per iteration, on a log axis with a line at 1."""
+    from bokeh.models import Span
     from bokeh.plotting import figure
 
-    source = ColumnDataSource(_columns([]))
-    title = Div(text="", styles={"font-size": "16px", "font-weight": "bold"})
-    tools = "pan,wheel_zoom,box_zoom,reset,hover"
     ratio = figure(title="alpha (CPU time / GPU time; < 1: CPU only) and f (active "
                          "out-degree / |E|)", height=260, sizing_mode="stretch_width",
-                   x_axis_label="iteration", y_axis_type="log", tools=tools)
+                   x_axis_label="iteration", y_axis_type="log", tools=_TOOLS)
     for name, color in (("alpha", "#d62728"), ("f", "#1f77b4")):
         ratio.line("iteration", f"log_{name}", source=source, color=color,
                    legend_label=name, line_width=2)
         ratio.scatter("iteration", f"log_{name}", source=source, color=color, size=5)
     ratio.add_layout(Span(location=1.0, dimension="width", line_dash="dashed",
                           line_color="grey"))
+    return ratio
+
+
+def _device_figures(source):
+    """(pages, seconds): per iteration, the pages and the seconds of each device kind
+    (the seconds with the iteration's wall time)."""
+    from bokeh.plotting import figure
+
     pages = figure(title="pages per device", height=260, sizing_mode="stretch_width",
-                   x_axis_label="iteration", tools=tools)
+                   x_axis_label="iteration", tools=_TOOLS)
     pages.vbar_stack(["cpu_pages", "gpu_pages"], x="iteration", width=0.8, source=source,
                      color=["#2ca02c", "#ff7f0e"], legend_label=["CPU", "GPU"])
     seconds = figure(title="seconds per device (and wall)", height=260,
-                     sizing_mode="stretch_width", x_axis_label="iteration", tools=tools)
+                     sizing_mode="stretch_width", x_axis_label="iteration", tools=_TOOLS)
     for name, color, label in (("cpu_seconds", "#2ca02c", "CPU"),
                                ("gpu_seconds", "#ff7f0e", "GPU"),
                                ("seconds", "#7f7f7f", "wall")):
         seconds.line("iteration", name, source=source, color=color, legend_label=label,
                      line_width=2)
-    for plot in (ratio, pages, seconds):
-        plot.legend.location = "top_left"
+    return pages, seconds
+
+
+def _table(source):
+    """The latest iterations' main columns."""
+    from bokeh.models import DataTable, NumberFormatter, TableColumn
+
     shown = ("iteration", "placement", "mode", "f", "alpha", "active", "cpu_pages",
              "gpu_pages", "cpu_seconds", "gpu_seconds", "seconds", "overhead")
-    table = DataTable(source=source, height=240, sizing_mode="stretch_width",
-                      columns=[TableColumn(field=name, title=name.replace("_", " "),
-                                           formatter=NumberFormatter(format="0.[0000]"))
-                               if name not in ("placement", "mode") else
-                               TableColumn(field=name, title=name) for name in shown])
+    return DataTable(source=source, height=240, sizing_mode="stretch_width",
+                     columns=[TableColumn(field=name, title=name.replace("_", " "),
+                                          formatter=NumberFormatter(format="0.[0000]"))
+                              if name not in ("placement", "mode") else
+                              TableColumn(field=name, title=name) for name in shown])
+
+
+def hetgraph_doc(scheduler, extra, doc):
+    """The page: a title line, alpha and f, pages and seconds per device kind per
+    iteration, and a table of the latest iterations; refreshed every
+    ``tuning.DASHBOARD_REFRESH_MS`` milliseconds."""
+    from bokeh.layouts import column, row
+    from bokeh.models import ColumnDataSource, Div
+
+    source = ColumnDataSource(_columns([]))
+    title = Div(text="", styles={"font-size": "16px", "font-weight": "bold"})
+    ratio = _ratio_figure(source)
+    pages, seconds = _device_figures(source)
+    for plot in (ratio, pages, seconds):
+        plot.legend.location = "top_left"
+    table = _table(source)
     seen = {"key": None}
 
     def update():
@@ -127,7 +153,7 @@ def hetgraph_doc(scheduler, extra, doc):
         source.data = _columns(rows)
 
     update()
-    doc.add_periodic_callback(update, REFRESH_MS)
+    doc.add_periodic_callback(update, tuning.DASHBOARD_REFRESH_MS)
     doc.title = "Dask: hetgraph"
     doc.add_root(column(title, row(ratio, pages, sizing_mode="stretch_width"), seconds,
                         table, sizing_mode="stretch_width"))

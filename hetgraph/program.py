@@ -26,7 +26,7 @@ tricks, so that the same functions compile with Numba for the CPU and for the GP
 Per iteration every vertex v that is recomputed gets
 ``acc = sum(gather(x[u], w[u, v], x[v]) for u -> v)`` (the identity of ``reduce`` when
 v has no in-edge), ``x'[v] = apply(x[v], acc, aux[v])`` and is active next iteration
-when ``activate(x'[v], x[v])``. Optional hooks run on the host between iterations:
+when ``activate(x'[v], x[v])``. Optional hooks run in Python between iterations:
 ``aux(graph)`` (read-only per-vertex array passed to apply), ``iteration_constant``
 (a float computed from all values before each iteration, passed to a four-argument
 ``apply(old, acc, aux, constant)``), ``converged(graph, previous, values)`` (a global
@@ -55,38 +55,97 @@ class ProgramError(HetGraphError, TypeError):
 
 
 class VertexProgram:
-    """Base class of vertex programs; subclass it and set the attributes below.
+    """Base class of vertex programs: subclass it, set the attributes, write the hooks.
 
-    ``dtype``: numpy dtype of vertex values and accumulators (float32, float64, int32,
-    int64, uint32; default float32). ``reduce``: the monoid of the gather results, one
-    of "add", "min", "max", "or", "and" (or/and need an integer dtype).
-    ``needs_weights``: gather receives the edge weight (1.0 on unweighted graphs);
-    otherwise it receives 1.0. ``notify_self``: in notify-pull mode active vertices also
-    recompute themselves; set it when apply's result depends on the vertex's own old
-    value or on the iteration constant and not only on its in-neighbours (default False).
-    ``incremental``: recomputing a vertex from only the in-neighbours that changed last
-    iteration gives what a pull from all of them gives. It holds when ``reduce`` is
-    idempotent (min, max, or, and), apply(old, acc, aux) combines old and acc by that
-    monoid, and gather does not read dst. It lets the CPU push along the out-edges of
-    the active vertices instead of pulling (default False; the built-in sssp, bfs and
-    connected_components set it). ``activates_on_change``: activate(new, old) is True
-    exactly when new != old, as a min or max relaxation's new < old or new > old: a CPU
-    push then takes every vertex it changed as active without calling activate and
-    keeps no value before the pass (grid-1000 BFS burst, 2-core VM: 35-38 -> 32-34 ms).
-    Used with ``incremental`` only; checked on sample values (default False; the
-    built-in sssp, bfs and connected_components set it). ``settled(value)``: an optional
-    @staticmethod, True when no gather can change a vertex's value any more in a sync
-    run (apply would return it as it is, whatever it combines): a sync CPU pull then
-    skips that vertex's in-edges (Ligra's ``cond``; what makes Beamer's bottom-up BFS
-    cheap). Async runs and the GPU kernel ignore it: an async value can come from
-    values of the same iteration and still change (default None). ``priority(value)``:
-    an optional @staticmethod of an incremental program, a number, lower first: with a
-    positive ``bucket_width(graph)`` a CPU push or notify-pull iteration runs only the
-    active vertices of the lowest bucket [i * width, (i + 1) * width) of priorities, the
-    others waiting, still active, for a later one (delta-stepping, Meyer and Sanders 2003:
-    SSSP on a road network relaxes each edge a few times instead of dozens). The
-    answer is the same fixed point; pulls and the GPU run every active vertex
-    (default None).
+    Every iteration, each vertex v that is recomputed gets
+    ``acc = reduce(gather(x[u], w[u, v], x[v]) for u -> v)`` (the identity of
+    ``reduce`` when v has no in-edge), then ``x'[v] = apply(x[v], acc, aux[v])``, and is
+    active next iteration when ``activate(x'[v], x[v])``. A run stops when no vertex is
+    active, when ``converged`` holds, or at its iteration limit. ``gather``, ``apply``,
+    ``activate`` (and ``settled``, ``priority``) are ``@staticmethod`` functions of plain
+    scalar Python, compiled with Numba for the CPU and translated to CUDA for the GPU;
+    the other hooks run in Python between iterations. See ``docs/vertex-programs.md``.
+
+    Attributes
+    ----------
+    dtype : numpy dtype, default numpy.float32
+        Type of the vertex values and of the accumulators: float32, float64, int32,
+        int64 or uint32.
+    reduce : str, default "add"
+        The monoid that combines the gathered values: "add", "min", "max", "or" or
+        "and" (or/and need an integer dtype).
+    needs_weights : bool, default False
+        ``gather`` receives the edge weight (1.0 on an unweighted graph); otherwise it
+        receives 1.0.
+    notify_self : bool, default False
+        In notify-pull mode, active vertices also recompute themselves. Set it when
+        ``apply``'s result depends on the vertex's own old value or on the iteration
+        constant, not only on its in-neighbours.
+    incremental : bool, default False
+        Recomputing a vertex from only the in-neighbours that changed last iteration
+        gives what a pull from all of them gives: ``reduce`` is idempotent (min, max,
+        or, and), ``apply(old, acc, aux)`` combines old and acc by that monoid, and
+        ``gather`` does not read dst. It lets the CPU push along the out-edges of the
+        active vertices instead of pulling (the built-in sssp, bfs and
+        connected_components set it).
+    activates_on_change : bool, default False
+        ``activate(new, old)`` is True exactly when new != old (a min relaxation's
+        new < old, a max relaxation's new > old): a CPU push then takes every vertex it
+        changed as active without calling ``activate``, and keeps no value from before
+        the pass. Used with ``incremental`` only; checked on sample values.
+    settled : staticmethod or None, default None
+        ``settled(value) -> bool``: True when no gather can change a vertex's value any
+        more in a sync run (``apply`` would return it as it is, whatever it combines).
+        A sync CPU pull then skips that vertex's in-edges (Ligra's ``cond``; what makes
+        Beamer's bottom-up BFS cheap). Async runs and the GPU kernel ignore it: an
+        async value can come from values of the same iteration and still change.
+    priority : staticmethod or None, default None
+        ``priority(value) -> number``, lower first, for an incremental program: with a
+        positive :meth:`bucket_width`, a CPU push or notify-pull iteration runs only the
+        active vertices of the lowest bucket [i * width, (i + 1) * width) of
+        priorities, the others waiting, still active, for a later one (delta-stepping,
+        Meyer and Sanders 2003). The answer is the same fixed point; pulls and the GPU
+        run every active vertex.
+    converged : method or None, default None
+        ``converged(self, graph, previous, values) -> bool``: a global stopping test
+        after an iteration, given the values before and after it (None: none; the run
+        always stops when no vertex is active).
+    iteration_constant : method, optional
+        ``iteration_constant(self, graph, values) -> float``: not defined by default.
+        Define it and give ``apply`` a fourth parameter to receive it; it is computed
+        from all values before each iteration.
+
+    Examples
+    --------
+    Which vertices vertex 0 reaches, as 1s (an undirected 3 x 3 grid: all nine):
+
+    >>> import numpy as np
+    >>> import hetgraph as hg
+    >>> class Reach(hg.VertexProgram):
+    ...     dtype = np.int32
+    ...     reduce = "max"
+    ...     incremental = True
+    ...     activates_on_change = True
+    ...
+    ...     @staticmethod
+    ...     def gather(src, weight, dst):
+    ...         return src
+    ...
+    ...     @staticmethod
+    ...     def apply(old, acc, aux):
+    ...         return max(old, acc)
+    ...
+    ...     @staticmethod
+    ...     def activate(new, old):
+    ...         return new > old
+    ...
+    ...     def init(self, graph):
+    ...         values = np.zeros(graph.num_vertices, np.int32)
+    ...         values[0] = 1
+    ...         return values, values == 1
+    >>> result = hg.run(Reach(), hg.generate.grid(3, 3))
+    >>> int(result.values.sum())
+    9
     """
 
     dtype = np.float32
@@ -98,47 +157,134 @@ class VertexProgram:
 
     @staticmethod
     def gather(src, weight, dst):
+        """The value pulled along one in-edge u -> v (required).
+
+        Parameters
+        ----------
+        src : scalar of ``dtype``
+            The in-neighbour u's value.
+        weight : float
+            The edge's weight (1.0 unless ``needs_weights`` and the graph is weighted).
+        dst : scalar of ``dtype``
+            This vertex v's own value.
+
+        Returns
+        -------
+        scalar of ``dtype``
+            What ``reduce`` combines over v's in-edges.
+        """
         raise NotImplementedError
 
     @staticmethod
     def apply(old, acc, aux):
+        """A vertex's new value from its combined gathers (required).
+
+        Parameters
+        ----------
+        old : scalar of ``dtype``
+            The vertex's value.
+        acc : scalar of ``dtype``
+            The ``reduce`` of its gathers (the monoid's identity without in-edges).
+        aux : scalar
+            The vertex's entry of :meth:`aux` (0 when there is none). A fourth
+            parameter, if declared, receives ``iteration_constant``.
+
+        Returns
+        -------
+        scalar of ``dtype``
+            The new value.
+        """
         raise NotImplementedError
 
     @staticmethod
     def activate(new, old):
+        """Whether a vertex's change must reach its out-neighbours (required).
+
+        Parameters
+        ----------
+        new, old : scalar of ``dtype``
+            The vertex's value after and before ``apply``.
+
+        Returns
+        -------
+        bool
+            True: the vertex is active next iteration.
+        """
         raise NotImplementedError
 
     def init(self, graph):
-        """(values, active): initial values (length N, castable to dtype) and the
-        initially active vertices (bool array of length N, or None for all)."""
+        """The initial state (required).
+
+        Parameters
+        ----------
+        graph : hetgraph.Graph
+            The graph of the run.
+
+        Returns
+        -------
+        (values, active)
+            ``values``: an array of length N castable to ``dtype``; ``active``: a bool
+            array of length N (the vertices active in the first iteration), or None
+            for all.
+        """
         raise NotImplementedError
 
     def aux(self, graph):
-        """Read-only per-vertex array passed to apply (length N), or None (default)."""
+        """A read-only per-vertex array passed to :meth:`apply` (optional).
+
+        Parameters
+        ----------
+        graph : hetgraph.Graph
+            The graph of the run.
+
+        Returns
+        -------
+        numpy.ndarray or None
+            A numeric array of length N, or None (the default: apply receives 0).
+        """
         return None
 
-    # iteration_constant(self, graph, values) -> float: define it and give apply a
-    # fourth parameter to receive it; computed before each iteration.
-
-    # converged(self, graph, previous, values) -> bool: a global stopping test after an
-    # iteration, given the values before and after it. None (the default) means none;
-    # the run always stops when no vertex is active.
     converged = None
     settled = None
     priority = None
 
     def bucket_width(self, graph):
-        """The width of a priority bucket for ``graph`` (a positive number; None or inf:
-        no buckets). Read once a run; default None."""
+        """The width of a priority bucket for ``graph`` (optional; see ``priority``).
+
+        Read once a run.
+
+        Parameters
+        ----------
+        graph : hetgraph.Graph
+            The graph of the run.
+
+        Returns
+        -------
+        float or None
+            A positive number; None (the default) or inf: no buckets.
+        """
         return None
 
     def finalize(self, graph, values):
-        """Reported values from the internal ones (default: unchanged). ``values`` is
-        the run's own final array: finalize may change and return it."""
+        """The reported values from the internal ones (optional).
+
+        Parameters
+        ----------
+        graph : hetgraph.Graph
+            The graph of the run.
+        values : numpy.ndarray
+            The run's own final array: finalize may change and return it.
+
+        Returns
+        -------
+        numpy.ndarray
+            The values the result reports (default: ``values`` unchanged).
+        """
         return values
 
     @property
     def name(self) -> str:
+        """The program's name in messages and the history (its class name)."""
         return type(self).__name__
 
 
@@ -167,7 +313,7 @@ def _user_function(program, name, arities):
 @functools.lru_cache(maxsize=256)
 def _checked_function(cls, program, name, fn, arities):
     """:func:`_user_function`'s checks, kept (a run checks its program each time, and
-    inspect takes 5-30 us a function); keyed by the function itself, so that a class
+    inspect is slow next to a small run); keyed by the function itself, so that a class
     given another function is checked again. ``program``: the program's name."""
     if fn is None or not callable(fn):
         raise ProgramError(f"{program}.{name} is missing; define it as a @staticmethod")
@@ -202,8 +348,8 @@ _SIGNATURES = {
 @functools.lru_cache(maxsize=256)
 def _check_activates_on_change(program, activate, dtype, reduce, identity):
     """activate(combine(old, g), old) must be (combine(old, g) != old) for sample values
-    old and g of ``dtype``; kept per function (the samples take 0.3 ms, a run's check
-    5 us). ``program``: the program's name."""
+    old and g of ``dtype``; kept per function (checking the samples costs more than a
+    small run). ``program``: the program's name."""
     samples = [0, 1, 2, 3, 100, identity]
     if dtype.kind != "u":
         samples += [-1, -100]
@@ -234,6 +380,12 @@ class ProgramSpec:
             raise ProgramError(f"{type(program).__name__} is not a hetgraph.VertexProgram; "
                                f"subclass hg.VertexProgram")
         self.program = program
+        self._check_values(program)
+        self._check_functions(program)
+        self._check_flags(program)
+
+    def _check_values(self, program):
+        """``dtype`` and ``reduce``: a supported dtype, a monoid that fits it."""
         try:
             self.dtype = np.dtype(program.dtype)
         except TypeError as exc:
@@ -249,6 +401,9 @@ class ProgramSpec:
         if self.reduce in BITWISE_MONOIDS and self.dtype.kind == "f":
             raise ProgramError(f"{program.name}.reduce={self.reduce!r} needs an integer "
                                f"dtype, not {self.dtype}")
+
+    def _check_functions(self, program):
+        """The static functions' signatures, and the hooks they call for."""
         self.gather, _ = _user_function(program, "gather", (3,))
         self.apply, apply_arity = _user_function(program, "apply", (3, 4))
         self.activate, _ = _user_function(program, "activate", (2,))
@@ -268,6 +423,9 @@ class ProgramSpec:
         if has_constant and not self.uses_constant:
             raise ProgramError(f"{program.name} defines iteration_constant but apply takes "
                                f"3 arguments; add a fourth parameter to receive it")
+
+    def _check_flags(self, program):
+        """The flags, and that ``incremental`` and ``activates_on_change`` hold."""
         self.has_converged = callable(program.converged)
         self.needs_weights = bool(program.needs_weights)
         self.notify_self = bool(program.notify_self)

@@ -23,5 +23,47 @@ GPU_EDGE_UNROLL = 4  # edges a thread gathers at once: their independent loads o
 # --- segments and calibration (hetgraph.scheduler.tasks) --------------------------------------
 
 # --- cost model and dispatcher (hetgraph.scheduler) -------------------------------------------
+# cost model (hetgraph.scheduler.costmodel) and page queue (hetgraph.scheduler.placement)
+COST_SMOOTHING = 0.3  # weight of a new measurement in the model's running means: follows a
+# change of speed within a few folds; with COST_OUTLIER, one batch raises a rate 1.6x at most
+COST_OUTLIER = 3.0  # a measurement counts at most this many times what the model predicted
+# for it: one stalled row must not send a run off a device it then never measures again
+FIT_SPREAD = 0.5  # coefficient of variation the sizes measured need before a LinearFit
+# fits a slope: sizes too alike cannot tell a fixed cost from a cost per edge
+FIT_FIXED_MOST = 100e-6  # seconds: the largest fixed part a fit takes before its sizes
+# spread, so that one large measurement does not price tiny iterations at milliseconds
+LEAD_PRECISION = 64  # lead_degree's bisection stops within 1/64 of its answer: a burst
+# limit needs no more, and each step costs a prediction
+SWITCH_MARGIN = 0.2  # staying counts as a loss only while the other side is predicted
+# this much faster: devices within each other's noise would otherwise trade the run
+RELAX_HALF_LIFE = 2e-3  # seconds away from a device in which its inflated rates move half
+# the way back to their lowest: slowdowns last milliseconds, however many iterations
+CPU_BATCH_OVERHEAD_SHARE = 0.05  # a hybrid CPU batch holds up to round trip / this much
+# work: the round trip costs it at most 5%, and small batches still follow measured times
 
 # --- cluster, progress and dashboard ----------------------------------------------------------
+# cluster (hetgraph.cluster)
+CALIBRATIONS_KEPT = 16  # auto runs' calibrations a Cluster keeps for later runs (a few
+# hundred bytes each): a later run of the same graph and program skips its calibration
+DASK_BATCH_INTERVAL = 0.0  # seconds an in-process cluster's Dask comms batch messages
+# (Dask's defaults: 2-10 ms): an iteration waits for its tasks, so batching is latency
+CLUSTER_JOIN_TIMEOUT = 10.0  # seconds Cluster(address) waits for the scheduler before
+# ClusterError: a scheduler that does not answer in that time is taken as not running
+# checkpoints and calibration keys (hetgraph.scheduler.checkpoint)
+CHECKPOINTS_KEPT = 2  # checkpoints a run keeps on disk: the newest, and one to resume
+# from when the newest does not read back whole
+CALIBRATION_KEY_SAMPLES = 1 << 12  # elements of a program's array that the calibration
+# key's CRC32 reads: all of a large array cost milliseconds a run; a key that misses a
+# change only reuses a calibration, which costs speed, never an answer
+# progress bar and run events (hetgraph.scheduler.progress)
+PROGRESS_DELAY = 2.0  # seconds a run runs before it draws a progress bar: short runs stay
+# quiet
+PROGRESS_REDRAW = 0.1  # seconds between two redraws of the bar, at least: a terminal
+# write an iteration would cost more than a small iteration
+EVENT_INTERVAL = 0.25  # seconds between two messages of history rows to the scheduler:
+# Dask checks and sends each message, which costs more than a small iteration
+EVENT_SEND_PERIOD = 0.05  # seconds between two sends of the queued run events by the
+# client's event loop: waking the loop for every post costs as much as a small run
+# dashboard (hetgraph.dashboard)
+DASHBOARD_REFRESH_MS = 500  # milliseconds between two reads of the run events by the
+# dashboard's hetgraph page

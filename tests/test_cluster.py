@@ -271,9 +271,9 @@ def test_a_cluster_measures_its_task_round_trip_once():
 def test_a_cluster_keeps_its_newest_calibrations(monkeypatch):
     """Calibrations are kept by key, the newest last, at most CALIBRATIONS_KEPT; keeping
     one again makes it the newest."""
-    from hetgraph import cluster as cluster_module
+    from hetgraph import tuning
 
-    monkeypatch.setattr(cluster_module, "CALIBRATIONS_KEPT", 3)
+    monkeypatch.setattr(tuning, "CALIBRATIONS_KEPT", 3)
     with hg.Cluster(dashboard_address=None) as cluster:
         for key in ("a", "b", "c", "a", "d"):
             cluster.keep_calibration(key, [key.upper()])

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from hetgraph.scheduler import costmodel
+from hetgraph import tuning
 from hetgraph.scheduler.costmodel import CostModel, LinearFit, alpha
-from hetgraph.scheduler.placement import OVERHEAD_SHARE, PageQueue
+from hetgraph.scheduler.placement import PageQueue
 from hetgraph.result import COLUMN, history_row
 from hetgraph.scheduler.tasks import RunSpec
 
@@ -199,7 +199,7 @@ def test_rates_inflated_while_away_relax_back_to_the_lowest_measured():
     assert m.placement(0.001, 1.0, 10**6, current="gpu", weight=10)[0] == "cpu"
     # on the CPU, the GPU's rate decays back: half the excess every RELAX_HALF_LIFE
     # seconds away, however many iterations ran in them
-    half_life = costmodel.RELAX_HALF_LIFE
+    half_life = tuning.RELAX_HALF_LIFE
     m.placement(0.001, 1.0, 10**6, current="cpu", weight=100, seconds=half_life)
     assert m.seconds("gpu", 10**6) == pytest.approx(25e-6 + (inflated - 25e-6) / 2)
     m.placement(0.001, 1.0, 10**6, current="cpu", weight=1, seconds=half_life)
@@ -594,7 +594,7 @@ def test_the_lead_degree_is_where_the_cpu_stops_winning():
                         for e in sizes], arcs)
     lead = m.lead_degree(1.0, arcs)
     assert m.alpha(lead / arcs, 1.0, arcs) < 1.0
-    assert m.alpha(lead * (1 + 2 / costmodel.LEAD_PRECISION) / arcs, 1.0, arcs) >= 1.0
+    assert m.alpha(lead * (1 + 2 / tuning.LEAD_PRECISION) / arcs, 1.0, arcs) >= 1.0
     assert 2000 < lead < 8000  # (25 us at about 6 ns an edge: 4,000 edges)
     m.per_edge[("gpu", "pull")] = 1.0 / arcs  # a pass of 1 s: slower than any CPU's
     assert m.lead_degree(1.0, arcs) == arcs
@@ -803,7 +803,7 @@ def test_a_fit_without_spread_takes_the_mean_rate_when_below_the_prior():
     fit = LinearFit()
     fit.observe(200_000, 20e-3, 35e-9)
     assert fit.predict(200_000, 35e-9) == pytest.approx(20e-3)
-    fixed = costmodel.FIXED_MOST
+    fixed = tuning.FIT_FIXED_MOST
     assert fit.predict(2000, 35e-9) == pytest.approx(fixed + 2000 * (20e-3 - fixed) / 2e5)
 
 
@@ -968,7 +968,7 @@ def test_cpu_batches_amortize_the_round_trip():
     q = PageQueue(np.full(110, 6 * 10**5), m, round_trip=0.001, gpu_workers=1)
     batch = q.take_cpu()  # 1 ms round trip / 5%: 20 ms of CPU work, 9 pages
     assert batch == list(range(109, 100, -1))
-    assert 0.001 / (len(batch) * 2.4e-3) <= OVERHEAD_SHARE
+    assert 0.001 / (len(batch) * 2.4e-3) <= tuning.CPU_BATCH_OVERHEAD_SHARE
 
 
 def test_a_cpu_batch_ends_before_the_gpu_would_finish_the_rest():

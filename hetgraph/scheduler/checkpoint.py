@@ -5,9 +5,9 @@ Layout: ``DIR/ckpt-<iteration>/`` holds ``checkpoint.json`` (format, version,
 fingerprints, sizes, CRC32 of each array) and ``values.bin`` / ``flags.bin`` (raw
 little-endian arrays, no pickle). A checkpoint is written into a temporary directory,
 every file fsynced, then renamed into place and the parent directory fsynced, so a
-crash or a full disk leaves the previous checkpoint intact; the newest ``keep`` are
-kept. Resuming takes the newest checkpoint that reads back whole; one of another
-graph, program or mode is refused.
+crash or a full disk leaves the previous checkpoint intact; the newest ``keep``
+(default ``tuning.CHECKPOINTS_KEPT``) are kept. Resuming takes the newest checkpoint
+that reads back whole; one of another graph, program or mode is refused.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import uuid
 
 import numpy as np
 
+from .. import tuning
 from ..errors import CheckpointError
 from ..io.store import crc32
 from ..result import history_row, row_dict
@@ -51,11 +52,13 @@ def graph_fingerprint(graph) -> str:
     return "memory:" + digest.hexdigest()
 
 
-def sampled_crc32(array, samples=1 << 12) -> int:
-    """CRC32 of at most ``samples`` (default 4,096) evenly spaced elements of ``array``
-    (all of a smaller one): a cheap stand-in for its contents where two arrays taken for
-    one cost speed, never an answer (the CRC32 of RMAT-22 PageRank's three 4M-vertex
-    arrays took 16 ms of every auto run on the H200 host)."""
+def sampled_crc32(array, samples=None) -> int:
+    """CRC32 of at most ``samples`` (default ``tuning.CALIBRATION_KEY_SAMPLES``) evenly
+    spaced elements of ``array`` (all of a smaller one): a cheap stand-in for its
+    contents where two arrays taken for one cost speed, never an answer (a calibration
+    key), and the CRC32 of every element of a large array would cost each run more."""
+    if samples is None:
+        samples = tuning.CALIBRATION_KEY_SAMPLES
     flat = np.ravel(array)
     return crc32(flat[::max(1, -(-flat.size // samples))])
 
@@ -93,14 +96,16 @@ class Checkpointer:
     """Writes and reads the checkpoints of one run in ``directory``.
 
     ``every``: iterations between checkpoints (default 10); ``keep``: how many to keep
-    (default 2). ``graph_fp``/``program_fp``: fingerprints; ``mode``: "sync"/"async".
+    (default ``tuning.CHECKPOINTS_KEPT``). ``graph_fp``/``program_fp``: fingerprints;
+    ``mode``: "sync"/"async".
     """
 
-    def __init__(self, directory, *, every=10, keep=2, graph_fp, program_fp, mode):
+    def __init__(self, directory, *, every=10, keep=None, graph_fp, program_fp, mode):
         if not isinstance(every, (int, np.integer)) or every < 1:
             raise CheckpointError(f"checkpoint_every={every!r} must be an integer >= 1")
         self.directory = os.path.abspath(os.fspath(directory))
-        self.every, self.keep = int(every), keep
+        self.every = int(every)
+        self.keep = tuning.CHECKPOINTS_KEPT if keep is None else keep
         self.identity = {"graph": graph_fp, "program": program_fp, "mode": mode}
         self.last = None  # the iteration of the last checkpoint written
 

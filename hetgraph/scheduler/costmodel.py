@@ -8,9 +8,8 @@ destination is a vertex of in-degree d with probability d / |E|), all of them at
 rho = 1 in memory and rho = k (sequential over random read speed) out of core.
 Notify-pull is chosen when that is at most one pull pass. With skew = 1 (Garaph's
 assumption: one in-edge pulled per notification) this is Garaph's f <= 1 / (2 * rho);
-on power-law graphs the vertices a frontier reaches are hubs with many in-edges (RMAT-20
-renumbered, BFS level 3: f = 0.38, notify-pull 31-58 ms against a 19-25 ms pull on two
-cores), and on a grid each pulls four.
+on power-law graphs the vertices a frontier reaches are hubs with many in-edges, and on
+a grid each pulls four.
 
 Beyond Garaph, an incremental program (:class:`hetgraph.VertexProgram`) may push: the
 active vertices combine into their out-neighbours' values, f |E| edges in one
@@ -23,6 +22,7 @@ import math
 
 import numpy as np
 
+from .. import tuning
 from ..result import COLUMN
 
 CPU_MODES = ("pull", "notify-pull", "push")
@@ -48,9 +48,8 @@ def frontier_growth(in_degree, out_degree) -> float:
     arcs = float(np.sum(in_degree))
     if not arcs:
         return 1.0
-    # einsum, not np.dot: a float dot is OpenBLAS's, whose threads (one per core) then
-    # spin for about 0.1 s each, slowing whatever runs next (H100 host: 15 threads,
-    # 50-130 ms each, during a run's first segments)
+    # einsum, not np.dot: after a float dot, OpenBLAS's threads (one per core) spin
+    # for a while, slowing whatever runs next
     return max(1.0, float(np.einsum("i,i->", in_degree, out_degree, dtype=np.int64)) / arcs)
 
 
@@ -84,27 +83,15 @@ def alpha(f: float, rho: float, t_pull: float, t_gpu: float) -> float:
     return min(2.0 * f * rho, 1.0) * t_pull / t_gpu
 
 
-SMOOTHING = 0.3  # weight of a new measurement in the running per-edge times
-OUTLIER = 3.0  # a measurement counts at most this many times what the model predicted
-# for it. Among the 25-40 us GPU passes of a grid-1000 BFS on the H100, single rows took
-# 0.25-2.5 ms (some during a garbage collection): taken whole, one raised the GPU's
-# predicted pass to 0.16-2.5 ms, the run left the GPU and, never measuring it again,
-# stayed on the CPU at twice the GPU's time (5 of 6 runs). A real change of speed still
-# moves the estimate by up to 1.6x a measurement.
-SPREAD = 0.5  # sizes measured must vary by this coefficient of variation to fit a slope
-FIXED_MOST = 100e-6  # seconds: the most a fit gives its fixed part before sizes spread
-LEAD_PRECISION = 64  # lead_degree's bisection stops within 1/64 of its answer
-MARGIN = 0.2  # staying counts as losing only while the other side is predicted this
-# much faster: the grid-1000 BFS's CPU and GPU iterations differ by less than their
-# noise (30-50 us against 25-45 us on the H100 host), and runs moved back and forth at
-# 1-1.7 ms a move on leads of 5-10%
-RELAX_HALF_LIFE = 2e-3  # seconds away from a device in which its rates measured above
-# the lowest they have had move half the way back to it: a GPU stretch slowed by the host
-# (grid-1000 BFS on the H100: a few ms of 300 us rows) raised the GPU's rate tenfold,
-# the run left for the CPU and, never measuring the GPU again, stayed there at twice
-# the GPU's time. Counted in iterations (1% each), the return took 79 iterations of
-# 273 us (25 ms) when the host was slow for the CPU too: hiccups last milliseconds,
-# however many iterations run in them
+
+
+def _smoothed(old, measured):
+    """The running mean ``old`` moved towards ``measured`` by ``tuning.COST_SMOOTHING``
+    (``measured`` itself when there is no ``old``)."""
+    if old is None:
+        return measured
+    weight = tuning.COST_SMOOTHING
+    return (1 - weight) * old + weight * measured
 
 
 def _priority_ends(rows):
@@ -125,29 +112,29 @@ def _priority_ends(rows):
 
 class LinearFit:
     """seconds = fixed + slope * size, fitted by least squares to the measurements with
-    exponential forgetting (the newest weighs SMOOTHING). A small iteration costs its
-    fixed part (a call, a sort) more than its edges: a cost per edge alone, learnt from
-    one, would predict a large one many times too slow. Until the sizes measured spread
-    enough to tell the two apart (coefficient of variation SPREAD), the fit goes
-    through their mean with the fixed part that the caller's prior slope leaves, not
-    below 0 (a grid-1000 BFS's pushes on the H100 host, 16 threads: a prior of 16 ns
-    a frontier edge against 5-6 measured moved runs to a GPU twice as slow as the CPU
-    once frontiers grew, their sizes too alike to fit a slope) nor above FIXED_MOST
-    (RMAT-22's BFS measured one push of 20 ms at 100 ns a frontier edge against a
-    prior of 35: a fixed part of 13 ms kept its last, tiny, iterations on a GPU at
-    7 ms each)."""
+    exponential forgetting (the newest weighs ``tuning.COST_SMOOTHING``).
+
+    A small iteration costs its fixed part (a call, a sort) more than its edges: a cost
+    per edge alone, learnt from one, would predict a large one many times too slow.
+    Until the sizes measured spread enough to tell the two apart (coefficient of
+    variation ``tuning.FIT_SPREAD``), the fit goes through their mean with the fixed
+    part that the caller's prior slope leaves, between 0 (a prior slope above the
+    measured rate must not make large iterations look dear) and
+    ``tuning.FIT_FIXED_MOST`` (one large measurement must not make tiny ones look dear).
+    """
 
     def __init__(self):
         self.sums = (0.0,) * 5  # weight, size, seconds, size^2, size * seconds
 
     def observe(self, size, seconds, prior_slope):
-        """Fold in one measurement (``seconds`` trimmed to OUTLIER times the fit's
-        prediction for ``size``, see :meth:`predict`)."""
+        """Fold in one measurement (``seconds`` trimmed to ``tuning.COST_OUTLIER`` times
+        the fit's prediction for ``size``, see :meth:`predict`)."""
         expected = self.predict(size, prior_slope)
         if expected:
-            seconds = min(seconds, OUTLIER * expected)
+            seconds = min(seconds, tuning.COST_OUTLIER * expected)
         weight, sx, sy, sxx, sxy = self.sums
-        keep, new = 1.0 - SMOOTHING, SMOOTHING
+        new = tuning.COST_SMOOTHING
+        keep = 1.0 - new
         self.sums = (keep * weight + new, keep * sx + new * size, keep * sy + new * seconds,
                      keep * sxx + new * size * size, keep * sxy + new * size * seconds)
 
@@ -158,12 +145,12 @@ class LinearFit:
             return None
         mx, my = sx / weight, sy / weight
         var = sxx / weight - mx * mx
-        if var > (SPREAD * mx) ** 2:
+        if var > (tuning.FIT_SPREAD * mx) ** 2:
             slope = max((sxy / weight - mx * my) / var, 0.0)
             return max(my - slope * mx, 0.0) + slope * size
         if mx <= 0:
             return my + prior_slope * size
-        fixed = min(max(my - prior_slope * mx, 0.0), FIXED_MOST)
+        fixed = min(max(my - prior_slope * mx, 0.0), tuning.FIT_FIXED_MOST)
         return fixed + (my - fixed) / mx * size
 
 
@@ -171,42 +158,63 @@ class CostModel:
     """Seconds per edge for each (device kind, mode), from a calibration then smoothed
     over measured times, and the placement of each iteration.
 
-    ``per_edge``: seconds per edge by (device kind, mode): ("cpu", "pull") and ("gpu",
-    "pull") of a pull, (kind, "pages") of a hybrid iteration's page task
-    (:meth:`page_seconds`).
-    ``fits``: by CPU mode, "notify-pull" and "push", a :class:`LinearFit` of an
-    iteration's seconds against its frontier's edges (f * |E|); before it has
-    measurements, the prior is Garaph's 2 * rho * T_pull per frontier edge for a
-    notify-pull (with the skew below), the push's factor for a push. Measured, a
-    notify-pull also counts the in-edges of the notified vertices, which on power-law
-    graphs can be many times the frontier's out-edges; a push's fixed part is the
-    burst's row (1 us on the 2-core VM against 6 ns a frontier edge: a rate per edge
-    learnt from the first iterations of a grid-1000 BFS, 130 ns, kept its runs on the
-    H100 at the GPU's 50 ms against the CPU's 30). ``overhead``: seconds a hybrid
-    iteration spends beyond its busiest device (task round trips, vertex copies),
-    smoothed. ``switch``: seconds to move the run between the CPU and the GPU (the
-    state's copies and the task round trips of ending one segment and starting the
-    next), smoothed over measured segment boundaries. ``regret``: seconds the current
-    placement has lost so far against the other, by the model's predictions.
-    ``skew``: the in-degree of the destination of an average edge, sum(d_in^2) / |E|
-    (1 in Garaph's model): a notified vertex is reached through one of its in-edges, so
-    before any measurement notify-pull is predicted to pull min(f |E| skew, |E|) edges.
-    ``push``: the program's :func:`push_factor` (0: it cannot push).
-    ``growth``: the out-degree of an average edge's destination, sum(d_in d_out) / |E|
-    (:func:`frontier_growth`): a frontier of f |E| out-edges reaches vertices with
-    about f |E| growth out-edges, the next frontier's at most (see :meth:`placement`).
-    ``threads``: threads of a CPU pull; ``sparse_edges``: frontier edges up to which a
-    notify-pull runs in one thread (:data:`.cpu_engine.SPARSE_EDGES`). ``cpu_mode``: the
-    run's CPU mode ("auto": :func:`choose_cpu_mode`'s, as the CPU engine chooses it).
-    ``buckets``: the CPU runs the program's priority buckets (delta-stepping), so that
-    a CPU iteration does less than a GPU one, which runs every active vertex: the two
-    are compared by the time they take for one GPU iteration's progress (see
-    :meth:`progress_ratio`). ``progress``: by device kind, the rise of the history's
-    priority column per iteration, smoothed; ``share``: the CPU pushes' edges over
-    their frontier's (the bucket's part), smoothed. ``waiting``: what says (its
-    ``done()``) whether the GPU's page layout that a run's calibration of the GPU waits
-    for, and the run's CPU does not, is there (None: none; see the dispatcher's
-    ``_calibrate``).
+    Parameters
+    ----------
+    overhead : float, default 0.0
+        Prior seconds a hybrid iteration spends beyond its busiest device (task round
+        trips, vertex copies); smoothed over measured ones (:meth:`observe_overhead`).
+    switch : float, default 0.0
+        Prior seconds to move the run between the CPU and the GPU (the state's copies
+        and the round trips of ending one segment and starting the next); smoothed over
+        measured segment boundaries (:meth:`observe_switch`).
+    skew : float, default 1.0
+        The in-degree of the destination of an average edge, sum(d_in^2) / |E| (1 in
+        Garaph's model): a notified vertex is reached through one of its in-edges, so
+        before any measurement a notify-pull is predicted to pull min(f |E| skew, |E|)
+        edges.
+    push : float, default 0.0
+        The program's :func:`push_factor` (0: it cannot push).
+    growth : float, default 1.0
+        The out-degree of an average edge's destination, sum(d_in d_out) / |E|
+        (:func:`frontier_growth`): a frontier of f |E| out-edges reaches vertices with
+        about f |E| growth out-edges, the next frontier's at most (:meth:`placement`).
+    threads : int, default 1
+        Threads of a CPU pull.
+    sparse_edges : int, default 0
+        Frontier edges up to which the CPU engine runs a notify-pull in one thread.
+    cpu_mode : str, default "auto"
+        The run's CPU mode ("auto": :func:`choose_cpu_mode`'s, as the CPU engine
+        chooses it).
+    buckets : bool, default False
+        The CPU runs the program's priority buckets (delta-stepping), so a CPU
+        iteration does less than a GPU one, which runs every active vertex: the two are
+        compared by the time they take for one GPU iteration's progress
+        (:meth:`progress_ratio`).
+
+    Attributes
+    ----------
+    per_edge : dict
+        Seconds per edge by (device kind, mode): ("cpu", "pull") and ("gpu", "pull") of
+        a pull, (kind, "pages") of a hybrid iteration's page task (:meth:`page_seconds`).
+    fits : dict
+        By CPU mode, "notify-pull" and "push", a :class:`LinearFit` of an iteration's
+        seconds against its frontier's edges (f |E|). Before it has measurements the
+        prior is Garaph's (with the skew) for a notify-pull, the push factor's for a
+        push (:meth:`_prior`). Measured, a notify-pull also counts the in-edges of the
+        notified vertices, many times the frontier's out-edges on power-law graphs, and
+        a push has a fixed part (the burst's row) that a rate per edge cannot carry.
+    regret : float
+        Seconds the current placement has lost so far against the other, by the
+        model's predictions.
+    progress : dict
+        By device kind, the rise of the history's priority column per iteration,
+        smoothed (with ``buckets``).
+    share : float or None
+        The CPU pushes' edges over their frontier's (the bucket's part), smoothed.
+    waiting : object or None
+        What says (its ``done()``) whether the GPU's page layout, which a run's
+        calibration of the GPU waits for and its CPU does not, is there (None: none;
+        see the dispatcher's calibration).
     """
 
     def __init__(self, overhead=0.0, switch=0.0, skew=1.0, push=0.0, growth=1.0,
@@ -234,18 +242,14 @@ class CostModel:
     def observe_iteration(self, placement, seconds):
         """Fold the measured seconds of a full-pull iteration placed on "gpu" or
         "hybrid" into the model; placement then compares measurements."""
-        old = self.iteration.get(placement)
-        self.iteration[placement] = seconds if old is None else \
-            (1 - SMOOTHING) * old + SMOOTHING * seconds
+        self.iteration[placement] = _smoothed(self.iteration.get(placement), seconds)
 
     def observe(self, kind, mode, edges, seconds, calibration=False):
         """Fold a measured time (``edges`` edges in ``seconds``) into the model (at most
-        OUTLIER times the rate so far). A ``calibration``'s rate stands until the first
-        measurement replaces it (up to OUTLIER times it), and is not one that
-        :meth:`relax` returns to: the GPU's, its fastest paced passes without a run's
-        host work between them, was 20-25 us a grid-1000 BFS iteration on the H100
-        host against 38-45 us in rows, and runs left a faster CPU for it when it
-        relaxed back."""
+        ``tuning.COST_OUTLIER`` times the rate so far). A ``calibration``'s rate stands
+        until the first measurement replaces it (up to COST_OUTLIER times it), and is
+        not one that :meth:`relax` returns to: timed without a run's work between its
+        passes, it is faster than the run's own iterations will be."""
         if edges <= 0 or seconds <= 0:
             return
         key = (kind, mode)
@@ -254,9 +258,9 @@ class CostModel:
         if old is None:
             rate = measured
         elif key in self.calibrated:
-            rate = min(measured, OUTLIER * old)
+            rate = min(measured, tuning.COST_OUTLIER * old)
         else:
-            rate = (1 - SMOOTHING) * old + SMOOTHING * min(measured, OUTLIER * old)
+            rate = _smoothed(old, min(measured, tuning.COST_OUTLIER * old))
         self.per_edge[key] = rate
         if calibration:
             self.calibrated.add(key)
@@ -266,38 +270,41 @@ class CostModel:
 
     def relax(self, kind, seconds):
         """The run spent ``seconds`` away from ``kind``: its rates above the lowest they
-        have had move back towards it, half the way every RELAX_HALF_LIFE. (Not
-        towards the calibration: a calibration slowed by the host (grid-1000 BFS on the
-        H100: 200 us a GPU pass against 30 us in the run's rows) kept a run on a CPU
-        twice as slow for 419 iterations.)"""
-        keep = 0.5 ** (seconds / RELAX_HALF_LIFE)
+        have had move back towards it, half the way every ``tuning.RELAX_HALF_LIFE``
+        seconds. (Not towards the calibration, which a slow moment can inflate too.)"""
+        keep = 0.5 ** (seconds / tuning.RELAX_HALF_LIFE)
         for key, best in self.best.items():
             if key[0] == kind and self.per_edge[key] > best:
                 self.per_edge[key] = best + keep * (self.per_edge[key] - best)
 
     def observe_rows(self, rows, num_arcs, progress=True):
-        """Fold history rows of single-device iterations into the model, each by its
-        wall seconds, what the iteration cost the run, on both device kinds: a GPU row's
-        ``gpu_seconds`` are the device's alone (queued iterations hide the host's work
-        only in part). (Counting the CPU's kernel time instead did not change much:
-        grid-1000 BFS on an H100 put 776 and then 750 of 1,997 iterations on the CPU.)
-        The rows are one measurement per device kind and mode: the GPU's rows their
-        edges in their seconds, the CPU's notify-pull and push rows their mean frontier
-        edges in their mean seconds (see above), its pull rows as the GPU's. A segment
-        folds its rows CHOOSE_SECONDS at a time (:func:`.tasks.run_iterations`), so
-        that a slow row weighs on both kinds as it weighs on the run, before the
-        OUTLIER cap: capped row by row, the CPU's hiccups of the H100 host (grid-1000
-        BFS, notify-pull rows of 30-60 us and some of milliseconds) left its fit at
-        half its mean, and auto runs stayed on the CPU at 1.5-2x the GPU's time.
-        With ``progress`` (and ``buckets``), the rows' priority measures each kind's
-        progress (see :meth:`progress_ratio`); not from a calibration's first
-        iterations from a source, whose rise is not the run's."""
+        """Fold history rows of single-device iterations into the model.
+
+        Each row counts by its wall seconds, what the iteration cost the run, on both
+        device kinds (a GPU row's ``gpu_seconds`` are the device's alone: queued
+        iterations hide the Python work between them only in part). The rows are one
+        measurement per device kind and mode: the GPU's rows their edges in their
+        seconds, the CPU's notify-pull and push rows their mean frontier edges in their
+        mean seconds, its pull rows as the GPU's. A segment folds its rows a batch at a
+        time (:func:`.tasks.run_iterations`), so that a slow row weighs on the model as
+        it weighs on the run before the ``tuning.COST_OUTLIER`` cap: capped row by row,
+        a few slow rows among many short ones would be all but ignored. With
+        ``progress`` (and ``buckets``), the rows' priority measures each kind's
+        progress (:meth:`progress_ratio`); not from a calibration's first iterations
+        from a source, whose rise is not the run's."""
+        fitted, other, gpu_edges, gpu_seconds = self._row_totals(rows, num_arcs)
+        ends = _priority_ends(rows) if self.buckets and progress else None
+        self._fold(fitted, other, gpu_edges, gpu_seconds, ends, num_arcs)
+
+    def _row_totals(self, rows, num_arcs):
+        """(fitted, other, GPU edges, GPU seconds) of history ``rows``: ``fitted`` maps
+        a CPU mode of ``fits`` to [rows, frontier edges, seconds, rho, edges],
+        ``other`` the other CPU modes to [edges, seconds]."""
         gpu_edges = gpu_seconds = 0.0
-        # CPU mode (those of self.fits) -> [rows, frontier edges, seconds, rho, edges]
         fitted = {}
-        other = {}  # other CPU modes -> [edges, seconds]
-        # (column indices by name, a GPU row first: 0.22 us a row on the 2-core VM
-        # against 0.34 through COLUMN, 0.65 on the H100 host; see run_iterations)
+        other = {}
+        # (column indices as module constants, a GPU row first: the loop runs for every
+        # iteration of a run placed by the model)
         for row in rows:  # (history rows: tuples, see hetgraph.result.COLUMN)
             seconds = row[_SECONDS]
             if row[_PLACEMENT] == "gpu":
@@ -317,15 +324,14 @@ class CostModel:
                 totals = other.setdefault(mode, [0, 0.0])
                 totals[0] += row[_EDGES]
                 totals[1] += seconds
-        ends = _priority_ends(rows) if self.buckets and progress else None
-        self._fold(fitted, other, gpu_edges, gpu_seconds, ends, num_arcs)
+        return fitted, other, gpu_edges, gpu_seconds
 
     def observe_burst(self, burst, first, rho, seconds, num_arcs):
         """Fold a CPU burst (mode, stats, fronts) of :meth:`.CpuEngine.burst` whose
         iterations begin at ``first`` and whose call took ``seconds`` into the model as
         :meth:`observe_rows` folds its history rows (:func:`.tasks.burst_rows`), from
-        its counts at once: a row at a time took 0.6-1.5 us (2-core VM, H100 host),
-        2-3 ms of a grid-1000 BFS run placed on the CPU by the model, against 25 ms."""
+        its counts at once: a burst runs many iterations a millisecond, and folding
+        them row by row would cost more than running them."""
         mode, stats, fronts = burst
         wall = max(seconds, float(stats[:, 6].sum()) * 1e-9)  # (as the rows count it)
         fitted = {mode: [len(stats), float(stats[:, 1].sum()), wall, rho,
@@ -360,22 +366,16 @@ class CostModel:
         for kind, (first, low, last, high) in ends.items():
             if last > first:
                 rise = max(high - low, 0.0) / (last - first)
-                old = self.progress.get(kind)
-                self.progress[kind] = rise if old is None else \
-                    (1 - SMOOTHING) * old + SMOOTHING * rise
+                self.progress[kind] = _smoothed(self.progress.get(kind), rise)
         if pushes is not None and pushes[1]:
-            share = min(pushes[4] / pushes[1], 1.0)
-            self.share = share if self.share is None else \
-                (1 - SMOOTHING) * self.share + SMOOTHING * share
+            self.share = _smoothed(self.share, min(pushes[4] / pushes[1], 1.0))
 
     def progress_ratio(self):
         """How many CPU iterations one GPU iteration's progress takes (1 without
         ``buckets``: their iterations do the same): the GPU's rise of the priority per
         iteration over the CPU's once both were measured, else 1 / ``share`` (as if
-        progress went with the edges relaxed; on a grid-1000 SSSP a CPU iteration pushes
-        0.32 of its frontier's edges on average, and the CPU takes 1.95 times the GPU's
-        iterations), 1 before any push. At least 1: a GPU iteration runs every vertex
-        that the CPU's runs, and more."""
+        progress went with the edges relaxed), 1 before any push. At least 1: a GPU
+        iteration runs every vertex that the CPU's runs, and more."""
         if not self.buckets:
             return 1.0
         cpu, gpu = self.progress.get("cpu"), self.progress.get("gpu")
@@ -386,17 +386,17 @@ class CostModel:
     def _lead(self, current, behind, weight):
         """Seconds the other side is predicted to gain over ``current``, which is
         ``behind`` seconds an iteration slower now, while that lasts: infinite unless
-        it shrinks (measured between calls ``weight`` iterations apart, then smoothed:
-        started from 0, the smoothed trend let the grid-1000 BFS move to the CPU in its
-        first calls), else what it gains until it ends, behind^2 / (2 * shrink per
-        iteration). A BFS on a grid has a CPU ahead for small frontiers, by less as
-        they grow."""
+        it shrinks (measured between calls ``weight`` iterations apart, then smoothed
+        from its first measurement, not from 0, which would read as a lead that lasts),
+        else what it gains until it ends, behind^2 / (2 * shrink per iteration). A BFS
+        on a grid has a CPU ahead for small frontiers, by less as they grow."""
         last = self.lead
         trend = None  # (until two calls on one side measured it)
         if last is not None and last[0] == current:
             trend = (behind - last[1]) / max(weight, 1)
-            if last[2] is not None:
-                trend = (1 - SMOOTHING) * last[2] + SMOOTHING * trend
+            if last[2] is not None:  # (_smoothed inline: called every iteration)
+                smoothing = tuning.COST_SMOOTHING
+                trend = (1 - smoothing) * last[2] + smoothing * trend
         self.lead = (current, behind, trend)
         if trend is None or trend >= 0 or behind <= 0:
             return float("inf")
@@ -404,10 +404,12 @@ class CostModel:
 
     def observe_switch(self, seconds):
         """Fold the measured cost of a segment boundary into ``switch``."""
-        self.switch = (1 - SMOOTHING) * self.switch + SMOOTHING * max(seconds, 0.0)
+        self.switch = _smoothed(self.switch, max(seconds, 0.0))
 
     def observe_overhead(self, seconds):
-        self.overhead = (1 - SMOOTHING) * self.overhead + SMOOTHING * max(seconds, 0.0)
+        """Fold the measured seconds of a hybrid iteration beyond its busiest device
+        into ``overhead``."""
+        self.overhead = _smoothed(self.overhead, max(seconds, 0.0))
 
     def seconds(self, kind, edges, mode="pull"):
         """Predicted seconds for ``edges`` edges (0 when the model has no measurement)."""
@@ -418,8 +420,8 @@ class CostModel:
         ``kind``: its measured rate on page tasks ("pages"), before any, its pull's. A
         GPU page task also brings the device state up to date and copies its pages'
         values back, so it is kept apart from the GPU's pull, which predicts whole
-        iterations on the GPU: measured as a pull, it made the GPU alone look slower
-        than it is and kept runs hybrid."""
+        iterations on the GPU: counted as a pull, it would make the GPU alone look
+        slower than it is."""
         return self.seconds(kind, edges, "pages" if self.has_rate(kind, "pages") else "pull")
 
     def has_rate(self, kind, mode):
@@ -430,9 +432,8 @@ class CostModel:
         """A CPU push's or notify-pull's seconds before any was measured: rho f push
         pulls for a push; Garaph's notify-pull estimate, with the skew, rho (f + min(f
         skew, 1)) pulls, on one thread for a frontier of at most ``sparse_edges`` edges
-        (the pull's rate is that of ``threads``). On the H100 host, a pull's rate over
-        16 threads put the grid-1000 BFS's notify-pull at 1.25 ns a frontier edge
-        against 25 measured."""
+        (the pull's rate is that of ``threads``: priced at it, a one-thread notify-pull
+        would look ``threads`` times too cheap)."""
         pull = self.seconds("cpu", num_arcs)
         if mode == "push":
             return rho * f * self.push * pull
@@ -448,11 +449,8 @@ class CostModel:
 
     def cpu_seconds(self, f, rho, num_arcs):
         """Predicted seconds of the CPU's iteration in the mode the engine will run it
-        in (:meth:`cpu_mode_for`), not the cheapest of the modes predicted: on the H100
-        host, the grid-1000 BFS's notify-pull (16 threads: a push is dearer by
-        :func:`choose_cpu_mode`) was predicted as a push, 0.07 us for a frontier of 4
-        edges against 15-30 us measured, and runs left the GPU in their first
-        iterations for a CPU that was not faster."""
+        in (:meth:`cpu_mode_for`), not the cheapest of the modes predicted: a mode the
+        engine does not run may be predicted far cheaper than the one it runs."""
         pull = self.seconds("cpu", num_arcs)
         mode = self.cpu_mode_for(f, rho, num_arcs)
         if mode == "pull":
@@ -483,7 +481,8 @@ class CostModel:
         if self.alpha(1.0, rho, num_arcs) < 1.0:
             return num_arcs
         low, high = 0, num_arcs  # (alpha below one at low, not at high)
-        while high - low > max(1, low // LEAD_PRECISION):
+        precision = tuning.LEAD_PRECISION
+        while high - low > max(1, low // precision):
             middle = (low + high) // 2
             if self.alpha(middle / num_arcs, rho, num_arcs) < 1.0:
                 low = middle
@@ -492,34 +491,58 @@ class CostModel:
         return low
 
     def placement(self, f, rho, num_arcs, current=None, start=False, weight=1, seconds=0.0):
-        """(placement, alpha) for an iteration with both device kinds available: "cpu"
-        when the CPU alone is predicted faster (alpha < 1, Garaph), else "hybrid" when
-        the balanced split of a pull over CPU and GPU plus the hybrid overhead beats the
-        GPU alone (measured iteration times replace both predictions once there are
-        some), else "gpu". Leaving the ``current`` placement for the other side of the
-        host/GPU line moves the vertex state, whose cost predictions cannot be trusted to
-        recoup (a run may end the next iteration): the run moves only once staying has
-        lost, summed over the iterations since the other side became faster by MARGIN,
-        as much as a move costs (``switch``; the ski-rental rule: never worse than twice
-        the best choice in hindsight); while away from a device, its inflated rates
-        relax back towards the lowest they had (:meth:`relax`). The CPU's times are
-        for a GPU iteration's progress (:meth:`progress_ratio` of its iterations), and
-        so are the iterations ``weight`` counts on the CPU. The run's first iteration
-        (``start``) goes to the CPU when it wins that iteration and the next, looking
-        one iteration ahead to a frontier ``growth`` times larger, where the CPU may
-        instead move to the GPU: a BFS from a hub of RMAT-22 took 4-11 ms on the 16 CPU
-        cores against the GPU's 0.7 ms, then moved to the GPU for the second (f = 0.6)
-        at a cost of 5-8 ms, where the GPU would have run both. (That the CPU's lead
-        had to pay for a move to the GPU as well sent every run of short iterations to
-        the GPU first, whatever its speed: the grid-1000 BFS on the H100 host spent its
-        first 36 iterations there at 37 us each, against 1-5 us on the CPU, which won
-        the run 2.5 times over.) A first iteration the CPU loses runs on the GPU
-        alone: the GPU's rate, calibrated outside page tasks, cannot yet tell a hybrid
-        split's worth (RMAT-22 with a quarter of its pages resident: three hybrid
-        iterations of 100-280 ms against 13 ms on the GPU alone). ``weight``: the
-        iterations this answer stands for (what staying loses counts that many times),
-        ``seconds``: the wall seconds they took (the other side's rates relax by
-        them)."""
+        """Where an iteration with both device kinds available runs.
+
+        "cpu" when the CPU alone is predicted faster (alpha < 1, Garaph), else "hybrid"
+        when the balanced split of a pull over CPU and GPU plus the hybrid overhead
+        beats the GPU alone (measured iteration times replace both predictions once
+        there are some), else "gpu". The CPU's times are for a GPU iteration's progress
+        (:meth:`progress_ratio` of its iterations), and so are the iterations
+        ``weight`` counts on the CPU.
+
+        Leaving the ``current`` placement for the other side of the CPU/GPU line moves
+        the vertex state, a cost that predictions cannot be trusted to recoup (a run
+        may end the next iteration): the run moves only once staying has lost, summed
+        over the iterations since the other side became faster by
+        ``tuning.SWITCH_MARGIN``, as much as a move costs (``switch``; the ski-rental
+        rule: never worse than twice the best choice in hindsight). While away from a
+        device, its inflated rates relax back towards the lowest they had
+        (:meth:`relax`).
+
+        The run's first iteration (``start``) goes to the CPU when it wins that
+        iteration and the next, looking one iteration ahead to a frontier ``growth``
+        times larger, where the CPU may instead pay a move to the GPU (a BFS from a hub
+        would otherwise start on the CPU, then move for a second iteration that the
+        GPU would have run with the first). A first iteration the CPU loses runs on the
+        GPU alone, not hybrid: the GPU's rate, calibrated outside page tasks, cannot yet
+        tell a hybrid split's worth.
+
+        Parameters
+        ----------
+        f : float
+            The iteration's notify fraction (active out-degree over |E|).
+        rho : float
+            Sequential over random read speed (1 in memory).
+        num_arcs : int
+            |E|, the graph's arcs.
+        current : str or None, default None
+            Where the run is now ("cpu", "gpu" or "hybrid"; None: nowhere yet).
+        start : bool, default False
+            The run's first iteration.
+        weight : int, default 1
+            The iterations this answer stands for (what staying loses counts that many
+            times).
+        seconds : float, default 0.0
+            The wall seconds those iterations took (the other side's rates relax by
+            them).
+
+        Returns
+        -------
+        (str, float)
+            The placement ("cpu", "gpu", "hybrid", or "calibrate" when the GPU's pages
+            are laid out and it is not calibrated yet) and alpha (nan before both
+            devices are calibrated).
+        """
         if current in ("cpu", "gpu"):
             self.relax("gpu" if current == "cpu" else "cpu", seconds)
         pull, gpu = self.seconds("cpu", num_arcs), self.seconds("gpu", num_arcs)
@@ -540,9 +563,10 @@ class CostModel:
         best = "cpu" if cpu < gpu else device
         stay = "cpu" if current == "cpu" else device
         lead = self._lead(current, (cpu - gpu) if current == "cpu" else (gpu - cpu), weight)
-        if current is None or best == stay or abs(cpu - gpu) < MARGIN * max(cpu, gpu) or \
+        margin = tuning.SWITCH_MARGIN
+        if current is None or best == stay or abs(cpu - gpu) < margin * max(cpu, gpu) or \
                 lead < 2 * self.switch:
-            self.regret = 0.0  # (the other side is not faster by MARGIN, or not for
+            self.regret = 0.0  # (the other side is not faster by the margin, or not for
             return (best if current is None else stay), a  # long enough: no loss)
         self.regret += weight * abs(cpu - gpu)
         if self.regret < self.switch:

@@ -7,23 +7,22 @@ up to where the CPU workers, with the rest and a task round trip, would finish n
 (every page when there is no CPU worker), split evenly over the GPU workers. The CPU
 takes a page only when it would finish its batch, round trip included, before the GPU
 workers would finish everything else, so the slower device never holds up the
-iteration; its batch holds at most ``round_trip / OVERHEAD_SHARE`` seconds of work, so
-that it can still adjust to measured times, and one page until a CPU page task has been
-measured: the pages it takes first, the last, can be many times dearer per edge than its
-pull (RMAT-24 renumbered hubs first, on the H200 host's 16 cores: its last two pages
-4.1-4.7 ns an edge, the others timed 0.14-0.42, a whole pull 0.82). A device slower
-than predicted leaves pages in the queue, which the other takes when it frees. Every
-batch is one task: on the H100 host a task round trip took 4 ms, and GPU batches of
-half the queue cost a hybrid iteration log2(pages) of them. Page times are the cost
-model's :meth:`~.costmodel.CostModel.page_seconds`: measured on page tasks, whose GPU
-time includes bringing the device state up to date and copying the pages' values back.
+iteration; its batch holds at most ``round_trip / tuning.CPU_BATCH_OVERHEAD_SHARE``
+seconds of work, so that it can still adjust to measured times, and one page until a CPU
+page task has been measured: the pages it takes first, the last, can be many times
+dearer per edge than its pull (on a graph numbered hubs first). A device slower than
+predicted leaves pages in the queue, which the other takes when it frees. Every batch is
+one task, and a task round trip costs milliseconds: GPU batches of half the queue would
+cost a hybrid iteration log2(pages) of them. Page times are the cost model's
+:meth:`~.costmodel.CostModel.page_seconds`: measured on page tasks, whose GPU time
+includes bringing the device state up to date and copying the pages' values back.
 """
 
 from __future__ import annotations
 
 from collections import deque
 
-OVERHEAD_SHARE = 0.05  # a CPU batch holds up to round trip / OVERHEAD_SHARE of work
+from .. import tuning
 
 
 class PageQueue:
@@ -95,13 +94,13 @@ class PageQueue:
         """The next CPU batch (decreasing page numbers), or [] when none is worth
         taking. A page joins the batch while the CPU would finish the batch with it, a
         round trip included, before the GPU workers finish the rest without it; at most
-        ``round_trip / OVERHEAD_SHARE`` seconds of CPU work, one page before the CPU's
-        page rate is measured. Without GPU workers, one page: the CPU workers share the
-        pages."""
+        ``round_trip / tuning.CPU_BATCH_OVERHEAD_SHARE`` seconds of CPU work, one page
+        before the CPU's page rate is measured. Without GPU workers, one page: the CPU
+        workers share the pages."""
         if not self.workers["gpu"]:
             return [self.pages.pop()] if self.pages else []
         gpu_left = self.remaining_gpu_seconds()  # the GPU's, had it every page queued
-        target = self.round_trip / OVERHEAD_SHARE
+        target = self.round_trip / tuning.CPU_BATCH_OVERHEAD_SHARE
         measured = self.model.has_rate("cpu", "pages")
         batch, cpu, gpu = [], 0.0, 0.0
         while self.pages and (not batch or (cpu < target and measured)):

@@ -14,14 +14,13 @@ import sys
 import time
 import weakref
 
+from .. import tuning
 from ..result import row_dict
 
 log = logging.getLogger("hetgraph.progress")
 
 TOPIC = "hetgraph"  # the scheduler event-log topic of run events
 BAR_WIDTH = 20  # characters
-EVENT_INTERVAL = 0.25  # seconds between two messages of history rows (Dask checks and
-# sends each: one per iteration cost 0.5 ms, more than a small iteration)
 
 
 def _number(value):
@@ -31,14 +30,16 @@ def _number(value):
 
 class ProgressBar:
     """One line on ``stream`` (default stderr), drawn once the run has taken ``delay``
-    seconds (default 2), redrawn at most every ``interval`` seconds (default 0.1):
-    iterations against the maximum, alpha, f, the CPU mode and the pages each device kind
-    computed in the latest iteration, and the elapsed seconds."""
+    seconds (default ``tuning.PROGRESS_DELAY``), redrawn at most every ``interval``
+    seconds (default ``tuning.PROGRESS_REDRAW``): iterations against the maximum, alpha,
+    f, the CPU mode and the pages each device kind computed in the latest iteration, and
+    the elapsed seconds."""
 
-    def __init__(self, name, max_iterations, stream=None, delay=2.0, interval=0.1):
+    def __init__(self, name, max_iterations, stream=None, delay=None, interval=None):
         self.name, self.max_iterations = name, max_iterations
         self.stream = sys.stderr if stream is None else stream
-        self.delay, self.interval = delay, interval
+        self.delay = tuning.PROGRESS_DELAY if delay is None else delay
+        self.interval = tuning.PROGRESS_REDRAW if interval is None else interval
         self.start = time.perf_counter()
         self.drawn = 0.0  # when the bar was last drawn (0: never)
         self.line = ""
@@ -93,10 +94,10 @@ class SchedulerLog:
     """Posts messages to the event log of ``client``'s scheduler under :data:`TOPIC`, in
     the order given (every run of one client shares one: :meth:`of`).
     ``post(message)`` only queues it: the client's event loop sends what is queued
-    every ``period`` seconds (default 0.05). Waiting for the scheduler costs 0.4-1 ms,
-    and even waking the loop from this thread cost 0.15-0.35 ms on a 2-core VM, as much
-    as a small graph's whole run. A message that cannot be sent is logged at debug
-    level: monitoring never stops a run."""
+    every ``period`` seconds (default ``tuning.EVENT_SEND_PERIOD``). Waiting for the
+    scheduler, or even waking the loop from this thread, would cost a post as much as a
+    small graph's whole run. A message that cannot be sent is logged at debug level:
+    monitoring never stops a run."""
 
     _of_client = weakref.WeakKeyDictionary()
 
@@ -108,11 +109,11 @@ class SchedulerLog:
             log_ = cls._of_client[client] = cls(client)
         return log_
 
-    def __init__(self, client, period=0.05):
+    def __init__(self, client, period=None):
         self.client = client
         self.queue = collections.deque()
         self._sender = None
-        self._period_ms = period * 1e3
+        self._period_ms = (tuning.EVENT_SEND_PERIOD if period is None else period) * 1e3
         self._sending = None  # an asyncio.Lock, made on the loop
 
     def flush(self):
@@ -156,15 +157,16 @@ class RunEvents:
     :class:`SchedulerLog`: none of them waits for the scheduler). Each message is a dict
     with ``run`` (the run id) and ``event``: "start", "iterations" or "end". An
     "iterations" message holds ``count`` history rows in order, pickled into the bytes
-    ``rows_pickle``: Dask checks every element of a message (a list of dicts cost more
-    than a small iteration), and JSON spends ten times pickle's time writing floats. Any
+    ``rows_pickle``: Dask checks every element of a message (a list of dicts would cost
+    more than a small iteration), and pickle writes floats much faster than JSON. Any
     Dask client may run code on the scheduler, so unpickling what clients logged grants
-    nothing new. Rows are held back until ``interval`` seconds (default EVENT_INTERVAL)
-    passed since the last such message, and sent before the end. :func:`message_rows`
-    reads them."""
+    nothing new. Rows are held back until ``interval`` seconds (default
+    ``tuning.EVENT_INTERVAL``) passed since the last such message, and sent before the
+    end. :func:`message_rows` reads them."""
 
-    def __init__(self, post, run_id, interval=EVENT_INTERVAL, **start):
-        self.post, self.run_id, self.interval = post, run_id, interval
+    def __init__(self, post, run_id, interval=None, **start):
+        self.post, self.run_id = post, run_id
+        self.interval = tuning.EVENT_INTERVAL if interval is None else interval
         self.pending = []
         self.sent = time.perf_counter()
         self._send("start", **start)
