@@ -237,8 +237,7 @@ def _local_cluster(cpu_workers, gpus, processes, dashboard_address, host):
                                 {"protocol": "inproc"})}}
     cls = Nanny if processes else Worker
     memory_limit = _worker_memory_limit(processes, cpu_workers + gpus)
-    # Dask's default for both is every interface: a nanny's and its worker's ports, and
-    # each worker's HTTP server (in process too)
+    # else a worker listens on every interface: its port, and its HTTP server in process too
     listen = {"dashboard_address": f"{host}:0", **({"host": host} if processes else {})}
     workers = {}
     for i in range(cpu_workers):
