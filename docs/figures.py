@@ -31,22 +31,20 @@ def _readable(message):
 
     if message["event"] != "iterations":
         return message
-    readable = {k: v for k, v in message.items() if k != "rows_pickle"}
+    readable = {k: v for k, v in message.items() if k != "rows_msgpack"}
     return readable | {"rows": message_rows(message)}
 
 
 def _loggable(message):
     """The run event :func:`_readable` read, as a run logs it."""
-    import pickle
-
     from hetgraph.result import history_row
+    from hetgraph.scheduler.event_codec import encode_rows
 
     if message["event"] != "iterations":
         return message
     loggable = {k: v for k, v in message.items() if k != "rows"}
     return loggable | {"count": len(message["rows"]),
-                       "rows_pickle": pickle.dumps([history_row(**row) for row in message["rows"]],
-                                                   protocol=5)}
+                       "rows_msgpack": encode_rows([history_row(**row) for row in message["rows"]])}
 
 
 def run(path, scale=22):

@@ -142,7 +142,7 @@ def _cluster(args):
     from .cluster import Cluster
 
     with Cluster(cpu_workers=args.cpu_workers, processes=True,
-                 dashboard_address=args.dashboard) as cluster:
+                 dashboard_address=args.dashboard, host=args.host) as cluster:
         print(f"scheduler {cluster.client.scheduler.address} (hetgraph run --scheduler ...)",
               flush=True)
         link = cluster.dashboard_link
@@ -216,6 +216,11 @@ def main(argv=None):
                                              "processes) and wait")
     cluster.add_argument("--cpu-workers", type=int, default=1)
     cluster.add_argument("--dashboard", default="127.0.0.1:8787", help="host:port")
+    cluster.add_argument("--host", default="127.0.0.1",
+                         help="address the scheduler and workers listen on (default: this "
+                              "machine only; another exposes them to that network: whoever "
+                              "reaches them runs code as you, so join remote workers over "
+                              "TLS)")
     args = parser.parse_args(argv)
     try:
         if args.command == "demo":

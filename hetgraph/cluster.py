@@ -21,6 +21,7 @@ from .errors import HetGraphError
 
 log = logging.getLogger("hetgraph.cluster")
 
+LOOPBACK = "127.0.0.1"  # where a local cluster listens unless told otherwise
 _CURRENT: list = []  # clusters entered with `with`, innermost last
 _SAID_CPU_ONLY = False
 
@@ -94,6 +95,12 @@ class Cluster:
         when that one is taken). None turns it off. The dashboard needs bokeh
         (``pip install 'hetgraph[dashboard]'``); without it the cluster starts without
         one, with a warning.
+    host : str, default "127.0.0.1"
+        The address every other socket of a local cluster listens on (scheduler,
+        nannies, workers and their HTTP endpoints): loopback only by default. Any client
+        or worker that reaches these ports can run code as this user, so naming another
+        interface ("0.0.0.0": all of them) exposes the cluster to that network: join
+        remote workers over TLS (Dask's ``Security``), never plain TCP.
 
     Attributes
     ----------
@@ -128,7 +135,7 @@ class Cluster:
     """
 
     def __init__(self, address=None, *, cpu_workers=1, gpus=None, processes=False,
-                 dashboard_address="127.0.0.1:8787"):
+                 dashboard_address="127.0.0.1:8787", host=LOOPBACK):
         from distributed import Client
 
         self._cluster = None
@@ -157,7 +164,8 @@ class Cluster:
                 raise ClusterError("a cluster needs at least one CPU or GPU worker")
             dashboard_address = _dashboard_or_none(dashboard_address)
             self._dashboard = dashboard_address is not None
-            self._cluster = _local_cluster(cpu_workers, gpus, processes, dashboard_address)
+            self._cluster = _local_cluster(cpu_workers, gpus, processes, dashboard_address,
+                                           _checked_host(host))
             self.client = Client(self._cluster)
             self.in_process = not processes
             _reduce_latency(self._cluster, self.client)
@@ -271,7 +279,16 @@ def _worker_memory_limit(processes, workers):
     return MEMORY_LIMIT // max(workers, 1)
 
 
-def _local_cluster(cpu_workers, gpus, processes, dashboard_address):
+def _checked_host(host):
+    """``host`` when it names an address to listen on (Dask reads "" as every interface:
+    that must be asked for as "0.0.0.0")."""
+    if not isinstance(host, str) or not host or "://" in host:
+        raise ClusterError(f"host={host!r} must be an address to listen on, e.g. "
+                           f"{LOOPBACK!r} (this machine only) or '0.0.0.0' (every interface)")
+    return host
+
+
+def _local_cluster(cpu_workers, gpus, processes, dashboard_address, host):
     from distributed import Nanny, Scheduler, SpecCluster, Worker
 
     from . import dashboard as _  # noqa: F401 (registers the hetgraph page and gauges)
@@ -283,18 +300,20 @@ def _local_cluster(cpu_workers, gpus, processes, dashboard_address):
     scheduler = {"cls": Scheduler,
                  "options": {"dashboard_address": dashboard_address,
                              "dashboard": dashboard,
-                             **({"host": "127.0.0.1"} if processes else
+                             **({"host": host} if processes else
                                 {"protocol": "inproc"})}}
     cls = Nanny if processes else Worker
     memory_limit = _worker_memory_limit(processes, cpu_workers + gpus)
+    # else a worker listens on every interface: its port, and its HTTP server in process too
+    listen = {"dashboard_address": f"{host}:0", **({"host": host} if processes else {})}
     workers = {}
     for i in range(cpu_workers):
         workers[f"cpu-{i}"] = {"cls": cls, "options": {
             "nthreads": 1, "name": f"cpu-{i}", "resources": {"CPU": 1},
-            "memory_limit": memory_limit}}
+            "memory_limit": memory_limit, **listen}}
     for i in range(gpus):
         options = {"nthreads": 1, "name": f"gpu-{i}", "resources": {"GPU": 1},
-                   "memory_limit": memory_limit}
+                   "memory_limit": memory_limit, **listen}
         if processes:  # as dask-cuda does: the worker's GPU first, seen as device 0
             options["env"] = {"CUDA_VISIBLE_DEVICES": _visible_devices(i)}
         workers[f"gpu-{i}"] = {"cls": cls, "options": options}

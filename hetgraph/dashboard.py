@@ -18,10 +18,12 @@ took part in the decision), ``f``, ``rho``, ``active_vertices``, ``iteration_sec
 
 from __future__ import annotations
 
+import html
 import logging
 
 from . import tuning
 from .result import HISTORY_COLUMNS
+from .scheduler.event_codec import run_events
 from .scheduler.progress import TOPIC, message_rows
 
 log = logging.getLogger("hetgraph.dashboard")
@@ -34,7 +36,7 @@ def latest_run(scheduler):
     """(start, rows, end) of the newest run in ``scheduler``'s event log: the start
     message (None when no run was logged), its history rows in order, and its end
     message (None while it runs)."""
-    events = [message for _, message in scheduler.get_events(TOPIC)]
+    events = run_events(message for _, message in scheduler.get_events(TOPIC))
     starts = [i for i, message in enumerate(events) if message.get("event") == "start"]
     if not starts:
         return None, [], None
@@ -47,8 +49,8 @@ def latest_run(scheduler):
 
 def iterations_total(scheduler) -> int:
     """Iterations logged by every run."""
-    return sum(m["count"] for _, m in scheduler.get_events(TOPIC)
-               if m.get("event") == "iterations")
+    return sum(m["count"] for m in run_events(m for _, m in scheduler.get_events(TOPIC))
+               if m["event"] == "iterations")
 
 
 def run_title(start, rows, end) -> str:
@@ -149,7 +151,7 @@ def hetgraph_doc(scheduler, extra, doc):
         if key == seen["key"]:
             return
         seen["key"] = key
-        title.text = run_title(start, rows, end)
+        title.text = html.escape(run_title(start, rows, end))  # an error's text is data
         source.data = _columns(rows)
 
     update()

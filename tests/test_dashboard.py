@@ -344,7 +344,7 @@ def test_rows_are_sent_in_batches():
     assert [m["event"] for m in client.messages] == ["start"]  # held back
     events.end(100, False)
     assert [m["event"] for m in client.messages] == ["start", "iterations", "end"]
-    assert isinstance(client.messages[1]["rows_pickle"], bytes)  # one object for Dask
+    assert isinstance(client.messages[1]["rows_msgpack"], bytes)  # one object for Dask
     assert client.messages[1]["count"] == 100
     rows = progress.message_rows(client.messages[1])
     assert [r["iteration"] for r in rows] == list(range(1, 101)) and rows[0]["f"] == 0.5

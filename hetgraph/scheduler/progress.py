@@ -9,13 +9,13 @@ import asyncio
 import collections
 import logging
 import math
-import pickle
 import sys
 import time
 import weakref
 
 from .. import tuning
 from ..result import row_dict
+from .event_codec import decode_rows, encode_rows
 
 log = logging.getLogger("hetgraph.progress")
 
@@ -86,8 +86,13 @@ def show_progress(progress, stream=None) -> bool:
 
 
 def message_rows(message) -> list:
-    """The history rows of an "iterations" message, as dicts (column name: value)."""
-    return [row_dict(row) for row in pickle.loads(message["rows_pickle"])]
+    """The history rows of an "iterations" message, as dicts (column name: value); none
+    when they are not msgpack of history rows (any client may post to the topic)."""
+    try:
+        return [row_dict(row) for row in decode_rows(message.get("rows_msgpack"))]
+    except ValueError as exc:
+        log.debug("run event %s ignored: %s", message.get("run"), exc)
+        return []
 
 
 class SchedulerLog:
@@ -156,13 +161,13 @@ class RunEvents:
     """Sends a run's start, its history rows and its end through ``post`` (a
     :class:`SchedulerLog`: none of them waits for the scheduler). Each message is a dict
     with ``run`` (the run id) and ``event``: "start", "iterations" or "end". An
-    "iterations" message holds ``count`` history rows in order, pickled into the bytes
-    ``rows_pickle``: Dask checks every element of a message (a list of dicts would cost
-    more than a small iteration), and pickle writes floats much faster than JSON. Any
-    Dask client may run code on the scheduler, so unpickling what clients logged grants
-    nothing new. Rows are held back until ``interval`` seconds (default
-    ``tuning.EVENT_INTERVAL``) passed since the last such message, and sent before the
-    end. :func:`message_rows` reads them."""
+    "iterations" message holds ``count`` history rows in order, as msgpack in the bytes
+    ``rows_msgpack``: Dask checks every element of a message (a list of dicts cost more
+    than a small iteration), and JSON spends ten times msgpack's time writing floats;
+    never pickle: any client can log there (:mod:`~hetgraph.scheduler.event_codec`).
+    Rows are held back until ``interval`` seconds (default ``tuning.EVENT_INTERVAL``)
+    passed since the last such message, and sent before the end. :func:`message_rows`
+    reads them."""
 
     def __init__(self, post, run_id, interval=None, **start):
         self.post, self.run_id = post, run_id
@@ -186,7 +191,7 @@ class RunEvents:
     def _flush(self):
         if self.pending:
             self._send("iterations", count=len(self.pending),
-                       rows_pickle=pickle.dumps(self.pending, protocol=5))
+                       rows_msgpack=encode_rows(self.pending))
             self.pending = []
         self.sent = time.perf_counter()
 
