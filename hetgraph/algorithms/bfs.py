@@ -12,6 +12,7 @@ import numpy as np
 from ..scheduler.dispatcher import run
 from ..io.store import as_graph
 from ..kernels.cpu import replace_value
+from ..registry import algorithm
 from .common import MinRelaxation, single_source_state, vertex_id
 
 UNREACHED = np.iinfo(np.int32).max
@@ -41,6 +42,8 @@ class BreadthFirst(MinRelaxation):
         return values
 
 
+@algorithm("bfs", program=BreadthFirst, needs_source=True, smallest_first=True,
+           networkx=("single_source_shortest_path_length", "bfs_layers"))
 def bfs(graph, source, **options):
     """BFS level of every vertex from ``source`` (an original label); -1 if unreachable.
 

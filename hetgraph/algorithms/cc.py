@@ -12,6 +12,7 @@ import numpy as np
 
 from ..scheduler.dispatcher import run
 from ..io.store import as_graph
+from ..registry import algorithm
 from .common import MinRelaxation
 
 
@@ -29,6 +30,8 @@ class MinLabel(MinRelaxation):
         return np.arange(graph.num_vertices, dtype=self.dtype), None
 
 
+@algorithm("cc", program=MinLabel,
+           networkx=("connected_components", "weakly_connected_components"))
 def connected_components(graph, mode="async", **options):
     """Component of every vertex: the smallest dense vertex id in it (weakly connected
     components on a directed graph). ``result.values`` holds those ids;

@@ -16,6 +16,7 @@ import numpy as np
 from ..errors import GraphError
 from ..scheduler.dispatcher import run
 from ..io.store import as_graph
+from ..registry import algorithm
 from .common import in_weight_sums, vertex_id, WeightedInputs
 
 
@@ -44,6 +45,7 @@ class Circuit(WeightedInputs):
         return aux.astype(self.dtype)
 
 
+@algorithm("circuit", program=Circuit, cli=False)  # (its held voltages are a mapping)
 def circuit(graph, voltages, iterations=10, *, dtype=np.float64, **options):
     """Node voltages after ``iterations`` Jacobi steps (module docstring), with
     ``voltages`` = {original label: volts} held fixed, e.g. {source: 1.0, ground: 0.0}.

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..scheduler.dispatcher import run
 from ..io.store import as_graph
+from ..registry import algorithm
 from .common import in_weight_sums, vertex_id, WeightedInputs
 
 
@@ -38,6 +39,7 @@ class HeatDiffusion(WeightedInputs):
         return aux.astype(self.dtype)
 
 
+@algorithm("heat", program=HeatDiffusion, needs_source=True)
 def heat(graph, sources, iterations=10, *, dtype=np.float32, **options):
     """Temperatures after ``iterations`` diffusion steps with ``sources`` (original
     labels) held at 1 (formula in the module docstring). Options go to hetgraph.run."""

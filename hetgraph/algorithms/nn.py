@@ -15,6 +15,7 @@ import numpy as np
 
 from ..errors import GraphError
 from ..scheduler.dispatcher import run
+from ..registry import algorithm
 from .common import WeightedInputs
 
 
@@ -43,6 +44,7 @@ class NeuralNetwork(WeightedInputs):
         return bias.astype(self.dtype)
 
 
+@algorithm("nn", program=NeuralNetwork)
 def nn(graph, iterations=10, *, bias=0.0, initial=0.5, dtype=np.float32, **options):
     """Activations after ``iterations`` synchronous steps of the logistic network
     (formula in the module docstring). Options go to :func:`hetgraph.run`."""

@@ -19,6 +19,7 @@ import numpy as np
 from ..errors import GraphError
 from ..kernels.gpu import indexed_sum, on_device_of
 from ..program import VertexProgram
+from ..registry import algorithm
 from ..scheduler.dispatcher import run
 
 log = logging.getLogger("hetgraph.algorithms")
@@ -97,6 +98,7 @@ def _as_range(index):
     return slice(first, last + 1) if last - first + 1 == len(index) else index
 
 
+@algorithm("pagerank", program=PageRank, networkx=("pagerank",))
 def pagerank(graph, damping=0.85, max_iterations=100, tol=1e-6, *, weighted=True,
              dtype=np.float64, **options):
     """PageRank of every vertex (sums to 1), as ``networkx.pagerank``.

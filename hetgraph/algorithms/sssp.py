@@ -11,6 +11,7 @@ import numpy as np
 
 from ..scheduler.dispatcher import run
 from ..io.store import as_graph
+from ..registry import algorithm
 from .common import check_nonnegative_weights, MinRelaxation, single_source_state, vertex_id
 
 
@@ -54,6 +55,8 @@ class ShortestPaths(MinRelaxation):
         return single_source_state(graph.num_vertices, self.source, np.inf, self.dtype)
 
 
+@algorithm("sssp", program=ShortestPaths, needs_source=True, smallest_first=True,
+           networkx=("single_source_dijkstra_path_length",))
 def sssp(graph, source, *, dtype=np.float64, delta=None, max_iterations=None, **options):
     """Shortest-path distance from ``source`` (an original label) to every vertex.
 

@@ -1,15 +1,31 @@
-"""Input and output: readers, generators, validation, partitioning, the page store."""
+"""Input and output: readers, generators, validation, partitioning, the page store.
 
-from .build import build_graph
-from .partition import Page, Partition, partition, replication_factor
-from .readers import detect_format, read
-from .store import PageStore, convert, open_store, save
-from .tables import from_arrays, from_networkx, from_pandas, from_scipy, read_npz, read_table
-from .textformats import read_dimacs, read_edgelist, read_metis, read_mtx
+Every module of this package is imported here, so the readers it registers
+(:func:`hetgraph.registry.reader`) are known to :func:`read`; their functions are this
+package's names and ``__all__``, and ``hetgraph``'s. Adding a format is adding a
+decorated reader (in a new module here, or in the module of its kind).
+"""
+
+import importlib
+import pkgutil
+
+from ..registry import reader_functions as _reader_functions
+
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
+
+from .build import build_graph  # noqa: E402 (after every reader is registered)
+from .objects import from_arrays, from_networkx, from_pandas, from_scipy  # noqa: E402
+from .partition import Page, Partition, partition, replication_factor  # noqa: E402
+from .readers import detect_format, read  # noqa: E402
+from .store import PageStore, convert, open_store, save  # noqa: E402
+
+#: the registered readers' functions (read_edgelist, read_mtx, ...)
+READER_FUNCTIONS = _reader_functions()
+globals().update({f.__name__: f for f in READER_FUNCTIONS})
 
 __all__ = [
     "build_graph", "Page", "Partition", "partition", "replication_factor", "detect_format",
-    "read", "PageStore", "convert", "open_store", "save", "from_arrays", "from_networkx", "from_pandas",
-    "from_scipy", "read_npz", "read_table", "read_dimacs", "read_edgelist", "read_metis",
-    "read_mtx",
+    "read", "PageStore", "convert", "open_store", "save", "from_arrays", "from_networkx",
+    "from_pandas", "from_scipy", *(f.__name__ for f in READER_FUNCTIONS),
 ]

@@ -8,7 +8,7 @@ import numba
 import numpy as np
 import pandas as pd
 
-from ..errors import GraphError
+from ..errors import GraphError, InputFormatError
 from ..graph import Graph
 
 DEDUP_RULES = ("first", "min", "max", "sum")
@@ -347,6 +347,28 @@ def build_graph(src, dst, weight=None, *, directed=True, num_vertices=None, labe
         if weight is not None:
             weight = np.concatenate([weight, weight[~loop]])
     return _assemble(src, dst, weight, num_vertices, directed, labels, dedup, name)
+
+
+def build_from_columns(src, dst, weight, where, **options):
+    """Graph from two label columns (``where`` names them in errors): integer ids are
+    built as they are, any other labels factorized in first-seen order; float columns
+    raise InputFormatError. ``options`` go to :func:`build_graph`."""
+    src, dst = np.asarray(src), np.asarray(dst)
+    for col, arr in (("source", src), ("target", dst)):
+        if arr.dtype.kind == "f":
+            if np.isnan(arr).any():
+                i = int(np.argmax(np.isnan(arr)))
+                raise InputFormatError(f"{col} column is missing in record {i}", source=where,
+                                       fix="Drop or fill rows with missing vertex ids")
+            raise InputFormatError(f"{col} column holds floats ({arr.dtype}), not vertex ids",
+                                   source=where, fix="Cast the id columns to integers or strings")
+    if weight is not None:
+        weight = np.asarray(weight, dtype=np.float64)
+    if src.dtype.kind in "iu" and dst.dtype.kind in "iu":
+        return build_graph(src, dst, weight, source=where, **options)
+    options.pop("relabel", None)
+    s, d, labels = factorize_labels(src, dst)
+    return build_graph(s, d, weight, labels=labels, source=where, **options)
 
 
 def _pointer(keys, n):

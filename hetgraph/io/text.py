@@ -296,6 +296,18 @@ def parse_adjacency_block(buf, comments, skip_per_vertex, edge_weights, first_ve
     return m, vertex - first_vertex, OK, line, 0
 
 
+def existing_file(path):
+    """``path`` as a string; InputFormatError when it is missing or a directory."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise InputFormatError("file not found", source=path,
+                               fix="Check the path (relative paths start at the working directory)")
+    if os.path.isdir(path):
+        raise InputFormatError("is a directory, not a graph file", source=path,
+                               fix="Give a file, or open a page store with hetgraph.open_store")
+    return path
+
+
 def open_binary(path):
     """Open ``path`` for reading bytes, decompressing .gz, .bz2 and .xz by extension."""
     path = os.fspath(path)

@@ -1,34 +1,24 @@
-"""Text formats: SNAP/TSV/CSV edge lists, Matrix Market, DIMACS .gr, METIS adjacency.
+"""The text graph formats, one reader each: SNAP/TSV edge lists, Matrix Market, DIMACS
+.gr and METIS adjacency files (plain, .gz, .bz2 or .xz).
 
-All are read in blocks by the Numba kernels of :mod:`hetgraph.io.text` (plain, .gz, .bz2,
-.xz). Formats that declare a vertex count (Matrix Market, DIMACS, METIS) number vertices
-from 1; their original 1-based ids are kept as labels.
+This module knows each format's header, comments and columns; the parsing of the lines
+themselves (blocks, Numba kernels, error positions) is :mod:`hetgraph.io.text`'s.
+Formats that declare a vertex count (Matrix Market, DIMACS, METIS) number vertices from
+1; their original 1-based ids are kept as labels.
 """
 
 from __future__ import annotations
 
 import io
-import os
 import re
 
 import numpy as np
 
 from ..errors import InputFormatError
+from ..registry import reader
 from .build import build_graph, factorize_arrow
-from .text import (OK, iter_line_blocks, open_binary, parse_adjacency_block, parse_edge_block,
-                   parse_in_parallel, raise_parse_error)
-
-
-def existing_file(path):
-    """``path`` as a string; InputFormatError when it is missing or a directory."""
-    path = os.fspath(path)
-    if not os.path.exists(path):
-        raise InputFormatError("file not found", source=path,
-                               fix="Check the path (relative paths start at the working directory)")
-    if os.path.isdir(path):
-        raise InputFormatError("is a directory, not a graph file", source=path,
-                               fix="Give a file, or open a page store with hetgraph.open_store")
-    return path
+from .text import (OK, existing_file, iter_line_blocks, open_binary, parse_adjacency_block,
+                   parse_edge_block, parse_in_parallel, raise_parse_error)
 
 
 def _comment_bytes(comments):
@@ -74,6 +64,9 @@ def _require_edges(src, source):
                                source=source, fix="Give a file with at least one edge line")
 
 
+@reader("tsv")
+@reader("edgelist")
+@reader("snap", ".txt", ".tsv", ".el", ".edges", ".edgelist", ".snap")
 def read_edgelist(path, *, directed=True, weighted=None, comments="#%", ids="int",
                   relabel=True, self_loops=True, dedup="first", name=None):
     """Read a SNAP-style edge list: 'source target [weight]' per line.
@@ -198,6 +191,7 @@ def _check_declared_ids(src, dst, n, source):
                 source=source, fix="Fix the entry or the declared vertex count")
 
 
+@reader("mtx", ".mtx")
 def read_mtx(path, *, directed=None, weighted=None, self_loops=True, dedup="first",
              name=None):
     """Read a Matrix Market coordinate file; entry (i, j, v) is the edge i -> j.
@@ -251,6 +245,7 @@ def read_mtx(path, *, directed=None, weighted=None, self_loops=True, dedup="firs
                        self_loops=self_loops, dedup=dedup, source=source, name=name)
 
 
+@reader("dimacs", ".gr")
 def read_dimacs(path, *, directed=True, self_loops=True, dedup="min", name=None):
     """Read a DIMACS shortest-path file (.gr): 'p sp N M' then 'a u v w' arc lines.
 
@@ -274,6 +269,7 @@ def read_dimacs(path, *, directed=True, self_loops=True, dedup="min", name=None)
                        dedup=dedup, source=source, name=name)
 
 
+@reader("metis", ".graph", ".metis")
 def read_metis(path, *, weighted=None, name=None):
     """Read a METIS/Chaco adjacency file: header 'N M [fmt [ncon]]', then line k lists
     the 1-based neighbours of vertex k. The graph is undirected; ids kept as labels."""
