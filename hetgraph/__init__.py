@@ -6,7 +6,7 @@ Graph pages become Dask tasks placed on CPU or GPU workers by a cost model (Gara
 :mod:`hetgraph.registry`.
 """
 
-from . import datasets, registry
+from . import datasets
 from .errors import (CheckpointError, ChecksumError, GraphError, HetGraphError,
                      InputFormatError, MissingDependencyError, OutOfCoreError,
                      StoreError, StoreVersionError,

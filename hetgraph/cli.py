@@ -13,6 +13,7 @@ import os
 import sys
 import time
 
+from . import tuning
 from .errors import GraphError, HetGraphError
 
 
@@ -190,7 +191,7 @@ def build_parser():
     demo.add_argument("--page-bytes", type=int, default=256 << 10)
     info = sub.add_parser("info", help="describe a graph file or page store")
     info.add_argument("input")
-    info.add_argument("--page-bytes", type=int, default=32 << 20)
+    info.add_argument("--page-bytes", type=int, default=tuning.PAGE_BYTES)
     run = sub.add_parser("run", help="run an algorithm on a graph file or page store")
     run.add_argument("algorithm", choices=list(_algorithms()))
     run.add_argument("input", help="graph file (any format hetgraph reads) or page store")
@@ -212,7 +213,7 @@ def build_parser():
     convert.add_argument("input")
     convert.add_argument("store")
     convert.add_argument("--stripes", nargs="*", help="one directory per disk")
-    convert.add_argument("--page-bytes", type=int, default=32 << 20)
+    convert.add_argument("--page-bytes", type=int, default=tuning.PAGE_BYTES)
     convert.add_argument("--overwrite", action="store_true")
     convert.add_argument("--order", **ORDER_OPTION)
     cluster = sub.add_parser("cluster", help="start a local CPU + GPU Dask cluster (worker "

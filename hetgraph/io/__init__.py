@@ -1,4 +1,4 @@
-"""Input and output: readers, generators, validation, partitioning, the page store.
+"""Input and output: readers, builders, generators, the page store and its cache.
 
 Every module of this package is imported here, so the readers it registers
 (:func:`hetgraph.registry.reader`) are known to :func:`read`; their functions are this
@@ -16,7 +16,6 @@ for _module in pkgutil.iter_modules(__path__):
 
 from .build import build_graph  # noqa: E402 (after every reader is registered)
 from .objects import from_arrays, from_networkx, from_pandas, from_scipy  # noqa: E402
-from .partition import Page, Partition, partition, replication_factor  # noqa: E402
 from .readers import detect_format, read  # noqa: E402
 from .store import PageStore, convert, open_store, save  # noqa: E402
 
@@ -25,7 +24,6 @@ READER_FUNCTIONS = _reader_functions()
 globals().update({f.__name__: f for f in READER_FUNCTIONS})
 
 __all__ = [
-    "build_graph", "Page", "Partition", "partition", "replication_factor", "detect_format",
-    "read", "PageStore", "convert", "open_store", "save", "from_arrays", "from_networkx",
+    "build_graph", "detect_format", "read", "PageStore", "convert", "open_store", "save", "from_arrays", "from_networkx",
     "from_pandas", "from_scipy", *(f.__name__ for f in READER_FUNCTIONS),
 ]

@@ -32,8 +32,9 @@ import zlib
 import numpy as np
 
 from ..errors import GraphError, HetGraphError
-from ..io.partition import PAGE_BYTES, edge_bytes
+from ..partition import edge_bytes
 from ..program import ProgramSpec
+from ..tuning import PAGE_BYTES
 from .transpile import PRELUDE, c_type, device_function, literal
 
 log = logging.getLogger("hetgraph.kernels.gpu")
