@@ -79,7 +79,7 @@ class PageRank(VertexProgram):
         change = abs(values.astype(np.float64) - previous)
         rank_of = on_device_of(values, self._rank_of)
         # on the host einsum, not NumPy's BLAS dot, whose threads would then spin on
-        # every core for ~0.1 s (see scheduler.costmodel.frontier_growth)
+        # every core (see scheduler.costmodel.frontier_growth)
         total = np.einsum("i,i->", change, rank_of) if isinstance(change, np.ndarray) \
             else change @ rank_of
         return float(total) < graph.num_vertices * self.tol

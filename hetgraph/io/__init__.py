@@ -10,20 +10,20 @@ import importlib
 import pkgutil
 
 from ..registry import reader_functions as _reader_functions
+from .build import build_graph
+from .objects import from_arrays, from_networkx, from_pandas, from_scipy
+from .readers import detect_format, read
+from .store import PageStore, convert, open_store, save
 
-for _module in pkgutil.iter_modules(__path__):
+for _module in pkgutil.iter_modules(__path__):  # (the readers register on import)
     importlib.import_module(f"{__name__}.{_module.name}")
-
-from .build import build_graph  # noqa: E402 (after every reader is registered)
-from .objects import from_arrays, from_networkx, from_pandas, from_scipy  # noqa: E402
-from .readers import detect_format, read  # noqa: E402
-from .store import PageStore, convert, open_store, save  # noqa: E402
 
 #: the registered readers' functions (read_edgelist, read_mtx, ...)
 READER_FUNCTIONS = _reader_functions()
 globals().update({f.__name__: f for f in READER_FUNCTIONS})
 
 __all__ = [
-    "build_graph", "detect_format", "read", "PageStore", "convert", "open_store", "save", "from_arrays", "from_networkx",
-    "from_pandas", "from_scipy", *(f.__name__ for f in READER_FUNCTIONS),
+    "build_graph", "detect_format", "read", "PageStore", "convert", "open_store", "save",
+    "from_arrays", "from_networkx", "from_pandas", "from_scipy",
+    *(f.__name__ for f in READER_FUNCTIONS),
 ]

@@ -9,6 +9,10 @@ Layout::
 Without ``stripes`` the only stripe is ``STORE/data``. Every block has a CRC32 that is
 verified when it is read (memory-mapped). A store is written into temporary directories
 and renamed into place at the end, so a failed write leaves nothing behind.
+
+:func:`save` is the "pagestore" writer of :mod:`hetgraph.registry`, which
+:meth:`hetgraph.Graph.save` calls: the graph type cannot import this module, whose
+PageStore builds Graphs.
 """
 
 from __future__ import annotations

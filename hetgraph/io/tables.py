@@ -24,7 +24,33 @@ _NPZ_NAMES = (("src", "dst"), ("source", "target"), ("row", "col"))
 @reader("npz", ".npz")
 def read_npz(path, *, directed=True, relabel=False, self_loops=True, dedup="first", name=None):
     """Read edges from .npz (arrays src/dst, source/target or row/col, optional weight and
-    num_vertices) or .npy (an (M, 2) integer or (M, 3) array)."""
+    num_vertices) or .npy (an (M, 2) integer or (M, 3) array).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    directed, relabel, self_loops, dedup, name
+        As in :func:`hetgraph.from_arrays` (ids are used as they are by default).
+
+    Returns
+    -------
+    Graph
+
+    Raises
+    ------
+    InputFormatError
+        When the file is missing or unreadable, or its arrays are not integer edges.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> import hetgraph as hg
+    >>> path = os.path.join(tempfile.mkdtemp(), "edges.npz")
+    >>> np.savez(path, src=np.array([0, 1]), dst=np.array([1, 2]))
+    >>> hg.read_npz(path).num_edges
+    2
+    """
     source = existing_file(path)
     weight = num_vertices = None
     try:
@@ -66,10 +92,42 @@ def read_npz(path, *, directed=True, relabel=False, self_loops=True, dedup="firs
 @reader("parquet", ".parquet", format="parquet")
 def read_table(path, *, format=None, source=None, target=None, weight=None, directed=True,
                self_loops=True, dedup="first", name=None):
-    """Read a Parquet or CSV (with a header row) table through pyarrow, batch by batch.
+    """Read a Parquet or CSV table (with a header row) of edges through pyarrow, record
+    batch by record batch.
 
-    ``source``/``target``/``weight``: column names; defaults are the first two columns
-    and, for weight, none. Integer ids are kept as labels; strings are factorized.
+    Parameters
+    ----------
+    path : str or os.PathLike
+    format : {"parquet", "csv"}, optional
+        Default: "parquet" when the name says so, else "csv".
+    source, target : str, optional
+        Id columns; default the first two. Integer ids are kept as labels, strings are
+        factorized (labels in first-seen order).
+    weight : str, optional
+        Weight column; None (default): unweighted.
+    directed, self_loops, dedup, name
+        As in :func:`hetgraph.from_arrays`.
+
+    Returns
+    -------
+    Graph
+
+    Raises
+    ------
+    InputFormatError
+        When the file is unreadable, a column is missing or empty, or ids are floats.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import hetgraph as hg
+    >>> path = os.path.join(tempfile.mkdtemp(), "edges.csv")
+    >>> with open(path, "w") as f:
+    ...     for line in ["from,to,km", "a,b,2.5", "b,c,1.0"]:
+    ...         print(line, file=f)
+    >>> g = hg.read_table(path, weight="km")
+    >>> g.labels.tolist(), g.weighted
+    (['a', 'b', 'c'], True)
     """
     import pyarrow as pa
 
