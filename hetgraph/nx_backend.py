@@ -313,6 +313,7 @@ def get_info():
             "url": "https://github.com/hetgraph/hetgraph",
             "short_summary": "Garaph-style CPU + GPU graph analytics on Dask",
             "default_config": {},
-            "functions": {name: {"extra_docstring": "Runs on hetgraph (CPU cores and "
-                                                    "GPUs); see hetgraph.nx_backend."}
-                          for name in FUNCTIONS}}
+            "functions": {name: {"extra_docstring": f"Runs on hetgraph.{a.function.__name__} "
+                                                    "(CPU cores and GPUs); see "
+                                                    "hetgraph.nx_backend."}
+                          for a in _registered() for name in a.networkx}}
