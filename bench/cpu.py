@@ -36,7 +36,7 @@ import scipy.sparse.csgraph as csgraph
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hetgraph as hg  # noqa: E402
-from hetgraph.io.order import auto_reordered, renumber  # noqa: E402
+from hetgraph.order import auto_reordered, renumber  # noqa: E402
 from machine import describe, settled_call  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -28,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hetgraph as hg  # noqa: E402
-from hetgraph.io.order import auto_reordered, renumber  # noqa: E402
+from hetgraph.order import auto_reordered, renumber  # noqa: E402
 from machine import describe  # noqa: E402
 
 FIXED_R = (1, 2, 4, 8, 16, 32)

@@ -13,6 +13,7 @@ import os
 import sys
 import time
 
+from . import tuning
 from .errors import GraphError, HetGraphError
 
 
@@ -63,13 +64,18 @@ def _load(path):
     return open_store(path) if _is_store(path) else read(path)
 
 
-ALGORITHMS = ("pagerank", "sssp", "bfs", "cc", "nn", "heat")
 ORDER_OPTION = dict(choices=("auto", "degree", "rcm", "none"), default="auto",
                     help="renumber the vertices for cache locality (results keep the "
                          "original labels): auto (by degree when a few hubs carry most "
                          "edges, else reverse Cuthill-McKee where the ids lack locality), "
                          "degree, rcm, none")
-NEEDS_SOURCE = ("sssp", "bfs", "heat")
+
+
+def _algorithms():
+    """{command-line name: Algorithm} of the registered algorithms the CLI runs."""
+    from .registry import algorithms as registered
+
+    return {a.name: a for a in registered() if a.cli}
 
 
 def _source(graph, text):
@@ -84,50 +90,46 @@ def _source(graph, text):
 
 
 def _run(args):
-    from . import algorithms
     from .cluster import Cluster
-    from .io.store import PageStore
+    from .io.store import PageStore, as_graph
 
-    if args.algorithm in NEEDS_SOURCE and args.source is None:
+    algorithm = _algorithms()[args.algorithm]
+    if algorithm.needs_source and args.source is None:
         raise GraphError(f"{args.algorithm} needs --source VERTEX (an original label)")
     graph = PageStore(args.input) if _is_store(args.input) else \
         _load(args.input).reorder(args.order)
     options = {"devices": args.devices, "mode": args.mode, "checkpoint": args.checkpoint,
                "resume": args.resume, "host_budget": args.host_budget,
                "progress": False if args.quiet else None}
-    if args.algorithm != "cc" and args.iterations is not None:
-        options["max_iterations"] = args.iterations
-    if args.algorithm in NEEDS_SOURCE:
-        from .io.store import as_graph
-
+    if args.iterations is not None:
+        options[algorithm.iterations_option] = args.iterations
+    arguments = (graph,)
+    if algorithm.needs_source:
         graph = as_graph(graph, args.host_budget)
-        source = _source(graph, args.source)
-        call = {"sssp": lambda **o: algorithms.sssp(graph, source, **o),
-                "bfs": lambda **o: algorithms.bfs(graph, source, **o),
-                "heat": lambda **o: algorithms.heat(graph, source, **o)}[args.algorithm]
-    else:
-        function = {"pagerank": algorithms.pagerank, "cc": algorithms.connected_components,
-                    "nn": algorithms.nn}[args.algorithm]
-        if args.algorithm == "cc" and args.iterations is not None:
-            options["max_iterations"] = args.iterations
-        call = lambda **o: function(graph, **o)  # noqa: E731
+        arguments = (graph, _source(graph, args.source))
     with Cluster(address=args.scheduler, dashboard_address=None) if args.scheduler \
             else contextlib.nullcontext():
-        result = call(**options)
+        result = algorithm.function(*arguments, **options)
     if args.out:
         result.save(args.out)
     state = "converged" if result.converged else "not converged"
     lines = [f"{args.algorithm}: {result.iterations} iterations ({result.mode}, {state}), "
              f"{result.seconds:.3f} s" + (f"; values written to {args.out}" if args.out else "")]
     if args.top:
-        if args.algorithm in ("sssp", "bfs"):  # the nearest reached vertices
-            frame = result.to_pandas()
-            reached = (frame.value >= 0) & (frame.value < float("inf"))
-            best = frame[reached].sort_values("value", kind="stable").head(args.top)
-        else:
-            best = result.top(args.top)
-        lines += [f"  {v!s:>12}  {x:g}" for v, x in zip(best["vertex"], best["value"])]
+        lines += [f"  {v!s:>12}  {x:g}" for v, x in _top(result, args.top, algorithm)]
     return "\n".join(lines)
+
+
+def _top(result, k, algorithm):
+    """(vertex, value) of the ``k`` vertices --top lists: the nearest reached ones for
+    distances and levels, else the largest values."""
+    if algorithm.smallest_first:
+        frame = result.to_pandas()
+        reached = (frame.value >= 0) & (frame.value < float("inf"))
+        best = frame[reached].sort_values("value", kind="stable").head(k)
+    else:
+        best = result.top(k)
+    return zip(best["vertex"], best["value"])
 
 
 def _convert(args):
@@ -180,7 +182,8 @@ def _stopped_by_signals():
             signal.signal(s, handler)
 
 
-def main(argv=None):
+def build_parser():
+    """The argument parser; ``run``'s choices are the registered algorithms."""
     parser = argparse.ArgumentParser(prog="hetgraph", description=__doc__)
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -188,11 +191,12 @@ def main(argv=None):
     demo.add_argument("--page-bytes", type=int, default=256 << 10)
     info = sub.add_parser("info", help="describe a graph file or page store")
     info.add_argument("input")
-    info.add_argument("--page-bytes", type=int, default=32 << 20)
+    info.add_argument("--page-bytes", type=int, default=tuning.PAGE_BYTES)
     run = sub.add_parser("run", help="run an algorithm on a graph file or page store")
-    run.add_argument("algorithm", choices=ALGORITHMS)
+    run.add_argument("algorithm", choices=list(_algorithms()))
     run.add_argument("input", help="graph file (any format hetgraph reads) or page store")
-    run.add_argument("--source", help="source vertex (original label) for sssp, bfs, heat")
+    run.add_argument("--source", help="source vertex (original label) for " + ", ".join(
+        name for name, a in _algorithms().items() if a.needs_source))
     run.add_argument("--iterations", type=int, help="maximum iterations")
     run.add_argument("--devices", choices=("auto", "cpu", "gpu", "hybrid"), default="auto")
     run.add_argument("--mode", choices=("sync", "async"), default="sync")
@@ -209,7 +213,7 @@ def main(argv=None):
     convert.add_argument("input")
     convert.add_argument("store")
     convert.add_argument("--stripes", nargs="*", help="one directory per disk")
-    convert.add_argument("--page-bytes", type=int, default=32 << 20)
+    convert.add_argument("--page-bytes", type=int, default=tuning.PAGE_BYTES)
     convert.add_argument("--overwrite", action="store_true")
     convert.add_argument("--order", **ORDER_OPTION)
     cluster = sub.add_parser("cluster", help="start a local CPU + GPU Dask cluster (worker "
@@ -221,7 +225,11 @@ def main(argv=None):
                               "machine only; another exposes them to that network: whoever "
                               "reaches them runs code as you, so join remote workers over "
                               "TLS)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
     try:
         if args.command == "demo":
             print(_demo(args.page_bytes))

@@ -2,6 +2,12 @@
 
 Vertices are dense ids 0..N-1; ``labels`` keeps the original label of each id (None
 means the label is the id). Index arrays are int32 while N < 2**31, pointers int64.
+
+The graph type sits below the readers, builders and the page store of
+:mod:`hetgraph.io`, which import it; it imports none of them. Its methods call the
+modules that take the graph they are given (:mod:`hetgraph.csr`, :mod:`hetgraph.order`,
+:mod:`hetgraph.partition`) and reach the page store's writer through
+:mod:`hetgraph.registry` (the store's graphs are Graphs).
 """
 
 from __future__ import annotations
@@ -12,9 +18,13 @@ import uuid
 import numpy as np
 import pandas as pd
 
+from . import registry, tuning
+from .csr import symmetric_union, transpose
 from .errors import GraphError
+from .order import degree_skew
+from .order import reorder as reordered
+from .partition import partition as partitioned
 
-PARTITIONS_KEPT = 4  # partitions a graph keeps (by their options) for later runs
 _PARTITIONS_LOCK = threading.Lock()  # runs in several threads share a graph's partitions
 
 
@@ -92,17 +102,15 @@ class Graph:
 
     def in_degree_skew(self) -> float:
         """sum(d_in^2) / |E|, the in-degree of an average edge's destination
-        (:func:`hetgraph.io.order.degree_skew`); computed once and kept by this graph."""
+        (:func:`hetgraph.order.degree_skew`); computed once and kept by this graph."""
         if self._in_skew is None:
-            from .io.order import degree_skew
-
             self._in_skew = degree_skew(self.in_degree())
         return self._in_skew
 
     def out_weight_sums(self) -> np.ndarray:
         """Sum of the out-edge weights of every vertex (its out-degree when unweighted),
-        float64; computed once and kept by this graph (a pass over every edge: 33 ms for
-        4M edges, a sixth of a grid-1000 PageRank call)."""
+        float64; computed once and kept by this graph (a pass over every edge, which
+        every PageRank call would otherwise pay)."""
         if self._out_weight_sums is None:
             if not self.weighted:
                 sums = self.out_degree().astype(np.float64)
@@ -124,8 +132,7 @@ class Graph:
     def first_negative_weight(self):
         """(CSC position, source id, weight) of the first edge whose weight is negative
         or NaN, None when there is none (or no weight); computed once and kept by this
-        graph (a pass over every weight: 11 ms for RMAT-21's 32M on the H100 host,
-        which every sssp call paid)."""
+        graph (a pass over every weight, which every sssp call would otherwise pay)."""
         def first():
             for e0, sources, weights in (self.in_edge_blocks() if self.weighted else ()):
                 bad = ~(weights >= 0)
@@ -152,8 +159,6 @@ class Graph:
         """Weights of the CSR's out-edges (float32, aligned with ``out_indices``), None
         when unweighted. Built on first use and kept by this graph (4 bytes per edge)."""
         if self.weighted and self._out_weights is None:
-            from .io.build import transpose
-
             self._out_weights = transpose(self.in_indptr, self.in_indices, self.in_weights,
                                           self.num_vertices)[2]
         return self._out_weights
@@ -194,7 +199,7 @@ class Graph:
         else:
             if self._label_index is None:
                 self._label_index = pd.Index(self.labels, tupleize_cols=False)
-            if scalar:  # a hash lookup: get_indexer takes 60 us for one label
+            if scalar:  # a hash lookup: get_indexer costs far more for one label
                 try:
                     found = self._label_index.get_loc(wanted[0])
                 except (KeyError, TypeError, pd.errors.InvalidIndexError):
@@ -233,44 +238,135 @@ class Graph:
         if not self.directed:
             return self
         if self._undirected is None:
-            from .io.build import symmetrize
-
-            self._undirected = symmetrize(self)
+            ptr, idx, weights = symmetric_union(self.in_indptr, self.in_indices,
+                                                self.in_weights, self.out_indptr,
+                                                self.out_indices, self.out_weights())
+            # symmetric: the out-edges are the in-edges (targets sorted per source)
+            self._undirected = self.with_arrays(ptr, idx, weights, ptr.copy(), idx.copy(),
+                                                directed=False)
         return self._undirected
 
-    def reorder(self, order="degree") -> "Graph":
-        """This graph with its dense ids renumbered for cache locality (labels kept):
-        "degree" (by decreasing out-degree, equal degrees by their lowest-numbered
-        out-neighbour), "rcm" (reverse Cuthill-McKee: neighbours get nearby ids),
-        "auto" (degree order when a few hubs carry most arcs, else RCM's where the ids
-        have little locality, else this graph) or "none"; see :mod:`hetgraph.io.order`."""
-        from .io.order import reorder
+    def with_arrays(self, in_indptr, in_indices, in_weights, out_indptr, out_indices, *,
+                    directed=None, labels=None):
+        """A new in-memory Graph of these CSC and CSR arrays with this graph's direction,
+        labels and name unless ``directed`` or ``labels`` is given: what the modules
+        that renumber or symmetrize a graph build (they do not import this module)."""
+        return Graph(in_indptr, in_indices, in_weights, out_indptr, out_indices,
+                     directed=self.directed if directed is None else directed,
+                     labels=self.labels if labels is None else labels, name=self.name)
 
-        return reorder(self, order)
+    def reorder(self, order="degree") -> "Graph":
+        """This graph with its dense ids renumbered for cache locality; results of runs
+        on it keep the original labels.
+
+        Parameters
+        ----------
+        order : {"degree", "rcm", "auto", "none"}
+            "degree" (default): by decreasing out-degree, equal degrees by their
+            lowest-numbered out-neighbour. "rcm": reverse Cuthill-McKee (neighbours get
+            nearby ids). "auto": degree order when a few hubs carry most arcs, else
+            RCM's where the ids have little locality, else this graph. "none": this
+            graph. See :mod:`hetgraph.order`.
+
+        Returns
+        -------
+        Graph
+            A new graph (or this one for "none" and an "auto" that keeps the order).
+
+        Raises
+        ------
+        GraphError
+            On an unknown ``order``.
+        OutOfCoreError
+            On a graph read page by page from its store.
+
+        Examples
+        --------
+        >>> import hetgraph as hg
+        >>> g = hg.datasets.load("wiki-vote")
+        >>> r = g.reorder("degree")
+        >>> bool(r.out_degree()[0] == g.out_degree().max()), r.num_edges == g.num_edges
+        (True, True)
+        """
+        return reordered(self, order)
 
     def partition(self, **options):
-        """Shards and pages of this graph; see :func:`hetgraph.io.partition.partition`.
-        The last PARTITIONS_KEPT are kept, by their options: every GPU or hybrid run
-        needs one (64 ms for RMAT-20 on 2 cores)."""
-        from .io.partition import partition
+        """Shards and pages of this graph, kept for later calls with the same options.
 
+        Parameters
+        ----------
+        **options
+            ``page_bytes`` (default ``tuning.PAGE_BYTES``, 32 MiB), ``vertex_bytes``,
+            ``shared_bytes``, ``replication``, ``shard_vertices``, ``max_shard_edges``:
+            see :func:`hetgraph.partition.partition`.
+
+        Returns
+        -------
+        Partition
+            The same object for the same options while it is among the last
+            ``tuning.PARTITIONS_KEPT`` (every GPU or hybrid run needs one).
+
+        Raises
+        ------
+        GraphError
+            When a size is out of range.
+
+        Examples
+        --------
+        >>> import hetgraph as hg
+        >>> g = hg.datasets.load("wiki-vote")
+        >>> part = g.partition(page_bytes=128 << 10)
+        >>> part.num_pages > 1, g.partition(page_bytes=128 << 10) is part
+        (True, True)
+        """
         key = tuple(sorted(options.items()))
         with _PARTITIONS_LOCK:
             kept = self._partitions.pop(key, None)
         if kept is None:
-            kept = partition(self, **options)
+            kept = partitioned(self, **options)
         with _PARTITIONS_LOCK:
             self._partitions.pop(key, None)
             self._partitions[key] = kept
-            while len(self._partitions) > PARTITIONS_KEPT:
+            while len(self._partitions) > tuning.PARTITIONS_KEPT:
                 del self._partitions[next(iter(self._partitions))]
         return kept
 
     def save(self, path, stripes=None, **options):
-        """Write a page store at ``path`` (see :func:`hetgraph.io.store.save`)."""
-        from .io.store import save
+        """Write this graph as a page store at ``path``.
 
-        return save(self, path, stripes=stripes, **options)
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The store's directory (its parent must exist).
+        stripes : list of paths, optional
+            Directories (one per disk) to spread the data blocks over; default
+            ``path/data``.
+        **options
+            ``page_bytes`` (default ``tuning.PAGE_BYTES``, 32 MiB), ``overwrite``
+            (default False), ``fsync`` (default False) and the options of
+            :meth:`partition`; see :func:`hetgraph.io.store.save`.
+
+        Returns
+        -------
+        PageStore
+            The written store, opened (``store.stored_graph()`` runs out of core).
+
+        Raises
+        ------
+        StoreError
+            When ``path`` exists (without ``overwrite=True``) or a write fails; nothing
+            is left behind.
+
+        Examples
+        --------
+        >>> import tempfile, os
+        >>> import hetgraph as hg
+        >>> g = hg.datasets.load("wiki-vote")
+        >>> store = g.save(os.path.join(tempfile.mkdtemp(), "wiki"))
+        >>> store.load().num_edges == g.num_edges
+        True
+        """
+        return registry.WRITERS["pagestore"](self, path, stripes=stripes, **options)
 
     def summary(self) -> str:
         kind = "directed" if self.directed else "undirected"

@@ -25,11 +25,13 @@ import warnings
 
 import numpy as np
 
+from .registry import algorithms as _registered
+
 QUIET = {"progress": False}  # no progress bar inside NetworkX calls
 
-FUNCTIONS = ("pagerank", "single_source_dijkstra_path_length",
-             "single_source_shortest_path_length", "bfs_layers", "connected_components",
-             "weakly_connected_components")
+#: the NetworkX functions this module answers: those the registered algorithms declare
+#: (``networkx=`` of :func:`hetgraph.registry.algorithm`), each with its adapter below
+FUNCTIONS = tuple(name for a in _registered() for name in a.networkx)
 
 
 class NetworkXFallbackWarning(UserWarning):
@@ -58,7 +60,7 @@ class BackendGraph:
         """hetgraph Graph with the edge attribute ``weight`` as weights (edges without it
         weigh 1), or unweighted."""
         if weight not in self._graphs:
-            from .io.tables import from_networkx
+            from .io.objects import from_networkx
 
             self._graphs[weight] = from_networkx(self.nx_graph, weight=weight)
         return self._graphs[weight]
@@ -311,6 +313,7 @@ def get_info():
             "url": "https://github.com/hetgraph/hetgraph",
             "short_summary": "Garaph-style CPU + GPU graph analytics on Dask",
             "default_config": {},
-            "functions": {name: {"extra_docstring": "Runs on hetgraph (CPU cores and "
-                                                    "GPUs); see hetgraph.nx_backend."}
-                          for name in FUNCTIONS}}
+            "functions": {name: {"extra_docstring": f"Runs on hetgraph.{a.function.__name__} "
+                                                    "(CPU cores and GPUs); see "
+                                                    "hetgraph.nx_backend."}
+                          for a in _registered() for name in a.networkx}}

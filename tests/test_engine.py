@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hetgraph as hg
-from hetgraph.io.order import degree_skew
+from hetgraph.order import degree_skew
 from hetgraph.kernels import cpu
 from hetgraph.program import ProgramSpec
 from hetgraph.result import row_dict

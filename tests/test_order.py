@@ -1,4 +1,4 @@
-"""Vertex renumbering (hetgraph.io.order): the renumbered graph is the same graph under
+"""Vertex renumbering (hetgraph.order): the renumbered graph is the same graph under
 its labels, and every algorithm keyed by label gives the same answer on it."""
 
 import numpy as np
@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import hetgraph as hg
 from conftest import assert_csr_matches_csc, edge_set
-from hetgraph.io.order import (auto_reordered, degree_order, is_skewed, median_arc_span,
+from hetgraph.order import (auto_reordered, degree_order, is_skewed, median_arc_span,
                                rcm_order, renumber)
 
 arcs = st.lists(st.tuples(st.integers(0, 30), st.integers(0, 30),

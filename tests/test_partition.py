@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hetgraph as hg
-from hetgraph.io.partition import (MAX_SHARD_VERTICES, edge_bytes, replication_factor,
-                                    shard_edge_bound)
+from hetgraph.partition import (MAX_SHARD_VERTICES, edge_bytes, replication_factor,
+                                shard_edge_bound)
 
 
 @st.composite
@@ -178,7 +178,7 @@ def test_gpu_page_layout_sorts_edges_by_source_inside_each_shard(n, m, seed, sha
 
 
 def test_a_graph_keeps_its_last_partitions():
-    from hetgraph.graph import PARTITIONS_KEPT
+    from hetgraph.tuning import PARTITIONS_KEPT
 
     g = hg.generate.rmat(8, seed=2)
     first = g.partition(page_bytes=1 << 10)

@@ -119,7 +119,7 @@ def test_segment_runs_hold_equal_shares_and_sort_as_one_loop(sizes, chunks, seed
     runs of consecutive segments of about equal item counts, so that a degree-ordered
     graph's hubs are not all one thread's; the sort gives what a stable sort of each
     segment gives, whatever the runs."""
-    from hetgraph.io.build import _sort_segments, segment_chunks
+    from hetgraph.csr import _sort_segments, segment_chunks
 
     ptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     n, total = len(sizes), int(ptr[-1])

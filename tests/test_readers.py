@@ -85,12 +85,12 @@ def test_edgelist_formats_match_arrays(tmp_path, suffix, sep):
 
 
 def test_edgelist_small_blocks_keep_line_numbers(tmp_path, monkeypatch):
-    from hetgraph.io import text
+    from hetgraph import tuning
 
     src, dst, w = _random_edges(2, m=500)
     path = tmp_path / "g.txt"
     _write_text(path, src, dst, w)
-    monkeypatch.setattr(text, "BLOCK_BYTES", 64)
+    monkeypatch.setattr(tuning, "BLOCK_BYTES", 64)
     g = hg.read(path)
     assert edge_set(g) == edge_set(hg.from_arrays(src, dst, w, relabel=True))
     with open(path, "a") as f:

@@ -12,6 +12,7 @@ import numpy as np
 from ..scheduler.dispatcher import run
 from ..io.store import as_graph
 from ..kernels.arrays import replace_value
+from ..registry import algorithm
 from .common import MinRelaxation, single_source_state, vertex_id
 
 UNREACHED = np.iinfo(np.int32).max
@@ -41,10 +42,37 @@ class BreadthFirst(MinRelaxation):
         return values
 
 
+@algorithm("bfs", program=BreadthFirst, needs_source=True, smallest_first=True,
+           networkx=("single_source_shortest_path_length", "bfs_layers"))
 def bfs(graph, source, **options):
-    """BFS level of every vertex from ``source`` (an original label); -1 if unreachable.
+    """Breadth-first level of every vertex from ``source``: the number of edges on a
+    shortest path, following edge direction (u -> v).
 
-    Follows edge direction (u -> v). Options go to :func:`hetgraph.run`.
+    Parameters
+    ----------
+    graph : Graph or PageStore
+    source
+        Original label of the source vertex.
+    **options
+        Go to :func:`hetgraph.run` (``devices``, ``mode``, ``cluster``, ``checkpoint``,
+        ``progress``, ...). ``max_iterations`` defaults to N.
+
+    Returns
+    -------
+    Result
+        ``values``: int32 levels, -1 where unreachable.
+
+    Raises
+    ------
+    GraphError
+        When ``source`` is not a vertex.
+
+    Examples
+    --------
+    >>> import hetgraph as hg
+    >>> levels = hg.bfs(hg.datasets.load("wiki-vote"), 30)
+    >>> int(levels.values.max()), int((levels.values >= 0).sum())
+    (5, 2316)
     """
     graph = as_graph(graph, options.get("host_budget"))
     program = BreadthFirst(vertex_id(graph, source))

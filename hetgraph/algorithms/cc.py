@@ -12,6 +12,7 @@ import numpy as np
 
 from ..scheduler.dispatcher import run
 from ..io.store import as_graph
+from ..registry import algorithm
 from .common import MinRelaxation
 
 
@@ -29,15 +30,37 @@ class MinLabel(MinRelaxation):
         return np.arange(graph.num_vertices, dtype=self.dtype), None
 
 
+@algorithm("cc", program=MinLabel,
+           networkx=("connected_components", "weakly_connected_components"))
 def connected_components(graph, mode="async", **options):
-    """Component of every vertex: the smallest dense vertex id in it (weakly connected
-    components on a directed graph). ``result.values`` holds those ids;
-    ``len(np.unique(result.values))`` is the number of components.
+    """Connected component of every vertex (weakly connected components on a directed
+    graph: edge directions are ignored).
 
-    ``mode`` defaults to "async": the answer is the same as "sync" (each vertex ends with
-    its component's minimum) but a label crosses many vertices per iteration, so long
-    paths (road networks) take a few iterations instead of their diameter. Other
-    options go to :func:`hetgraph.run`; the result refers to ``graph``.
+    Parameters
+    ----------
+    graph : Graph or PageStore
+    mode : {"async", "sync"}
+        "async" (default) gives the same answer as "sync" but a label crosses many
+        vertices per iteration, so long paths (road networks) take a few iterations
+        instead of their diameter.
+    **options
+        Go to :func:`hetgraph.run` (``devices``, ``mode``, ``cluster``, ``checkpoint``,
+        ``progress``, ...). ``max_iterations`` defaults to N.
+
+    Returns
+    -------
+    Result
+        ``values``: for every vertex, the smallest dense vertex id of its component
+        (int32 below 2**31 vertices); ``len(np.unique(result.values))`` is the number
+        of components. The result refers to ``graph``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import hetgraph as hg
+    >>> labels = hg.connected_components(hg.datasets.load("wiki-vote")).values
+    >>> len(np.unique(labels))
+    24
     """
     graph = as_graph(graph, options.get("host_budget"))
     undirected = graph.to_undirected()

@@ -16,6 +16,7 @@ import numpy as np
 from ..errors import GraphError
 from ..scheduler.dispatcher import run
 from ..io.store import as_graph
+from ..registry import algorithm
 from .common import in_weight_sums, vertex_id, WeightedInputs
 
 
@@ -44,10 +45,42 @@ class Circuit(WeightedInputs):
         return aux.astype(self.dtype)
 
 
+@algorithm("circuit", program=Circuit, cli=False)  # (its held voltages are a mapping)
 def circuit(graph, voltages, iterations=10, *, dtype=np.float64, **options):
-    """Node voltages after ``iterations`` Jacobi steps (module docstring), with
-    ``voltages`` = {original label: volts} held fixed, e.g. {source: 1.0, ground: 0.0}.
-    Use a large ``iterations`` to run to the fixed point. Options go to hetgraph.run."""
+    """Node voltages of a resistor network after ``iterations`` Jacobi steps (module
+    docstring), with some nodes held at fixed voltages.
+
+    Parameters
+    ----------
+    graph : Graph or PageStore
+        Edge weights are conductances (1 when unweighted).
+    voltages : dict
+        {original label: volts} held fixed, e.g. {source: 1.0, ground: 0.0}.
+    iterations : int
+        Steps to run (default 10); a large number runs to the fixed point.
+    dtype : numpy dtype
+        float64 (default) or float32.
+    **options
+        Go to :func:`hetgraph.run` (``devices``, ``mode``, ``cluster``, ``checkpoint``,
+        ``progress``, ...).
+
+    Returns
+    -------
+    Result
+        ``values``: the voltage of every node; free nodes start at 0.
+
+    Raises
+    ------
+    GraphError
+        When ``voltages`` is empty or names a node not in the graph.
+
+    Examples
+    --------
+    >>> import hetgraph as hg
+    >>> line = hg.generate.grid(1, 3, weights=None)  # nodes 0 - 1 - 2
+    >>> hg.circuit(line, {0: 1.0, 2: 0.0}, iterations=50).values.tolist()
+    [1.0, 0.5, 0.0]
+    """
     if not voltages:
         raise GraphError("circuit needs at least one held voltage, e.g. {source: 1.0}")
     graph = as_graph(graph, options.get("host_budget"))

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..scheduler.dispatcher import run
 from ..io.store import as_graph
+from ..registry import algorithm
 from .common import in_weight_sums, vertex_id, WeightedInputs
 
 
@@ -38,9 +39,42 @@ class HeatDiffusion(WeightedInputs):
         return aux.astype(self.dtype)
 
 
+@algorithm("heat", program=HeatDiffusion, needs_source=True)
 def heat(graph, sources, iterations=10, *, dtype=np.float32, **options):
-    """Temperatures after ``iterations`` diffusion steps with ``sources`` (original
-    labels) held at 1 (formula in the module docstring). Options go to hetgraph.run."""
+    """Temperatures after ``iterations`` diffusion steps, with ``sources`` held at 1
+    and every other vertex starting at 0 (formula in the module docstring).
+
+    Parameters
+    ----------
+    graph : Graph or PageStore
+        Edge weights are conductances (1 when unweighted).
+    sources
+        Original label, or labels, of the heat sources.
+    iterations : int
+        Steps to run. Default 10.
+    dtype : numpy dtype
+        float32 (default) or float64.
+    **options
+        Go to :func:`hetgraph.run` (``devices``, ``mode``, ``cluster``, ``checkpoint``,
+        ``progress``, ...).
+
+    Returns
+    -------
+    Result
+        ``values``: the temperature of every vertex, in [0, 1].
+
+    Raises
+    ------
+    GraphError
+        When a source is not a vertex.
+
+    Examples
+    --------
+    >>> import hetgraph as hg
+    >>> t = hg.heat(hg.datasets.load("wiki-vote"), 30)
+    >>> float(t.values.max()), float(t.values.min())
+    (1.0, 0.0)
+    """
     graph = as_graph(graph, options.get("host_budget"))
     ids = [vertex_id(graph, s, "heat source") for s in np.atleast_1d(sources)]
     return run(HeatDiffusion(ids, dtype), graph, max_iterations=iterations, **options)

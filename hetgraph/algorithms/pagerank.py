@@ -19,6 +19,7 @@ import numpy as np
 from ..errors import GraphError
 from ..kernels.arrays import indexed_sum, on_device_of
 from ..program import VertexProgram
+from ..registry import algorithm
 from ..scheduler.dispatcher import run
 
 log = logging.getLogger("hetgraph.algorithms")
@@ -78,7 +79,7 @@ class PageRank(VertexProgram):
         change = abs(values.astype(np.float64) - previous)
         rank_of = on_device_of(values, self._rank_of)
         # on the host einsum, not NumPy's BLAS dot, whose threads would then spin on
-        # every core for ~0.1 s (see scheduler.costmodel.frontier_growth)
+        # every core (see scheduler.costmodel.frontier_growth)
         total = np.einsum("i,i->", change, rank_of) if isinstance(change, np.ndarray) \
             else change @ rank_of
         return float(total) < graph.num_vertices * self.tol
@@ -97,16 +98,48 @@ def _as_range(index):
     return slice(first, last + 1) if last - first + 1 == len(index) else index
 
 
+@algorithm("pagerank", program=PageRank, networkx=("pagerank",))
 def pagerank(graph, damping=0.85, max_iterations=100, tol=1e-6, *, weighted=True,
              dtype=np.float64, **options):
-    """PageRank of every vertex (sums to 1), as ``networkx.pagerank``.
+    """PageRank of every vertex (the ranks sum to 1), as ``networkx.pagerank``
+    computes it (formula in the module docstring).
 
-    ``damping``: d (default 0.85). ``tol``: stop when the L1 change of the ranks is
-    below N * tol (default 1e-6); None runs ``max_iterations`` (default 100) exactly.
-    ``weighted``: use edge weights when the graph has them (as NetworkX's
-    weight="weight"). ``dtype``: float64 (default) or float32. Other options go to
-    :func:`hetgraph.run`. Returns a Result; ``result.converged`` is False when the
-    tolerance was not reached (NetworkX raises in that case; hetgraph logs a warning).
+    Parameters
+    ----------
+    graph : Graph or PageStore
+    damping : float
+        d, in (0, 1]. Default 0.85.
+    max_iterations : int
+        Default 100.
+    tol : float or None
+        Stop when the L1 change of the ranks is below N * tol (default 1e-6); None
+        runs ``max_iterations`` exactly.
+    weighted : bool
+        Use the edge weights when the graph has them (NetworkX's weight="weight").
+        Default True.
+    dtype : numpy dtype
+        float64 (default) or float32.
+    **options
+        Go to :func:`hetgraph.run` (``devices``, ``mode``, ``cluster``, ``checkpoint``,
+        ``progress``, ...).
+
+    Returns
+    -------
+    Result
+        ``values``: the rank of every vertex. ``converged`` is False when ``tol`` was
+        not reached (NetworkX raises then; hetgraph logs a warning).
+
+    Raises
+    ------
+    GraphError
+        When ``damping`` or ``tol`` is out of range.
+
+    Examples
+    --------
+    >>> import hetgraph as hg
+    >>> ranks = hg.pagerank(hg.datasets.load("wiki-vote"))
+    >>> ranks.converged, round(float(ranks.values.sum()), 6)
+    (True, 1.0)
     """
     result = run(PageRank(damping, tol, dtype, weighted), graph,
                  max_iterations=max_iterations, **options)

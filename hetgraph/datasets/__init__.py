@@ -30,7 +30,14 @@ def path(name) -> str:
 
 
 def load(name):
-    """Load a bundled graph by name (see :func:`names`)."""
+    """Load a bundled graph by name (see :func:`names`).
+
+    Examples
+    --------
+    >>> import hetgraph as hg
+    >>> hg.datasets.load("wiki-vote").num_edges
+    103689
+    """
     from ..io.readers import read
 
     return read(path(name), format=DATASETS[name][1], name=name)

@@ -17,7 +17,8 @@ import numpy as np
 
 from .. import tuning
 from ..errors import GraphError
-from ..io.partition import PAGE_BYTES, edge_bytes
+from ..partition import edge_bytes
+from ..tuning import PAGE_BYTES
 from ..kernels.gpu.device import GpuMemoryError, pinned_empty, require_gpu
 from ..kernels.gpu.kept import device_pages, kept_bytes, partition_key, release
 from ..kernels.gpu.launch import PackedLaunch

@@ -6,8 +6,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ..csr import index_dtype
 from ..errors import GraphError
-from .build import build_graph, index_dtype
+from .build import build_graph
 
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -49,12 +50,48 @@ def _rmat_edges(seed, scale, t_ab, t_a, t_abc, perm, src, dst):
 
 def rmat(scale, edge_factor=16, a=0.57, b=0.19, c=0.19, *, seed=1, permute=True,
          directed=True, self_loops=False, dedup="first", weights=None, name=None):
-    """RMAT / Graph500 Kronecker graph with 2**scale vertices and edge_factor * 2**scale
-    generated edges (duplicates and self-loops then removed by default).
+    """RMAT / Graph500 Kronecker graph: 2**scale vertices, edge_factor * 2**scale
+    generated edges (duplicates and self-loops then removed by default). Deterministic
+    for ``seed``, whatever the thread count.
 
-    ``a, b, c`` (d = 1 - a - b - c): quadrant probabilities (Graph500: .57, .19, .19).
-    ``permute`` relabels vertices by a random permutation (Graph500). ``weights``:
-    None, or (low, high) for uniform float weights. Deterministic for ``seed``.
+    Parameters
+    ----------
+    scale : int
+        log2 of the vertex count, 1..40.
+    edge_factor : float
+        Generated edges per vertex. Default 16.
+    a, b, c : float
+        Quadrant probabilities, d = 1 - a - b - c (Graph500's default .57, .19, .19).
+    seed : int
+        Default 1.
+    permute : bool
+        Relabel vertices by a random permutation (Graph500). Default True.
+    directed : bool
+        Default True.
+    self_loops : bool
+        Keep u -> u edges. Default False.
+    dedup : {"first", "min", "max", "sum"} or None
+        How parallel edges combine; None keeps them. Default "first".
+    weights : (float, float), optional
+        (low, high) of uniform edge weights; None (default): unweighted.
+    name : str, optional
+        Default "rmat-<scale>".
+
+    Returns
+    -------
+    Graph
+
+    Raises
+    ------
+    GraphError
+        When ``scale`` is out of range or the probabilities leave d < 0.
+
+    Examples
+    --------
+    >>> import hetgraph as hg
+    >>> g = hg.generate.rmat(10)
+    >>> g.num_vertices, g.num_edges
+    (1024, 12181)
     """
     if not 1 <= scale <= 40:
         raise GraphError(f"rmat scale={scale} is out of range; use 1..40")
@@ -75,8 +112,36 @@ def rmat(scale, edge_factor=16, a=0.57, b=0.19, c=0.19, *, seed=1, permute=True,
 
 
 def grid(rows, cols, *, weights=(1.0, 100.0), seed=1, name=None):
-    """Undirected 2D grid (4-neighbour), road-like: long paths, degree <= 4. Vertex
-    (i, j) has id i * cols + j; weights uniform in ``weights`` (None: unweighted)."""
+    """Undirected 2D grid (4-neighbour), road-like: long paths, degree <= 4.
+
+    Parameters
+    ----------
+    rows, cols : int
+        Vertex (i, j) has id i * cols + j.
+    weights : (float, float) or None
+        (low, high) of uniform edge weights (default (1, 100)); None: unweighted.
+    seed : int
+        Default 1.
+    name : str, optional
+        Default "grid-<rows>x<cols>".
+
+    Returns
+    -------
+    Graph
+        rows * cols vertices, rows * (cols - 1) + (rows - 1) * cols edges.
+
+    Raises
+    ------
+    GraphError
+        When ``rows`` or ``cols`` is below 1.
+
+    Examples
+    --------
+    >>> import hetgraph as hg
+    >>> g = hg.generate.grid(3, 4)
+    >>> g.num_vertices, g.num_edges, g.directed
+    (12, 17, False)
+    """
     if rows < 1 or cols < 1:
         raise GraphError(f"grid needs rows, cols >= 1 (got {rows} x {cols})")
     ids = np.arange(rows * cols, dtype=np.int64).reshape(rows, cols)
@@ -89,9 +154,41 @@ def grid(rows, cols, *, weights=(1.0, 100.0), seed=1, name=None):
 
 
 def erdos_renyi(n, p=None, *, m=None, directed=True, seed=1, weights=None, name=None):
-    """G(n, p) or G(n, m) random graph without self-loops or parallel edges.
+    """G(n, p) or G(n, m) random graph without self-loops or parallel edges, sampled
+    in O(m) memory.
 
-    Give edge probability ``p`` or exact edge count ``m``. Sampled in O(m) memory.
+    Parameters
+    ----------
+    n : int
+        Vertices.
+    p : float, optional
+        Edge probability; give ``p`` or ``m``.
+    m : int, optional
+        Exact edge count.
+    directed : bool
+        Default True.
+    seed : int
+        Default 1.
+    weights : (float, float), optional
+        (low, high) of uniform edge weights; None (default): unweighted.
+    name : str, optional
+        Default "er-<n>".
+
+    Returns
+    -------
+    Graph
+
+    Raises
+    ------
+    GraphError
+        When neither or both of ``p`` and ``m`` are given, or they are out of range.
+
+    Examples
+    --------
+    >>> import hetgraph as hg
+    >>> g = hg.generate.erdos_renyi(100, m=500)
+    >>> g.num_vertices, g.num_edges
+    (100, 500)
     """
     if (p is None) == (m is None):
         raise GraphError("erdos_renyi needs exactly one of p= or m=")

@@ -1,32 +1,31 @@
-"""``read``: pick the reader from ``format`` or the file's extension."""
+"""``read``: the reader of a format named or told by the file's extension, from the
+registered readers (:func:`hetgraph.registry.reader`)."""
 
 from __future__ import annotations
 
 import os
 
 from ..errors import UnsupportedFormatError
-from .tables import read_npz, read_table
-from .textformats import existing_file, read_dimacs, read_edgelist, read_metis, read_mtx
-
-READERS = {
-    "snap": read_edgelist, "edgelist": read_edgelist, "tsv": read_edgelist,
-    "mtx": read_mtx, "dimacs": read_dimacs, "metis": read_metis,
-    "npz": read_npz, "npy": read_npz,
-    "parquet": lambda path, **kw: read_table(path, format="parquet", **kw),
-    "csv": lambda path, **kw: read_table(path, format="csv", **kw),
-}
-
-EXTENSIONS = {
-    ".txt": "snap", ".tsv": "snap", ".el": "snap", ".edges": "snap", ".edgelist": "snap",
-    ".snap": "snap", ".mtx": "mtx", ".gr": "dimacs", ".graph": "metis", ".metis": "metis",
-    ".npz": "npz", ".npy": "npy", ".parquet": "parquet", ".csv": "csv",
-}
+from ..registry import EXTENSIONS, READERS
+from .text import existing_file
 
 COMPRESSION = (".gz", ".bz2", ".xz")
 
 
 def detect_format(path) -> str:
-    """Format name for ``path`` from its extension (compression suffix ignored)."""
+    """Format name for ``path`` from its extension (a compression suffix is ignored).
+
+    Raises
+    ------
+    UnsupportedFormatError
+        When no registered reader claims the extension.
+
+    Examples
+    --------
+    >>> from hetgraph.io import detect_format
+    >>> detect_format("roads.gr.gz"), detect_format("web.mtx")
+    ('dimacs', 'mtx')
+    """
     base = os.fspath(path).lower()
     for suffix in COMPRESSION:
         if base.endswith(suffix):
@@ -40,9 +39,37 @@ def detect_format(path) -> str:
 
 
 def read(path, format=None, **options):
-    """Read a graph file. ``format``: None (from the extension) or one of "snap",
-    "edgelist", "tsv", "mtx", "dimacs", "metis", "npz", "npy", "parquet", "csv".
-    Other keyword options go to the format's reader (see read_edgelist, read_mtx, ...)."""
+    """Read a graph file with the reader of its format.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file; .gz, .bz2 and .xz text files are decompressed.
+    format : str, optional
+        A registered format: "snap", "edgelist", "tsv", "mtx", "dimacs", "metis", "npz",
+        "npy", "parquet", "csv" (``hetgraph.registry.READERS``). None (default): from
+        the extension (:func:`detect_format`).
+    **options
+        Go to the format's reader (:func:`read_edgelist`, :func:`read_mtx`, ...).
+
+    Returns
+    -------
+    Graph
+
+    Raises
+    ------
+    InputFormatError
+        When the file is missing or malformed (the message names the line).
+    UnsupportedFormatError
+        When the format is unknown or the extension tells none.
+
+    Examples
+    --------
+    >>> import hetgraph as hg
+    >>> g = hg.read(hg.datasets.path("wiki-vote"))
+    >>> g.num_vertices, g.num_edges
+    (7115, 103689)
+    """
     if format is None and isinstance(path, (str, os.PathLike)):
         existing_file(path)  # a missing file says so before its extension is judged
     fmt = format or detect_format(path)

@@ -9,6 +9,10 @@ Layout::
 Without ``stripes`` the only stripe is ``STORE/data``. Every block has a CRC32 that is
 verified when it is read (memory-mapped). A store is written into temporary directories
 and renamed into place at the end, so a failed write leaves nothing behind.
+
+:func:`save` is the "pagestore" writer of :mod:`hetgraph.registry`, which
+:meth:`hetgraph.Graph.save` calls: the graph type cannot import this module, whose
+PageStore builds Graphs.
 """
 
 from __future__ import annotations
@@ -22,23 +26,25 @@ import zlib
 
 import numpy as np
 
-from ..version import __version__
+from .. import registry, tuning
 from ..errors import ChecksumError, OutOfCoreError, StoreError, StoreVersionError
 from ..graph import Graph
-from .partition import PAGE_BYTES, Page, Partition, partition
+from ..partition import Page, Partition, partition
+from ..version import __version__
+from .readers import read
 
 FORMAT = "hetgraph-pagestore"
 VERSION = 1
 MANIFEST = "manifest.json"
-CRC_CHUNK = 64 << 20
 
 
 def crc32(array) -> int:
-    """CRC32 of an array's bytes (in 64 MiB chunks)."""
+    """CRC32 of an array's bytes (in chunks of ``tuning.CRC_CHUNK`` bytes)."""
     view = memoryview(np.ascontiguousarray(array)).cast("B")
     crc = 0
-    for i in range(0, len(view), CRC_CHUNK):
-        crc = zlib.crc32(view[i:i + CRC_CHUNK], crc)
+    chunk = tuning.CRC_CHUNK
+    for i in range(0, len(view), chunk):
+        crc = zlib.crc32(view[i:i + chunk], crc)
     return crc
 
 
@@ -141,14 +147,48 @@ def _label_blocks(labels):
                    "labels_offsets": offsets}
 
 
-def save(graph: Graph, path, *, stripes=None, page_bytes=PAGE_BYTES, overwrite=False,
+@registry.writer("pagestore")
+def save(graph: Graph, path, *, stripes=None, page_bytes=None, overwrite=False,
          fsync=False, **partition_options):
-    """Write ``graph`` as a page store at ``path`` and return the opened PageStore.
+    """Write ``graph`` as a page store at ``path`` (what :meth:`hetgraph.Graph.save`
+    does).
 
-    ``stripes``: directories (one per disk) to spread data blocks over; default
-    ``path/data``. ``page_bytes``: edge bytes per page (default 32 MiB); other
-    options go to :func:`hetgraph.io.partition.partition`. ``fsync`` flushes every
-    block to disk. Nothing is left behind if writing fails.
+    Parameters
+    ----------
+    graph : Graph
+    path : str or os.PathLike
+        The store's directory; its parent must exist.
+    stripes : list of paths, optional
+        Directories (one per disk) to spread the data blocks over; default
+        ``path/data``.
+    page_bytes : int, optional
+        Edge bytes per page; default ``tuning.PAGE_BYTES`` (32 MiB).
+    overwrite : bool
+        Replace a store already at ``path``. Default False.
+    fsync : bool
+        Flush every block to disk. Default False.
+    **partition_options
+        Go to :func:`hetgraph.partition.partition`.
+
+    Returns
+    -------
+    PageStore
+        The written store, opened.
+
+    Raises
+    ------
+    StoreError
+        When ``path`` exists (without ``overwrite``), a directory is missing or a write
+        fails; nothing is left behind.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> import hetgraph as hg
+    >>> g = hg.datasets.load("wiki-vote")
+    >>> store = g.save(os.path.join(tempfile.mkdtemp(), "wiki"), page_bytes=256 << 10)
+    >>> store.num_vertices, store.num_pages > 1
+    (7115, True)
     """
     part = partition(graph, page_bytes=page_bytes, **partition_options)
     writer = _Writer(path, stripes)
@@ -507,12 +547,40 @@ def available_memory() -> int:
 
 
 def open_store(path) -> Graph:
-    """Open the page store at ``path`` and load its graph (``graph.store`` keeps the
-    PageStore for page-wise access)."""
+    """Open the page store at ``path`` and load its graph into memory.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A directory written by :meth:`Graph.save` or ``hetgraph convert``.
+
+    Returns
+    -------
+    Graph
+        Every block verified; ``graph.store`` keeps the PageStore for page-wise access.
+
+    Raises
+    ------
+    StoreError
+        When there is no store, or a block is missing or truncated.
+    ChecksumError
+        When a block's CRC32 does not match.
+    StoreVersionError
+        When the store was written by a newer format version.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> import hetgraph as hg
+    >>> path = os.path.join(tempfile.mkdtemp(), "grid")
+    >>> _ = hg.generate.grid(3, 4).save(path)
+    >>> hg.open_store(path).num_vertices
+    12
+    """
     return PageStore(path).load()
 
 
-def convert(source, path, *, stripes=None, overwrite=False, format=None, page_bytes=PAGE_BYTES,
+def convert(source, path, *, stripes=None, overwrite=False, format=None, page_bytes=None,
             order="none", **read_options):
     """Read the graph file ``source`` and write it as a page store at ``path``, its
     vertices renumbered by ``order`` first ("none", "auto" or "degree"; see
@@ -521,7 +589,5 @@ def convert(source, path, *, stripes=None, overwrite=False, format=None, page_by
     Reading finishes (and validates) before anything is written, and writing is atomic,
     so a bad input or a failed write leaves no store behind.
     """
-    from .readers import read
-
     graph = read(source, format=format, **read_options).reorder(order)
     return save(graph, path, stripes=stripes, overwrite=overwrite, page_bytes=page_bytes)

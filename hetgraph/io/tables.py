@@ -1,5 +1,9 @@
-"""In-memory and columnar inputs: NumPy arrays (.npy/.npz), Parquet and CSV tables
-(pyarrow, read by record batch), pandas DataFrames, scipy.sparse matrices, NetworkX graphs."""
+"""Columnar and array files: NumPy edge arrays (.npy/.npz) and Parquet or CSV tables with
+a header row (read through pyarrow, record batch by record batch).
+
+What separates them from :mod:`hetgraph.io.textformats`: their columns are typed by the
+file (no text parsing of ours); objects already in memory are :mod:`hetgraph.io.objects`.
+"""
 
 from __future__ import annotations
 
@@ -7,119 +11,46 @@ import os
 
 import numpy as np
 
-from ..errors import GraphError, InputFormatError
-from .build import build_graph, factorize_arrow, factorize_labels
-from .textformats import existing_file
-
-
-def from_arrays(src, dst, weight=None, *, directed=True, num_vertices=None, labels=None,
-                relabel=False, self_loops=True, dedup="first", name=None):
-    """Graph from edge arrays of dense integer ids (``relabel=True`` compacts them).
-
-    ``num_vertices`` defaults to max id + 1; ``labels`` gives each id's original label.
-    """
-    return build_graph(src, dst, weight, directed=directed, num_vertices=num_vertices,
-                       labels=labels, relabel=relabel,
-                       self_loops=self_loops, dedup=dedup, name=name)
-
-
-def _edges_from_columns(src, dst, weight, where, **options):
-    """Build from label columns: integers are used as ids, anything else is factorized."""
-    src, dst = np.asarray(src), np.asarray(dst)
-    for col, arr in (("source", src), ("target", dst)):
-        if arr.dtype.kind == "f":
-            if np.isnan(arr).any():
-                i = int(np.argmax(np.isnan(arr)))
-                raise InputFormatError(f"{col} column is missing in record {i}", source=where,
-                                       fix="Drop or fill rows with missing vertex ids")
-            raise InputFormatError(f"{col} column holds floats ({arr.dtype}), not vertex ids",
-                                   source=where, fix="Cast the id columns to integers or strings")
-    if weight is not None:
-        weight = np.asarray(weight, dtype=np.float64)
-    if src.dtype.kind in "iu" and dst.dtype.kind in "iu":
-        return build_graph(src, dst, weight, source=where, **options)
-    options.pop("relabel", None)
-    s, d, labels = factorize_labels(src, dst)
-    return build_graph(s, d, weight, labels=labels, source=where, **options)
-
-
-def from_pandas(df, source="src", target="dst", weight=None, *, directed=True,
-                self_loops=True, dedup="first", name=None):
-    """Graph from a pandas DataFrame with id columns ``source`` and ``target`` (any
-    integer or hashable labels) and an optional ``weight`` column name."""
-    missing = [c for c in (source, target, weight) if c is not None and c not in df.columns]
-    if missing:
-        raise InputFormatError(f"DataFrame has no column {missing[0]!r} "
-                               f"(columns: {list(df.columns)[:10]})", source="DataFrame",
-                               fix="Pass source=, target=, weight= with existing column names")
-    for col in (source, target):
-        if df[col].isna().any():
-            i = int(np.argmax(df[col].isna().to_numpy()))
-            raise InputFormatError(f"column {col!r} is missing in record {i}", source="DataFrame",
-                                   fix="Drop or fill rows with missing vertex ids")
-    w = None if weight is None else df[weight].to_numpy(dtype=np.float64, na_value=np.nan)
-    return _edges_from_columns(df[source].to_numpy(), df[target].to_numpy(), w, "DataFrame",
-                               directed=directed, relabel=True, self_loops=self_loops,
-                               dedup=dedup, name=name)
-
-
-def from_scipy(matrix, *, directed=True, weighted=None, self_loops=True, dedup="first",
-               name=None):
-    """Graph from a square scipy.sparse matrix: entry A[u, v] is the edge u -> v.
-
-    ``weighted``: None keeps values as weights unless they are all 1 (or boolean).
-    ``directed=False`` reads the upper triangle (incl. diagonal) as undirected edges.
-    """
-    import scipy.sparse as sp
-
-    if not sp.issparse(matrix):
-        raise GraphError(f"from_scipy expects a scipy.sparse matrix, got {type(matrix).__name__}")
-    if matrix.shape[0] != matrix.shape[1]:
-        raise GraphError(f"adjacency matrix is {matrix.shape[0]} x {matrix.shape[1]}; "
-                         "it must be square")
-    coo = sp.coo_matrix(matrix)
-    src, dst, data = coo.row, coo.col, coo.data
-    if not directed:
-        keep = src <= dst
-        src, dst, data = src[keep], dst[keep], data[keep]
-    if weighted is None:
-        weighted = data.dtype != np.bool_ and not np.all(data == 1)
-    return build_graph(src, dst, data.astype(np.float64) if weighted else None,
-                       directed=directed, num_vertices=matrix.shape[0], self_loops=self_loops,
-                       dedup=dedup, source="scipy matrix", name=name)
-
-
-def from_networkx(graph, *, weight="weight", name=None):
-    """Graph from a NetworkX (Di)Graph; node objects become labels. ``weight``: the edge
-    attribute to read (edges without it weigh 1), or None for unweighted."""
-    import networkx as nx
-
-    nodes = list(graph)
-    if not nodes:
-        raise GraphError("the NetworkX graph has no nodes")
-    weighted = weight is not None and any(weight in d for _, _, d in graph.edges(data=True))
-    matrix = nx.to_scipy_sparse_array(graph, nodelist=nodes, weight=weight if weighted else None,
-                                      format="coo")
-    directed = graph.is_directed()
-    src, dst, data = matrix.row, matrix.col, matrix.data
-    if not directed:
-        keep = src <= dst
-        src, dst, data = src[keep], dst[keep], data[keep]
-    labels = np.empty(len(nodes), dtype=object)
-    labels[:] = nodes
-    if all(isinstance(x, (int, np.integer)) for x in nodes):
-        labels = labels.astype(np.int64)
-    return build_graph(src, dst, data.astype(np.float64) if weighted else None,
-                       directed=directed, labels=labels, source="networkx graph",
-                       name=name or graph.name or None)
+from ..errors import InputFormatError
+from ..registry import reader
+from .build import build_from_columns, build_graph, factorize_arrow
+from .text import existing_file
 
 
 _NPZ_NAMES = (("src", "dst"), ("source", "target"), ("row", "col"))
 
 
+@reader("npy", ".npy")
+@reader("npz", ".npz")
 def read_npz(path, *, directed=True, relabel=False, self_loops=True, dedup="first", name=None):
     """Read edges from .npz (arrays src/dst, source/target or row/col, optional weight and
-    num_vertices) or .npy (an (M, 2) integer or (M, 3) array)."""
+    num_vertices) or .npy (an (M, 2) integer or (M, 3) array).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    directed, relabel, self_loops, dedup, name
+        As in :func:`hetgraph.from_arrays` (ids are used as they are by default).
+
+    Returns
+    -------
+    Graph
+
+    Raises
+    ------
+    InputFormatError
+        When the file is missing or unreadable, or its arrays are not integer edges.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> import hetgraph as hg
+    >>> path = os.path.join(tempfile.mkdtemp(), "edges.npz")
+    >>> np.savez(path, src=np.array([0, 1]), dst=np.array([1, 2]))
+    >>> hg.read_npz(path).num_edges
+    2
+    """
     source = existing_file(path)
     weight = num_vertices = None
     try:
@@ -157,12 +88,46 @@ def read_npz(path, *, directed=True, relabel=False, self_loops=True, dedup="firs
                        name=name)
 
 
+@reader("csv", ".csv", format="csv")
+@reader("parquet", ".parquet", format="parquet")
 def read_table(path, *, format=None, source=None, target=None, weight=None, directed=True,
                self_loops=True, dedup="first", name=None):
-    """Read a Parquet or CSV (with a header row) table through pyarrow, batch by batch.
+    """Read a Parquet or CSV table (with a header row) of edges through pyarrow, record
+    batch by record batch.
 
-    ``source``/``target``/``weight``: column names; defaults are the first two columns
-    and, for weight, none. Integer ids are kept as labels; strings are factorized.
+    Parameters
+    ----------
+    path : str or os.PathLike
+    format : {"parquet", "csv"}, optional
+        Default: "parquet" when the name says so, else "csv".
+    source, target : str, optional
+        Id columns; default the first two. Integer ids are kept as labels, strings are
+        factorized (labels in first-seen order).
+    weight : str, optional
+        Weight column; None (default): unweighted.
+    directed, self_loops, dedup, name
+        As in :func:`hetgraph.from_arrays`.
+
+    Returns
+    -------
+    Graph
+
+    Raises
+    ------
+    InputFormatError
+        When the file is unreadable, a column is missing or empty, or ids are floats.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import hetgraph as hg
+    >>> path = os.path.join(tempfile.mkdtemp(), "edges.csv")
+    >>> with open(path, "w") as f:
+    ...     for line in ["from,to,km", "a,b,2.5", "b,c,1.0"]:
+    ...         print(line, file=f)
+    >>> g = hg.read_table(path, weight="km")
+    >>> g.labels.tolist(), g.weighted
+    (['a', 'b', 'c'], True)
     """
     import pyarrow as pa
 
@@ -204,7 +169,7 @@ def read_table(path, *, format=None, source=None, target=None, weight=None, dire
     options = dict(directed=directed, self_loops=self_loops, dedup=dedup, name=name)
     s, d = table.column(cols[0]), table.column(cols[1])
     if pa.types.is_integer(s.type) and pa.types.is_integer(d.type):
-        return _edges_from_columns(s.to_numpy(), d.to_numpy(), w, where, relabel=True, **options)
+        return build_from_columns(s.to_numpy(), d.to_numpy(), w, where, relabel=True, **options)
     if pa.types.is_floating(s.type) or pa.types.is_floating(d.type):
         raise InputFormatError(f"id columns have types {s.type} and {d.type}, not vertex ids",
                                source=where, fix="Store ids as integers or strings")

@@ -1,8 +1,12 @@
-"""Streaming text input: byte blocks cut at line ends, parsed by Numba kernels.
+"""Low-level parsing of text files, whatever their format: opening (existence check,
+.gz/.bz2/.xz), cutting into byte blocks at line ends, and the Numba kernels that parse a
+block's edge or adjacency lines, run on a thread pool.
 
-A 1 GB file is read in blocks of ``BLOCK_BYTES`` (default 32 MiB) and never becomes
-Python objects per edge. The kernels return an error code and the line and byte offset
-of the first bad token, which :func:`raise_parse_error` turns into an
+It knows lines, tokens, numbers and comment bytes, not formats: the readers of
+:mod:`hetgraph.io.textformats` call it with each format's columns and tags. A file is
+read in blocks of ``tuning.BLOCK_BYTES`` (32 MiB) and never becomes Python objects per
+edge. The kernels return an error code and the line and byte offset of the first bad
+token, which :func:`raise_parse_error` turns into an
 :class:`~hetgraph.errors.InputFormatError` naming the file, line and token.
 """
 
@@ -19,9 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numba
 import numpy as np
 
+from .. import tuning
 from ..errors import InputFormatError
-
-BLOCK_BYTES = 32 << 20
 
 # error codes returned by the kernels
 OK = 0
@@ -296,6 +299,18 @@ def parse_adjacency_block(buf, comments, skip_per_vertex, edge_weights, first_ve
     return m, vertex - first_vertex, OK, line, 0
 
 
+def existing_file(path):
+    """``path`` as a string; InputFormatError when it is missing or a directory."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise InputFormatError("file not found", source=path,
+                               fix="Check the path (relative paths start at the working directory)")
+    if os.path.isdir(path):
+        raise InputFormatError("is a directory, not a graph file", source=path,
+                               fix="Give a file, or open a page store with hetgraph.open_store")
+    return path
+
+
 def open_binary(path):
     """Open ``path`` for reading bytes, decompressing .gz, .bz2 and .xz by extension."""
     path = os.fspath(path)
@@ -310,7 +325,7 @@ def open_binary(path):
 
 def iter_line_blocks(stream, source, block_bytes=None):
     """Yield (block as uint8 array, lines before it, newlines in it) cut at line ends."""
-    block_bytes = block_bytes or BLOCK_BYTES
+    block_bytes = block_bytes or tuning.BLOCK_BYTES
     carry = b""
     lines_before = 0
     while True:

@@ -1,34 +1,24 @@
-"""Text formats: SNAP/TSV/CSV edge lists, Matrix Market, DIMACS .gr, METIS adjacency.
+"""The text graph formats, one reader each: SNAP/TSV edge lists, Matrix Market, DIMACS
+.gr and METIS adjacency files (plain, .gz, .bz2 or .xz).
 
-All are read in blocks by the Numba kernels of :mod:`hetgraph.io.text` (plain, .gz, .bz2,
-.xz). Formats that declare a vertex count (Matrix Market, DIMACS, METIS) number vertices
-from 1; their original 1-based ids are kept as labels.
+This module knows each format's header, comments and columns; the parsing of the lines
+themselves (blocks, Numba kernels, error positions) is :mod:`hetgraph.io.text`'s.
+Formats that declare a vertex count (Matrix Market, DIMACS, METIS) number vertices from
+1; their original 1-based ids are kept as labels.
 """
 
 from __future__ import annotations
 
 import io
-import os
 import re
 
 import numpy as np
 
 from ..errors import InputFormatError
+from ..registry import reader
 from .build import build_graph, factorize_arrow
-from .text import (OK, iter_line_blocks, open_binary, parse_adjacency_block, parse_edge_block,
-                   parse_in_parallel, raise_parse_error)
-
-
-def existing_file(path):
-    """``path`` as a string; InputFormatError when it is missing or a directory."""
-    path = os.fspath(path)
-    if not os.path.exists(path):
-        raise InputFormatError("file not found", source=path,
-                               fix="Check the path (relative paths start at the working directory)")
-    if os.path.isdir(path):
-        raise InputFormatError("is a directory, not a graph file", source=path,
-                               fix="Give a file, or open a page store with hetgraph.open_store")
-    return path
+from .text import (OK, existing_file, iter_line_blocks, open_binary, parse_adjacency_block,
+                   parse_edge_block, parse_in_parallel, raise_parse_error)
 
 
 def _comment_bytes(comments):
@@ -74,16 +64,53 @@ def _require_edges(src, source):
                                source=source, fix="Give a file with at least one edge line")
 
 
+@reader("tsv")
+@reader("edgelist")
+@reader("snap", ".txt", ".tsv", ".el", ".edges", ".edgelist", ".snap")
 def read_edgelist(path, *, directed=True, weighted=None, comments="#%", ids="int",
                   relabel=True, self_loops=True, dedup="first", name=None):
     """Read a SNAP-style edge list: 'source target [weight]' per line.
 
-    Columns are separated by spaces, tabs or commas; lines starting with a character of
-    ``comments`` (default '#' and '%') and blank lines are skipped; .gz/.bz2/.xz are
-    decompressed. ``weighted``: None takes a third column as weights when the first
-    edge line has one; True requires it; False ignores it. ``ids``: "int" for
-    non-negative integer ids (kept as labels when ``relabel``), "str" for any tokens
-    (names). Other options as in :func:`hetgraph.io.build.build_graph`.
+    Columns are separated by spaces, tabs or commas; blank lines and comment lines are
+    skipped; .gz/.bz2/.xz files are decompressed.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    directed : bool
+        False stores every edge in both directions. Default True.
+    weighted : bool, optional
+        None (default) takes a third column as weights when the first edge line has
+        one; True requires it; False ignores it.
+    comments : str
+        Characters that start a comment line. Default "#%".
+    ids : {"int", "str"}
+        "int" (default): non-negative integer ids; "str": any tokens (names), kept as
+        labels.
+    relabel : bool
+        Compact integer ids to 0..N-1 and keep them as labels. Default True.
+    self_loops : bool
+        False drops u -> u edges. Default True.
+    dedup : {"first", "min", "max", "sum"} or None
+        How the weights of parallel edges combine; None keeps them. Default "first".
+    name : str, optional
+
+    Returns
+    -------
+    Graph
+
+    Raises
+    ------
+    InputFormatError
+        When the file is missing or a line is malformed (the message names the file,
+        line and token).
+
+    Examples
+    --------
+    >>> import hetgraph as hg
+    >>> g = hg.read_edgelist(hg.datasets.path("wiki-vote"))
+    >>> g.num_vertices, g.num_edges
+    (7115, 103689)
     """
     source = existing_file(path)
     if ids == "str":
@@ -198,13 +225,48 @@ def _check_declared_ids(src, dst, n, source):
                 source=source, fix="Fix the entry or the declared vertex count")
 
 
+@reader("mtx", ".mtx")
 def read_mtx(path, *, directed=None, weighted=None, self_loops=True, dedup="first",
              name=None):
-    """Read a Matrix Market coordinate file; entry (i, j, v) is the edge i -> j.
+    """Read a Matrix Market coordinate file: entry (i, j, v) is the edge i -> j.
 
-    Supports general and symmetric, pattern/real/integer. ``directed``: None gives a
-    directed graph for general and an undirected one for symmetric matrices.
-    ``weighted``: None keeps real/integer values as weights.
+    General and symmetric matrices of pattern, real or integer entries; vertices are
+    1..N, kept as labels.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    directed : bool, optional
+        None (default): directed for a general matrix, undirected for a symmetric one.
+    weighted : bool, optional
+        None (default) keeps real and integer values as weights; False drops them.
+    self_loops : bool
+        False drops u -> u edges. Default True.
+    dedup, name
+        As in :func:`read_edgelist`.
+
+    Returns
+    -------
+    Graph
+
+    Raises
+    ------
+    InputFormatError
+        When the file is missing or a line is malformed (the message names the file,
+        line and token).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import hetgraph as hg
+    >>> path = os.path.join(tempfile.mkdtemp(), "g.mtx")
+    >>> with open(path, "w") as f:
+    ...     for line in ["%%MatrixMarket matrix coordinate real general", "3 3 2",
+    ...                  "1 2 0.5", "2 3 1.5"]:
+    ...         print(line, file=f)
+    >>> g = hg.read_mtx(path)
+    >>> g.num_edges, g.weighted, g.labels.tolist()
+    (2, True, [1, 2, 3])
     """
     source = existing_file(path)
     with open_binary(source) as stream:
@@ -251,11 +313,43 @@ def read_mtx(path, *, directed=None, weighted=None, self_loops=True, dedup="firs
                        self_loops=self_loops, dedup=dedup, source=source, name=name)
 
 
+@reader("dimacs", ".gr")
 def read_dimacs(path, *, directed=True, self_loops=True, dedup="min", name=None):
-    """Read a DIMACS shortest-path file (.gr): 'p sp N M' then 'a u v w' arc lines.
+    """Read a DIMACS shortest-path file (.gr): 'p sp N M', then 'a u v w' arc lines
+    ('c' lines are comments).
 
-    Vertices are 1..N (kept as labels); weights are arc lengths; parallel arcs keep the
-    shortest by default (``dedup="min"``).
+    Parameters
+    ----------
+    path : str or os.PathLike
+    directed : bool
+        Default True.
+    self_loops : bool
+        False drops u -> u edges. Default True.
+    dedup : {"first", "min", "max", "sum"} or None
+        Parallel arcs keep the shortest by default ("min").
+    name : str, optional
+
+    Returns
+    -------
+    Graph
+        Vertices 1..N kept as labels, weights the arc lengths.
+
+    Raises
+    ------
+    InputFormatError
+        When the file is missing or a line is malformed (the message names the file,
+        line and token).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import hetgraph as hg
+    >>> path = os.path.join(tempfile.mkdtemp(), "roads.gr")
+    >>> with open(path, "w") as f:
+    ...     for line in ["p sp 3 2", "a 1 2 7", "a 2 3 5"]:
+    ...         print(line, file=f)
+    >>> hg.sssp(hg.read_dimacs(path), 1).values.tolist()
+    [0.0, 7.0, 12.0]
     """
     source = existing_file(path)
     with open_binary(source) as stream:
@@ -274,9 +368,37 @@ def read_dimacs(path, *, directed=True, self_loops=True, dedup="min", name=None)
                        dedup=dedup, source=source, name=name)
 
 
+@reader("metis", ".graph", ".metis")
 def read_metis(path, *, weighted=None, name=None):
     """Read a METIS/Chaco adjacency file: header 'N M [fmt [ncon]]', then line k lists
-    the 1-based neighbours of vertex k. The graph is undirected; ids kept as labels."""
+    the 1-based neighbours of vertex k ('%' lines are comments).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    weighted : bool, optional
+        None (default) keeps the edge weights when ``fmt`` declares them; False drops
+        them.
+    name : str, optional
+
+    Returns
+    -------
+    Graph
+        Undirected, vertices 1..N kept as labels.
+
+    Raises
+    ------
+    InputFormatError
+        When the file is missing or a line is malformed (the message names the file,
+        line and token).
+
+    Examples
+    --------
+    >>> import hetgraph as hg
+    >>> g = hg.read_metis(hg.datasets.path("power"))
+    >>> g.directed, g.num_vertices, g.num_edges
+    (False, 4941, 6594)
+    """
     source = existing_file(path)
     with open_binary(source) as stream:
         header, _, lines = _header_lines(stream, source, lambda t: t.startswith("%"))

@@ -288,7 +288,8 @@ class _Driver:
         if out_of_core:  # the store's pages
             partition, pages = None, graph.store.page_vertices()
         elif len(self.kinds) == 2 or max(self.kinds.values()) > 1:  # pages spread out
-            from ..io.partition import PAGE_BYTES, edge_bytes
+            from ..partition import edge_bytes
+            from ..tuning import PAGE_BYTES
             from ..engines.gpu import GPU_SHARED_BYTES, STREAMS
             from ..kernels.gpu.layout import page_bytes_for
 

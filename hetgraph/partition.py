@@ -5,6 +5,10 @@ destination); its destinations are 16-bit offsets from its first vertex, so it h
 most 65,536 vertices. Its size is what fits one GPU block's shared memory:
 ``shared_bytes / (vertex_bytes * R_i)`` vertices. A page is a run of consecutive shards
 whose edge data fits a byte budget: the unit of transfer, I/O and scheduling.
+
+This module takes the graph it is given (its in-edge pointers, index type and
+weights) and imports nothing of :mod:`hetgraph.graph`, whose ``partition`` calls it.
+The default sizes are in :mod:`hetgraph.tuning`.
 """
 
 from __future__ import annotations
@@ -13,24 +17,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import GraphError
+from . import tuning
+from .errors import GraphError
 
-MAX_SHARD_VERTICES = 1 << 16
-SHARED_BYTES = 48 * 1024       # shared memory one GPU block may use (bytes)
-PAGE_BYTES = 32 << 20          # default page budget (bytes of edge data)
-MAX_REPLICATION = 32
-MAX_SHARD_EDGES = 1 << 16  # in-edges per shard (one GPU block's work) unless one vertex has more
-# a small graph's shards are bounded to |E| / TARGET_SHARDS in-edges (at least
-# MIN_SHARD_EDGES), about the blocks a GPU runs at once (H100: 132 SMs x 8 blocks of 256
-# threads): wiki-Vote (104k edges) in degree order had 30 shards and its hub shard's
-# block did two thirds of the pass alone
-TARGET_SHARDS = 1024
-MIN_SHARD_EDGES = 1 << 10
+MAX_SHARD_VERTICES = 1 << 16  # destinations are uint16 offsets from the shard's first
+MAX_REPLICATION = 32  # Garaph eq. 2: R = 2^min(..., 5)
 
 
 def shard_edge_bound(num_edges):
-    """The default in-edge bound of a shard for a graph of ``num_edges`` in-edges."""
-    return int(min(MAX_SHARD_EDGES, max(MIN_SHARD_EDGES, num_edges // TARGET_SHARDS)))
+    """The default in-edge bound of a shard for a graph of ``num_edges`` in-edges:
+    |E| / ``tuning.TARGET_SHARDS`` within ``tuning.MIN_SHARD_EDGES`` ..
+    ``tuning.MAX_SHARD_EDGES``, so that a small graph still has about as many shards
+    as a GPU runs blocks at once."""
+    return int(min(tuning.MAX_SHARD_EDGES,
+                   max(tuning.MIN_SHARD_EDGES, num_edges // tuning.TARGET_SHARDS)))
 
 
 def _replication(num_vertices, num_edges):
@@ -53,18 +53,20 @@ def edge_bytes(index_dtype, weighted):
     return np.dtype(index_dtype).itemsize + 2 + (4 if weighted else 0)
 
 
-def shard_starts(in_indptr, *, vertex_bytes=4, shared_bytes=SHARED_BYTES, replication=None,
+def shard_starts(in_indptr, *, vertex_bytes=4, shared_bytes=None, replication=None,
                  shard_vertices=None, max_shard_edges="auto"):
     """First vertex of every shard (plus N at the end) and each shard's R_i.
 
     Default: the largest shard from each start whose V * R(V, E) slots of
-    ``vertex_bytes`` fit ``shared_bytes`` and whose in-edges number at most
+    ``vertex_bytes`` fit ``shared_bytes`` (default ``tuning.SHARED_BYTES``) and whose
+    in-edges number at most
     ``max_shard_edges`` (a single vertex with more is a shard of its own; None: no
     bound; "auto": :func:`shard_edge_bound`). ``replication``: a fixed R for every
     shard instead of eq. 2.
     ``shard_vertices``: a fixed shard size (R_i still from eq. 2).
     """
     n = len(in_indptr) - 1
+    shared_bytes = tuning.SHARED_BYTES if shared_bytes is None else shared_bytes
     slots = shared_bytes // vertex_bytes
     if shard_vertices is not None:
         if not 1 <= shard_vertices <= MAX_SHARD_VERTICES:
@@ -90,8 +92,7 @@ def shard_starts(in_indptr, *, vertex_bytes=4, shared_bytes=SHARED_BYTES, replic
             last = np.searchsorted(in_indptr, in_indptr[s] + max_shard_edges, side="right")
             size = max(1, min(size, int(last) - 1 - s))
         while True:  # shrink until V * R(V) fits; terminates because size decreases
-            # (one shard at a time in Python integers: NumPy's scalar arithmetic took
-            # 32 us a shard, 0.45 s of RMAT-22's first GPU run with 14,138 shards)
+            # (Python integers: NumPy's scalar arithmetic costs more than the shard)
             r = replication or _replication(size, in_indptr[s + size] - in_indptr[s])
             fit = min(slots // r, size)
             if fit == size:
@@ -109,9 +110,11 @@ def _replication_of(in_indptr, starts, replication):
     return replication_factor(np.diff(starts), np.diff(in_indptr[starts]))
 
 
-def page_starts(in_indptr, shard_start, *, page_bytes=PAGE_BYTES, bytes_per_edge=4):
+def page_starts(in_indptr, shard_start, *, page_bytes=None, bytes_per_edge=4):
     """First shard of every page (plus the shard count): greedy runs of consecutive
-    shards whose edges fit ``page_bytes`` (a page always holds at least one shard)."""
+    shards whose edges fit ``page_bytes`` (default ``tuning.PAGE_BYTES``; a page always
+    holds at least one shard)."""
+    page_bytes = tuning.PAGE_BYTES if page_bytes is None else page_bytes
     if page_bytes <= 0:
         raise GraphError(f"page_bytes={page_bytes} must be positive")
     shard_edge_end = in_indptr[shard_start[1:]]
@@ -257,17 +260,47 @@ class Partition:
             yield self.page(p, src, weight)
 
 
-def partition(graph, *, page_bytes=PAGE_BYTES, vertex_bytes=4, shared_bytes=SHARED_BYTES,
+def partition(graph, *, page_bytes=None, vertex_bytes=4, shared_bytes=None,
               replication=None, shard_vertices=None, max_shard_edges="auto"):
-    """Shards and pages of ``graph``.
+    """Shards and pages of ``graph`` (what :meth:`hetgraph.Graph.partition` returns).
 
-    ``page_bytes``: edge bytes per page (default 32 MiB). ``vertex_bytes``: bytes of one
-    vertex value in shared memory (default 4). ``shared_bytes``: shared memory per GPU
-    block (default 48 KiB). ``replication``: fixed R for all shards (default: eq. 2
-    per shard). ``shard_vertices``: fixed shard size instead of the shared-memory rule.
-    ``max_shard_edges``: in-edges per shard (default "auto": |E| / 1024 within 1,024 ..
-    65,536, so that a small graph still has a block for every SM; None: no bound).
+    Parameters
+    ----------
+    graph : Graph
+    page_bytes : int, optional
+        Bytes of edge data per page; default ``tuning.PAGE_BYTES`` (32 MiB).
+    vertex_bytes : int
+        Bytes of one vertex value in a GPU block's shared memory. Default 4.
+    shared_bytes : int, optional
+        Shared memory one GPU block may use, in bytes; default ``tuning.SHARED_BYTES``
+        (48 KiB).
+    replication : {1, 2, 4, 8, 16, 32}, optional
+        One R for every shard; default: Garaph's eq. 2 per shard.
+    shard_vertices : int, optional
+        A fixed shard size (1 .. 65,536) instead of the shared-memory rule.
+    max_shard_edges : int, "auto" or None
+        In-edges per shard (a vertex with more is a shard of its own); "auto"
+        (default): :func:`shard_edge_bound`; None: no bound.
+
+    Returns
+    -------
+    Partition
+
+    Raises
+    ------
+    GraphError
+        When a size is out of range.
+
+    Examples
+    --------
+    >>> import hetgraph as hg
+    >>> from hetgraph.partition import partition
+    >>> part = partition(hg.datasets.load("wiki-vote"), page_bytes=128 << 10)
+    >>> part.num_pages > 1, int(part.shard_start[-1])
+    (True, 7115)
     """
+    page_bytes = tuning.PAGE_BYTES if page_bytes is None else page_bytes
+    shared_bytes = tuning.SHARED_BYTES if shared_bytes is None else shared_bytes
     starts, reps = shard_starts(graph.in_indptr, vertex_bytes=vertex_bytes,
                                 shared_bytes=shared_bytes, replication=replication,
                                 shard_vertices=shard_vertices,

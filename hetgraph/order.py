@@ -4,18 +4,16 @@ together in memory.
 A pull pass reads ``x[u]`` for every in-edge u -> v; on a power-law graph most of those
 reads go to a few hubs scattered over the whole value array, so nearly every read
 misses the caches. Numbering vertices by decreasing out-degree packs the hubs into a
-few cache lines: 20 PageRank iterations on RMAT-22 took hetgraph 5.5 -> 4.4 s and
-graphblas 7.6 -> 4.9 s on a 2-core VM (bench/cpu), one iteration on an H100 1.10 ->
-0.65 ms (bench/gpu). On graphs without hubs (road networks, grids, meshes) the input
-order often has locality of its own, and "auto" keeps it; where it has none (ids that
-say nothing of where a vertex is), the reverse Cuthill-McKee order (:func:`rcm_order`)
+few cache lines. On graphs without hubs (road networks, grids, meshes) the input order
+often has locality of its own, and "auto" keeps it; where it has none (ids that say
+nothing of where a vertex is), the reverse Cuthill-McKee order (:func:`rcm_order`)
 gives neighbours nearby ids, and "auto" takes it when it cuts the median distance
-between an arc's two ids (:func:`median_arc_span`) RCM_SPAN_GAIN times. The 1000 x 1000
-grid with shuffled ids, against RCM's order (2-core VM): PageRank 199 -> 75 ms, SSSP
-187 -> 99 ms, CC 558 -> 15 ms, BFS 88 -> 21 ms. On the grid in its row order (median
-span 500, RCM's 707) RCM's order changed BFS by -25% to +190% with the source and SSSP
-by 0 to -25%: "auto" keeps the row order (deciding so took 0.2 s: RCM's order and the
-two spans).
+between an arc's two ids (:func:`median_arc_span`) ``tuning.RCM_SPAN_GAIN`` times.
+The measurements behind these choices are in docs/tuning.md.
+
+This module takes the graph it is given and builds the renumbered one with
+``graph.with_arrays``: it imports nothing of :mod:`hetgraph.graph`, whose ``reorder``
+calls it.
 """
 
 from __future__ import annotations
@@ -23,14 +21,11 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ..errors import GraphError
-from ..graph import Graph
-from .build import sort_segments
+from . import tuning
+from .csr import sort_segments
+from .errors import GraphError
 
 ORDERS = ("auto", "degree", "rcm", "none")
-SKEW_FOR_DEGREE_ORDER = 4.0  # "auto": degree order when sum(d_out^2)/|E| >= this * mean degree
-RCM_SPAN_GAIN = 4.0  # "auto", no hubs: RCM's order when it cuts the median arc span this much
-SPAN_SAMPLES = 1 << 20  # arcs that median_arc_span reads at most
 
 
 def degree_order(graph) -> np.ndarray:
@@ -40,9 +35,7 @@ def degree_order(graph) -> np.ndarray:
     The tie-break packs together the sources that a hub's in-edges read: RMAT's many
     vertices of degree 1, 2, 3 (half of RMAT-20's edges come from vertices below the
     top 1%) otherwise sit in random order within their degree, and each read of one
-    misses the caches alone. PageRank on an H100, float32: RMAT-26 9.18 -> 8.46 ms an
-    iteration (3.49x -> 3.15x its bandwidth floor, bench/gpu), RMAT-24 1.77 -> 1.69
-    ms."""
+    misses the caches alone."""
     degree = graph.out_degree()
     by_degree = np.argsort(-degree, kind="stable")
     rank = np.empty(graph.num_vertices, graph.index_dtype)
@@ -67,8 +60,7 @@ def rcm_order(graph) -> np.ndarray:
     """New id -> old id: the reverse Cuthill-McKee order (scipy.sparse.csgraph) of the
     graph's arcs taken both ways: breadth-first from a vertex of low degree at the
     graph's periphery (in each connected part), neighbours by increasing degree,
-    reversed. It narrows the band of ids that an edge's ends span (the 1000 x 1000 grid:
-    0.11 s, and 0.15 s to renumber, on a 2-core VM)."""
+    reversed. It narrows the band of ids that an edge's ends span."""
     from scipy.sparse import csr_matrix
     from scipy.sparse.csgraph import reverse_cuthill_mckee
 
@@ -81,12 +73,13 @@ def rcm_order(graph) -> np.ndarray:
     return reverse_cuthill_mckee(both, symmetric_mode=True).astype(np.int64)
 
 
-def median_arc_span(graph, perm=None, samples=SPAN_SAMPLES) -> float:
+def median_arc_span(graph, perm=None, samples=None) -> float:
     """The median over the arcs u -> v of |id(u) - id(v)|, with the ids of the order
     ``perm`` (new id -> old id; default: the graph's own), from at most ``samples``
-    (default SPAN_SAMPLES) evenly spaced arcs; 0 without arcs."""
+    (default ``tuning.SPAN_SAMPLES``) evenly spaced arcs; 0 without arcs."""
     if graph.num_arcs == 0:
         return 0.0
+    samples = samples or tuning.SPAN_SAMPLES
     arcs = np.arange(0, graph.num_arcs, max(1, -(-graph.num_arcs // samples)))
     source = np.searchsorted(graph.out_indptr, arcs, side="right") - 1
     target = graph.out_indices[arcs].astype(np.int64)
@@ -108,12 +101,13 @@ def degree_skew(degree) -> float:
 
 def is_skewed(graph) -> bool:
     """Whether a few hubs carry a large share of the arcs: the out-degree skew
-    (:func:`degree_skew`) at least SKEW_FOR_DEGREE_ORDER times the mean degree |E|/N
+    (:func:`degree_skew`) at least ``tuning.SKEW_FOR_DEGREE_ORDER`` times the mean
+    degree |E|/N
     (their ratio is 1 on a regular graph such as a grid, ~90 on RMAT)."""
     if graph.num_arcs == 0:
         return False
     mean = graph.num_arcs / graph.num_vertices
-    return degree_skew(graph.out_degree()) >= SKEW_FOR_DEGREE_ORDER * mean
+    return degree_skew(graph.out_degree()) >= tuning.SKEW_FOR_DEGREE_ORDER * mean
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
@@ -140,7 +134,7 @@ def _permute_rows(ptr, idx, wts, perm, inv):
     return new_ptr, new_idx, new_wts
 
 
-def renumber(graph, perm) -> Graph:
+def renumber(graph, perm):
     """The same graph with vertex ``perm[i]`` renamed i (``perm``: a permutation of
     0..N-1); labels, weights, direction and name are kept."""
     n = graph.num_vertices
@@ -155,15 +149,16 @@ def renumber(graph, perm) -> Graph:
     out_ptr, out_idx, _ = _permute_rows(graph.out_indptr, graph.out_indices, None, perm,
                                         inv)
     labels = perm if graph.labels is None else graph.labels[perm]
-    return Graph(in_ptr, in_idx, in_w if graph.weighted else None, out_ptr, out_idx,
-                 directed=graph.directed, labels=labels, name=graph.name)
+    return graph.with_arrays(in_ptr, in_idx, in_w if graph.weighted else None, out_ptr,
+                             out_idx, labels=labels)
 
 
-def reorder(graph, order="degree") -> Graph:
+def reorder(graph, order="degree"):
     """``graph`` with its dense ids in ``order``: "degree" (decreasing out-degree,
     :func:`degree_order`), "rcm" (reverse Cuthill-McKee, :func:`rcm_order`), "auto"
     (degree order when :func:`is_skewed`, else RCM's where it cuts the median arc span
-    RCM_SPAN_GAIN times, else the graph itself) or "none" (the graph itself)."""
+    ``tuning.RCM_SPAN_GAIN`` times, else the graph itself) or "none" (the graph
+    itself)."""
     if order not in ORDERS:
         raise GraphError(f"order={order!r} is not a vertex order; use one of {ORDERS}")
     if order == "none" or graph.num_vertices == 0:
@@ -178,6 +173,6 @@ def auto_reordered(graph):
     if is_skewed(graph):
         return renumber(graph, degree_order(graph)), "degree"
     perm = rcm_order(graph)
-    if median_arc_span(graph, perm) * RCM_SPAN_GAIN > median_arc_span(graph):
+    if median_arc_span(graph, perm) * tuning.RCM_SPAN_GAIN > median_arc_span(graph):
         return graph, "none"
     return renumber(graph, perm), "rcm"

@@ -1,0 +1,286 @@
+"""Compressed sparse arrays (CSC and CSR): the parallel Numba kernels that build, sort,
+de-duplicate, transpose and symmetrize them.
+
+Everything here takes and returns arrays, never a graph: :mod:`hetgraph.graph` (its
+out-edge weights, its undirected version) and the builders of :mod:`hetgraph.io` both
+use it, so it sits below both.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from . import tuning
+
+DEDUP_RULES = ("first", "min", "max", "sum")
+_RULE_CODES = {"first": 0, "min": 1, "max": 2, "sum": 3}
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _counts_to_cursors(cursor, ptr):
+    """Turn per-chunk key counts into each chunk's first write position per key."""
+    for k in numba.prange(cursor.shape[1]):
+        acc = ptr[k]
+        for t in range(cursor.shape[0]):
+            c = cursor[t, k]
+            cursor[t, k] = acc
+            acc += c
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _scatter_by_key(keys, vals, wts, ptr, out_vals, out_wts, bounds):
+    """Stable counting-sort scatter of ``vals`` (and ``wts`` if non-empty) by ``keys``
+    into the segments of ``ptr``. Items are cut into chunks at ``bounds``; each chunk
+    counts, gets its own cursors, then scatters in parallel (order within a key is kept)."""
+    chunks = bounds.shape[0] - 1
+    n = ptr.shape[0] - 1
+    cursor = np.zeros((chunks, n), np.int64)
+    for t in numba.prange(chunks):
+        for i in range(bounds[t], bounds[t + 1]):
+            cursor[t, keys[i]] += 1
+    _counts_to_cursors(cursor, ptr)
+    with_w = wts.shape[0] > 0
+    for t in numba.prange(chunks):
+        for i in range(bounds[t], bounds[t + 1]):
+            k = keys[i]
+            p = cursor[t, k]
+            out_vals[p] = vals[i]
+            if with_w:
+                out_wts[p] = wts[i]
+            cursor[t, k] = p + 1
+
+
+def segment_chunks(ptr, chunks):
+    """Bounds of ``chunks`` runs of consecutive segments of ``ptr`` holding about equal
+    numbers of items (a loop over vertices cut by count would give the first thread all
+    the hubs of a degree-ordered graph)."""
+    n = len(ptr) - 1
+    bounds = np.searchsorted(ptr, np.linspace(0, ptr[-1], chunks + 1)).astype(np.int64)
+    bounds[0], bounds[-1] = 0, n
+    return np.maximum.accumulate(bounds)
+
+
+def thread_runs(ptr):
+    """:func:`segment_chunks` for the segment loops: ``tuning.SEGMENT_CHUNKS`` a thread."""
+    return segment_chunks(ptr, tuning.SEGMENT_CHUNKS * numba.get_num_threads())
+
+
+def sort_segments(ptr, vals, wts, dedup):
+    """Stably sort each segment of ``vals`` (weights follow) in place, in parallel over
+    segment runs of equal size; return the number of distinct values per segment (or its
+    length when not ``dedup``)."""
+    return _sort_segments(ptr, vals, wts, dedup, thread_runs(ptr))
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _sort_segments(ptr, vals, wts, dedup, bounds):
+    """:func:`sort_segments` over the segment runs ``bounds``."""
+    n = ptr.shape[0] - 1
+    counts = np.empty(n, np.int64)
+    with_w = wts.shape[0] > 0
+    for chunk in numba.prange(bounds.shape[0] - 1):
+        for seg in range(bounds[chunk], bounds[chunk + 1]):
+            a, b = ptr[seg], ptr[seg + 1]
+            if b - a <= 32 or not with_w:
+                if b - a <= 32:
+                    for i in range(a + 1, b):  # stable insertion sort
+                        x = vals[i]
+                        xw = wts[i] if with_w else 0.0
+                        j = i - 1
+                        while j >= a and vals[j] > x:
+                            vals[j + 1] = vals[j]
+                            if with_w:
+                                wts[j + 1] = wts[j]
+                            j -= 1
+                        vals[j + 1] = x
+                        if with_w:
+                            wts[j + 1] = xw
+                else:
+                    vals[a:b].sort()
+            else:
+                perm = np.argsort(vals[a:b], kind="mergesort")
+                v = vals[a:b][perm]
+                w = wts[a:b][perm]
+                vals[a:b] = v
+                wts[a:b] = w
+            c = b - a
+            if dedup:
+                for e in range(a + 1, b):
+                    if vals[e] == vals[e - 1]:
+                        c -= 1
+            counts[seg] = c
+    return counts
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _merge_duplicates(ptr, vals, wts, new_ptr, out_vals, out_wts, rule, bounds):
+    """Copy each sorted segment keeping one entry per value; weights combined by rule
+    (0 first, 1 min, 2 max, 3 sum); in parallel over the segment runs ``bounds``."""
+    with_w = wts.shape[0] > 0
+    for chunk in numba.prange(bounds.shape[0] - 1):
+        for seg in range(bounds[chunk], bounds[chunk + 1]):
+            m = new_ptr[seg] - 1
+            for e in range(ptr[seg], ptr[seg + 1]):
+                if e > ptr[seg] and vals[e] == vals[e - 1]:
+                    if with_w:
+                        if rule == 1:
+                            out_wts[m] = min(out_wts[m], wts[e])
+                        elif rule == 2:
+                            out_wts[m] = max(out_wts[m], wts[e])
+                        elif rule == 3:
+                            out_wts[m] += wts[e]
+                    continue
+                m += 1
+                out_vals[m] = vals[e]
+                if with_w:
+                    out_wts[m] = wts[e]
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _transpose(in_ptr, in_idx, in_w, out_ptr, out_idx, out_w, col_bounds):
+    """Fill the CSR (out-edges, and their weights unless ``in_w`` is empty) from the CSC;
+    targets come out sorted per row. Columns are cut into chunks at ``col_bounds`` that
+    count and scatter in parallel."""
+    chunks = col_bounds.shape[0] - 1
+    n = in_ptr.shape[0] - 1
+    weighted = in_w.shape[0] > 0
+    cursor = np.zeros((chunks, n), np.int64)
+    for t in numba.prange(chunks):
+        for e in range(in_ptr[col_bounds[t]], in_ptr[col_bounds[t + 1]]):
+            cursor[t, in_idx[e]] += 1
+    _counts_to_cursors(cursor, out_ptr)
+    for t in numba.prange(chunks):
+        for v in range(col_bounds[t], col_bounds[t + 1]):
+            for e in range(in_ptr[v], in_ptr[v + 1]):
+                s = in_idx[e]
+                out_idx[cursor[t, s]] = v
+                if weighted:
+                    out_w[cursor[t, s]] = in_w[e]
+                cursor[t, s] += 1
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _union_row(a, a0, a1, a_w, b, b0, b1, b_w, out, out_w, m, write):
+    """Merge the sorted runs a[a0:a1] and b[b0:b1] (weights a_w, b_w: empty when none),
+    each value once with its least weight, into out[m:] (and out_w) when ``write``;
+    returns how many values the merge has."""
+    weighted = a_w.shape[0] > 0
+    i, j, k, last = a0, b0, 0, -1
+    while i < a1 or j < b1:
+        if j >= b1 or (i < a1 and a[i] <= b[j]):
+            x, w = a[i], a_w[i] if weighted else np.float32(0.0)
+            i += 1
+        else:
+            x, w = b[j], b_w[j] if weighted else np.float32(0.0)
+            j += 1
+        if k > 0 and x == last:
+            if write and weighted and w < out_w[m + k - 1]:
+                out_w[m + k - 1] = w
+            continue
+        if write:
+            out[m + k] = x
+            if weighted:
+                out_w[m + k] = w
+        last = x
+        k += 1
+    return k
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _union_counts(in_ptr, in_idx, out_ptr, out_idx, bounds):
+    """How many distinct in- and out-neighbours each vertex has."""
+    counts = np.empty(in_ptr.shape[0] - 1, np.int64)
+    none = np.empty(0, np.float32)  # (and in_idx as the output: nothing is written)
+    for chunk in numba.prange(bounds.shape[0] - 1):
+        for v in range(bounds[chunk], bounds[chunk + 1]):
+            counts[v] = _union_row(in_idx, in_ptr[v], in_ptr[v + 1], none, out_idx,
+                                   out_ptr[v], out_ptr[v + 1], none, in_idx, none, 0, False)
+    return counts
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _union_fill(in_ptr, in_idx, in_w, out_ptr, out_idx, out_w, new_ptr, new_idx, new_w,
+                bounds):
+    """Write each vertex's distinct in- and out-neighbours (least weights) at new_ptr."""
+    for chunk in numba.prange(bounds.shape[0] - 1):
+        for v in range(bounds[chunk], bounds[chunk + 1]):
+            _union_row(in_idx, in_ptr[v], in_ptr[v + 1], in_w, out_idx, out_ptr[v],
+                       out_ptr[v + 1], out_w, new_idx, new_w, new_ptr[v], True)
+
+
+def symmetric_union(in_ptr, in_idx, in_w, out_ptr, out_idx, out_w):
+    """(ptr, idx, w) of the undirected graph with an edge u-v wherever the CSC (in_ptr,
+    in_idx, in_w) and its CSR (out_ptr, out_idx, out_w) have u->v or v->u, the least
+    weight of those arcs on it (w None when in_w is): each vertex's neighbours merged
+    from its sorted in- and out-edges, in parallel over runs of vertices holding equal
+    numbers of arcs, with no sort (what build_graph(..., directed=False, dedup="min")
+    gives from the arcs, in less time). The result is its own CSC and CSR."""
+    in_ptr = in_ptr.astype(np.int64, copy=False)
+    out_ptr = out_ptr.astype(np.int64, copy=False)
+    bounds = thread_runs(in_ptr + out_ptr)
+    none = np.empty(0, np.float32)
+    weighted = in_w is not None
+    new_ptr = np.zeros(len(in_ptr), np.int64)
+    np.cumsum(_union_counts(in_ptr, in_idx, out_ptr, out_idx, bounds), out=new_ptr[1:])
+    new_idx = np.empty(new_ptr[-1], in_idx.dtype)
+    new_w = np.empty(new_ptr[-1] if weighted else 0, np.float32)
+    _union_fill(in_ptr, in_idx, in_w if weighted else none, out_ptr, out_idx,
+                out_w if weighted else none, new_ptr, new_idx, new_w, bounds)
+    return new_ptr, new_idx, new_w if weighted else None
+
+
+def transpose(in_ptr, in_idx, in_w, n):
+    """(out_ptr, out_idx, out_w): the CSR of the CSC (in_ptr, in_idx, in_w) over ``n``
+    vertices, targets sorted per source; out_w is None when in_w is."""
+    out_ptr = _pointer(in_idx, n)
+    out_idx = np.empty_like(in_idx)
+    out_w = np.empty(0 if in_w is None else len(in_w), np.float32)
+    _transpose(in_ptr, in_idx, out_w if in_w is None else in_w, out_ptr, out_idx, out_w,
+               segment_chunks(in_ptr, _chunk_count(n)))
+    return out_ptr, out_idx, None if in_w is None else out_w
+
+
+def _chunk_count(n):
+    """How many parallel chunks a scatter over n keys uses (cursors are chunks * n int64)."""
+    return int(max(1, min(numba.get_num_threads(), tuning.CURSOR_BYTES // (8 * max(n, 1)))))
+
+
+def index_dtype(num_vertices):
+    """int32 while the vertex count is below 2**31, int64 beyond."""
+    return np.dtype(np.int32) if num_vertices < 2**31 else np.dtype(np.int64)
+
+
+def _pointer(keys, n):
+    ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(keys, minlength=n), out=ptr[1:])
+    return ptr
+
+
+def compress(src, dst, weight, n, dedup):
+    """(in_ptr, in_idx, in_w, out_ptr, out_idx): the CSC of the edges ``src`` -> ``dst``
+    over ``n`` vertices (sources sorted per destination; parallel edges merged by rule
+    ``dedup``, "first", "min", "max" or "sum", or kept when None; in_w float32, None
+    when ``weight`` is) and its CSR (targets sorted per source), by parallel counting
+    sorts: O(|V| + |E|), no comparison sort over all edges."""
+    idx_t = index_dtype(n)
+    in_ptr = _pointer(dst, n)
+    in_idx = np.empty(len(src), idx_t)
+    w_in = np.empty(0, np.float32) if weight is None else weight.astype(np.float32)
+    w = np.empty(len(w_in), np.float32)
+    chunks = _chunk_count(n)
+    bounds = np.linspace(0, len(src), chunks + 1).astype(np.int64)
+    _scatter_by_key(dst, src, w_in, in_ptr, in_idx, w, bounds)
+    del src, dst, w_in
+    runs = thread_runs(in_ptr)
+    counts = _sort_segments(in_ptr, in_idx, w, dedup is not None, runs)
+    if dedup is not None and counts.sum() < len(in_idx):
+        new_ptr = np.zeros(n + 1, np.int64)
+        np.cumsum(counts, out=new_ptr[1:])
+        out_idx = np.empty(new_ptr[-1], idx_t)
+        out_w = np.empty(new_ptr[-1] if len(w) else 0, np.float32)
+        _merge_duplicates(in_ptr, in_idx, w, new_ptr, out_idx, out_w, _RULE_CODES[dedup],
+                          runs)
+        in_ptr, in_idx, w = new_ptr, out_idx, out_w
+    out_ptr, out_idx, _ = transpose(in_ptr, in_idx, None, n)
+    return in_ptr, in_idx, None if weight is None else w, out_ptr, out_idx
