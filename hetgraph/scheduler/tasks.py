@@ -352,8 +352,8 @@ def queue_depth(spec, engine):
 
 @dataclasses.dataclass(slots=True)
 class Launched:
-    """An iteration in flight in a segment (a segment reuses its entries: one made every
-    iteration would cost more than the rest of the iteration's bookkeeping)."""
+    """An iteration in flight in a segment (a segment reuses ``depth`` entries in turn: one
+    made every iteration would cost more than the rest of the iteration's bookkeeping)."""
 
     ticket: object = None  # the engine's, for wait / discard
     iteration: int = 0
@@ -391,11 +391,11 @@ class Segment:
 
     __slots__ = ("engine", "kind", "program", "graph", "arcs", "arcs_or_one", "rho",
                  "uses_constant", "has_converged", "first", "last", "choose", "pages",
-                 "model", "slice_seconds", "depth", "launched", "free", "rows", "clock",
-                 "frontier_of", "launch", "wait", "began", "finished", "folded",
-                 "iteration", "status", "observed", "bursts", "may_burst", "burst_seconds",
-                 "burst_degree", "ran", "alpha", "limits_of", "choose_seconds",
-                 "lead_seconds", "burst_rows")
+                 "model", "slice_seconds", "depth", "launched", "ring", "next_entry",
+                 "rows", "clock", "frontier_of", "launch", "wait", "began", "finished",
+                 "folded", "iteration", "status", "observed", "bursts", "may_burst",
+                 "burst_seconds", "burst_degree", "ran", "alpha", "limits_of",
+                 "choose_seconds", "lead_seconds", "max_burst")
 
     def __init__(self, run, engine, kind, first, last, choose, pages, model, slice_seconds,
                  max_degree=cpu.NO_LIMIT):
@@ -410,13 +410,13 @@ class Segment:
         self.model, self.slice_seconds = model, slice_seconds
         self.depth = queue_depth(spec, engine)
         self.launched = collections.deque()
-        self.free = [Launched() for _ in range(self.depth)]
+        self.ring, self.next_entry = [Launched() for _ in range(self.depth)], 0
         self.rows = []
         # (bound once: read every iteration)
         self.clock, self.frontier_of = time.perf_counter, engine.frontier
         self.launch, self.wait = engine.launch, engine.wait
         self.choose_seconds, self.lead_seconds = tuning.CHOOSE_SECONDS, tuning.LEAD_SECONDS
-        self.burst_rows = tuning.BURST_ROWS
+        self.max_burst = tuning.BURST_ROWS
         self.began = self.finished = self.folded = self.clock()
         self.iteration, self.status = first, None
         # rows[observed:] go into the model, never the first: it carries the segment's
@@ -444,7 +444,8 @@ class Segment:
                     continue
                 if len(launched) < depth:
                     launch_next()
-                    continue
+                    if len(launched) < depth:  # (full: wait for the oldest at once)
+                        continue
             if not launched:
                 return self.end(self.status or "limit")
             finish_oldest()
@@ -460,7 +461,7 @@ class Segment:
                 if lead >= self.frontier_of()[1] else (self.choose_seconds, cpu.NO_LIMIT)
         start = self.clock()
         iteration = self.iteration
-        burst = self.engine.burst(min(self.last - iteration + 1, self.burst_rows),
+        burst = self.engine.burst(min(self.last - iteration + 1, self.max_burst),
                                   min(self.burst_seconds,
                                       self.slice_seconds - (start - self.began)),
                                   self.burst_degree)
@@ -500,8 +501,9 @@ class Segment:
         if frontier[0] == 0:  # (never while some are launched: see finish_oldest)
             self.status = "converged"
             return
-        engine, iteration, model = self.engine, self.iteration, self.model
-        f, front = frontier[1] / self.arcs_or_one, engine.front
+        engine, iteration, model, launched = self.engine, self.iteration, self.model, \
+            self.launched
+        f = frontier[1] / self.arcs_or_one
         if iteration == self.first:
             placement = self.kind
             alpha = float("nan") if model is None else model.alpha(f, self.rho, self.arcs)
@@ -512,16 +514,18 @@ class Segment:
         if placement != self.kind:
             self.status = "moved"
             return
-        self.may_burst = self.bursts
+        if self.bursts:
+            self.may_burst = True
+        entry = self.ring[self.next_entry]  # (launched `depth` launches ago: finished)
+        self.next_entry = (self.next_entry + 1) % self.depth
+        entry.known = None if launched else (frontier, f, engine.front)
         constant = self.program.iteration_constant(self.graph, engine.values) \
             if self.uses_constant else 0.0
-        entry = self.free.pop()
         entry.previous = engine.values.copy() if self.has_converged else None
         entry.read = engine.read_bytes
-        entry.known = None if self.launched else (frontier, f, front)
         entry.ticket = self.launch(constant, frontier)
         entry.iteration, entry.alpha, entry.start = iteration, alpha, start
-        self.launched.append(entry)
+        launched.append(entry)
         self.iteration = iteration + 1
         # once it is queued, the rows so far go into the model (every CHOOSE_SECONDS,
         # however rarely it is asked): the fold then overlaps a full queue on the GPU
@@ -551,13 +555,10 @@ class Segment:
             int(active), computed, edges, activated, self.pages,
             engine.read_bytes - entry.read, seconds,
             seconds - kernel if seconds > kernel else 0.0, kernel, front))
-        entry.ticket = entry.previous = None
-        self.free.append(entry)
         if converged:
             launched = self.launched
             if launched:
                 engine.discard([d.ticket for d in launched])
-                self.free += launched
                 launched.clear()
             self.status = "converged"
         elif self.status is None and now - self.began > self.slice_seconds:
