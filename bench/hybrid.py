@@ -131,7 +131,7 @@ def bare_seconds(program, g, device, max_iterations, pinned=False):
     run's). ``pinned``: on the CPU, the state in page-locked memory, as a run keeps it
     once its GPU has copied it (see pinned_state_rows)."""
     from hetgraph.program import ProgramSpec
-    from hetgraph.scheduler.cpu_engine import CpuEngine
+    from hetgraph.engines.cpu import CpuEngine
     from hetgraph.scheduler.state import VertexState
 
     spec = ProgramSpec(program)
@@ -156,7 +156,7 @@ def bare_seconds(program, g, device, max_iterations, pinned=False):
     start = time.perf_counter()
     if device == "gpu":  # (the CPU engine counts its first frontier from the flags)
         engine.load(values, flags, [(0, g.num_vertices)])
-        engine.recount_frontier()  # (as a segment does: the loop's first frontier waits)
+        engine.reset_frontier()  # (as a segment does: the loop's first frontier waits)
     bare_loop(program, spec, g, engine, max_iterations)
     if device == "gpu":
         engine.store(values, flags, [(0, g.num_vertices)], written=False)  # waits
@@ -167,10 +167,9 @@ def bare_loop(program, spec, g, engine, max_iterations):
     """The iterations as a run's segment does them, without its rows and cost model:
     on the GPU up to QUEUED launched ahead of the one waited for (one for a program
     with a converged test), those after an iteration that activated nothing discarded."""
-    from hetgraph.scheduler.tasks import Immediate, queue_depth
+    from hetgraph.scheduler.tasks import queue_depth
 
-    queue = engine if hasattr(engine, "launch") else Immediate(engine)
-    depth = queue_depth(spec, queue)
+    depth = queue_depth(spec, engine)
     launched, left = collections.deque(), max_iterations
     while True:
         frontier = engine.frontier()
@@ -178,13 +177,13 @@ def bare_loop(program, spec, g, engine, max_iterations):
             constant = program.iteration_constant(g, engine.values) \
                 if spec.uses_constant else 0.0
             previous = engine.values.copy() if spec.has_converged else None
-            launched.append((queue.launch(constant, frontier), previous))
+            launched.append((engine.launch(constant, frontier), previous))
             left -= 1
             continue
         if not launched:
             return
         ticket, previous = launched.popleft()
-        activated = queue.wait(ticket)[3]
+        activated = engine.wait(ticket)[3]
         if activated == 0 or (spec.has_converged and
                               program.converged(g, previous, engine.values)):
             if launched:

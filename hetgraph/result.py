@@ -13,15 +13,28 @@ HISTORY_COLUMNS = ("iteration", "placement", "mode", "f", "rho", "alpha", "activ
                    "computed", "edges", "activated", "cpu_pages", "gpu_pages", "cpu_edges",
                    "gpu_edges", "cpu_seconds", "gpu_seconds", "read_bytes", "seconds",
                    "overhead", "priority")
-# a history row is a tuple of the columns' values in this order: a segment makes one
-# every iteration, and as a dict it took 0.9 us more (a segment over a fake engine on a
-# 2-core VM: 2.45 -> 1.55 us of bookkeeping beyond the bare loop), 4% of a grid-1000
-# BFS iteration on the H100. A tuple, not a list: Python's garbage collector stops
-# tracking a tuple of numbers and strings, so thousands of rows do not bring on full
-# collections (2-core VM, 120 grid-1000 runs of BFS, SSSP and CC: with lists, 3 full
-# collections of 200-310 ms over 430,000 objects, 0.71 s in all; with tuples, none)
+# a history row is a tuple of the columns' values in this order, not a dict (a segment
+# makes one every iteration) nor a list (the garbage collector stops tracking a tuple of
+# numbers and strings, so thousands of rows bring on no full collection)
 COLUMN = {name: index for index, name in enumerate(HISTORY_COLUMNS)}
 SECONDS, OVERHEAD = COLUMN["seconds"], COLUMN["overhead"]
+
+
+def device_row(kind, iteration, placement, mode, f, rho, alpha, active, computed, edges,
+               activated, pages, read_bytes, seconds, overhead, kernel, front, zero=0,
+               zero_seconds=0.0) -> tuple:
+    """The history row of an iteration that ran on one device ``kind`` ("cpu" or "gpu"),
+    whose ``pages``, ``edges`` and ``kernel`` seconds are that kind's (the other kind's
+    are ``zero`` and ``zero_seconds``), in :data:`HISTORY_COLUMNS`' order. Given
+    columns instead (iterables, constants as ``itertools.repeat``), the columns of
+    several iterations in that order, which ``zip(*...)`` makes rows."""
+    if kind == "cpu":
+        return (iteration, placement, mode, f, rho, alpha, active, computed, edges,
+                activated, pages, zero, edges, zero, kernel, zero_seconds, read_bytes,
+                seconds, overhead, front)
+    return (iteration, placement, mode, f, rho, alpha, active, computed, edges, activated,
+            zero, pages, zero, edges, zero_seconds, kernel, read_bytes, seconds, overhead,
+            front)
 
 
 def history_row(**values) -> tuple:
@@ -83,7 +96,7 @@ class Result:
 
     @property
     def history(self) -> pd.DataFrame:
-        """The per-iteration DataFrame (built on first use: 1-2 ms, as much as a small
+        """The per-iteration DataFrame (built on first use: it takes as long as a small
         graph's whole run)."""
         if self._history is None:
             self._history = pd.DataFrame(self._rows, columns=list(HISTORY_COLUMNS))

@@ -26,6 +26,13 @@ PARTITIONS_KEPT = 4  # partitions a graph keeps (by their options) for later run
 
 # --- CPU kernels (hetgraph.kernels.cpu, hetgraph.engines.cpu) ---------------------------------
 
+# a notify-pull iteration whose frontier has at most this many out-edges runs in one
+# thread from the frontier's id list, with no pass over all vertices
+SPARSE_EDGES = 50_000
+# passes reading fewer edges run in one thread unless partitions= is given: the CPU mode
+# rule was tuned with this bound, and a lower one pulls levels that push faster
+SERIAL_EDGES = 150_000
+
 # --- GPU engine (hetgraph.kernels.gpu, hetgraph.engines.gpu) ----------------------------------
 
 GPU_STREAMS = 4  # CUDA streams copying streamed pages, so one page's copy overlaps another's pass
@@ -33,8 +40,36 @@ GPU_SHARED_BYTES = 16 << 10  # shared memory a block's replicas may use: more bl
 GPU_THREADS_PER_BLOCK = 256  # threads of a shard kernel's block (one block a shard)
 GPU_BUDGET_FRACTION = 0.8  # of the free device memory kept for edges when no budget is given
 GPU_EDGE_UNROLL = 4  # edges a thread gathers at once: their independent loads overlap
+# iterations a GPU segment keeps launched ahead of the one it waits for, so that the
+# host's work between iterations overlaps the device's (1 when pages are streamed)
+QUEUED = 3
 
 # --- segments and calibration (hetgraph.scheduler.tasks) --------------------------------------
+
+# a segment returns to the driver after this long, for progress and the dashboard
+SEGMENT_SECONDS = 1.0
+# a segment asks the cost model where to go, and folds its rows into it, at most this
+# often: a question costs several microseconds, as much as a short GPU iteration
+CHOOSE_SECONDS = 1e-3
+# a GPU segment of short iterations far ahead (alpha > 2) asks again only after
+# CHOOSE_SECONDS * alpha / 2, at most this many times CHOOSE_SECONDS
+CHOOSE_BACKOFF = 8
+# a CPU burst placed by the model while the CPU leads runs while its frontier stays
+# within the lead, for this long at most: a burst's start and end cost tens of us
+LEAD_SECONDS = 64e-3
+BURST_ROWS = 4096  # iterations of one burst at most (the size of its table of counts)
+# pulls that calibrate a device: the first warms up, the fastest of the others counts
+CALIBRATION_PULLS = 4
+# pages the CPU's pull is calibrated on, spread evenly (a page's rate varies along a
+# graph renumbered hubs first)
+CALIBRATION_PAGES = 4
+# a GPU's timed pull is a stretch of paced passes of about this many seconds ...
+CALIBRATION_SECONDS = 1e-3
+CALIBRATION_PASSES = 16  # ... and at most this many passes
+CALIBRATION_ITERATIONS = 4  # first iterations of a run that its calibration times
+# ... on the CPU while their frontier has at most this many out-edges (its fixed part,
+# which the model cannot know before it measured one)
+CALIBRATION_EDGES = SPARSE_EDGES
 
 # --- cost model and dispatcher (hetgraph.scheduler) -------------------------------------------
 # cost model (hetgraph.scheduler.costmodel) and page queue (hetgraph.scheduler.placement)
@@ -54,6 +89,17 @@ RELAX_HALF_LIFE = 2e-3  # seconds away from a device in which its inflated rates
 # the way back to their lowest: slowdowns last milliseconds, however many iterations
 CPU_BATCH_OVERHEAD_SHARE = 0.05  # a hybrid CPU batch holds up to round trip / this much
 # work: the round trip costs it at most 5%, and small batches still follow measured times
+
+# a push's seconds per frontier edge (one thread) over a pull's per edge (one thread):
+# each push edge is a random read-modify-write of its target's value
+PUSH_EDGE_COST = 2.0
+# under devices="auto" a graph of at most this many arcs runs on the CPU: the GPU would
+# save less per iteration than its calibration costs
+SMALL_ARCS = 1 << 20
+# in process, a run's segments run in the calling thread until they took this long in
+# all, and later ones as tasks: a task's round trip outweighs a short run
+INLINE_SECONDS = 1.0
+LOST_TASK_RETRIES = 3  # a page task whose inputs died with a worker is sent again
 
 # --- cluster, progress and dashboard ----------------------------------------------------------
 # cluster (hetgraph.cluster)

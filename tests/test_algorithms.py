@@ -10,7 +10,7 @@ import scipy.sparse.linalg as spla
 
 import hetgraph as hg
 from hetgraph.algorithms.sssp import ShortestPaths
-from hetgraph.scheduler import cpu_engine
+from hetgraph import tuning
 from conftest import REAL_GRAPHS, data_path
 
 # every engine configuration must give the oracle's answer
@@ -40,7 +40,7 @@ def use(config, monkeypatch, incremental=True):
     if options.get("cpu_mode") == "push" and not incremental:
         pytest.skip("push needs an incremental program")
     if "sparse_edges" in options:
-        monkeypatch.setattr(cpu_engine, "SPARSE_EDGES", options.pop("sparse_edges"))
+        monkeypatch.setattr(tuning, "SPARSE_EDGES", options.pop("sparse_edges"))
     return options
 
 

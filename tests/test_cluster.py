@@ -11,6 +11,7 @@ import pytest
 import scipy.sparse.csgraph as csgraph
 
 import hetgraph as hg
+from hetgraph import tuning
 from hetgraph.cluster import ClusterError
 from hetgraph.kernels.gpu.device import GpuUnavailableError
 
@@ -209,8 +210,6 @@ def test_a_runs_first_moments_run_in_the_callers_thread(graph, expected, monkeyp
     the whole run. All give the same answer."""
     from distributed import get_task_stream
 
-    from hetgraph.scheduler import dispatcher
-
     def segments(**options):
         with get_task_stream(cluster.client) as stream:
             result = hg.bfs(graph, graph.label_of(1), cluster=cluster, **options)
@@ -221,10 +220,10 @@ def test_a_runs_first_moments_run_in_the_callers_thread(graph, expected, monkeyp
     with hg.Cluster(gpus=0, dashboard_address=None) as cluster:
         inline, names = segments()
         assert names == []
-        monkeypatch.setattr(dispatcher, "INLINE_SECONDS", 1e-9)
+        monkeypatch.setattr(tuning, "INLINE_SECONDS", 1e-9)
         mixed, names = segments(cpu_mode="pull")
         assert mixed.iterations > 2 and names == ["2"]  # one iteration in this thread
-        monkeypatch.setattr(dispatcher, "INLINE_SECONDS", 0.0)
+        monkeypatch.setattr(tuning, "INLINE_SECONDS", 0.0)
         tasked, names = segments()
         assert names[0] == "1"
     for result in (inline, mixed, tasked):

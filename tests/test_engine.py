@@ -17,10 +17,11 @@ from hetgraph.program import ProgramSpec
 from hetgraph.result import row_dict
 from hetgraph.algorithms.bfs import BreadthFirst
 from hetgraph.algorithms.pagerank import PageRank
-from hetgraph.scheduler.costmodel import (PUSH_EDGE_COST, choose_cpu_mode, notify_fraction,
-                                          push_factor)
-from hetgraph.scheduler.cpu_engine import (SERIAL_EDGES, SPARSE_EDGES, CpuEngine,
-                                           mode_limits, pull_threads)
+from hetgraph.engines.base import Engine
+from hetgraph import tuning
+from hetgraph.engines.cpu import CpuEngine, mode_limits, pull_threads
+from hetgraph.engines.cpu_modes import choose_cpu_mode, notify_fraction, push_factor
+from hetgraph.tuning import PUSH_EDGE_COST, SERIAL_EDGES, SPARSE_EDGES
 from hetgraph.scheduler.state import VertexState
 
 
@@ -668,7 +669,7 @@ def test_run_from_a_page_store(tmp_path):
 
 # --- segments: iterations queued ahead of the one waited for ---------------------------------
 
-class QueuedCpu:
+class QueuedCpu(Engine):
     """A CPU engine behind the GPU's launch / wait / discard: an iteration computes at
     launch, but its frontier is seen only once waited for, and a chained launch after
     one that activated nothing computes nothing (the GPU kernel returns at once)."""
@@ -733,7 +734,7 @@ def segment(program, g, queued, first=1, last=10**6, choose=None, slice_seconds=
 COLUMNS = ["iteration", "mode", "f", "active", "computed", "edges", "activated"]
 
 
-class Passes:
+class Passes(Engine):
     """An engine whose passes do nothing for ``seconds`` each (a GPU's, for its rows) and
     activate one vertex until ``passes`` ran."""
 
@@ -767,7 +768,7 @@ def test_a_segment_folds_its_gpu_rows_into_the_model_in_batches(passes, monkeypa
     from hetgraph.scheduler import tasks
     from hetgraph.scheduler.costmodel import CostModel
 
-    monkeypatch.setattr(tasks, "CHOOSE_SECONDS", 1e-3)
+    monkeypatch.setattr(tuning, "CHOOSE_SECONDS", 1e-3)
     model = CostModel()
     calls, observe = [], model.observe
     monkeypatch.setattr(model, "observe", lambda *a: (calls.append(a), observe(*a)))
@@ -816,10 +817,8 @@ def test_a_segment_with_the_cost_model_asks_it_between_bursts(monkeypatch):
     """With the cost model, a CPU segment runs bursts between its questions, and each
     question counts the iterations since the last (the bursts'); its rows are those of
     single iterations."""
-    from hetgraph.scheduler import tasks
-
     g = hg.generate.grid(30, 30, seed=1)
-    monkeypatch.setattr(tasks, "CHOOSE_SECONDS", 1e-5)  # bursts of a few iterations
+    monkeypatch.setattr(tuning, "CHOOSE_SECONDS", 1e-5)  # bursts of a few iterations
     asked = []
 
     def choose(f, ran=1):
@@ -904,7 +903,7 @@ def test_cpu_calibration_times_the_first_iterations_on_a_copy():
             continue
         # BFS from a corner: iterations 2.. of CALIBRATION_ITERATIONS, frontiers of 2,
         # 3, 4 vertices on the diagonals
-        assert len(report.rows) == tasks.CALIBRATION_ITERATIONS - 1
+        assert len(report.rows) == tuning.CALIBRATION_ITERATIONS - 1
         for number, row in enumerate(map(row_dict, report.rows), start=2):
             assert row["iteration"] == number and row["mode"] == "notify-pull"
             assert row["active"] == number and row["seconds"] > 0
@@ -912,7 +911,8 @@ def test_cpu_calibration_times_the_first_iterations_on_a_copy():
 
 @given(st.integers(1, 5000))
 def test_calibration_pages_spread_evenly_from_first_to_last(num_pages):
-    from hetgraph.scheduler.tasks import CALIBRATION_PAGES, calibration_pages
+    from hetgraph.scheduler.tasks import calibration_pages
+    from hetgraph.tuning import CALIBRATION_PAGES
 
     pages = calibration_pages(num_pages)
     assert pages == sorted(set(pages)) and len(pages) == min(num_pages, CALIBRATION_PAGES)
@@ -959,7 +959,7 @@ def test_cpu_calibration_times_first_iterations_of_small_frontiers_only(bursts,
     spec = ProgramSpec(BreadthFirst(0))
     values, flags, aux = spec.initial_state(g)
     for limit, timed in ((10, [2, 3]), (13, [2, 3]), (14, [2, 3, 4]), (1, [])):
-        monkeypatch.setattr(tasks, "CALIBRATION_EDGES", limit)
+        monkeypatch.setattr(tuning, "CALIBRATION_EDGES", limit)
         run = tasks.RunSpec(f"calibration-edges-{limit}", spec, g, np.zeros(1, np.float32),
                             True, False, np.array([[0, g.num_vertices]]), None, 1, None,
                             "notify-pull", 1.0, {})
@@ -1026,5 +1026,5 @@ def test_cpu_calibration_times_its_iterations_however_slow(monkeypatch):
     finally:
         tasks.drop_contexts(run.run_id)
     rows = [row_dict(row) for row in report.rows]
-    assert [row["mode"] for row in rows] == ["push"] * (tasks.CALIBRATION_ITERATIONS - 1)
+    assert [row["mode"] for row in rows] == ["push"] * (tuning.CALIBRATION_ITERATIONS - 1)
     assert all(row["seconds"] >= 2e-3 for row in rows)

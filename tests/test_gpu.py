@@ -12,6 +12,7 @@ import scipy.sparse.csgraph as csgraph
 
 import hetgraph as hg
 from conftest import REAL_GRAPHS, data_path
+from hetgraph import tuning
 from hetgraph.algorithms.sssp import ShortestPaths
 from hetgraph.engines import gpu as gpu_engine
 from hetgraph.kernels import arrays
@@ -197,11 +198,11 @@ def test_frontier_counted_on_the_device_equals_the_host():
         want = (int(active.sum()), int(g.out_degree()[active].sum()))
         engine.load(values, flags, [(0, n)])
         assert engine.count_frontier() == cpu.frontier_size(flags, g.out_indptr) == want
-        engine.reset_frontier(-1, -1)
-        engine.recount_frontier()  # queued: the frontier waits for it
+        engine.reset_frontier((-1, -1))
+        engine.reset_frontier()  # queued: the frontier waits for it
         assert engine.frontier() == want
-        engine.reset_frontier(-1, -1)
-        engine.recount_frontier()
+        engine.reset_frontier((-1, -1))
+        engine.reset_frontier()
         assert engine.count_frontier() == want  # (counted again meanwhile)
         assert engine.frontier() == want
 
@@ -330,7 +331,7 @@ def test_streamed_pages_equal_resident(name):
     # streamed passes are not queued ahead (a discarded one would still copy its pages)
     assert engine.queued == 1
     assert gpu_engine.GpuEngine(spec, g, values, flags, np.zeros(1, np.float32)).queued == \
-        gpu_engine.QUEUED
+        tuning.QUEUED
     np.testing.assert_array_equal(hg.sssp(g, s, devices="gpu", gpu=quarter).values,
                                   hg.sssp(g, s, devices="cpu").values)
     assert_close(hg.pagerank(g, tol=None, max_iterations=10, devices="gpu", gpu=quarter).values,

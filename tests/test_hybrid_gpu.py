@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import hetgraph as hg
+from hetgraph import tuning
 from hetgraph.scheduler import dispatcher, placement, tasks
 
 pytestmark = pytest.mark.gpu
@@ -27,7 +28,7 @@ def graph():
 def placement_for_every_graph(monkeypatch):
     """"auto" keeps a graph of at most SMALL_ARCS arcs (as RMAT-16) on the CPU; here the
     cost model places it, so that these tests exercise every placement quickly."""
-    monkeypatch.setattr(dispatcher, "SMALL_ARCS", 0)
+    monkeypatch.setattr(tuning, "SMALL_ARCS", 0)
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +143,7 @@ def test_calibration_runs_where_the_segments_run(inline_seconds, graph, cluster,
         return submit(self, function, kind, name, *args)
 
     monkeypatch.setattr(dispatcher._Driver, "_submit", recording)
-    monkeypatch.setattr(dispatcher, "INLINE_SECONDS", inline_seconds)
+    monkeypatch.setattr(tuning, "INLINE_SECONDS", inline_seconds)
     monkeypatch.setattr(cluster, "calibrations", {})  # (an earlier run's would be kept)
     r = RUNS["bfs"](graph, cluster=cluster, devices="auto")
     calibrations = [kind for kind, name in submitted if name == "calibrate"]
@@ -242,7 +243,7 @@ def test_gpu_and_auto_runs_share_the_pages_kept_on_the_device(graph, cluster, ex
     assert len(built) == 1
 
 
-@pytest.mark.parametrize("inline", [dispatcher.INLINE_SECONDS, 0.0])
+@pytest.mark.parametrize("inline", [tuning.INLINE_SECONDS, 0.0])
 def test_a_first_auto_run_goes_on_the_cpu_while_the_gpu_lays_out_its_pages(
         graph, cluster, expected, monkeypatch, inline):
     """An auto run on a graph whose pages the GPU does not keep lays them out in the
@@ -268,7 +269,7 @@ def test_a_first_auto_run_goes_on_the_cpu_while_the_gpu_lays_out_its_pages(
 
     monkeypatch.setattr(tasks, "lay_out_gpu_pages", held)
     monkeypatch.setattr(cluster, "calibrations", {})
-    monkeypatch.setattr(dispatcher, "INLINE_SECONDS", inline)
+    monkeypatch.setattr(tuning, "INLINE_SECONDS", inline)
     gpu_kept.release()
     r = RUNS["bfs"](graph, cluster=cluster, devices="auto")
     assert started.is_set() and not layouts  # it ended with the layout held

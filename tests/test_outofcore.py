@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 import hetgraph as hg
 from hetgraph.io.pagecache import PageCache
 from hetgraph.io.store import StoredGraph, measure_read_ratio
-from hetgraph.scheduler.outofcore import resident_bytes
+from hetgraph.engines.store import resident_bytes
 from hetgraph.scheduler.state import VertexState
 
 

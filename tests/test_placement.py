@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from hetgraph import tuning
+from hetgraph.engines import base
 from hetgraph.scheduler.costmodel import CostModel, LinearFit, alpha
 from hetgraph.scheduler.placement import PageQueue
 from hetgraph.result import COLUMN, history_row
@@ -245,7 +246,7 @@ def test_a_segment_asks_the_model_at_most_every_choose_seconds(monkeypatch):
     monkeypatch.setattr(tasks, "time", SimpleNamespace(perf_counter=lambda: now[0]))
     run = SimpleNamespace(rho=1.0, graph=SimpleNamespace(num_arcs=100), cpu_mode="auto")
     choose = tasks._chooser(Model(), run, "cpu", others=True)
-    step = 0.3 * tasks.CHOOSE_SECONDS  # short iterations: asked every fourth call
+    step = 0.3 * tuning.CHOOSE_SECONDS  # short iterations: asked every fourth call
 
     def call(f):
         answer = choose(f)
@@ -255,7 +256,7 @@ def test_a_segment_asks_the_model_at_most_every_choose_seconds(monkeypatch):
     answers = [call(0.01 * i) for i in range(9)]
     assert asked == [(0.0, 1), (0.04, 4), (0.08, 4)]
     assert [a[0] for a in answers] == ["cpu"] * 9 and answers[3] == ("cpu", 0.0)
-    step = 3 * tasks.CHOOSE_SECONDS  # long iterations: every call asks, for itself
+    step = 3 * tuning.CHOOSE_SECONDS  # long iterations: every call asks, for itself
     # (but the first: it comes 0.3 CHOOSE_SECONDS after the last question)
     assert [call(f)[0] for f in (0.1, 0.2, 0.3, 0.9)] == ["cpu", "cpu", "cpu", "gpu"]
     assert asked[3:] == [(0.2, 2), (0.3, 1), (0.9, 1)]
@@ -289,7 +290,7 @@ def test_a_gpu_segment_far_ahead_asks_less_often_while_its_iterations_are_short(
     now = [0.0]
     monkeypatch.setattr(tasks, "time", SimpleNamespace(perf_counter=lambda: now[0]))
     run = SimpleNamespace(rho=1.0, graph=SimpleNamespace(num_arcs=100), cpu_mode="auto")
-    ms = tasks.CHOOSE_SECONDS
+    ms = tuning.CHOOSE_SECONDS
 
     def segment(kind, step, calls):
         now[0] = 0.0
@@ -326,7 +327,7 @@ def test_the_gpu_is_calibrated_once_its_pages_are_laid_out(monkeypatch):
     from hetgraph.algorithms.bfs import BreadthFirst
     from hetgraph.program import ProgramSpec
     from hetgraph.scheduler import tasks
-    from hetgraph.scheduler.cpu_engine import CpuEngine
+    from hetgraph.engines.cpu import CpuEngine
     from hetgraph.scheduler.state import VertexState
 
     m = CostModel()
@@ -336,7 +337,7 @@ def test_the_gpu_is_calibrated_once_its_pages_are_laid_out(monkeypatch):
     g = hg.generate.grid(30, 30, seed=1)
     spec = ProgramSpec(BreadthFirst(0))
     run = SimpleNamespace(spec=spec, graph=g, rho=1.0)
-    monkeypatch.setattr(tasks, "CHOOSE_SECONDS", 1e-9)  # asked after every burst
+    monkeypatch.setattr(tuning, "CHOOSE_SECONDS", 1e-9)  # asked after every burst
 
     def segment():
         values, flags, _ = spec.initial_state(g)
@@ -388,14 +389,14 @@ def test_a_gpu_segment_folds_its_rows_every_choose_seconds_however_rarely_it_ask
 
     from hetgraph.scheduler import tasks
 
-    step = tasks.CHOOSE_SECONDS / 20  # clock reads: about 2 an iteration
+    step = tuning.CHOOSE_SECONDS / 20  # clock reads: about 2 an iteration
     now = [0.0]
 
     def clock():
         now[0] += step
         return now[0]
 
-    class Engine:  # a GPU engine's queue of passes over 100 arcs, all active
+    class Engine(base.Engine):  # a GPU engine's queue of passes over 100 arcs, all active
         queued, read_bytes, front, values = 3, 0, float("nan"), None
 
         def frontier(self):
@@ -417,7 +418,7 @@ def test_a_gpu_segment_folds_its_rows_every_choose_seconds_however_rarely_it_ask
     def choose(f, ran=1):
         return "gpu", 50.0
 
-    choose.interval = tasks.CHOOSE_BACKOFF * tasks.CHOOSE_SECONDS
+    choose.interval = tuning.CHOOSE_BACKOFF * tuning.CHOOSE_SECONDS
     folds = []
     monkeypatch.setattr(tasks, "time", SimpleNamespace(perf_counter=clock))
     run = SimpleNamespace(spec=SimpleNamespace(program=None, uses_constant=False,
@@ -440,9 +441,9 @@ def test_a_runs_first_cpu_iteration_from_a_frontier_not_calibrated_is_measured(
 
     from hetgraph.scheduler import tasks
 
-    degree = tasks.CALIBRATION_EDGES + above
+    degree = tuning.CALIBRATION_EDGES + above
 
-    class Engine:  # pushes from a frontier of ``degree`` out-edges, one at a time
+    class Engine(base.Engine):  # pushes from a frontier of ``degree`` out-edges, one at a time
         queued, read_bytes, front, values = 1, 0, float("nan"), None
 
         def frontier(self):
@@ -482,7 +483,7 @@ def test_cpu_bursts_follow_one_another_while_the_model_says_stay(monkeypatch):
     from hetgraph.algorithms.bfs import BreadthFirst
     from hetgraph.program import ProgramSpec
     from hetgraph.scheduler import tasks
-    from hetgraph.scheduler.cpu_engine import CpuEngine
+    from hetgraph.engines.cpu import CpuEngine
     from hetgraph.scheduler.state import VertexState
 
     g = hg.generate.grid(30, 30, seed=1)
@@ -497,7 +498,7 @@ def test_cpu_bursts_follow_one_another_while_the_model_says_stay(monkeypatch):
         ran.append(count)
         return ("cpu" if len(ran) < 6 else "gpu"), 0.5
 
-    monkeypatch.setattr(tasks, "CHOOSE_SECONDS", 1e-9)  # a burst of one iteration
+    monkeypatch.setattr(tuning, "CHOOSE_SECONDS", 1e-9)  # a burst of one iteration
     run = SimpleNamespace(spec=spec, graph=g, rho=1.0)
     rows, status = tasks.run_iterations(run, engine, "cpu", 1, 1000, choose, 1,
                                         CostModel(), float("inf"))
@@ -518,7 +519,7 @@ def test_a_cpu_burst_runs_within_the_cpus_lead(monkeypatch):
     from hetgraph.kernels.cpu import NO_LIMIT
     from hetgraph.program import ProgramSpec
     from hetgraph.scheduler import tasks
-    from hetgraph.scheduler.cpu_engine import CpuEngine
+    from hetgraph.engines.cpu import CpuEngine
     from hetgraph.scheduler.state import VertexState
 
     g = hg.generate.grid(30, 30, seed=1)
@@ -550,7 +551,7 @@ def test_a_cpu_burst_runs_within_the_cpus_lead(monkeypatch):
     rows, status = tasks.run_iterations(run, engine, "cpu", 1, 1000, choose, 1, Model(),
                                         float("inf"))
     assert status == "moved" and len(rows) == 8  # (the first iteration alone, 7 bursts)
-    lead, choose_seconds = tasks.LEAD_SECONDS, tasks.CHOOSE_SECONDS
+    lead, choose_seconds = tuning.LEAD_SECONDS, tuning.CHOOSE_SECONDS
     assert limits == [(choose_seconds, NO_LIMIT),  # the first iteration's alpha: nan
                       (lead, 101), (lead, 102), (choose_seconds, NO_LIMIT),
                       (choose_seconds, NO_LIMIT), (choose_seconds, NO_LIMIT), (lead, 106)]
@@ -562,7 +563,7 @@ def test_a_burst_stops_where_its_frontier_passes_its_degree_limit():
     import hetgraph as hg
     from hetgraph.algorithms.bfs import BreadthFirst
     from hetgraph.program import ProgramSpec
-    from hetgraph.scheduler.cpu_engine import CpuEngine
+    from hetgraph.engines.cpu import CpuEngine
     from hetgraph.scheduler.state import VertexState
 
     g = hg.generate.grid(30, 30, seed=1)

@@ -26,12 +26,10 @@ from ..kernels.gpu.layout import EDGE_ORDERS, DevicePages, page_bytes_for
 from ..kernels.gpu.reduce import count_frontier_kernel as _count_frontier_kernel
 from ..kernels.gpu.source import compile_kernel, front_of_key
 from ..kernels.transpile import c_type
+from .base import Engine
 
 log = logging.getLogger(__name__)
 
-# iterations a run keeps launched ahead of the one it waits for, so that the host's work
-# between two iterations overlaps the device's (1 when streaming: see docs/tuning.md)
-QUEUED = 3
 # the engine's defaults, from hetgraph.tuning as this module is imported
 STREAMS = tuning.GPU_STREAMS
 GPU_SHARED_BYTES = tuning.GPU_SHARED_BYTES
@@ -57,7 +55,7 @@ def _check_options(memory_budget, page_bytes, streams, threads_per_block, edge_o
                          f"from 32 to 1024")
 
 
-class GpuEngine:
+class GpuEngine(Engine):
     """A program running on one GPU: device vertex arrays, resident and streamed pages.
     ``values``, ``flags`` and ``aux``: the initial state, copied to the device (CuPy
     arrays on this device are taken as they are).
@@ -73,14 +71,15 @@ class GpuEngine:
     and the budget); a hybrid run passes the one it shares with the CPU.
     ``source_ranges``: passes over the resident pages, one per range of source vertices,
     so that the values gathered in a pass stay in the L2 cache (GraphCage's cache
-    blocking). Default 1: on an H100 2-8 ranges were slower on RMAT 22 and 24 (the
-    per-shard work repeats in every pass).
+    blocking). Default 1: more ranges repeat the per-shard work in every pass.
+
+    It keeps up to ``tuning.QUEUED`` iterations launched (see :meth:`launch`), one when
+    it streams pages: a chained pass after convergence skips its kernels but not its
+    page copies. ``front`` is the frontier's lowest priority (programs with one, see
+    :meth:`wait`); ``read_bytes`` stays 0 (pages come from host memory).
     """
 
     mode = "gpu-pull"
-    read_bytes = 0  # bytes read from storage (pages come from host memory)
-    front = float("nan")  # the frontier's lowest priority (programs with one; see wait)
-    queued = QUEUED  # iterations a run may keep launched (see launch; 1 when streaming)
 
     def __init__(self, spec, graph, values, flags, aux, *, sync=True, memory_budget=None,
                  page_bytes=PAGE_BYTES, streams=STREAMS, shared_bytes=GPU_SHARED_BYTES,
@@ -126,13 +125,14 @@ class GpuEngine:
             # iteration reads as its go, and those in flight), copied to pinned memory:
             # vertices activated, their out-degree sum, the key of their lowest
             # priority (see front_of_key)
-            slots = cp.zeros((QUEUED + 1, 3), cp.uint64)
-            self._slots = [slots[i] for i in range(QUEUED + 1)]  # views made once
+            ring = tuning.QUEUED + 1
+            slots = cp.zeros((ring, 3), cp.uint64)
+            self._slots = [slots[i] for i in range(ring)]  # views made once
             self._slot_pointers = [slot.data.ptr for slot in self._slots]
-            self._host_slots = pinned_empty((QUEUED + 1, 3), np.uint64)
-            self._host_pointers = [self._host_slots[i].ctypes.data for i in range(QUEUED + 1)]
-            self._events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(QUEUED + 1)]
-            self._held = [None] * (QUEUED + 1)  # each slot's device constant, kept alive
+            self._host_slots = pinned_empty((ring, 3), np.uint64)
+            self._host_pointers = [self._host_slots[i].ctypes.data for i in range(ring)]
+            self._events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(ring)]
+            self._held = [None] * ring  # each slot's device constant, kept alive
             self._next_slot, self._chain = 0, None
             self.counters = self._slots[0]
             self._go = self._one = cp.ones(1, cp.uint64)
@@ -144,7 +144,7 @@ class GpuEngine:
             self._no_weight = cp.empty(1, np.float32)
             # the frontier's count (active vertices, out-degree sum), on the device and
             # copied to pinned memory; ``_counting``: a count is queued that
-            # :meth:`frontier` has not yet waited for (see :meth:`recount_frontier`)
+            # :meth:`frontier` has not yet waited for (see :meth:`reset_frontier`)
             self._count = cp.zeros(2, cp.uint64)
             self._count_host = pinned_empty(2, np.uint64)
             self._counted = cp.cuda.Event(disable_timing=True)
@@ -208,7 +208,7 @@ class GpuEngine:
         cp = self.cupy
         pages = self.pages
         self.partition, self.plan = pages.partition, pages.plan
-        self.queued = 1 if len(self.plan.streamed_pages) else QUEUED
+        self.queued = 1 if len(self.plan.streamed_pages) else len(self._slots) - 1
         self.shared_bytes = pages.slots * self.spec.dtype.itemsize
         # with the kernel's 16 static bytes, 48 KiB of dynamic memory needs the opt-in
         self.kernel.max_dynamic_shared_size_bytes = self.shared_bytes
@@ -253,7 +253,7 @@ class GpuEngine:
     # iteration ------------------------------------------------------------------------------
     def frontier(self):
         """(active vertices, sum of their out-degrees) after the last iteration (waits
-        for a count that :meth:`recount_frontier` queued)."""
+        for a count that :meth:`reset_frontier` queued)."""
         if self._counting:
             self._active, self._degree = self._counted_frontier()
             self._counting = False
@@ -263,9 +263,8 @@ class GpuEngine:
         """Shards [first_shard, first_shard + grid) over the source ranges
         [k_begin, k_end) (default all): the first range starts from the identity, the
         last one applies; the others keep their sums in ``partial``. The arguments
-        that only change with the edges or the shards are set only then: every
-        argument set by keyword took 5-8 us of the H200 host's time an iteration,
-        which a grid-1000 pass (20-40 us) waits for."""
+        that only change with the edges or the shards are set only then: an argument
+        set by keyword costs microseconds of host time, which a short pass waits for."""
         if grid == 0:
             return
         k_end = self.ranges if k_end is None else k_end
@@ -297,8 +296,8 @@ class GpuEngine:
         ticket that :meth:`wait` or :meth:`discard` takes. In sync mode the values it
         writes are current at once for what is queued after it (the device runs them in
         order). ``chained``: its kernels return at once when the iteration launched
-        before it activated no vertex; the caller must then discard it. At most QUEUED
-        launches may be waiting."""
+        before it activated no vertex; the caller must then discard it. At most
+        :attr:`queued` launches may be waiting."""
         stream = self.cupy.cuda.get_current_stream()
         slot = self.begin(constant, chained, stream)
         start, end = self._events[slot]
@@ -446,21 +445,9 @@ class GpuEngine:
     def count_frontier(self):
         """(active vertices, sum of their out-degrees) of the device flags, counted on the
         device (waits): a run with a GPU counts the host state's frontier here, after
-        copying that state, not on the host (RMAT-22, 4M flags: 1 ms in one host
-        thread, during which the copy sat in the first iteration's way)."""
+        copying that state, not on the host, where the copy would wait for the count."""
         self._queue_count()
         return self._counted_frontier()
-
-    def recount_frontier(self):
-        """Make the frontier that of the device flags (after :meth:`load`), as
-        :meth:`reset_frontier` does with a known one, counted on the device without
-        waiting: :meth:`frontier` waits for it when first asked, so that the host's
-        work before a segment's first iteration (its chooser and loop state: 30-40 us
-        more than the bare loop's on the H200 host) overlaps the state's copy and the
-        count (grid-1000: 120 us)."""
-        self._queue_count()
-        self._counting = True
-        self._chain, self.front = None, float("nan")
 
     def _queue_count(self):
         """Queue the count of the device flags' frontier and its copy to the host."""
@@ -479,11 +466,17 @@ class GpuEngine:
         active, degree = self._count_host.tolist()
         return active, degree
 
-    def reset_frontier(self, active, degree):
+    def reset_frontier(self, counted=None):
         """Set the frontier after the vertex state was loaded from the host (the next
-        chained launch does not depend on the iterations before)."""
-        self._active, self._degree = int(active), int(degree)
-        self._counting = False
+        chained launch does not depend on the iterations before): ``counted``, or when
+        None that of the device flags, counted on the device without waiting, so that
+        the host's work before a segment's first iteration overlaps the state's copy and
+        the count (:meth:`frontier` waits for it when first asked)."""
+        if counted is None:
+            self._queue_count()
+        else:
+            self._active, self._degree = int(counted[0]), int(counted[1])
+        self._counting = counted is None
         self._chain, self.front = None, float("nan")
 
     def result(self):

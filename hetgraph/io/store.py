@@ -415,7 +415,7 @@ class PageStore:
 class StoredGraph(Graph):
     """A graph whose edges stay in its page store: degrees, labels and the CSC/CSR
     pointers are in memory (about 16 bytes per vertex), the edges are read page by
-    page. Runs on it go out of core (:mod:`hetgraph.scheduler.outofcore`); operations
+    page. Runs on it go out of core (:mod:`hetgraph.engines.store`); operations
     that need every edge in memory raise OutOfCoreError."""
 
     def __init__(self, store: PageStore):

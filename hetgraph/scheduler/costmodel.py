@@ -23,6 +23,7 @@ import math
 import numpy as np
 
 from .. import tuning
+from ..engines.cpu_modes import choose_cpu_mode, notify_fraction
 from ..result import COLUMN
 
 CPU_MODES = ("pull", "notify-pull", "push")
@@ -31,15 +32,6 @@ _ITERATION, _PLACEMENT, _PRIORITY = (COLUMN[name] for name in
 _MODE, _F, _RHO, _EDGES, _SECONDS, _CPU_SECONDS, _GPU_SECONDS = (
     COLUMN[name] for name in ("mode", "f", "rho", "edges", "seconds", "cpu_seconds",
                               "gpu_seconds"))
-# seconds of a push per frontier edge (one thread) over a pull's per edge (one thread):
-# each push edge is a random read-modify-write of its target's value
-PUSH_EDGE_COST = 2.0
-
-
-def push_factor(incremental: bool, threads: int) -> float:
-    """A push's cost per frontier edge in pull passes over |E| edges, for a program
-    that can push (0: it cannot). The push runs in one thread, the pull on ``threads``."""
-    return PUSH_EDGE_COST * threads if incremental else 0.0
 
 
 def frontier_growth(in_degree, out_degree) -> float:
@@ -51,30 +43,6 @@ def frontier_growth(in_degree, out_degree) -> float:
     # einsum, not np.dot: after a float dot, OpenBLAS's threads (one per core) spin
     # for a while, slowing whatever runs next
     return max(1.0, float(np.einsum("i,i->", in_degree, out_degree, dtype=np.int64)) / arcs)
-
-
-def notify_fraction(active_out_degree: int, num_arcs: int) -> float:
-    """f = sum of the out-degrees of active vertices / |E| (0 on a graph with no edge)."""
-    return active_out_degree / num_arcs if num_arcs else 0.0
-
-
-def choose_cpu_mode(f: float, rho: float = 1.0, skew: float = 1.0, push: float = 0.0,
-                    cpu_mode: str = "auto", sparse: float = 0.0, threads: int = 1) -> str:
-    """"notify-pull" when rho * (f + min(f * skew, 1)) <= 1 (see above; f <= 1 / (2 *
-    rho) when skew = 1), else "pull"; but "push" when the program can (``push``: its
-    :func:`push_factor`) and rho * f * push is at most the cheaper of the two. Up to f
-    = ``sparse`` a notify-pull runs in one thread, as a push does, not on the
-    ``threads`` of a pull: against a push it then costs ``threads`` times its pull
-    passes (H100 host, 16 threads, grid-1000 BFS: a notify-pull run took 72 ms
-    where a push is about 2.5x faster on one thread). A run's own ``cpu_mode`` (not
-    "auto") is its every iteration's."""
-    if cpu_mode != "auto":
-        return cpu_mode
-    notify = rho * (f + min(f * skew, 1.0))
-    alone = threads if f <= sparse else 1
-    if push and rho * f * push <= min(notify * alone, 1.0):
-        return "push"
-    return "notify-pull" if notify <= 1.0 else "pull"
 
 
 def alpha(f: float, rho: float, t_pull: float, t_gpu: float) -> float:

@@ -11,9 +11,10 @@ A stretch of CPU-only or single-GPU iterations runs as one *segment* task on tha
 device (one round trip per second of work, not per iteration); hybrid iterations are
 one task per page batch, named after the pages and the device so that the dashboard's
 task stream shows the placement. Page times measured by the tasks update the model.
-A small graph (SMALL_ARCS) stays on the CPU under "auto". On an in-process cluster
-a run's segments run in the calling thread until they took INLINE_SECONDS in all, and
-only later ones are tasks: a task's round trip would otherwise weigh on short runs.
+A small graph (``tuning.SMALL_ARCS``) stays on the CPU under "auto". On an in-process
+cluster a run's segments run in the calling thread until they took
+``tuning.INLINE_SECONDS`` in all, and only later ones are tasks: a task's round trip
+would otherwise weigh on short runs.
 """
 
 from __future__ import annotations
@@ -30,7 +31,10 @@ import numpy as np
 from distributed import CancelledError
 from distributed.scheduler import KilledWorker
 
+from .. import tuning
 from ..cluster import ClusterError, cluster_for
+from ..engines.cpu import pull_threads
+from ..engines.cpu_modes import notify_fraction, push_factor
 from ..errors import GraphError, OutOfCoreError
 from ..graph import Graph
 from ..io.store import StoredGraph, as_graph, available_memory
@@ -39,8 +43,7 @@ from ..result import COLUMN, SECONDS, Result, history_row, with_overhead
 from . import tasks
 from .checkpoint import Checkpointer, graph_fingerprint, program_fingerprint, \
     sampled_crc32
-from .costmodel import CPU_MODES, CostModel, frontier_growth, notify_fraction, push_factor
-from .cpu_engine import SPARSE_EDGES, pull_threads
+from .costmodel import CPU_MODES, CostModel, frontier_growth
 from .placement import PageQueue
 from .progress import ProgressBar, RunEvents, SchedulerLog, show_progress
 from .state import VertexState
@@ -52,18 +55,6 @@ DEVICES = ("auto", "cpu", "gpu", "hybrid")
 GPU_OPTIONS = ("memory_budget", "page_bytes", "streams", "shared_bytes", "replication",
                "threads_per_block", "edge_order", "source_ranges")
 _NO_AUX = np.zeros(1, np.float32)
-LOST_TASK_RETRIES = 3  # a page task whose inputs died with a worker is sent again
-SMALL_ARCS = 1 << 20  # a graph with at most this many arcs runs on the CPU ("auto"): a
-# pull over it takes 1-2 ms on 2 cores, the GPU would save at most ~0.3 ms an iteration
-# (its floor: 0.26-0.5 ms on the H100 for wiki-Vote), and its calibration costs 20 ms or
-# more
-INLINE_SECONDS = 1.0  # in process, the segments of a run's first second run in the
-# calling thread: a task's round trip (2-3 ms on 2 cores, 3-6 ms measured on the H100
-# host) was more than a whole BFS on RMAT-22 (6 iterations, 3 ms on the H100). The
-# bookkeeping between a segment's rows (3-5 us an iteration) is counted in its last
-# row, with the round trip when it is a task. Longer runs go on as tasks,
-# which the dashboard's task stream shows, at a cost of one round trip per
-# SEGMENT_SECONDS (1 s) of iterations.
 
 # the GPU page layouts that runs' calibrations wait for while their CPU goes on, one at
 # a time, in a thread of this process (joined at its exit)
@@ -73,8 +64,8 @@ _LAYOUTS = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="hetgraph
 class _LayoutHandle:
     """What the cost model asks whether the GPU's page layout (a future of this process)
     is done: also a segment task's copy of the model, which Dask pickles for its
-    scheduler when the task goes through it (after INLINE_SECONDS), and a future does
-    not pickle. The future is found by key in this process; one gone (its run ended)
+    scheduler when the task goes through it (after ``tuning.INLINE_SECONDS``), and a
+    future does not pickle. The future is found by key in this process; one gone (its run ended)
     is not done."""
     _futures = weakref.WeakValueDictionary()
     _keys = itertools.count()
@@ -139,42 +130,95 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
         threads=None, partitions=None, cpu_mode="auto", rho=None, page_bytes=None,
         gpu=None, host_budget=None, checkpoint=None, checkpoint_every=10,
         resume=False, progress=None) -> Result:
-    """Run a VertexProgram on ``graph`` (a Graph or PageStore) until no vertex is
-    active, the program's ``converged`` test holds, or ``max_iterations`` (default 100)
-    iterations ran.
+    """Run a vertex program on ``graph`` until no vertex is active, the program's
+    ``converged`` test holds, or ``max_iterations`` iterations ran.
 
-    ``cluster``: a :class:`hetgraph.Cluster` (default: the one of an enclosing
-    ``with hg.Cluster()``, else the embedded one: local, in-process, started by the
-    first run given no cluster and kept until exit or
-    :func:`hetgraph.cluster.close_embedded_cluster`). ``devices``:
-    "auto" (the cost model places every iteration on the CPU, the GPU or both),
-    "cpu", "gpu" (errors when the cluster has no GPU worker) or "hybrid" (every
-    iteration's pages spread over all workers, without the cost model's switch).
-    ``mode``: "sync" (new values visible next iteration; deterministic) or "async"
-    (visible at once on the device that computed them; between devices at the end of
-    the iteration).
-    ``threads``: CPU threads (default all Numba threads). ``partitions``: edge
-    partitions per CPU pass (default = threads). ``cpu_mode``: "auto" (Garaph's switch
-    at f <= 1/(2*rho), corrected for the in-degree skew: see
-    :mod:`hetgraph.scheduler.costmodel`), or force "pull" / "notify-pull" / "push"
-    (incremental programs on a graph in memory). ``rho``:
-    read-cost ratio of the graph's storage (default 1 in memory, and out of core k, the
-    store's sequential over random read speed, measured). ``host_budget``: bytes of
-    host memory for a run on a PageStore (default: half the memory available); a store
-    whose data does not fit is run out of core, its pages read from disk as each pass
-    needs them (CPU workers only). ``page_bytes``: edge bytes per page, the unit of
-    placement when pages are spread over several workers (default 32 MiB, or
-    ``gpu["page_bytes"]``). ``gpu``: options of the GPU engine as a dict
-    (memory_budget, page_bytes, streams, shared_bytes, replication, threads_per_block,
-    edge_order, source_ranges; see :class:`hetgraph.kernels.gpu.GpuEngine`).
-    ``checkpoint``: a directory where the vertex state is written atomically every
-    ``checkpoint_every`` iterations (default 10) and at the end; ``resume=True``
-    continues from the newest good checkpoint there (from the start when there is
-    none); a checkpoint of another graph, program or mode is refused
-    (:mod:`hetgraph.scheduler.checkpoint`). ``progress``: draw a progress bar on
-    stderr once the run takes over 2 s (default None: when stderr is a terminal). Every
-    iteration's history row is also sent to the Dask scheduler's event log (in batches,
-    at most every 0.25 s), for the dashboard's hetgraph page (:mod:`hetgraph.dashboard`).
+    Parameters
+    ----------
+    program : hetgraph.VertexProgram
+        The program (an instance); its initial state, hooks and finalize are used.
+    graph : hetgraph.Graph or hetgraph.PageStore
+        The graph, in memory or as an on-disk page store.
+    cluster : hetgraph.Cluster, optional
+        Default: the one of an enclosing ``with hg.Cluster()``, else the embedded one
+        (local, in-process, started by the first run given no cluster and kept until
+        exit or :func:`hetgraph.cluster.close_embedded_cluster`).
+    devices : {"auto", "cpu", "gpu", "hybrid"}, default "auto"
+        "auto": the cost model places every iteration on the CPU, the GPU or both;
+        "gpu" errors when the cluster has no GPU worker; "hybrid": every iteration's
+        pages spread over all workers, without the cost model's switch. Under "auto"
+        a graph of at most ``hetgraph.tuning.SMALL_ARCS`` arcs runs on the CPU.
+    mode : {"sync", "async"}, default "sync"
+        "sync": new values visible next iteration (deterministic); "async": visible
+        at once on the device that computed them, between devices at the end of the
+        iteration.
+    max_iterations : int, default 100
+        Iterations at most (>= 0).
+    threads : int, optional
+        CPU threads, 1..NUMBA_NUM_THREADS (default: all Numba threads).
+    partitions : int, optional
+        Edge partitions per CPU pass (default: the threads, for passes over at least
+        ``hetgraph.tuning.SERIAL_EDGES`` edges).
+    cpu_mode : {"auto", "pull", "notify-pull", "push"}, default "auto"
+        "auto": Garaph's switch at f <= 1/(2*rho), corrected for the in-degree skew
+        (:mod:`hetgraph.engines.cpu_modes`); the others force one mode ("push": for
+        incremental programs on a graph in memory).
+    rho : float, optional
+        Read-cost ratio of the graph's storage (default 1 in memory; out of core k,
+        the store's sequential over random read speed, measured).
+    page_bytes : int, optional
+        Edge bytes per page, the unit of placement when pages are spread over several
+        workers (default 32 MiB, or ``gpu["page_bytes"]``).
+    gpu : dict, optional
+        Options of the GPU engine: memory_budget, page_bytes, streams, shared_bytes,
+        replication, threads_per_block, edge_order, source_ranges (see
+        :class:`hetgraph.kernels.gpu.GpuEngine`).
+    host_budget : int, optional
+        Bytes of host memory for a run on a PageStore (default: half the memory
+        available); a store whose data does not fit runs out of core, its pages read
+        from disk as each pass needs them (CPU workers only).
+    checkpoint : str or os.PathLike, optional
+        A directory where the vertex state is written atomically every
+        ``checkpoint_every`` iterations and at the end.
+    checkpoint_every : int, default 10
+        Iterations between checkpoints.
+    resume : bool, default False
+        Continue from the newest good checkpoint in ``checkpoint`` (from the start
+        when there is none); a checkpoint of another graph, program or mode is
+        refused (:mod:`hetgraph.scheduler.checkpoint`).
+    progress : bool, optional
+        Draw a progress bar on stderr once the run takes over 2 s (default None: when
+        stderr is a terminal).
+
+    Returns
+    -------
+    hetgraph.Result
+        The finalized values keyed by the original labels, and the run's history
+        (one row per iteration, :data:`hetgraph.result.HISTORY_COLUMNS`). Every row
+        is also sent to the Dask scheduler's event log (in batches, at most every
+        0.25 s), for the dashboard's hetgraph page (:mod:`hetgraph.dashboard`).
+
+    Raises
+    ------
+    hetgraph.GraphError
+        An option out of range, a graph that is not a Graph or PageStore,
+        ``cpu_mode="push"`` where it cannot run, or ``resume`` without ``checkpoint``.
+    hetgraph.ClusterError
+        ``devices`` names a worker kind the cluster lacks.
+    hetgraph.kernels.gpu.GpuUnavailableError
+        ``devices="gpu"`` and no GPU worker.
+    hetgraph.OutOfCoreError
+        ``devices`` "gpu" or "hybrid" for a graph run out of core, or a
+        ``host_budget`` too small for the vertex arrays.
+
+    Examples
+    --------
+    >>> import hetgraph as hg
+    >>> from hetgraph.algorithms.bfs import BreadthFirst
+    >>> g = hg.generate.grid(3, 3)
+    >>> result = hg.run(BreadthFirst(0), g, devices="cpu")
+    >>> int(result[8]), result.converged
+    (4, True)
     """
     spec = ProgramSpec(program)
     _check_options(mode, devices, cpu_mode, max_iterations, threads, partitions, gpu,
@@ -279,9 +323,9 @@ class _Driver:
         self.spec, self.graph, self.state = spec, graph, state
         self.devices = devices
         out_of_core = isinstance(graph, StoredGraph)
-        small = graph.num_arcs <= SMALL_ARCS
+        small = graph.num_arcs <= tuning.SMALL_ARCS
         self.kinds = _kinds(cluster, devices, out_of_core, small)
-        self.inline_left = INLINE_SECONDS if self.shared else 0.0  # see INLINE_SECONDS
+        self.inline_left = tuning.INLINE_SECONDS if self.shared else 0.0
         self.cluster = cluster
         self._pinned = False  # see _pin_state
         gpu = options["gpu"]
@@ -320,9 +364,9 @@ class _Driver:
                                push=push_factor(spec.incremental and not out_of_core,
                                                 pull_threads_used),
                                growth=graph.kept("frontier_growth", lambda: frontier_growth(
-                                   graph.in_degree(), graph.out_degree()))  # (RMAT-22: 9 ms)
+                                   graph.in_degree(), graph.out_degree()))  # (kept: a pass)
                                if len(self.kinds) == 2 else 1.0,
-                               threads=pull_threads_used, sparse_edges=SPARSE_EDGES,
+                               threads=pull_threads_used, sparse_edges=tuning.SPARSE_EDGES,
                                cpu_mode=options["cpu_mode"],
                                buckets=spec.bucket_width(graph) > 0)
         self.round_trip = 0.0
@@ -342,7 +386,7 @@ class _Driver:
 
     def _run_task(self, function, kind, name, *args, here=()):
         """The report of ``function(run, state, *args)`` on a worker of ``kind``: called
-        in this thread while segments run here (see INLINE_SECONDS), with the arguments
+        in this thread while segments run here (``tuning.INLINE_SECONDS``), with the arguments
         ``here`` and, on a GPU, the in-process cluster's first device; else a task."""
         if self.inline_left > 0:
             device = () if kind == "cpu" else (self.cluster.gpu_devices[0],)
@@ -352,11 +396,9 @@ class _Driver:
     def _pin_state(self):
         """Move the host state into page-locked memory before a GPU of this process first
         copies it (between tasks: none may hold the arrays). The GPU loads and stores it
-        at every segment start and end and every hybrid iteration (H100, 4M float32
-        values and flags: 3.3 and 2.1 ms from pageable memory, 0.4 ms each from
-        page-locked memory); a run that the cost model keeps on the CPU does not pay
-        for the allocation (grid-1000 BFS on the H200 host: 1.0-1.4 ms of an auto run's
-        20 ms)."""
+        at every segment start and end and every hybrid iteration, several times faster
+        from page-locked memory; a run that the cost model keeps on the CPU does not pay
+        for the allocation."""
         if self.shared and not self._pinned:
             from ..kernels.gpu.device import pinned_copy
 
@@ -399,27 +441,22 @@ class _Driver:
         (:func:`tasks.calibration_pages`), of all pages on the GPU
         (:func:`tasks.calibrate`). The cost model starts from these. A calibration is
         kept on the cluster under ``key`` (None: not kept, nor looked up) and a later
-        run with the same key starts from it without measuring again: on the grid-1000
-        BFS the calibration took 37.6 ms of each auto run on the H100 host, more than
-        the CPU's whole run (25-40 ms); the run's own measurements then update the
-        model as they would have. One kind at a time,
-        so that neither is timed while the other keeps the cores busy: the GPU's passes
-        over a small or road graph are bound by the host's launch work (grid-1000 BFS:
-        25-37 us a pass on the H100 host), which the CPU's pull on every core slows. The
-        GPU goes last: the first GPU work after the CPU's calibration is slow (grid-1000
-        PageRank on the H100: the run's first row 0.3 ms over a GPU-alone run's, 10% of
-        the run), and the GPU's own calibration now takes that. While segments run in
-        this thread (INLINE_SECONDS), so do the calibrations, without their task round
-        trips (3-6 ms each on the H100 host). The CPU's calibration counts the state's
-        frontier: the first iteration's.
+        run with the same key starts from it without measuring again (a calibration can
+        take longer than a small graph's whole run); the run's own measurements then
+        update the model as they would have. One kind at a time, so that neither is
+        timed while the other keeps the cores busy (the GPU's passes over a small graph
+        are bound by the host's launch work). The GPU goes last: the first GPU work
+        after the CPU's calibration is slow, and the GPU's own calibration takes that.
+        While segments run in this thread (``tuning.INLINE_SECONDS``), so do the
+        calibrations, without their task round trips. The CPU's calibration counts the
+        state's frontier: the first iteration's.
 
         A run placed by the cost model ("auto") in process, whose GPU does not keep this
-        graph's pages, lays them out in a thread of its own (:func:`tasks.lay_out_gpu_pages`)
-        while the run goes on the CPU alone; the GPU is calibrated once they are there
-        (:meth:`_calibrate_gpu`, when the model answers "calibrate"). Done first, the
-        layout made a graph's first auto run slower than the CPU alone: 0.25x with a
-        quarter of RMAT-22's pages resident (0.55 s of layout, the CPU's whole run 0.24
-        s), 0.30x on the grid-1000 BFS (H200 host)."""
+        graph's pages, lays them out in a thread of its own
+        (:func:`tasks.lay_out_gpu_pages`) while the run goes on the CPU alone; the GPU is
+        calibrated once they are there (:meth:`_calibrate_gpu`, when the model answers
+        "calibrate"): done first, the layout made a graph's first auto run slower than
+        the CPU alone."""
         self._share_state()
         self._measure_round_trip()
         reports = None if key is None else self.cluster.calibrations.get(key)
@@ -475,12 +512,8 @@ class _Driver:
             return
         vertex_bytes = self.graph.num_vertices * (self.spec.dtype.itemsize + 1)
         copies = 2 * of["gpu"].copy_per_byte * vertex_bytes  # the state there and back
-        # until segments measure it: a move between segments run in this thread (see
-        # INLINE_SECONDS) costs the copies and the CPU's takeover; between tasks, two
-        # round trips more (3-6 ms each on the H100 host). Counted in process, they and
-        # the GPU's calibration one pass at a time kept the grid-1000 BFS on the CPU for
-        # 750 iterations, the GPU ahead from about the 220th; without both it moved at
-        # the 133rd-364th (three runs)
+        # until segments measure it: a move between segments run in this thread costs
+        # the copies and the CPU's takeover; between tasks, two round trips more
         trips = 0.0 if self.inline_left > 0 else 2 * self.round_trip
         self.model.switch = trips + copies + self._takeover
         self.model.overhead = 2 * self.round_trip + copies
@@ -488,9 +521,8 @@ class _Driver:
                  self.model.per_edge, self.round_trip * 1e3, self.model.overhead * 1e3)
 
     def _measure_round_trip(self):
-        """The median of three task round trips, measured once a cluster and kept on it:
-        measured in every run, they took 15.6 ms of each auto run of the grid-1000 BFS
-        on the H100 host (its iterations: 25-40 ms)."""
+        """The median of three task round trips, measured once a cluster and kept on it
+        (measured in every run, they took longer than a small graph's iterations)."""
         if self.cluster.round_trip is None:
             trips = []
             for i in range(3):
@@ -599,9 +631,8 @@ class _Driver:
         """The frontier of the host state (active vertices, their out-degree sum): None
         in a run on one GPU alone, which places nothing by it (its segment counts it on
         the device, after the copy of the state); counted on the GPU in a run with
-        one while segments run in this thread (:func:`tasks.gpu_frontier`), else on
-        the host. RMAT-22 BFS on the H100: 1 ms on the host, the state's copy then in
-        the first iteration's way, against 0.1-0.3 ms for copy and count."""
+        one while segments run in this thread (:func:`tasks.gpu_frontier`: the copy and
+        the count there take less than the count on the host), else on the host."""
         if self.kinds == {"gpu": 1}:
             return None
         if "gpu" in self.kinds and self.inline_left > 0 and self._layout is None:
@@ -631,7 +662,7 @@ class _Driver:
         self.frontier = report.frontier
         rows = report.rows
         gpu = [row[SECONDS] for row in rows if row[COLUMN["placement"]] == "gpu"]
-        if gpu:  # one measurement a segment: a grid-1000 BFS has 1,600 rows of 30 us
+        if gpu:  # one measurement a segment: a segment may have thousands of short rows
             self.model.observe_iteration("gpu", sum(gpu) / len(gpu))
         report.wait_stored()  # (the work above overlapped the state's copy)
         if rows:  # the task's round trip counts as overhead of its last iteration
@@ -691,7 +722,7 @@ class _Driver:
                 except (CancelledError, KilledWorker) as exc:
                     # a worker died and its inputs went with it: send them again
                     kind, pages, attempt = placed[future.key]
-                    if attempt >= LOST_TASK_RETRIES:
+                    if attempt >= tuning.LOST_TASK_RETRIES:
                         raise
                     log.warning("page task %s was lost (%s); running it again", future.key,
                                 exc)

@@ -10,7 +10,7 @@ stripe) while the current ones compute:
   the pages holding the vertices they notified, and nothing else.
 
 Garaph 4.2: notify-pull is chosen when f <= 1/(2*rho) (corrected for the in-degree skew,
-:func:`hetgraph.scheduler.costmodel.choose_cpu_mode`), with rho = k, the store's
+:func:`hetgraph.engines.cpu_modes.choose_cpu_mode`), with rho = k, the store's
 sequential over random read speed ratio, measured by the dispatcher.
 """
 
@@ -21,8 +21,8 @@ import numpy as np
 from ..errors import OutOfCoreError
 from ..io.pagecache import PageCache
 from ..kernels import cpu
-from .costmodel import choose_cpu_mode, notify_fraction
-from .cpu_engine import CpuEngine, chunk_count
+from .cpu import CpuEngine, chunk_count
+from .cpu_modes import choose_cpu_mode, notify_fraction
 
 NOTIFY_BLOCKS = ("out_dst",)
 

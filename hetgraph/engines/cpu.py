@@ -1,5 +1,5 @@
 """The CPU engine: one iteration of a program on the Numba kernels, in pull or
-notify-pull mode as the cost model says (Garaph section 4), or push for incremental
+notify-pull mode as :mod:`.cpu_modes` says (Garaph section 4), or push for incremental
 programs.
 
 It keeps the vertex state, the frontier's ids when it is small or pushes, and chooses
@@ -7,8 +7,7 @@ between a push from the frontier in one thread, a whole notify-pull iteration in
 thread (small frontiers), a notify-pull pass through the active flags, and a pull pass
 over every vertex. Iterations of the first two kinds in a row may run as one burst
 (:meth:`CpuEngine.burst`): a high-diameter graph's BFS is thousands of iterations of
-microseconds, each of which cost 5-10 us of Python (power grid BFS: 616 us a call without
-bursts, 414 us with them; grid-1000: 81 against 60 ms, 2-core VM).
+microseconds, each of which would otherwise cost microseconds of Python.
 """
 
 from __future__ import annotations
@@ -18,17 +17,10 @@ import time
 
 import numpy as np
 
+from .. import tuning
 from ..kernels import cpu
-from .costmodel import choose_cpu_mode, notify_fraction, push_factor
-
-# a notify-pull iteration whose frontier has at most this many out-edges runs in one
-# thread from the frontier's id list, without any pass over all vertices
-SPARSE_EDGES = 50_000
-# passes reading fewer edges run in one thread unless partitions= is given. Two threads
-# of Numba's pass from 25k edges on (2-core VM), but the CPU mode rule, tuned with this
-# bound, then pulls where a push is faster (wiki-Vote BFS at 30k: a level pulled in
-# 120-136 us that pushes in 39 us, the call 0.42x), so it stays
-SERIAL_EDGES = 150_000
+from .base import Engine
+from .cpu_modes import choose_cpu_mode, notify_fraction, push_factor
 
 
 def chunk_count(num_vertices, threads):
@@ -39,8 +31,8 @@ def chunk_count(num_vertices, threads):
 
 def parts_of(edges, threads, partitions=None):
     """Edge ranges of a pass over ``edges`` edges: ``partitions`` when given, else
-    ``threads`` from SERIAL_EDGES edges on and 1 below."""
-    return partitions or (threads if edges >= SERIAL_EDGES else 1)
+    ``threads`` from :data:`hetgraph.tuning.SERIAL_EDGES` edges on and 1 below."""
+    return partitions or (threads if edges >= tuning.SERIAL_EDGES else 1)
 
 
 def pull_threads(num_arcs, threads, partitions=None) -> int:
@@ -69,13 +61,13 @@ def mode_limits(arcs, rho, skew, push, cpu_mode, sparse, threads):
     return limits
 
 
-class CpuEngine:
+class CpuEngine(Engine):
     """A program's kernels on the CPU over a :class:`VertexState`.
 
     ``threads``: threads of the passes; ``partitions``: edge ranges per pass (default =
-    threads for passes over at least SERIAL_EDGES edges, else 1); ``cpu_mode``: "auto",
-    "pull", "notify-pull" or "push" (incremental programs); ``rho``: read-cost ratio of
-    the storage (1 in memory).
+    threads for passes over at least ``tuning.SERIAL_EDGES`` edges, else 1);
+    ``cpu_mode``: "auto", "pull", "notify-pull" or "push" (incremental programs);
+    ``rho``: read-cost ratio of the storage (1 in memory).
     """
 
     def __init__(self, spec, graph, state, aux, *, threads, partitions=None,
@@ -92,7 +84,8 @@ class CpuEngine:
         self.pull_threads = pull_threads(graph.num_arcs, threads, partitions)
         self.parallel = self.pull_threads > 1  # passes may run on several threads
         self.push = push_factor(spec.incremental, self.pull_threads)
-        self.sparse = notify_fraction(SPARSE_EDGES, graph.num_arcs)  # (choose_cpu_mode's)
+        self.sparse_edges = tuning.SPARSE_EDGES  # (read once: see _from_ids)
+        self.sparse = notify_fraction(self.sparse_edges, graph.num_arcs)  # (choose_cpu_mode's)
         self._seen = None  # scratch of a push, made by the first
         self.delta = spec.bucket_width(graph)  # priority buckets (0: none)
         self._deferred = None  # scratch of the buckets, made by the first burst
@@ -105,17 +98,15 @@ class CpuEngine:
         self._degree = 0  # sum of the frontier's out-degrees, when known
         self._counted = None  # (active vertices, their out-degree sum), when known
 
-    read_bytes = 0  # bytes read from storage (the graph is in memory)
-    front = float("nan")  # the frontier's lowest priority: not kept here (bursts record it
-    # in their rows, see burst)
+    # (``front``, the frontier's lowest priority, is not kept here: bursts record it in
+    # their rows, see burst)
 
     def _warm_up(self):
         self.kernel.warm_up(self.kernel.edges(self.graph), self.state.values,
                             self.state.flags, self.aux, graph=self.graph,
                             parallel=self.parallel)
         # and the gathering of a frontier's ids, which a run whose first frontier is
-        # pulled needs only once the CPU takes over a sparse one: compiled there, it made
-        # that first CPU row of a grid-1000 CC 188 ms on the H100 host (no disk cache yet)
+        # pulled needs only once the CPU takes over a sparse one (not in that row's time)
         cpu.active_ids(self.state.flags[:0])
 
     @property
@@ -123,8 +114,7 @@ class CpuEngine:
         return self.state.values
 
     def reset_frontier(self, counted=None):
-        """Forget the frontier kept between iterations (the state changed elsewhere);
-        ``counted``: its (active vertices, out-degree sum) when the caller knows them."""
+        """See :meth:`Engine.reset_frontier`."""
         self._frontier = None
         self._counted = counted
 
@@ -144,10 +134,10 @@ class CpuEngine:
             self._degree = degree
         return active, degree
 
-    @staticmethod
-    def _from_ids(mode, active, degree):
+    def _from_ids(self, mode, active, degree):
         """Whether an iteration in ``mode`` runs from the frontier's id list."""
-        return mode == "push" or (mode == "notify-pull" and degree + active <= SPARSE_EDGES)
+        return mode == "push" or (mode == "notify-pull" and
+                                  degree + active <= self.sparse_edges)
 
     def mode(self, degree):
         """The CPU mode of an iteration whose frontier has ``degree`` out-edges."""
@@ -164,7 +154,7 @@ class CpuEngine:
         """The next iterations, while they push or notify-pull from the frontier's ids in
         the mode chosen for the first, run in one compiled call
         (:meth:`CpuKernel.burst`): ``iterations`` and about ``seconds`` at most (a small
-        graph's iteration takes microseconds, a run's Python around it 10 us), from
+        graph's iteration takes microseconds, less than the Python around it), from
         frontiers of at most ``max_degree`` out-edges (edges; within the mode's). Returns
         (mode, stats, fronts: a row and a lowest priority an iteration, see there), or
         None when the next iteration is not such one. Only where :attr:`bursts`."""
@@ -176,7 +166,7 @@ class CpuEngine:
         state = self.state
         stats, fronts, self._frontier, self._degree = self.kernel.burst(
             self.graph, self._frontier, degree, push, min(self._mode_limit(chosen), max_degree),
-            cpu.NO_LIMIT if push else SPARSE_EDGES, iterations, seconds, state.values,
+            cpu.NO_LIMIT if push else self.sparse_edges, iterations, seconds, state.values,
             state.new_values, state.flags, state.marks,
             self._push_scratch() if push else state.marks, self.aux, state.sync,
             0.0, *self._buckets())
@@ -273,10 +263,3 @@ class CpuEngine:
             cpu.commit(state.values, state.new_values, vertices)
         computed = graph.num_vertices if chosen == "pull" else len(vertices)
         return computed, edges, counted
-
-    def result(self):
-        """The current values (a host NumPy array)."""
-        return self.state.values
-
-    def close(self):
-        """Release what the engine holds beyond its arrays (nothing in memory)."""

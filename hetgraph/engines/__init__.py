@@ -1,0 +1,8 @@
+"""Engines: a program's iterations on one device, behind one interface (:mod:`.base`).
+
+- :mod:`.base`: :class:`Engine`, the interface the scheduler's tasks call;
+- :mod:`.cpu_modes`: the CPU mode of an iteration (pull, notify-pull, push);
+- :mod:`.cpu`: :class:`CpuEngine`, the Numba kernels over a graph in memory;
+- :mod:`.store`: :class:`StoreEngine`, the CPU engine on a page store, out of core;
+- the GPU engine (CuPy) is :class:`hetgraph.kernels.gpu.GpuEngine`, imported lazily.
+"""

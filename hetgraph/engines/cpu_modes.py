@@ -1,0 +1,46 @@
+"""The CPU mode of an iteration (Garaph 4.2): pull, notify-pull or push, by its frontier.
+
+A pull reads every in-edge. A notify-pull reads the frontier's out-edges (f |E|, f the
+frontier's out-degree sum over |E|), then the in-edges of the vertices they reached:
+skew = sum(d_in^2) / |E| each on average, |E| at most; both at rho times the cost of a
+sequential read (rho = 1 in memory, the store's sequential over random read speed out
+of core). With skew = 1 the rule below is Garaph's f <= 1 / (2 * rho). An incremental
+program (:class:`hetgraph.VertexProgram`) may instead push: the frontier's vertices
+combine into their out-neighbours' values, f |E| edges in one thread, with no pull.
+
+The engines choose their mode by these rules; the cost model
+(:mod:`hetgraph.scheduler.costmodel`) predicts with the same ones.
+"""
+
+from __future__ import annotations
+
+from .. import tuning
+
+
+def push_factor(incremental: bool, threads: int) -> float:
+    """A push's cost per frontier edge in pull passes over |E| edges, for a program
+    that can push (0: it cannot). The push runs in one thread, the pull on ``threads``
+    (see :data:`hetgraph.tuning.PUSH_EDGE_COST`)."""
+    return tuning.PUSH_EDGE_COST * threads if incremental else 0.0
+
+
+def notify_fraction(active_out_degree: int, num_arcs: int) -> float:
+    """f = sum of the out-degrees of active vertices / |E| (0 on a graph with no edge)."""
+    return active_out_degree / num_arcs if num_arcs else 0.0
+
+
+def choose_cpu_mode(f: float, rho: float = 1.0, skew: float = 1.0, push: float = 0.0,
+                    cpu_mode: str = "auto", sparse: float = 0.0, threads: int = 1) -> str:
+    """"notify-pull" when rho * (f + min(f * skew, 1)) <= 1 (see above; f <= 1 / (2 *
+    rho) when skew = 1), else "pull"; but "push" when the program can (``push``: its
+    :func:`push_factor`) and rho * f * push is at most the cheaper of the two. Up to f
+    = ``sparse`` a notify-pull runs in one thread, as a push does, not on the
+    ``threads`` of a pull: against a push it then costs ``threads`` times its pull
+    passes. A run's own ``cpu_mode`` (not "auto") is its every iteration's."""
+    if cpu_mode != "auto":
+        return cpu_mode
+    notify = rho * (f + min(f * skew, 1.0))
+    alone = threads if f <= sparse else 1
+    if push and rho * f * push <= min(notify * alone, 1.0):
+        return "push"
+    return "notify-pull" if notify <= 1.0 else "pull"
