@@ -4,5 +4,5 @@
 - :mod:`.cpu_modes`: the CPU mode of an iteration (pull, notify-pull, push);
 - :mod:`.cpu`: :class:`CpuEngine`, the Numba kernels over a graph in memory;
 - :mod:`.store`: :class:`StoreEngine`, the CPU engine on a page store, out of core;
-- the GPU engine (CuPy) is :class:`hetgraph.kernels.gpu.GpuEngine`, imported lazily.
+- :mod:`.gpu`: :class:`GpuEngine`, one GPU (CuPy, imported when an engine is made).
 """

@@ -18,7 +18,6 @@ import numpy as np
 from .. import tuning
 from ..errors import GraphError
 from ..partition import edge_bytes
-from ..tuning import PAGE_BYTES
 from ..kernels.gpu.device import GpuMemoryError, pinned_empty, require_gpu
 from ..kernels.gpu.kept import device_pages, kept_bytes, partition_key, release
 from ..kernels.gpu.launch import PackedLaunch
@@ -29,12 +28,6 @@ from ..kernels.transpile import c_type
 from .base import Engine
 
 log = logging.getLogger(__name__)
-
-# the engine's defaults, from hetgraph.tuning as this module is imported
-STREAMS = tuning.GPU_STREAMS
-GPU_SHARED_BYTES = tuning.GPU_SHARED_BYTES
-THREADS_PER_BLOCK = tuning.GPU_THREADS_PER_BLOCK
-BUDGET_FRACTION = tuning.GPU_BUDGET_FRACTION
 
 
 def _check_options(memory_budget, page_bytes, streams, threads_per_block, edge_order,
@@ -65,7 +58,9 @@ class GpuEngine(Engine):
     (default 32 MiB, smaller when the budget asks). ``streams``: CUDA streams for page
     copies (default 4). ``shared_bytes``: shared memory per block (default 16 KiB).
     ``replication``: a fixed R for every shard instead of Garaph eq. 2.
-    ``threads_per_block``: default 256. ``edge_order``: "source" (default) or
+    ``page_bytes``, ``streams``, ``shared_bytes``, ``threads_per_block``: default
+    ``tuning.PAGE_BYTES``, ``GPU_STREAMS``, ``GPU_SHARED_BYTES``,
+    ``GPU_THREADS_PER_BLOCK``. ``edge_order``: "source" (default) or
     "destination", the order of the edges inside a shard (see :func:`page_layout`).
     ``partition``: the shards and pages to use (default: made for the layout options
     and the budget); a hybrid run passes the one it shares with the CPU.
@@ -82,10 +77,15 @@ class GpuEngine(Engine):
     mode = "gpu-pull"
 
     def __init__(self, spec, graph, values, flags, aux, *, sync=True, memory_budget=None,
-                 page_bytes=PAGE_BYTES, streams=STREAMS, shared_bytes=GPU_SHARED_BYTES,
-                 replication=None, threads_per_block=THREADS_PER_BLOCK, edge_order="source",
-                 source_ranges=1, partition=None):
+                 page_bytes=None, streams=None, shared_bytes=None, replication=None,
+                 threads_per_block=None, edge_order="source", source_ranges=1,
+                 partition=None):
         require_gpu()
+        page_bytes = tuning.PAGE_BYTES if page_bytes is None else page_bytes
+        streams = tuning.GPU_STREAMS if streams is None else streams
+        shared_bytes = tuning.GPU_SHARED_BYTES if shared_bytes is None else shared_bytes
+        if threads_per_block is None:
+            threads_per_block = tuning.GPU_THREADS_PER_BLOCK
         _check_options(memory_budget, page_bytes, streams, threads_per_block, edge_order,
                        source_ranges)
         import cupy
@@ -163,7 +163,7 @@ class GpuEngine(Engine):
         budget = memory_budget
         if memory_budget is None:  # the free memory once the kept pages are dropped
             free, _ = cp.cuda.runtime.memGetInfo()
-            budget = int((free + kept_bytes(device)) * BUDGET_FRACTION)
+            budget = int((free + kept_bytes(device)) * tuning.GPU_BUDGET_FRACTION)
         partition = given if given is not None else \
             self._partition(budget, page_bytes, streams)
         # a run given no budget takes what it finds kept for its partition: its budget

@@ -172,7 +172,7 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
     gpu : dict, optional
         Options of the GPU engine: memory_budget, page_bytes, streams, shared_bytes,
         replication, threads_per_block, edge_order, source_ranges (see
-        :class:`hetgraph.kernels.gpu.GpuEngine`).
+        :class:`hetgraph.engines.gpu.GpuEngine`).
     host_budget : int, optional
         Bytes of host memory for a run on a PageStore (default: half the memory
         available); a store whose data does not fit runs out of core, its pages read
@@ -332,18 +332,17 @@ class _Driver:
         if out_of_core:  # the store's pages
             partition, pages = None, graph.store.page_vertices()
         elif len(self.kinds) == 2 or max(self.kinds.values()) > 1:  # pages spread out
-            from ..partition import edge_bytes
-            from ..tuning import PAGE_BYTES
-            from ..engines.gpu import GPU_SHARED_BYTES, STREAMS
             from ..kernels.gpu.layout import page_bytes_for
+            from ..partition import edge_bytes
 
             per_edge = edge_bytes(graph.index_dtype, spec.needs_weights and graph.weighted)
             page_bytes = page_bytes_for(graph.num_arcs * per_edge, gpu.get("memory_budget"),
                                         options["page_bytes"] or gpu.get("page_bytes",
-                                                                         PAGE_BYTES),
-                                        gpu.get("streams", STREAMS))
+                                                                         tuning.PAGE_BYTES),
+                                        gpu.get("streams", tuning.GPU_STREAMS))
             partition = graph.partition(page_bytes=page_bytes,
-                                        shared_bytes=gpu.get("shared_bytes", GPU_SHARED_BYTES),
+                                        shared_bytes=gpu.get("shared_bytes",
+                                                             tuning.GPU_SHARED_BYTES),
                                         replication=gpu.get("replication"),
                                         vertex_bytes=spec.dtype.itemsize)
             pages = np.array([partition.page_vertices(p) for p in range(partition.num_pages)],
