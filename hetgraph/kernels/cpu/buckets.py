@@ -26,17 +26,6 @@ def defer(v, later, count, deferred):
     return later, count + 1, 1
 
 
-@numba.njit(nogil=True, inline="always")
-def defer_all(frontier, later, count, deferred):
-    """:func:`defer` every vertex of ``frontier``: returns (later, count, vertices
-    added)."""
-    added = 0
-    for v in frontier:
-        later, count, one = defer(v, later, count, deferred)
-        added += one
-    return later, count, added
-
-
 @numba.njit(nogil=True, cache=True)
 def rejoin(now, later, count, deferred, out_indptr):
     """Every active vertex again: ``now`` and those waiting in ``later`` (no longer

@@ -7,21 +7,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .buckets import Buckets, defer_all, rejoin
+from .buckets import Buckets, defer, rejoin
 from .clock import nanoseconds
 from .vertexops import VertexOps
-
-
-@numba.njit(nogil=True, inline="always")
-def _record(stats, count, active, degree, computed, edges, after, began, ended, now):
-    """Row ``count`` of a burst's stats (see :func:`build_burst`)."""
-    stats[count, 0] = active
-    stats[count, 1] = degree
-    stats[count, 2] = computed
-    stats[count, 3] = edges
-    stats[count, 4] = after
-    stats[count, 5] = now - began
-    stats[count, 6] = now - ended
 
 
 def build_burst(ops: VertexOps, one_pass, buckets: Buckets, push: bool):
@@ -64,7 +52,9 @@ def build_burst(ops: VertexOps, one_pass, buckets: Buckets, push: bool):
             for v in frontier:
                 flags[v] = 0
         if buckets:  # everything waits; the first iteration takes the lowest bucket
-            later, entries, waiting = defer_all(frontier, later, entries, deferred)
+            for v in frontier:
+                later, entries, added = defer(v, later, entries, deferred)
+                waiting += added
             waiting_degree, degree, frontier = degree, 0, frontier[:0]
         while count < stats.shape[0] and ended < limit:
             if buckets and frontier.shape[0] == 0 and waiting > 0:
@@ -88,8 +78,13 @@ def build_burst(ops: VertexOps, one_pass, buckets: Buckets, push: bool):
                 waiting += change
                 waiting_degree += change_degree
             now = nanoseconds(timespec)
-            _record(stats, count, active, all_degree, computed, edges,
-                    following.shape[0] + waiting, began, ended, now)
+            stats[count, 0] = active
+            stats[count, 1] = all_degree
+            stats[count, 2] = computed
+            stats[count, 3] = edges
+            stats[count, 4] = following.shape[0] + waiting
+            stats[count, 5] = now - began
+            stats[count, 6] = now - ended
             frontier, degree, ended = following, next_degree, now
             count += 1
         if buckets:

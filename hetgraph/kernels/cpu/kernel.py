@@ -132,7 +132,7 @@ class CpuKernel:
         the frontier's neighbourhood (``delta``, ``deferred``: see :meth:`burst`);
         returns (vertices computed, edges read, next frontier, its out-degree sum)."""
         return self._one(graph, frontier, False, values, new_values, flags, marks, marks,
-                         aux, constant, sync, delta, deferred)
+                         aux, sync, constant, delta, deferred)
 
     def push_step(self, graph, frontier, values, flags, marks, seen, aux, constant, sync,
                   delta=0.0, deferred=None):
@@ -141,19 +141,18 @@ class CpuKernel:
         it found it (``delta``, ``deferred``: see :meth:`burst`). Returns (vertices
         changed, edges read, next frontier, its out-degree sum)."""
         return self._one(graph, frontier, True, values, values, flags, marks, seen, aux,
-                         constant, sync, delta, deferred)
+                         sync, constant, delta, deferred)
 
     @staticmethod
     def push_scratch(num_vertices):
         """A push's scratch for ``num_vertices`` vertices: one clear bit each."""
         return np.zeros((num_vertices + 7) // 8, np.uint8)
 
-    def _one(self, graph, frontier, push, values, new_values, flags, marks, seen, aux,
-             constant, sync, delta, deferred):
-        """One push or sparse notify-pull: a burst of one, without limits."""
-        stats, _, following, degree = self.burst(
-            graph, frontier, 0, push, NO_LIMIT, NO_LIMIT, 1, FOREVER, values, new_values,
-            flags, marks, seen, aux, sync, constant, delta, deferred)
+    def _one(self, graph, frontier, push, *arrays):
+        """One push or sparse notify-pull: a burst of one, without limits; ``arrays``:
+        :meth:`burst`'s from ``values`` on."""
+        stats, _, following, degree = self.burst(graph, frontier, 0, push, NO_LIMIT,
+                                                 NO_LIMIT, 1, FOREVER, *arrays)
         if not len(stats):  # an empty frontier
             return 0, 0, following, 0
         return int(stats[0, 2]), int(stats[0, 3]), following, degree

@@ -19,9 +19,11 @@ from .vertexops import VertexOps
 class PullPass(NamedTuple):
     """A program's compiled pull: ``gather_range(t, page, state, cut)`` runs edge range t,
     ``gather_ranges(parts, page, state, cut)`` all of them on Numba's threads (compiled
-    only by engines that split their passes, see ``CpuKernel.warm_up``), ``merge(page,
-    state, cut)`` applies the vertices cut at a range boundary. Each returns (vertices
-    activated, their out-degree sum); gather_ranges a parts x 2 array of them."""
+    only by engines that split their passes, see ``CpuKernel.warm_up``),
+    ``merge(out_indptr, state, cut)`` applies the vertices cut at a range boundary. Each
+    returns (vertices activated, their out-degree sum); gather_ranges a parts x 2 array
+    of them. A compiled entry point takes only the arrays it reads: each array argument
+    adds to its compile (its unboxing)."""
     gather_range: Callable
     gather_ranges: Callable
     merge: Callable
@@ -37,7 +39,7 @@ class PullPass(NamedTuple):
             counts = [tuple(c) for c in self.gather_ranges(parts, page, state, cut)]
         else:
             counts = [self.gather_range(t, page, state, cut) for t in range(parts)]
-        counts.append(self.merge(page, state, cut))
+        counts.append(self.merge(page.out_indptr, state, cut))
         return int(sum(c[0] for c in counts)), int(sum(c[1] for c in counts))
 
 
@@ -57,8 +59,7 @@ def cut_ranges(vertices, prefix, v0, parts, dtype) -> Cut:
 
 def build_pull(ops: VertexOps) -> PullPass:
     """The PullPass of a program's VertexOps."""
-    head_of = _build_head(ops)
-    gather_range = _build_range(ops, head_of)
+    gather_range = _build_range(ops)
 
     @numba.njit(nogil=True, parallel=True)
     def gather_ranges(parts, page, state, cut):
@@ -72,29 +73,7 @@ def build_pull(ops: VertexOps) -> PullPass:
     return PullPass(gather_range, gather_ranges, _build_merge(ops))
 
 
-def _build_head(ops):
-    accumulate, settled, vertex, cast, identity = (ops.accumulate, ops.settled, ops.vertex,
-                                                   ops.cast, ops.identity)
-
-    @numba.njit(nogil=True, inline="always")
-    def head_of(in_indptr, in_indices, weights, base, values, vertices, prefix, v0, a, b,
-                lo, sync):
-        """The partial accumulator of the vertex cut at the start ``a`` of range a..b
-        whose first vertex is the lo-th (identity when none is cut or it is settled in
-        a sync pass)."""
-        acc = cast(identity)
-        if lo > 0 and a < b and prefix[lo] > a:
-            v = vertex(vertices, v0, lo - 1)
-            if not (sync and settled(values[v])):
-                shift = in_indptr[v] - prefix[lo - 1] - base
-                acc = accumulate(in_indices, weights, values, a + shift,
-                                 min(prefix[lo], b) + shift, values[v], acc)
-        return acc
-
-    return head_of
-
-
-def _build_range(ops, head_of):
+def _build_range(ops):
     accumulate, finish, keep, settled, vertex, cast, identity = (
         ops.accumulate, ops.finish, ops.keep, ops.settled, ops.vertex, ops.cast,
         ops.identity)
@@ -107,14 +86,21 @@ def _build_range(ops, head_of):
         the ranges after skip its edges; an async pass computes it (a value reached
         within an iteration, through values of that iteration, need not be final: a BFS
         level can still drop)."""
-        in_indptr, in_indices, weights, base, out_indptr = page
-        values, new_values, flags, aux, constant, sync = state
-        vertices, prefix, v0, bounds, owned, head, tail, has_tail = cut
-        b = bounds[t + 1]
-        lo = owned[t]
-        head[t] = head_of(in_indptr, in_indices, weights, base, values, vertices, prefix,
-                          v0, bounds[t], b, lo, sync)
+        in_indptr, in_indices, weights = page.indptr, page.indices, page.weights
+        base, out_indptr = page.base, page.out_indptr
+        values, new_values, flags = state.values, state.new_values, state.flags
+        aux, constant, sync = state.aux, state.constant, state.sync
+        vertices, prefix, v0, bounds = cut.vertices, cut.prefix, cut.v0, cut.bounds
+        owned, head, tail, has_tail = cut.owned, cut.head, cut.tail, cut.has_tail
+        a, b, lo = bounds[t], bounds[t + 1], owned[t]
+        head[t] = cast(identity)
         has_tail[t] = False
+        if lo > 0 and a < b and prefix[lo] > a:  # the head: v cut at the range start
+            v = vertex(vertices, v0, lo - 1)
+            if not (sync and settled(values[v])):
+                shift = in_indptr[v] - prefix[lo - 1] - base
+                head[t] = accumulate(in_indices, weights, values, a + shift,
+                                     min(prefix[lo], b) + shift, values[v], head[t])
         activated = degree = 0
         for i in range(lo, owned[t + 1]):
             v = vertex(vertices, v0, i)
@@ -143,12 +129,14 @@ def _build_merge(ops):
     combine, finish, vertex = ops.combine, ops.finish, ops.vertex
 
     @numba.njit(nogil=True)
-    def merge(page, state, cut):
+    def merge(out_indptr, state, cut):
         """Combine the replicas of every vertex cut at a range boundary, then apply it
-        (Garaph 4.1); returns (vertices activated, their out-degree sum)."""
-        out_indptr = page.out_indptr
-        values, new_values, flags, aux, constant, _ = state
-        vertices, _, v0, _, owned, head, tail, has_tail = cut
+        (Garaph 4.1); returns (vertices activated, their out-degree sum by
+        ``out_indptr``)."""
+        values, new_values, flags, aux, constant = (state.values, state.new_values,
+                                                    state.flags, state.aux, state.constant)
+        vertices, v0, owned, head, tail, has_tail = (cut.vertices, cut.v0, cut.owned,
+                                                     cut.head, cut.tail, cut.has_tail)
         parts = head.shape[0]
         activated = degree = 0
         for t in range(parts):

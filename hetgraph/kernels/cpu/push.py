@@ -62,8 +62,10 @@ def _build_send(ops):
     def send(frontier, graph, state, seen, found, before):
         """Send along the out-edges of ``frontier``: returns (the vertices changed, in
         found[:k], k; edges read)."""
-        out_indptr, out_indices, out_weights, _, _, _ = graph
-        values, _, flags, aux, constant, sync = state
+        out_indptr, out_indices, out_weights = (graph.out_indptr, graph.out_indices,
+                                                graph.out_weights)
+        values, flags, aux = state.values, state.flags, state.aux
+        constant, sync = state.constant, state.sync
         weighted = out_weights.shape[0] > 0
         sources = np.empty(frontier.shape[0] if sync else 0, values.dtype)
         for i in range(sources.shape[0]):

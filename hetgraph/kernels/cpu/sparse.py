@@ -52,8 +52,10 @@ def build_sparse(ops: VertexOps):
 
     @numba.njit(nogil=True, inline="always")
     def sparse_pass(frontier, graph, state, scratch, found, before, notify_self):
-        out_indptr, out_indices, _, in_indptr, in_indices, weights = graph
-        values, new_values, flags, aux, constant, sync = state
+        out_indptr, out_indices = graph.out_indptr, graph.out_indices
+        in_indptr, in_indices, weights = graph.in_indptr, graph.in_indices, graph.in_weights
+        values, new_values, flags = state.values, state.new_values, state.flags
+        aux, constant, sync = state.aux, state.constant, state.sync
         marks = scratch.marks
         computed = _notified(frontier, out_indptr, out_indices, flags, marks, notify_self)
         following = np.empty(computed.shape[0], np.int64)

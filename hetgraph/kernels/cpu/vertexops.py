@@ -98,6 +98,17 @@ def build_ops(gather, combine, apply, activate, settled, priority, cast, identit
     apply_with = _apply_with(apply, uses_constant)
 
     @numba.njit(nogil=True, inline="always")
+    def aux_of(aux, v):
+        """v's aux value (one value for all when aux has one)."""
+        return aux[v] if aux.shape[0] > 1 else aux[0]
+
+    @numba.njit(nogil=True, inline="always")
+    def vertex(vertices, v0, i):
+        """The i-th vertex of a pull: vertices[i], or v0 + i when ``vertices`` is
+        empty."""
+        return vertices[i] if vertices.shape[0] > 0 else v0 + i
+
+    @numba.njit(nogil=True, inline="always")
     def accumulate(indices, weights, values, first, last, dst_value, acc):
         weighted = weights.shape[0] > 0
         # unsigned positions: no negative-index wrap-around test on every edge
@@ -142,15 +153,3 @@ def _apply_with(apply, uses_constant):
         def apply_with(old, acc, aux, constant):
             return apply(old, acc, aux)
     return apply_with
-
-
-@numba.njit(nogil=True, inline="always")
-def aux_of(aux, v):
-    """v's aux value (one value for all when aux has one)."""
-    return aux[v] if aux.shape[0] > 1 else aux[0]
-
-
-@numba.njit(nogil=True, inline="always")
-def vertex(vertices, v0, i):
-    """The i-th vertex of a pull: vertices[i], or v0 + i when ``vertices`` is empty."""
-    return vertices[i] if vertices.shape[0] > 0 else v0 + i
