@@ -10,7 +10,9 @@ buckets (:mod:`.buckets`). Writing to a second array gives sync execution; writi
 the values themselves async execution (values visible at once); a push writes in place
 either way. :mod:`.kernel` assembles a program's passes into a :class:`CpuKernel`,
 compiled once per program and kept for the process; the program-independent helpers of
-:mod:`.frontier` are cached on disk.
+:mod:`.frontier` are cached on disk. The passes share :mod:`.vertexops` (the program's
+functions and the per-vertex operations they inline), :mod:`.structs` (the NamedTuples
+they take as arguments) and :mod:`.clock` (a clock compiled code can read).
 """
 
 from ...program import ProgramError
