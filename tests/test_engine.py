@@ -200,10 +200,11 @@ def test_warm_up_compiles_once_per_kind_of_arrays(monkeypatch):
     values, flags = np.zeros(g.num_vertices, np.int32), np.zeros(g.num_vertices, np.uint8)
     aux = np.zeros(1, np.float32)
     kernel.warm_up(kernel.edges(g), values, flags, aux, graph=g)
-    compiled = [len(f.overloads) for f in (kernel._gather_range, kernel._merge)]
+    pull = kernel._passes.pull
+    compiled = [len(f.overloads) for f in (pull.gather_range, pull.merge)]
     kernel.step(kernel.edges(g), g.out_indptr, values, values.copy(), flags, aux, 0.0,
                 cpu.ALL_VERTICES, g.in_indptr, 0, 2, True)  # two ranges and their merge:
-    assert [len(f.overloads) for f in (kernel._gather_range, kernel._merge)] == compiled
+    assert [len(f.overloads) for f in (pull.gather_range, pull.merge)] == compiled
     before = len(passes)  # compiled by the warm-up, not by the first real pass
     kernel.warm_up(kernel.edges(g), values.copy(), flags.copy(), aux, graph=g)
     assert len(passes) == before
@@ -214,10 +215,10 @@ def test_warm_up_compiles_once_per_kind_of_arrays(monkeypatch):
     assert len(passes) == before + 1
     kernel.warm_up(kernel.edges(g), values, flags, aux, graph=g, parallel=True)
     assert len(passes) == before + 2  # the ranges on Numba's threads are another compile
-    compiled = len(kernel._gather_ranges.overloads)
+    compiled = len(pull.gather_ranges.overloads)
     kernel.step(kernel.edges(g), g.out_indptr, values, values.copy(), flags, aux, 0.0,
                 cpu.ALL_VERTICES, g.in_indptr, 0, 2, True, True)
-    assert compiled >= 1 and len(kernel._gather_ranges.overloads) == compiled
+    assert compiled >= 1 and len(pull.gather_ranges.overloads) == compiled
 
 
 @pytest.mark.parametrize("threads, partitions, parallel", [

@@ -1,0 +1,233 @@
+"""A program compiled for the CPU: :class:`CpuKernel` assembles one pass of each kind
+(pull, sparse notify-pull, push, and the bursts of the last two) from the program's
+functions, and :func:`compile_program` keeps it for the process."""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import numba
+import numpy as np
+
+from ...program import ProgramSpec
+from .buckets import build_buckets
+from .burst import build_burst
+from .clock import HAS_CLOCK
+from .pull import PullPass, build_pull, cut_ranges
+from .push import build_push
+from .sparse import build_sparse
+from .structs import (ALL_VERTICES, FOREVER, NO_LIMIT, NO_WEIGHTS, NOT_DEFERRED, Graph,
+                      Limits, Page, Scratch, State)
+from .vertexops import COMBINE, VertexOps, build_ops, jit_user, never_settled, no_priority
+
+_UNSIGNED = {4: np.uint32, 8: np.uint64}
+
+
+class Passes(NamedTuple):
+    """A program's compiled passes, one of each kind (see each kind's module)."""
+    pull: PullPass
+    sparse_burst: Callable
+    push_burst: Callable
+
+
+def build_passes(ops: VertexOps) -> Passes:
+    """Every pass kind of a program's VertexOps. Without a priority, its buckets' code
+    is never compiled (``ops.buckets`` is a constant in the bursts)."""
+    buckets = build_buckets(ops.priority)
+    return Passes(build_pull(ops), build_burst(ops, build_sparse(ops), buckets, False),
+                  build_burst(ops, build_push(ops), buckets, True))
+
+
+def compile_ops(spec: ProgramSpec, aux_dtype) -> VertexOps:
+    """The program's functions compiled for its value type and ``aux_dtype``."""
+    value = numba.from_dtype(spec.dtype)
+    gather = jit_user(spec, "gather", spec.gather, (value, numba.float32, value),
+                      "a number")
+    aux_args = (numba.from_dtype(aux_dtype),) + ((numba.float64,) if spec.uses_constant
+                                                 else ())
+    apply = jit_user(spec, "apply", spec.apply, (value, value) + aux_args, "a number")
+    activate = jit_user(spec, "activate", spec.activate, (value, value), "a bool")
+    settled = never_settled if spec.settled is None else \
+        jit_user(spec, "settled", spec.settled, (value,), "a bool")
+    priority = no_priority if spec.priority is None else \
+        jit_user(spec, "priority", spec.priority, (value,), "a number")
+    return build_ops(gather, COMBINE[spec.reduce], apply, activate, settled, priority,
+                     value, spec.identity().item(), spec.uses_constant,
+                     spec.activates_on_change)
+
+
+class CpuKernel:
+    """A program compiled for the CPU; :meth:`step` runs one pull or notify-pull pass,
+    :meth:`sparse_step`, :meth:`push_step` and :meth:`burst` frontier passes."""
+
+    def __init__(self, spec: ProgramSpec, aux_dtype):
+        ops = compile_ops(spec, aux_dtype)
+        self.spec = spec
+        self.identity = ops.identity
+        self._warmed = set()  # the kinds of arrays warm_up compiled for
+        self._passes = build_passes(ops)
+
+    def warm_up(self, edges, values, flags, aux, graph=None, parallel=False):
+        """Compile for these array types now (a pass over no vertex), so that the first
+        iteration's time is not compile time: :meth:`step` reading ``edges`` (with
+        ``parallel``, its parallel ranges too), and with ``graph`` (in memory)
+        :meth:`sparse_step` and :meth:`push_step` too. Done once per kind of arrays."""
+        arrays = (*edges[:3], values, flags, aux) + (() if graph is None else (
+            graph.out_indptr, graph.out_indices, graph.in_indptr, graph.in_indices))
+        kinds = tuple((a.dtype, a.ndim, a.flags.c_contiguous, a.flags.writeable)
+                      for a in arrays) + (parallel,)
+        if kinds in self._warmed:
+            return
+        self.step(edges, np.zeros(1, np.int64), values, values, flags, aux, 0.0,
+                  ALL_VERTICES, np.zeros(1, np.int64), 0, 2, True, parallel)  # (a merge)
+        if graph is not None:
+            self.sparse_step(graph, ALL_VERTICES, values, values, flags, flags, aux, 0.0,
+                             True)
+        if graph is not None and self.spec.incremental:
+            self.push_step(graph, ALL_VERTICES, values, flags, flags, flags, aux, 0.0, True)
+        self._warmed.add(kinds)
+
+    @property
+    def bursts(self) -> bool:
+        """Whether :meth:`burst` can run: a program without an iteration constant or a
+        converged test (both are Python), where Numba can read a clock."""
+        return HAS_CLOCK and not (self.spec.uses_constant or self.spec.has_converged)
+
+    def burst(self, graph, frontier, degree, push, max_degree, max_sparse, rows, seconds,
+              values, new_values, flags, marks, seen, aux, sync, constant=0.0,
+              delta=0.0, deferred=None):
+        """Push (``push``) or sparse notify-pull iterations (see :meth:`push_step`,
+        :meth:`sparse_step`) one after the other in one compiled call, with no Python
+        between them, from the active ids ``frontier`` whose out-degree sum is
+        ``degree``, while the frontier is not empty, its degree at most ``max_degree``
+        and its degree plus its size at most ``max_sparse``: ``rows`` iterations and
+        about ``seconds`` at most; ``constant``: the program's iteration constant (a
+        burst of one iteration only); ``seen``: a push's (see :meth:`push_step`).
+        ``delta`` > 0: each iteration runs the active vertices of the lowest bucket of
+        the program's priority only, the limits applying to them (delta-stepping;
+        ``deferred``: uint8 zeros of length N, scratch). Returns (stats, fronts, the
+        next frontier, its degree); stats (int64), a row an iteration: active vertices,
+        the out-degree sum of those run, vertices computed, edges read, vertices active
+        after it, nanoseconds of the pass, nanoseconds since the pass before ended (the
+        first: since the call began); fronts (float64), an iteration's lowest priority
+        among the vertices it ran (NaN without buckets: ``delta`` = 0)."""
+        stats = np.empty((rows, 7), np.int64)
+        fronts = np.empty(rows, np.float64)
+        delta = float(delta)
+        if delta > 0.0 and (deferred is None or deferred.shape != values.shape):
+            raise ValueError("a burst with delta > 0 needs deferred: uint8 zeros, one a "
+                             "vertex")
+        run = self._passes.push_burst if push else self._passes.sparse_burst
+        count, following, degree = run(
+            frontier, degree, Limits(max_degree, max_sparse, min(float(seconds), FOREVER)),
+            self._graph(graph, push), State(values, new_values, flags, aux, float(constant),
+                                            sync),
+            Scratch(marks, seen, NOT_DEFERRED if deferred is None else deferred),
+            stats, fronts, self.spec.notify_self, delta)
+        return stats[:count], fronts[:count], following, int(degree)
+
+    def sparse_step(self, graph, frontier, values, new_values, flags, marks, aux, constant,
+                    sync, delta=0.0, deferred=None):
+        """Notify-pull from the active ids ``frontier`` in this thread, touching only
+        the frontier's neighbourhood (``delta``, ``deferred``: see :meth:`burst`);
+        returns (vertices computed, edges read, next frontier, its out-degree sum)."""
+        return self._one(graph, frontier, False, values, new_values, flags, marks, marks,
+                         aux, sync, constant, delta, deferred)
+
+    def push_step(self, graph, frontier, values, flags, marks, seen, aux, constant, sync,
+                  delta=0.0, deferred=None):
+        """Push from the active ids ``frontier`` in this thread, writing in place (see
+        :mod:`.push`); ``seen``: from :meth:`push_scratch`, which every push leaves as
+        it found it (``delta``, ``deferred``: see :meth:`burst`). Returns (vertices
+        changed, edges read, next frontier, its out-degree sum)."""
+        return self._one(graph, frontier, True, values, values, flags, marks, seen, aux,
+                         sync, constant, delta, deferred)
+
+    @staticmethod
+    def push_scratch(num_vertices):
+        """A push's scratch for ``num_vertices`` vertices: one clear bit each."""
+        return np.zeros((num_vertices + 7) // 8, np.uint8)
+
+    def _one(self, graph, frontier, push, *arrays):
+        """One push or sparse notify-pull: a burst of one, without limits; ``arrays``:
+        :meth:`burst`'s from ``values`` on."""
+        stats, _, following, degree = self.burst(graph, frontier, 0, push, NO_LIMIT,
+                                                 NO_LIMIT, 1, FOREVER, *arrays)
+        if not len(stats):  # an empty frontier
+            return 0, 0, following, 0
+        return int(stats[0, 2]), int(stats[0, 3]), following, degree
+
+    def _graph(self, graph, push):
+        """A graph in memory as a push (``push``) or a sparse notify-pull reads it."""
+        out_indices, out_weights = self._out_edges(graph) if push else \
+            (graph.out_indices, NO_WEIGHTS)
+        return Graph(graph.out_indptr, out_indices, out_weights, graph.in_indptr,
+                     *self.edges(graph)[1:3])
+
+    def _out_edges(self, graph):
+        """(out_indices, weights) as a push reads them: unsigned ids, and no weights
+        unless the program needs them."""
+        weights = graph.out_weights() if self.spec.needs_weights and graph.weighted \
+            else NO_WEIGHTS
+        return self._unsigned(graph.out_indices), weights
+
+    def edges(self, graph):
+        """(in_indptr, in_indices, weights, 0): the in-edges of a graph in memory, as
+        :meth:`step` reads them."""
+        return graph.in_indptr, *self.page_edges(graph.in_indices, graph.in_weights), 0
+
+    def page_edges(self, indices, weights):
+        """(indices, weights) as the kernels read them: unsigned ids (they spare Numba's
+        negative-index check on every gathered value), and no weights unless the program
+        needs them."""
+        weights = weights if (self.spec.needs_weights and weights is not None) \
+            else NO_WEIGHTS
+        return self._unsigned(indices), weights
+
+    @staticmethod
+    def _unsigned(indices):
+        return indices.view(_UNSIGNED[indices.dtype.itemsize])
+
+    def step(self, edges, out_indptr, values, new_values, flags, aux, constant, vertices,
+             prefix, v0, parts, sync, parallel=False):
+        """Compute the vertices ``vertices`` (ids; empty = the range v0..v0+len(prefix)-2)
+        whose in-edges are counted by ``prefix``, reading ``edges`` = (in_indptr, indices,
+        weights, base): v's in-edges are indices[in_indptr[v] - base ...] (see
+        :meth:`edges`; a page read from disk holds its own edges only). The in-edges are
+        cut into ``parts`` equal ranges, run on Numba's threads when ``parallel``, else
+        one after the other in this thread. ``sync``: new_values is not values (a sync
+        run), where the program's settled vertices are skipped. Writes new_values and
+        flags; returns (vertices activated, the sum of their out-degrees by
+        ``out_indptr``)."""
+        in_indptr, indices, weights, base = edges
+        return self._passes.pull.run(
+            Page(in_indptr, indices, weights, int(base), out_indptr),
+            State(values, new_values, flags, aux, float(constant), bool(sync)),
+            cut_ranges(vertices, prefix, v0, parts, values.dtype), parallel)
+
+
+def _function_key(fn):
+    cells = fn.__closure__ or ()
+    try:
+        contents = tuple(c.cell_contents for c in cells)
+        hash(contents)
+    except (TypeError, ValueError):
+        return id(fn)
+    return fn.__code__, contents, fn.__module__
+
+
+_CACHE: dict = {}
+
+
+def compile_program(spec: ProgramSpec, aux_dtype=np.float32) -> CpuKernel:
+    """The CpuKernel of a checked program, compiled on first use and kept for the process
+    (keyed by the program's functions, their closure constants and its dtype)."""
+    key = (tuple(_function_key(f) for f in (spec.gather, spec.apply, spec.activate)),
+           spec.settled and _function_key(spec.settled),
+           spec.priority and _function_key(spec.priority),
+           spec.dtype, spec.reduce, spec.uses_constant, spec.activates_on_change,
+           np.dtype(aux_dtype))
+    kernel = _CACHE.get(key)
+    if kernel is None:
+        kernel = _CACHE[key] = CpuKernel(spec, np.dtype(aux_dtype))
+    return kernel

@@ -1,0 +1,156 @@
+"""The pull pass (Garaph section 4): the in-edges of the vertices to compute are cut into
+equal edge ranges, each run alone (on Numba's threads, or one after the other); a vertex
+cut by a range boundary gets a partial accumulator (a replica) in each range it touches,
+and the replicas are merged after the ranges are done. Serves pull and notify-pull
+alike: the vertices are a contiguous range or a sorted list of ids."""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import numba
+import numpy as np
+from numba import prange
+
+from .structs import Cut
+from .vertexops import VertexOps
+
+
+class PullPass(NamedTuple):
+    """A program's compiled pull: ``gather_range(t, page, state, cut)`` runs edge range t,
+    ``gather_ranges(parts, page, state, cut)`` all of them on Numba's threads (compiled
+    only by engines that split their passes, see ``CpuKernel.warm_up``),
+    ``merge(out_indptr, state, cut)`` applies the vertices cut at a range boundary. Each
+    returns (vertices activated, their out-degree sum); gather_ranges a parts x 2 array
+    of them. A compiled entry point takes only the arrays it reads: each array argument
+    adds to its compile (its unboxing)."""
+    gather_range: Callable
+    gather_ranges: Callable
+    merge: Callable
+
+    def run(self, page, state, cut, parallel):
+        """The pull of ``cut`` (see :func:`cut_ranges`), its ranges on Numba's threads
+        when ``parallel``; returns (vertices activated, their out-degree sum)."""
+        parts = cut.head.shape[0]
+        if parts == 1:  # one range cuts no vertex: nothing to merge
+            activated, degree = self.gather_range(0, page, state, cut)
+            return int(activated), int(degree)
+        if parallel:  # Numba's threads wait for work spinning: a hand-over in microseconds
+            counts = [tuple(c) for c in self.gather_ranges(parts, page, state, cut)]
+        else:
+            counts = [self.gather_range(t, page, state, cut) for t in range(parts)]
+        counts.append(self.merge(page.out_indptr, state, cut))
+        return int(sum(c[0] for c in counts)), int(sum(c[1] for c in counts))
+
+
+def cut_ranges(vertices, prefix, v0, parts, dtype) -> Cut:
+    """The Cut of a pull's vertices (ids, or v0.. when empty; in-degree running total
+    ``prefix``) into ``parts`` equal edge ranges, with replicas of value type ``dtype``."""
+    n = len(prefix) - 1
+    if parts == 1:  # (the arithmetic below gives these; microseconds of a small pass)
+        bounds, owned = np.array([prefix[0], prefix[-1]]), np.array([0, n])
+    else:
+        bounds = prefix[0] + ((prefix[-1] - prefix[0]) * np.arange(parts + 1)) // parts
+        owned = np.searchsorted(prefix[:-1], bounds)
+        owned[0], owned[-1] = 0, n
+    return Cut(vertices, prefix, v0, bounds, owned, np.empty(parts, dtype),
+               np.empty(parts, dtype), np.zeros(parts, np.bool_))
+
+
+def build_pull(ops: VertexOps) -> PullPass:
+    """The PullPass of a program's VertexOps."""
+    gather_range = _build_range(ops)
+
+    @numba.njit(nogil=True, parallel=True)
+    def gather_ranges(parts, page, state, cut):
+        counts = np.zeros((parts, 2), np.int64)
+        for t in prange(parts):
+            activated, degree = gather_range(t, page, state, cut)
+            counts[t, 0] = activated
+            counts[t, 1] = degree
+        return counts
+
+    return PullPass(gather_range, gather_ranges, _build_merge(ops))
+
+
+def _build_range(ops):
+    accumulate, finish, keep, settled, vertex, cast, identity = (
+        ops.accumulate, ops.finish, ops.keep, ops.settled, ops.vertex, ops.cast,
+        ops.identity)
+
+    @numba.njit(nogil=True)
+    def gather_range(t, page, state, cut):
+        """Edge range t: complete vertices are applied; the partial accumulators of the
+        vertex cut at the range start (head) and at its end (tail) are kept. In a sync
+        pass a settled vertex is kept as it is by the range that owns it (no tail), and
+        the ranges after skip its edges; an async pass computes it (a value reached
+        within an iteration, through values of that iteration, need not be final: a BFS
+        level can still drop)."""
+        in_indptr, in_indices, weights = page.indptr, page.indices, page.weights
+        base, out_indptr = page.base, page.out_indptr
+        values, new_values, flags = state.values, state.new_values, state.flags
+        aux, constant, sync = state.aux, state.constant, state.sync
+        vertices, prefix, v0, bounds = cut.vertices, cut.prefix, cut.v0, cut.bounds
+        owned, head, tail, has_tail = cut.owned, cut.head, cut.tail, cut.has_tail
+        a, b, lo = bounds[t], bounds[t + 1], owned[t]
+        head[t] = cast(identity)
+        has_tail[t] = False
+        if lo > 0 and a < b and prefix[lo] > a:  # the head: v cut at the range start
+            v = vertex(vertices, v0, lo - 1)
+            if not (sync and settled(values[v])):
+                shift = in_indptr[v] - prefix[lo - 1] - base
+                head[t] = accumulate(in_indices, weights, values, a + shift,
+                                     min(prefix[lo], b) + shift, values[v], head[t])
+        activated = degree = 0
+        for i in range(lo, owned[t + 1]):
+            v = vertex(vertices, v0, i)
+            if sync and settled(values[v]):
+                if keep(values, new_values, flags, v):
+                    activated += 1
+                    degree += out_indptr[v + 1] - out_indptr[v]
+                continue
+            shift = in_indptr[v] - prefix[i] - base
+            last = prefix[i + 1]
+            acc = accumulate(in_indices, weights, values, prefix[i] + shift,
+                             min(last, b) + shift, values[v], cast(identity))
+            if last > b:
+                tail[t] = acc
+                has_tail[t] = True
+            else:  # (counted without a branch: whether v changed is data, unpredictable)
+                on = finish(values, new_values, flags, aux, constant, v, acc)
+                activated += on
+                degree += on * (out_indptr[v + 1] - out_indptr[v])
+        return activated, degree
+
+    return gather_range
+
+
+def _build_merge(ops):
+    combine, finish, vertex = ops.combine, ops.finish, ops.vertex
+
+    @numba.njit(nogil=True)
+    def merge(out_indptr, state, cut):
+        """Combine the replicas of every vertex cut at a range boundary, then apply it
+        (Garaph 4.1); returns (vertices activated, their out-degree sum by
+        ``out_indptr``)."""
+        values, new_values, flags, aux, constant = (state.values, state.new_values,
+                                                    state.flags, state.aux, state.constant)
+        vertices, v0, owned, head, tail, has_tail = (cut.vertices, cut.v0, cut.owned,
+                                                     cut.head, cut.tail, cut.has_tail)
+        parts = head.shape[0]
+        activated = degree = 0
+        for t in range(parts):
+            if has_tail[t]:
+                i = owned[t + 1] - 1
+                acc = tail[t]
+                s = t + 1
+                while s < parts and owned[s] == i + 1:
+                    acc = combine(acc, head[s])
+                    s += 1
+                v = vertex(vertices, v0, i)
+                if finish(values, new_values, flags, aux, constant, v, acc):
+                    activated += 1
+                    degree += out_indptr[v + 1] - out_indptr[v]
+        return activated, degree
+
+    return merge
