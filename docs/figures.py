@@ -27,7 +27,7 @@ RUNS = (("sssp-auto", "sssp", {"devices": "auto"}),
 
 def _readable(message):
     """A run event with its history rows as a list (JSON can hold it)."""
-    from hetgraph.scheduler.progress import message_rows
+    from hetgraph.events import message_rows
 
     if message["event"] != "iterations":
         return message
@@ -38,7 +38,7 @@ def _readable(message):
 def _loggable(message):
     """The run event :func:`_readable` read, as a run logs it."""
     from hetgraph.result import history_row
-    from hetgraph.scheduler.event_codec import encode_rows
+    from hetgraph.events import encode_rows
 
     if message["event"] != "iterations":
         return message

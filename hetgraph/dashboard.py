@@ -1,6 +1,6 @@
 """The hetgraph page of the Dask dashboard (``/hetgraph``) and hetgraph gauges on the
 scheduler's Prometheus endpoint (``/metrics``), both read from the run events that every
-run logs on the scheduler (:mod:`hetgraph.scheduler.progress`).
+run logs on the scheduler (:mod:`hetgraph.events`).
 
 Importing this module registers both (:func:`install`); :class:`hetgraph.Cluster` does
 so before it starts its scheduler. For a scheduler started by hand:
@@ -23,8 +23,7 @@ import logging
 
 from . import tuning
 from .result import HISTORY_COLUMNS
-from .scheduler.event_codec import run_events
-from .scheduler.progress import TOPIC, message_rows
+from .events import TOPIC, message_rows, run_events
 
 log = logging.getLogger("hetgraph.dashboard")
 

@@ -102,7 +102,7 @@ def test_worker_processes_give_the_in_process_answers(graph, weighted, expected)
         results = run_all(graph, weighted, cluster)
         # the scheduler outlives a process cluster's driver: each run's end reached it
         # before the run returned
-        events = cluster.client.get_events(hg.scheduler.progress.TOPIC)
+        events = cluster.client.get_events(hg.events.TOPIC)
         assert [m["event"] for _, m in events].count("end") == 4
     assert_identical(results, expected)
 

@@ -15,6 +15,7 @@ import pytest
 import hetgraph as hg
 from hetgraph import dashboard
 from hetgraph.result import history_row
+from hetgraph import events
 from hetgraph.scheduler import dispatcher, progress
 
 pytest.importorskip("bokeh")
@@ -50,7 +51,7 @@ def settle(cluster):
     marker = f"marker-{time.monotonic_ns()}"
     progress.SchedulerLog.of(cluster.client)({"run": marker, "event": "marker"})
     assert eventually(lambda: any(m.get("run") == marker for _, m in
-                                  cluster.client.get_events(progress.TOPIC)))
+                                  cluster.client.get_events(events.TOPIC)))
 
 
 @pytest.fixture(scope="module")
@@ -281,9 +282,9 @@ def test_events_never_stop_a_run():
     def closed(message):
         raise RuntimeError("client closed")
 
-    events = progress.RunEvents(closed, "r1", program="P")
-    events.rows([history_row(iteration=1)])
-    events.end(1, True)  # nothing raised
+    run_events = progress.RunEvents(closed, "r1", program="P")
+    run_events.rows([history_row(iteration=1)])
+    run_events.end(1, True)  # nothing raised
 
 
 def test_scheduler_log_keeps_the_order(served):
@@ -294,7 +295,7 @@ def test_scheduler_log_keeps_the_order(served):
         post({"run": "order", "event": "iterations", "i": i})
 
     def arrived():
-        got = [m["i"] for _, m in cluster.client.get_events(progress.TOPIC)
+        got = [m["i"] for _, m in cluster.client.get_events(events.TOPIC)
                if m.get("run") == "order"]
         return got if len(got) == 30 else None
 
@@ -346,7 +347,7 @@ def test_rows_are_sent_in_batches():
     assert [m["event"] for m in client.messages] == ["start", "iterations", "end"]
     assert isinstance(client.messages[1]["rows_msgpack"], bytes)  # one object for Dask
     assert client.messages[1]["count"] == 100
-    rows = progress.message_rows(client.messages[1])
+    rows = events.message_rows(client.messages[1])
     assert [r["iteration"] for r in rows] == list(range(1, 101)) and rows[0]["f"] == 0.5
 
 
@@ -358,5 +359,5 @@ def test_rows_are_sent_once_the_interval_passed():
     events.end(3, True)
     assert [m["event"] for m in client.messages] == ["start", "iterations", "iterations",
                                                      "end"]
-    assert [[row["iteration"] for row in progress.message_rows(m)]
+    assert [[row["iteration"] for row in events.message_rows(m)]
             for m in client.messages[1:3]] == [[1, 2], [3]]

@@ -1,5 +1,5 @@
 """What a run tells the outside while it runs: a one-line progress bar on a terminal, and
-its history rows sent to the Dask scheduler's event log under the topic :data:`TOPIC`,
+its history rows sent to the Dask scheduler's event log under the topic :data:`hetgraph.events.TOPIC`,
 where the dashboard page and the Prometheus gauges (:mod:`hetgraph.dashboard`) read
 them."""
 
@@ -15,11 +15,10 @@ import weakref
 
 from .. import tuning
 from ..result import row_dict
-from .event_codec import decode_rows, encode_rows
+from ..events import TOPIC, encode_rows
 
 log = logging.getLogger("hetgraph.progress")
 
-TOPIC = "hetgraph"  # the scheduler event-log topic of run events
 BAR_WIDTH = 20  # characters
 
 
@@ -83,16 +82,6 @@ def show_progress(progress, stream=None) -> bool:
         return bool(progress)
     stream = sys.stderr if stream is None else stream
     return bool(getattr(stream, "isatty", lambda: False)())
-
-
-def message_rows(message) -> list:
-    """The history rows of an "iterations" message, as dicts (column name: value); none
-    when they are not msgpack of history rows (any client may post to the topic)."""
-    try:
-        return [row_dict(row) for row in decode_rows(message.get("rows_msgpack"))]
-    except ValueError as exc:
-        log.debug("run event %s ignored: %s", message.get("run"), exc)
-        return []
 
 
 class SchedulerLog:
@@ -164,9 +153,9 @@ class RunEvents:
     "iterations" message holds ``count`` history rows in order, as msgpack in the bytes
     ``rows_msgpack``: Dask checks every element of a message (a list of dicts cost more
     than a small iteration), and JSON spends ten times msgpack's time writing floats;
-    never pickle: any client can log there (:mod:`~hetgraph.scheduler.event_codec`).
+    never pickle: any client can log there (:mod:`hetgraph.events`).
     Rows are held back until ``interval`` seconds (default ``tuning.EVENT_INTERVAL``)
-    passed since the last such message, and sent before the end. :func:`message_rows`
+    passed since the last such message, and sent before the end. :func:`hetgraph.events.message_rows`
     reads them."""
 
     def __init__(self, post, run_id, interval=None, **start):

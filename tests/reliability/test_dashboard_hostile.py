@@ -13,7 +13,8 @@ import pytest
 import hetgraph as hg
 from hetgraph import dashboard
 from hetgraph.result import HISTORY_COLUMNS, history_row
-from hetgraph.scheduler import event_codec, progress
+from hetgraph import events
+from hetgraph.scheduler import progress
 
 pytest.importorskip("bokeh")
 pytest.importorskip("prometheus_client")
@@ -73,16 +74,16 @@ def test_posted_pickles_are_never_unpickled(served, tmp_path):
                      "rows": pickle.dumps([Touch(touched[2])])},
                     {"run": "evil", "event": "end", "iterations": 1, "converged": True,
                      "error": None}):
-        cluster.client.log_event(progress.TOPIC, message)
+        cluster.client.log_event(events.TOPIC, message)
     status, metrics = get(base + "/metrics")
     assert status == 200 and "\ndask_hetgraph_running 0.0\n" in metrics
     assert "dask_hetgraph_iteration " not in metrics  # no rows were read
     assert get(base + "/hetgraph")[0] == 200
     titles = page_titles(cluster._cluster.scheduler)
     assert any("P on 1 vertices" in t and "0 iteration(s), converged" in t for t in titles)
-    evil = [m for _, m in cluster.client.get_events(progress.TOPIC)
+    evil = [m for _, m in cluster.client.get_events(events.TOPIC)
             if isinstance(m, dict) and m.get("run") == "evil" and m["event"] == "iterations"]
-    assert len(evil) == 3 and [progress.message_rows(m) for m in evil] == [[], [], []]
+    assert len(evil) == 3 and [events.message_rows(m) for m in evil] == [[], [], []]
     assert not any(path.exists() for path in touched)
 
 
@@ -101,10 +102,10 @@ def test_malformed_events_are_left_out(served):
                     {"event": "iterations", "run": run, "count": "3",
                      "rows_msgpack": b""},
                     {"event": "iterations", "run": run, "count": 1,
-                     "rows_msgpack": event_codec.encode_rows([("x",) * 3])},
+                     "rows_msgpack": events.encode_rows([("x",) * 3])},
                     {"event": "end", "run": run, "iterations": 1, "converged": "no",
                      "error": None}):
-        cluster.client.log_event(progress.TOPIC, message)
+        cluster.client.log_event(events.TOPIC, message)
     start, rows, end = dashboard.latest_run(cluster._cluster.scheduler)
     assert start["run"] == run and len(rows) == result.iterations and end["converged"]
     status, metrics = get(base + "/metrics")
@@ -115,16 +116,16 @@ def test_malformed_events_are_left_out(served):
 def test_rows_travel_as_msgpack_of_plain_values():
     rows = [history_row(iteration=np.int64(3), f=np.float64(0.5), mode="pull",
                         placement="cpu", active=np.int32(7))]
-    data = event_codec.encode_rows(rows)
-    (decoded,) = event_codec.decode_rows(data)
+    data = events.encode_rows(rows)
+    (decoded,) = events.decode_rows(data)
     expected = tuple(v.item() if isinstance(v, np.generic) else v for v in rows[0])
     assert decoded[:-1] == expected[:-1] and np.isnan(decoded[-1])  # priority: NaN
     assert [type(v) for v in decoded] == [type(v) for v in expected]
-    for bad in (pickle.dumps(rows), b"\xc1", "text", None, event_codec.encode_rows({"a": 1}),
-                event_codec.encode_rows([(1, 2)]),
-                event_codec.encode_rows([("cpu",) * len(HISTORY_COLUMNS)])):
+    for bad in (pickle.dumps(rows), b"\xc1", "text", None, events.encode_rows({"a": 1}),
+                events.encode_rows([(1, 2)]),
+                events.encode_rows([("cpu",) * len(HISTORY_COLUMNS)])):
         with pytest.raises(ValueError):
-            event_codec.decode_rows(bad)
+            events.decode_rows(bad)
 
 
 def test_a_hostile_error_text_is_shown_escaped(served, tmp_path):

@@ -1,6 +1,7 @@
 """Run events on the wire: plain types only, checked where they are read.
 
-Any client of a scheduler can log a message under the run events' topic, so the
+A run logs its start, its history rows and its end on the Dask scheduler under
+:data:`TOPIC` (:class:`hetgraph.scheduler.progress.RunEvents`). Any client of a scheduler can log a message under the run events' topic, so the
 dashboard page and the gauges (:mod:`hetgraph.dashboard`) read untrusted data: history
 rows travel as msgpack of numbers and strings (never pickle, which runs code when
 read), and a message without the fields and types that
@@ -13,10 +14,11 @@ import logging
 
 import msgpack
 
-from ..result import HISTORY_COLUMNS
+from .result import HISTORY_COLUMNS, row_dict
 
-log = logging.getLogger("hetgraph.progress")
+log = logging.getLogger("hetgraph.events")
 
+TOPIC = "hetgraph"  # the scheduler event-log topic of run events
 TEXT_COLUMNS = frozenset({"placement", "mode"})  # the history columns that hold text
 _NUMBER = (int, float)
 # each column's types: a number, or in a text column text too (history_row fills 0)
@@ -79,3 +81,13 @@ def _is_event(message) -> bool:
     if not ok:
         log.debug("malformed run event ignored: %.200r", message)
     return ok
+
+
+def message_rows(message) -> list:
+    """The history rows of an "iterations" message, as dicts (column name: value); none
+    when they are not msgpack of history rows (any client may post to the topic)."""
+    try:
+        return [row_dict(row) for row in decode_rows(message.get("rows_msgpack"))]
+    except ValueError as exc:
+        log.debug("run event %s ignored: %s", message.get("run"), exc)
+        return []
