@@ -339,11 +339,11 @@ class Recorder:
 
 def test_rows_are_sent_in_batches():
     client = Recorder()
-    events = progress.RunEvents(client, "r1", interval=3600, program="P")
+    run_events = progress.RunEvents(client, "r1", interval=3600, program="P")
     for i in range(1, 101):
-        events.rows([history_row(iteration=i, f=np.float64(0.5))])
+        run_events.rows([history_row(iteration=i, f=np.float64(0.5))])
     assert [m["event"] for m in client.messages] == ["start"]  # held back
-    events.end(100, False)
+    run_events.end(100, False)
     assert [m["event"] for m in client.messages] == ["start", "iterations", "end"]
     assert isinstance(client.messages[1]["rows_msgpack"], bytes)  # one object for Dask
     assert client.messages[1]["count"] == 100
@@ -353,10 +353,10 @@ def test_rows_are_sent_in_batches():
 
 def test_rows_are_sent_once_the_interval_passed():
     client = Recorder()
-    events = progress.RunEvents(client, "r1", interval=0, program="P")
-    events.rows([history_row(iteration=1), history_row(iteration=2)])
-    events.rows([history_row(iteration=3)])
-    events.end(3, True)
+    run_events = progress.RunEvents(client, "r1", interval=0, program="P")
+    run_events.rows([history_row(iteration=1), history_row(iteration=2)])
+    run_events.rows([history_row(iteration=3)])
+    run_events.end(3, True)
     assert [m["event"] for m in client.messages] == ["start", "iterations", "iterations",
                                                      "end"]
     assert [[row["iteration"] for row in events.message_rows(m)]
