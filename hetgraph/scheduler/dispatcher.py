@@ -187,8 +187,8 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
         when there is none); a checkpoint of another graph, program or mode is
         refused (:mod:`hetgraph.scheduler.checkpoint`).
     progress : bool, optional
-        Draw a progress bar on stderr once the run takes over 2 s (default None: when
-        stderr is a terminal).
+        Draw a progress bar on stderr once the run takes over
+        ``tuning.PROGRESS_DELAY`` seconds (default None: when stderr is a terminal).
 
     Returns
     -------
@@ -196,7 +196,8 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
         The finalized values keyed by the original labels, and the run's history
         (one row per iteration, :data:`hetgraph.result.HISTORY_COLUMNS`). Every row
         is also sent to the Dask scheduler's event log (in batches, at most every
-        0.25 s), for the dashboard's hetgraph page (:mod:`hetgraph.dashboard`).
+        ``tuning.EVENT_INTERVAL`` seconds), for the dashboard's hetgraph page
+        (:mod:`hetgraph.dashboard`).
 
     Raises
     ------
