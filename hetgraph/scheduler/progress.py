@@ -1,6 +1,6 @@
 """What a run tells the outside while it runs: a one-line progress bar on a terminal, and
-its history rows sent to the Dask scheduler's event log under the topic :data:`hetgraph.events.TOPIC`,
-where the dashboard page and the Prometheus gauges (:mod:`hetgraph.dashboard`) read
+its history rows sent to the Dask scheduler's event log under the topic
+:data:`hetgraph.events.TOPIC`, where the dashboard page and the Prometheus gauges (:mod:`hetgraph.dashboard`) read
 them."""
 
 from __future__ import annotations
@@ -155,8 +155,8 @@ class RunEvents:
     than a small iteration), and JSON spends ten times msgpack's time writing floats;
     never pickle: any client can log there (:mod:`hetgraph.events`).
     Rows are held back until ``interval`` seconds (default ``tuning.EVENT_INTERVAL``)
-    passed since the last such message, and sent before the end. :func:`hetgraph.events.message_rows`
-    reads them."""
+    passed since the last such message, and sent before the end.
+    :func:`hetgraph.events.message_rows` reads them."""
 
     def __init__(self, post, run_id, interval=None, **start):
         self.post, self.run_id = post, run_id
