@@ -3,9 +3,10 @@
 A run logs its start, its history rows and its end on the Dask scheduler under
 :data:`TOPIC` (:class:`hetgraph.scheduler.progress.RunEvents`). Any client of a
 scheduler can log a message under that topic, so the dashboard page and the gauges
-(:mod:`hetgraph.dashboard`) read untrusted data: history rows travel as msgpack of numbers and strings (never pickle, which runs code when
-read), and a message without the fields and types that
-:class:`hetgraph.scheduler.progress.RunEvents` sends is left out (:func:`run_events`).
+(:mod:`hetgraph.dashboard`) read untrusted data: history rows travel as msgpack of
+numbers and strings (never pickle, which runs code when read), and a message without
+the fields and types that :class:`hetgraph.scheduler.progress.RunEvents` sends is left
+out (:func:`run_events`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What a run tells the outside while it runs: a one-line progress bar on a terminal, and
 its history rows sent to the Dask scheduler's event log under the topic
-:data:`hetgraph.events.TOPIC`, where the dashboard page and the Prometheus gauges (:mod:`hetgraph.dashboard`) read
-them."""
+:data:`hetgraph.events.TOPIC`, where the dashboard page and the Prometheus gauges
+(:mod:`hetgraph.dashboard`) read them."""
 
 from __future__ import annotations
 
