@@ -9,6 +9,7 @@ import numpy as np
 
 from .buckets import Buckets, defer, rejoin
 from .clock import nanoseconds
+from .structs import Graph, Scratch, State
 from .vertexops import VertexOps
 
 
@@ -26,7 +27,8 @@ def build_burst(ops: VertexOps, one_pass, buckets: Buckets, push: bool):
     bucket [i * delta, (i + 1) * delta); the others wait (``scratch.deferred``: 1 for a
     waiting vertex, zeros on entry and on return), counted in the frontier (its size and
     degree, the limits, the rows' active and degree). Returns (iterations run, the next
-    frontier, its degree)."""
+    frontier, its degree). The compiled function returned takes ``limits``, ``graph``,
+    ``state`` and ``scratch`` as plain tuples (see :mod:`.structs`)."""
     lowest_bucket, split_bucket = buckets
     buckets_compiled, on_change = ops.buckets, ops.on_change
 
@@ -94,4 +96,10 @@ def build_burst(ops: VertexOps, one_pass, buckets: Buckets, push: bool):
                 flags[v] = 1
         return count, frontier, degree
 
-    return burst
+    @numba.njit(nogil=True)
+    def burst_of_tuples(frontier, degree, limits, graph, state, scratch, stats, fronts,
+                        notify_self, delta):
+        return burst(frontier, degree, limits, Graph(*graph), State(*state),
+                     Scratch(*scratch), stats, fronts, notify_self, delta)
+
+    return burst_of_tuples

@@ -119,10 +119,10 @@ class CpuKernel:
                              "vertex")
         run = self._passes.push_burst if push else self._passes.sparse_burst
         count, following, degree = run(
-            frontier, degree, Limits(max_degree, max_sparse, min(float(seconds), FOREVER)),
-            self._graph(graph, push), State(values, new_values, flags, aux, float(constant),
-                                            sync),
-            Scratch(marks, seen, NOT_DEFERRED if deferred is None else deferred),
+            frontier, degree, tuple(Limits(max_degree, max_sparse, min(float(seconds), FOREVER))),
+            tuple(self._graph(graph, push)),
+            tuple(State(values, new_values, flags, aux, float(constant), sync)),
+            tuple(Scratch(marks, seen, NOT_DEFERRED if deferred is None else deferred)),
             stats, fronts, self.spec.notify_self, delta)
         return stats[:count], fronts[:count], following, int(degree)
 

@@ -12,7 +12,7 @@ import numba
 import numpy as np
 from numba import prange
 
-from .structs import Cut
+from .structs import Cut, Page, State
 from .vertexops import VertexOps
 
 
@@ -23,7 +23,8 @@ class PullPass(NamedTuple):
     ``merge(out_indptr, state, cut)`` applies the vertices cut at a range boundary. Each
     returns (vertices activated, their out-degree sum); gather_ranges a parts x 2 array
     of them. A compiled entry point takes only the arrays it reads: each array argument
-    adds to its compile (its unboxing)."""
+    adds to its compile (its unboxing). They take the Page, State and Cut as plain
+    tuples (see :mod:`.structs`), which :meth:`run` passes."""
     gather_range: Callable
     gather_ranges: Callable
     merge: Callable
@@ -32,6 +33,7 @@ class PullPass(NamedTuple):
         """The pull of ``cut`` (see :func:`cut_ranges`), its ranges on Numba's threads
         when ``parallel``; returns (vertices activated, their out-degree sum)."""
         parts = cut.head.shape[0]
+        page, state, cut, out_indptr = tuple(page), tuple(state), tuple(cut), page.out_indptr
         if parts == 1:  # one range cuts no vertex: nothing to merge
             activated, degree = self.gather_range(0, page, state, cut)
             return int(activated), int(degree)
@@ -39,7 +41,7 @@ class PullPass(NamedTuple):
             counts = [tuple(c) for c in self.gather_ranges(parts, page, state, cut)]
         else:
             counts = [self.gather_range(t, page, state, cut) for t in range(parts)]
-        counts.append(self.merge(page.out_indptr, state, cut))
+        counts.append(self.merge(out_indptr, state, cut))
         return int(sum(c[0] for c in counts)), int(sum(c[1] for c in counts))
 
 
@@ -59,18 +61,27 @@ def cut_ranges(vertices, prefix, v0, parts, dtype) -> Cut:
 
 def build_pull(ops: VertexOps) -> PullPass:
     """The PullPass of a program's VertexOps."""
-    gather_range = _build_range(ops)
+    gather, merge = _build_range(ops), _build_merge(ops)
+
+    @numba.njit(nogil=True)
+    def gather_range(t, page, state, cut):
+        return gather(t, Page(*page), State(*state), Cut(*cut))
 
     @numba.njit(nogil=True, parallel=True)
     def gather_ranges(parts, page, state, cut):
+        page, state, cut = Page(*page), State(*state), Cut(*cut)
         counts = np.zeros((parts, 2), np.int64)
         for t in prange(parts):
-            activated, degree = gather_range(t, page, state, cut)
+            activated, degree = gather(t, page, state, cut)
             counts[t, 0] = activated
             counts[t, 1] = degree
         return counts
 
-    return PullPass(gather_range, gather_ranges, _build_merge(ops))
+    @numba.njit(nogil=True)
+    def merge_cut(out_indptr, state, cut):
+        return merge(out_indptr, State(*state), Cut(*cut))
+
+    return PullPass(gather_range, gather_ranges, merge_cut)
 
 
 def _build_range(ops):
