@@ -208,14 +208,15 @@ def from_networkx(graph, *, weight="weight", dedup="sum", name=None):
     if not nodes:
         raise GraphError("the NetworkX graph has no nodes")
     index = {node: i for i, node in enumerate(nodes)}
-    edges = [(index[u], index[v], w) for u, v, w in graph.edges(data=weight, default=1)]
-    src, dst, data = (np.array(column) for column in zip(*edges)) if edges else \
-        (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))
+    # one float64 table (dense ids are exact in it): far faster than a column per field
+    table = np.array([(index[u], index[v], w) for u, v, w in
+                      graph.edges(data=weight, default=1)], np.float64).reshape(-1, 3)
+    src, dst, data = table[:, 0].astype(np.int64), table[:, 1].astype(np.int64), table[:, 2]
     directed = graph.is_directed()
     weighted = weight is not None and any(weight in d for *_, d in graph.edges(data=True))
     if dedup == "sum" and graph.is_multigraph():
         weighted = weighted or _has_parallel_edges(src, dst, directed)
-    return build_graph(src, dst, data.astype(np.float64) if weighted else None,
+    return build_graph(src, dst, data if weighted else None,
                        directed=directed, labels=_node_labels(nodes), dedup=dedup,
                        source="networkx graph", name=name or graph.name or None)
 
