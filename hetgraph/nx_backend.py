@@ -80,12 +80,15 @@ class BackendGraph:
 
     def weights(self, weight):
         """(float64 array of edge attribute ``weight``, default 1, or None when a value
-        is not a real number; int or float when every value is that kind, else None),
-        read from the NetworkX edges once per attribute."""
+        is not a number float64 holds; int or float when every value is that kind, else
+        None), read from the NetworkX edges once per attribute."""
         if weight not in self._weights:
             values = [d.get(weight, 1) for *_, d in self.nx_graph.edges(data=True)]
             kinds = {_number_kind(v) for v in values} or {int}  # no edges: sums are 0
-            array = np.array(values, np.float64) if None not in kinds else None
+            try:
+                array = np.array(values, np.float64) if None not in kinds else None
+            except OverflowError:  # an int beyond float64
+                array = None
             self._weights[weight] = (array, kinds.pop() if len(kinds) == 1 else None)
         return self._weights[weight]
 
@@ -234,7 +237,7 @@ def _weights_unsupported(graph, weight):
     """Why hetgraph cannot read the edge attribute ``weight`` (None: it can)."""
     w = graph.weights(weight)[0]
     if w is None:
-        return "with weights that are not real numbers is not supported by hetgraph"
+        return "with weights that are not float64 numbers is not supported by hetgraph"
     if not (np.abs(w) <= np.finfo(np.float32).max).all():  # (NaN fails it too)
         return ("with weights that are not finite float32 numbers is not supported by "
                 "hetgraph")
