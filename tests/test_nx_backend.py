@@ -130,7 +130,7 @@ def test_fallback_gives_networkx_answer(name, args, why):
 def test_fallback_on_negative_weights_and_multigraphs():
     graph = nx.MultiDiGraph()
     graph.add_weighted_edges_from([(0, 1, 5), (0, 1, 2), (1, 2, 1)])
-    with pytest.warns(NetworkXFallbackWarning, match="multigraph"):
+    with no_fallback():  # the lightest parallel edge counts, as in NetworkX
         assert nx.single_source_dijkstra_path_length(graph, 0, backend="hetgraph") == \
             {0: 0, 1: 2, 2: 3}
     negative = nx.DiGraph()
