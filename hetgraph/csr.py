@@ -284,3 +284,57 @@ def compress(src, dst, weight, n, dedup):
         in_ptr, in_idx, w = new_ptr, out_idx, out_w
     out_ptr, out_idx, _ = transpose(in_ptr, in_idx, None, n)
     return in_ptr, in_idx, None if weight is None else w, out_ptr, out_idx
+
+
+@numba.njit(cache=True, nogil=True)
+def first_decrease(ptr):
+    """Index of the first entry of ``ptr`` below the one before it, -1 when monotone."""
+    for i in range(1, ptr.shape[0]):
+        if ptr[i] < ptr[i - 1]:
+            return i
+    return -1
+
+
+@numba.njit(cache=True, nogil=True)
+def first_outside(ids, n):
+    """Index of the first id outside [0, n), -1 when there is none."""
+    for i in range(ids.shape[0]):
+        if ids[i] < 0 or ids[i] >= n:
+            return i
+    return -1
+
+
+@numba.njit(cache=True, nogil=True)
+def first_nonfinite(values):
+    """Index of the first NaN or infinite value, -1 when there is none."""
+    for i in range(values.shape[0]):
+        if not np.isfinite(values[i]):
+            return i
+    return -1
+
+
+def pointer_error(ptr, num_items):
+    """What is wrong with the pointer array ``ptr`` of a compressed array of
+    ``num_items`` items (it must start at 0, never decrease and end at ``num_items``),
+    None when nothing is."""
+    ptr = np.asarray(ptr)
+    if len(ptr) == 0 or ptr[0] != 0 or ptr[-1] != num_items:
+        ends = (ptr[0], ptr[-1]) if len(ptr) else ("nothing", "nothing")
+        return f"starts at {ends[0]} and ends at {ends[1]}, not 0 and {num_items}"
+    i = first_decrease(ptr)
+    return None if i < 0 else f"decreases at entry {i} ({ptr[i - 1]} then {ptr[i]})"
+
+
+def ids_error(ids, n):
+    """What is wrong with the vertex ids ``ids`` (each must be in [0, n)), None when
+    nothing is."""
+    ids = np.asarray(ids)
+    i = first_outside(ids, n) if len(ids) else -1
+    return None if i < 0 else f"entry {i} is vertex {ids[i]}, outside [0, {n})"
+
+
+def weights_error(weights):
+    """What is wrong with ``weights`` (each must be finite), None when nothing is."""
+    weights = np.asarray(weights)
+    i = first_nonfinite(weights) if len(weights) else -1
+    return None if i < 0 else f"entry {i} is {weights[i]}, not finite"
