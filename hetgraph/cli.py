@@ -15,7 +15,7 @@ import sys
 import time
 
 from . import tuning
-from .errors import GraphError, HetGraphError
+from .errors import GraphError, HetGraphError, StoreError
 
 
 def _describe(graph, page_bytes):
@@ -144,9 +144,16 @@ def _convert(args):
 def _verify(args):
     from .io.store import PageStore
 
-    store = PageStore(args.store)
+    key = None
+    if args.key_file:
+        try:
+            with open(args.key_file, "rb") as f:
+                key = f.read().strip()
+        except OSError as exc:
+            raise StoreError(f"{args.key_file}: cannot read the key ({exc.strerror})") from exc
+    store = PageStore(args.store, key=key)
     checked = store.verify()
-    return (f"{store.path}: ok ({store.num_vertices:,} vertices, {store.num_arcs:,} arcs, "
+    return (f"{store.path}: ok{', signature matches' if key else ''} ({store.num_vertices:,} vertices, {store.num_arcs:,} arcs, "
             f"{store.num_pages} pages, {checked:,} bytes checked)")
 
 
@@ -229,6 +236,9 @@ def build_parser():
     verify = sub.add_parser("verify", help="check a page store (manifest, every block's "
                                            "checksum, structure) without running anything")
     verify.add_argument("store")
+    verify.add_argument("--key-file", help="file holding the key the store was signed with "
+                                           "(its signature and every block's SHA-256 are "
+                                           "checked too)")
     cluster = sub.add_parser("cluster", help="start a local CPU + GPU Dask cluster (worker "
                                              "processes) and wait")
     cluster.add_argument("--cpu-workers", type=int, default=1)

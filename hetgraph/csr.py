@@ -286,31 +286,34 @@ def compress(src, dst, weight, n, dedup):
     return in_ptr, in_idx, None if weight is None else w, out_ptr, out_idx
 
 
-@numba.njit(cache=True, nogil=True)
-def first_decrease(ptr):
-    """Index of the first entry of ``ptr`` below the one before it, -1 when monotone."""
-    for i in range(1, ptr.shape[0]):
+@numba.njit(cache=True, nogil=True, parallel=True)
+def count_decreases(ptr):
+    """Entries of ``ptr`` below the one before them (0 when monotone), in parallel."""
+    count = 0
+    for i in numba.prange(1, ptr.shape[0]):
         if ptr[i] < ptr[i - 1]:
-            return i
-    return -1
+            count += 1
+    return count
 
 
-@numba.njit(cache=True, nogil=True)
-def first_outside(ids, n):
-    """Index of the first id outside [0, n), -1 when there is none."""
-    for i in range(ids.shape[0]):
+@numba.njit(cache=True, nogil=True, parallel=True)
+def count_outside(ids, n):
+    """Ids outside [0, n), in parallel."""
+    count = 0
+    for i in numba.prange(ids.shape[0]):
         if ids[i] < 0 or ids[i] >= n:
-            return i
-    return -1
+            count += 1
+    return count
 
 
-@numba.njit(cache=True, nogil=True)
-def first_nonfinite(values):
-    """Index of the first NaN or infinite value, -1 when there is none."""
-    for i in range(values.shape[0]):
+@numba.njit(cache=True, nogil=True, parallel=True)
+def count_nonfinite(values):
+    """NaN or infinite values, in parallel."""
+    count = 0
+    for i in numba.prange(values.shape[0]):
         if not np.isfinite(values[i]):
-            return i
-    return -1
+            count += 1
+    return count
 
 
 def pointer_error(ptr, num_items):
@@ -321,20 +324,26 @@ def pointer_error(ptr, num_items):
     if len(ptr) == 0 or ptr[0] != 0 or ptr[-1] != num_items:
         ends = (ptr[0], ptr[-1]) if len(ptr) else ("nothing", "nothing")
         return f"starts at {ends[0]} and ends at {ends[1]}, not 0 and {num_items}"
-    i = first_decrease(ptr)
-    return None if i < 0 else f"decreases at entry {i} ({ptr[i - 1]} then {ptr[i]})"
+    if count_decreases(ptr) == 0:
+        return None
+    i = int(np.argmax(ptr[1:] < ptr[:-1])) + 1  # the error path only: allocates
+    return f"decreases at entry {i} ({ptr[i - 1]} then {ptr[i]})"
 
 
 def ids_error(ids, n):
     """What is wrong with the vertex ids ``ids`` (each must be in [0, n)), None when
     nothing is."""
     ids = np.asarray(ids)
-    i = first_outside(ids, n) if len(ids) else -1
-    return None if i < 0 else f"entry {i} is vertex {ids[i]}, outside [0, {n})"
+    if len(ids) == 0 or count_outside(ids, n) == 0:
+        return None
+    i = int(np.argmax((ids < 0) | (ids >= n)))
+    return f"entry {i} is vertex {ids[i]}, outside [0, {n})"
 
 
 def weights_error(weights):
     """What is wrong with ``weights`` (each must be finite), None when nothing is."""
     weights = np.asarray(weights)
-    i = first_nonfinite(weights) if len(weights) else -1
-    return None if i < 0 else f"entry {i} is {weights[i]}, not finite"
+    if len(weights) == 0 or count_nonfinite(weights) == 0:
+        return None
+    i = int(np.argmax(~np.isfinite(weights)))
+    return f"entry {i} is {weights[i]}, not finite"

@@ -7,11 +7,17 @@ separators, no ``..``), stripe directories are ``data`` inside the store or the
 store's own ``<name>-<id>`` directory elsewhere, every count agrees with
 ``num_vertices`` and ``num_arcs`` and every dtype is the one its block is written
 with. A damaged or hand-edited manifest gives a :class:`StoreError` naming the key.
+
+The checksum catches accidents, not an attacker, who can recompute it (and a block's
+CRC32). A store from an untrusted place is signed with a user key instead: its
+manifest carries an HMAC-SHA256 of itself and a SHA-256 of every block, checked when
+the store is opened with the same key.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
 import re
@@ -24,6 +30,8 @@ FORMAT = "hetgraph-pagestore"
 VERSION = 1
 MANIFEST = "manifest.json"
 CHECKSUM = "manifest_sha256"
+SIGNATURE = "manifest_hmac_sha256"  # with a user key: covers the manifest and, through
+# each block's sha256, the data
 
 INDEX_DTYPES = ("<i4", "<i8")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}\Z")
@@ -34,19 +42,44 @@ _PAGE_RANGES = ("vertex_start", "vertex_stop", "edge_start", "edge_stop", "out_e
                 "out_edge_stop")
 _TOP_KEYS = {"format", "version", "hetgraph_version", "store_id", "name", "num_vertices",
              "num_arcs", "directed", "weighted", "index_dtype", "labels", "partition",
-             "stripe_dirs", "graph_blocks", "pages", CHECKSUM}
+             "stripe_dirs", "graph_blocks", "pages", CHECKSUM, SIGNATURE}
+_BLOCK_KEYS = {"stripe", "file", "dtype", "count", "bytes", "crc32"}
+_HEX64 = re.compile(r"[0-9a-f]{64}\Z")
+
+
+def _canonical(manifest, without) -> bytes:
+    body = {k: v for k, v in manifest.items() if k not in without}
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
 
 
 def checksum(manifest) -> str:
     """SHA-256 (hex) of the manifest without its checksum key, keys sorted."""
-    body = {k: v for k, v in manifest.items() if k != CHECKSUM}
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
-    return hashlib.sha256(text.encode()).hexdigest()
+    return hashlib.sha256(_canonical(manifest, (CHECKSUM,))).hexdigest()
 
 
-def dump(manifest, f):
-    """Write ``manifest`` to the open text file ``f`` with its checksum."""
+def signature(manifest, key) -> str:
+    """HMAC-SHA256 (hex) with ``key`` (bytes or str) of the manifest without its
+    checksum and signature keys, keys sorted."""
+    key = key.encode() if isinstance(key, str) else bytes(key)
+    return hmac.new(key, _canonical(manifest, (CHECKSUM, SIGNATURE)), "sha256").hexdigest()
+
+
+def dump(manifest, f, key=None):
+    """Write ``manifest`` to the open text file ``f`` with its checksum, and its
+    signature when a ``key`` is given."""
+    if key is not None:
+        manifest = {**manifest, SIGNATURE: signature(manifest, key)}
     json.dump({**manifest, CHECKSUM: checksum(manifest)}, f, indent=1)
+
+
+def check_signature(path, manifest, key):
+    """Refuse (StoreError) a manifest not signed with ``key``."""
+    if SIGNATURE not in manifest:
+        raise StoreError(f"{path}: the store is not signed, and a key was given; sign it "
+                         "when writing (save(..., key=...)) or open it without a key")
+    if not hmac.compare_digest(str(manifest[SIGNATURE]), signature(manifest, key)):
+        raise StoreError(f"{path}: the store's signature does not match the key (a "
+                         "different key, or the store was altered); do not use it")
 
 
 def stripe_name(store_path, store_id) -> str:
@@ -157,9 +190,13 @@ class _Schema:
 
     def block(self, entry, where, dtype, count):
         """Check one block entry: its stripe, file name, dtype, count and bytes."""
-        if not isinstance(entry, dict) or set(entry) != {"stripe", "file", "dtype", "count",
-                                                         "bytes", "crc32"}:
-            self.fail(where, "is not a block entry (stripe, file, dtype, count, bytes, crc32)")
+        signed = SIGNATURE in self.m
+        if not isinstance(entry, dict) or set(entry) != _BLOCK_KEYS | ({"sha256"} if signed
+                                                                       else set()):
+            self.fail(where, "is not a block entry (stripe, file, dtype, count, bytes, crc32"
+                             f"{', sha256' if signed else ''})")
+        if signed and not (isinstance(entry["sha256"], str) and _HEX64.match(entry["sha256"])):
+            self.fail(where + ".sha256", "is not 64 hex digits")
         self.integer(entry, "stripe", where + ".", high=len(self.m["stripe_dirs"]) - 1)
         name = entry["file"]
         if not isinstance(name, str) or not _NAME.match(name):

@@ -24,6 +24,7 @@ PageStore builds Graphs.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -57,6 +58,11 @@ def crc32(array) -> int:
     return crc
 
 
+def sha256(array) -> str:
+    """SHA-256 (hex) of an array's bytes: what a signed store records per block."""
+    return hashlib.sha256(memoryview(np.ascontiguousarray(array)).cast("B")).hexdigest()
+
+
 def stripe_of(page: int, block: str, stripes: int) -> int:
     """Stripe directory index of a block: a stable hash of (page, block)."""
     return zlib.crc32(f"{page}:{block}".encode()) % stripes
@@ -69,8 +75,9 @@ def _block_name(page, block):
 class _Writer:
     """Writes blocks into temporary stripe directories; ``commit`` renames them in."""
 
-    def __init__(self, path, stripes):
+    def __init__(self, path, stripes, key=None):
         self.path = os.path.abspath(os.fspath(path))
+        self.key = key
         self.store_id = uuid.uuid4().hex
         parent = os.path.dirname(self.path)
         if not os.path.isdir(parent):
@@ -105,12 +112,15 @@ class _Writer:
             if fsync:
                 f.flush()
                 os.fsync(f.fileno())
-        return {"stripe": stripe, "file": name, "dtype": array.dtype.str,
-                "count": int(array.size), "bytes": int(array.nbytes), "crc32": crc32(array)}
+        entry = {"stripe": stripe, "file": name, "dtype": array.dtype.str,
+                 "count": int(array.size), "bytes": int(array.nbytes), "crc32": crc32(array)}
+        if self.key is not None:
+            entry["sha256"] = sha256(array)
+        return entry
 
     def commit(self, manifest, overwrite):
         with open(os.path.join(self.tmp_root, MANIFEST), "w") as f:
-            manifests.dump(manifest, f)
+            manifests.dump(manifest, f, self.key)
             f.flush()
             os.fsync(f.fileno())
         old = None
@@ -206,7 +216,7 @@ def _label_blocks(labels):
 
 @registry.writer("pagestore")
 def save(graph: Graph, path, *, stripes=None, page_bytes=None, overwrite=False,
-         fsync=False, **partition_options):
+         fsync=False, key=None, **partition_options):
     """Write ``graph`` as a page store at ``path`` (what :meth:`hetgraph.Graph.save`
     does).
 
@@ -224,6 +234,11 @@ def save(graph: Graph, path, *, stripes=None, page_bytes=None, overwrite=False,
         Replace a store already at ``path``. Default False.
     fsync : bool
         Flush every block to disk. Default False.
+    key : bytes or str, optional
+        Sign the store with this secret (HMAC-SHA256 of the manifest, SHA-256 of every
+        block), for a store that travels through untrusted hands: open it with
+        ``PageStore(path, key=...)`` or ``open_store(path, key=...)``. Default: unsigned
+        (a checksum and CRC32s catch accidents only).
     **partition_options
         Go to :func:`hetgraph.partition.partition`.
 
@@ -248,7 +263,7 @@ def save(graph: Graph, path, *, stripes=None, page_bytes=None, overwrite=False,
     (7115, True)
     """
     part = partition(graph, page_bytes=page_bytes, **partition_options)
-    writer = _Writer(path, stripes)
+    writer = _Writer(path, stripes, key)
     try:
         label_kind, label_arrays = _label_blocks(graph.labels)
         graph_blocks = {
@@ -295,18 +310,25 @@ def save(graph: Graph, path, *, stripes=None, page_bytes=None, overwrite=False,
     except BaseException:
         writer.abort()
         raise
-    return PageStore(path)
+    return PageStore(path, key=key)
 
 
 class PageStore:
-    """An opened page store: verified, memory-mapped reads of its blocks and pages."""
+    """An opened page store: verified, memory-mapped reads of its blocks and pages.
 
-    def __init__(self, path):
+    ``key`` (bytes or str, optional): the secret the store was signed with; given, the
+    manifest's signature and every block's SHA-256 are checked (StoreError if the store
+    is unsigned or altered)."""
+
+    def __init__(self, path, key=None):
         self.path = os.path.abspath(os.fspath(path))
         if not os.path.isdir(self.path):
             raise StoreError(f"{self.path}: no page store here (not a directory); "
                              "write one with Graph.save or `hetgraph convert`")
         m = manifests.load(os.path.join(self.path, MANIFEST))
+        if key is not None:
+            manifests.check_signature(os.path.join(self.path, MANIFEST), m, key)
+        self.signed = key is not None
         self.manifest = m
         self.stripe_dirs = [os.path.join(self.path, d) if d == "data" else d
                             for d in m["stripe_dirs"]]
@@ -359,11 +381,13 @@ class PageStore:
                              f"{entry['bytes']} (truncated?); rewrite the store")
         return path
 
-    @staticmethod
-    def _verified(path, array, entry):
+    def _verified(self, path, array, entry):
         if crc32(array) != entry["crc32"]:
             raise ChecksumError(f"{path}: data block is corrupt (CRC32 mismatch); "
                                 "restore it or rewrite the store")
+        if self.signed and sha256(array) != entry["sha256"]:
+            raise ChecksumError(f"{path}: data block does not match the signed store's "
+                                "SHA-256 (altered); do not use the store")
         return array
 
     def read_block(self, entry, verify=True):
@@ -698,13 +722,16 @@ def available_memory() -> int:
     return int(psutil.virtual_memory().available)
 
 
-def open_store(path) -> Graph:
+def open_store(path, key=None) -> Graph:
     """Open the page store at ``path`` and load its graph into memory.
 
     Parameters
     ----------
     path : str or os.PathLike
         A directory written by :meth:`Graph.save` or ``hetgraph convert``.
+    key : bytes or str, optional
+        The secret a signed store was written with (see :func:`save`); given, its
+        signature and every block's SHA-256 are checked.
 
     Returns
     -------
@@ -714,7 +741,9 @@ def open_store(path) -> Graph:
     Raises
     ------
     StoreError
-        When there is no store, or a block is missing or truncated.
+        When there is no store, its manifest is damaged or edited, a block is missing,
+        truncated, outside the store or breaks the graph's structure, or (with ``key``)
+        the store is unsigned or its signature does not match.
     ChecksumError
         When a block's CRC32 does not match.
     StoreVersionError
@@ -729,7 +758,7 @@ def open_store(path) -> Graph:
     >>> hg.open_store(path).num_vertices
     12
     """
-    return PageStore(path).load()
+    return PageStore(path, key=key).load()
 
 
 def convert(source, path, *, stripes=None, overwrite=False, format=None, page_bytes=None,
