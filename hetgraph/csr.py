@@ -286,31 +286,32 @@ def compress(src, dst, weight, n, dedup):
     return in_ptr, in_idx, None if weight is None else w, out_ptr, out_idx
 
 
-@numba.njit(cache=True, nogil=True, parallel=True)
+@numba.njit(cache=True, nogil=True)
 def count_decreases(ptr):
-    """Entries of ``ptr`` below the one before them (0 when monotone), in parallel."""
+    """Entries of ``ptr`` below the one before them (0 when monotone): one pass that
+    the compiler vectorises (a parallel loop's start costs more on a page)."""
     count = 0
-    for i in numba.prange(1, ptr.shape[0]):
+    for i in range(1, ptr.shape[0]):
         if ptr[i] < ptr[i - 1]:
             count += 1
     return count
 
 
-@numba.njit(cache=True, nogil=True, parallel=True)
+@numba.njit(cache=True, nogil=True)
 def count_outside(ids, n):
-    """Ids outside [0, n), in parallel."""
+    """Ids outside [0, n): one vectorised pass."""
     count = 0
-    for i in numba.prange(ids.shape[0]):
+    for i in range(ids.shape[0]):
         if ids[i] < 0 or ids[i] >= n:
             count += 1
     return count
 
 
-@numba.njit(cache=True, nogil=True, parallel=True)
+@numba.njit(cache=True, nogil=True)
 def count_nonfinite(values):
-    """NaN or infinite values, in parallel."""
+    """NaN or infinite values: one vectorised pass."""
     count = 0
-    for i in numba.prange(values.shape[0]):
+    for i in range(values.shape[0]):
         if not np.isfinite(values[i]):
             count += 1
     return count
