@@ -90,6 +90,8 @@ def stripe_name(store_path, store_id) -> str:
 def load(path) -> dict:
     """The manifest at ``path`` (a file), checked: format, version, checksum, schema."""
     try:
+        if os.path.exists(path) and not os.path.isfile(path):  # a FIFO would block
+            raise StoreError(f"{path}: manifest is not a regular file; write the store again")
         with open(path, "rb") as f:
             text = f.read()
         manifest = json.loads(text)

@@ -131,6 +131,13 @@ def test_deeply_nested_manifest(store):
         hg.open_store(store)
 
 
+def test_manifest_that_is_a_fifo_is_refused_without_blocking(store):
+    os.remove(store / "manifest.json")
+    os.mkfifo(store / "manifest.json")
+    with pytest.raises(hg.StoreError, match="not a regular file"):
+        hg.open_store(store)
+
+
 @pytest.mark.parametrize("key, value", [("weighted", False), ("directed", False),
                                         ("num_arcs", 2999)])
 def test_an_edited_manifest_fails_its_checksum(store, key, value):
