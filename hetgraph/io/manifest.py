@@ -49,7 +49,7 @@ _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
 
 def _canonical(manifest, without) -> bytes:
     body = {k: v for k, v in manifest.items() if k not in without}
-    return json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+    return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
 
 
 def checksum(manifest) -> str:
@@ -89,9 +89,9 @@ def stripe_name(store_path, store_id) -> str:
 
 def load(path) -> dict:
     """The manifest at ``path`` (a file), checked: format, version, checksum, schema."""
+    if os.path.exists(path) and not os.path.isfile(path):  # a FIFO would block
+        raise StoreError(f"{path}: manifest is not a regular file; write the store again")
     try:
-        if os.path.exists(path) and not os.path.isfile(path):  # a FIFO would block
-            raise StoreError(f"{path}: manifest is not a regular file; write the store again")
         with open(path, "rb") as f:
             text = f.read()
         manifest = json.loads(text)
@@ -184,7 +184,7 @@ class _Schema:
             self.fail("stripe_dirs", "is empty")
         for i, d in enumerate(dirs):
             # an external stripe is the store's own directory, named after it
-            if not (isinstance(d, str) and os.path.isabs(d) and
+            if not (isinstance(d, str) and os.path.isabs(d) and "\x00" not in d and
                     os.path.basename(d).endswith(own[-9:]) and
                     _NAME.match(os.path.basename(d)) and os.path.normpath(d) == d):
                 self.fail(f"stripe_dirs[{i}]", f"is {str(d)[:200]!r}, neither 'data' nor "
