@@ -401,8 +401,8 @@ JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats()
     | st.text(max_size=12) | st.sampled_from(["data", "..", "/", "/a\x00b/s-0", "<i4", "<i8",
                                               "O", "|u1"]),
-    lambda children: st.lists(children, max_size=3)
-    | st.dictionaries(st.text(max_size=6), children, max_size=3), max_leaves=6)
+    lambda children: st.lists(children, min_size=1, max_size=3)
+    | st.dictionaries(st.text(max_size=6), children, min_size=1, max_size=3), max_leaves=6)
 
 
 @pytest.fixture(scope="module")
