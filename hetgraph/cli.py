@@ -1,6 +1,7 @@
 """`hetgraph` command line: `run` an algorithm on a graph file or page store, `convert` a
-graph file into a page store, `info` about either, `cluster` (start a local CPU + GPU
-Dask cluster), and `demo` (PageRank and SSSP on the bundled real graph).
+graph file into a page store, `info` about either, `verify` a page store (every check,
+no algorithm), `cluster` (start a local CPU + GPU Dask cluster), and `demo` (PageRank
+and SSSP on the bundled real graph).
 
 Exit codes: 0 done, 1 a hetgraph error (one line; the traceback with --debug), 2 bad
 usage."""
@@ -14,7 +15,7 @@ import sys
 import time
 
 from . import tuning
-from .errors import GraphError, HetGraphError
+from .errors import GraphError, HetGraphError, StoreError
 
 
 def _describe(graph, page_bytes):
@@ -140,6 +141,22 @@ def _convert(args):
     return repr(store)
 
 
+def _verify(args):
+    from .io.store import PageStore
+
+    key = None
+    if args.key_file:
+        try:
+            with open(args.key_file, "rb") as f:
+                key = f.read().strip()
+        except OSError as exc:
+            raise StoreError(f"{args.key_file}: cannot read the key ({exc.strerror})") from exc
+    store = PageStore(args.store, key=key)
+    checked = store.verify()
+    return (f"{store.path}: ok{', signature matches' if key else ''} ({store.num_vertices:,} vertices, {store.num_arcs:,} arcs, "
+            f"{store.num_pages} pages, {checked:,} bytes checked)")
+
+
 def _cluster(args):
     from .cluster import Cluster
 
@@ -216,6 +233,12 @@ def build_parser():
     convert.add_argument("--page-bytes", type=int, default=tuning.PAGE_BYTES)
     convert.add_argument("--overwrite", action="store_true")
     convert.add_argument("--order", **ORDER_OPTION)
+    verify = sub.add_parser("verify", help="check a page store (manifest, every block's "
+                                           "checksum, structure) without running anything")
+    verify.add_argument("store")
+    verify.add_argument("--key-file", help="file holding the key the store was signed with "
+                                           "(its signature and every block's SHA-256 are "
+                                           "checked too)")
     cluster = sub.add_parser("cluster", help="start a local CPU + GPU Dask cluster (worker "
                                              "processes) and wait")
     cluster.add_argument("--cpu-workers", type=int, default=1)
@@ -236,7 +259,8 @@ def main(argv=None):
         elif args.command == "info":
             print(_describe(_load(args.input), args.page_bytes))
         else:
-            print({"run": _run, "convert": _convert, "cluster": _cluster}[args.command](args))
+            print({"run": _run, "convert": _convert, "verify": _verify,
+                   "cluster": _cluster}[args.command](args))
     except HetGraphError as exc:
         if args.debug:
             raise

@@ -284,3 +284,67 @@ def compress(src, dst, weight, n, dedup):
         in_ptr, in_idx, w = new_ptr, out_idx, out_w
     out_ptr, out_idx, _ = transpose(in_ptr, in_idx, None, n)
     return in_ptr, in_idx, None if weight is None else w, out_ptr, out_idx
+
+
+@numba.njit(cache=True, nogil=True)
+def count_decreases(ptr):
+    """Entries of ``ptr`` below the one before them (0 when monotone): one pass that
+    the compiler vectorises (a parallel loop's start costs more on a page)."""
+    count = 0
+    for i in range(1, ptr.shape[0]):
+        if ptr[i] < ptr[i - 1]:
+            count += 1
+    return count
+
+
+@numba.njit(cache=True, nogil=True)
+def count_outside(ids, n):
+    """Ids outside [0, n): one vectorised pass."""
+    count = 0
+    for i in range(ids.shape[0]):
+        if ids[i] < 0 or ids[i] >= n:
+            count += 1
+    return count
+
+
+@numba.njit(cache=True, nogil=True)
+def count_nonfinite(values):
+    """NaN or infinite values: one vectorised pass."""
+    count = 0
+    for i in range(values.shape[0]):
+        if not np.isfinite(values[i]):
+            count += 1
+    return count
+
+
+def pointer_error(ptr, num_items):
+    """What is wrong with the pointer array ``ptr`` of a compressed array of
+    ``num_items`` items (it must start at 0, never decrease and end at ``num_items``),
+    None when nothing is."""
+    ptr = np.asarray(ptr)
+    if len(ptr) == 0 or ptr[0] != 0 or ptr[-1] != num_items:
+        ends = (ptr[0], ptr[-1]) if len(ptr) else ("nothing", "nothing")
+        return f"starts at {ends[0]} and ends at {ends[1]}, not 0 and {num_items}"
+    if count_decreases(ptr) == 0:
+        return None
+    i = int(np.argmax(ptr[1:] < ptr[:-1])) + 1  # the error path only: allocates
+    return f"decreases at entry {i} ({ptr[i - 1]} then {ptr[i]})"
+
+
+def ids_error(ids, n):
+    """What is wrong with the vertex ids ``ids`` (each must be in [0, n)), None when
+    nothing is."""
+    ids = np.asarray(ids)
+    if len(ids) == 0 or count_outside(ids, n) == 0:
+        return None
+    i = int(np.argmax((ids < 0) | (ids >= n)))
+    return f"entry {i} is vertex {ids[i]}, outside [0, {n})"
+
+
+def weights_error(weights):
+    """What is wrong with ``weights`` (each must be finite), None when nothing is."""
+    weights = np.asarray(weights)
+    if len(weights) == 0 or count_nonfinite(weights) == 0:
+        return None
+    i = int(np.argmax(~np.isfinite(weights)))
+    return f"entry {i} is {weights[i]}, not finite"

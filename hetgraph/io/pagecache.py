@@ -89,7 +89,8 @@ class PageCache:
 
     def _start(self, key, size):
         entry = self._entry(key)
-        self._inflight[key] = self._io[entry["stripe"]].submit(self.store.fetch_block, entry)
+        self._inflight[key] = self._io[entry["stripe"]].submit(self.store.page_block, *key,
+                                                               fetch=True)
         self._inflight_bytes += size
 
     def get(self, page, blocks):

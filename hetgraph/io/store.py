@@ -10,6 +10,13 @@ Without ``stripes`` the only stripe is ``STORE/data``. Every block has a CRC32 t
 verified when it is read (memory-mapped). A store is written into temporary directories
 and renamed into place at the end, so a failed write leaves nothing behind.
 
+Nothing read from a store is trusted (:mod:`hetgraph.io.manifest` checks the manifest):
+a block is read only from a regular file inside its stripe directory (no link out of
+it), an external stripe directory holds a marker with its store's id (an overwrite
+deletes only directories that hold it), and every array is checked for the structure
+the kernels rely on (pointers, vertex ids, finite weights) before a kernel reads it:
+the graph's pointers when the store is opened, a page's blocks when first read.
+
 :func:`save` is the "pagestore" writer of :mod:`hetgraph.registry`, which
 :meth:`hetgraph.Graph.save` calls: the graph type cannot import this module, whose
 PageStore builds Graphs.
@@ -17,9 +24,11 @@ PageStore builds Graphs.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
+import stat
 import time
 import uuid
 import zlib
@@ -27,15 +36,16 @@ import zlib
 import numpy as np
 
 from .. import registry, tuning
-from ..errors import ChecksumError, OutOfCoreError, StoreError, StoreVersionError
+from ..csr import ids_error, pointer_error, weights_error
+from ..errors import ChecksumError, OutOfCoreError, StoreError
 from ..graph import Graph
-from ..partition import Page, Partition, partition
+from ..partition import Page, Partition, destination_offsets, partition
 from ..version import __version__
+from . import manifest as manifests
+from .manifest import FORMAT, MANIFEST, VERSION  # noqa: F401 (the store's format)
 from .readers import read
 
-FORMAT = "hetgraph-pagestore"
-VERSION = 1
-MANIFEST = "manifest.json"
+STRIPE_MARKER = ".hetgraph-stripe"  # in an external stripe directory: its store's id
 
 
 def crc32(array) -> int:
@@ -46,6 +56,11 @@ def crc32(array) -> int:
     for i in range(0, len(view), chunk):
         crc = zlib.crc32(view[i:i + chunk], crc)
     return crc
+
+
+def sha256(array) -> str:
+    """SHA-256 (hex) of an array's bytes: what a signed store records per block."""
+    return hashlib.sha256(memoryview(np.ascontiguousarray(array)).cast("B")).hexdigest()
 
 
 def stripe_of(page: int, block: str, stripes: int) -> int:
@@ -60,8 +75,9 @@ def _block_name(page, block):
 class _Writer:
     """Writes blocks into temporary stripe directories; ``commit`` renames them in."""
 
-    def __init__(self, path, stripes):
+    def __init__(self, path, stripes, key=None):
         self.path = os.path.abspath(os.fspath(path))
+        self.key = key
         self.store_id = uuid.uuid4().hex
         parent = os.path.dirname(self.path)
         if not os.path.isdir(parent):
@@ -72,7 +88,7 @@ class _Writer:
             for s in self.stripes:
                 if not os.path.isdir(s):
                     raise StoreError(f"{s}: stripe directory does not exist; create it first")
-            self.final_dirs = [os.path.join(s, f"{os.path.basename(self.path)}-{self.store_id[:8]}")
+            self.final_dirs = [os.path.join(s, manifests.stripe_name(self.path, self.store_id))
                                for s in self.stripes]
             self.tmp_dirs = [d + ".partial" for d in self.final_dirs]
         else:
@@ -82,6 +98,9 @@ class _Writer:
         os.makedirs(self.tmp_root)
         for d in self.tmp_dirs:
             os.makedirs(d, exist_ok=True)
+            if self.stripes:
+                with open(os.path.join(d, STRIPE_MARKER), "w") as f:
+                    f.write(self.store_id)
         self.committed = []
 
     def write(self, page, block, array, fsync=False):
@@ -93,19 +112,23 @@ class _Writer:
             if fsync:
                 f.flush()
                 os.fsync(f.fileno())
-        return {"stripe": stripe, "file": name, "dtype": array.dtype.str,
-                "count": int(array.size), "bytes": int(array.nbytes), "crc32": crc32(array)}
+        entry = {"stripe": stripe, "file": name, "dtype": array.dtype.str,
+                 "count": int(array.size), "bytes": int(array.nbytes), "crc32": crc32(array)}
+        if self.key is not None:
+            entry["sha256"] = sha256(array)
+        return entry
 
     def commit(self, manifest, overwrite):
         with open(os.path.join(self.tmp_root, MANIFEST), "w") as f:
-            json.dump(manifest, f, indent=1)
+            manifests.dump(manifest, f, self.key)
             f.flush()
             os.fsync(f.fileno())
         old = None
-        if os.path.exists(self.path):
+        if os.path.lexists(self.path):
             if not overwrite:
                 raise StoreError(f"{self.path}: already exists; pass overwrite=True or "
                                  "choose another path")
+            old_stripes = _replaced_stripes(self.path)
             old = self.path + f".old-{self.store_id[:8]}"
             os.rename(self.path, old)
         if self.stripes:
@@ -114,24 +137,68 @@ class _Writer:
                 self.committed.append(final)
         os.rename(self.tmp_root, self.path)
         if old:
-            _remove_store_dir(old)
+            _remove_replaced(old, old_stripes)
 
     def abort(self):
         for d in self.tmp_dirs + self.committed + [self.tmp_root]:
             shutil.rmtree(d, ignore_errors=True)
 
 
-def _remove_store_dir(path):
-    """Remove a store directory and its external stripe directories."""
+def _replaced_stripes(path):
+    """The external stripe directories of the store at ``path`` that an overwrite
+    deletes: each must hold the marker with that store's id. Refuses (StoreError,
+    nothing changed) a directory that is not a store, or a store naming a stripe
+    directory it did not create."""
+    if not os.path.isdir(path) or os.path.islink(path):
+        return []  # a file or a link: replaced itself, nothing followed
+    manifest_path = os.path.join(path, MANIFEST)
+    if not os.path.isfile(manifest_path):
+        if os.listdir(path):
+            raise StoreError(f"{path}: is a directory with files but no page store "
+                             "(no manifest.json); nothing was deleted. Remove it yourself "
+                             "or choose another path")
+        return []
     try:
-        with open(os.path.join(path, MANIFEST)) as f:
-            manifest = json.load(f)
-        for d in manifest.get("stripe_dirs", []):
-            if os.path.isabs(d):
-                shutil.rmtree(d, ignore_errors=True)
-    except (OSError, ValueError):
-        pass
-    shutil.rmtree(path, ignore_errors=True)
+        with open(manifest_path, "rb") as f:
+            manifest = json.loads(f.read())
+        store_id, dirs = manifest["store_id"], manifest["stripe_dirs"]
+    except (OSError, ValueError, RecursionError, TypeError, KeyError):
+        return []  # unreadable: only the store's own directory goes
+    if not isinstance(dirs, list) or dirs == ["data"]:
+        return []
+    for d in dirs:
+        if isinstance(d, str) and not os.path.lexists(d):
+            continue  # gone already: nothing to delete
+        if not _own_stripe(d, store_id):
+            raise StoreError(
+                f"{path}: the store being replaced names stripe directory {str(d)[:200]!r}, "
+                f"which it did not create (no {STRIPE_MARKER} with its id); nothing was "
+                "deleted. Remove the old store yourself or choose another path")
+    return dirs
+
+
+def _own_stripe(directory, store_id) -> bool:
+    """Whether ``directory`` is a real directory (not a link) holding the marker of the
+    store ``store_id``."""
+    if not (isinstance(directory, str) and isinstance(store_id, str) and
+            os.path.isabs(directory) and not os.path.islink(directory) and
+            os.path.isdir(directory)):
+        return False
+    try:
+        with open(os.path.join(directory, STRIPE_MARKER)) as f:
+            return f.read(64) == store_id
+    except OSError:
+        return False
+
+
+def _remove_replaced(path, stripes):
+    """Remove a replaced store (renamed to ``path``) and its own stripe directories."""
+    for d in stripes:
+        shutil.rmtree(d, ignore_errors=True)
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        os.unlink(path)
 
 
 def _label_blocks(labels):
@@ -149,7 +216,7 @@ def _label_blocks(labels):
 
 @registry.writer("pagestore")
 def save(graph: Graph, path, *, stripes=None, page_bytes=None, overwrite=False,
-         fsync=False, **partition_options):
+         fsync=False, key=None, **partition_options):
     """Write ``graph`` as a page store at ``path`` (what :meth:`hetgraph.Graph.save`
     does).
 
@@ -167,6 +234,11 @@ def save(graph: Graph, path, *, stripes=None, page_bytes=None, overwrite=False,
         Replace a store already at ``path``. Default False.
     fsync : bool
         Flush every block to disk. Default False.
+    key : bytes or str, optional
+        Sign the store with this secret (HMAC-SHA256 of the manifest, SHA-256 of every
+        block), for a store that travels through untrusted hands: open it with
+        ``PageStore(path, key=...)`` or ``open_store(path, key=...)``. Default: unsigned
+        (a checksum and CRC32s catch accidents only).
     **partition_options
         Go to :func:`hetgraph.partition.partition`.
 
@@ -191,7 +263,7 @@ def save(graph: Graph, path, *, stripes=None, page_bytes=None, overwrite=False,
     (7115, True)
     """
     part = partition(graph, page_bytes=page_bytes, **partition_options)
-    writer = _Writer(path, stripes)
+    writer = _Writer(path, stripes, key)
     try:
         label_kind, label_arrays = _label_blocks(graph.labels)
         graph_blocks = {
@@ -238,64 +310,84 @@ def save(graph: Graph, path, *, stripes=None, page_bytes=None, overwrite=False,
     except BaseException:
         writer.abort()
         raise
-    return PageStore(path)
+    return PageStore(path, key=key)
 
 
 class PageStore:
-    """An opened page store: verified, memory-mapped reads of its blocks and pages."""
+    """An opened page store: verified, memory-mapped reads of its blocks and pages.
 
-    def __init__(self, path):
+    ``key`` (bytes or str, optional): the secret the store was signed with; given, the
+    manifest's signature and every block's SHA-256 are checked (StoreError if the store
+    is unsigned or altered)."""
+
+    def __init__(self, path, key=None):
         self.path = os.path.abspath(os.fspath(path))
-        manifest_path = os.path.join(self.path, MANIFEST)
         if not os.path.isdir(self.path):
             raise StoreError(f"{self.path}: no page store here (not a directory); "
                              "write one with Graph.save or `hetgraph convert`")
-        try:
-            with open(manifest_path) as f:
-                m = json.load(f)
-        except FileNotFoundError as exc:
-            raise StoreError(f"{manifest_path}: manifest is missing; the store is incomplete, "
-                             "write it again") from exc
-        except (ValueError, OSError) as exc:
-            raise StoreError(f"{manifest_path}: manifest is unreadable ({exc}); "
-                             "write the store again") from exc
-        if not isinstance(m, dict) or m.get("format") != FORMAT:
-            raise StoreError(f"{manifest_path}: not a hetgraph page store manifest")
-        if not isinstance(m.get("version"), int) or m["version"] > VERSION:
-            raise StoreVersionError(
-                f"{manifest_path}: store format version {m.get('version')!r} is newer than "
-                f"this hetgraph reads ({VERSION}); upgrade hetgraph or rewrite the store")
+        m = manifests.load(os.path.join(self.path, MANIFEST))
+        if key is not None:
+            manifests.check_signature(os.path.join(self.path, MANIFEST), m, key)
+        self.signed = key is not None
         self.manifest = m
-        self.stripe_dirs = [d if os.path.isabs(d) else os.path.join(self.path, d)
+        self.stripe_dirs = [os.path.join(self.path, d) if d == "data" else d
                             for d in m["stripe_dirs"]]
+        self._real_stripes = [self._stripe_root(d) for d in self.stripe_dirs]
         self.num_vertices = m["num_vertices"]
         self.num_arcs = m["num_arcs"]
         self.directed = m["directed"]
         self.weighted = m["weighted"]
         self.index_dtype = np.dtype(m["index_dtype"])
         self._partition = None
+        self._pointers = None
+        self._checked = set()  # (page, block) whose structure was checked
         self._read_ratio = None
+
+    def _stripe_root(self, directory):
+        """The real path of a stripe directory: ``data`` must resolve inside the store,
+        an external one must hold this store's marker."""
+        real = os.path.realpath(directory)
+        if directory == os.path.join(self.path, "data"):
+            inside = real.startswith(os.path.realpath(self.path) + os.sep)
+            if os.path.lexists(directory) and not inside:
+                raise StoreError(f"{directory}: the store's data directory links out of the "
+                                 "store; write the store again")
+        elif os.path.lexists(directory) and not _own_stripe(directory, self.manifest["store_id"]):
+            raise StoreError(f"{directory}: stripe directory of {self.path} is not this "
+                             f"store's (a link, or no {STRIPE_MARKER} with its id); restore "
+                             "it or write the store again")
+        return real
 
     @property
     def num_pages(self) -> int:
         return len(self.manifest["pages"])
 
     def block_path(self, entry):
-        """Path of a block's file, checked to exist with the manifest's size."""
+        """Path of a block's file, checked to be a regular file inside its stripe
+        directory (links out of it refused) with the manifest's size."""
         path = os.path.join(self.stripe_dirs[entry["stripe"]], entry["file"])
-        if not os.path.exists(path):
+        if not os.path.lexists(path):
             raise StoreError(f"{path}: data block is missing; restore it or rewrite the store")
-        size = os.path.getsize(path)
+        if not os.path.realpath(path).startswith(self._real_stripes[entry["stripe"]] + os.sep):
+            raise StoreError(f"{path}: data block links out of its stripe directory; "
+                             "restore the file or rewrite the store")
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise StoreError(f"{path}: data block is not a regular file; restore it or "
+                             "rewrite the store")
+        size = info.st_size
         if size != entry["bytes"]:
             raise StoreError(f"{path}: data block has {size} bytes, the manifest says "
                              f"{entry['bytes']} (truncated?); rewrite the store")
         return path
 
-    @staticmethod
-    def _verified(path, array, entry):
+    def _verified(self, path, array, entry):
         if crc32(array) != entry["crc32"]:
             raise ChecksumError(f"{path}: data block is corrupt (CRC32 mismatch); "
                                 "restore it or rewrite the store")
+        if self.signed and sha256(array) != entry["sha256"]:
+            raise ChecksumError(f"{path}: data block does not match the signed store's "
+                                "SHA-256 (altered); do not use the store")
         return array
 
     def read_block(self, entry, verify=True):
@@ -324,6 +416,70 @@ class PageStore:
                 done += got
             drop_os_cache(f.fileno())
         return self._verified(path, array, entry)
+
+    def page_block(self, p, name, fetch=False):
+        """Block ``name`` of page ``p``, verified and its structure checked (the first
+        time this process reads it): memory-mapped, or read into a new array when
+        ``fetch`` (see :meth:`fetch_block`)."""
+        entry = self.page_blocks(p)[name]
+        array = self.fetch_block(entry) if fetch else self.read_block(entry)
+        if (p, name) not in self._checked:
+            self._check_block(p, name, array)
+            self._checked.add((p, name))
+        return array
+
+    def _check_block(self, p, name, array):
+        """Vertex ids in [0, N), finite weights, destination offsets as the pointers
+        imply: what the kernels index with."""
+        if name in ("src", "out_dst"):
+            error = ids_error(array, self.num_vertices)
+        elif name == "weight":
+            error = weights_error(array)
+        else:
+            part = self.partition()
+            v0, v1 = part.page_vertices(p)
+            starts = part.shard_start[part.page_shard[p]:part.page_shard[p + 1] + 1]
+            expected = destination_offsets(part.in_indptr, starts, v0, v1)
+            error = None if np.array_equal(expected, array) else "differs from the pointers"
+        if error:
+            raise StoreError(f"{self.block_path(self.page_blocks(p)[name])}: block {name} "
+                             f"of page {p}: {error}; the store is damaged or was edited: "
+                             "write it again")
+
+    def pointers(self):
+        """(in_indptr, out_indptr) in memory, checked with the shard and page tables
+        against each other and the manifest (once per store object)."""
+        if self._pointers is None:
+            arrays = {name: np.array(self.graph_block(name)) for name in
+                      ("in_indptr", "out_indptr", "shard_start", "page_shard")}
+            error = self._pointers_error(arrays)
+            if error:
+                raise StoreError(f"{self.path}: {error}; the store is damaged or was "
+                                 "edited: write it again")
+            self._pointers = arrays["in_indptr"], arrays["out_indptr"]
+        return self._pointers
+
+    def _pointers_error(self, arrays):
+        """What is wrong with the graph's pointer and shard arrays, None if nothing."""
+        n, pages = self.num_vertices, self.manifest["pages"]
+        shards = len(arrays["shard_start"]) - 1
+        for name, total in (("in_indptr", self.num_arcs), ("out_indptr", self.num_arcs),
+                            ("shard_start", n), ("page_shard", shards)):
+            error = pointer_error(arrays[name], total)
+            if error:
+                return f"block {name} {error}"
+        replication = self.graph_block("replication")
+        if len(replication) and replication.min() < 1:
+            return "block replication holds a factor below 1"
+        starts = arrays["shard_start"][arrays["page_shard"]]
+        for p, page in enumerate(pages):
+            v0 = int(starts[p])
+            expected = (v0, int(starts[p + 1]), int(arrays["in_indptr"][v0]),
+                        int(arrays["out_indptr"][v0]))
+            if expected != (page["vertex_start"], page["vertex_stop"], page["edge_start"],
+                            page["out_edge_start"]):
+                return f"page {p}'s ranges in the manifest disagree with the pointer blocks"
+        return None
 
     def page_blocks(self, p):
         """{block name: manifest entry} of page ``p``."""
@@ -354,10 +510,10 @@ class PageStore:
         return self.read_block(self.manifest["graph_blocks"][name])
 
     def partition(self) -> Partition:
-        """The stored shard and page tables."""
+        """The stored shard and page tables (checked, see :meth:`pointers`)."""
         if self._partition is None:
             self._partition = Partition(
-                self.graph_block("in_indptr"), self.graph_block("shard_start"),
+                self.pointers()[0], self.graph_block("shard_start"),
                 self.graph_block("replication"), self.graph_block("page_shard"),
                 weighted=self.weighted, index_dtype=self.index_dtype,
                 options=self.manifest["partition"])
@@ -366,10 +522,9 @@ class PageStore:
     def page(self, p) -> Page:
         """Read page ``p`` (verified, memory-mapped)."""
         part = self.partition()
-        blocks = self.page_blocks(p)
-        return part.page_from_arrays(p, self.read_block(blocks["src"]),
-                                     self.read_block(blocks["dst_offset"]),
-                                     self.read_block(blocks["weight"]) if self.weighted else None)
+        return part.page_from_arrays(p, self.page_block(p, "src"),
+                                     self.page_block(p, "dst_offset"),
+                                     self.page_block(p, "weight") if self.weighted else None)
 
     def labels(self):
         kind = self.manifest["labels"]
@@ -379,21 +534,43 @@ class PageStore:
             return np.array(self.graph_block("labels"))
         data = bytes(self.graph_block("labels_utf8"))
         off = self.graph_block("labels_offsets")
+        error = pointer_error(off, len(data))
         out = np.empty(len(off) - 1, dtype=object)
-        out[:] = [data[off[i]:off[i + 1]].decode("utf-8") for i in range(len(off) - 1)]
+        try:
+            out[:] = [data[off[i]:off[i + 1]].decode("utf-8") for i in range(len(off) - 1)]
+        except UnicodeDecodeError as exc:
+            error = error or f"holds a label that is not UTF-8 ({exc})"
+        if error:
+            raise StoreError(f"{self.path}: block labels_offsets {error}; the store is "
+                             "damaged or was edited: write it again")
         return out
 
     def load(self) -> Graph:
         """The whole graph in memory (every block verified)."""
-        pages = self.manifest["pages"]
-        cat = lambda name, dt: (np.concatenate([self.read_block(p["blocks"][name]) for p in pages])  # noqa: E731
+        pages = range(self.num_pages)
+        cat = lambda name, dt: (np.concatenate([self.page_block(p, name) for p in pages])  # noqa: E731
                                 if pages else np.empty(0, dt))
-        g = Graph(np.array(self.graph_block("in_indptr")), cat("src", self.index_dtype),
+        in_indptr, out_indptr = self.pointers()
+        g = Graph(in_indptr.copy(), cat("src", self.index_dtype),
                   cat("weight", np.float32) if self.weighted else None,
-                  np.array(self.graph_block("out_indptr")), cat("out_dst", self.index_dtype),
+                  out_indptr.copy(), cat("out_dst", self.index_dtype),
                   directed=self.directed, labels=self.labels(), name=self.manifest.get("name"))
         g.store = self
         return g
+
+    def verify(self) -> int:
+        """Check the whole store without running anything: every block's size and
+        CRC32, the pointers, shard and page tables, labels, and every page's vertex
+        ids, weights and destination offsets. Returns the bytes checked; raises
+        StoreError (or ChecksumError) naming what is wrong."""
+        self.pointers()
+        for entry in self.manifest["graph_blocks"].values():
+            self.read_block(entry)
+        self.labels()
+        for p in range(self.num_pages):
+            for name in self.page_blocks(p):
+                self._check_block(p, name, self.read_block(self.page_blocks(p)[name]))
+        return self.data_bytes
 
     def page_vertices(self) -> np.ndarray:
         """(pages, 2) int64: first and end vertex of every page."""
@@ -419,8 +596,8 @@ class StoredGraph(Graph):
     that need every edge in memory raise OutOfCoreError."""
 
     def __init__(self, store: PageStore):
-        super().__init__(np.array(store.graph_block("in_indptr")), None, None,
-                         np.array(store.graph_block("out_indptr")), None,
+        in_indptr, out_indptr = store.pointers()
+        super().__init__(in_indptr.copy(), None, None, out_indptr.copy(), None,
                          directed=store.directed, labels=store.labels(),
                          name=store.manifest.get("name"))
         self.store = store
@@ -444,9 +621,8 @@ class StoredGraph(Graph):
 
     def in_edge_blocks(self):
         for p, page in enumerate(self.store.manifest["pages"]):
-            blocks = self.store.page_blocks(p)
-            yield (page["edge_start"], self.store.fetch_block(blocks["src"]),
-                   self.store.fetch_block(blocks["weight"]) if self.weighted else None)
+            yield (page["edge_start"], self.store.page_block(p, "src", fetch=True),
+                   self.store.page_block(p, "weight", fetch=True) if self.weighted else None)
 
     def _needs_memory(self, what):
         raise OutOfCoreError(f"{self.store.path}: {what} needs the whole graph in memory "
@@ -546,13 +722,16 @@ def available_memory() -> int:
     return int(psutil.virtual_memory().available)
 
 
-def open_store(path) -> Graph:
+def open_store(path, key=None) -> Graph:
     """Open the page store at ``path`` and load its graph into memory.
 
     Parameters
     ----------
     path : str or os.PathLike
         A directory written by :meth:`Graph.save` or ``hetgraph convert``.
+    key : bytes or str, optional
+        The secret a signed store was written with (see :func:`save`); given, its
+        signature and every block's SHA-256 are checked.
 
     Returns
     -------
@@ -562,7 +741,9 @@ def open_store(path) -> Graph:
     Raises
     ------
     StoreError
-        When there is no store, or a block is missing or truncated.
+        When there is no store, its manifest is damaged or edited, a block is missing,
+        truncated, outside the store or breaks the graph's structure, or (with ``key``)
+        the store is unsigned or its signature does not match.
     ChecksumError
         When a block's CRC32 does not match.
     StoreVersionError
@@ -577,7 +758,7 @@ def open_store(path) -> Graph:
     >>> hg.open_store(path).num_vertices
     12
     """
-    return PageStore(path).load()
+    return PageStore(path, key=key).load()
 
 
 def convert(source, path, *, stripes=None, overwrite=False, format=None, page_bytes=None,
