@@ -12,28 +12,18 @@ neither Numba, pandas nor Dask, which only the graphs and the runs need.
 import importlib
 import importlib.util
 
-from . import datasets
-from .cluster import Cluster, ClusterError
-from .errors import (CheckpointError, ChecksumError, GraphError, HetGraphError,
-                     InputFormatError, MissingDependencyError, OutOfCoreError,
-                     StoreError, StoreVersionError,
-                     UnsupportedFormatError)
-from .version import __version__
-
 # public name -> the module that defines it, imported when the name is first used
 _LAZY = {
-    "Graph": ".graph", "generate": ".io", "PageStore": ".io", "convert": ".io",
-    "from_arrays": ".io", "from_networkx": ".io", "from_pandas": ".io", "from_scipy": ".io",
-    "open_store": ".io", "read": ".io", "ProgramError": ".program",
-    "VertexProgram": ".program", "Result": ".result", "run": ".scheduler.dispatcher",
+    **dict.fromkeys(("HetGraphError", "InputFormatError", "UnsupportedFormatError",
+                     "GraphError", "StoreError", "ChecksumError", "StoreVersionError",
+                     "OutOfCoreError", "CheckpointError", "MissingDependencyError"),
+                    ".errors"),
+    **dict.fromkeys(("generate", "PageStore", "read", "from_arrays", "from_pandas",
+                     "from_scipy", "from_networkx", "open_store", "convert"), ".io"),
+    "Graph": ".graph", "VertexProgram": ".program", "ProgramError": ".program",
+    "Cluster": ".cluster", "ClusterError": ".cluster", "Result": ".result",
+    "run": ".scheduler.dispatcher", "__version__": ".version",
 }
-_NAMES = [
-    "datasets", "generate", "Graph", "PageStore", "HetGraphError", "InputFormatError",
-    "UnsupportedFormatError", "GraphError", "StoreError", "ChecksumError", "StoreVersionError",
-    "OutOfCoreError", "CheckpointError", "MissingDependencyError", "read", "from_arrays",
-    "from_pandas", "from_scipy", "from_networkx", "open_store", "convert", "VertexProgram",
-    "ProgramError", "Cluster", "ClusterError", "Result", "run", "__version__",
-]
 
 
 def _registered():
@@ -49,7 +39,7 @@ def __getattr__(name):
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name], __name__), name)
     elif name == "__all__":
-        value = _NAMES + list(_registered())
+        value = ["datasets", *_LAZY, *_registered()]
     elif name.startswith("__"):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     elif importlib.util.find_spec(f"{__name__}.{name}") is not None:  # hg.io, hg.cluster ...

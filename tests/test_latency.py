@@ -53,8 +53,11 @@ def test_pagerank_builds_its_graph_arrays_once(counted):
     assert counted["_derived"] == 1
     np.testing.assert_array_equal(first.values, second.values)
     hg.pagerank(graph, damping=0.5, devices="cpu")  # other parameters: their own arrays
-    hg.pagerank(graph, dtype=np.float32, devices="cpu")
-    assert counted["_derived"] == 3
+    hg.pagerank(graph, damping=0.5, devices="cpu")
+    assert counted["_derived"] == 2
+    hg.pagerank(graph, dtype=np.float32, devices="cpu")  # (the last parameters' only)
+    hg.pagerank(graph, devices="cpu")
+    assert counted["_derived"] == 4
 
 
 def test_pagerank_arrays_are_not_shared_between_graphs(counted):

@@ -58,9 +58,15 @@ class PageRank(VertexProgram):
     def init(self, graph):
         n = graph.num_vertices
         weighted = self.needs_weights and graph.weighted
-        self._dangling, self._scale, self._rank_of = graph.kept(
-            ("pagerank", self.damping, self.dtype.str, weighted),
-            lambda: _derived(graph, self.damping, self.dtype, weighted))
+        parameters = (self.damping, self.dtype.str, weighted)
+        # the arrays of the graph's last PageRank parameters only (a sweep over the
+        # damping keeps one set), swapped in as one tuple: runs in threads may race
+        last = graph.kept("pagerank", dict)
+        kept = last.get("arrays")
+        if kept is None or kept[0] != parameters:
+            kept = last["arrays"] = (parameters, _derived(graph, self.damping, self.dtype,
+                                                          weighted))
+        self._dangling, self._scale, self._rank_of = kept[1]
         return np.full(n, 1.0 / max(n, 1)) * self._scale, None
 
     def aux(self, graph):
