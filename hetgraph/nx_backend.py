@@ -26,6 +26,7 @@ import warnings
 
 import numpy as np
 
+from . import algorithms as _builtin  # noqa: F401 (registers the built-in algorithms)
 from .registry import algorithms as _registered
 
 QUIET = {"progress": False}  # no progress bar inside NetworkX calls

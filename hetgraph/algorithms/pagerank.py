@@ -57,13 +57,16 @@ class PageRank(VertexProgram):
 
     def init(self, graph):
         n = graph.num_vertices
-        out_weight = graph.out_weight_sums() if self.needs_weights else \
-            graph.out_degree().astype(np.float64)
-        self._dangling = _as_range(np.flatnonzero(out_weight == 0))
-        with np.errstate(divide="ignore"):
-            scale = np.where(out_weight > 0, self.damping / out_weight, self.damping)
-        self._scale = scale.astype(self.dtype)
-        self._rank_of = 1.0 / scale  # rank per unit of internal value
+        weighted = self.needs_weights and graph.weighted
+        parameters = (self.damping, self.dtype.str, weighted)
+        # the arrays of the graph's last PageRank parameters only (a sweep over the
+        # damping keeps one set), swapped in as one tuple: runs in threads may race
+        last = graph.kept("pagerank", dict)
+        kept = last.get("arrays")
+        if kept is None or kept[0] != parameters:
+            kept = last["arrays"] = (parameters, _derived(graph, self.damping, self.dtype,
+                                                          weighted))
+        self._dangling, self._scale, self._rank_of = kept[1]
         return np.full(n, 1.0 / max(n, 1)) * self._scale, None
 
     def aux(self, graph):
@@ -86,6 +89,22 @@ class PageRank(VertexProgram):
 
     def finalize(self, graph, values):
         return np.divide(values, self._scale, out=values)  # (the run's own array)
+
+
+def _derived(graph, damping, dtype, weighted):
+    """(dangling vertices, aux = d / W (d when dangling) in ``dtype``, rank per unit of
+    internal value) of ``graph``: what every call on the graph with these parameters
+    shares, kept by the graph (not to be written; aux stays writeable, as the compiled
+    passes are typed for writeable arrays)."""
+    out_weight = graph.out_weight_sums() if weighted else graph.out_degree().astype(np.float64)
+    dangling = _as_range(np.flatnonzero(out_weight == 0))
+    with np.errstate(divide="ignore"):
+        scale = np.where(out_weight > 0, damping / out_weight, damping)
+    rank_of = 1.0 / scale
+    scale = scale.astype(dtype)
+    for array in (rank_of,) + ((dangling,) if isinstance(dangling, np.ndarray) else ()):
+        array.flags.writeable = False
+    return dangling, scale, rank_of
 
 
 def _as_range(index):

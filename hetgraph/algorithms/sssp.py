@@ -44,13 +44,20 @@ class ShortestPaths(MinRelaxation):
             return self.delta
         if not graph.weighted:
             return 2.0
-        _, _, weights = next(iter(graph.in_edge_blocks()))
-        weights = weights[::max(1, len(weights) // tuning.WEIGHT_SAMPLE)]
-        mean = float(np.mean(weights, dtype=np.float64)) if len(weights) else 0.0
-        return 2 * mean if mean > 0 else None
+        sample = tuning.WEIGHT_SAMPLE
+        return graph.kept(("sssp_bucket_width", sample), lambda: _mean_width(graph, sample))
 
     def init(self, graph):
         return single_source_state(graph.num_vertices, self.source, np.inf, self.dtype)
+
+
+def _mean_width(graph, sample):
+    """Twice the mean of ``sample`` weights of ``graph`` (see bucket_width), None when
+    not positive; kept by the graph (every run asks for it twice)."""
+    _, _, weights = next(iter(graph.in_edge_blocks()))
+    weights = weights[::max(1, len(weights) // sample)]
+    mean = float(np.mean(weights, dtype=np.float64)) if len(weights) else 0.0
+    return 2 * mean if mean > 0 else None
 
 
 @algorithm("sssp", program=ShortestPaths, needs_source=True, smallest_first=True,

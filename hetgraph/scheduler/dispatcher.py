@@ -357,7 +357,8 @@ class _Driver:
                                  options["cpu_mode"], options["rho"], gpu,
                                  options["host_budget"])
         self._share_run()
-        self.page_edges = np.diff(graph.in_indptr[pages], axis=1)[:, 0]
+        self.page_edges = np.diff(graph.in_indptr[pages], axis=1)[:, 0] if len(pages) > 1 \
+            else np.array([graph.num_arcs], np.int64)  # (the pages cover every vertex)
         threads = options["threads"] or numba.config.NUMBA_NUM_THREADS
         pull_threads_used = pull_threads(graph.num_arcs, threads, options["partitions"])
         self.model = CostModel(skew=graph.in_degree_skew(),
