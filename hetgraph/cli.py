@@ -74,6 +74,7 @@ ORDER_OPTION = dict(choices=("auto", "degree", "rcm", "none"), default="auto",
 
 def _algorithms():
     """{command-line name: Algorithm} of the registered algorithms the CLI runs."""
+    from . import algorithms  # noqa: F401 (importing the package registers them)
     from .registry import algorithms as registered
 
     return {a.name: a for a in registered() if a.cli}

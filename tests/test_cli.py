@@ -165,3 +165,27 @@ def test_progress_bar_on_a_terminal_unless_quiet(tmp_path, monkeypatch):
         monkeypatch.setattr("sys.stderr", terminal)
         assert main(["run", "pagerank", str(tmp_path / "s"), "--iterations", "4"] + quiet) == 0
         assert ("\rPageRank 4/4 [####################]" in terminal.getvalue()) is shown
+
+
+def test_a_fresh_process_offers_every_algorithm(tmp_path):
+    """`hetgraph run` in a new process, where nothing has imported the algorithms yet
+    (the package imports lazily): its choices are the registry's, and a BFS runs."""
+    import subprocess
+    import sys
+
+    import networkx as nx
+
+    path = tmp_path / "path.txt"
+    path.write_text("1 2\n2 3\n3 4\n")
+    done = subprocess.run([sys.executable, "-m", "hetgraph", "run", "bfs", str(path),
+                           "--source", "1", "--out", str(tmp_path / "levels.csv")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    import pandas as pd
+    levels = pd.read_csv(tmp_path / "levels.csv")
+    expected = nx.single_source_shortest_path_length(nx.path_graph([1, 2, 3, 4],
+                                                                   nx.DiGraph), 1)
+    assert dict(zip(levels["vertex"], levels["value"])) == expected
+    usage = subprocess.run([sys.executable, "-m", "hetgraph", "run", "--help"],
+                           capture_output=True, text=True, timeout=300)
+    assert all(name in usage.stdout for name in ("pagerank", "sssp", "bfs", "cc"))
