@@ -17,7 +17,7 @@ from .pull import PullPass, build_pull, cut_ranges
 from .push import build_push
 from .sparse import build_sparse
 from .structs import (ALL_VERTICES, FOREVER, NO_LIMIT, NO_WEIGHTS, NOT_DEFERRED, Graph,
-                      Limits, Page, Scratch, State)
+                      Limits, Scratch, State)
 from .vertexops import COMBINE, VertexOps, build_ops, jit_user, never_settled, no_priority
 
 _UNSIGNED = {4: np.uint32, 8: np.uint64}
@@ -200,10 +200,12 @@ class CpuKernel:
         flags; returns (vertices activated, the sum of their out-degrees by
         ``out_indptr``)."""
         in_indptr, indices, weights, base = edges
-        return self._passes.pull.run(
-            Page(in_indptr, indices, weights, int(base), out_indptr),
-            State(values, new_values, flags, aux, float(constant), bool(sync)),
-            cut_ranges(vertices, prefix, v0, parts, values.dtype), parallel)
+        # a Page's and a State's fields, as the compiled pull takes them (see .structs)
+        page = (in_indptr, indices, weights, int(base), out_indptr)
+        state = (values, new_values, flags, aux, float(constant), bool(sync))
+        return self._passes.pull.run(page, state,
+                                     cut_ranges(vertices, prefix, v0, parts, values.dtype),
+                                     parallel)
 
 
 def _function_key(fn):

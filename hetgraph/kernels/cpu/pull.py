@@ -31,9 +31,9 @@ class PullPass(NamedTuple):
 
     def run(self, page, state, cut, parallel):
         """The pull of ``cut`` (see :func:`cut_ranges`), its ranges on Numba's threads
-        when ``parallel``; returns (vertices activated, their out-degree sum)."""
-        parts = cut.head.shape[0]
-        page, state, cut, out_indptr = tuple(page), tuple(state), tuple(cut), page.out_indptr
+        when ``parallel``; ``page``, ``state``, ``cut``: a Page's, a State's and a Cut's
+        fields as plain tuples. Returns (vertices activated, their out-degree sum)."""
+        parts = len(cut[5])  # (the Cut's head: one replica a range)
         if parts == 1:  # one range cuts no vertex: nothing to merge
             activated, degree = self.gather_range(0, page, state, cut)
             return int(activated), int(degree)
@@ -41,13 +41,14 @@ class PullPass(NamedTuple):
             counts = [tuple(c) for c in self.gather_ranges(parts, page, state, cut)]
         else:
             counts = [self.gather_range(t, page, state, cut) for t in range(parts)]
-        counts.append(self.merge(out_indptr, state, cut))
+        counts.append(self.merge(page[4], state, cut))
         return int(sum(c[0] for c in counts)), int(sum(c[1] for c in counts))
 
 
-def cut_ranges(vertices, prefix, v0, parts, dtype) -> Cut:
+def cut_ranges(vertices, prefix, v0, parts, dtype) -> tuple:
     """The Cut of a pull's vertices (ids, or v0.. when empty; in-degree running total
-    ``prefix``) into ``parts`` equal edge ranges, with replicas of value type ``dtype``."""
+    ``prefix``) into ``parts`` equal edge ranges, with replicas of value type ``dtype``,
+    as a plain tuple of its fields (what the compiled pull takes)."""
     n = len(prefix) - 1
     if parts == 1:  # (the arithmetic below gives these; microseconds of a small pass)
         bounds, owned = np.array([prefix[0], prefix[-1]]), np.array([0, n])
@@ -55,8 +56,8 @@ def cut_ranges(vertices, prefix, v0, parts, dtype) -> Cut:
         bounds = prefix[0] + ((prefix[-1] - prefix[0]) * np.arange(parts + 1)) // parts
         owned = np.searchsorted(prefix[:-1], bounds)
         owned[0], owned[-1] = 0, n
-    return Cut(vertices, prefix, v0, bounds, owned, np.empty(parts, dtype),
-               np.empty(parts, dtype), np.zeros(parts, np.bool_))
+    return (vertices, prefix, v0, bounds, owned, np.empty(parts, dtype),
+            np.empty(parts, dtype), np.zeros(parts, np.bool_))
 
 
 def build_pull(ops: VertexOps) -> PullPass:
