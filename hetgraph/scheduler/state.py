@@ -17,12 +17,14 @@ class VertexState:
         self.flags = flags
         self.marks = np.zeros_like(flags)
 
-    def pin(self, copy):
-        """Move the arrays into the memory ``copy(array)`` returns (page-locked host
-        memory, so that the GPU's copies of the state run at PCIe speed)."""
-        self.values = copy(self.values)
-        self.new_values = copy(self.new_values) if self.sync else self.values
-        self.flags = copy(self.flags)
+    def pin(self, empty):
+        """Move the arrays into memory from ``empty(shape, dtype)`` (page-locked host
+        memory, so that the GPU's copies of the state run at PCIe speed); the array that
+        sync mode writes next is not copied (it holds nothing yet)."""
+        self.values = _moved(self.values, empty)
+        self.new_values = empty(self.values.shape, self.values.dtype) if self.sync \
+            else self.values
+        self.flags = _moved(self.flags, empty)
 
     def swap(self):
         """Make the values written by a sync pull pass current."""
@@ -34,3 +36,10 @@ class VertexState:
 
     def __setstate__(self, data):
         self.__init__(data["values"], data["flags"], sync=data["sync"])
+
+
+def _moved(array, empty):
+    """A copy of ``array`` in memory from ``empty(shape, dtype)``."""
+    moved = empty(array.shape, array.dtype)
+    np.copyto(moved, array)
+    return moved
