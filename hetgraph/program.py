@@ -215,6 +215,11 @@ class VertexProgram:
     def init(self, graph):
         """The initial state (required).
 
+        A program may declare ``init(self, graph, xp=numpy)`` and build its arrays with
+        the array module ``xp``: then, when its ``aux`` and ``finalize`` take ``xp``
+        too (the defaults do), a run on one GPU builds its state there (``xp`` is
+        CuPy) and copies only the final values to the host.
+
         Parameters
         ----------
         graph : hetgraph.Graph
@@ -229,17 +234,19 @@ class VertexProgram:
         """
         raise NotImplementedError
 
-    def aux(self, graph):
+    def aux(self, graph, xp=np):
         """A read-only per-vertex array passed to :meth:`apply` (optional).
 
         Parameters
         ----------
         graph : hetgraph.Graph
             The graph of the run.
+        xp : module, default numpy
+            The array module to build it with (see :meth:`init`).
 
         Returns
         -------
-        numpy.ndarray or None
+        array or None
             A numeric array of length N, or None (the default: apply receives 0).
         """
         return None
@@ -265,19 +272,22 @@ class VertexProgram:
         """
         return None
 
-    def finalize(self, graph, values):
+    def finalize(self, graph, values, xp=np):
         """The reported values from the internal ones (optional).
 
         Parameters
         ----------
         graph : hetgraph.Graph
             The graph of the run.
-        values : numpy.ndarray
-            The run's own final array: finalize may change and return it.
+        values : array
+            The run's own final array: finalize may change and return it. An array of
+            ``xp`` (CuPy for a state kept on a GPU, see :meth:`init`).
+        xp : module, default numpy
+            The array module of ``values``.
 
         Returns
         -------
-        numpy.ndarray
+        array
             The values the result reports (default: ``values`` unchanged).
         """
         return values
@@ -290,6 +300,15 @@ class VertexProgram:
 
 _NOT_PLAIN = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD,
               inspect.Parameter.KEYWORD_ONLY)
+
+
+def _takes_xp(fn) -> bool:
+    """Whether ``fn`` has a parameter named ``xp`` (an array module, see
+    :meth:`VertexProgram.init`)."""
+    try:
+        return "xp" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def _parameter_kinds(fn):
@@ -427,6 +446,9 @@ class ProgramSpec:
     def _check_flags(self, program):
         """The flags, and that ``incremental`` and ``activates_on_change`` hold."""
         self.has_converged = callable(program.converged)
+        # whether a run may build the state with another array module and finish there
+        self.any_device = all(_takes_xp(getattr(program, hook))
+                              for hook in ("init", "aux", "finalize"))
         self.needs_weights = bool(program.needs_weights)
         self.notify_self = bool(program.notify_self)
         self.incremental = bool(program.incremental)
@@ -476,36 +498,38 @@ class ProgramSpec:
         info = np.iinfo(self.dtype)
         return self.dtype.type(info.max if self.reduce == "min" else info.min)
 
-    def initial_state(self, graph):
-        """Checked (values, active, aux) arrays for ``graph``."""
+    def initial_state(self, graph, xp=np):
+        """Checked (values, active, aux) arrays for ``graph``, built with the array module
+        ``xp`` (another than NumPy only when :attr:`any_device`)."""
         n = graph.num_vertices
-        result = self.program.init(graph)
+        on = {} if xp is np else {"xp": xp}
+        result = self.program.init(graph, **on)
         if not isinstance(result, tuple) or len(result) != 2:
             raise ProgramError(f"{self.name}.init must return (values, active), "
                                f"got {type(result).__name__}")
         values, active = result
-        values = np.asarray(values)
+        values = xp.asarray(values)
         if values.shape != (n,):
             raise ProgramError(f"{self.name}.init returned values of shape {values.shape}; "
                                f"the graph has {n} vertices")
         if not np.can_cast(values.dtype, self.dtype, "same_kind"):
             raise ProgramError(f"{self.name}.init returned {values.dtype} values but the "
                                f"program's dtype is {self.dtype}; convert them or change dtype")
-        values = np.array(values, dtype=self.dtype)  # a copy: runs write into it
+        values = xp.array(values, dtype=self.dtype)  # a copy: runs write into it
         if active is None:
-            flags = np.ones(n, np.uint8)
+            flags = xp.ones(n, np.uint8)
         else:
-            active = np.asarray(active)
+            active = xp.asarray(active)
             if active.shape != (n,) or active.dtype.kind not in "bui":
                 raise ProgramError(f"{self.name}.init returned active of shape {active.shape}"
                                    f" and dtype {active.dtype}; it must be a bool array of "
                                    f"length {n} or None")
             flags = (active != 0).view(np.uint8)  # a new array: no copy
-        aux = self.program.aux(graph)
+        aux = self.program.aux(graph, **on)
         if aux is not None:
-            aux = np.asarray(aux)
+            aux = xp.asarray(aux)
             if aux.shape != (n,) or aux.dtype.kind not in "buif":
                 raise ProgramError(f"{self.name}.aux must return a numeric array of length "
                                    f"{n}, got shape {aux.shape} and dtype {aux.dtype}")
-            aux = np.ascontiguousarray(aux)
+            aux = xp.ascontiguousarray(aux)
         return values, flags, aux

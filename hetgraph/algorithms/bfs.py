@@ -34,10 +34,10 @@ class BreadthFirst(MinRelaxation):
     def settled(value):  # in a sync run a level once reached is the shortest
         return value < UNREACHED
 
-    def init(self, graph):
-        return single_source_state(graph.num_vertices, self.source, UNREACHED, np.int32)
+    def init(self, graph, xp=np):
+        return single_source_state(graph.num_vertices, self.source, UNREACHED, np.int32, xp)
 
-    def finalize(self, graph, values):
+    def finalize(self, graph, values, xp=np):
         replace_value(values, UNREACHED, -1)  # (the run's own array: no copy)
         return values
 

@@ -26,8 +26,8 @@ class MinLabel(MinRelaxation):
     def gather(src, weight, dst):
         return src
 
-    def init(self, graph):
-        return np.arange(graph.num_vertices, dtype=self.dtype), None
+    def init(self, graph, xp=np):
+        return xp.arange(graph.num_vertices, dtype=self.dtype), None
 
 
 @algorithm("cc", program=MinLabel,

@@ -78,10 +78,11 @@ class WeightedInputs(VertexProgram):
         return new != old
 
 
-def single_source_state(num_vertices, source, unreached, dtype):
-    """(values, active) with every vertex at ``unreached``, the source at 0 and active."""
-    values = np.full(num_vertices, unreached, dtype)
+def single_source_state(num_vertices, source, unreached, dtype, xp=np):
+    """(values, active) with every vertex at ``unreached``, the source at 0 and active,
+    arrays of the module ``xp``."""
+    values = xp.full(num_vertices, unreached, dtype)
     values[source] = 0
-    active = np.zeros(num_vertices, bool)
+    active = xp.zeros(num_vertices, bool)
     active[source] = True
     return values, active

@@ -47,8 +47,8 @@ class ShortestPaths(MinRelaxation):
         sample = tuning.WEIGHT_SAMPLE
         return graph.kept(("sssp_bucket_width", sample), lambda: _mean_width(graph, sample))
 
-    def init(self, graph):
-        return single_source_state(graph.num_vertices, self.source, np.inf, self.dtype)
+    def init(self, graph, xp=np):
+        return single_source_state(graph.num_vertices, self.source, np.inf, self.dtype, xp)
 
 
 def _mean_width(graph, sample):

@@ -407,16 +407,23 @@ class GpuEngine(Engine):
             self.values, self.new_values = self.new_values, self.values
 
     def load(self, values, flags, ranges):
-        """Copy host ``values`` and ``flags`` (NumPy) of the vertex ``ranges``
-        [(v0, v1), ...] to the device; ``flags`` may be None."""
-        for v0, v1 in ranges:
-            self.values[v0:v1].set(values[v0:v1])
-            if flags is not None:
-                self.flags[v0:v1].set(flags[v0:v1])
+        """Copy ``values`` and ``flags`` (host NumPy arrays, or CuPy arrays on this
+        device: a state kept there) of the vertex ``ranges`` [(v0, v1), ...] to the
+        engine's arrays; ``flags`` may be None."""
+        for source, target in ((values, self.values), (flags, self.flags)):
+            if source is None:
+                continue
+            on_host = isinstance(source, np.ndarray)
+            for v0, v1 in ranges:
+                if on_host:
+                    target[v0:v1].set(source[v0:v1])
+                else:
+                    target[v0:v1] = source[v0:v1]
 
     def store(self, values, flags, ranges, written=True, wait=True):
         """Copy the device values of the vertex ``ranges`` and their flags into the host
-        arrays ``values`` and ``flags`` (contiguous, of the program's dtype and uint8):
+        arrays ``values`` and ``flags`` (contiguous, of the program's dtype and uint8; or
+        CuPy arrays on this device, a state kept there):
         the values written by the current iteration (``written``; before
         :meth:`finish`) or the current ones. ``wait=False``: the copies are queued on
         the current stream and their CUDA event is returned, which the caller must
@@ -425,17 +432,20 @@ class GpuEngine(Engine):
         source = self.new_values if written else self.values
         if values.dtype != source.dtype or flags.dtype != self.flags.dtype or not (
                 values.flags.c_contiguous and flags.flags.c_contiguous):
-            raise TypeError(f"store into {values.dtype}/{flags.dtype} host arrays (both "
+            raise TypeError(f"store into {values.dtype}/{flags.dtype} arrays (both "
                             f"contiguous) from {source.dtype}/{self.flags.dtype} device "
                             f"arrays")
         cp = self.cupy
         stream = cp.cuda.get_current_stream()
-        for host, device in ((values, source), (flags, self.flags)):
-            size = host.itemsize
+        for target, device in ((values, source), (flags, self.flags)):
+            on_host = isinstance(target, np.ndarray)  # else a state kept on this device
+            size = target.itemsize
             for v0, v1 in ranges:
-                cp.cuda.runtime.memcpyAsync(host.ctypes.data + v0 * size,
-                                            device.data.ptr + v0 * size, (v1 - v0) * size,
-                                            cp.cuda.runtime.memcpyDeviceToHost, stream.ptr)
+                cp.cuda.runtime.memcpyAsync(
+                    (target.ctypes.data if on_host else target.data.ptr) + v0 * size,
+                    device.data.ptr + v0 * size, (v1 - v0) * size,
+                    cp.cuda.runtime.memcpyDeviceToHost if on_host else
+                    cp.cuda.runtime.memcpyDeviceToDevice, stream.ptr)
         done = stream.record()
         if not wait:
             return done

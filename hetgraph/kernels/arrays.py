@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .cpu import replace_value  # (host arrays only: algorithms finish on the host)
+from .cpu import replace_value as _replace_on_host
 
-__all__ = ["indexed_sum", "on_device_of", "replace_value"]
+__all__ = ["indexed_sum", "on_device_of", "in_module", "replace_value", "to_host"]
 
 
 def on_device_of(values, array):
@@ -19,6 +19,34 @@ def on_device_of(values, array):
     if isinstance(values, np.ndarray):
         return array
     return _gpu("device").device_copy(array)
+
+
+def in_module(xp, array):
+    """``array`` (a host NumPy array that stays unchanged, such as one a graph keeps) in
+    the memory of the array module ``xp``: itself for NumPy, else a copy on the current
+    device made once and kept."""
+    if xp is np:
+        return array
+    return _gpu("device").device_copy(array)
+
+
+def replace_value(values, old, new):
+    """Set the elements of ``values`` (NumPy or CuPy) equal to ``old`` to ``new``, in
+    place."""
+    if isinstance(values, np.ndarray):
+        _replace_on_host(values, old, new)
+    else:
+        values[values == old] = new
+
+
+def to_host(values):
+    """``values`` as a host NumPy array: itself, or a CuPy array's copy in page-locked
+    host memory (one copy at full bus speed, waited for)."""
+    if isinstance(values, np.ndarray):
+        return values
+    host = _gpu("device").pinned_empty(values.shape, values.dtype)
+    values.get(out=host)
+    return host
 
 
 def indexed_sum(values, index, scale=1.0, offset=0.0):

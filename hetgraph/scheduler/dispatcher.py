@@ -20,6 +20,7 @@ would otherwise weigh on short runs.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import itertools
 import logging
 import time
@@ -38,6 +39,7 @@ from ..engines.cpu_modes import notify_fraction, push_factor
 from ..errors import GraphError, OutOfCoreError
 from ..graph import Graph
 from ..io.store import StoredGraph, as_graph, available_memory
+from ..kernels.arrays import to_host
 from ..program import ProgramSpec
 from ..result import COLUMN, SECONDS, Result, history_row, with_overhead
 from . import tasks
@@ -236,7 +238,9 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
     if rho is None:
         rho = 1.0 if in_memory else graph.store.read_ratio()
     checkpointer = _checkpointer(checkpoint, checkpoint_every, resume, spec, graph, mode)
-    values, flags, aux = spec.initial_state(graph)
+    xp, device = _state_module(cluster, devices, spec, checkpointer, in_memory)
+    with device:
+        values, flags, aux = spec.initial_state(graph, xp)
     state = VertexState(values, flags, sync=mode == "sync")
     aux = _NO_AUX if aux is None else aux
     history, converged = _resume(checkpointer, state) if resume else ([], False)
@@ -255,10 +259,29 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
             finally:
                 driver.close()
         compile_seconds = driver.compile_seconds
-    values = program.finalize(graph, state.values)
+    with device:
+        values = to_host(program.finalize(graph, state.values, **(
+            {} if xp is np else {"xp": xp})))
     return Result(graph, values, program=spec.name, iterations=len(history),
                   converged=converged, history=history, mode=mode,
                   compile_seconds=compile_seconds)
+
+
+def _state_module(cluster, devices, spec, checkpointer, in_memory):
+    """(array module, context making its device current) of a run's vertex state: CuPy
+    on the GPU of an in-process cluster with one GPU worker, for a run on that GPU alone
+    (``devices="gpu"``) of a program that can build and finish its state there
+    (:attr:`ProgramSpec.any_device`), without checkpoints, of a graph in memory: such a
+    run's state never crosses to the host but for its final values. Else NumPy."""
+    if devices == "gpu" and spec.any_device and checkpointer is None and in_memory:
+        with cluster_for(cluster) as active:
+            if active.in_process and len(active.gpu_workers) == 1:
+                import cupy
+
+                from ..kernels.gpu.device import use_device
+
+                return cupy, use_device(active.gpu_devices[0])
+    return np, contextlib.nullcontext()
 
 
 def _checkpointer(directory, every, resume, spec, graph, mode):
@@ -400,7 +423,7 @@ class _Driver:
         at every segment start and end and every hybrid iteration, several times faster
         from page-locked memory; a run that the cost model keeps on the CPU does not pay
         for the allocation."""
-        if self.shared and not self._pinned:
+        if self.shared and not self._pinned and self.state.on_host:
             from ..kernels.gpu.device import pinned_empty
 
             self.state.pin(pinned_empty)

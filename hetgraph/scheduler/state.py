@@ -13,9 +13,15 @@ class VertexState:
     def __init__(self, values, flags, *, sync):
         self.sync = sync
         self.values = values
-        self.new_values = np.empty_like(values) if sync else values
+        self.new_values = _empty_like(values) if sync else values
         self.flags = flags
-        self.marks = np.zeros_like(flags)
+        self.marks = np.zeros_like(flags) if self.on_host else None  # (host passes only)
+
+    @property
+    def on_host(self) -> bool:
+        """Whether the arrays are host NumPy arrays (else CuPy arrays: a state kept on
+        a GPU from the run's start to its end)."""
+        return isinstance(self.values, np.ndarray)
 
     def pin(self, empty):
         """Move the arrays into memory from ``empty(shape, dtype)`` (page-locked host
@@ -43,3 +49,9 @@ def _moved(array, empty):
     moved = empty(array.shape, array.dtype)
     np.copyto(moved, array)
     return moved
+
+
+def _empty_like(array):
+    """An uninitialised array like ``array``, of its array module."""
+    return np.empty_like(array) if isinstance(array, np.ndarray) else \
+        type(array)(array.shape, array.dtype)
