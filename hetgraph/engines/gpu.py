@@ -67,6 +67,10 @@ class GpuEngine(Engine):
     ``source_ranges``: passes over the resident pages, one per range of source vertices,
     so that the values gathered in a pass stay in the L2 cache (GraphCage's cache
     blocking). Default 1: more ranges repeat the per-shard work in every pass.
+    ``pages``: the range of the partition's pages this engine owns (default all; needs
+    ``partition``): only they are laid out on its device and computed, and its
+    frontier counts only their vertices (several GPUs share a run so, see
+    :mod:`hetgraph.engines.multigpu`).
 
     It keeps up to ``tuning.QUEUED`` iterations launched (see :meth:`launch`), one when
     it streams pages: a chained pass after convergence skips its kernels but not its
@@ -79,7 +83,7 @@ class GpuEngine(Engine):
     def __init__(self, spec, graph, values, flags, aux, *, sync=True, memory_budget=None,
                  page_bytes=None, streams=None, shared_bytes=None, replication=None,
                  threads_per_block=None, edge_order="source", source_ranges=1,
-                 partition=None):
+                 partition=None, pages=None):
         require_gpu()
         page_bytes = tuning.PAGE_BYTES if page_bytes is None else page_bytes
         streams = tuning.GPU_STREAMS if streams is None else streams
@@ -97,6 +101,9 @@ class GpuEngine(Engine):
         self.threads_per_block = int(threads_per_block)
         self.edge_order = edge_order
         self.ranges = int(source_ranges)
+        if pages is not None and partition is None:
+            raise GraphError("pages= needs the partition they are pages of")
+        self.owned = pages
         self.weighted = bool(spec.needs_weights and graph.weighted)
         start = time.perf_counter()
         # (the out-degrees are at most the arcs: no pass over them to choose)
@@ -169,13 +176,15 @@ class GpuEngine(Engine):
         # a run given no budget takes what it finds kept for its partition: its budget
         # was measured on the same device, less what the kept pages held
         key = (self.graph.token, np.dtype(degree_dtype).str, self.edge_order, self.ranges,
-               memory_budget, streams, partition_key(partition))
+               memory_budget, streams, partition_key(partition),
+               None if self.owned is None else (self.owned.start, self.owned.stop))
         while True:
             try:
                 self.pages = device_pages(key, self.weighted, lambda: DevicePages(
                     self.graph, partition, per_edge=self.per_edge, weighted=self.weighted,
                     edge_order=self.edge_order, ranges=self.ranges, budget=budget,
-                    streams=streams, degree=self.graph.out_degree().astype(degree_dtype)))
+                    streams=streams, degree=self.graph.out_degree().astype(degree_dtype),
+                    pages=self.owned))
                 self._allocate()
                 return
             except GpuMemoryError:  # a page larger than the budget: smaller will not do
@@ -232,14 +241,19 @@ class GpuEngine(Engine):
         self._changing = self._pass.holders("values", "new_values", "constant_at",
                                             "counters", "go")
         self._placed_edges = self._placed_shards = None
-        part = pages.partition  # the resident pages are the first ones: one run
-        self._resident_runs = [(0, int(part.page_shard[self.plan.resident]))] \
-            if self.plan.resident else []
-        n = self.graph.num_vertices
-        self._count_blocks = int(min(1024, max(1, -(-n // 256))))
+        part, plan = pages.partition, self.plan  # the resident pages come first: one run
+        self._resident_runs = [(int(part.page_shard[plan.pages.start]),
+                                int(part.page_shard[plan.resident_end]))] \
+            if plan.resident else []
+        # the vertices this engine computes: those of its pages
+        v0 = part.page_vertices(plan.pages.start)[0] if len(plan.pages) else 0
+        v1 = part.page_vertices(plan.pages.stop - 1)[1] if len(plan.pages) else 0
+        self.vertices = (v0, v1)
+        self._count_blocks = int(min(1024, max(1, -(-(v1 - v0) // 256))))
         self._count_pass = PackedLaunch(
             _count_frontier_kernel(c_type(pages.out_degree.dtype), cp.cuda.runtime.getDevice()),
-            dict(flags=self.flags, degree=pages.out_degree, n=np.int64(n), out=self._count))
+            dict(flags=self.flags[v0:v1], degree=pages.out_degree[v0:v1],
+                 n=np.int64(v1 - v0), out=self._count))
 
     def _release_pages(self):
         for name in ("pages", "stages", "partial", "_pass", "_count_pass"):
@@ -370,17 +384,18 @@ class GpuEngine(Engine):
             runs, streamed = self._resident_runs, plan.streamed_pages
         else:
             pages = np.asarray(pages, np.int64)
-            resident = pages[pages < plan.resident]
+            resident = pages[pages < plan.resident_end]
             cuts = np.flatnonzero(np.diff(resident) != 1) + 1  # runs of consecutive pages
             runs = [(int(part.page_shard[run[0]]), int(part.page_shard[run[-1] + 1]))
                     for run in (np.split(resident, cuts) if len(resident) else ())]
-            streamed = pages[pages >= plan.resident]
+            streamed = pages[pages >= plan.resident_end]
         main = self.cupy.cuda.get_current_stream() if stream is None else stream
         # streamed copies may start while the resident pages run
         ready = main.record() if len(streamed) else None
+        first = plan.first_edge  # (the resident arrays' first edge)
         for s0, s1 in runs:
             for k in range(self.ranges):  # cache blocking: one pass per source range
-                self._launch(s1 - s0, s0, 0, self.pages.resident, main, k, k + 1)
+                self._launch(s1 - s0, s0, first, self.pages.resident, main, k, k + 1)
         if len(streamed):
             split = self.plan.resident_edges
             for k, p in enumerate(streamed):
@@ -497,7 +512,8 @@ class GpuEngine(Engine):
         """The page placement, for logs and benchmarks."""
         return {"pages": self.partition.num_pages, "resident_pages": self.plan.resident,
                 "streamed_pages": len(self.plan.streamed_pages), "streams": self.plan.streams,
-                "resident_edges": self.plan.resident_edges,
-                "streamed_edges": self.graph.num_arcs - self.plan.resident_edges,
+                "resident_edges": self.plan.resident_edges - self.plan.first_edge,
+                "streamed_edges": sum(int(e1 - e0) for e0, e1 in
+                                      self.plan.page_edges[self.plan.streamed_pages]),
                 "shards": self.partition.num_shards, "shared_bytes": self.shared_bytes,
                 "source_ranges": self.ranges}

@@ -78,23 +78,24 @@ class PagePlan:
     """Which pages stay on the device and which are streamed, for a byte budget.
 
     ``budget``: device bytes for edge data (resident pages + staging buffers).
-    ``per_edge``: bytes of one edge. Pages are those of ``partition``; all resident when
-    the whole graph fits, else a resident prefix and ``streams`` staging buffers each
-    as large as the largest streamed page.
+    ``per_edge``: bytes of one edge. Pages are ``partition``'s pages ``pages`` (a range
+    of page numbers; default all): all resident when they fit, else a resident prefix
+    and ``streams`` staging buffers each as large as the largest streamed page.
+    ``page_edges`` is indexed by page number (every page of the partition).
     """
 
-    def __init__(self, partition, per_edge, budget, streams):
+    def __init__(self, partition, per_edge, budget, streams, pages=None):
         self.partition = partition
-        pages = partition.num_pages
-        edges = np.array([partition.page_edges(p) for p in range(pages)],
+        self.pages = range(partition.num_pages) if pages is None else pages
+        edges = np.array([partition.page_edges(p) for p in range(partition.num_pages)],
                          dtype=np.int64).reshape(-1, 2)
-        sizes = (edges[:, 1] - edges[:, 0]) * per_edge
-        total = int(sizes.sum())
+        sizes = (edges[self.pages.start:self.pages.stop, 1] -
+                 edges[self.pages.start:self.pages.stop, 0]) * per_edge
         self.page_edges = edges
         self.streams = 0
         self.stage_edges = 0
-        if total <= budget:
-            self.resident = pages
+        if int(sizes.sum()) <= budget:
+            self.resident = len(self.pages)
             return
         largest = int(sizes.max())
         if largest > budget:
@@ -107,14 +108,26 @@ class PagePlan:
         self.stage_edges = largest // per_edge
 
     @property
+    def resident_end(self) -> int:
+        """The page number after the resident ones (the first of ``pages``)."""
+        return self.pages.start + self.resident
+
+    @property
+    def first_edge(self) -> int:
+        """The first edge of the pages (graph-wide numbering)."""
+        return int(self.page_edges[self.pages.start, 0]) if len(self.pages) else 0
+
+    @property
     def resident_edges(self) -> int:
-        """Edges of the resident pages (the first ones)."""
-        return int(self.page_edges[self.resident - 1, 1]) if self.resident else 0
+        """The edge after the resident pages (graph-wide numbering): the resident
+        pages hold the edges [first_edge, resident_edges)."""
+        return int(self.page_edges[self.resident_end - 1, 1]) if self.resident else \
+            self.first_edge
 
     @property
     def streamed_pages(self):
         """The page numbers copied in every iteration."""
-        return range(self.resident, self.partition.num_pages)
+        return range(self.resident_end, self.pages.stop)
 
 
 class DevicePages:
@@ -127,11 +140,11 @@ class DevicePages:
     keeps its own staging buffers)."""
 
     def __init__(self, graph, partition, *, per_edge, weighted, edge_order, ranges, budget,
-                 streams, degree):
+                 streams, degree, pages=None):
         import cupy as cp
 
         self.partition, self.budget = partition, budget
-        self.plan = plan = PagePlan(partition, per_edge, budget, streams)
+        self.plan = plan = PagePlan(partition, per_edge, budget, streams, pages)
         log_r = np.log2(partition.replication).astype(np.uint8)
         self.shard_start = cp.asarray(partition.shard_start)
         self.shard_log_r = cp.asarray(log_r)
@@ -139,13 +152,14 @@ class DevicePages:
         self.slots = int((np.diff(partition.shard_start) << log_r.astype(np.int64))
                          .max(initial=1))
         self.out_degree = cp.asarray(degree)
-        split = plan.resident_edges
+        first, split = plan.first_edge, plan.resident_edges
+        end = int(plan.page_edges[plan.pages.stop - 1, 1]) if len(plan.pages) else split
         self.dtypes = (unsigned_index(graph.index_dtype), np.uint16,
                        np.float32 if weighted else None)
-        self.resident = tuple(None if d is None else cp.empty(split, d) for d in self.dtypes)
+        self.resident = tuple(None if d is None else cp.empty(split - first, d)
+                              for d in self.dtypes)
         self.pinned = None if not plan.streams else tuple(
-            None if d is None else pinned_empty(graph.num_arcs - split, d)
-            for d in self.dtypes)
+            None if d is None else pinned_empty(end - split, d) for d in self.dtypes)
         self.shard_edge = self._lay_out(graph, weighted, edge_order, ranges)
         self.nbytes = sum(a.nbytes for a in (self.shard_start, self.shard_log_r,
                                              self.out_degree, self.shard_edge,
@@ -154,28 +168,31 @@ class DevicePages:
                  plan.resident, split, len(plan.streamed_pages), plan.streams)
 
     def _lay_out(self, graph, weighted, edge_order, ranges):
-        """Lay every page out into the resident arrays or the pinned ones; returns the
-        pages' edge tables, one under the other (on the device)."""
+        """Lay the plan's pages out into the resident arrays or the pinned ones; returns
+        the edge tables of every shard of the partition, one under the other (on the
+        device; zeros for the shards of pages not laid out here, which are not read)."""
         import cupy as cp
 
         partition, plan = self.partition, self.plan
-        split = plan.resident_edges
-        tables = [cp.zeros((0, ranges + 1), cp.int64)]
-        for p in range(partition.num_pages):
+        first, split = plan.first_edge, plan.resident_edges
+        tables = cp.zeros((partition.num_shards, ranges + 1), cp.int64)
+        for p in plan.pages:
             *arrays, table = _lay_out_page(graph, partition, p, weighted, edge_order, ranges)
             e0, e1 = (int(x) for x in plan.page_edges[p])
-            resident = p < plan.resident
+            resident = p < plan.resident_end
+            base = first if resident else split
             for target, array in zip(self.resident if resident else self.pinned, arrays):
                 if array is None:
                     continue
                 if resident:
-                    target[e0:e1] = cp.asarray(array)  # (the host layout's: a copy)
+                    target[e0 - base:e1 - base] = cp.asarray(array)  # (a copy)
                 elif isinstance(array, np.ndarray):
-                    target[e0 - split:e1 - split] = array
+                    target[e0 - base:e1 - base] = array
                 else:
-                    array.get(out=target[e0 - split:e1 - split])
-            tables.append(cp.asarray(table))
-        return cp.concatenate(tables)
+                    array.get(out=target[e0 - base:e1 - base])
+            tables[int(partition.page_shard[p]):int(partition.page_shard[p + 1])] = \
+                cp.asarray(table)
+        return tables
 
 
 def _lay_out_page(graph, partition, p, weighted, edge_order, ranges):

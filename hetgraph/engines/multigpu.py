@@ -1,0 +1,225 @@
+"""Several GPUs of this process running one program (:class:`MultiGpuEngine`): each owns
+a contiguous range of the partition's pages, which only it lays out and computes, and
+after every iteration copies the values it computed to the others, GPU to GPU.
+
+Every GPU keeps all the values (a gather may read any source vertex) but writes only
+its own vertices' values and flags; the copies of an iteration run on the stream of
+the GPU that computed them, and every GPU's next work waits for the copies into it, so
+the host never waits between iterations but for the activated counts.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import GraphError
+from .base import Engine
+from .gpu import GpuEngine
+
+
+def page_ranges(page_edges, shares):
+    """Contiguous ranges of page numbers, one a share in ``shares`` (positive numbers, a
+    GPU's relative speed), holding about those shares of the edges ``page_edges`` (the
+    edges of every page); each range has a page at least."""
+    pages, parts = len(page_edges), len(shares)
+    if pages < parts:
+        raise GraphError(f"{pages} pages cannot be shared by {parts} GPUs; use smaller "
+                         f"pages (gpu={{'page_bytes': ...}})")
+    cumulative = np.cumsum(np.asarray(page_edges, np.float64))
+    targets = np.cumsum(shares, dtype=np.float64)[:-1] / float(np.sum(shares)) * \
+        cumulative[-1]
+    bounds = [0]
+    for k, target in enumerate(targets.tolist(), start=1):
+        cut = int(np.searchsorted(cumulative, target, side="left")) + 1  # (its page: left)
+        bounds.append(min(max(cut, bounds[-1] + 1), pages - (parts - k)))
+    bounds.append(pages)
+    return [range(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+class _Events:
+    """CUDA events waited for together (the state's copies from every GPU)."""
+
+    def __init__(self, events):
+        self.events = events
+
+    def synchronize(self):
+        for event in self.events:
+            event.synchronize()
+
+
+class MultiGpuEngine(Engine):
+    """A program on the GPUs ``devices`` (CUDA device numbers) of this process, sharing
+    ``partition``'s pages by ``shares`` (default equal; see :func:`page_ranges`);
+    ``values``, ``flags`` and ``aux``: the initial state as host arrays. The other
+    options are :class:`GpuEngine`'s, for every GPU. One iteration is in flight at a
+    time (``queued`` = 1): an iteration's activated count is the sum over the GPUs."""
+
+    mode = "gpu-pull"
+    queued = 1
+
+    def __init__(self, spec, graph, values, flags, aux, devices, *, partition, sync=True,
+                 shares=None, **options):
+        import cupy as cp
+
+        self.cupy, self.spec, self.graph = cp, spec, graph
+        self.devices = [int(d) for d in devices]
+        shares = [1.0] * len(self.devices) if shares is None else list(shares)
+        page_edges = [e1 - e0 for e0, e1 in (partition.page_edges(p)
+                                             for p in range(partition.num_pages))]
+        self.engines, self.compile_seconds = [], 0.0
+        for device, pages in zip(self.devices, page_ranges(page_edges, shares)):
+            with cp.cuda.Device(device):
+                n = graph.num_vertices
+                engine = GpuEngine(spec, graph, cp.zeros(n, spec.dtype), cp.zeros(n, cp.uint8),
+                                   cp.asarray(aux), sync=sync, partition=partition,
+                                   pages=pages, **options)
+                engine.load(values, flags, [(0, n)])
+            self.engines.append(engine)
+            self.compile_seconds += engine.compile_seconds
+        self.partition = partition
+        self._enable_peer_access()
+        # per GPU, the iteration constant's copy when it comes from another GPU
+        self._constants = [self._on(d, lambda: cp.zeros(1, cp.float64)) for d in self.devices]
+        self._frontier, self.front = None, float("nan")
+
+    def _on(self, device, make):
+        with self.cupy.cuda.Device(device):
+            return make()
+
+    def _enable_peer_access(self):
+        runtime = self.cupy.cuda.runtime
+        for a in self.devices:
+            for b in self.devices:
+                if a != b and runtime.deviceCanAccessPeer(a, b):
+                    with self.cupy.cuda.Device(a):
+                        try:
+                            runtime.deviceEnablePeerAccess(b)
+                        except runtime.CUDARuntimeError:  # already enabled
+                            pass
+
+    @property
+    def values(self):
+        """The current values on the first GPU (complete once its copies arrived)."""
+        return self.engines[0].values
+
+    # iteration ------------------------------------------------------------------------------
+    def frontier(self):
+        """(active vertices, their out-degree sum) over every GPU's own vertices."""
+        if self._frontier is None:
+            counts = [self._on(d, e.frontier) for d, e in zip(self.devices, self.engines)]
+            self._frontier = tuple(int(x) for x in np.sum(counts, axis=0))
+        return self._frontier
+
+    def reset_frontier(self, counted=None):
+        """See :meth:`GpuEngine.reset_frontier`; without ``counted``, every GPU counts
+        its own vertices' part."""
+        for device, engine in zip(self.devices, self.engines):
+            self._on(device, lambda e=engine: e.reset_frontier(None if counted is None
+                                                               else (0, 0)))
+        self._frontier = None if counted is None else (int(counted[0]), int(counted[1]))
+        self.front = float("nan")
+
+    def iterate(self, constant, frontier=None):
+        return self.wait(self.launch(constant))[:4]
+
+    def launch(self, constant, frontier=None, chained=False):
+        """Queue one pull pass on every GPU over its own pages, then the copies of the
+        values each computed to the others; returns the tickets :meth:`wait` takes."""
+        tickets = []
+        for i, (device, engine) in enumerate(zip(self.devices, self.engines)):
+            with self.cupy.cuda.Device(device):
+                tickets.append(engine.launch(self._constant_on(i, constant), chained=False))
+        self._exchange()
+        self._frontier = None
+        return tickets
+
+    def _constant_on(self, i, constant):
+        """The iteration ``constant`` where GPU ``i`` reads it: a number as it is; a 0-d
+        device array from another GPU copied into GPU ``i``'s buffer, in stream order."""
+        cp = self.cupy
+        if not isinstance(constant, cp.ndarray) or constant.device.id == self.devices[i]:
+            return constant
+        target = self._constants[i]
+        source_stream = self._on(constant.device.id, cp.cuda.get_current_stream)
+        cp.cuda.runtime.memcpyPeerAsync(target.data.ptr, self.devices[i], constant.data.ptr,
+                                        constant.device.id, 8, source_stream.ptr)
+        copied = self._on(constant.device.id, source_stream.record)
+        self._on(self.devices[i], lambda: cp.cuda.get_current_stream().wait_event(copied))
+        return target
+
+    def _exchange(self):
+        """Copy each GPU's newly written own values to every other GPU, on the stream
+        that wrote them; every GPU's stream then waits for the copies into it."""
+        cp = self.cupy
+        done = []
+        for device, engine in zip(self.devices, self.engines):
+            v0, v1 = engine.vertices
+            size = engine.values.itemsize
+            with cp.cuda.Device(device):
+                stream = cp.cuda.get_current_stream()
+                for other_device, other in zip(self.devices, self.engines):
+                    if other is not engine and v1 > v0:
+                        cp.cuda.runtime.memcpyPeerAsync(
+                            other.values.data.ptr + v0 * size, other_device,
+                            engine.values.data.ptr + v0 * size, device, (v1 - v0) * size,
+                            stream.ptr)
+                done.append(stream.record())
+        for device in self.devices:
+            with cp.cuda.Device(device):
+                stream = cp.cuda.get_current_stream()
+                for event in done:
+                    stream.wait_event(event)
+
+    def wait(self, tickets):
+        """Wait for a launched iteration on every GPU; returns (mode, vertices computed,
+        edges read, vertices activated, seconds of the slowest GPU)."""
+        seconds, counts, fronts = 0.0, [], []
+        for device, engine, ticket in zip(self.devices, self.engines, tickets):
+            with self.cupy.cuda.Device(device):
+                seconds = max(seconds, engine.wait(ticket)[4])
+                counts.append(engine.frontier())
+            fronts.append(engine.front)
+        if self.spec.priority is not None:
+            self.front = min(fronts, key=lambda f: np.inf if np.isnan(f) else f)
+        self._frontier = tuple(int(x) for x in np.sum(counts, axis=0))
+        return (self.mode, self.graph.num_vertices, self.graph.num_arcs, self._frontier[0],
+                seconds)
+
+    # state ------------------------------------------------------------------------------------
+    def load(self, values, flags, ranges):
+        """Copy host ``values`` and ``flags`` of the vertex ``ranges`` to every GPU."""
+        for device, engine in zip(self.devices, self.engines):
+            self._on(device, lambda e=engine: e.load(values, flags, ranges))
+
+    def store(self, values, flags, ranges, written=True, wait=True):
+        """Copy into the host arrays each GPU's own values and flags within ``ranges``
+        (see :meth:`GpuEngine.store`); without ``wait``, returns what to synchronize."""
+        events = []
+        for device, engine in zip(self.devices, self.engines):
+            v0, v1 = engine.vertices
+            own = [(max(a, v0), min(b, v1)) for a, b in ranges if min(b, v1) > max(a, v0)]
+            if own:
+                events.append(self._on(device, lambda e=engine, r=own: e.store(
+                    values, flags, r, written=written, wait=False)))
+        stored = _Events(events)
+        if not wait:
+            return stored
+        stored.synchronize()
+        return None
+
+    def result(self):
+        """The current values as a host NumPy array (each GPU's own vertices)."""
+        values = np.empty(self.graph.num_vertices, self.spec.dtype)
+        flags = np.empty(self.graph.num_vertices, np.uint8)
+        self.store(values, flags, [(0, self.graph.num_vertices)], written=False)
+        return values
+
+    def close(self):
+        for device, engine in zip(self.devices, self.engines):
+            self._on(device, engine.close)
+
+    def describe(self):
+        """Each GPU's pages and placement."""
+        return {"gpus": [dict(device=d, owned_pages=[e.owned.start, e.owned.stop],
+                              vertices=list(e.vertices), **e.describe())
+                         for d, e in zip(self.devices, self.engines)]}

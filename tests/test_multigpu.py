@@ -1,0 +1,128 @@
+"""Several GPUs sharing a run (issue 51): how the pages are shared (here), and on a GPU
+machine that an engine over several GPUs (two engines on one GPU where there is only
+one) gives the one-GPU engine's answers: exactly for the min programs, PageRank to
+1e-6 in L1."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import hetgraph as hg
+from hetgraph.algorithms.bfs import BreadthFirst
+from hetgraph.algorithms.cc import MinLabel
+from hetgraph.algorithms.pagerank import PageRank
+from hetgraph.algorithms.sssp import ShortestPaths
+from hetgraph.engines.multigpu import page_ranges
+from hetgraph.errors import GraphError
+from hetgraph.program import ProgramSpec
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 10**6), min_size=1, max_size=60),
+       st.lists(st.floats(0.1, 10.0), min_size=1, max_size=8))
+def test_page_ranges_cover_every_page_once_and_follow_the_shares(edges, shares):
+    if len(edges) < len(shares):
+        with pytest.raises(GraphError, match="pages cannot be shared"):
+            page_ranges(edges, shares)
+        return
+    ranges = page_ranges(edges, shares)
+    assert len(ranges) == len(shares)
+    assert ranges[0].start == 0 and ranges[-1].stop == len(edges)
+    for a, b in zip(ranges[:-1], ranges[1:]):
+        assert a.stop == b.start
+    assert all(len(r) >= 1 for r in ranges)
+    total = sum(edges)
+    if total and len(edges) >= 4 * len(shares):
+        # each range ends within a page of where its share of the edges ends
+        cumulative = np.cumsum(edges)
+        wanted = np.cumsum(shares)[:-1] / sum(shares) * total
+        for r, target in zip(ranges[:-1], wanted):
+            before = cumulative[r.stop - 2] if r.stop >= 2 else 0
+            assert before <= target + max(edges) or r.stop - r.start == 1
+
+
+def test_equal_pages_are_shared_equally():
+    assert page_ranges([10] * 8, [1, 1]) == [range(0, 4), range(4, 8)]
+    assert page_ranges([10] * 9, [2, 1]) == [range(0, 6), range(6, 9)]
+
+
+# on a GPU ------------------------------------------------------------------------------
+
+def _devices():
+    import cupy as cp
+
+    count = cp.cuda.runtime.getDeviceCount()
+    return list(range(count)) if count > 1 else [0, 0]
+
+
+def _run(engine, program, spec, graph, iterations):
+    """The engine's values after up to ``iterations`` iterations (finalized)."""
+    engine.reset_frontier()
+    for _ in range(iterations):
+        if engine.frontier()[0] == 0:
+            break
+        constant = program.iteration_constant(graph, engine.values) if spec.uses_constant \
+            else 0.0
+        engine.iterate(constant)
+    return program.finalize(graph, engine.result())
+
+
+def _both(program, graph, iterations=200, **options):
+    """(values on one GPU, values on several) of ``program`` on ``graph``."""
+    from hetgraph.engines.gpu import GpuEngine
+    from hetgraph.engines.multigpu import MultiGpuEngine
+
+    spec = ProgramSpec(program)
+    partition = graph.partition(page_bytes=max(4096, graph.num_arcs * 6 // 7))
+    answers = []
+    for make in (lambda v, f, a: GpuEngine(spec, graph, v, f, a, partition=partition, **options),
+                 lambda v, f, a: MultiGpuEngine(spec, graph, v, f, a, _devices(),
+                                                partition=partition, **options)):
+        values, flags, aux = spec.initial_state(graph)
+        engine = make(values, flags, np.zeros(1, np.float32) if aux is None else aux)
+        answers.append(_run(engine, program, spec, graph, iterations))
+        engine.close()
+    return answers
+
+
+GRAPHS = {"rmat": lambda: hg.generate.rmat(13, seed=5, weights=(1.0, 9.0)),
+          "grid": lambda: hg.generate.grid(60, 60, weights=(1.0, 5.0))}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(GRAPHS))
+@pytest.mark.parametrize("sync", [True, False])
+def test_several_gpus_answer_as_one_for_the_min_programs(name, sync):
+    g = GRAPHS[name]()
+    source = int(np.argmax(g.out_degree()))
+    for program in (BreadthFirst(source), ShortestPaths(source), MinLabel()):
+        one, several = _both(program, g, sync=sync)
+        np.testing.assert_array_equal(several, one, err_msg=type(program).__name__)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(GRAPHS))
+def test_several_gpus_answer_as_one_for_pagerank(name):
+    g = GRAPHS[name]()
+    one, several = _both(PageRank(tol=None, dtype=np.float64), g, iterations=30)
+    assert np.abs(several - one).sum() < 1e-6
+    reference = hg.pagerank(g, tol=None, max_iterations=30, dtype=np.float64,
+                            devices="cpu").values
+    assert np.abs(several - reference).sum() < 1e-6
+
+
+@pytest.mark.gpu
+def test_each_gpu_lays_out_only_its_pages():
+    from hetgraph.engines.multigpu import MultiGpuEngine
+
+    g = GRAPHS["rmat"]()
+    spec = ProgramSpec(BreadthFirst(0))
+    partition = g.partition(page_bytes=g.num_arcs * 6 // 5)
+    values, flags, _ = spec.initial_state(g)
+    engine = MultiGpuEngine(spec, g, values, flags, np.zeros(1, np.float32), _devices(),
+                            partition=partition)
+    placed = engine.describe()["gpus"]
+    assert sum(p["resident_edges"] for p in placed) == g.num_arcs
+    assert all(0 < p["resident_edges"] < g.num_arcs for p in placed)
+    assert placed[0]["vertices"][0] == 0 and placed[-1]["vertices"][1] == g.num_vertices
+    engine.close()
