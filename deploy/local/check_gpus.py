@@ -20,6 +20,9 @@ import hetgraph as hg
 from hetgraph.io.store import PageStore, as_graph
 
 ALGORITHMS = ("pagerank", "sssp")
+# NetworkX's stop (change < N * tol) ends a large graph's PageRank after one iteration;
+# a tiny tol makes every run do the same MAX iterations
+PAGERANK_TOL, PAGERANK_MAX = 1e-15, 30
 PAGERANK_RTOL = 1e-4  # float32 sums in another order differ in the last digits
 PAGERANK_ATOL = 1e-7
 
@@ -33,7 +36,8 @@ def make(store, scale):
 
 def _run_one(algorithm, graph, devices):
     if algorithm == "pagerank":
-        return hg.pagerank(graph, devices=devices, progress=False)
+        return hg.pagerank(graph, max_iterations=PAGERANK_MAX, tol=PAGERANK_TOL,
+                           devices=devices, progress=False)
     source = 0 if graph.labels is None else graph.labels[0].item()  # the top hub
     return hg.sssp(graph, source, devices=devices, progress=False)
 

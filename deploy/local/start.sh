@@ -62,10 +62,14 @@ setsid dask scheduler --host "$host" --port "$port" "${dash[@]}" "${protocol[@]}
   > "$run_dir/scheduler.log" 2>&1 < /dev/null &
 started scheduler $!
 for _ in $(seq "$((wait_s * 10))"); do
-  if [[ -s $scheduler_file ]]; then break; fi
+  if [[ -s $scheduler_file ]] || ! kill -0 "$!" 2> /dev/null; then break; fi
   sleep 0.1
 done
-[[ -s $scheduler_file ]] || { echo "start.sh: no scheduler after ${wait_s} s" >&2; false; }
+if [[ ! -s $scheduler_file ]]; then
+  echo "start.sh: the scheduler did not start; the end of $run_dir/scheduler.log:" >&2
+  tail -n 5 "$run_dir/scheduler.log" >&2
+  false
+fi
 
 workers=$((cpu_workers + ${#gpu_ids[@]}))
 # each worker process gets an equal share of the machine's memory, as hg.Cluster does
@@ -83,16 +87,33 @@ for ((i = 0; i < cpu_workers; i++)); do
   started "cpu$i" $!
 done
 
-"$python" - "$scheduler_file" "$workers" "$wait_s" <<'PY'
+worker_pids=$(awk '$1 != "scheduler" {print $2}' "$run_dir/pids")
+# shellcheck disable=SC2086 # one argument per pid
+joined=$("$python" - "$scheduler_file" "$workers" "$wait_s" $worker_pids <<'PY'
+import os
 import sys
+import time
 from distributed import Client
 
-with Client(scheduler_file=sys.argv[1], timeout=float(sys.argv[3])) as client:
-    client.wait_for_workers(int(sys.argv[2]), timeout=float(sys.argv[3]))
-    address = client.scheduler.address
-    link = client.dashboard_link if client.scheduler_info().get("services", {}).get("dashboard") else None
-print(f"scheduler {address}")
-print(f"dashboard {link} (hetgraph page: /hetgraph)" if link else "dashboard off")
+scheduler_file, workers, wait_s, pids = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4:]
+with Client(scheduler_file=scheduler_file, timeout=wait_s) as client:
+    deadline = time.monotonic() + wait_s
+    while len(client.scheduler_info(n_workers=-1)["workers"]) < workers:
+        for pid in pids:  # a worker that exited will never join: fail now
+            try:
+                os.kill(int(pid), 0)
+            except ProcessLookupError:
+                sys.exit(f"start.sh: worker process {pid} exited; see its log")
+        if time.monotonic() > deadline:
+            sys.exit(f"start.sh: fewer than {workers} workers after {wait_s:g} s")
+        time.sleep(0.2)
+    print(client.scheduler.address)
+    print(client.dashboard_link)
 PY
+)
+echo "scheduler ${joined%%$'\n'*}"
+if [[ -n $dashboard ]]; then
+  echo "dashboard ${joined#*$'\n'} (hetgraph page: /hetgraph)"
+fi
 trap - ERR
 echo "workers: ${#gpu_ids[@]} GPU, $cpu_workers CPU; logs in $run_dir; stop: $here/stop.sh"
