@@ -48,7 +48,8 @@ if [[ -n ${HETGRAPH_TLS_DIR:-} ]]; then
   [[ -r $DASK_CONFIG ]] || { echo "start.sh: no $DASK_CONFIG (run deploy/tls/make-certs.sh)" >&2; exit 2; }
   protocol=(--protocol tls)
 fi
-dash=(--no-dashboard)
+# with the dashboard off the scheduler still serves /health and /metrics: on $host
+dash=(--no-dashboard --dashboard-address "$host:0")
 if [[ -n $dashboard ]]; then dash=(--dashboard-address "$dashboard"); fi
 
 # each process leads its own process group, so that stop.sh ends it with its children
