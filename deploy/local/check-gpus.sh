@@ -2,8 +2,9 @@
 # The local recipe on every GPU of this machine against one GPU: starts deploy/local/
 # start.sh with one `dask cuda worker` per GPU and one CPU worker, runs PageRank and SSSP
 # on an RMAT graph through the scheduler (`hetgraph run --scheduler` and
-# hg.Cluster(address=...)), stops it, starts it again with the first GPU alone, runs the
-# same, stops it, and prints one JSON line comparing the answers (exit 1 if they differ).
+# hg.Cluster(address=...)), stops it, starts it again with the first GPU and the CPU
+# worker, runs the same, stops it, and prints one JSON line comparing the answers (exit 1
+# if they differ).
 #
 # Usage: check-gpus.sh [SCALE]   (RMAT scale, default 24: 16.8M vertices, ~263M arcs)
 # Environment: HETGRAPH_CHECK_DIR [a new temporary directory] for the store and results;
@@ -27,9 +28,9 @@ trap '"$here/stop.sh" > /dev/null' EXIT
 
 address() { "$python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["address"])' \
   "$HETGRAPH_RUN_DIR/scheduler.json"; }
-for setup in "many:$gpus:1" "one:$first:0"; do
-  IFS=: read -r name ids cpus <<< "$setup"
-  HETGRAPH_GPUS=$ids HETGRAPH_CPU_WORKERS=$cpus "$here/start.sh" >&2
+for setup in "many:$gpus" "one:$first"; do
+  IFS=: read -r name ids <<< "$setup"
+  HETGRAPH_GPUS=$ids HETGRAPH_CPU_WORKERS=1 "$here/start.sh" >&2
   scheduler=$(address)
   hetgraph run pagerank "$work/rmat" --scheduler "$scheduler" --devices gpu --top 3 \
     --out "$work/$name-cli-pagerank.npy" >&2
