@@ -159,6 +159,11 @@ def test_helm_values_have_cpu_and_gpu_worker_groups():
     assert gpu["resources"]["limits"]["nvidia.com/gpu"] == 1
     assert values["worker"]["threads_per_worker"] == gpu["threads_per_worker"] == 1
     assert values["jupyter"]["enabled"] is False
+    # the chart runs dask-scheduler and dask-worker, which Dask no longer installs: the
+    # image forwards them to `dask scheduler` / `dask worker`
+    assert values["worker"]["image"]["dask_worker"] == "dask-worker"
+    dockerfile = (DEPLOY / "docker" / "Dockerfile").read_text()
+    assert "for role in scheduler worker" in dockerfile and 'exec dask %s "$@"' in dockerfile
 
 
 # -- TLS, Slurm, scripts ----------------------------------------------------------------
