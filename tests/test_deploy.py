@@ -74,7 +74,9 @@ def _recipe(env):
         logs = Path(env["HETGRAPH_RUN_DIR"])
         assert started.returncode == 0, started.stderr + "".join(
             p.read_text()[-2000:] for p in logs.glob("*.log"))
-        processes = _processes(_recorded_groups(env))
+        groups = _recorded_groups(env)
+        processes = _processes(groups)
+        assert len(processes) > len(groups)  # the nannies' worker processes are found too
         yield started.stdout, processes
     finally:
         stopped = subprocess.run([str(LOCAL / "stop.sh")], env=env, capture_output=True,
