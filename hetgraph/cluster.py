@@ -146,6 +146,7 @@ class Cluster:
         self.calibrations: dict = {}  # the runs' calibrations by what they depend on,
         # the newest last (see keep_calibration)
         if address is not None:
+            _check_tls_settings(address)
             try:
                 self.client = Client(address, timeout=tuning.CLUSTER_JOIN_TIMEOUT)
             except (OSError, TimeoutError) as exc:
@@ -277,6 +278,20 @@ def _worker_memory_limit(processes, workers):
     from distributed.system import MEMORY_LIMIT
 
     return MEMORY_LIMIT // max(workers, 1)
+
+
+def _check_tls_settings(address):
+    """A ClusterError for a tls:// ``address`` when Dask's configuration holds no TLS
+    certificates for a client (Dask itself fails with a TypeError deep in its comms)."""
+    if not str(address).startswith("tls://"):
+        return
+    from distributed.security import Security
+
+    if Security().get_connection_args("client")["ssl_context"] is None:
+        raise ClusterError(f"cannot join the Dask scheduler at {address}: a tls:// address "
+                           f"needs the client's TLS certificates in Dask's configuration "
+                           f"(distributed.comm.tls: export DASK_CONFIG=DIR/dask.yaml as "
+                           f"written by deploy/tls/make-certs.sh, see deploy/README.md)")
 
 
 def _checked_host(host):
