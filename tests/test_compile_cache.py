@@ -14,6 +14,7 @@ import sys
 import numpy as np
 import pytest
 
+from hetgraph import cachedir
 from hetgraph.kernels.cpu import diskcache
 from hetgraph.program import ProgramSpec, function_digest
 
@@ -141,7 +142,7 @@ def test_a_corrupt_or_tampered_entry_is_compiled_again(warm, tmp_path):
     folder, cache, first, _ = warm
     copy = tmp_path / "cache"
     shutil.copytree(cache, copy)
-    store = diskcache._Store(str(copy))
+    store = cachedir.PrivateStore(str(copy))
     files = entries(copy)
     assert len(files) == first["saved"]
     truncated, flipped, unpicklable = files[0], files[1], files[2:]
@@ -150,7 +151,7 @@ def test_a_corrupt_or_tampered_entry_is_compiled_again(warm, tmp_path):
     data[len(data) // 2] ^= 0xFF  # one byte changed: the signature no longer holds
     flipped.write_bytes(bytes(data))
     for path in unpicklable:  # signed with the right key, but not a compile result
-        store.save(path.stem, b"not a pickle")
+        store.save(path.name, b"not a pickle")
     report = run_process(folder, copy)
     assert report["loaded"] == 0 and report["saved"] == len(files)
     np.testing.assert_array_equal(report["values"], hops_oracle(1.0))
@@ -168,35 +169,35 @@ def test_a_shared_directory_is_made_private(tmp_path):
     folder = tmp_path / "cache"
     folder.mkdir(mode=0o777)
     os.chmod(folder, 0o777)
-    store = diskcache._Store(str(folder))
+    store = cachedir.PrivateStore(str(folder))
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
-    store.save("entry", b"payload")
-    assert store.load("entry") == b"payload"
+    store.save("entry.nbc", b"payload")
+    assert store.load("entry.nbc") == b"payload"
 
 
 def test_an_entry_others_can_write_or_signed_elsewhere_is_refused(tmp_path):
-    store = diskcache._Store(str(tmp_path / "cache"))
-    store.save("entry", b"payload")
+    store = cachedir.PrivateStore(str(tmp_path / "cache"))
+    store.save("entry.nbc", b"payload")
     path = tmp_path / "cache" / "entry.nbc"
     os.chmod(path, 0o664)
-    assert store.load("entry") is None
+    assert store.load("entry.nbc") is None
     os.chmod(path, 0o600)
-    assert store.load("entry") == b"payload"
-    other = diskcache._Store(str(tmp_path / "other"))  # another cache: another key
+    assert store.load("entry.nbc") == b"payload"
+    other = cachedir.PrivateStore(str(tmp_path / "other"))  # another cache: another key
     shutil.copy(path, tmp_path / "other" / "entry.nbc")
     os.chmod(tmp_path / "other" / "entry.nbc", 0o600)
-    assert other.load("entry") is None
+    assert other.load("entry.nbc") is None
     os.rename(path, tmp_path / "cache" / "renamed.nbc")  # signed for its own name only
-    assert store.load("renamed") is None
+    assert store.load("renamed.nbc") is None
 
 
 @pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0,
                     reason="giving a file to another user needs root")
 def test_an_entry_of_another_user_is_refused(tmp_path):
-    store = diskcache._Store(str(tmp_path / "cache"))
-    store.save("entry", b"payload")
+    store = cachedir.PrivateStore(str(tmp_path / "cache"))
+    store.save("entry.nbc", b"payload")
     os.chown(tmp_path / "cache" / "entry.nbc", 12345, -1)
-    assert store.load("entry") is None
+    assert store.load("entry.nbc") is None
 
 
 def test_a_cache_off_or_unusable_compiles_in_memory(tmp_path, monkeypatch):
@@ -204,11 +205,11 @@ def test_a_cache_off_or_unusable_compiles_in_memory(tmp_path, monkeypatch):
 
     jitted = {"f": numba.njit(lambda x: x)}
     monkeypatch.setenv("HETGRAPH_CACHE", "off")
-    assert diskcache.cache_directory() is None and diskcache.attach(jitted, "k") == {}
+    assert cachedir.cache_directory() is None and diskcache.attach(jitted, "k") == {}
     blocker = tmp_path / "file"
     blocker.write_text("a file where the directory would be")
     monkeypatch.setenv("HETGRAPH_CACHE", str(blocker))
-    with pytest.warns(RuntimeWarning, match="compile cache is off"):
+    with pytest.warns(RuntimeWarning, match="cache is off"):
         assert diskcache.attach(jitted, "k") == {}
 
 
@@ -228,3 +229,27 @@ def test_the_program_key_follows_code_constants_and_globals():
     scope["LIMIT"] = object()  # a value with no stable description: not kept on disk
     with pytest.raises(Exception, match="object"):
         function_digest(scope["f"])
+
+
+def test_a_bundled_graph_is_kept_and_loads_as_read(tmp_path, monkeypatch):
+    import hetgraph as hg
+    from hetgraph import datasets
+
+    monkeypatch.setenv("HETGRAPH_CACHE", str(tmp_path / "cache"))
+    read = hg.read(datasets.path("power"), format="metis")
+    first = datasets.load("power")  # parsed, then kept
+    (kept,) = (tmp_path / "cache").glob("dataset-power-*.npz")
+    calls = []
+    monkeypatch.setattr("hetgraph.io.readers.read", lambda *a, **k: calls.append(a))
+    second = datasets.load("power")  # from the kept arrays: no reader
+    assert calls == []
+    for graph in (first, second):
+        assert (graph.name, graph.directed, graph.in_weights) == ("power", False, None)
+        for name in ("in_indptr", "in_indices", "out_indptr", "out_indices", "labels"):
+            np.testing.assert_array_equal(getattr(graph, name), getattr(read, name))
+            assert getattr(graph, name).dtype == getattr(read, name).dtype
+    kept.write_bytes(kept.read_bytes()[:-10])  # truncated: read again, no error
+    monkeypatch.undo()
+    monkeypatch.setenv("HETGRAPH_CACHE", str(tmp_path / "cache"))
+    third = datasets.load("power")
+    np.testing.assert_array_equal(third.in_indices, read.in_indices)
