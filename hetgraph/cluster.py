@@ -306,9 +306,9 @@ def _checked_host(host):
 def _local_cluster(cpu_workers, gpus, processes, dashboard_address, host):
     from distributed import Nanny, Scheduler, SpecCluster, Worker
 
-    from . import dashboard as _  # noqa: F401 (registers the hetgraph page and gauges)
-
     dashboard = dashboard_address is not None
+    if dashboard:  # (registers the hetgraph page and gauges; it imports all of bokeh)
+        from . import dashboard as _  # noqa: F401
     # without a dashboard the scheduler still serves /health and /metrics: on localhost
     dashboard_address = _free_dashboard_address(dashboard_address) if dashboard \
         else "127.0.0.1:0"

@@ -37,9 +37,11 @@ stopping test; the instance attribute may be set to None to disable it) and
 from __future__ import annotations
 
 import functools
+import hashlib
 import inspect
 import itertools
 import operator
+import types
 
 import numpy as np
 
@@ -486,6 +488,20 @@ class ProgramSpec:
                                f"positive number (None or inf: no buckets)")
         return 0.0 if width == float("inf") else width
 
+    def code_key(self):
+        """A hex digest of everything the program's compiled CPU code depends on: the
+        code of its functions and what they read (see :func:`function_digest`), its
+        dtype, monoid and the flags compiled in; None when a function reads a value
+        that has no stable description (its compiled code is then not kept on disk)."""
+        try:
+            functions = [None if fn is None else function_digest(fn) for fn in
+                         (self.gather, self.apply, self.activate, self.settled,
+                          self.priority)]
+        except UnstableValue:
+            return None
+        return _sha256(repr((functions, self.dtype.str, self.reduce, self.uses_constant,
+                             self.activates_on_change)))
+
     def identity(self):
         """The monoid's identity in the program's dtype."""
         kind = self.dtype.kind
@@ -533,3 +549,97 @@ class ProgramSpec:
                                    f"{n}, got shape {aux.shape} and dtype {aux.dtype}")
             aux = xp.ascontiguousarray(aux)
         return values, flags, aux
+
+
+class UnstableValue(Exception):
+    """A value a function reads that has no description stable across processes."""
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def function_digest(fn) -> str:
+    """A hex digest of what a compiled function's machine code depends on, stable
+    across processes: its bytecode and constants (nested code objects too), and the
+    values of the globals (module attributes it names included) and closure cells it
+    reads: numbers and strings by value, arrays by content, functions and jitted
+    functions by their own digest, modules and classes by name. Raises
+    :class:`UnstableValue` for any other value (an object whose contents Numba could
+    freeze into the code but this digest would not see)."""
+    return _sha256(repr(_function_description(fn, set())))
+
+
+def _function_description(fn, visiting):
+    fn = getattr(fn, "py_func", fn)  # a jitted function: its Python function
+    code = getattr(fn, "__code__", None)
+    if code is None:  # a callable object: what it runs is not in sight
+        raise UnstableValue(type(fn).__qualname__)
+    if code in visiting:  # recursion: named, not expanded again
+        return ("recursive", code.co_name)
+    visiting = visiting | {code}
+    names, codes = set(), [code]
+    while codes:
+        c = codes.pop()
+        names.update(c.co_names)
+        codes.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    scope = fn.__globals__
+    described = []
+    for name in sorted(names):
+        if name in scope:
+            value = scope[name]
+            described.append((name, _describe(value, visiting)))
+            if isinstance(value, types.ModuleType):  # the module's names it may read
+                described.extend((f"{name}.{n}", _describe_attribute(value, n))
+                                 for n in sorted(names) if n in vars(value))
+    cells = tuple(_describe(c.cell_contents, visiting) for c in fn.__closure__ or ())
+    return (_code_description(code), tuple(described), cells)
+
+
+def _code_description(code):
+    return (code.co_code, code.co_argcount, code.co_names, code.co_varnames,
+            tuple(_constant(k) for k in code.co_consts))
+
+
+def _constant(value):
+    """A code constant's description: a set's members sorted (the order of a set of
+    strings changes with each process's hash seed)."""
+    if isinstance(value, types.CodeType):
+        return _code_description(value)
+    if isinstance(value, tuple):
+        return tuple(_constant(v) for v in value)
+    if isinstance(value, frozenset):
+        return ("frozenset", tuple(sorted(repr(_constant(v)) for v in value)))
+    return (type(value).__name__, repr(value))
+
+
+def _describe_attribute(module, name):
+    """A module attribute's description: a plain value by value, anything else by its
+    name (a library's functions are not expanded: their code is the library's)."""
+    try:
+        return _describe(vars(module)[name], None)
+    except UnstableValue:
+        return ("attribute", module.__name__, name)
+
+
+def _describe(value, visiting):
+    """A value's stable description (see :func:`function_digest`); ``visiting``: the
+    code objects being described (None: a function is not expanded)."""
+    if value is None or isinstance(value, (bool, int, float, complex, str, bytes,
+                                           np.generic, np.dtype)):
+        return (type(value).__name__, repr(value))
+    if isinstance(value, np.ndarray):
+        return ("array", value.dtype.str, value.shape,
+                hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest())
+    if isinstance(value, (tuple, list)):
+        return (type(value).__name__, tuple(_describe(v, visiting) for v in value))
+    if isinstance(value, types.ModuleType):
+        return ("module", value.__name__)
+    if isinstance(value, type):
+        return ("class", value.__module__, value.__qualname__)
+    if visiting is not None and (isinstance(value, types.FunctionType) or
+                                 hasattr(value, "py_func")):
+        return ("function", _function_description(value, visiting))
+    if isinstance(value, (types.BuiltinFunctionType, np.ufunc)):
+        return ("builtin", getattr(value, "__module__", None), value.__name__)
+    raise UnstableValue(type(value).__qualname__)

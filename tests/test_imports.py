@@ -94,7 +94,8 @@ LAYERS = (
     ("readers and store", ("hetgraph.io", "hetgraph.datasets")),
     ("graph", ("hetgraph.graph", "hetgraph.csr", "hetgraph.order", "hetgraph.partition",
                "hetgraph.program", "hetgraph.result", "hetgraph.events", "hetgraph.plot")),
-    ("base", ("hetgraph.errors", "hetgraph.registry", "hetgraph.tuning", "hetgraph.version")),
+    ("base", ("hetgraph.errors", "hetgraph.registry", "hetgraph.tuning", "hetgraph.version",
+              "hetgraph.cachedir")),
 )
 
 

@@ -13,12 +13,14 @@ from ...program import ProgramSpec
 from .buckets import build_buckets
 from .burst import build_burst
 from .clock import HAS_CLOCK
+from .diskcache import attach
 from .pull import PullPass, build_pull, cut_ranges
 from .push import build_push
 from .sparse import build_sparse
 from .structs import (ALL_VERTICES, FOREVER, NO_LIMIT, NO_WEIGHTS, NOT_DEFERRED, Graph,
                       Limits, Scratch, State)
-from .vertexops import COMBINE, VertexOps, build_ops, jit_user, never_settled, no_priority
+from .vertexops import (COMBINE, VertexOps, build_ops, check_user, jit_user,
+                        never_settled, no_priority)
 
 _UNSIGNED = {4: np.uint32, 8: np.uint64}
 
@@ -38,22 +40,40 @@ def build_passes(ops: VertexOps) -> Passes:
                   build_burst(ops, build_push(ops), buckets, True))
 
 
-def compile_ops(spec: ProgramSpec, aux_dtype) -> VertexOps:
-    """The program's functions compiled for its value type and ``aux_dtype``."""
+def _user_signatures(spec: ProgramSpec, aux_dtype) -> dict:
+    """{name: (argument types, what it must return)} of the program's functions."""
     value = numba.from_dtype(spec.dtype)
-    gather = jit_user(spec, "gather", spec.gather, (value, numba.float32, value),
-                      "a number")
     aux_args = (numba.from_dtype(aux_dtype),) + ((numba.float64,) if spec.uses_constant
                                                  else ())
-    apply = jit_user(spec, "apply", spec.apply, (value, value) + aux_args, "a number")
-    activate = jit_user(spec, "activate", spec.activate, (value, value), "a bool")
-    settled = never_settled if spec.settled is None else \
-        jit_user(spec, "settled", spec.settled, (value,), "a bool")
-    priority = no_priority if spec.priority is None else \
-        jit_user(spec, "priority", spec.priority, (value,), "a number")
-    return build_ops(gather, COMBINE[spec.reduce], apply, activate, settled, priority,
-                     value, spec.identity().item(), spec.uses_constant,
-                     spec.activates_on_change)
+    signatures = {"gather": ((value, numba.float32, value), "a number"),
+                  "apply": ((value, value) + aux_args, "a number"),
+                  "activate": ((value, value), "a bool"),
+                  "settled": ((value,), "a bool"),
+                  "priority": ((value,), "a number")}
+    return {name: signature for name, signature in signatures.items()
+            if getattr(spec, name) is not None}
+
+
+def compile_ops(spec: ProgramSpec, aux_dtype):
+    """(the program's VertexOps for its value type and ``aux_dtype``, the check of its
+    functions): the check compiles each function alone and raises a ProgramError
+    naming the one that fails; it is needed only where a pass is compiled (a pass
+    loaded from the compile cache was built from functions that passed it)."""
+    signatures = _user_signatures(spec, aux_dtype)
+    jitted = {name: jit_user(getattr(spec, name)) for name in signatures}
+    checked = []
+
+    def check():
+        if not checked:
+            for name, (argtypes, returns) in signatures.items():
+                check_user(spec, name, jitted[name], argtypes, returns)
+            checked.append(True)
+
+    ops = build_ops(jitted["gather"], COMBINE[spec.reduce], jitted["apply"],
+                    jitted["activate"], jitted.get("settled", never_settled),
+                    jitted.get("priority", no_priority), numba.from_dtype(spec.dtype),
+                    spec.identity().item(), spec.uses_constant, spec.activates_on_change)
+    return ops, check
 
 
 class CpuKernel:
@@ -61,11 +81,24 @@ class CpuKernel:
     :meth:`sparse_step`, :meth:`push_step` and :meth:`burst` frontier passes."""
 
     def __init__(self, spec: ProgramSpec, aux_dtype):
-        ops = compile_ops(spec, aux_dtype)
+        ops, check = compile_ops(spec, aux_dtype)
         self.spec = spec
         self.identity = ops.identity
         self._warmed = set()  # the kinds of arrays warm_up compiled for
         self._passes = build_passes(ops)
+        key = spec.code_key()
+        #: {entry point: its DiskCache}, empty when the compile cache is off
+        self.caches = {} if key is None else attach(
+            self._entry_points(), f"{key}:{np.dtype(aux_dtype).str}", check)
+        if not self.caches:  # every pass is compiled: check the functions now
+            check()
+
+    def _entry_points(self) -> dict:
+        """{label: jitted function} of the passes that Python calls."""
+        pull = self._passes.pull
+        return {"pull.range": pull.gather_range, "pull.ranges": pull.gather_ranges,
+                "pull.merge": pull.merge, "sparse_burst": self._passes.sparse_burst,
+                "push_burst": self._passes.push_burst}
 
     def warm_up(self, edges, values, flags, aux, graph=None, parallel=False):
         """Compile for these array types now (a pass over no vertex), so that the first

@@ -52,9 +52,16 @@ def no_priority(value):
     return 0.0
 
 
-def jit_user(spec, name, fn, argtypes, returns):
-    """Compile one user function alone so that a failure names it."""
-    dispatcher = numba.njit(nogil=True)(fn)
+def jit_user(fn):
+    """A program's function jitted, compiled when first needed (see
+    :func:`check_user`)."""
+    return numba.njit(nogil=True)(fn)
+
+
+def check_user(spec, name, dispatcher, argtypes, returns):
+    """Compile one user function (``dispatcher``, from :func:`jit_user`) alone for
+    ``argtypes``, so that a failure names it; ``returns``: what it must return, in
+    words."""
     try:
         dispatcher.compile(tuple(argtypes))
     except Exception as exc:  # Numba raises many error classes
@@ -66,7 +73,6 @@ def jit_user(spec, name, fn, argtypes, returns):
     if not isinstance(result, (numba.types.Number, numba.types.Boolean)):
         raise ProgramError(f"{spec.name}.{name} returns {result}; it must return "
                            f"{returns} for every input (is a return statement missing?)")
-    return dispatcher
 
 
 class VertexOps(NamedTuple):

@@ -1,0 +1,120 @@
+"""The compile cache: a program's compiled CPU passes kept on disk, so that a new
+process loads them instead of compiling them again.
+
+Numba's own cache (``cache=True``) keys a function by its closure's captured values,
+pickled; a pass built from a program's functions captures jitted functions, which
+pickle differently in every process, so it never hits. Here each entry point of a
+program's passes gets a :class:`DiskCache` keyed by a digest that is stable across
+processes: hetgraph's CPU kernel sources, Numba's, llvmlite's, NumPy's and Python's
+versions, the program's code key (``ProgramSpec.code_key``), the entry point, its
+argument types and the target CPU.
+
+The entries live in hetgraph's cache directory (:mod:`hetgraph.cachedir`: private
+to the user, every file signed). An entry is a Numba compile result, which is a pickle:
+it is unpickled only once the cache directory vouched for it (a private file of the
+user's, signed with the cache's key). Anything that fails (a check, the unpickling,
+Numba's rebuild) is a miss, compiled again, never an error.
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import hashlib
+import logging
+import os
+import pickle
+import sys
+
+import llvmlite
+import numba
+import numpy as np
+from numba.core.caching import _Cache
+from numba.core.compiler import CompileResult
+from numba.core.serialize import dumps
+
+from ...cachedir import PrivateStore, private_store
+
+log = logging.getLogger("hetgraph.kernels")
+
+
+@functools.lru_cache(maxsize=1)
+def kernel_digest() -> str:
+    """A digest of what every compiled pass depends on beyond its program: the CPU
+    kernels' sources and the versions of Python, NumPy, Numba and llvmlite."""
+    digest = hashlib.sha256(repr((sys.version, np.__version__, numba.__version__,
+                                  llvmlite.__version__)).encode())
+    for path in sorted(glob.glob(os.path.join(os.path.dirname(__file__), "*.py"))):
+        with open(path, "rb") as f:
+            digest.update(f.read())
+    return digest.hexdigest()
+
+
+class DiskCache(_Cache):
+    """Numba's cache interface for one jitted entry point, keyed by ``key`` (a digest
+    of the program and the entry point) and each compile's signature; ``on_miss`` is
+    called before Numba compiles a signature that was not loaded (the program's own
+    checks)."""
+
+    def __init__(self, store: PrivateStore, key: str, on_miss=None):
+        self._store, self._key, self._on_miss = store, key, on_miss
+        self.loaded = self.saved = 0  # entries loaded and written by this process
+
+    @property
+    def cache_path(self):
+        return self._store.directory
+
+    def _name(self, sig, codegen):
+        return hashlib.sha256(repr((kernel_digest(), self._key, str(sig),
+                                    codegen.magic_tuple())).encode()).hexdigest() + ".nbc"
+
+    def load_overload(self, sig, target_context):
+        target_context.refresh()
+        name = self._name(sig, target_context.codegen())
+        payload = self._store.load(name)
+        result = None if payload is None else self._rebuild(target_context, name, payload)
+        if result is None and self._on_miss is not None:
+            self._on_miss()
+        elif result is not None:
+            self.loaded += 1
+        return result
+
+    def _rebuild(self, target_context, name, payload):
+        try:  # the payload is signed by this user's key: written by this cache
+            return CompileResult._rebuild(target_context, *pickle.loads(payload))
+        except Exception as exc:  # a signed entry that does not load: compiled again
+            log.warning("compile cache: entry %s does not load (%s: %s); compiling again",
+                        name, type(exc).__name__, exc)
+            return None
+
+    def save_overload(self, sig, data):
+        if data.lifted or data.library.has_dynamic_globals:  # code that holds addresses
+            return
+        try:
+            self._store.save(self._name(sig, data.codegen), dumps(data._reduce()))
+            self.saved += 1
+        except OSError as exc:  # a full disk: the run goes on, compiled in memory
+            log.warning("compile cache: cannot write to %s (%s)", self._store.directory,
+                        exc)
+
+    def enable(self):
+        pass
+
+    def disable(self):
+        pass
+
+    def flush(self):
+        pass
+
+
+def attach(dispatchers: dict, key: str, on_miss=None) -> dict:
+    """Give each jitted entry point of ``dispatchers`` ({label: dispatcher}) a
+    DiskCache keyed by ``key`` and its label; returns {label: DiskCache}, empty when
+    the cache is off or cannot be used."""
+    store = private_store()
+    if store is None:
+        return {}
+    caches = {}
+    for label, dispatcher in dispatchers.items():
+        caches[label] = dispatcher._cache = DiskCache(store, f"{key}:{label}", on_miss)
+    return caches
