@@ -10,6 +10,7 @@ import pandas as pd
 from ..csr import DEDUP_RULES, compress
 from ..errors import GraphError, InputFormatError
 from ..graph import Graph
+from .limits import require_memory
 
 
 def compact_labels(src, dst):
@@ -89,6 +90,7 @@ def build_graph(src, dst, weight=None, *, directed=True, num_vertices=None, labe
             num_vertices = len(labels)
         else:
             num_vertices = int(max(src.max(initial=-1), dst.max(initial=-1))) + 1
+    require_memory(num_vertices, len(src) * (1 if directed else 2), source, "building")
     if not self_loops:
         keep = src != dst
         src, dst = src[keep], dst[keep]
