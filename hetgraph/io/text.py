@@ -36,6 +36,11 @@ TOO_FEW_COLUMNS = 7
 TOO_MANY_COLUMNS = 8
 COLUMNS_CHANGE = 9
 BAD_TAG = 10
+EMPTY_FIELD = 11
+
+# float64 values of this magnitude or more round to inf as float32 (half an ulp above
+# float32's largest); float32's largest itself, however written, is a weight
+FLOAT32_INF_FROM = 2.0**128 - 2.0**103
 
 _MESSAGES = {
     BAD_ID: ("vertex id {tok!r} is not a non-negative integer",
@@ -57,6 +62,8 @@ _MESSAGES = {
                      "A weight column must be on every line or on none"),
     BAD_TAG: ("line does not start with the expected tag {tag!r}",
               "Every data line of this format starts with that tag"),
+    EMPTY_FIELD: ("line has an empty field (a comma with nothing before or after it)",
+                  "Fill the field or remove the extra comma"),
 }
 
 
@@ -152,7 +159,7 @@ def _parse_float(buf, i, end):
     if exp10 < -400:
         return 0.0, OK
     value = sign * mant * 10.0 ** exp10
-    if not np.isfinite(value) or abs(value) > 3.4028234663852886e38:
+    if not np.isfinite(value) or abs(value) >= FLOAT32_INF_FROM:
         return 0.0, INF_WEIGHT
     return value, OK
 
@@ -178,13 +185,17 @@ def _line_start(buf, i, comments):
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _next_token(buf, j, eol):
-    """(start, end) of the next token at or after ``j``; start == eol when none is left."""
+    """(start, end, commas skipped before it) of the next token at or after ``j``;
+    start == eol when none is left."""
+    commas = 0
     while j < eol and _is_delim(buf[j]):
+        if buf[j] == 44:
+            commas += 1
         j += 1
     t = j
     while j < eol and not _is_delim(buf[j]):
         j += 1
-    return t, j
+    return t, j, commas
 
 
 @numba.njit(cache=True, nogil=True)
@@ -216,7 +227,10 @@ def parse_edge_block(buf, comments, tag, expect_cols, src, dst, weight):
         u = 0
         v = 0
         while True:
-            t, j = _next_token(buf, j, eol)
+            t, j, commas = _next_token(buf, j, eol)
+            # ",," or a comma first or last: a field left empty, not a separator
+            if commas > 1 or (commas == 1 and (col == 0 or t >= eol)):
+                return m, ncols, EMPTY_FIELD, line, t
             if t >= eol:
                 break
             if col < 2:
@@ -268,7 +282,7 @@ def parse_adjacency_block(buf, comments, skip_per_vertex, edge_weights, first_ve
             continue
         tok = 0
         while True:
-            t, j = _next_token(buf, j, eol)
+            t, j, _ = _next_token(buf, j, eol)
             if t >= eol:
                 break
             k = tok - skip_per_vertex

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import InputFormatError
 from ..registry import reader
-from .build import build_graph, factorize_arrow
+from .build import build_graph, factorize_arrow, symmetrize
 from .limits import require_memory
 from .text import (OK, existing_file, iter_line_blocks, open_binary, parse_adjacency_block,
                    parse_edge_block, parse_in_parallel, raise_parse_error)
@@ -79,7 +79,9 @@ def read_edgelist(path, *, directed=True, weighted=None, comments="#%", ids="int
     ----------
     path : str or os.PathLike
     directed : bool
-        False stores every edge in both directions. Default True.
+        False stores every edge in both directions. Default True. An edge listed both
+        ways (u v and v u) is then one edge: its weights combine by ``dedup``, so both
+        directions get the same weight.
     weighted : bool, optional
         None (default) takes a third column as weights when the first edge line has
         one; True requires it; False ignores it.
@@ -239,6 +241,8 @@ def read_mtx(path, *, directed=None, weighted=None, self_loops=True, dedup="firs
     path : str or os.PathLike
     directed : bool, optional
         None (default): directed for a general matrix, undirected for a symmetric one.
+        A symmetric matrix holding both (i, j) and (j, i) gives both directions one
+        weight, combined by ``dedup``.
     weighted : bool, optional
         None (default) keeps real and integer values as weights; False drops them.
     self_loops : bool
@@ -306,9 +310,7 @@ def read_mtx(path, *, directed=None, weighted=None, self_loops=True, dedup="firs
     if directed is None:
         directed = symmetry == "general"
     if symmetry == "symmetric" and directed:
-        off = src != dst
-        src, dst = np.concatenate([src, dst[off]]), np.concatenate([dst, src[off]])
-        w = np.concatenate([w, w[off]])
+        src, dst, w = symmetrize(src, dst, w)
     use_w = field != "pattern" and weighted is not False
     return build_graph(src - 1, dst - 1, w if use_w else None, directed=directed,
                        labels=np.arange(1, rows + 1, dtype=np.int64),
