@@ -214,7 +214,13 @@ class Checkpointer:
         is a directory another run holds."""
         found = self._checkpoints()
         if found:
-            _hold(self)
+            try:
+                _hold(self)
+            except CheckpointError:
+                raise
+            except OSError as exc:
+                raise CheckpointError(f"{self.directory}: cannot take its lock file ({exc}); "
+                                      "check the directory's permissions") from exc
         damaged = []
         for path in found:
             try:

@@ -270,21 +270,19 @@ def test_a_second_thread_sharing_the_directory_is_refused(graph, tmp_path):
     assert pagerank(graph, tmp_path).converged
 
 
-def test_a_run_that_failed_does_not_keep_the_directory(graph, expected, tmp_path,
+def test_an_interrupted_run_does_not_keep_the_directory(graph, expected, tmp_path,
                                                        monkeypatch):
-    real = ckpt._write
-    calls = {"n": 0}
+    real = ckpt.Checkpointer.save
 
-    def fail_second(path, data):
-        calls["n"] += 1
-        if calls["n"] == 5:
-            raise OSError(28, "No space left on device")
-        return real(path, data)
+    def interrupted(self, iteration, *args, **kwargs):
+        real(self, iteration, *args, **kwargs)
+        if iteration == 2:
+            raise KeyboardInterrupt("stopped by the user")
 
-    monkeypatch.setattr(ckpt, "_write", fail_second)
-    with pytest.raises(hg.CheckpointError) as failed:  # kept: its frames hold the run
+    monkeypatch.setattr(ckpt.Checkpointer, "save", interrupted)
+    with pytest.raises(KeyboardInterrupt) as stopped:  # kept: its frames hold the run
         pagerank(graph, tmp_path, checkpoint_every=1)
-    monkeypatch.setattr(ckpt, "_write", real)
-    got = pagerank(graph, tmp_path, resume=True)  # the same thread: the failed run ended
+    monkeypatch.setattr(ckpt.Checkpointer, "save", real)
+    got = pagerank(graph, tmp_path, resume=True)  # the same thread: that run ended
     np.testing.assert_array_equal(got.values, expected.values)
-    assert failed.value is not None
+    assert stopped.value is not None
