@@ -113,7 +113,7 @@ def sssp(graph, source, *, dtype=np.float64, delta=None, max_iterations=None, **
     graph = as_graph(graph, options.get("host_budget"))
     check_nonnegative_weights(graph, "sssp")
     longest = graph.max_weight() * max(graph.num_vertices - 1, 0)  # a path's bound
-    if dtype == np.float32 and longest > np.finfo(np.float32).max:
+    if dtype == np.float32 and longest > float(np.finfo(np.float32).max):
         raise GraphError(f"sssp in float32: a path of up to {graph.num_vertices - 1:,} edges of "
                          f"weight up to {graph.max_weight():.3g} may exceed float32's "
                          f"{np.finfo(np.float32).max:.2g} (it would read as inf); use "

@@ -116,7 +116,7 @@ class GuardedStream:
 
 
 _MAGIC = {".gz": b"\x1f\x8b", ".bz2": b"BZh", ".xz": b"\xfd7zXZ\x00"}
-_OPENERS = {".gz": "gzip", ".bz2": "bz2", ".xz": "lzma"}
+_NAMES = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz"}
 
 
 def decompressing(raw, source):
@@ -131,8 +131,8 @@ def decompressing(raw, source):
     if head and not _MAGIC[suffix].startswith(head[:len(_MAGIC[suffix])]):
         actual = next((s for s, magic in _MAGIC.items() if head.startswith(magic)), None)
         said = f" (it starts like {actual} data: rename it)" if actual else ""
-        raise InputFormatError(f"not {_OPENERS[suffix].replace('lzma', 'xz')} data as "
-                               f"its name says{said}", source=source,
+        raise InputFormatError(f"not {_NAMES[suffix]} data as its name says{said}",
+                               source=source,
                                fix="Give the file the extension of its compression")
     if suffix == ".gz":
         import gzip

@@ -46,6 +46,7 @@ from ..partition import Page, Partition, destination_offsets, partition
 from ..version import __version__
 from . import manifest as manifests
 from .manifest import FORMAT, MANIFEST, VERSION  # noqa: F401 (the store's format)
+from .limits import available_memory
 from .readers import read
 from .text import open_regular
 
@@ -858,13 +859,6 @@ def as_graph(graph, host_budget=None):
     if host_budget is None:
         host_budget = available_memory() // 2
     return graph.load() if graph.data_bytes <= host_budget else graph.stored_graph()
-
-
-def available_memory() -> int:
-    """Bytes of host memory available now (psutil)."""
-    import psutil
-
-    return int(psutil.virtual_memory().available)
 
 
 def open_store(path, key=None) -> Graph:

@@ -145,7 +145,9 @@ class Checkpointer:
         self.every = int(every)
         self.keep = tuning.CHECKPOINTS_KEPT if keep is None else keep
         self.identity = {"graph": graph_fp, "program": program_fp, "mode": mode}
-        self.key = os.environ.get(KEY_VARIABLE) or None if key is None else key
+        if key is None:
+            key = os.environ.get(KEY_VARIABLE) or None
+        self.key = key
         self.last = None  # the iteration of the last checkpoint written
         self._token = uuid.uuid4().hex  # this run's hold on its directory, once taken
 
@@ -392,7 +394,7 @@ def _hold(checkpointer):
                          os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
+            except BlockingIOError:  # (other errors: the lock cannot be taken at all)
                 holder = os.pread(fd, 4096, 0).decode("utf-8", "replace")
                 os.close(fd)
                 raise _in_use(checkpointer.directory, _describe_holder(holder)) from None
