@@ -16,7 +16,8 @@ import importlib.util
 _LAZY = {
     **dict.fromkeys(("HetGraphError", "InputFormatError", "UnsupportedFormatError",
                      "GraphError", "StoreError", "ChecksumError", "StoreVersionError",
-                     "OutOfCoreError", "CheckpointError", "MissingDependencyError"),
+                     "OutOfCoreError", "CheckpointError", "MissingDependencyError",
+                     "ResourceLimitError"),
                     ".errors"),
     **dict.fromkeys(("generate", "PageStore", "read", "from_arrays", "from_pandas",
                      "from_scipy", "from_networkx", "open_store", "convert"), ".io"),

@@ -57,3 +57,8 @@ class CheckpointError(HetGraphError, OSError):
 class MissingDependencyError(HetGraphError, ImportError):
     """An optional package a feature needs is not installed (the message names the
     extra to install)."""
+
+
+class ResourceLimitError(HetGraphError, MemoryError):
+    """An input needs more than a limit allows (memory available, inflation of compressed
+    data, line length); the message names the size, the limit and how to raise it."""

@@ -143,6 +143,17 @@ class Graph:
 
         return self.kept("first_negative_weight", first)
 
+    def max_weight(self) -> float:
+        """The largest edge weight (1 when unweighted, 0 without edges); computed once
+        and kept by this graph."""
+        def largest():
+            if not self.weighted:
+                return 1.0 if self.num_arcs else 0.0
+            return max((float(w.max()) for _, _, w in self.in_edge_blocks() if len(w)),
+                       default=0.0)
+
+        return self.kept("max_weight", largest)
+
     @property
     def nbytes(self) -> int:
         """Bytes held by the graph's arrays (CSC, CSR, weights, labels)."""

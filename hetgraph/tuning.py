@@ -16,6 +16,21 @@ RCM_SPAN_GAIN = 4.0  # order="auto", no hubs: RCM's order when it cuts the media
 SPAN_SAMPLES = 1 << 20  # arcs median_arc_span reads at most: the median is stable long before
 WEIGHT_SAMPLE = 65_536  # edge weights sssp reads to choose its bucket width (their mean)
 
+# --- input limits (hetgraph.io.limits, hetgraph.scheduler.checkpoint) -------------------------
+# bytes a graph needs at least per vertex (its two int64 pointer arrays) and per arc (an
+# int32 id each way): a declared size beyond memory at these rates is refused before
+# anything is allocated, and the estimate never refuses a graph that would fit
+GRAPH_VERTEX_BYTES = 16
+GRAPH_ARC_BYTES = 8
+# bytes a compressed input may inflate to per compressed byte read: text edge lists
+# compress 3-20x, a decompression bomb about 1000x
+MAX_INFLATION = 200
+INFLATION_ALLOWANCE = 64 << 20  # bytes any compressed input may inflate to regardless
+MAX_LINE_BYTES = 256 << 20  # bytes of one text line: a METIS line of a hub's ~20M neighbours
+# a save's temporaries (.partial) whose writer left no live process behind are removed
+# by the next save to the same place; one without its owner file only after this long
+STALE_PARTIAL_SECONDS = 3600.0
+
 # --- partition: shards and pages (hetgraph.partition) ------------------------------------------
 PAGE_BYTES = 32 << 20  # edge bytes per page: the unit of transfer, I/O and scheduling
 SHARED_BYTES = 48 << 10  # shared memory one GPU block may use for a shard's values (bytes)

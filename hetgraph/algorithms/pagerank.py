@@ -17,10 +17,12 @@ import logging
 import numpy as np
 
 from ..errors import GraphError
+from ..io.store import as_graph
 from ..kernels.arrays import indexed_sum, on_device_of
 from ..program import VertexProgram
 from ..registry import algorithm
 from ..scheduler.dispatcher import run
+from .common import check_nonnegative_weights
 
 log = logging.getLogger("hetgraph.algorithms")
 
@@ -151,7 +153,8 @@ def pagerank(graph, damping=0.85, max_iterations=100, tol=1e-6, *, weighted=True
     Raises
     ------
     GraphError
-        When ``damping`` or ``tol`` is out of range.
+        When ``damping`` or ``tol`` is out of range, or (``weighted``) a weight is
+        negative or NaN.
 
     Examples
     --------
@@ -160,6 +163,9 @@ def pagerank(graph, damping=0.85, max_iterations=100, tol=1e-6, *, weighted=True
     >>> ranks.converged, round(float(ranks.values.sum()), 6)
     (True, 1.0)
     """
+    graph = as_graph(graph, options.get("host_budget"))
+    if weighted:  # a negative out-weight makes ranks negative and their sum meaningless
+        check_nonnegative_weights(graph, "pagerank")
     result = run(PageRank(damping, tol, dtype, weighted), graph,
                  max_iterations=max_iterations, **options)
     if tol is not None and not result.converged:

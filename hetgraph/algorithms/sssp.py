@@ -12,6 +12,7 @@ import numpy as np
 from .. import tuning
 from ..scheduler.dispatcher import run
 from ..io.store import as_graph
+from ..errors import GraphError
 from ..registry import algorithm
 from .common import check_nonnegative_weights, MinRelaxation, single_source_state, vertex_id
 
@@ -94,7 +95,8 @@ def sssp(graph, source, *, dtype=np.float64, delta=None, max_iterations=None, **
     Raises
     ------
     GraphError
-        When ``source`` is not a vertex or a weight is negative or NaN.
+        When ``source`` is not a vertex, a weight is negative or NaN, ``dtype`` is not
+        a float type, or with float32, when a path could exceed float32's range.
 
     Examples
     --------
@@ -104,8 +106,18 @@ def sssp(graph, source, *, dtype=np.float64, delta=None, max_iterations=None, **
     >>> int(np.isfinite(dist.values).sum())
     2316
     """
+    dtype = np.dtype(dtype)
+    if dtype not in (np.float64, np.float32):  # integer sums would wrap around silently
+        raise GraphError(f"sssp computes distances in float64 or float32, not dtype={dtype}; "
+                         "use dtype=np.float64 (exact for integer lengths up to 2**53)")
     graph = as_graph(graph, options.get("host_budget"))
     check_nonnegative_weights(graph, "sssp")
+    longest = graph.max_weight() * max(graph.num_vertices - 1, 0)  # a path's bound
+    if dtype == np.float32 and longest > float(np.finfo(np.float32).max):
+        raise GraphError(f"sssp in float32: a path of up to {graph.num_vertices - 1:,} edges of "
+                         f"weight up to {graph.max_weight():.3g} may exceed float32's "
+                         f"{np.finfo(np.float32).max:.2g} (it would read as inf); use "
+                         "dtype=np.float64")
     program = ShortestPaths(vertex_id(graph, source), dtype, delta)
     limit = 2 * graph.num_vertices + 1 if max_iterations is None else max_iterations
     return run(program, graph, max_iterations=limit, **options)

@@ -10,6 +10,8 @@ import pandas as pd
 from ..csr import DEDUP_RULES, compress
 from ..errors import GraphError, InputFormatError
 from ..graph import Graph
+from .limits import require_memory
+from .text import FLOAT32_INF_FROM
 
 
 def compact_labels(src, dst):
@@ -42,7 +44,7 @@ def _check_arrays(src, dst, weight, num_vertices, source):
             i = int(np.argmax(bad))
             raise GraphError(f"{source}: edge {i} has weight {float(weight[i])}; "
                              "every weight must be finite")
-        big = np.abs(weight) > np.finfo(np.float32).max
+        big = np.abs(weight) >= FLOAT32_INF_FROM
         if big.any():
             i = int(np.argmax(big))
             raise GraphError(f"{source}: edge {i} has weight {float(weight[i])}, beyond float32")
@@ -67,7 +69,8 @@ def build_graph(src, dst, weight=None, *, directed=True, num_vertices=None, labe
     dense id. ``relabel=True`` compacts ids to 0..N-1 and keeps them as labels.
     ``self_loops=False`` drops u->u edges. ``dedup``: None keeps parallel edges, else
     weights of parallel edges are combined by "first", "min", "max" or "sum".
-    ``directed=False`` stores each edge in both directions.
+    ``directed=False`` stores each edge in both directions, with one weight: an edge
+    listed both ways is combined by ``dedup`` (see :func:`symmetrize`).
     """
     if dedup is not None and dedup not in DEDUP_RULES:
         raise GraphError(f"dedup={dedup!r} is not a rule; use one of {DEDUP_RULES} or None")
@@ -89,17 +92,25 @@ def build_graph(src, dst, weight=None, *, directed=True, num_vertices=None, labe
             num_vertices = len(labels)
         else:
             num_vertices = int(max(src.max(initial=-1), dst.max(initial=-1))) + 1
+    require_memory(num_vertices, len(src) * (1 if directed else 2), source, "building")
     if not self_loops:
         keep = src != dst
         src, dst = src[keep], dst[keep]
         weight = None if weight is None else weight[keep]
     if not directed:
-        loop = src == dst
-        src, dst = np.concatenate([src, dst[~loop]]), np.concatenate([dst, src[~loop]])
-        if weight is not None:
-            weight = np.concatenate([weight, weight[~loop]])
+        src, dst, weight = symmetrize(src, dst, weight)
     return Graph(*compress(src, dst, weight, num_vertices, dedup), directed=directed,
                  labels=labels, name=name)
+
+
+def symmetrize(src, dst, weight):
+    """Both directions of every edge (a self-loop once). Each edge is first turned to
+    (smaller id, larger id), so an edge listed both ways becomes parallel edges, whose
+    weights the ``dedup`` rule combines alike in both directions (one weight per edge)."""
+    lo, hi = np.minimum(src, dst), np.maximum(src, dst)
+    off = lo != hi
+    weight = None if weight is None else np.concatenate([weight, weight[off]])
+    return np.concatenate([lo, hi[off]]), np.concatenate([hi, lo[off]]), weight
 
 
 def build_from_columns(src, dst, weight, where, **options):

@@ -52,16 +52,24 @@ def _canonical(manifest, without) -> bytes:
     return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
 
 
-def checksum(manifest) -> str:
-    """SHA-256 (hex) of the manifest without its checksum key, keys sorted."""
-    return hashlib.sha256(_canonical(manifest, (CHECKSUM,))).hexdigest()
+def checksum(manifest, name=CHECKSUM) -> str:
+    """SHA-256 (hex) of the manifest (or any JSON document) without its checksum key
+    ``name``, keys sorted."""
+    return hashlib.sha256(_canonical(manifest, (name,))).hexdigest()
 
 
-def signature(manifest, key) -> str:
-    """HMAC-SHA256 (hex) with ``key`` (bytes or str) of the manifest without its
-    checksum and signature keys, keys sorted."""
+def signature(manifest, key, names=(CHECKSUM, SIGNATURE)) -> str:
+    """HMAC-SHA256 (hex) with ``key`` (bytes or str) of the manifest (or any JSON
+    document) without its checksum and signature keys ``names``, keys sorted."""
     key = key.encode() if isinstance(key, str) else bytes(key)
-    return hmac.new(key, _canonical(manifest, (CHECKSUM, SIGNATURE)), "sha256").hexdigest()
+    return hmac.new(key, _canonical(manifest, names), "sha256").hexdigest()
+
+
+def signature_matches(document, key, names=(CHECKSUM, SIGNATURE)) -> bool:
+    """Whether ``document`` holds (under ``names[1]``) its signature with ``key``;
+    compared in constant time."""
+    return hmac.compare_digest(str(document.get(names[1])),
+                               signature(document, key, names))
 
 
 def dump(manifest, f, key=None):
@@ -77,7 +85,7 @@ def check_signature(path, manifest, key):
     if SIGNATURE not in manifest:
         raise StoreError(f"{path}: the store is not signed, and a key was given; sign it "
                          "when writing (save(..., key=...)) or open it without a key")
-    if not hmac.compare_digest(str(manifest[SIGNATURE]), signature(manifest, key)):
+    if not signature_matches(manifest, key):
         raise StoreError(f"{path}: the store's signature does not match the key (a "
                          "different key, or the store was altered); do not use it")
 

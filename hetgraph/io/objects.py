@@ -24,7 +24,9 @@ def from_arrays(src, dst, weight=None, *, directed=True, num_vertices=None, labe
     weight : array_like of float, optional
         Weight of every edge (stored as float32); None (default): unweighted.
     directed : bool
-        False stores every edge in both directions. Default True.
+        False stores every edge in both directions. Default True. An edge given both
+        ways is then one edge: its weights combine by ``dedup`` (both directions get
+        the same weight).
     num_vertices : int, optional
         Vertex count; default max id + 1.
     labels : array_like, optional

@@ -24,9 +24,12 @@ PageStore builds Graphs.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import json
 import os
+import re
 import shutil
 import stat
 import time
@@ -37,15 +40,19 @@ import numpy as np
 
 from .. import registry, tuning
 from ..csr import ids_error, pointer_error, weights_error
-from ..errors import ChecksumError, OutOfCoreError, StoreError
+from ..errors import ChecksumError, HetGraphError, OutOfCoreError, StoreError
 from ..graph import Graph
 from ..partition import Page, Partition, destination_offsets, partition
 from ..version import __version__
 from . import manifest as manifests
 from .manifest import FORMAT, MANIFEST, VERSION  # noqa: F401 (the store's format)
+from .limits import available_memory
 from .readers import read
+from .text import open_regular
 
 STRIPE_MARKER = ".hetgraph-stripe"  # in an external stripe directory: its store's id
+OWNER = ".owner"  # in a save's temporary root while it writes: its process, host, store id
+RETRY = "store changed while reading: retry"
 
 
 def crc32(array) -> int:
@@ -95,7 +102,11 @@ class _Writer:
             self.stripes = None
             self.final_dirs = [os.path.join(self.path, "data")]
             self.tmp_dirs = [os.path.join(self.tmp_root, "data")]
+        _clean_stale(self.path, self.stripes)
         os.makedirs(self.tmp_root)
+        with open(os.path.join(self.tmp_root, OWNER), "w") as f:
+            json.dump({"pid": os.getpid(), "host": os.uname().nodename,
+                       "store_id": self.store_id}, f)
         for d in self.tmp_dirs:
             os.makedirs(d, exist_ok=True)
             if self.stripes:
@@ -135,6 +146,7 @@ class _Writer:
             for tmp, final in zip(self.tmp_dirs, self.final_dirs):
                 os.rename(tmp, final)
                 self.committed.append(final)
+        os.unlink(os.path.join(self.tmp_root, OWNER))
         os.rename(self.tmp_root, self.path)
         if old:
             _remove_replaced(old, old_stripes)
@@ -198,7 +210,87 @@ def _remove_replaced(path, stripes):
     if os.path.isdir(path) and not os.path.islink(path):
         shutil.rmtree(path, ignore_errors=True)
     else:
-        os.unlink(path)
+        with contextlib.suppress(FileNotFoundError):  # (a cleaning save was first)
+            os.unlink(path)
+
+
+def _clean_stale(path, stripes):
+    """Remove what earlier saves to ``path``, killed midway, left behind: their
+    temporary roots (``.NAME.partial-ID``) and, in ``stripes`` (this save's), their own
+    stripe directories; a replaced store (``NAME.old-ID``) is removed when its
+    replacement is in place, put back when none is. What a save still running (its
+    owner process alive, or another host's) has made is left alone."""
+    parent, base = os.path.split(path)
+    current = _store_id(path)
+    pattern = re.compile(r"(\.?)" + re.escape(base) + r"(\.partial-|\.old-)([0-9a-f]{8})\Z")
+    for name in sorted(os.listdir(parent)):  # temporary roots (".") before replaced stores
+        match = pattern.match(name)
+        full = os.path.join(parent, name)
+        if not match or os.path.islink(full) or (match.group(1) == ".") != \
+                (match.group(2) == ".partial-"):
+            continue
+        short = match.group(3)
+        owner = _stale_owner(os.path.join(parent, f".{base}.partial-{short}"))
+        if owner is None:
+            continue
+        if match.group(2) == ".partial-":
+            store_id = owner.get("store_id")
+            for s in stripes or ():
+                for d in (f"{base}-{short}.partial", f"{base}-{short}"):
+                    if current != store_id and _own_stripe(os.path.join(s, d), store_id):
+                        shutil.rmtree(os.path.join(s, d), ignore_errors=True)
+            shutil.rmtree(full, ignore_errors=True)
+        elif current is not None and current.startswith(short):
+            with contextlib.suppress(StoreError):  # (a store naming others' stripes stays)
+                _remove_replaced(full, _replaced_stripes(full))
+        elif current is None and not os.path.lexists(path):
+            os.rename(full, path)
+            current = _store_id(path)
+
+
+def _stale_owner(tmp_root):
+    """The owner record of a save's temporary root when that save is over (its process
+    gone from this host, or no record and older than ``tuning.STALE_PARTIAL_SECONDS``;
+    {} for a root that no longer exists), None while it may still run."""
+    if not os.path.isdir(tmp_root):
+        return {}
+    try:
+        with open(os.path.join(tmp_root, OWNER)) as f:
+            owner = json.loads(f.read(4096))
+        pid, host = int(owner["pid"]), str(owner["host"])
+    except (OSError, ValueError, TypeError, KeyError):
+        old = time.time() - os.stat(tmp_root).st_mtime > tuning.STALE_PARTIAL_SECONDS
+        return {} if old else None
+    if host != os.uname().nodename:
+        return None  # another machine's save on a shared disk: its process is unknown here
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return owner
+    except OSError:
+        pass  # alive, another user's
+    return None
+
+
+def _store_id(path):
+    """The store id in the manifest at ``path``, None when there is none to read."""
+    try:
+        with open_regular(os.path.join(path, MANIFEST)) as f:
+            store_id = json.loads(f.read()).get("store_id")
+    except (OSError, ValueError, AttributeError, RecursionError, HetGraphError):
+        return None
+    return store_id if isinstance(store_id, str) else None
+
+
+def _save_under_way(path) -> bool:
+    """Whether a save to ``path`` has left its marks beside it (a temporary root or a
+    replaced store): a reader that found no store may have come between its renames."""
+    parent, base = os.path.split(path)
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return False
+    return any(n.startswith((f".{base}.partial-", f"{base}.old-")) for n in names)
 
 
 def _label_blocks(labels):
@@ -322,10 +414,15 @@ class PageStore:
 
     def __init__(self, path, key=None):
         self.path = os.path.abspath(os.fspath(path))
-        if not os.path.isdir(self.path):
-            raise StoreError(f"{self.path}: no page store here (not a directory); "
-                             "write one with Graph.save or `hetgraph convert`")
-        m = manifests.load(os.path.join(self.path, MANIFEST))
+        try:
+            if not os.path.isdir(self.path):
+                raise StoreError(f"{self.path}: no page store here (not a directory); "
+                                 "write one with Graph.save or `hetgraph convert`")
+            m = manifests.load(os.path.join(self.path, MANIFEST))
+        except StoreError as exc:
+            if not os.path.isdir(self.path) and _save_under_way(self.path):
+                raise StoreError(f"{self.path}: {RETRY} (a save is replacing it)") from exc
+            raise
         if key is not None:
             manifests.check_signature(os.path.join(self.path, MANIFEST), m, key)
         self.signed = key is not None
@@ -390,32 +487,81 @@ class PageStore:
                                 "SHA-256 (altered); do not use the store")
         return array
 
+    def _open_block(self, entry):
+        """(path, open file) of a block: :meth:`block_path`'s checks, then the file opened
+        without following a link (one swapped in after those checks is refused) and
+        checked again on the open descriptor: a regular file of the manifest's size,
+        inside its stripe directory."""
+        path = self.block_path(entry)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK |
+                         getattr(os, "O_CLOEXEC", 0))
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise StoreError(f"{path}: data block is a link (it was swapped in while "
+                                 "reading); restore the file or rewrite the store") from exc
+            raise
+        f = os.fdopen(fd, "rb", buffering=0)
+        try:
+            info = os.fstat(fd)
+            where = f"/proc/self/fd/{fd}"
+            real = os.readlink(where) if os.path.exists(where) else os.path.realpath(path)
+            if not real.startswith(self._real_stripes[entry["stripe"]] + os.sep):
+                raise StoreError(f"{path}: data block links out of its stripe directory; "
+                                 "restore the file or rewrite the store")
+            if not stat.S_ISREG(info.st_mode) or info.st_size != entry["bytes"]:
+                raise StoreError(f"{path}: data block is not a regular file of "
+                                 f"{entry['bytes']} bytes; rewrite the store")
+        except BaseException:
+            f.close()
+            raise
+        return path, f
+
+    @contextlib.contextmanager
+    def _retry_if_replaced(self):
+        """Errors of a read inside, as StoreError: "store changed while reading: retry"
+        when the store at this path is no longer the one opened (another process
+        replaced or removed it meanwhile)."""
+        try:
+            yield
+        except (OSError, ValueError) as exc:
+            if _store_id(self.path) != self.manifest["store_id"]:
+                raise StoreError(f"{self.path}: {RETRY} (another process replaced or "
+                                 "removed the store)") from exc
+            if isinstance(exc, StoreError):
+                raise
+            raise StoreError(f"{self.path}: reading a data block failed ({exc}); check "
+                             "the disk, or rewrite the store") from exc
+
     def read_block(self, entry, verify=True):
         """Memory-map one block and verify its size and CRC32; errors name the file."""
-        path = self.block_path(entry)
-        dtype = np.dtype(entry["dtype"])
-        if entry["count"] == 0:
-            return np.empty(0, dtype)
-        array = np.memmap(path, dtype=dtype, mode="r", shape=(entry["count"],))
-        return self._verified(path, array, entry) if verify else array
+        with self._retry_if_replaced():
+            path, f = self._open_block(entry)
+            with f:
+                dtype = np.dtype(entry["dtype"])
+                if entry["count"] == 0:
+                    return np.empty(0, dtype)
+                array = np.memmap(f, dtype=dtype, mode="r", shape=(entry["count"],))
+            return self._verified(path, array, entry) if verify else array
 
     def fetch_block(self, entry):
         """Read one block into a new array (not memory-mapped) and verify it. The block
         is then dropped from the OS page cache: an out-of-core run's own page cache is
         what keeps data in memory, within its budget."""
-        path = self.block_path(entry)
-        array = np.empty(entry["count"], np.dtype(entry["dtype"]))
-        view = memoryview(array).cast("B")
-        with open(path, "rb", buffering=0) as f:
-            done = 0
-            while done < len(view):
-                got = f.readinto(view[done:])
-                if not got:
-                    raise StoreError(f"{path}: data block ended after {done} bytes, the "
-                                     f"manifest says {len(view)}; rewrite the store")
-                done += got
-            drop_os_cache(f.fileno())
-        return self._verified(path, array, entry)
+        with self._retry_if_replaced():
+            path, f = self._open_block(entry)
+            array = np.empty(entry["count"], np.dtype(entry["dtype"]))
+            view = memoryview(array).cast("B")
+            with f:
+                done = 0
+                while done < len(view):
+                    got = f.readinto(view[done:])
+                    if not got:
+                        raise StoreError(f"{path}: data block ended after {done} bytes, "
+                                         f"the manifest says {len(view)}; rewrite the store")
+                    done += got
+                drop_os_cache(f.fileno())
+            return self._verified(path, array, entry)
 
     def page_block(self, p, name, fetch=False):
         """Block ``name`` of page ``p``, verified and its structure checked (the first
@@ -713,13 +859,6 @@ def as_graph(graph, host_budget=None):
     if host_budget is None:
         host_budget = available_memory() // 2
     return graph.load() if graph.data_bytes <= host_budget else graph.stored_graph()
-
-
-def available_memory() -> int:
-    """Bytes of host memory available now (psutil)."""
-    import psutil
-
-    return int(psutil.virtual_memory().available)
 
 
 def open_store(path, key=None) -> Graph:

@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import InputFormatError
 from ..registry import reader
 from .build import build_from_columns, build_graph, factorize_arrow
-from .text import existing_file
+from .text import existing_file, open_regular
 
 
 _NPZ_NAMES = (("src", "dst"), ("source", "target"), ("row", "col"))
@@ -52,40 +52,57 @@ def read_npz(path, *, directed=True, relabel=False, self_loops=True, dedup="firs
     2
     """
     source = existing_file(path)
-    weight = num_vertices = None
-    try:
-        data = np.load(source, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise InputFormatError(f"not a readable NumPy file ({exc})", source=source,
-                               fix="Write it with numpy.save / numpy.savez") from exc
-    if isinstance(data, np.ndarray):
-        if data.ndim != 2 or data.shape[1] not in (2, 3):
-            raise InputFormatError(f"array has shape {data.shape}; expected (M, 2) or (M, 3)",
-                                   source=source, fix="Save an edge array with 2 or 3 columns")
-        src, dst = data[:, 0], data[:, 1]
-        if data.shape[1] == 3:
-            weight = data[:, 2]
-        if data.dtype.kind == "f":
-            if not (np.all(src == np.floor(src)) and np.all(dst == np.floor(dst))):
-                raise InputFormatError("id columns hold non-integer values", source=source,
-                                       fix="Save integer ids")
-            src, dst = src.astype(np.int64), dst.astype(np.int64)
-    else:
-        with data:
-            names = next((pair for pair in _NPZ_NAMES if set(pair) <= set(data.files)), None)
-            if names is None:
-                raise InputFormatError(f"no edge arrays among {data.files}", source=source,
-                                       fix="Name them src and dst (optional weight, num_vertices)")
-            src, dst = data[names[0]], data[names[1]]
-            weight = data["weight"] if "weight" in data.files else None
-            if "num_vertices" in data.files:
-                num_vertices = int(data["num_vertices"])
+    with open_regular(source) as f:
+        try:
+            data = np.load(f, allow_pickle=False)
+        except (ValueError, OSError, EOFError) as exc:
+            raise InputFormatError(f"not a readable NumPy file ({exc})", source=source,
+                                   fix="Write it with numpy.save / numpy.savez") from exc
+        if isinstance(data, np.ndarray):
+            src, dst, weight, num_vertices = _npy_edges(data, source)
+        else:
+            with data:
+                src, dst, weight, num_vertices = _npz_edges(data, source)
     if src.dtype.kind not in "iu":
         raise InputFormatError(f"id arrays have dtype {src.dtype}, not integers", source=source,
                                fix="Save integer ids")
     return build_graph(src, dst, weight, directed=directed, num_vertices=num_vertices,
                        relabel=relabel, self_loops=self_loops, dedup=dedup, source=source,
                        name=name)
+
+
+def _npy_edges(data, source):
+    """(src, dst, weight, None) of an (M, 2) or (M, 3) array."""
+    if data.ndim != 2 or data.shape[1] not in (2, 3):
+        raise InputFormatError(f"array has shape {data.shape}; expected (M, 2) or (M, 3)",
+                               source=source, fix="Save an edge array with 2 or 3 columns")
+    src, dst = data[:, 0], data[:, 1]
+    weight = data[:, 2] if data.shape[1] == 3 else None
+    if data.dtype.kind == "f":
+        if not (np.all(src == np.floor(src)) and np.all(dst == np.floor(dst))):
+            raise InputFormatError("id columns hold non-integer values", source=source,
+                                   fix="Save integer ids")
+        src, dst = src.astype(np.int64), dst.astype(np.int64)
+    return src, dst, weight, None
+
+
+def _npz_edges(data, source):
+    """(src, dst, weight or None, num_vertices or None) of an .npz archive."""
+    names = next((pair for pair in _NPZ_NAMES if set(pair) <= set(data.files)), None)
+    if names is None:
+        raise InputFormatError(f"no edge arrays among {data.files}", source=source,
+                               fix="Name them src and dst (optional weight, num_vertices)")
+    weight = data["weight"] if "weight" in data.files else None
+    num_vertices = None
+    if "num_vertices" in data.files:
+        count = data["num_vertices"]
+        if count.shape != () or count.dtype.kind not in "iu" and not (
+                count.dtype.kind == "f" and float(count).is_integer()):
+            raise InputFormatError(f"num_vertices is {count.tolist()!r} ({count.dtype}), "
+                                   "not a whole number", source=source,
+                                   fix="Save num_vertices as one integer")
+        num_vertices = int(count)
+    return data[names[0]], data[names[1]], weight, num_vertices
 
 
 @reader("csv", ".csv", format="csv")

@@ -12,11 +12,8 @@ token, which :func:`raise_parse_error` turns into an
 
 from __future__ import annotations
 
-import bz2
-import gzip
-import lzma
 import os
-import zlib
+import stat
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
@@ -25,6 +22,7 @@ import numpy as np
 
 from .. import tuning
 from ..errors import InputFormatError
+from .limits import DECOMPRESSION_ERRORS, damaged, decompressing, line_too_long
 
 # error codes returned by the kernels
 OK = 0
@@ -38,6 +36,11 @@ TOO_FEW_COLUMNS = 7
 TOO_MANY_COLUMNS = 8
 COLUMNS_CHANGE = 9
 BAD_TAG = 10
+EMPTY_FIELD = 11
+
+# float64 values of this magnitude or more round to inf as float32 (half an ulp above
+# float32's largest); float32's largest itself, however written, is a weight
+FLOAT32_INF_FROM = 2.0**128 - 2.0**103
 
 _MESSAGES = {
     BAD_ID: ("vertex id {tok!r} is not a non-negative integer",
@@ -59,6 +62,8 @@ _MESSAGES = {
                      "A weight column must be on every line or on none"),
     BAD_TAG: ("line does not start with the expected tag {tag!r}",
               "Every data line of this format starts with that tag"),
+    EMPTY_FIELD: ("line has an empty field (a comma with nothing before or after it)",
+                  "Fill the field or remove the extra comma"),
 }
 
 
@@ -154,7 +159,7 @@ def _parse_float(buf, i, end):
     if exp10 < -400:
         return 0.0, OK
     value = sign * mant * 10.0 ** exp10
-    if not np.isfinite(value) or abs(value) > 3.4028234663852886e38:
+    if not np.isfinite(value) or abs(value) >= FLOAT32_INF_FROM:
         return 0.0, INF_WEIGHT
     return value, OK
 
@@ -180,13 +185,17 @@ def _line_start(buf, i, comments):
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _next_token(buf, j, eol):
-    """(start, end) of the next token at or after ``j``; start == eol when none is left."""
+    """(start, end, commas skipped before it) of the next token at or after ``j``;
+    start == eol when none is left."""
+    commas = 0
     while j < eol and _is_delim(buf[j]):
+        if buf[j] == 44:
+            commas += 1
         j += 1
     t = j
     while j < eol and not _is_delim(buf[j]):
         j += 1
-    return t, j
+    return t, j, commas
 
 
 @numba.njit(cache=True, nogil=True)
@@ -218,7 +227,10 @@ def parse_edge_block(buf, comments, tag, expect_cols, src, dst, weight):
         u = 0
         v = 0
         while True:
-            t, j = _next_token(buf, j, eol)
+            t, j, commas = _next_token(buf, j, eol)
+            # ",," or a comma first or last: a field left empty, not a separator
+            if commas > 1 or (commas == 1 and (col == 0 or t >= eol)):
+                return m, ncols, EMPTY_FIELD, line, t
             if t >= eol:
                 break
             if col < 2:
@@ -270,7 +282,7 @@ def parse_adjacency_block(buf, comments, skip_per_vertex, edge_weights, first_ve
             continue
         tok = 0
         while True:
-            t, j = _next_token(buf, j, eol)
+            t, j, _ = _next_token(buf, j, eol)
             if t >= eol:
                 break
             k = tok - skip_per_vertex
@@ -299,54 +311,99 @@ def parse_adjacency_block(buf, comments, skip_per_vertex, edge_weights, first_ve
     return m, vertex - first_vertex, OK, line, 0
 
 
+_KINDS = ((stat.S_ISFIFO, "FIFO"), (stat.S_ISCHR, "character device"),
+          (stat.S_ISBLK, "block device"), (stat.S_ISSOCK, "socket"))
+
+
+def _not_regular(path, mode):
+    """The InputFormatError of a path that is not a regular file (by its ``mode``)."""
+    if stat.S_ISDIR(mode):
+        return InputFormatError("is a directory, not a graph file", source=path,
+                                fix="Give a file, or open a page store with hetgraph.open_store")
+    kind = next((name for test, name in _KINDS if test(mode)), "special file")
+    return InputFormatError(f"is a {kind}, not a regular file", source=path,
+                            fix="Give a graph file (copy a stream to a file first)")
+
+
 def existing_file(path):
-    """``path`` as a string; InputFormatError when it is missing or a directory."""
+    """``path`` as a string; InputFormatError when it is missing or not a regular file
+    (a directory, FIFO or device would be read forever or block)."""
     path = os.fspath(path)
-    if not os.path.exists(path):
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
         raise InputFormatError("file not found", source=path,
-                               fix="Check the path (relative paths start at the working directory)")
-    if os.path.isdir(path):
-        raise InputFormatError("is a directory, not a graph file", source=path,
-                               fix="Give a file, or open a page store with hetgraph.open_store")
+                               fix="Check the path (relative paths start at the working "
+                                   "directory)") from None
+    except OSError as exc:
+        raise _unopenable(path, exc) from None
+    if not stat.S_ISREG(mode):
+        raise _not_regular(path, mode)
     return path
 
 
-def open_binary(path):
-    """Open ``path`` for reading bytes, decompressing .gz, .bz2 and .xz by extension."""
+def _unopenable(path, exc):
+    if isinstance(exc, PermissionError):
+        return InputFormatError("cannot be read (permission denied)", source=path,
+                                fix="Give yourself read permission on it (chmod u+r)")
+    return InputFormatError(f"cannot be opened ({exc.strerror or exc})", source=path,
+                            fix="Check the path and the file")
+
+
+def open_regular(path):
+    """Open ``path`` for reading bytes, refusing (InputFormatError) anything but a
+    regular file: checked on the opened descriptor, which a FIFO does not block."""
     path = os.fspath(path)
-    if path.endswith(".gz"):
-        return gzip.open(path, "rb")
-    if path.endswith(".bz2"):
-        return bz2.open(path, "rb")
-    if path.endswith(".xz"):
-        return lzma.open(path, "rb")
-    return open(path, "rb")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise _unopenable(path, exc) from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise _not_regular(path, mode)
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def open_binary(path):
+    """Open ``path`` for reading bytes, decompressing .gz, .bz2 and .xz by extension,
+    within the limits of :class:`~hetgraph.io.limits.GuardedStream`."""
+    path = os.fspath(path)
+    raw = open_regular(path)
+    try:
+        return decompressing(raw, path)
+    except BaseException:
+        raw.close()
+        raise
 
 
 def iter_line_blocks(stream, source, block_bytes=None):
-    """Yield (block as uint8 array, lines before it, newlines in it) cut at line ends."""
+    """Yield (block as uint8 array, lines before it, newlines in it) cut at line ends;
+    ResourceLimitError for a line longer than ``tuning.MAX_LINE_BYTES``."""
     block_bytes = block_bytes or tuning.BLOCK_BYTES
     carry = b""
     lines_before = 0
     while True:
         try:
             chunk = stream.read(block_bytes)
-        except (EOFError, OSError, zlib.error, lzma.LZMAError) as exc:
-            raise InputFormatError(
-                f"compressed data is truncated or corrupt ({exc})", source=source,
-                line=lines_before + carry.count(b"\n") + 1,
-                fix="Re-download or re-compress the file") from exc
+        except DECOMPRESSION_ERRORS as exc:
+            raise damaged(exc, source, lines_before + carry.count(b"\n") + 1) from exc
         if not chunk:
             break
         chunk = carry + chunk
         cut = chunk.rfind(b"\n") + 1
         if cut == 0:
+            if len(chunk) > tuning.MAX_LINE_BYTES:
+                raise line_too_long(source, lines_before + 1)
             carry = chunk
             continue
         block, carry = chunk[:cut], chunk[cut:]
         newlines = block.count(b"\n")
         yield np.frombuffer(block, dtype=np.uint8), lines_before, newlines
         lines_before += newlines
+        if len(carry) > tuning.MAX_LINE_BYTES:
+            raise line_too_long(source, lines_before + 1)
     if carry:
         yield np.frombuffer(carry, dtype=np.uint8), lines_before, carry.count(b"\n")
 

@@ -16,7 +16,8 @@ import numpy as np
 
 from ..errors import InputFormatError
 from ..registry import reader
-from .build import build_graph, factorize_arrow
+from .build import build_graph, factorize_arrow, symmetrize
+from .limits import require_memory
 from .text import (OK, existing_file, iter_line_blocks, open_binary, parse_adjacency_block,
                    parse_edge_block, parse_in_parallel, raise_parse_error)
 
@@ -78,7 +79,9 @@ def read_edgelist(path, *, directed=True, weighted=None, comments="#%", ids="int
     ----------
     path : str or os.PathLike
     directed : bool
-        False stores every edge in both directions. Default True.
+        False stores every edge in both directions. Default True. An edge listed both
+        ways (u v and v u) is then one edge: its weights combine by ``dedup``, so both
+        directions get the same weight.
     weighted : bool, optional
         None (default) takes a third column as weights when the first edge line has
         one; True requires it; False ignores it.
@@ -238,6 +241,8 @@ def read_mtx(path, *, directed=None, weighted=None, self_loops=True, dedup="firs
     path : str or os.PathLike
     directed : bool, optional
         None (default): directed for a general matrix, undirected for a symmetric one.
+        A symmetric matrix holding both (i, j) and (j, i) gives both directions one
+        weight, combined by ``dedup``.
     weighted : bool, optional
         None (default) keeps real and integer values as weights; False drops them.
     self_loops : bool
@@ -297,6 +302,7 @@ def read_mtx(path, *, directed=None, weighted=None, self_loops=True, dedup="firs
             raise InputFormatError(f"matrix is {rows} x {cols}; an adjacency matrix is square",
                                    source=source, line=lines,
                                    fix="Use a square matrix (bipartite graphs: embed it)")
+        require_memory(rows, nnz, f"{source}, line {lines}", "the size line declares")
         expect = 2 if field == "pattern" else 3
         src, dst, w, _, last = _parse_edges(stream, source, "%", expect_cols=expect,
                                             lines_before=lines)
@@ -304,9 +310,7 @@ def read_mtx(path, *, directed=None, weighted=None, self_loops=True, dedup="firs
     if directed is None:
         directed = symmetry == "general"
     if symmetry == "symmetric" and directed:
-        off = src != dst
-        src, dst = np.concatenate([src, dst[off]]), np.concatenate([dst, src[off]])
-        w = np.concatenate([w, w[off]])
+        src, dst, w = symmetrize(src, dst, w)
     use_w = field != "pattern" and weighted is not False
     return build_graph(src - 1, dst - 1, w if use_w else None, directed=directed,
                        labels=np.arange(1, rows + 1, dtype=np.int64),
@@ -360,6 +364,7 @@ def read_dimacs(path, *, directed=True, self_loops=True, dedup="min", name=None)
                                    source=source, line=lines,
                                    fix="Put 'p sp <vertices> <arcs>' before the arcs")
         (n, m), _ = _declared_ints(" ".join(parts[2:]), 2, source, lines, "'p sp N M'")
+        require_memory(n, m, f"{source}, line {lines}", "the problem line declares")
         src, dst, w, _, last = _parse_edges(stream, source, "c", tag=ord("a"), expect_cols=3,
                                             lines_before=lines)
     _check_declared(src, dst, n, m, "problem line", source, last)
@@ -403,6 +408,7 @@ def read_metis(path, *, weighted=None, name=None):
     with open_binary(source) as stream:
         header, _, lines = _header_lines(stream, source, lambda t: t.startswith("%"))
         (n, m), rest = _declared_ints(header, 2, source, lines, "'vertices edges [fmt]'")
+        require_memory(n, 2 * m, f"{source}, line {lines}", "the header declares")
         fmt = rest[0].zfill(3) if rest else "000"
         if not re.fullmatch(r"[01]{3}", fmt):
             raise InputFormatError(f"fmt field {rest[0]!r} is not supported", source=source,
