@@ -337,3 +337,19 @@ def test_circuit_fixed_iterations_equal_jacobi():
         new[[0, 1]] = [2.0, -1.0]
         v = new
     np.testing.assert_allclose(hg.circuit(g, held).values, v, rtol=1e-10, atol=1e-12)
+
+
+def test_weighted_pagerank_after_an_unweighted_one_reads_the_weights():
+    # the compiled program is kept per process: an unweighted run must not make a later
+    # weighted run of the same class ignore its weights
+    g = hg.generate.rmat(9, seed=2, weights=(1.0, 9.0))
+    hg.pagerank(g, weighted=False, devices="cpu")
+    got = hg.pagerank(g, devices="cpu", tol=1e-10, max_iterations=500)
+    G = nx.DiGraph()
+    G.add_nodes_from(range(g.num_vertices))
+    src = np.repeat(np.arange(g.num_vertices), np.diff(g.out_indptr))
+    for u, v, w in zip(src.tolist(), g.out_indices.tolist(), g.out_weights().tolist()):
+        G.add_edge(u, v, weight=w)
+    expected = nx.pagerank(G, tol=1e-12, max_iter=1000)
+    np.testing.assert_allclose([got[v] for v in range(g.num_vertices)],
+                               [expected[v] for v in range(g.num_vertices)], atol=1e-8)

@@ -261,7 +261,7 @@ def compile_program(spec: ProgramSpec, aux_dtype=np.float32) -> CpuKernel:
            spec.settled and _function_key(spec.settled),
            spec.priority and _function_key(spec.priority),
            spec.dtype, spec.reduce, spec.uses_constant, spec.activates_on_change,
-           np.dtype(aux_dtype))
+           spec.needs_weights, np.dtype(aux_dtype))  # (the kernel reads weights by it)
     kernel = _CACHE.get(key)
     if kernel is None:
         kernel = _CACHE[key] = CpuKernel(spec, np.dtype(aux_dtype))
