@@ -149,9 +149,12 @@ def _resolved(task):
 
 _CONTEXTS: dict = {}
 _LOCK = threading.Lock()
+IDLE_ENGINES = "idle_cpu_engines"  # Graph.kept key: {(kernel, options): idle CpuEngine}
 
 
 class _Context:
+    idle = None  # the idle engines of the graph where the engine goes back (None: closed)
+    idle_key = None  # its key there
     version = None  # the host state version this device's arrays hold
     pages: tuple = ()  # pages it computed for that version
     pending_finish = False  # a sync hybrid iteration awaits its swap
@@ -166,10 +169,16 @@ class _Context:
 
 
 def drop_contexts(run_id):
-    """Forget every context of ``run_id`` in this process (device memory included)."""
+    """Forget every context of ``run_id`` in this process (device memory included); a
+    CPU engine over a graph in memory goes back to its graph's idle engines."""
     with _LOCK:
         for key in [k for k in _CONTEXTS if k[0] == run_id]:
-            _CONTEXTS.pop(key).engine.close()
+            ctx = _CONTEXTS.pop(key)
+            if ctx.idle is None:
+                ctx.engine.close()
+            else:  # (one idle engine a kind: a second, of runs at once, is dropped)
+                ctx.engine.unbind()
+                ctx.idle.setdefault(ctx.idle_key, ctx.engine)
 
 
 @contextlib.contextmanager
@@ -199,11 +208,25 @@ def _cpu_context(run, state):
                 ctx.engine = StoreEngine(run.spec, run.graph, state, run.aux,
                                          budget=run.host_budget, **options)
             else:
-                ctx.engine = CpuEngine(run.spec, run.graph, state, run.aux, **options)
+                ctx.engine = _kept_cpu_engine(ctx, run, state, options)
             ctx.build_seconds = time.perf_counter() - start
             _CONTEXTS[key] = ctx
     ctx.engine.state = state
     return ctx
+
+
+def _kept_cpu_engine(ctx, run, state, options):
+    """A CpuEngine for ``run``: an idle one its graph keeps for this compiled program and
+    these ``options``, bound to the run, else a new one; ``ctx`` notes where it goes
+    back when the run ends (:func:`drop_contexts`). Kept on the graph, the engines are
+    released with it."""
+    ctx.idle = run.graph.kept(IDLE_ENGINES, dict)
+    ctx.idle_key = (cpu.compile_program(run.spec, run.aux.dtype), *options.values())
+    engine = ctx.idle.pop(ctx.idle_key, None)
+    if engine is None:
+        return CpuEngine(run.spec, run.graph, state, run.aux, **options)
+    engine.bind(run.spec, run.graph, state, run.aux)
+    return engine
 
 
 def _gpu_engine(run):
