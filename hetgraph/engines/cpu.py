@@ -67,7 +67,8 @@ class CpuEngine(Engine):
     ``threads``: threads of the passes; ``partitions``: edge ranges per pass (default =
     threads for passes over at least ``tuning.SERIAL_EDGES`` edges, else 1);
     ``cpu_mode``: "auto", "pull", "notify-pull" or "push" (incremental programs);
-    ``rho``: read-cost ratio of the storage (1 in memory).
+    ``rho``: read-cost ratio of the storage (1 in memory). It serves one run at a
+    time, and later runs of its compiled program on its graph (:meth:`bind`).
     """
 
     def __init__(self, spec, graph, state, aux, *, threads, partitions=None,
@@ -90,12 +91,13 @@ class CpuEngine(Engine):
         self._warm_up()
         self.compile_seconds = time.perf_counter() - start
 
+    reusable = True  # (see bind)
+
     def bind(self, spec, graph, state, aux):
-        """Take a run of a program compiled as this engine's (``cpu.compile_program``
-        gives the same kernel for ``spec`` and ``aux.dtype``) on the graph this engine was
-        made for, over ``state``: a kept engine serves a later run without building its
-        kernel, its scratch or its limits again (see :meth:`unbind`). Its scratch arrays
-        are left as every burst and push leaves them (clear)."""
+        """See :meth:`Engine.bind`: ``spec`` compiles to this engine's kernel
+        (``cpu.compile_program`` gives it for ``spec`` and ``aux.dtype``). A kept engine
+        serves the run without building its kernel, scratch or limits again; its scratch
+        arrays are as every burst and push leaves them (clear)."""
         self.spec, self.graph, self.state, self.aux = spec, graph, state, aux
         self.push = push_factor(spec.incremental, self.pull_threads)
         self.delta = spec.bucket_width(graph)  # priority buckets (0: none)
@@ -104,8 +106,7 @@ class CpuEngine(Engine):
         self._counted = None  # (active vertices, their out-degree sum), when known
 
     def unbind(self):
-        """Let go of the run's program, graph, state and aux (the engine is kept idle,
-        on its graph: holding that graph would keep it alive)."""
+        """See :meth:`Engine.unbind`."""
         self.spec = self.graph = self.state = self.aux = None
 
     # (``front``, the frontier's lowest priority, is not kept here: bursts record it in

@@ -149,7 +149,7 @@ def _resolved(task):
 
 _CONTEXTS: dict = {}
 _LOCK = threading.Lock()
-IDLE_ENGINES = "idle_cpu_engines"  # Graph.kept key: {(kernel, options): idle CpuEngine}
+IDLE_ENGINES = "idle_engines"  # Graph.kept key: {(kind, program, options): idle engine}
 
 
 class _Context:
@@ -174,7 +174,7 @@ def drop_contexts(run_id):
     with _LOCK:
         for key in [k for k in _CONTEXTS if k[0] == run_id]:
             ctx = _CONTEXTS.pop(key)
-            if ctx.idle is None:
+            if ctx.idle is None or not ctx.engine.reusable:
                 ctx.engine.close()
             else:  # (one idle engine a kind: a second, of runs at once, is dropped)
                 ctx.engine.unbind()
@@ -208,23 +208,25 @@ def _cpu_context(run, state):
                 ctx.engine = StoreEngine(run.spec, run.graph, state, run.aux,
                                          budget=run.host_budget, **options)
             else:
-                ctx.engine = _kept_cpu_engine(ctx, run, state, options)
+                kept = ("cpu", cpu.compile_program(run.spec, run.aux.dtype),
+                        *options.values())
+                ctx.engine = _kept_engine(ctx, run, state, kept, lambda: CpuEngine(
+                    run.spec, run.graph, state, run.aux, **options))
             ctx.build_seconds = time.perf_counter() - start
             _CONTEXTS[key] = ctx
     ctx.engine.state = state
     return ctx
 
 
-def _kept_cpu_engine(ctx, run, state, options):
-    """A CpuEngine for ``run``: an idle one its graph keeps for this compiled program and
-    these ``options``, bound to the run, else a new one; ``ctx`` notes where it goes
-    back when the run ends (:func:`drop_contexts`). Kept on the graph, the engines are
-    released with it."""
-    ctx.idle = run.graph.kept(IDLE_ENGINES, dict)
-    ctx.idle_key = (cpu.compile_program(run.spec, run.aux.dtype), *options.values())
-    engine = ctx.idle.pop(ctx.idle_key, None)
+def _kept_engine(ctx, run, state, key, build):
+    """An engine for ``run``: the idle one its graph keeps under ``key`` (the engine's
+    kind, compiled program and options), bound to the run, else ``build()``; ``ctx``
+    notes where it goes back when the run ends (:func:`drop_contexts`: a ``reusable``
+    engine only). Kept on the graph, idle engines are released with it."""
+    ctx.idle, ctx.idle_key = run.graph.kept(IDLE_ENGINES, dict), key
+    engine = ctx.idle.pop(key, None)
     if engine is None:
-        return CpuEngine(run.spec, run.graph, state, run.aux, **options)
+        return build()
     engine.bind(run.spec, run.graph, state, run.aux)
     return engine
 
