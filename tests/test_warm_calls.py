@@ -3,6 +3,7 @@ runs (counted, not timed), their answers and history rows stay those of a fresh 
 and what is kept goes with the graph."""
 
 import gc
+import pickle
 import threading
 import weakref
 
@@ -118,7 +119,7 @@ def test_runs_at_once_do_not_share_an_engine(built):
     assert engines[0] is not engines[1] and len(built) == 2
     for run in runs:
         tasks.drop_contexts(run.run_id)
-    assert len(graph.kept(tasks.IDLE_ENGINES, dict)) == 1  # one idle engine a kind
+    assert len(tasks.idle_engines(graph)) == 1  # one idle engine a kind
     again = tasks._cpu_context(tasks.RunSpec("test-warm-c", *tuple(vars(runs[0]).values())[1:]),
                                state).engine
     assert again in engines and again.graph is graph and len(built) == 2
@@ -145,7 +146,7 @@ def test_runs_in_threads_on_one_graph_are_exact():
 def test_kept_engines_go_with_their_graph():
     graph = _graph()
     result = hg.bfs(graph, 0, devices="cpu")
-    idle = graph.kept(tasks.IDLE_ENGINES, dict)
+    idle = tasks.idle_engines(graph)
     assert len(idle) == 1
     engine = next(iter(idle.values()))
     assert engine.graph is None and engine.state is None  # idle: holds no run, no graph
@@ -153,3 +154,14 @@ def test_kept_engines_go_with_their_graph():
     del graph, result, idle, engine
     gc.collect()
     assert gone[0]() is None and gone[1]() is None
+
+
+def test_a_graph_with_kept_engines_still_pickles():
+    """What a worker process gets of a graph: its arrays, not the engines kept for it."""
+    graph = _graph()
+    hg.bfs(graph, 0, devices="cpu")
+    assert tasks.idle_engines(graph)
+    copy = pickle.loads(pickle.dumps(graph))
+    assert not tasks.idle_engines(copy)
+    np.testing.assert_array_equal(hg.bfs(copy, 0, devices="cpu").values,
+                                  hg.bfs(graph, 0, devices="cpu").values)

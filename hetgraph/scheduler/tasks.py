@@ -25,6 +25,7 @@ import functools
 import itertools
 import threading
 import time
+import weakref
 
 import numba
 import numpy as np
@@ -149,7 +150,15 @@ def _resolved(task):
 
 _CONTEXTS: dict = {}
 _LOCK = threading.Lock()
-IDLE_ENGINES = "idle_engines"  # Graph.kept key: {(kind, program, options): idle engine}
+# graph -> {(kind, program, options): idle engine}: an idle engine holds no reference to
+# its graph, so the engines go with it (and are not pickled with it to worker processes)
+_IDLE = weakref.WeakKeyDictionary()
+
+
+def idle_engines(graph) -> dict:
+    """The idle engines kept for later runs on ``graph`` (see :func:`_kept_engine`; this
+    module's callers hold ``_LOCK``)."""
+    return _IDLE.setdefault(graph, {})
 
 
 class _Context:
@@ -222,8 +231,8 @@ def _kept_engine(ctx, run, state, key, build):
     """An engine for ``run``: the idle one its graph keeps under ``key`` (the engine's
     kind, compiled program and options), bound to the run, else ``build()``; ``ctx``
     notes where it goes back when the run ends (:func:`drop_contexts`: a ``reusable``
-    engine only). Kept on the graph, idle engines are released with it."""
-    ctx.idle, ctx.idle_key = run.graph.kept(IDLE_ENGINES, dict), key
+    engine only). Called under ``_LOCK``."""
+    ctx.idle, ctx.idle_key = idle_engines(run.graph), key
     engine = ctx.idle.pop(key, None)
     if engine is None:
         return build()
