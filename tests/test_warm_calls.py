@@ -165,25 +165,3 @@ def test_a_graph_with_kept_engines_still_pickles():
     assert not tasks.idle_engines(copy)
     np.testing.assert_array_equal(hg.bfs(copy, 0, devices="cpu").values,
                                   hg.bfs(graph, 0, devices="cpu").values)
-
-
-@pytest.mark.parametrize("sync", [True, False])
-def test_pinning_a_state_copies_values_and_flags_not_the_scratch(sync):
-    made = []
-
-    def copy(array):
-        made.append(("copy", array.shape))
-        return array.copy()
-
-    def empty(shape, dtype):
-        made.append(("empty", shape))
-        return np.full(shape, 99, dtype)  # (what an uninitialised array may hold)
-
-    values, flags = np.arange(5.0), np.array([1, 0, 1, 0, 0], np.uint8)
-    state = VertexState(values, flags, sync=sync)
-    state.pin(copy, empty)
-    np.testing.assert_array_equal(state.values, values)
-    np.testing.assert_array_equal(state.flags, flags)
-    assert state.values is not values and state.flags is not flags
-    assert (state.new_values is state.values) == (not sync)
-    assert made == [("copy", (5,))] + [("empty", (5,))] * sync + [("copy", (5,))]

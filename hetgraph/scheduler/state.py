@@ -17,14 +17,11 @@ class VertexState:
         self.flags = flags
         self.marks = np.zeros_like(flags)
 
-    def pin(self, copy, empty):
-        """Move the arrays into the memory ``copy(array)`` and ``empty(shape, dtype)``
-        return (page-locked host memory, so that the GPU's copies of the state run at
-        PCIe speed); new_values, which every pass writes before it is read, is not
-        copied (a pass over every vertex less)."""
+    def pin(self, copy):
+        """Move the arrays into the memory ``copy(array)`` returns (page-locked host
+        memory, so that the GPU's copies of the state run at PCIe speed)."""
         self.values = copy(self.values)
-        self.new_values = empty(self.values.shape, self.values.dtype) if self.sync \
-            else self.values
+        self.new_values = copy(self.new_values) if self.sync else self.values
         self.flags = copy(self.flags)
 
     def swap(self):
