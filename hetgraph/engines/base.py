@@ -11,6 +11,10 @@ declares what it can do instead of the scheduler probing for it:
   back (``queued`` = 1: the CPU engines).
 - ``bursts``: :meth:`Engine.burst` may run several iterations in one call (the CPU
   engine in memory); the default runs none.
+- ``reusable``: :meth:`Engine.bind` takes the engine to a later run of the same compiled
+  program on the same graph, so that a run's tasks take an idle engine its graph keeps
+  instead of building one (the CPU engine in memory); :meth:`Engine.unbind` lets go of
+  the finished run.
 
 The GPU engine also keeps its own copy of the vertex state, which the GPU tasks move and
 run page by page with its own calls (``load``, ``store``, ``begin``, ``run_pages``,
@@ -35,6 +39,7 @@ class Engine:
 
     queued = 1  # iterations a segment may keep in flight (1: launch computes at once)
     bursts = False  # whether :meth:`burst` can run iterations
+    reusable = False  # whether :meth:`bind` takes the engine to another run
     values = None  # the current vertex values (host or device array)
     read_bytes = 0  # bytes read from storage so far (0: the graph is in memory)
     front = float("nan")  # the frontier's lowest priority, where the engine tracks it
@@ -82,6 +87,18 @@ class Engine:
         """Pull the vertex ``ranges`` [(v0, v1), ...] of one hybrid iteration into the
         state's written values; returns (edges read, vertices activated). Engines that
         take CPU page tasks implement it."""
+        raise NotImplementedError
+
+    def bind(self, spec, graph, state, aux):
+        """Take a new run (its checked program ``spec``, of the program this engine
+        compiled, on the graph it was made for, over ``state`` with ``aux``), as if
+        made for it. Only where ``reusable``."""
+        raise NotImplementedError
+
+    def unbind(self):
+        """Let go of the finished run's program, graph, state and aux, so that the
+        engine, kept idle on its graph, does not keep the graph alive. Only where
+        ``reusable``."""
         raise NotImplementedError
 
     def result(self):

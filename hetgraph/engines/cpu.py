@@ -67,15 +67,12 @@ class CpuEngine(Engine):
     ``threads``: threads of the passes; ``partitions``: edge ranges per pass (default =
     threads for passes over at least ``tuning.SERIAL_EDGES`` edges, else 1);
     ``cpu_mode``: "auto", "pull", "notify-pull" or "push" (incremental programs);
-    ``rho``: read-cost ratio of the storage (1 in memory).
+    ``rho``: read-cost ratio of the storage (1 in memory). It serves one run at a
+    time, and later runs of its compiled program on its graph (:meth:`bind`).
     """
 
     def __init__(self, spec, graph, state, aux, *, threads, partitions=None,
                  cpu_mode="auto", rho=1.0):
-        self.spec = spec
-        self.graph = graph
-        self.aux = aux
-        self.state = state
         self.threads = threads
         self.partitions = partitions
         self.cpu_mode = cpu_mode
@@ -83,20 +80,34 @@ class CpuEngine(Engine):
         self.skew = graph.in_degree_skew()
         self.pull_threads = pull_threads(graph.num_arcs, threads, partitions)
         self.parallel = self.pull_threads > 1  # passes may run on several threads
-        self.push = push_factor(spec.incremental, self.pull_threads)
         self.sparse_edges = tuning.SPARSE_EDGES  # (read once: see _from_ids)
         self.sparse = notify_fraction(self.sparse_edges, graph.num_arcs)  # (choose_cpu_mode's)
         self._seen = None  # scratch of a push, made by the first
-        self.delta = spec.bucket_width(graph)  # priority buckets (0: none)
         self._deferred = None  # scratch of the buckets, made by the first burst
         self.chunks = chunk_count(graph.num_vertices, threads)
         start = time.perf_counter()
         self.kernel = cpu.compile_program(spec, aux.dtype)
+        self.bind(spec, graph, state, aux)
         self._warm_up()
         self.compile_seconds = time.perf_counter() - start
+
+    reusable = True  # (see bind)
+
+    def bind(self, spec, graph, state, aux):
+        """See :meth:`Engine.bind`: ``spec`` compiles to this engine's kernel
+        (``cpu.compile_program`` gives it for ``spec`` and ``aux.dtype``). A kept engine
+        serves the run without building its kernel, scratch or limits again; its scratch
+        arrays are as every burst and push leaves them (clear)."""
+        self.spec, self.graph, self.state, self.aux = spec, graph, state, aux
+        self.push = push_factor(spec.incremental, self.pull_threads)
+        self.delta = spec.bucket_width(graph)  # priority buckets (0: none)
         self._frontier = None  # sorted ids of the active vertices, when known
         self._degree = 0  # sum of the frontier's out-degrees, when known
         self._counted = None  # (active vertices, their out-degree sum), when known
+
+    def unbind(self):
+        """See :meth:`Engine.unbind`."""
+        self.spec = self.graph = self.state = self.aux = None
 
     # (``front``, the frontier's lowest priority, is not kept here: bursts record it in
     # their rows, see burst)

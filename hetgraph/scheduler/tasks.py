@@ -25,6 +25,7 @@ import functools
 import itertools
 import threading
 import time
+import weakref
 
 import numba
 import numpy as np
@@ -149,9 +150,20 @@ def _resolved(task):
 
 _CONTEXTS: dict = {}
 _LOCK = threading.Lock()
+# graph -> {(kind, program, options): idle engine}: an idle engine holds no reference to
+# its graph, so the engines go with it (and are not pickled with it to worker processes)
+_IDLE = weakref.WeakKeyDictionary()
+
+
+def idle_engines(graph) -> dict:
+    """The idle engines kept for later runs on ``graph`` (see :func:`_kept_engine`; this
+    module's callers hold ``_LOCK``)."""
+    return _IDLE.setdefault(graph, {})
 
 
 class _Context:
+    idle = None  # the idle engines of the graph where the engine goes back (None: closed)
+    idle_key = None  # its key there
     version = None  # the host state version this device's arrays hold
     pages: tuple = ()  # pages it computed for that version
     pending_finish = False  # a sync hybrid iteration awaits its swap
@@ -166,10 +178,16 @@ class _Context:
 
 
 def drop_contexts(run_id):
-    """Forget every context of ``run_id`` in this process (device memory included)."""
+    """Forget every context of ``run_id`` in this process (device memory included); a
+    CPU engine over a graph in memory goes back to its graph's idle engines."""
     with _LOCK:
         for key in [k for k in _CONTEXTS if k[0] == run_id]:
-            _CONTEXTS.pop(key).engine.close()
+            ctx = _CONTEXTS.pop(key)
+            if ctx.idle is None or not ctx.engine.reusable:
+                ctx.engine.close()
+            else:  # (one idle engine a kind: a second, of runs at once, is dropped)
+                ctx.engine.unbind()
+                ctx.idle.setdefault(ctx.idle_key, ctx.engine)
 
 
 @contextlib.contextmanager
@@ -199,11 +217,27 @@ def _cpu_context(run, state):
                 ctx.engine = StoreEngine(run.spec, run.graph, state, run.aux,
                                          budget=run.host_budget, **options)
             else:
-                ctx.engine = CpuEngine(run.spec, run.graph, state, run.aux, **options)
+                kept = ("cpu", cpu.compile_program(run.spec, run.aux.dtype),
+                        *options.values())
+                ctx.engine = _kept_engine(ctx, run, state, kept, lambda: CpuEngine(
+                    run.spec, run.graph, state, run.aux, **options))
             ctx.build_seconds = time.perf_counter() - start
             _CONTEXTS[key] = ctx
     ctx.engine.state = state
     return ctx
+
+
+def _kept_engine(ctx, run, state, key, build):
+    """An engine for ``run``: the idle one its graph keeps under ``key`` (the engine's
+    kind, compiled program and options), bound to the run, else ``build()``; ``ctx``
+    notes where it goes back when the run ends (:func:`drop_contexts`: a ``reusable``
+    engine only). Called under ``_LOCK``."""
+    ctx.idle, ctx.idle_key = idle_engines(run.graph), key
+    engine = ctx.idle.pop(key, None)
+    if engine is None:
+        return build()
+    engine.bind(run.spec, run.graph, state, run.aux)
+    return engine
 
 
 def _gpu_engine(run):

@@ -1,0 +1,167 @@
+"""A warm call (issue 49): what a run builds once per graph is kept and reused by later
+runs (counted, not timed), their answers and history rows stay those of a fresh call,
+and what is kept goes with the graph."""
+
+import gc
+import pickle
+import threading
+import weakref
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.sparse import csgraph
+
+import hetgraph as hg
+from hetgraph.algorithms.bfs import BreadthFirst
+from hetgraph.engines.cpu import CpuEngine
+from hetgraph.program import ProgramSpec
+from hetgraph.result import COLUMN, HISTORY_COLUMNS
+from hetgraph.scheduler import tasks
+from hetgraph.scheduler.state import VertexState
+
+# the columns that hold wall or device seconds: the only ones two runs may differ in
+TIMES = {COLUMN[name] for name in ("cpu_seconds", "gpu_seconds", "seconds", "overhead")}
+
+
+@pytest.fixture
+def built(monkeypatch):
+    """The CpuEngines built while the test runs (a list, appended by each)."""
+    engines = []
+
+    class Counted(CpuEngine):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            engines.append(self)
+
+    monkeypatch.setattr(tasks, "CpuEngine", Counted)
+    return engines
+
+
+def _graph(seed=3, weighted=True):
+    return hg.generate.rmat(9, 8, seed=seed, weights=(1.0, 4.0) if weighted else None)
+
+
+def _rows_without_times(result):
+    """The history rows less their times, NaN written "nan" (NaN is not NaN)."""
+    return [tuple("nan" if v != v else v for i, v in enumerate(row) if i not in TIMES)
+            for row in result._rows]
+
+
+def _hubs(graph, count):
+    """The dense ids of the ``count`` vertices of largest out-degree."""
+    return np.argsort(-graph.out_degree(), kind="stable")[:count].tolist()
+
+
+def _dijkstra(graph, source):
+    """Distances from dense id ``source`` by SciPy (the oracle)."""
+    targets = np.repeat(np.arange(graph.num_vertices), np.diff(graph.in_indptr))
+    weights = graph.in_weights if graph.weighted else np.ones(graph.num_arcs)
+    matrix = sp.coo_matrix((weights.astype(np.float64), (graph.in_indices, targets)),
+                           shape=(graph.num_vertices,) * 2).tocsr()
+    return csgraph.dijkstra(matrix, indices=source)
+
+
+def test_a_warm_call_builds_no_engine(built):
+    graph = _graph()
+    hg.bfs(graph, 0, devices="cpu")
+    assert len(built) == 1
+    for source in (0, 1, 2):  # another source: another program instance, the same kernel
+        hg.bfs(graph, source, devices="cpu")
+    assert len(built) == 1
+    hg.sssp(graph, 0, devices="cpu")  # another program: its own engine, then kept too
+    hg.sssp(graph, 5, devices="cpu")
+    assert len(built) == 2
+    hg.bfs(graph, 0, devices="cpu", threads=1)  # other options: another engine
+    assert len(built) == 3
+    hg.bfs(_graph(), 0, devices="cpu")  # another graph (equal): its own
+    assert len(built) == 4
+
+
+def test_warm_results_and_history_are_those_of_a_fresh_call(built):
+    graph = _graph()
+    first, second = _hubs(graph, 2)
+    calls = [lambda g, s=s: hg.sssp(g, g.label_of(s), devices="cpu")
+             for s in (first, second, first)]
+    calls += [lambda g: hg.bfs(g, g.label_of(second), devices="cpu", max_iterations=2),
+              lambda g: hg.bfs(g, g.label_of(second), devices="cpu"),
+              lambda g: hg.connected_components(g, devices="cpu"),
+              lambda g: hg.pagerank(g, devices="cpu")]
+    for call in calls:  # each warm (the same graph), against a fresh graph's first call
+        warm, fresh = call(graph), call(_graph())
+        np.testing.assert_array_equal(warm.values, fresh.values)
+        assert _rows_without_times(warm) == _rows_without_times(fresh)
+        assert (warm.iterations, warm.converged) == (fresh.iterations, fresh.converged)
+        assert list(warm.history.columns) == list(HISTORY_COLUMNS)
+    assert len(built) == 4 + len(calls)  # the warm graph: one a program; a fresh one each
+
+
+def test_warm_sssp_from_many_sources_matches_scipy():
+    """A kept engine's scratch (a push's bits, the buckets' deferred vertices) is left
+    clean by every run: distances from one source after another stay exact."""
+    graph = _graph(seed=5)
+    a, b, c = _hubs(graph, 3)
+    for source in (a, b, a, c, 0, b):
+        got = hg.sssp(graph, graph.label_of(source), devices="cpu").values
+        np.testing.assert_allclose(got, _dijkstra(graph, source), rtol=1e-12)
+
+
+def test_runs_at_once_do_not_share_an_engine(built):
+    graph = _graph()
+    spec = ProgramSpec(BreadthFirst(0))
+    values, flags, _ = spec.initial_state(graph)
+    aux = np.zeros(1, np.float32)
+    state = VertexState(values, flags, sync=True)
+    runs = [tasks.RunSpec(run_id, spec, graph, aux, True, True,
+                          np.array([[0, graph.num_vertices]]), None, None, None, "auto", 1.0,
+                          {}) for run_id in ("test-warm-a", "test-warm-b")]
+    engines = [tasks._cpu_context(run, state).engine for run in runs]
+    assert engines[0] is not engines[1] and len(built) == 2
+    for run in runs:
+        tasks.drop_contexts(run.run_id)
+    assert len(tasks.idle_engines(graph)) == 1  # one idle engine a kind
+    again = tasks._cpu_context(tasks.RunSpec("test-warm-c", *tuple(vars(runs[0]).values())[1:]),
+                               state).engine
+    assert again in engines and again.graph is graph and len(built) == 2
+    tasks.drop_contexts("test-warm-c")
+
+
+def test_runs_in_threads_on_one_graph_are_exact():
+    graph = _graph(seed=6)
+    sources = _hubs(graph, 4)
+    found = {}
+
+    def call(source):
+        found[source] = hg.sssp(graph, graph.label_of(source), devices="cpu").values
+
+    threads = [threading.Thread(target=call, args=(s,)) for s in sources]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for source in sources:
+        np.testing.assert_allclose(found[source], _dijkstra(graph, source), rtol=1e-12)
+
+
+def test_kept_engines_go_with_their_graph():
+    graph = _graph()
+    result = hg.bfs(graph, 0, devices="cpu")
+    idle = tasks.idle_engines(graph)
+    assert len(idle) == 1
+    engine = next(iter(idle.values()))
+    assert engine.graph is None and engine.state is None  # idle: holds no run, no graph
+    gone = weakref.ref(graph), weakref.ref(engine)
+    del graph, result, idle, engine
+    gc.collect()
+    assert gone[0]() is None and gone[1]() is None
+
+
+def test_a_graph_with_kept_engines_still_pickles():
+    """What a worker process gets of a graph: its arrays, not the engines kept for it."""
+    graph = _graph()
+    hg.bfs(graph, 0, devices="cpu")
+    assert tasks.idle_engines(graph)
+    copy = pickle.loads(pickle.dumps(graph))
+    assert not tasks.idle_engines(copy)
+    np.testing.assert_array_equal(hg.bfs(copy, 0, devices="cpu").values,
+                                  hg.bfs(graph, 0, devices="cpu").values)
