@@ -336,8 +336,11 @@ def _local_cluster(cpu_workers, gpus, processes, dashboard_address, host):
 
     try:
         # the active memory manager would drop the replicas that runs scatter to every
-        # worker, and a page rerun after a worker dies would lose its inputs
-        with dask.config.set({"distributed.scheduler.active-memory-manager.start": False}):
+        # worker, and a page rerun after a worker dies would lose its inputs; without a
+        # dashboard nobody sees the event loop's profile, whose thread wakes every 10 ms
+        with dask.config.set({"distributed.scheduler.active-memory-manager.start": False,
+                              **({} if dashboard else
+                                 {"distributed.worker.profile.enabled": False})}):
             return SpecCluster(workers=workers, scheduler=scheduler,
                                silence_logs=logging.ERROR)
     except Exception as exc:  # Dask raises many kinds on a failed start

@@ -351,3 +351,22 @@ def test_dashboard_listens_on_localhost():
         assert link.startswith("http://127.0.0.1:")
         with urllib.request.urlopen(link.replace("/status", "/health"), timeout=10) as r:
             assert r.status == 200
+
+
+def test_a_cluster_without_a_dashboard_starts_no_event_loop_profiler(monkeypatch):
+    # Dask's profiler samples the event loop every 10 ms (Python 3.12 on); only the
+    # dashboard shows what it gathers
+    import dask
+    import distributed.core
+
+    seen = []
+    original = distributed.core.Server.__init__
+
+    def spy(self, *args, **kwargs):
+        seen.append(dask.config.get("distributed.worker.profile.enabled"))
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(distributed.core.Server, "__init__", spy)
+    with hg.Cluster(dashboard_address=None):
+        pass
+    assert seen and not any(seen)
