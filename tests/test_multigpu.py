@@ -126,3 +126,40 @@ def test_each_gpu_lays_out_only_its_pages():
     assert all(0 < p["resident_edges"] < g.num_arcs for p in placed)
     assert placed[0]["vertices"][0] == 0 and placed[-1]["vertices"][1] == g.num_vertices
     engine.close()
+
+
+@pytest.mark.gpu
+def test_a_gpu_run_on_a_cluster_of_several_gpus_shares_its_pages(monkeypatch):
+    import cupy as cp
+
+    from hetgraph.engines import multigpu
+
+    if cp.cuda.runtime.getDeviceCount() < 2:
+        pytest.skip("needs two GPUs")
+    made = []
+    original = multigpu.MultiGpuEngine.__init__
+
+    def spy(self, *args, **kwargs):
+        made.append(args[5])
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(multigpu.MultiGpuEngine, "__init__", spy)
+    g = hg.generate.rmat(14, seed=6, weights=(1.0, 9.0))
+    source = int(np.argmax(g.out_degree()))
+    small = {"page_bytes": g.num_arcs * 10 // 8}
+    calls = {"bfs": lambda **o: hg.bfs(g, source, **o),
+             "sssp": lambda **o: hg.sssp(g, source, **o),
+             "pagerank": lambda **o: hg.pagerank(g, tol=None, max_iterations=25,
+                                                 dtype=np.float64, **o)}
+    with hg.Cluster(gpus=1):
+        one = {name: call(devices="gpu").values for name, call in calls.items()}
+    with hg.Cluster(gpus=2):
+        for name, call in calls.items():
+            made.clear()
+            result = call(devices="gpu", gpu=small)
+            assert made and len(made[0]) == 2, name
+            assert set(result.history["placement"]) == {"gpu"}
+            if name == "pagerank":
+                assert np.abs(result.values - one[name]).sum() < 1e-6
+            else:
+                np.testing.assert_array_equal(result.values, one[name])

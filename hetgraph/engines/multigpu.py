@@ -50,7 +50,8 @@ class _Events:
 class MultiGpuEngine(Engine):
     """A program on the GPUs ``devices`` (CUDA device numbers) of this process, sharing
     ``partition``'s pages by ``shares`` (default equal; see :func:`page_ranges`);
-    ``values``, ``flags`` and ``aux``: the initial state as host arrays. The other
+    ``values``, ``flags`` and ``aux``: the initial state as host arrays (``values``
+    None: zeros, loaded later with :meth:`load`). The other
     options are :class:`GpuEngine`'s, for every GPU. One iteration is in flight at a
     time (``queued`` = 1): an iteration's activated count is the sum over the GPUs."""
 
@@ -73,7 +74,8 @@ class MultiGpuEngine(Engine):
                 engine = GpuEngine(spec, graph, cp.zeros(n, spec.dtype), cp.zeros(n, cp.uint8),
                                    cp.asarray(aux), sync=sync, partition=partition,
                                    pages=pages, **options)
-                engine.load(values, flags, [(0, n)])
+                if values is not None:
+                    engine.load(values, flags, [(0, n)])
             self.engines.append(engine)
             self.compile_seconds += engine.compile_seconds
         self.partition = partition

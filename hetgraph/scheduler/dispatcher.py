@@ -374,6 +374,7 @@ class _Driver:
         else:  # one worker in all: the CPU reads the graph as one page, the GPU engine
             # pages (and degrades) alone
             partition, pages = None, np.array([[0, graph.num_vertices]], np.int64)
+        self.gpu_devices = self._segment_gpus(partition)
         self.run_id = uuid.uuid4().hex[:8]
         self.runspec = tasks.RunSpec(self.run_id, spec, graph, aux, state.sync, self.shared,
                                  pages, partition, options["threads"], options["partitions"],
@@ -402,20 +403,33 @@ class _Driver:
         if len(self.kinds) == 2:
             self._calibrate(self._calibration_key(options) if fresh else None)
 
+    def _segment_gpus(self, partition):
+        """The GPUs of this process that GPU segments share when the run is on several
+        GPUs alone (one when its pages are fewer than the GPUs), as a tuple; else None
+        (one GPU worker runs a segment; several share a pull's pages as tasks)."""
+        gpus = self.kinds.get("gpu", 0)
+        if not self.shared or gpus < 2 or len(self.kinds) > 1 or partition is None:
+            return None
+        devices = tuple(self.cluster.gpu_devices)
+        return devices if partition.num_pages >= len(devices) else devices[:1]
+
     # tasks --------------------------------------------------------------------------------
     def _submit(self, function, kind, name, *args):
         key = f"hetgraph-{kind}-{name}-{self.run_id}"
         return self.client.submit(function, self.run_ref, self._state_ref, *args, key=key,
                                   resources={kind.upper(): 1})
 
-    def _run_task(self, function, kind, name, *args, here=()):
+    def _run_task(self, function, kind, name, *args, here=(), device=None):
         """The report of ``function(run, state, *args)`` on a worker of ``kind``: called
         in this thread while segments run here (``tuning.INLINE_SECONDS``), with the arguments
-        ``here`` and, on a GPU, the in-process cluster's first device; else a task."""
+        ``here`` and, on a GPU, ``device`` (default the in-process cluster's first); else a
+        task, given ``device`` when one is named (after ``here``'s place, left default)."""
         if self.inline_left > 0:
-            device = () if kind == "cpu" else (self.cluster.gpu_devices[0],)
+            device = () if kind == "cpu" else \
+                (self.cluster.gpu_devices[0] if device is None else device,)
             return function(self.run_ref, self._state_ref, *args, *here, *device)
-        return self._submit(function, kind, name, *args).result()
+        named = () if device is None else (None,) * len(here) + (device,)
+        return self._submit(function, kind, name, *args, *named).result()
 
     def _pin_state(self):
         """Move the host state into page-locked memory before a GPU of this process first
@@ -579,6 +593,8 @@ class _Driver:
         if kind == "cpu" and self.model.cpu_mode_for(f, self.runspec.rho,
                                                      self.graph.num_arcs) != "pull":
             return True
+        if kind == "gpu" and self.gpu_devices is not None:  # this process's GPUs
+            return True
         return self.kinds.get(kind) == 1
 
     # the loop ---------------------------------------------------------------------------------
@@ -657,7 +673,7 @@ class _Driver:
         the device, after the copy of the state); counted on the GPU in a run with
         one while segments run in this thread (:func:`tasks.gpu_frontier`: the copy and
         the count there take less than the count on the host), else on the host."""
-        if self.kinds == {"gpu": 1}:
+        if self.kinds == {"gpu": 1} or self.gpu_devices is not None:
             return None
         if "gpu" in self.kinds and self.inline_left > 0 and self._layout is None:
             self._pin_state()
@@ -677,7 +693,8 @@ class _Driver:
             (self.kinds["cpu"] > 1, frontier) if kind == "cpu" else (frontier,))
         task = tasks.cpu_segment if kind == "cpu" else tasks.gpu_segment
         inline = self.inline_left > 0
-        report = self._run_task(task, kind, name, *args, here=(self.inline_left,))
+        report = self._run_task(task, kind, name, *args, here=(self.inline_left,),
+                                device=self.gpu_devices if kind == "gpu" else None)
         if inline:
             self.inline_left -= time.perf_counter() - start - report.build_seconds
         self._merge(report)

@@ -240,17 +240,28 @@ def _kept_engine(ctx, run, state, key, build):
     return engine
 
 
-def _gpu_engine(run):
+def _gpu_engine(run, devices=None):
     """A GpuEngine for ``run`` on the current device, its vertex state zero (loaded from
     the host before use): made on the device, not copied there (host zeros and their
-    copy took most of a small graph's GPU context)."""
+    copy took most of a small graph's GPU context). ``devices``: a tuple of several GPUs
+    of this process, which then share the run's pages (a MultiGpuEngine)."""
     import cupy as cp
 
+    if isinstance(devices, tuple) and len(devices) > 1:
+        from ..engines.multigpu import MultiGpuEngine
+
+        return MultiGpuEngine(run.spec, run.graph, None, None, run.aux, devices,
+                              partition=run.partition, sync=run.sync, **run.gpu)
     from ..engines.gpu import GpuEngine
 
     n = run.graph.num_vertices
     return GpuEngine(run.spec, run.graph, cp.zeros(n, run.spec.dtype), cp.zeros(n, cp.uint8),
                      run.aux, sync=run.sync, partition=run.partition, **run.gpu)
+
+
+def _first_gpu(device):
+    """The GPU that a segment's ``device`` (one, or a tuple of several) starts from."""
+    return device[0] if isinstance(device, tuple) else device
 
 
 def _gpu_context(run, device):
@@ -262,8 +273,8 @@ def _gpu_context(run, device):
         if ctx is None:
             ctx = _Context()
             start = time.perf_counter()
-            with use_device(device):
-                ctx.engine = _gpu_engine(run)
+            with use_device(_first_gpu(device)):
+                ctx.engine = _gpu_engine(run, device)
             ctx.device = device
             ctx.build_seconds = time.perf_counter() - start
             _CONTEXTS[key] = ctx
@@ -704,8 +715,8 @@ def cpu_segment(run, state, version, first, last, model, others, spread_pull, fr
 @_resolved
 def gpu_segment(run, state, version, first, last, model, others, frontier,
                 seconds=None, device=None):
-    """Iterations on a GPU (``device``; default: this worker's) with the vertex state
-    kept on the device, while the cost model keeps the run on the GPU, for about
+    """Iterations on a GPU (``device``; default: this worker's; a tuple: several GPUs of
+    this process sharing the pages) with the vertex state kept on the device, while the cost model keeps the run on the GPU, for about
     ``seconds`` at most (default ``tuning.SEGMENT_SECONDS``), from the host state's
     ``frontier`` (None: counted on the device once the state is there); the state is
     copied back at the end (in a run sharing the driver's state, without waiting: see
@@ -718,7 +729,7 @@ def gpu_segment(run, state, version, first, last, model, others, frontier,
     ctx = _gpu_context(run, device)
     engine = ctx.engine
     n = run.graph.num_vertices
-    with use_device(device):
+    with use_device(_first_gpu(device)):
         _bring_up_to_date(run, state, ctx, version)
         engine.reset_frontier(frontier)
         rows, status = run_iterations(run, engine, "gpu", first, last,
