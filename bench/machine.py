@@ -44,4 +44,17 @@ def describe():
         except ImportError:
             pass
     return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": round(mem, 1) if mem else None,
-            "os": platform.platform(), "python": platform.python_version(), "versions": versions}
+            "os": platform.platform(), "python": platform.python_version(), "versions": versions,
+            "gpus": _gpus()}
+
+
+def _gpus():
+    """The names of the GPUs CuPy sees (empty without CuPy or a GPU)."""
+    try:
+        import cupy
+
+        runtime = cupy.cuda.runtime
+        return [runtime.getDeviceProperties(i)["name"].decode()
+                for i in range(runtime.getDeviceCount())]
+    except Exception:  # no CuPy, no driver, no device: a machine without GPUs
+        return []
