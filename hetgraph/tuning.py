@@ -127,3 +127,9 @@ EVENT_SEND_PERIOD = 0.05  # seconds between two sends of the queued run events b
 # dashboard (hetgraph.dashboard)
 DASHBOARD_REFRESH_MS = 500  # milliseconds between two reads of the run events by the
 # dashboard's hetgraph page
+
+# --- networkx backend (hetgraph.nx_backend) ---------------------------------------------------
+# a call on a graph with fewer arcs (undirected edges twice) than its function's entry
+# runs NetworkX's own: below it a warm NetworkX call is faster than hetgraph's (measured
+# by bench/nx_crossover.py; docs/tuning.md); a function not listed always runs on hetgraph
+NX_MIN_ARCS = {}

@@ -14,6 +14,14 @@ from hetgraph.nx_backend import NetworkXFallbackWarning  # noqa: E402
 pytestmark = pytest.mark.filterwarnings("ignore:Note. conversions to backend graphs")
 
 
+@pytest.fixture(autouse=True)
+def every_call_on_hetgraph(monkeypatch):
+    """Tiny graphs too (below tuning.NX_MIN_ARCS they would go to NetworkX)."""
+    from hetgraph import tuning
+
+    monkeypatch.setattr(tuning, "NX_MIN_ARCS", {})
+
+
 @pytest.fixture(scope="module")
 def wiki(request):
     from conftest import data_path

@@ -14,6 +14,14 @@ from hetgraph.nx_backend import NetworkXFallbackWarning  # noqa: E402
 pytestmark = pytest.mark.filterwarnings("ignore:Note. conversions to backend graphs")
 
 
+@pytest.fixture(autouse=True)
+def every_call_on_hetgraph(monkeypatch):
+    """Tiny graphs too (below tuning.NX_MIN_ARCS they would go to NetworkX)."""
+    from hetgraph import tuning
+
+    monkeypatch.setattr(tuning, "NX_MIN_ARCS", {})
+
+
 def no_fallback():
     return warnings.catch_warnings(action="error", category=NetworkXFallbackWarning)
 
