@@ -2,25 +2,15 @@
 NetworkX itself: answers, errors, what falls back and why, and the crossover that sends
 tiny graphs to NetworkX (item 5)."""
 
-import warnings
-
 import pytest
 
 nx = pytest.importorskip("networkx")
 
 from hetgraph import nx_backend, tuning  # noqa: E402
 from hetgraph.nx_backend import NetworkXFallbackWarning  # noqa: E402
+from nx_common import every_call_on_hetgraph, no_fallback  # noqa: E402,F401
 
 pytestmark = pytest.mark.filterwarnings("ignore:Note. conversions to backend graphs")
-
-
-@pytest.fixture(autouse=True)
-def every_call_on_hetgraph(monkeypatch):
-    monkeypatch.setattr(tuning, "NX_MIN_ARCS", {})
-
-
-def no_fallback():
-    return warnings.catch_warnings(action="error", category=NetworkXFallbackWarning)
 
 
 def close(ours, theirs, rel=1e-6):

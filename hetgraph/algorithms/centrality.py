@@ -19,10 +19,9 @@ import numpy as np
 
 from ..errors import GraphError
 from ..io.store import as_graph
-from ..program import VertexProgram
 from ..registry import algorithm
 from ..scheduler.dispatcher import run
-from .pagerank import unweighted, vertex_weights
+from .pagerank import PowerIteration, unweighted, vertex_weights
 
 # the eigenvector program's first values are x0 times this (exact, a power of two):
 # later values stay far below it (at most 1 + an in-weight sum), so the convergence
@@ -44,15 +43,10 @@ def l1_change(previous, values):
     return float(abs(values - previous).sum())
 
 
-class Katz(VertexProgram):
+class Katz(PowerIteration):
     """Katz program: ``beta`` a float64 array of length N, ``start`` the starting
     values (None: zeros); it gathers the edge weights (run it on
     :func:`hetgraph.algorithms.pagerank.unweighted` to ignore them)."""
-
-    reduce = "add"
-    needs_weights = True
-    notify_self = True  # apply reads the iteration constant
-    dtype = np.float64
 
     def __init__(self, alpha, beta, tol=1e-6, start=None):
         self.alpha = float(alpha)
@@ -61,16 +55,8 @@ class Katz(VertexProgram):
         self.start = start
 
     @staticmethod
-    def gather(src, weight, dst):
-        return src * weight
-
-    @staticmethod
     def apply(old, acc, aux, constant):
         return constant * acc + aux
-
-    @staticmethod
-    def activate(new, old):
-        return True
 
     def init(self, graph):
         n = graph.num_vertices
@@ -86,14 +72,9 @@ class Katz(VertexProgram):
         return l1_change(previous, values) < graph.num_vertices * self.tol
 
 
-class Eigenvector(VertexProgram):
+class Eigenvector(PowerIteration):
     """Eigenvector centrality program (module docstring): ``start`` is x0, summing to
     1; the values are y, unnormalized (see :func:`eigenvector_centrality`)."""
-
-    reduce = "add"
-    needs_weights = True  # (see Katz)
-    notify_self = True  # apply reads the old value
-    dtype = np.float64
 
     def __init__(self, start, tol=1e-6):
         if not np.abs(start).max() <= START_MOST:
@@ -103,16 +84,8 @@ class Eigenvector(VertexProgram):
         self.tol = tol
 
     @staticmethod
-    def gather(src, weight, dst):
-        return src * weight
-
-    @staticmethod
     def apply(old, acc, aux, constant):
         return (old + acc) * constant
-
-    @staticmethod
-    def activate(new, old):
-        return True
 
     def init(self, graph):
         return self.start * FIRST_MARK, None
@@ -233,15 +206,15 @@ def eigenvector_centrality(graph, max_iterations=100, tol=1e-6, *, nstart=None,
         Starting vector ({label: value}, missing vertices 0, or N values in dense-id
         order), scaled to sum to 1. Default None: uniform.
     weighted : bool
-        Multiply by the edge weights (NetworkX's ``weight="weight"``). Default False.
+        Use the edge weights (as NetworkX with ``weight="weight"``); default False.
     **options
-        Go to :func:`hetgraph.run` (``devices``, ``mode``, ``cluster``, ...).
+        Go to :func:`hetgraph.run`.
 
     Returns
     -------
     Result
-        ``values``: the centrality of every vertex; ``converged`` False when ``tol``
-        was not reached (NetworkX raises then).
+        ``values``: unit L2 norm centralities; ``converged``: whether ``tol`` was met
+        within ``max_iterations`` (where NetworkX raises).
 
     Raises
     ------

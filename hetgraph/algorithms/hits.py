@@ -20,37 +20,23 @@ from __future__ import annotations
 import numpy as np
 
 from ..io.store import as_graph
-from ..program import VertexProgram
 from ..registry import algorithm
 from ..scheduler.dispatcher import run
 from .centrality import l1_change, l2_norm
-from .pagerank import vertex_weights
+from .pagerank import PowerIteration, vertex_weights
 
 
-class Hits(VertexProgram):
+class Hits(PowerIteration):
     """HITS program on :func:`bipartite_double`: ``start``, the starting authorities
     (summing to 1; None: uniform), the hubs start uniform."""
-
-    reduce = "add"
-    needs_weights = True
-    notify_self = True  # apply reads the iteration constant
-    dtype = np.float64
 
     def __init__(self, tol=1e-8, start=None):
         self.tol = tol
         self.start = start
 
     @staticmethod
-    def gather(src, weight, dst):
-        return src * weight
-
-    @staticmethod
     def apply(old, acc, aux, constant):
         return acc * constant
-
-    @staticmethod
-    def activate(new, old):
-        return True
 
     def init(self, graph):
         n = graph.num_vertices // 2

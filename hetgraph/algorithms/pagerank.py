@@ -30,11 +30,28 @@ from ..scheduler.dispatcher import run
 log = logging.getLogger("hetgraph.algorithms")
 
 
-class PageRank(VertexProgram):
-    """PageRank program (see the module docstring); ``tol=None`` runs all iterations."""
+class PowerIteration(VertexProgram):
+    """Base of the power iterations (PageRank, Katz, eigenvector, HITS): every vertex
+    sums its in-neighbours' values times the edge weights, every iteration, and the run
+    stops by the program's global test. The subclass writes apply (with the iteration
+    constant) and init."""
 
     reduce = "add"
-    notify_self = True  # every rank depends on the dangling total
+    needs_weights = True  # (an unweighted run goes on unweighted(graph): see there)
+    notify_self = True  # apply reads the iteration constant
+    dtype = np.float64
+
+    @staticmethod
+    def gather(src, weight, dst):
+        return src * weight
+
+    @staticmethod
+    def activate(new, old):
+        return True
+
+
+class PageRank(PowerIteration):
+    """PageRank program (see the module docstring); ``tol=None`` runs all iterations."""
 
     def __init__(self, damping=0.85, tol=1e-6, dtype=np.float64, weighted=True, start=None):
         _check_parameters(damping, tol)
@@ -47,16 +64,8 @@ class PageRank(VertexProgram):
         self.start = start  # the starting ranks (summing to 1); None: uniform
 
     @staticmethod
-    def gather(src, weight, dst):
-        return src * weight
-
-    @staticmethod
     def apply(old, acc, aux, constant):
         return (constant + acc) * aux
-
-    @staticmethod
-    def activate(new, old):
-        return True
 
     def init(self, graph):
         n = graph.num_vertices
@@ -128,16 +137,11 @@ def _check_parameters(damping, tol):
         raise GraphError(f"tol={tol} must be > 0 or None")
 
 
-class PersonalizedPageRank(VertexProgram):
+class PersonalizedPageRank(PowerIteration):
     """Personalized PageRank program (module docstring): run it on
     :func:`transition_graph`; ``personalization``: the teleport vector p (float64,
     summing to 1), where dangling rank goes too; ``dangling``: the dangling vertices
     (ids or a slice); ``start``: the starting ranks (None: uniform)."""
-
-    reduce = "add"
-    needs_weights = True
-    notify_self = True  # every rank depends on the dangling total
-    dtype = np.float64
 
     def __init__(self, personalization, dangling, damping=0.85, tol=1e-6, start=None):
         _check_parameters(damping, tol)
@@ -150,16 +154,8 @@ class PersonalizedPageRank(VertexProgram):
         self.start = start
 
     @staticmethod
-    def gather(src, weight, dst):
-        return src * weight
-
-    @staticmethod
     def apply(old, acc, aux, constant):
         return acc + aux * constant
-
-    @staticmethod
-    def activate(new, old):
-        return True
 
     def init(self, graph):
         n = graph.num_vertices
