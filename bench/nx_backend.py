@@ -2,7 +2,7 @@
 backend runs natively, on the bundled graphs and an RMAT-20.
 
 Usage: python bench/nx_backend.py [--out bench/results/networkx.json] [--rounds 5]
-           [--scale 20] [--graphs wiki-vote power rmat]
+           [--scale 20] [--graphs wiki-vote power rmat] [--functions ...] [--append]
 
 Graphs: hg.datasets "wiki-vote" (directed) and "power" (undirected), and
 ``hg.generate.rmat(scale, seed=1)`` (directed, edge factor 16, as bench/cpu.py builds
@@ -160,6 +160,8 @@ def main():
     parser.add_argument("--scale", type=int, default=20)
     parser.add_argument("--graphs", nargs="*", default=["wiki-vote", "power", "rmat"])
     parser.add_argument("--functions", nargs="*", default=list(CALLS))
+    parser.add_argument("--append", action="store_true",
+                        help="keep the rows of --out of other graphs or functions")
     args = parser.parse_args()
     import networkx as nx
 
@@ -184,11 +186,25 @@ def main():
             row = {"graph": label, **bench(function, G, given, g.num_arcs, rounds)}
             row["below_crossover"] = g.num_arcs < nx_min_arcs.get(function.split(" ")[0], 0)
             rows.append(row)
+            write(args, rows)
             print(f"{label:>10} {function:<40} hetgraph {row['hetgraph_s']:9.4f} s  "
                   f"networkx {row['networkx_s']:9.4f} s  {row['speedup']:8.1f}x  "
                   f"first {row['first_call_s']:7.2f} s  same {row['same_answer']}",
                   flush=True)
         del G, g
+    write(args, rows, final=True)
+
+
+def write(args, rows, final=False):
+    """Write the rows so far (with --append, after the other graphs' rows of --out) and
+    their targets: a long run keeps what it measured if it is stopped."""
+    kept = []
+    if args.append and os.path.exists(args.out):
+        with open(args.out) as f:
+            measured = {(row["graph"], row["function"]) for row in rows}
+            kept = [row for row in json.load(f)["rows"]
+                    if (row["graph"], row["function"]) not in measured]
+    rows = kept + rows
     targets = [{"name": f"{r['graph']} {r['function']}: faster than NetworkX",
                 "value": round(r["speedup"], 2), "target": "> 1",
                 "met": r["speedup"] > 1 and r["same_answer"]}
@@ -196,10 +212,12 @@ def main():
     result = {"benchmark": "networkx", "machine": describe(), "targets": targets,
               "rows": rows}
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
+    with open(args.out + ".tmp", "w") as f:
         json.dump(result, f, indent=1)
-    print(f"targets met: {sum(t['met'] for t in targets)} of {len(targets)}")
-    print("wrote", args.out)
+    os.replace(args.out + ".tmp", args.out)
+    if final:
+        print(f"targets met: {sum(t['met'] for t in targets)} of {len(targets)}")
+        print("wrote", args.out)
 
 
 if __name__ == "__main__":

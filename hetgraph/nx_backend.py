@@ -644,13 +644,13 @@ def _nearest_first(G, sources, distances, reached, kind):
     return found
 
 
-def _levels(G, sources):
+def _levels(G, sources, undirected=False):
     """BFS levels (-1: unreached) from the dense ids ``sources``, on the unweighted
-    graph."""
+    graph (its undirected view when ``undirected``)."""
     from .algorithms.bfs import BreadthFirst
     from .scheduler.dispatcher import run
 
-    graph = G.converted(None)
+    graph = G.converted(None).to_undirected() if undirected else G.converted(None)
     result = run(BreadthFirst(np.asarray(sources, np.int64)), graph,
                  max_iterations=max(graph.num_vertices, 1), **QUIET)
     return result.values
@@ -738,12 +738,14 @@ def number_connected_components(G):
 
 
 def _connected(G):
+    """Whether a BFS from the first node, edge directions ignored, reaches every node:
+    as NetworkX's test, it stops as soon as the first node's component is done (a
+    graph with a small one answers at once; component labels would cost a whole run)."""
     import networkx as nx
 
     if not G.node_list:
         raise nx.NetworkXPointlessConcept("Connectivity is undefined for the null graph.")
-    labels = _labels(G)
-    return bool((labels == labels[0]).all())
+    return bool((_levels(G, [0], undirected=True) >= 0).all())
 
 
 @_small_to_networkx

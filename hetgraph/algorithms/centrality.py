@@ -21,7 +21,7 @@ from ..errors import GraphError
 from ..io.store import as_graph
 from ..registry import algorithm
 from ..scheduler.dispatcher import run
-from .pagerank import PowerIteration, unweighted, vertex_weights
+from .pagerank import l1_change, l2_norm, PowerIteration, unweighted, vertex_weights
 
 # the eigenvector program's first values are x0 times this (exact, a power of two):
 # later values stay far below it (at most 1 + an in-weight sum), so the convergence
@@ -29,18 +29,6 @@ from .pagerank import PowerIteration, unweighted, vertex_weights
 FIRST_MARK = 2.0 ** 400
 FIRST_BELOW = 2.0 ** 350  # a value at least this large is a marked first value
 START_MOST = 2.0 ** 64  # |x0| at most, so that x0 * FIRST_MARK squared stays finite
-
-
-def l2_norm(values):
-    """||values||_2 as a float (einsum on the host: NumPy's BLAS dot would spin its
-    threads on every core; see scheduler.costmodel.frontier_growth)."""
-    if isinstance(values, np.ndarray):
-        return float(np.sqrt(np.einsum("i,i->", values, values)))
-    return float(np.sqrt(values @ values))
-
-
-def l1_change(previous, values):
-    return float(abs(values - previous).sum())
 
 
 class Katz(PowerIteration):

@@ -22,8 +22,7 @@ import numpy as np
 from ..io.store import as_graph
 from ..registry import algorithm
 from ..scheduler.dispatcher import run
-from .centrality import l1_change, l2_norm
-from .pagerank import PowerIteration, vertex_weights
+from .pagerank import l1_change, l2_norm, PowerIteration, vertex_weights
 
 
 class Hits(PowerIteration):

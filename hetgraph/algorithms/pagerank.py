@@ -50,6 +50,21 @@ class PowerIteration(VertexProgram):
         return True
 
 
+def l2_norm(values):
+    """||values||_2 as a float (einsum on the host: NumPy's BLAS dot would spin its
+    threads on every core; see scheduler.costmodel.frontier_growth)."""
+    if isinstance(values, np.ndarray):
+        return float(np.sqrt(np.einsum("i,i->", values, values)))
+    return float(np.sqrt(values @ values))
+
+
+def l1_change(previous, values):
+    """sum |values - previous| as a float (NaN once a diverging run overflowed: not
+    converged, as in NetworkX, without a warning)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return float(abs(values - previous).sum())
+
+
 class PageRank(PowerIteration):
     """PageRank program (see the module docstring); ``tol=None`` runs all iterations."""
 
@@ -169,7 +184,7 @@ class PersonalizedPageRank(PowerIteration):
         return indexed_sum(values, self.dangling, self.damping, 1.0 - self.damping)
 
     def converged(self, graph, previous, values):
-        return float(abs(values - previous).sum()) < graph.num_vertices * self.tol
+        return l1_change(previous, values) < graph.num_vertices * self.tol
 
 
 def transition_graph(graph, damping, weighted=True):
