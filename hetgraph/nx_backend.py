@@ -745,6 +745,8 @@ def _connected(G):
 
     if not G.node_list:
         raise nx.NetworkXPointlessConcept("Connectivity is undefined for the null graph.")
+    if G.nx_graph.degree(G.node_list[0]) == 0:  # isolated: no run needed
+        return len(G.node_list) == 1
     return bool((_levels(G, [0], undirected=True) >= 0).all())
 
 
@@ -765,12 +767,11 @@ def is_weakly_connected(G):
 @_small_to_networkx
 def node_connected_component(G, n):
     """networkx.node_connected_component on hetgraph (undirected graphs): the set of
-    nodes in ``n``'s component."""
+    nodes a BFS from ``n`` reaches (it stops with ``n``'s component, as NetworkX's)."""
     _check_direction(G, False)
 
     def compute():
-        labels = _labels(G)
-        return set(G.node(np.flatnonzero(labels == labels[G.dense(n)])))
+        return set(G.node(np.flatnonzero(_levels(G, [G.dense(n)]) >= 0)))
 
     return _run_or_fallback("node_connected_component", G, (), dict(n=n), compute)
 

@@ -165,6 +165,12 @@ def test_component_functions(directed, undirected):
         assert nx.is_weakly_connected(directed, backend="hetgraph") == \
             nx.is_weakly_connected(directed)
         assert nx.is_weakly_connected(nx.path_graph(5, nx.DiGraph), backend="hetgraph")
+        isolated_first = nx.DiGraph()
+        isolated_first.add_nodes_from(["alone", 1, 2])
+        isolated_first.add_edge(1, 2)
+        assert nx.is_weakly_connected(isolated_first, backend="hetgraph") is False
+        assert nx.is_connected(isolated_first.to_undirected(), backend="hetgraph") is False
+        assert nx.is_connected(nx.empty_graph(1), backend="hetgraph") is True
         for node in (0, "isolated", (1, 2)):
             assert nx.node_connected_component(undirected, node, backend="hetgraph") == \
                 nx.node_connected_component(undirected, node)
