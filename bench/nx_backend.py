@@ -11,14 +11,15 @@ then weigh every edge 1). A function runs on the graphs of the direction it acce
 (connected_components and its kin on undirected graphs, weakly_* on directed ones).
 
 For each function and graph: ``nx.<function>(G, ..., backend="hetgraph")`` warm (two
-untimed calls first: NetworkX caches the converted graph on G, and the first call
-converts it and compiles; the conversion's seconds are reported apart) and NetworkX's
+untimed calls first: NetworkX caches the converted graph on G; the first call's
+seconds, conversion and compilation, are reported as ``first_call_s``) and NetworkX's
 own call, ``--rounds`` rounds in turn (one on graphs over ``BIG_ARCS`` arcs); each
 side's fastest round counts (the machine is shared: a slow round measures the
 neighbours), medians are reported too; the speedup is NetworkX's fastest over
-hetgraph's. Every answer is checked against
-NetworkX's (the same nodes; equal values, within 1e-5 relative for the iterative
-methods), and every call must run natively (no NetworkXFallbackWarning).
+hetgraph's. Every answer is checked against NetworkX's (the same nodes; equal values,
+within 1e-5 relative for the iterative methods), and every call must run natively (no
+NetworkXFallbackWarning). ``--append`` merges the rows into those of ``--out`` (one row
+per graph and function), so that a long run can be split.
 
 (Named nx_backend.py, not networkx.py: a script's folder comes first on sys.path, and
 that name would shadow the networkx package for every script in bench/.)

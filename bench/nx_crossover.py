@@ -15,8 +15,8 @@ hetgraph is first faster.
 
 The crossover is where the fastest times cross, interpolated in log-log between the
 largest graph hetgraph loses on and the next (where it wins); ``NX_MIN_ARCS`` in
-hetgraph/tuning.py holds it rounded to two significant digits. ``targets``: for each function, hetgraph is faster
-at every measured size above its crossover.
+hetgraph/tuning.py holds it rounded to two significant digits. ``targets``: for each
+function, hetgraph is faster at every measured size above its crossover.
 """
 
 import argparse
