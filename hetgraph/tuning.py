@@ -142,3 +142,26 @@ EVENT_SEND_PERIOD = 0.05  # seconds between two sends of the queued run events b
 # dashboard (hetgraph.dashboard)
 DASHBOARD_REFRESH_MS = 500  # milliseconds between two reads of the run events by the
 # dashboard's hetgraph page
+
+# --- networkx backend (hetgraph.nx_backend) ---------------------------------------------------
+# a call on a graph with fewer arcs (undirected edges twice) than its function's entry
+# runs NetworkX's own: below it a warm NetworkX call is faster than hetgraph's (measured
+# by bench/nx_crossover.py; docs/tuning.md); a function not listed always runs on hetgraph
+NX_MIN_ARCS = {
+    "pagerank": 0,
+    "hits": 0,
+    "eigenvector_centrality": 400,
+    "katz_centrality": 0,
+    "single_source_dijkstra_path_length": 1_700,
+    "multi_source_dijkstra_path_length": 1_600,
+    "single_source_bellman_ford_path_length": 1_300,
+    "shortest_path_length": 15_000,
+    "single_source_shortest_path_length": 15_000,
+    "bfs_layers": 5_900,
+    "connected_components": 22_000,
+    "weakly_connected_components": 11_000,
+    "number_connected_components": 5_400,
+    "is_connected": 6_300,
+    "is_weakly_connected": 2_800,
+    "node_connected_component": 8_900,
+}

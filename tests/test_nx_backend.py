@@ -2,14 +2,13 @@
 answer on real and generated graphs; what hetgraph cannot answer exactly runs NetworkX's
 own after a NetworkXFallbackWarning; NetworkX's errors stay NetworkX's errors."""
 
-import warnings
-
 import pytest
 
 nx = pytest.importorskip("networkx")
 
 from hetgraph import nx_backend  # noqa: E402
 from hetgraph.nx_backend import NetworkXFallbackWarning  # noqa: E402
+from nx_common import every_call_on_hetgraph, no_fallback  # noqa: E402,F401
 
 pytestmark = pytest.mark.filterwarnings("ignore:Note. conversions to backend graphs")
 
@@ -40,10 +39,6 @@ def weighted_grid():
     for u, v in graph.edges:
         graph.edges[u, v]["weight"] = (u[0] * 7 + v[1] * 3 + u[1]) % 7 + 1
     return graph
-
-
-def no_fallback():
-    return warnings.catch_warnings(action="error", category=NetworkXFallbackWarning)
 
 
 def test_backend_is_registered():
@@ -111,7 +106,7 @@ def test_components(wiki, power):
 
 
 @pytest.mark.parametrize("name, args, why", [
-    ("pagerank", {"personalization": {0: 1.0}}, "with personalization"),
+    ("shortest_path_length", {"source": 0, "target": 5}, "with a target"),
     ("single_source_dijkstra_path_length", {"source": 0, "weight": lambda u, v, d: 2},
      "with a weight function"),
     ("single_source_dijkstra_path_length", {"source": 0}, "weights float32 cannot hold"),
@@ -171,7 +166,7 @@ def test_automatic_dispatch(monkeypatch):
     with no_fallback():
         assert nx.pagerank(graph) == pytest.approx(expected, rel=1e-6)
         assert len(calls) == 1
-        assert nx.pagerank(graph, personalization={0: 1.0}) == \
-            pytest.approx(nx.pagerank(graph, personalization={0: 1.0}, backend="networkx"))
+        assert nx.pagerank(graph, alpha=0) == \
+            pytest.approx(nx.pagerank(graph, alpha=0, backend="networkx"))
         assert len(calls) == 1  # should_run said no: NetworkX ran it
         nx.average_clustering(graph.to_undirected())

@@ -3,19 +3,14 @@ multigraphs, iterator arguments, lists of graphs, labels beyond int64, alpha=0, 
 cutoffs, the type of each distance, negative pagerank weights. Each case is compared with
 NetworkX itself."""
 
-import warnings
-
 import pytest
 
 nx = pytest.importorskip("networkx")
 
 from hetgraph.nx_backend import NetworkXFallbackWarning  # noqa: E402
+from nx_common import every_call_on_hetgraph, no_fallback  # noqa: E402,F401
 
 pytestmark = pytest.mark.filterwarnings("ignore:Note. conversions to backend graphs")
-
-
-def no_fallback():
-    return warnings.catch_warnings(action="error", category=NetworkXFallbackWarning)
 
 
 def assert_ranks_equal(ours, theirs):

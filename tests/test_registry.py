@@ -52,7 +52,10 @@ def test_the_networkx_backend_answers_what_the_registry_declares():
     assert sorted(nx_backend.FUNCTIONS) == sorted(declared) == sorted(
         ["pagerank", "single_source_dijkstra_path_length",
          "single_source_shortest_path_length", "bfs_layers", "connected_components",
-         "weakly_connected_components"])
+         "weakly_connected_components", "hits", "eigenvector_centrality", "katz_centrality",
+         "multi_source_dijkstra_path_length", "single_source_bellman_ford_path_length",
+         "shortest_path_length", "number_connected_components", "is_connected",
+         "is_weakly_connected", "node_connected_component"])
     for name in declared:  # an adapter of its own, not the fallback to NetworkX
         assert callable(vars(nx_backend).get(name)), name
 

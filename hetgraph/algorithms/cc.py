@@ -31,7 +31,9 @@ class MinLabel(MinRelaxation):
 
 
 @algorithm("cc", program=MinLabel,
-           networkx=("connected_components", "weakly_connected_components"))
+           networkx=("connected_components", "weakly_connected_components",
+                     "number_connected_components", "is_connected", "is_weakly_connected",
+                     "node_connected_component"))
 def connected_components(graph, mode="async", **options):
     """Connected component of every vertex (weakly connected components on a directed
     graph: edge directions are ignored).

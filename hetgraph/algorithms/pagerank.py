@@ -8,6 +8,10 @@ x[u] = d * rank[u] / W_u (d * rank[u] when dangling), so that gather is one mult
 acc = sum x[u] * w_uv, rank' = c + acc with the iteration constant c = (1 - d) / N +
 (sum of dangling x) / N, and x' = rank' * aux with aux = d / W (d when dangling).
 Stops when sum |rank' - rank| < N * tol (NetworkX's test) or after max_iterations.
+
+Personalized PageRank (a teleport vector p, dangling rank sent along p too) runs
+:class:`PersonalizedPageRank` on the graph's transition graph (weights d * w_uv / W_u):
+rank' = acc + p[v] * ((1 - d) + d * D), one per-vertex array (p) in apply.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import logging
 
 import numpy as np
 
-from ..errors import GraphError
+from ..errors import GraphError, OutOfCoreError
 from ..io.store import as_graph
 from ..kernels.arrays import indexed_sum, on_device_of
 from ..program import VertexProgram
@@ -27,35 +31,57 @@ from .common import check_nonnegative_weights
 log = logging.getLogger("hetgraph.algorithms")
 
 
-class PageRank(VertexProgram):
-    """PageRank program (see the module docstring); ``tol=None`` runs all iterations."""
+class PowerIteration(VertexProgram):
+    """Base of the power iterations (PageRank, Katz, eigenvector, HITS): every vertex
+    sums its in-neighbours' values times the edge weights, every iteration, and the run
+    stops by the program's global test. The subclass writes apply (with the iteration
+    constant) and init."""
 
     reduce = "add"
-    notify_self = True  # every rank depends on the dangling total
-
-    def __init__(self, damping=0.85, tol=1e-6, dtype=np.float64, weighted=True):
-        if not 0.0 < damping <= 1.0:
-            raise GraphError(f"damping={damping} is out of range; use 0 < damping <= 1")
-        if tol is not None and not tol > 0:
-            raise GraphError(f"tol={tol} must be > 0 or None")
-        self.damping = float(damping)
-        self.tol = tol
-        if tol is None:
-            self.converged = None  # fixed iterations: no L1 test, no copy of the values
-        self.dtype = np.dtype(dtype)
-        self.needs_weights = bool(weighted)
+    needs_weights = True  # (an unweighted run goes on unweighted(graph): see there)
+    notify_self = True  # apply reads the iteration constant
+    dtype = np.float64
 
     @staticmethod
     def gather(src, weight, dst):
         return src * weight
 
     @staticmethod
-    def apply(old, acc, aux, constant):
-        return (constant + acc) * aux
-
-    @staticmethod
     def activate(new, old):
         return True
+
+
+def l2_norm(values):
+    """||values||_2 as a float (einsum on the host: NumPy's BLAS dot would spin its
+    threads on every core; see scheduler.costmodel.frontier_growth)."""
+    if isinstance(values, np.ndarray):
+        return float(np.sqrt(np.einsum("i,i->", values, values)))
+    return float(np.sqrt(values @ values))
+
+
+def l1_change(previous, values):
+    """sum |values - previous| as a float (NaN once a diverging run overflowed: not
+    converged, as in NetworkX, without a warning)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return float(abs(values - previous).sum())
+
+
+class PageRank(PowerIteration):
+    """PageRank program (see the module docstring); ``tol=None`` runs all iterations."""
+
+    def __init__(self, damping=0.85, tol=1e-6, dtype=np.float64, weighted=True, start=None):
+        _check_parameters(damping, tol)
+        self.damping = float(damping)
+        self.tol = tol
+        if tol is None:
+            self.converged = None  # fixed iterations: no L1 test, no copy of the values
+        self.dtype = np.dtype(dtype)
+        self.needs_weights = bool(weighted)
+        self.start = start  # the starting ranks (summing to 1); None: uniform
+
+    @staticmethod
+    def apply(old, acc, aux, constant):
+        return (constant + acc) * aux
 
     def init(self, graph):
         n = graph.num_vertices
@@ -69,7 +95,8 @@ class PageRank(VertexProgram):
             kept = last["arrays"] = (parameters, _derived(graph, self.damping, self.dtype,
                                                           weighted))
         self._dangling, self._scale, self._rank_of = kept[1]
-        return np.full(n, 1.0 / max(n, 1)) * self._scale, None
+        start = np.full(n, 1.0 / max(n, 1)) if self.start is None else self.start
+        return start * self._scale, None
 
     def aux(self, graph):
         return self._scale
@@ -119,9 +146,110 @@ def _as_range(index):
     return slice(first, last + 1) if last - first + 1 == len(index) else index
 
 
+def _check_parameters(damping, tol):
+    if not 0.0 < damping <= 1.0:
+        raise GraphError(f"damping={damping} is out of range; use 0 < damping <= 1")
+    if tol is not None and not tol > 0:
+        raise GraphError(f"tol={tol} must be > 0 or None")
+
+
+class PersonalizedPageRank(PowerIteration):
+    """Personalized PageRank program (module docstring): run it on
+    :func:`transition_graph`; ``personalization``: the teleport vector p (float64,
+    summing to 1), where dangling rank goes too; ``dangling``: the dangling vertices
+    (ids or a slice); ``start``: the starting ranks (None: uniform)."""
+
+    def __init__(self, personalization, dangling, damping=0.85, tol=1e-6, start=None):
+        _check_parameters(damping, tol)
+        self.personalization = personalization
+        self.dangling = dangling
+        self.damping = float(damping)
+        self.tol = tol
+        if tol is None:
+            self.converged = None
+        self.start = start
+
+    @staticmethod
+    def apply(old, acc, aux, constant):
+        return acc + aux * constant
+
+    def init(self, graph):
+        n = graph.num_vertices
+        return (np.full(n, 1.0 / max(n, 1)) if self.start is None else self.start), None
+
+    def aux(self, graph):
+        return self.personalization
+
+    def iteration_constant(self, graph, values):
+        # (1 - d) + d * D: the teleport and the dangling rank, both sent along p
+        return indexed_sum(values, self.dangling, self.damping, 1.0 - self.damping)
+
+    def converged(self, graph, previous, values):
+        return l1_change(previous, values) < graph.num_vertices * self.tol
+
+
+def transition_graph(graph, damping, weighted=True):
+    """``graph`` with the weights d * w_uv / W_u (W_u: u's out-weight sum, its out-degree
+    when unweighted or ``weighted`` is False), and its dangling vertices (W_u = 0; ids or
+    a slice); kept by the graph for its last ``damping`` only (it costs 4 bytes an edge)."""
+    weighted = weighted and graph.weighted
+    last = graph.kept("pagerank-transition", dict)
+    kept = last.get("graph")
+    if kept is None or kept[0] != (damping, weighted):
+        out_weight = graph.out_weight_sums() if weighted else \
+            graph.out_degree().astype(np.float64)
+        with np.errstate(divide="ignore"):
+            share = np.where(out_weight > 0, damping / out_weight, 0.0)
+        weights = share[graph.in_indices]
+        if weighted:
+            weights *= graph.in_weights
+        derived = graph.with_arrays(graph.in_indptr, graph.in_indices,
+                                    weights.astype(np.float32), graph.out_indptr,
+                                    graph.out_indices)
+        dangling = _as_range(np.flatnonzero(out_weight == 0))
+        kept = last["graph"] = ((damping, weighted), (derived, dangling))
+    return kept[1]
+
+
+def unweighted(graph):
+    """``graph`` without its weights (itself when it has none; kept by the graph): what
+    a program that gathers weights runs on when told to ignore them. A program's
+    compiled kernel is shared by every instance of its class whatever its
+    ``needs_weights``, so an instance must not turn it off."""
+    if not graph.weighted:
+        return graph
+    if graph.in_indices is None:
+        raise OutOfCoreError("ignoring the weights of a graph out of core is not "
+                             "supported; load it (hg.open_store) or raise host_budget")
+    return graph.kept("unweighted", lambda: graph.with_arrays(
+        graph.in_indptr, graph.in_indices, None, graph.out_indptr, graph.out_indices))
+
+
+def vertex_weights(graph, given, what):
+    """``given`` (a dict {vertex label: weight}, missing vertices 0, or N weights in
+    dense-id order) as float64 summing to 1; None stays None."""
+    if given is None:
+        return None
+    n = graph.num_vertices
+    if isinstance(given, dict):
+        weights = np.zeros(n)
+        if given:
+            weights[np.atleast_1d(graph.id_of(list(given)))] = \
+                np.array(list(given.values()), np.float64)
+    else:
+        weights = np.array(given, np.float64)
+        if weights.shape != (n,):
+            raise GraphError(f"{what} has shape {weights.shape}; give N={n} weights in "
+                             f"vertex order, or a dict {{label: weight}}")
+    total = weights.sum()
+    if not np.isfinite(weights).all() or total == 0:
+        raise GraphError(f"{what} must be finite weights with a nonzero sum (sum: {total})")
+    return weights / total
+
+
 @algorithm("pagerank", program=PageRank, networkx=("pagerank",))
-def pagerank(graph, damping=0.85, max_iterations=100, tol=1e-6, *, weighted=True,
-             dtype=np.float64, **options):
+def pagerank(graph, damping=0.85, max_iterations=100, tol=1e-6, *, personalization=None,
+             nstart=None, dangling=None, weighted=True, dtype=np.float64, **options):
     """PageRank of every vertex (the ranks sum to 1), as ``networkx.pagerank``
     computes it (formula in the module docstring).
 
@@ -135,6 +263,17 @@ def pagerank(graph, damping=0.85, max_iterations=100, tol=1e-6, *, weighted=True
     tol : float or None
         Stop when the L1 change of the ranks is below N * tol (default 1e-6); None
         runs ``max_iterations`` exactly.
+    personalization : dict or array_like, optional
+        Personalized PageRank: the teleport weights, a dict {vertex label: weight}
+        (missing vertices weigh 0) or N weights in dense-id order, scaled to sum to 1
+        (NetworkX's ``personalization``). Default None: uniform.
+    nstart : dict or array_like, optional
+        The starting ranks, given as ``personalization`` (scaled to sum to 1).
+        Default None: uniform.
+    dangling : dict or array_like, optional
+        Where the rank of vertices without out-edges goes, given as
+        ``personalization``; it must equal the (scaled) personalization, or the graph
+        have no dangling vertex. Default None: along the personalization.
     weighted : bool
         Use the edge weights when the graph has them (NetworkX's weight="weight").
         Default True.
@@ -153,8 +292,12 @@ def pagerank(graph, damping=0.85, max_iterations=100, tol=1e-6, *, weighted=True
     Raises
     ------
     GraphError
-        When ``damping`` or ``tol`` is out of range, or (``weighted``) a weight is
-        negative or NaN.
+        When ``damping`` or ``tol`` is out of range, (``weighted``) a weight is
+        negative or NaN, a weight vector is malformed or sums to 0, or ``dangling``
+        differs from ``personalization`` on a graph with dangling vertices.
+    OutOfCoreError
+        When ``personalization`` or ``dangling`` is given for a graph out of core (the
+        transition graph is built in memory).
 
     Examples
     --------
@@ -162,12 +305,44 @@ def pagerank(graph, damping=0.85, max_iterations=100, tol=1e-6, *, weighted=True
     >>> ranks = hg.pagerank(hg.datasets.load("wiki-vote"))
     >>> ranks.converged, round(float(ranks.values.sum()), 6)
     (True, 1.0)
+    >>> ppr = hg.pagerank(hg.datasets.load("wiki-vote"), personalization={30: 1.0})
+    >>> bool(ppr.values.argmax() == ppr.graph.id_of(30))
+    True
     """
     graph = as_graph(graph, options.get("host_budget"))
     if weighted:  # a negative out-weight makes ranks negative and their sum meaningless
         check_nonnegative_weights(graph, "pagerank")
-    result = run(PageRank(damping, tol, dtype, weighted), graph,
-                 max_iterations=max_iterations, **options)
+    program = _program(graph, damping, tol, dtype, weighted, personalization, nstart,
+                       dangling)
+    result = run(program, program.graph, max_iterations=max_iterations, **options)
     if tol is not None and not result.converged:
         log.warning("pagerank did not reach tol=%g in %d iterations", tol, max_iterations)
     return result
+
+
+def _program(graph, damping, tol, dtype, weighted, personalization, nstart, dangling):
+    """The PageRank program of these arguments, with ``program.graph``, the graph it runs
+    on: ``graph`` itself, or its transition graph for personalized PageRank."""
+    start = vertex_weights(graph, nstart, "nstart")
+    if personalization is None and dangling is None:
+        if graph.in_indices is not None:  # (in memory: weights off by the graph)
+            graph, weighted = (graph if weighted else unweighted(graph)), True
+        program = PageRank(damping, tol, dtype, weighted, start)
+        program.graph = graph
+        return program
+    if graph.in_indices is None:
+        raise OutOfCoreError("personalized pagerank needs the graph in memory; load it "
+                             "(hg.open_store) or raise host_budget")
+    n = graph.num_vertices
+    p = vertex_weights(graph, personalization, "personalization")
+    p = np.full(n, 1.0 / n) if p is None else p
+    transitions, dangling_ids = transition_graph(graph, float(damping), weighted)
+    spread = vertex_weights(graph, dangling, "dangling")
+    if spread is not None and not np.array_equal(spread, p) and \
+            len(np.arange(n)[dangling_ids]) > 0:
+        raise GraphError("dangling weights other than the personalization are not "
+                         "supported; pass dangling=None (dangling rank follows the "
+                         "personalization)")
+    program = PersonalizedPageRank(p, dangling_ids, damping, tol, start)
+    program.graph = transitions
+    return program

@@ -62,7 +62,8 @@ def _mean_width(graph, sample):
 
 
 @algorithm("sssp", program=ShortestPaths, needs_source=True, smallest_first=True,
-           networkx=("single_source_dijkstra_path_length",))
+           networkx=("single_source_dijkstra_path_length", "multi_source_dijkstra_path_length",
+                     "single_source_bellman_ford_path_length", "shortest_path_length"))
 def sssp(graph, source, *, dtype=np.float64, delta=None, max_iterations=None, **options):
     """Shortest-path distance from ``source`` to every vertex, following edge
     direction; edge weights are lengths (1 when unweighted).
