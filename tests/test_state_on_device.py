@@ -11,6 +11,7 @@ import scipy.sparse.csgraph as csgraph
 import hetgraph as hg
 from hetgraph.algorithms.bfs import BreadthFirst
 from hetgraph.algorithms.cc import MinLabel
+from hetgraph.algorithms.pagerank import PageRank
 from hetgraph.algorithms.sssp import ShortestPaths
 from hetgraph.program import ProgramSpec
 from hetgraph.scheduler import state as state_module
@@ -60,7 +61,7 @@ def test_a_program_keeps_its_state_on_a_device_only_when_every_hook_takes_xp():
     assert ProgramSpec(Scaled()).any_device
     assert not ProgramSpec(HostFinalize()).any_device
     assert not ProgramSpec(HostInit()).any_device
-    for program in (BreadthFirst(0), ShortestPaths(0), MinLabel()):
+    for program in (BreadthFirst(0), ShortestPaths(0), MinLabel(), PageRank()):
         assert ProgramSpec(program).any_device
 
 
@@ -89,7 +90,7 @@ def test_initial_state_builds_with_the_module_it_is_given():
 
 def test_the_built_in_single_source_state_is_the_same_in_any_module():
     g = hg.generate.grid(5, 5)
-    for program in (BreadthFirst(7), ShortestPaths(7), MinLabel()):
+    for program in (BreadthFirst(7), ShortestPaths(7), MinLabel()):  # (PageRank: GPU test)
         spec = ProgramSpec(program)
         calls = []
         got = spec.initial_state(g, _recording_module(calls))
@@ -137,6 +138,11 @@ def test_a_gpu_run_keeps_its_state_on_the_device_and_answers_as_the_cpu(states, 
             assert states and not states[0].on_host, name
             assert isinstance(on_gpu.values, np.ndarray)
             np.testing.assert_array_equal(on_gpu.values, call(devices="cpu").values)
+        states.clear()
+        ranks = hg.pagerank(g, mode=mode, tol=None, max_iterations=30, devices="gpu")
+        assert states and not states[0].on_host
+        reference = hg.pagerank(g, mode=mode, tol=None, max_iterations=30, devices="cpu")
+        assert np.abs(ranks.values - reference.values).sum() < 1e-9
 
 
 @pytest.mark.gpu

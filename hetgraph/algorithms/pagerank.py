@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import GraphError, OutOfCoreError
 from ..io.store import as_graph
-from ..kernels.arrays import indexed_sum, on_device_of
+from ..kernels.arrays import in_module, indexed_sum, on_device_of
 from ..program import VertexProgram
 from ..registry import algorithm
 from ..scheduler.dispatcher import run
@@ -83,7 +83,7 @@ class PageRank(PowerIteration):
     def apply(old, acc, aux, constant):
         return (constant + acc) * aux
 
-    def init(self, graph):
+    def init(self, graph, xp=np):
         n = graph.num_vertices
         weighted = self.needs_weights and graph.weighted
         parameters = (self.damping, self.dtype.str, weighted)
@@ -95,11 +95,11 @@ class PageRank(PowerIteration):
             kept = last["arrays"] = (parameters, _derived(graph, self.damping, self.dtype,
                                                           weighted))
         self._dangling, self._scale, self._rank_of = kept[1]
-        start = np.full(n, 1.0 / max(n, 1)) if self.start is None else self.start
-        return start * self._scale, None
+        start = xp.full(n, 1.0 / max(n, 1)) if self.start is None else xp.asarray(self.start)
+        return start * in_module(xp, self._scale), None
 
-    def aux(self, graph):
-        return self._scale
+    def aux(self, graph, xp=np):
+        return in_module(xp, self._scale)  # (the graph keeps it unchanged)
 
     # the hooks get the values on the device that holds them (NumPy or CuPy arrays)
     def iteration_constant(self, graph, values):
@@ -116,8 +116,8 @@ class PageRank(PowerIteration):
             else change @ rank_of
         return float(total) < graph.num_vertices * self.tol
 
-    def finalize(self, graph, values):
-        return np.divide(values, self._scale, out=values)  # (the run's own array)
+    def finalize(self, graph, values, xp=np):
+        return xp.divide(values, in_module(xp, self._scale), out=values)  # (the run's own)
 
 
 def _derived(graph, damping, dtype, weighted):
