@@ -2,6 +2,8 @@
 
 Usage: python bench/latency.py [--out bench/results/latency.json] [--repeat 200]
            [--processes 3] [--skip-demo]
+       python bench/latency.py --gpu    (the GPU rows: bench/latency_gpu.py, written to
+                                         bench/results/latency-gpu.json)
 
 Rows, all measured in this one run:
 
@@ -228,7 +230,15 @@ def main():
     parser.add_argument("--repeat", type=int, default=200)
     parser.add_argument("--processes", type=int, default=3)
     parser.add_argument("--skip-demo", action="store_true")
+    parser.add_argument("--gpu", action="store_true",
+                        help="the GPU rows instead (bench/latency_gpu.py, its defaults)")
     args = parser.parse_args()
+    if args.gpu:
+        import latency_gpu
+
+        sys.argv[1:] = []
+        latency_gpu.main()
+        return
     report = {"benchmark": "latency", "machine": describe(),
               "import": import_row(args.processes)}
     print(f"import: {report['import']['wall_s']:.3f} s", flush=True)
