@@ -33,7 +33,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.dirname(os.path.abspath(__file__)), ROOT]  # this checkout's hetgraph
-from machine import describe  # noqa: E402
+from machine import describe, write_results  # noqa: E402
 
 import hetgraph as hg  # noqa: E402
 
@@ -139,12 +139,7 @@ def main():
                                 "target": f"<= {TARGET_COLD}", "met": bool(value <= TARGET_COLD)})
             out["graphs"].append(entry)
             print(json.dumps(entry["warm"], indent=1), flush=True)
-    out["targets"] = targets
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(out, f, indent=1)
-    for target in targets:
-        print(target)
+    write_results(args.out, out, targets)
 
 
 if __name__ == "__main__":

@@ -58,3 +58,16 @@ def _gpus():
                 for i in range(runtime.getDeviceCount())]
     except Exception:  # no CuPy, no driver, no device: a machine without GPUs
         return []
+
+
+def write_results(path, out, targets):
+    """Write the bench result ``out`` with its ``targets`` list ({name, value, target,
+    met}) as JSON to ``path`` (its folder made), and print the targets."""
+    import json
+
+    out["targets"] = targets
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(out, f, indent=1)
+    for target in targets:
+        print(target)

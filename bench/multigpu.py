@@ -22,7 +22,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.dirname(os.path.abspath(__file__)), ROOT]  # this checkout's hetgraph
-from machine import describe  # noqa: E402
+from machine import describe, write_results  # noqa: E402
 
 import hetgraph as hg  # noqa: E402
 
@@ -91,12 +91,7 @@ def main():
                             "value": round(ratio, 3), "target": ">= 1.0",
                             "met": bool(ratio >= 1.0 and same)})
         print(json.dumps(row), flush=True)
-    out["targets"] = targets
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(out, f, indent=1)
-    for target in targets:
-        print(target)
+    write_results(args.out, out, targets)
 
 
 if __name__ == "__main__":
