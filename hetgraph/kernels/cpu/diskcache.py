@@ -5,7 +5,7 @@ Numba's own cache (``cache=True``) keys a function by its closure's captured val
 pickled; a pass built from a program's functions captures jitted functions, which
 pickle differently in every process, so it never hits. Here each entry point of a
 program's passes gets a :class:`DiskCache` keyed by a digest that is stable across
-processes: hetgraph's CPU kernel sources, Numba's, llvmlite's, NumPy's and Python's
+processes: hetgraph's sources, Numba's, llvmlite's, NumPy's and Python's
 versions, the program's code key (``ProgramSpec.code_key``), the entry point, its
 argument types and the target CPU.
 
@@ -40,11 +40,14 @@ log = logging.getLogger("hetgraph.kernels")
 
 @functools.lru_cache(maxsize=1)
 def kernel_digest() -> str:
-    """A digest of what every compiled pass depends on beyond its program: the CPU
-    kernels' sources and the versions of Python, NumPy, Numba and llvmlite."""
+    """A digest of what every compiled pass depends on beyond its program: hetgraph's
+    sources (all of them: an entry written by another version of the package is never
+    read, whatever changed) and the versions of Python, NumPy, Numba and llvmlite."""
     digest = hashlib.sha256(repr((sys.version, np.__version__, numba.__version__,
                                   llvmlite.__version__)).encode())
-    for path in sorted(glob.glob(os.path.join(os.path.dirname(__file__), "*.py"))):
+    package = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+    for path in sorted(glob.glob(os.path.join(package, "**", "*.py"), recursive=True)):
+        digest.update(os.path.relpath(path, package).encode())
         with open(path, "rb") as f:
             digest.update(f.read())
     return digest.hexdigest()
