@@ -416,6 +416,9 @@ class PageStore:
         self.path = os.path.abspath(os.fspath(path))
         try:
             if not os.path.isdir(self.path):
+                # between a save's two renames: its marks beside it, or a store by now
+                if _save_under_way(self.path) or os.path.isdir(self.path):
+                    raise StoreError(f"{self.path}: {RETRY} (a save is replacing it)")
                 raise StoreError(f"{self.path}: no page store here (not a directory); "
                                  "write one with Graph.save or `hetgraph convert`")
             m = manifests.load(os.path.join(self.path, MANIFEST))
