@@ -60,7 +60,9 @@ def test_killed_process_resumes_to_the_uninterrupted_result(tmp_path):
     killed = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert not (tmp_path / "out.npy").exists()
-    assert sorted(os.listdir(tmp_path / "ckpt")) == ["ckpt-000000003", "ckpt-000000006"]
+    # (the killed run's lock file stays; its lock went with the process)
+    assert sorted(os.listdir(tmp_path / "ckpt")) == ["ckpt-000000003", "ckpt-000000006",
+                                                      "hetgraph.lock"]
     env.pop("HETGRAPH_KILL_AT")
     resumed = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
