@@ -253,3 +253,40 @@ def test_a_bundled_graph_is_kept_and_loads_as_read(tmp_path, monkeypatch):
     monkeypatch.setenv("HETGRAPH_CACHE", str(tmp_path / "cache"))
     third = datasets.load("power")
     np.testing.assert_array_equal(third.in_indices, read.in_indices)
+
+
+# programs run from modules in one process, each by its module name on the command line
+RUN_MODULES = '''
+import importlib, json, sys
+import hetgraph as hg
+
+graph = hg.generate.grid(6, 7)
+print(json.dumps({name: [float(v) for v in
+                         hg.run(importlib.import_module(name).Hops(), graph,
+                                devices="cpu").values]
+                  for name in sys.argv[1:]}))
+'''
+
+
+def test_programs_compiled_in_different_processes_load_together(tmp_path):
+    # Numba names compiled code, and the environment of its constants, by the
+    # function's name and a per-process counter: the passes of two programs, compiled
+    # each in a fresh process, got the same names, and a process loading both ran the
+    # first one's code for the second (its distances were the first one's)
+    cache = tmp_path / "cache"
+    for name, step in (("hops_a", 1.0), ("hops_b", 2.0)):
+        (tmp_path / f"{name}.py").write_text(PROGRAM.format(step=step, gather="src + STEP"))
+    env = dict(os.environ, HETGRAPH_CACHE=str(cache), PYTHONDONTWRITEBYTECODE="1",
+               PYTHONPATH=os.pathsep.join([str(tmp_path), ROOT]))
+
+    def run(*modules):
+        done = subprocess.run([sys.executable, "-c", RUN_MODULES, *modules], cwd=tmp_path,
+                              env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    run("hops_a")
+    run("hops_b")  # (each compiled alone, then kept)
+    both = run("hops_a", "hops_b")
+    np.testing.assert_array_equal(both["hops_a"], hops_oracle(1.0))
+    np.testing.assert_array_equal(both["hops_b"], hops_oracle(2.0))

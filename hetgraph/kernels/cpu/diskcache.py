@@ -21,9 +21,11 @@ from __future__ import annotations
 import functools
 import glob
 import hashlib
+import itertools
 import logging
 import os
 import pickle
+import secrets
 import sys
 
 import llvmlite
@@ -36,6 +38,24 @@ from numba.core.serialize import dumps
 from ...cachedir import PrivateStore, private_store
 
 log = logging.getLogger("hetgraph.kernels")
+
+
+def _unique_names_across_processes():
+    """Start Numba's per-process counter of compiled functions at a random point.
+
+    Numba names a compiled function, and the environment holding its constants, by its
+    qualified name, argument types and that counter. A program's passes are closures
+    that share their names with every other program's, and a fresh process counts from
+    1: two programs compiled each in a process of its own could get the same names, and
+    a process loading both then found the first one's environment for the second
+    (Numba reuses a live environment of the same name), which read the wrong constants.
+    """
+    from numba.core.bytecode import FunctionIdentity
+
+    FunctionIdentity._unique_ids = itertools.count(secrets.randbits(62) + 1)
+
+
+_unique_names_across_processes()
 
 
 @functools.lru_cache(maxsize=1)
