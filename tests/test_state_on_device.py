@@ -99,6 +99,26 @@ def test_the_built_in_single_source_state_is_the_same_in_any_module():
             np.testing.assert_array_equal(a, b)
 
 
+def test_pinning_copies_the_values_and_flags_but_not_the_array_written_next():
+    values, flags = np.arange(5.0), np.array([1, 0, 1, 0, 1], np.uint8)
+    state = state_module.VertexState(values, flags, sync=True)
+    emptied = []
+
+    def empty(shape, dtype):
+        emptied.append((shape, np.dtype(dtype)))
+        return np.full(shape, -1, dtype)
+
+    state.pin(np.copy, empty)
+    assert state.values is not values and state.flags is not flags
+    np.testing.assert_array_equal(state.values, values)
+    np.testing.assert_array_equal(state.flags, flags)
+    assert emptied == [((5,), np.dtype(np.float64))]
+    assert state.new_values is not state.values and (state.new_values == -1).all()
+    async_state = state_module.VertexState(values, flags, sync=False)
+    async_state.pin(np.copy, empty)
+    assert async_state.new_values is async_state.values and len(emptied) == 1
+
+
 def test_on_the_cpu_the_state_stays_on_the_host():
     g = hg.generate.grid(6, 6)
     result = hg.bfs(g, 0, devices="cpu")

@@ -438,9 +438,9 @@ class _Driver:
         from page-locked memory; a run that the cost model keeps on the CPU does not pay
         for the allocation."""
         if self.shared and not self._pinned and self.state.on_host:
-            from ..kernels.gpu.device import pinned_empty
+            from ..kernels.gpu.device import pinned_copy, pinned_empty
 
-            self.state.pin(pinned_empty)
+            self.state.pin(pinned_copy, pinned_empty)
             self._pinned = True
 
     def _share_run(self):

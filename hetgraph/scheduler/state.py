@@ -23,14 +23,15 @@ class VertexState:
         a GPU from the run's start to its end)."""
         return isinstance(self.values, np.ndarray)
 
-    def pin(self, empty):
-        """Move the arrays into memory from ``empty(shape, dtype)`` (page-locked host
-        memory, so that the GPU's copies of the state run at PCIe speed); the array that
-        sync mode writes next is not copied (it holds nothing yet)."""
-        self.values = _moved(self.values, empty)
+    def pin(self, copy, empty):
+        """Move the arrays into the memory that ``copy(array)`` and ``empty(shape,
+        dtype)`` return (page-locked host memory, so that the GPU's copies of the state
+        run at PCIe speed); the array that sync mode writes next is not copied (it holds
+        nothing yet)."""
+        self.values = copy(self.values)
         self.new_values = empty(self.values.shape, self.values.dtype) if self.sync \
             else self.values
-        self.flags = _moved(self.flags, empty)
+        self.flags = copy(self.flags)
 
     def swap(self):
         """Make the values written by a sync pull pass current."""
@@ -42,13 +43,6 @@ class VertexState:
 
     def __setstate__(self, data):
         self.__init__(data["values"], data["flags"], sync=data["sync"])
-
-
-def _moved(array, empty):
-    """A copy of ``array`` in memory from ``empty(shape, dtype)``."""
-    moved = empty(array.shape, array.dtype)
-    np.copyto(moved, array)
-    return moved
 
 
 def _empty_like(array):
