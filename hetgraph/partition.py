@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 from . import tuning
@@ -83,25 +84,60 @@ def shard_starts(in_indptr, *, vertex_bytes=4, shared_bytes=None, replication=No
     cap = min(slots, MAX_SHARD_VERTICES)
     if max_shard_edges == "auto":
         max_shard_edges = shard_edge_bound(int(in_indptr[-1]))
-    starts = [0]
-    reps = []
+    bound = -1 if max_shard_edges is None else int(max_shard_edges)
+    starts, reps = _greedy_shards(np.asarray(in_indptr, dtype=np.int64), cap, slots, bound,
+                                  replication or 0)
+    return starts, reps
+
+
+@numba.njit(cache=True, nogil=True)
+def _replication_of_shard(num_vertices, num_edges):
+    """:func:`_replication` in compiled code: E^2 > 2 R^2 V^2 is E > floor(R V sqrt 2)
+    (never equal: sqrt 2 is irrational), which stays within int64 for any E."""
+    v = max(num_vertices, 1)
+    r = 1
+    while r < MAX_REPLICATION:
+        m2 = 2 * (r * v) * (r * v)
+        t = int(np.sqrt(np.float64(m2)))
+        while t * t > m2:
+            t -= 1
+        while (t + 1) * (t + 1) <= m2:
+            t += 1
+        if num_edges <= t:
+            break
+        r *= 2
+    return r
+
+
+@numba.njit(cache=True, nogil=True)
+def _greedy_shards(in_indptr, cap, slots, max_shard_edges, replication):
+    """The greedy cut of :func:`shard_starts`: from each start the largest shard of at
+    most ``cap`` vertices and ``max_shard_edges`` in-edges (-1: no bound; a vertex with
+    more is a shard alone) whose vertices times R fit ``slots``; ``replication`` 0:
+    R from eq. 2, else fixed. Returns (starts plus N, R per shard)."""
+    n = len(in_indptr) - 1
+    starts = np.empty(n + 1, np.int64)
+    reps = np.empty(max(n, 1), np.int64)
+    starts[0] = 0
     s = 0
+    k = 0
     while s < n:
         size = min(cap, n - s)
-        if max_shard_edges is not None:  # a GPU block's work: hub vertices get few per shard
+        if max_shard_edges >= 0:  # a GPU block's work: hub vertices get few per shard
             last = np.searchsorted(in_indptr, in_indptr[s] + max_shard_edges, side="right")
-            size = max(1, min(size, int(last) - 1 - s))
+            size = max(1, min(size, last - 1 - s))
         while True:  # shrink until V * R(V) fits; terminates because size decreases
-            # (Python integers: NumPy's scalar arithmetic costs more than the shard)
-            r = replication or _replication(size, in_indptr[s + size] - in_indptr[s])
+            r = replication if replication else \
+                _replication_of_shard(size, in_indptr[s + size] - in_indptr[s])
             fit = min(slots // r, size)
             if fit == size:
                 break
             size = fit
         s += size
-        starts.append(s)
-        reps.append(r)
-    return np.asarray(starts, dtype=np.int64), np.asarray(reps, dtype=np.int64)
+        k += 1
+        starts[k] = s
+        reps[k - 1] = r
+    return starts[:k + 1].copy(), reps[:k].copy()
 
 
 def _replication_of(in_indptr, starts, replication):

@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hetgraph as hg
-from hetgraph.partition import (MAX_SHARD_VERTICES, edge_bytes, replication_factor,
-                                shard_edge_bound)
+from hetgraph.partition import (MAX_SHARD_VERTICES, _replication_of_shard, edge_bytes,
+                                replication_factor, shard_edge_bound)
 
 
 @st.composite
@@ -125,6 +125,12 @@ def test_replication_factor_formula(v, e):
     if e > 0:
         exact = 2 ** min(max(math.ceil(math.log2(e / v) - 0.5), 0), 5)
         assert r == exact
+
+
+@given(st.integers(1, MAX_SHARD_VERTICES), st.integers(0, 2**62))
+def test_compiled_shard_cut_uses_the_same_replication(v, e):
+    # the greedy cut runs compiled; its R must be eq. 2's for any edge count (no overflow)
+    assert _replication_of_shard(v, e) == int(replication_factor(v, e))
 
 
 def test_replication_factor_examples():
