@@ -45,22 +45,24 @@ def page_layout(xp, graph, partition, p, weighted, order="source", ranges=1):
     e0, e1 = partition.page_edges(p)
     starts = partition.shard_start[s0:s1 + 1]
     shard_edge = graph.in_indptr[starts] - e0
-    vertex_offset = (np.arange(v0, v1) - np.repeat(starts[:-1], np.diff(starts)))
     edge = xp.arange(e1 - e0)
-    vertex = xp.searchsorted(xp.asarray(graph.in_indptr[v0 + 1:v1 + 1] - e0), edge, side="right")
-    offsets = xp.asarray(vertex_offset.astype(np.uint16))[vertex]
+    shard = xp.searchsorted(xp.asarray(shard_edge[1:]), edge, side="right")
+    vertex = xp.searchsorted(xp.asarray(graph.in_indptr[v0 + 1:v1 + 1]) - e0, edge,
+                             side="right")  # from the page's first vertex
+    offsets = (vertex - xp.asarray(starts[:-1] - v0)[shard]).astype(np.uint16)
     src = xp.asarray(graph.in_indices[e0:e1].view(unsigned_index(graph.index_dtype)))
     weight = xp.asarray(graph.in_weights[e0:e1]) if weighted else None
-    shard = xp.searchsorted(xp.asarray(shard_edge[1:]), edge, side="right")
     if order == "source":
         by_source = _stable_argsort(xp, src)
         by_shard = by_source[_stable_argsort(xp, shard[by_source])]
         src, offsets = src[by_shard], offsets[by_shard]
         weight = None if weight is None else weight[by_shard]
     cuts = (np.arange(ranges + 1, dtype=np.int64) * graph.num_vertices) // ranges
+    sizes = xp.asarray(np.diff(shard_edge))
     # sorted by source, a shard's edges below a cut come first: its first edge at or
-    # above the cut is the shard's first edge plus their count
-    below = [xp.bincount(shard[src < cut], minlength=s1 - s0) for cut in cuts.tolist()]
+    # above the cut is the shard's first edge plus their count (none below 0, all below N)
+    below = [xp.zeros_like(sizes) if cut == 0 else sizes if cut >= graph.num_vertices else
+             xp.bincount(shard[src < cut], minlength=s1 - s0) for cut in cuts.tolist()]
     table = xp.stack(below, axis=1) + xp.asarray(shard_edge[:-1, None] + e0)
     return src, offsets, weight, table
 
