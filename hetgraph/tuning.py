@@ -11,6 +11,8 @@ BLOCK_BYTES = 32 << 20  # text parsed per task: amortizes a task; 2 per thread a
 SEGMENT_CHUNKS = 8  # equal-edge runs per thread in segment sorts: hubs sort slower per edge
 CURSOR_BYTES = 256 << 20  # memory the per-chunk cursors of a parallel counting sort may take
 CRC_CHUNK = 64 << 20  # bytes per zlib.crc32 call of a store block's checksum
+LOAD_THREADS = 8  # threads reading and checking a store's page blocks as it loads: CRC32 and id
+# checks run at about 1-2 GB/s a thread, so one thread made loading cost seconds
 SKEW_FOR_DEGREE_ORDER = 4.0  # order="auto": degree order when sum(d^2)/|E| >= this * mean degree
 RCM_SPAN_GAIN = 4.0  # order="auto", no hubs: RCM's order when it cuts the median arc span this much
 SPAN_SAMPLES = 1 << 20  # arcs median_arc_span reads at most: the median is stable long before

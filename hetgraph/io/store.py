@@ -35,6 +35,7 @@ import stat
 import time
 import uuid
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -695,11 +696,21 @@ class PageStore:
         return out
 
     def load(self) -> Graph:
-        """The whole graph in memory (every block verified)."""
+        """The whole graph in memory (every block verified; the pages' blocks read and
+        checked in ``tuning.LOAD_THREADS`` threads: CRC32 and the id checks release the
+        interpreter)."""
         pages = range(self.num_pages)
-        cat = lambda name, dt: (np.concatenate([self.page_block(p, name) for p in pages])  # noqa: E731
-                                if pages else np.empty(0, dt))
         in_indptr, out_indptr = self.pointers()
+        self.partition()  # (made once, before the threads need it)
+        threads = max(1, min(tuning.LOAD_THREADS, os.cpu_count() or 1, len(pages)))
+
+        def cat(name, dtype):
+            if not pages:
+                return np.empty(0, dtype)
+            with ThreadPoolExecutor(threads) as pool:
+                return np.concatenate(list(pool.map(lambda p: self.page_block(p, name),
+                                                    pages)))
+
         g = Graph(in_indptr.copy(), cat("src", self.index_dtype),
                   cat("weight", np.float32) if self.weighted else None,
                   out_indptr.copy(), cat("out_dst", self.index_dtype),
