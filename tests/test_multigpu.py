@@ -3,6 +3,8 @@ machine that an engine over several GPUs (two engines on one GPU where there is 
 one) gives the one-GPU engine's answers: exactly for the min programs, PageRank to
 1e-6 in L1."""
 
+import collections
+
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -67,8 +69,28 @@ def _run(engine, program, spec, graph, iterations):
     return program.finalize(graph, engine.result())
 
 
-def _both(program, graph, iterations=200, **options):
-    """(values on one GPU, values on several) of ``program`` on ``graph``."""
+def _run_queued(engine, program, spec, graph, iterations):
+    """As :func:`_run`, with up to ``engine.queued`` chained iterations in flight (as a
+    segment keeps them): those launched after one that activated nothing are discarded."""
+    engine.reset_frontier()
+    if engine.frontier()[0] == 0:
+        return program.finalize(graph, engine.result())
+    inflight, launched = collections.deque(), 0
+    while inflight or launched < iterations:
+        while len(inflight) < engine.queued and launched < iterations:
+            constant = program.iteration_constant(graph, engine.values) \
+                if spec.uses_constant else 0.0
+            inflight.append(engine.launch(constant))
+            launched += 1
+        if engine.wait(inflight.popleft())[3] == 0:
+            engine.discard(list(inflight))
+            break
+    return program.finalize(graph, engine.result())
+
+
+def _both(program, graph, iterations=200, queued=False, **options):
+    """(values on one GPU, values on several) of ``program`` on ``graph``; ``queued``:
+    several iterations in flight (chained launches) instead of one at a time."""
     from hetgraph.engines.gpu import GpuEngine
     from hetgraph.engines.multigpu import MultiGpuEngine
 
@@ -80,7 +102,8 @@ def _both(program, graph, iterations=200, **options):
                                                 partition=partition, **options)):
         values, flags, aux = spec.initial_state(graph)
         engine = make(values, flags, np.zeros(1, np.float32) if aux is None else aux)
-        answers.append(_run(engine, program, spec, graph, iterations))
+        answers.append((_run_queued if queued else _run)(engine, program, spec, graph,
+                                                         iterations))
         engine.close()
     return answers
 
@@ -98,6 +121,21 @@ def test_several_gpus_answer_as_one_for_the_min_programs(name, sync):
     for program in (BreadthFirst(source), ShortestPaths(source), MinLabel()):
         one, several = _both(program, g, sync=sync)
         np.testing.assert_array_equal(several, one, err_msg=type(program).__name__)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(GRAPHS))
+def test_several_gpus_keep_iterations_in_flight_and_stop_together(name):
+    """Chained launches on several GPUs read the activated count summed over the GPUs:
+    a run ends on the same iteration with the same answer as one GPU."""
+    g = GRAPHS[name]()
+    source = int(np.argmax(g.out_degree()))
+    for program in (BreadthFirst(source), ShortestPaths(source), MinLabel()):
+        one, several = _both(program, g, queued=True)
+        np.testing.assert_array_equal(several, one, err_msg=type(program).__name__)
+        np.testing.assert_array_equal(several, _both(program, g)[0])
+    one, several = _both(PageRank(tol=None, dtype=np.float64), g, iterations=30, queued=True)
+    assert np.abs(several - one).sum() < 1e-6
 
 
 @pytest.mark.gpu
@@ -144,6 +182,15 @@ def test_a_gpu_run_on_a_cluster_of_several_gpus_shares_its_pages(monkeypatch):
         original(self, *args, **kwargs)
 
     monkeypatch.setattr(multigpu.MultiGpuEngine, "__init__", spy)
+    from hetgraph.scheduler import state as state_module
+
+    states, made_state = [], state_module.VertexState.__init__
+
+    def state_spy(self, values, flags, *, sync):
+        made_state(self, values, flags, sync=sync)
+        states.append(self)
+
+    monkeypatch.setattr(state_module.VertexState, "__init__", state_spy)
     g = hg.generate.rmat(14, seed=6, weights=(1.0, 9.0))
     source = int(np.argmax(g.out_degree()))
     small = {"page_bytes": g.num_arcs * 10 // 8}
@@ -156,8 +203,10 @@ def test_a_gpu_run_on_a_cluster_of_several_gpus_shares_its_pages(monkeypatch):
     with hg.Cluster(gpus=2):
         for name, call in calls.items():
             made.clear()
+            states.clear()
             result = call(devices="gpu", gpu=small)
             assert made and len(made[0]) == 2, name
+            assert states and not states[0].on_host, name  # kept on the first GPU
             assert set(result.history["placement"]) == {"gpu"}
             if name == "pagerank":
                 assert np.abs(result.values - one[name]).sum() < 1e-6

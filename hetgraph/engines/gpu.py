@@ -18,7 +18,8 @@ import numpy as np
 from .. import tuning
 from ..errors import GraphError
 from ..partition import edge_bytes
-from ..kernels.gpu.device import GpuMemoryError, pinned_empty, require_gpu
+from ..kernels.gpu.device import (GpuMemoryError, on_current_device, pinned_empty,
+                                  require_gpu)
 from ..kernels.gpu.kept import device_pages, kept_bytes, partition_key, release
 from ..kernels.gpu.launch import PackedLaunch
 from ..kernels.gpu.layout import EDGE_ORDERS, DevicePages, page_bytes_for
@@ -124,10 +125,10 @@ class GpuEngine(Engine):
     def _upload_vertices(self, values, flags, aux):
         cp = self.cupy
         try:
-            self.values = cp.asarray(values)
+            self.values = on_current_device(values)
             self.new_values = cp.empty_like(self.values) if self.sync else self.values
-            self.flags = cp.asarray(flags)
-            self.aux = cp.asarray(aux)
+            self.flags = on_current_device(flags)
+            self.aux = on_current_device(aux)
             # the activated counts of QUEUED + 1 iterations (a ring: the one a queued
             # iteration reads as its go, and those in flight), copied to pinned memory:
             # vertices activated, their out-degree sum, the key of their lowest
@@ -305,15 +306,17 @@ class GpuEngine(Engine):
         vertices activated)."""
         return self.wait(self.launch(constant, chained=False))[:4]
 
-    def launch(self, constant, frontier=None, chained=True):
+    def launch(self, constant, frontier=None, chained=True, go=None):
         """Queue one pull pass over every page without waiting for it; returns the
         ticket that :meth:`wait` or :meth:`discard` takes. In sync mode the values it
         writes are current at once for what is queued after it (the device runs them in
         order). ``chained``: its kernels return at once when the iteration launched
         before it activated no vertex; the caller must then discard it. At most
-        :attr:`queued` launches may be waiting."""
+        :attr:`queued` launches may be waiting. ``go``: with ``chained``, a one-element
+        uint64 device array read instead of the previous launch's activated count
+        (several GPUs chain on their sum)."""
         stream = self.cupy.cuda.get_current_stream()
-        slot = self.begin(constant, chained, stream)
+        slot = self.begin(constant, chained, stream, go)
         start, end = self._events[slot]
         start.record(stream)
         self.run_pages(stream=stream)
@@ -346,16 +349,16 @@ class GpuEngine(Engine):
             self.values, self.new_values = self.new_values, self.values
         self._chain = None
 
-    def begin(self, constant, chained=False, stream=None):
+    def begin(self, constant, chained=False, stream=None, go=None):
         """Start an iteration with the program's iteration constant (a number, or a 0-d
         device array passed to the kernels as it is: no copy, no wait): take the next
         counter slot and zero it on ``stream`` (default: the current one); returns the
-        slot. ``chained``: see :meth:`launch`."""
+        slot. ``chained`` and ``go``: see :meth:`launch`."""
         cp = self.cupy
         slot = self._next_slot
         self._next_slot = (slot + 1) % len(self._slots)
         chain = self._chain if chained else None
-        self._go = self._one if chain is None else self._slots[chain]
+        self._go = self._one if chain is None else self._slots[chain] if go is None else go
         self._go_pointer = self._go.data.ptr
         self._chain = slot
         self.counters = self._slots[slot]
@@ -422,23 +425,31 @@ class GpuEngine(Engine):
             self.values, self.new_values = self.new_values, self.values
 
     def load(self, values, flags, ranges):
-        """Copy ``values`` and ``flags`` (host NumPy arrays, or CuPy arrays on this
-        device: a state kept there) of the vertex ``ranges`` [(v0, v1), ...] to the
-        engine's arrays; ``flags`` may be None."""
+        """Copy ``values`` and ``flags`` (host NumPy arrays, or CuPy arrays on any GPU of
+        this process: a state kept there) of the vertex ``ranges`` [(v0, v1), ...] to
+        the engine's arrays; ``flags`` may be None."""
+        cp = self.cupy
+        stream = cp.cuda.get_current_stream()
         for source, target in ((values, self.values), (flags, self.flags)):
             if source is None:
                 continue
-            on_host = isinstance(source, np.ndarray)
-            for v0, v1 in ranges:
-                if on_host:
+            if isinstance(source, np.ndarray):
+                for v0, v1 in ranges:
                     target[v0:v1].set(source[v0:v1])
-                else:
-                    target[v0:v1] = source[v0:v1]
+                continue
+            if source.device.id != target.device.id:  # after what its own GPU queued
+                with source.device:
+                    stream.wait_event(cp.cuda.get_current_stream().record())
+            size = target.itemsize
+            for v0, v1 in ranges:
+                cp.cuda.runtime.memcpyAsync(target.data.ptr + v0 * size,
+                                            source.data.ptr + v0 * size, (v1 - v0) * size,
+                                            cp.cuda.runtime.memcpyDefault, stream.ptr)
 
     def store(self, values, flags, ranges, written=True, wait=True):
         """Copy the device values of the vertex ``ranges`` and their flags into the host
         arrays ``values`` and ``flags`` (contiguous, of the program's dtype and uint8; or
-        CuPy arrays on this device, a state kept there):
+        CuPy arrays on any GPU of this process, a state kept there):
         the values written by the current iteration (``written``; before
         :meth:`finish`) or the current ones. ``wait=False``: the copies are queued on
         the current stream and their CUDA event is returned, which the caller must
@@ -453,14 +464,14 @@ class GpuEngine(Engine):
         cp = self.cupy
         stream = cp.cuda.get_current_stream()
         for target, device in ((values, source), (flags, self.flags)):
-            on_host = isinstance(target, np.ndarray)  # else a state kept on this device
+            on_host = isinstance(target, np.ndarray)  # else a state kept on a GPU
             size = target.itemsize
             for v0, v1 in ranges:
                 cp.cuda.runtime.memcpyAsync(
                     (target.ctypes.data if on_host else target.data.ptr) + v0 * size,
                     device.data.ptr + v0 * size, (v1 - v0) * size,
                     cp.cuda.runtime.memcpyDeviceToHost if on_host else
-                    cp.cuda.runtime.memcpyDeviceToDevice, stream.ptr)
+                    cp.cuda.runtime.memcpyDefault, stream.ptr)
         done = stream.record()
         if not wait:
             return done

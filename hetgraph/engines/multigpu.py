@@ -4,8 +4,10 @@ after every iteration copies the values it computed to the others, GPU to GPU.
 
 Every GPU keeps all the values (a gather may read any source vertex) but writes only
 its own vertices' values and flags; the copies of an iteration run on the stream of
-the GPU that computed them, and every GPU's next work waits for the copies into it, so
-the host never waits between iterations but for the activated counts.
+the GPU that computed them, and every GPU's next work waits for the copies into it.
+The activated counts cross the same way, and each GPU sums them on the device: a
+chained iteration's kernels return at once when the whole previous iteration activated
+nothing, so several iterations stay in flight and the host never waits between them.
 """
 
 from __future__ import annotations
@@ -52,11 +54,11 @@ class MultiGpuEngine(Engine):
     ``partition``'s pages by ``shares`` (default equal; see :func:`page_ranges`);
     ``values``, ``flags`` and ``aux``: the initial state as host arrays (``values``
     None: zeros, loaded later with :meth:`load`). The other
-    options are :class:`GpuEngine`'s, for every GPU. One iteration is in flight at a
-    time (``queued`` = 1): an iteration's activated count is the sum over the GPUs."""
+    options are :class:`GpuEngine`'s, for every GPU. Up to ``queued`` iterations are in
+    flight (the least of the GPUs'): a chained one reads the previous one's activated
+    count summed over the GPUs on each device (see :meth:`launch`)."""
 
     mode = "gpu-pull"
-    queued = 1
 
     def __init__(self, spec, graph, values, flags, aux, devices, *, partition, sync=True,
                  shares=None, **options):
@@ -72,16 +74,24 @@ class MultiGpuEngine(Engine):
             with cp.cuda.Device(device):
                 n = graph.num_vertices
                 engine = GpuEngine(spec, graph, cp.zeros(n, spec.dtype), cp.zeros(n, cp.uint8),
-                                   cp.asarray(aux), sync=sync, partition=partition,
+                                   aux, sync=sync, partition=partition,
                                    pages=pages, **options)
                 if values is not None:
                     engine.load(values, flags, [(0, n)])
             self.engines.append(engine)
             self.compile_seconds += engine.compile_seconds
         self.partition = partition
+        self.queued = min(engine.queued for engine in self.engines)
         self._enable_peer_access()
-        # per GPU, the iteration constant's copy when it comes from another GPU
+        # per GPU, the iteration constant's copy when it comes from another GPU, each
+        # GPU's activated count of every counter slot, and their sum a chained launch
+        # reads as its go
         self._constants = [self._on(d, lambda: cp.zeros(1, cp.float64)) for d in self.devices]
+        slots = len(self.engines[0]._slots)
+        self._counts = [self._on(d, lambda: cp.zeros((slots, len(self.devices)), cp.uint64))
+                        for d in self.devices]
+        self._go_sums = [self._on(d, lambda: cp.zeros(slots, cp.uint64)) for d in self.devices]
+        self._last_slot = None  # the slot of the launch a chained one follows
         self._frontier, self.front = None, float("nan")
 
     def _on(self, device, make):
@@ -120,18 +130,28 @@ class MultiGpuEngine(Engine):
                                                                else (0, 0)))
         self._frontier = None if counted is None else (int(counted[0]), int(counted[1]))
         self.front = float("nan")
+        self._last_slot = None
 
     def iterate(self, constant, frontier=None):
-        return self.wait(self.launch(constant))[:4]
+        return self.wait(self.launch(constant, chained=False))[:4]
 
-    def launch(self, constant, frontier=None, chained=False):
+    def launch(self, constant, frontier=None, chained=True):
         """Queue one pull pass on every GPU over its own pages, then the copies of the
-        values each computed to the others; returns the tickets :meth:`wait` takes."""
+        values and activated counts each computed to the others, and on every GPU the
+        counts' sum; returns the tickets :meth:`wait` and :meth:`discard` take.
+        ``chained``: the kernels return at once when the iteration launched before
+        activated no vertex on any GPU (see :meth:`GpuEngine.launch`)."""
+        last = self._last_slot if chained else None
         tickets = []
         for i, (device, engine) in enumerate(zip(self.devices, self.engines)):
             with self.cupy.cuda.Device(device):
-                tickets.append(engine.launch(self._constant_on(i, constant), chained=False))
-        self._exchange()
+                go = None if last is None else self._go_sums[i][last:last + 1]
+                tickets.append(engine.launch(self._constant_on(i, constant),
+                                             chained=go is not None, go=go))
+        slot = tickets[0]  # (every GPU takes its counter slots in the same turn)
+        self._exchange(slot)
+        self._sum_counts(slot)
+        self._last_slot = slot if chained else None
         self._frontier = None
         return tickets
 
@@ -149,19 +169,29 @@ class MultiGpuEngine(Engine):
         self._on(self.devices[i], lambda: cp.cuda.get_current_stream().wait_event(copied))
         return target
 
-    def _exchange(self):
-        """Copy each GPU's newly written own values to every other GPU, on the stream
-        that wrote them; every GPU's stream then waits for the copies into it."""
+    def _exchange(self, slot):
+        """Copy each GPU's newly written own values, and its activated count of counter
+        ``slot``, to every GPU, on the stream that wrote them; every GPU's stream then
+        waits for the copies into it."""
         cp = self.cupy
+        runtime = cp.cuda.runtime
         done = []
-        for device, engine in zip(self.devices, self.engines):
+        for j, (device, engine) in enumerate(zip(self.devices, self.engines)):
             v0, v1 = engine.vertices
             size = engine.values.itemsize
+            count = engine._slot_pointers[slot]  # (its first element: vertices activated)
             with cp.cuda.Device(device):
                 stream = cp.cuda.get_current_stream()
-                for other_device, other in zip(self.devices, self.engines):
-                    if other is not engine and v1 > v0:
-                        cp.cuda.runtime.memcpyPeerAsync(
+                for other_device, other, counts in zip(self.devices, self.engines,
+                                                       self._counts):
+                    into = counts[slot, j:j + 1].data.ptr
+                    if other is engine:
+                        runtime.memcpyAsync(into, count, 8, runtime.memcpyDeviceToDevice,
+                                            stream.ptr)
+                        continue
+                    runtime.memcpyPeerAsync(into, other_device, count, device, 8, stream.ptr)
+                    if v1 > v0:
+                        runtime.memcpyPeerAsync(
                             other.values.data.ptr + v0 * size, other_device,
                             engine.values.data.ptr + v0 * size, device, (v1 - v0) * size,
                             stream.ptr)
@@ -171,6 +201,20 @@ class MultiGpuEngine(Engine):
                 stream = cp.cuda.get_current_stream()
                 for event in done:
                     stream.wait_event(event)
+
+    def _sum_counts(self, slot):
+        """On every GPU, in stream order after the copies, the activated counts of counter
+        ``slot`` summed into its go (read by the next chained launch)."""
+        for device, counts, sums in zip(self.devices, self._counts, self._go_sums):
+            with self.cupy.cuda.Device(device):
+                counts[slot:slot + 1].sum(axis=1, out=sums[slot:slot + 1])
+
+    def discard(self, tickets):
+        """Undo launched iterations that followed one activating nothing, on every GPU
+        (see :meth:`GpuEngine.discard`)."""
+        for i, (device, engine) in enumerate(zip(self.devices, self.engines)):
+            self._on(device, lambda e=engine, i=i: e.discard([t[i] for t in tickets]))
+        self._last_slot = None
 
     def wait(self, tickets):
         """Wait for a launched iteration on every GPU; returns (mode, vertices computed,

@@ -83,6 +83,24 @@ def device_copy(array):
     return entry[1]
 
 
+def on_current_device(array):
+    """``array`` (NumPy, or CuPy on any GPU of this process) on the current GPU: itself
+    when it is there, else a copy queued on the current stream after what the array's
+    own GPU queued (kernels read other GPUs' memory over the bus, if at all)."""
+    import cupy
+
+    here = cupy.cuda.runtime.getDevice()
+    if not isinstance(array, cupy.ndarray) or array.device.id == here:
+        return cupy.asarray(array)
+    copy = cupy.empty(array.shape, array.dtype)
+    stream = cupy.cuda.get_current_stream()
+    with array.device:
+        stream.wait_event(cupy.cuda.get_current_stream().record())
+    cupy.cuda.runtime.memcpyAsync(copy.data.ptr, array.data.ptr, array.nbytes,
+                                  cupy.cuda.runtime.memcpyDefault, stream.ptr)
+    return copy
+
+
 def pinned_empty(shape, dtype):
     """An uninitialised array in page-locked host memory (pageable when pinning fails):
     copies between it and a GPU run at full PCIe speed, several times those from
