@@ -269,13 +269,14 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
 
 def _state_module(cluster, devices, spec, checkpointer, in_memory):
     """(array module, context making its device current) of a run's vertex state: CuPy
-    on the GPU of an in-process cluster with one GPU worker, for a run on that GPU alone
+    on the first GPU of an in-process cluster, for a run on its GPUs alone
     (``devices="gpu"``) of a program that can build and finish its state there
     (:attr:`ProgramSpec.any_device`), without checkpoints, of a graph in memory: such a
-    run's state never crosses to the host but for its final values. Else NumPy."""
+    run's state never crosses to the host but for its final values (several GPUs load
+    it from the first and store their vertices back, GPU to GPU). Else NumPy."""
     if devices == "gpu" and spec.any_device and checkpointer is None and in_memory:
         with cluster_for(cluster) as active:
-            if active.in_process and len(active.gpu_workers) == 1:
+            if active.in_process and active.gpu_workers:
                 import cupy
 
                 from ..kernels.gpu.device import use_device
