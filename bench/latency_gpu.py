@@ -33,7 +33,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.dirname(os.path.abspath(__file__)), ROOT]  # this checkout's hetgraph
-from machine import describe, write_results  # noqa: E402
+from machine import built_or_stored, describe, write_results  # noqa: E402
 
 import hetgraph as hg  # noqa: E402
 
@@ -114,16 +114,18 @@ def main():
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--processes", type=int, default=2,
                         help="fresh processes timed for the cold row (0: no cold row)")
+    parser.add_argument("--store", help="with one scale: read the graph saved there (a "
+                        "weighted one is timed as it is), else build and save it")
     args = parser.parse_args()
     out = {"benchmark": "latency-gpu", "machine": describe(), "graphs": []}
     targets = []
     with tempfile.TemporaryDirectory() as directory:
         for scale in args.scales:
-            start = time.perf_counter()
-            graph = hg.generate.rmat(scale, seed=7).reorder("auto")
-            built = time.perf_counter() - start
+            graph, built = built_or_stored(
+                lambda: hg.generate.rmat(scale, seed=7).reorder("auto"),
+                args.store if len(args.scales) == 1 else None)
             entry = {"graph": f"rmat-{scale}", "vertices": graph.num_vertices,
-                     "arcs": graph.num_arcs, "build_s": built,
+                     "arcs": graph.num_arcs, "weighted": graph.weighted, "build_s": built,
                      "warm": warm_rows(graph, args.repeat)}
             for row in entry["warm"]:
                 targets.append({"name": f"rmat-{scale} {row['call']} warm wall s",

@@ -22,7 +22,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.dirname(os.path.abspath(__file__)), ROOT]  # this checkout's hetgraph
-from machine import describe, write_results  # noqa: E402
+from machine import built_or_stored, describe, write_results  # noqa: E402
 
 import hetgraph as hg  # noqa: E402
 
@@ -62,13 +62,14 @@ def main():
     parser.add_argument("--scale", type=int, default=24)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--out", default=os.path.join(ROOT, "bench/results/multigpu.json"))
+    parser.add_argument("--store", help="read the graph saved there (else build and save it)")
     args = parser.parse_args()
     gpus = cp.cuda.runtime.getDeviceCount()
-    start = time.perf_counter()
-    graph = hg.generate.rmat(args.scale, seed=7, weights=(1.0, 9.0)).reorder("auto")
+    graph, built = built_or_stored(lambda: hg.generate.rmat(
+        args.scale, seed=7, weights=(1.0, 9.0)).reorder("auto"), args.store)
     out = {"benchmark": "multigpu", "machine": describe(), "gpus": gpus,
            "graph": f"rmat-{args.scale}", "vertices": graph.num_vertices,
-           "arcs": graph.num_arcs, "build_s": time.perf_counter() - start, "rows": []}
+           "arcs": graph.num_arcs, "build_s": built, "rows": []}
     one, several = measure(graph, 1, args.repeat), measure(graph, gpus, args.repeat)
     targets = []
     for name in one:
