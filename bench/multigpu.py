@@ -30,7 +30,7 @@ PAGERANK_TARGET = {2: 1.7, 4: 3.0}
 
 
 def calls(graph):
-    source = int(np.argmax(graph.out_degree()))
+    source = graph.label_of(int(np.argmax(graph.out_degree())))  # (a label: reordered)
     return {"pagerank": lambda: hg.pagerank(graph, devices="gpu", tol=None, max_iterations=20,
                                             dtype=np.float32),
             "bfs": lambda: hg.bfs(graph, source, devices="gpu"),
