@@ -60,6 +60,10 @@ GPU_EDGE_UNROLL = 4  # edges a thread gathers at once: their independent loads o
 # iterations a GPU segment keeps launched ahead of the one it waits for, so that the
 # host's work between iterations overlaps the device's (1 when pages are streamed)
 QUEUED = 3
+# runs a GPU's resident pages are launched in when several GPUs share a sync run: one
+# run's values cross to the other GPUs while the next run computes (the last run's copy
+# is the only one the next iteration waits for)
+MULTI_GPU_RUNS = 4
 
 # --- segments and calibration (hetgraph.scheduler.tasks) --------------------------------------
 

@@ -80,6 +80,7 @@ class GpuEngine(Engine):
     """
 
     mode = "gpu-pull"
+    after_run = None  # see split_resident_runs
 
     def __init__(self, spec, graph, values, flags, aux, *, sync=True, memory_budget=None,
                  page_bytes=None, streams=None, shared_bytes=None, replication=None,
@@ -242,10 +243,8 @@ class GpuEngine(Engine):
         self._changing = self._pass.holders("values", "new_values", "constant_at",
                                             "counters", "go")
         self._placed_edges = self._placed_shards = None
-        part, plan = pages.partition, self.plan  # the resident pages come first: one run
-        self._resident_runs = [(int(part.page_shard[plan.pages.start]),
-                                int(part.page_shard[plan.resident_end]))] \
-            if plan.resident else []
+        part, plan = pages.partition, self.plan  # the resident pages come first
+        self._resident_runs = self.resident_runs(1)
         # the vertices this engine computes: those of its pages
         v0 = part.page_vertices(plan.pages.start)[0] if len(plan.pages) else 0
         v1 = part.page_vertices(plan.pages.stop - 1)[1] if len(plan.pages) else 0
@@ -255,6 +254,27 @@ class GpuEngine(Engine):
             _count_frontier_kernel(c_type(pages.out_degree.dtype), cp.cuda.runtime.getDevice()),
             dict(flags=self.flags[v0:v1], degree=pages.out_degree[v0:v1],
                  n=np.int64(v1 - v0), out=self._count))
+
+    def resident_runs(self, count):
+        """The resident pages as up to ``count`` runs of consecutive shards
+        [(first shard, end shard), ...] of about equal edges (whole pages): a pass
+        launches one kernel a run; :attr:`after_run` sees each run end."""
+        part, plan = self.partition, self.plan
+        first, end = plan.pages.start, plan.resident_end
+        if end <= first:
+            return []
+        edges = plan.page_edges[first:end, 1] - plan.page_edges[first, 0]
+        cuts = np.searchsorted(edges, edges[-1] * np.arange(1, count) / count, side="left")
+        bounds = np.unique(np.concatenate([[first], first + 1 + cuts, [end]]).clip(first, end))
+        return [(int(part.page_shard[a]), int(part.page_shard[b]))
+                for a, b in zip(bounds[:-1], bounds[1:])]
+
+    def split_resident_runs(self, count, after_run):
+        """Launch the resident pages as ``count`` runs (see :meth:`resident_runs`) and
+        call ``after_run(first shard, end shard, stream)`` once each run's kernels are
+        queued (several GPUs start copying a run's values while the next one runs)."""
+        self._resident_runs = self.resident_runs(count)
+        self.after_run = after_run
 
     def _release_pages(self):
         for name in ("pages", "stages", "partial", "_pass", "_count_pass"):
@@ -399,6 +419,8 @@ class GpuEngine(Engine):
         for s0, s1 in runs:
             for k in range(self.ranges):  # cache blocking: one pass per source range
                 self._launch(s1 - s0, s0, first, self.pages.resident, main, k, k + 1)
+            if self.after_run is not None:
+                self.after_run(s0, s1, main)
         if len(streamed):
             split = self.plan.resident_edges
             for k, p in enumerate(streamed):

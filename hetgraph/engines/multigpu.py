@@ -3,8 +3,11 @@ a contiguous range of the partition's pages, which only it lays out and computes
 after every iteration copies the values it computed to the others, GPU to GPU.
 
 Every GPU keeps all the values (a gather may read any source vertex) but writes only
-its own vertices' values and flags; the copies of an iteration run on the stream of
-the GPU that computed them, and every GPU's next work waits for the copies into it.
+its own vertices' values and flags. In sync mode a GPU launches its resident pages in
+runs (``tuning.MULTI_GPU_RUNS``) and copies each run's new values to the others on a
+copy stream while its next run computes; the rest (async mode, streamed pages) are
+copied on the stream that computed them once its pass ends. Every GPU's next work
+waits for the copies into it.
 The activated counts cross the same way, and each GPU sums them on the device: a
 chained iteration's kernels return at once when the whole previous iteration activated
 nothing, so several iterations stay in flight and the host never waits between them.
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import tuning
 from ..errors import GraphError
 from .base import Engine
 from .gpu import GpuEngine
@@ -83,6 +87,18 @@ class MultiGpuEngine(Engine):
         self.partition = partition
         self.queued = min(engine.queued for engine in self.engines)
         self._enable_peer_access()
+        self._copy_streams = [self._on(d, lambda: cp.cuda.Stream(non_blocking=True))
+                              for d in self.devices] if sync else []
+        self._unsent = []  # per GPU, its vertices whose values go after its whole pass
+        for i, engine in enumerate(self.engines):
+            v0, v1 = engine.vertices
+            if sync:
+                runs = engine.resident_runs(tuning.MULTI_GPU_RUNS)
+                engine.split_resident_runs(tuning.MULTI_GPU_RUNS, lambda s0, s1, main, i=i:
+                                           self._send_run(i, s0, s1, main))
+                v0 = int(partition.shard_start[runs[-1][1]]) if runs else v0
+            self._unsent.append((v0, v1))
+        self._targets = [None] * len(self.engines)  # the arrays written this iteration
         # per GPU, the iteration constant's copy when it comes from another GPU, each
         # GPU's activated count of every counter slot, and their sum a chained launch
         # reads as its go
@@ -142,12 +158,14 @@ class MultiGpuEngine(Engine):
         ``chained``: the kernels return at once when the iteration launched before
         activated no vertex on any GPU (see :meth:`GpuEngine.launch`)."""
         last = self._last_slot if chained else None
+        # (every copy of the constant queued before any GPU's pass, which it would wait for)
+        constants = [self._constant_on(i, constant) for i in range(len(self.devices))]
+        self._targets = [engine.new_values.data.ptr for engine in self.engines]
         tickets = []
         for i, (device, engine) in enumerate(zip(self.devices, self.engines)):
             with self.cupy.cuda.Device(device):
                 go = None if last is None else self._go_sums[i][last:last + 1]
-                tickets.append(engine.launch(self._constant_on(i, constant),
-                                             chained=go is not None, go=go))
+                tickets.append(engine.launch(constants[i], chained=go is not None, go=go))
         slot = tickets[0]  # (every GPU takes its counter slots in the same turn)
         self._exchange(slot)
         self._sum_counts(slot)
@@ -170,15 +188,13 @@ class MultiGpuEngine(Engine):
         return target
 
     def _exchange(self, slot):
-        """Copy each GPU's newly written own values, and its activated count of counter
-        ``slot``, to every GPU, on the stream that wrote them; every GPU's stream then
-        waits for the copies into it."""
+        """Copy each GPU's activated count of counter ``slot``, and the new values its
+        runs did not send, to every GPU, on the stream that computed them; every GPU's
+        stream then waits for those copies and for the runs' copies into it."""
         cp = self.cupy
         runtime = cp.cuda.runtime
         done = []
         for j, (device, engine) in enumerate(zip(self.devices, self.engines)):
-            v0, v1 = engine.vertices
-            size = engine.values.itemsize
             count = engine._slot_pointers[slot]  # (its first element: vertices activated)
             with cp.cuda.Device(device):
                 stream = cp.cuda.get_current_stream()
@@ -188,19 +204,40 @@ class MultiGpuEngine(Engine):
                     if other is engine:
                         runtime.memcpyAsync(into, count, 8, runtime.memcpyDeviceToDevice,
                                             stream.ptr)
-                        continue
-                    runtime.memcpyPeerAsync(into, other_device, count, device, 8, stream.ptr)
-                    if v1 > v0:
-                        runtime.memcpyPeerAsync(
-                            other.values.data.ptr + v0 * size, other_device,
-                            engine.values.data.ptr + v0 * size, device, (v1 - v0) * size,
-                            stream.ptr)
+                    else:
+                        runtime.memcpyPeerAsync(into, other_device, count, device, 8,
+                                                stream.ptr)
+                self._send(j, *self._unsent[j], stream)
                 done.append(stream.record())
+                if self._copy_streams:
+                    done.append(self._copy_streams[j].record())
         for device in self.devices:
             with cp.cuda.Device(device):
                 stream = cp.cuda.get_current_stream()
                 for event in done:
                     stream.wait_event(event)
+
+    def _send_run(self, j, first_shard, end_shard, main):
+        """GPU ``j`` queued the kernels of shards [first_shard, end_shard) on ``main``:
+        copy their vertices' new values to the other GPUs on its copy stream, after
+        them."""
+        copies = self._copy_streams[j]
+        copies.wait_event(main.record())
+        starts = self.partition.shard_start
+        self._send(j, int(starts[first_shard]), int(starts[end_shard]), copies)
+
+    def _send(self, j, v0, v1, stream):
+        """Copy GPU ``j``'s values written this iteration of vertices [v0, v1) into the
+        arrays every other GPU writes this iteration (read by all in the next), on
+        ``stream``."""
+        if v1 <= v0:
+            return
+        size = self.engines[j].values.itemsize
+        for i, device in enumerate(self.devices):
+            if i != j:
+                self.cupy.cuda.runtime.memcpyPeerAsync(
+                    self._targets[i] + v0 * size, device, self._targets[j] + v0 * size,
+                    self.devices[j], (v1 - v0) * size, stream.ptr)
 
     def _sum_counts(self, slot):
         """On every GPU, in stream order after the copies, the activated counts of counter
