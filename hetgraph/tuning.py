@@ -64,6 +64,9 @@ QUEUED = 3
 # run's values cross to the other GPUs while the next run computes (the last run's copy
 # is the only one the next iteration waits for)
 MULTI_GPU_RUNS = 4
+# ... but one run a this many bytes of the GPU's own values: a range of a few hubs goes in
+# one run (more runs leave the pass a tail each)
+MULTI_GPU_RUN_BYTES = 16 << 20
 
 # --- segments and calibration (hetgraph.scheduler.tasks) --------------------------------------
 

@@ -23,15 +23,15 @@ from .base import Engine
 from .gpu import GpuEngine
 
 
-def page_ranges(page_edges, shares):
+def page_ranges(page_work, shares):
     """Contiguous ranges of page numbers, one a share in ``shares`` (positive numbers, a
-    GPU's relative speed), holding about those shares of the edges ``page_edges`` (the
-    edges of every page); each range has a page at least."""
-    pages, parts = len(page_edges), len(shares)
+    GPU's relative speed), holding about those shares of the work ``page_work`` (of
+    every page: its edges and vertices); each range has a page at least."""
+    pages, parts = len(page_work), len(shares)
     if pages < parts:
         raise GraphError(f"{pages} pages cannot be shared by {parts} GPUs; use smaller "
                          f"pages (gpu={{'page_bytes': ...}})")
-    cumulative = np.cumsum(np.asarray(page_edges, np.float64))
+    cumulative = np.cumsum(np.asarray(page_work, np.float64))
     targets = np.cumsum(shares, dtype=np.float64)[:-1] / float(np.sum(shares)) * \
         cumulative[-1]
     bounds = [0]
@@ -40,6 +40,13 @@ def page_ranges(page_edges, shares):
         bounds.append(min(max(cut, bounds[-1] + 1), pages - (parts - k)))
     bounds.append(pages)
     return [range(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def _run_count(value_bytes):
+    """Runs a GPU's pass is launched in for ``value_bytes`` of its own values: one per
+    ``tuning.MULTI_GPU_RUN_BYTES`` (rounded up), at most ``tuning.MULTI_GPU_RUNS``."""
+    return int(min(tuning.MULTI_GPU_RUNS,
+                   max(1, -(-value_bytes // tuning.MULTI_GPU_RUN_BYTES))))
 
 
 class _Events:
@@ -71,10 +78,13 @@ class MultiGpuEngine(Engine):
         self.cupy, self.spec, self.graph = cp, spec, graph
         self.devices = [int(d) for d in devices]
         shares = [1.0] * len(self.devices) if shares is None else list(shares)
-        page_edges = [e1 - e0 for e0, e1 in (partition.page_edges(p)
-                                             for p in range(partition.num_pages))]
+        # a pass costs about as much a destination vertex as an edge (measured on RMAT-24):
+        # a range of few hub vertices and one of many small ones take the same time
+        page_work = [(e1 - e0) + (v1 - v0) for (e0, e1), (v0, v1) in (
+            (partition.page_edges(p), partition.page_vertices(p))
+            for p in range(partition.num_pages))]
         self.engines, self.compile_seconds = [], 0.0
-        for device, pages in zip(self.devices, page_ranges(page_edges, shares)):
+        for device, pages in zip(self.devices, page_ranges(page_work, shares)):
             with cp.cuda.Device(device):
                 n = graph.num_vertices
                 engine = GpuEngine(spec, graph, cp.zeros(n, spec.dtype), cp.zeros(n, cp.uint8),
@@ -93,8 +103,9 @@ class MultiGpuEngine(Engine):
         for i, engine in enumerate(self.engines):
             v0, v1 = engine.vertices
             if sync:
-                runs = engine.resident_runs(tuning.MULTI_GPU_RUNS)
-                engine.split_resident_runs(tuning.MULTI_GPU_RUNS, lambda s0, s1, main, i=i:
+                count = _run_count((v1 - v0) * spec.dtype.itemsize)
+                runs = engine.resident_runs(count)
+                engine.split_resident_runs(count, lambda s0, s1, main, i=i:
                                            self._send_run(i, s0, s1, main))
                 v0 = int(partition.shard_start[runs[-1][1]]) if runs else v0
             self._unsent.append((v0, v1))
