@@ -10,9 +10,10 @@ Rows, all measured in this one run on the current GPU:
   does not use, reordered), PageRank (``tol=None``, float32, 20 iterations) and BFS from
   the vertex of most out-edges, ``devices="gpu"``: the public call's wall clock (fastest
   and median of ``--repeat`` after two untimed calls) and the iterations' own time, from
-  wall clocks: PageRank's per iteration is (wall of a 220-iteration call - wall of a 20-iteration
-  call) / 200, so the iterations of a 20-iteration call take 20 of them; BFS's from the
-  history's seconds (a BFS cannot run longer). The history's seconds are reported too.
+  wall clocks: PageRank's per iteration is (wall of a 220-iteration call - wall of a
+  20-iteration call) / 200, so the iterations of a 20-iteration call take 20 of them;
+  BFS's from the history's seconds (a BFS cannot run longer). The history's seconds are
+  reported too.
 - ``cold``: the graph saved as a store; a fresh process opens it and makes its first GPU
   PageRank (20 iterations), after an earlier process did the same (so the on-disk
   caches are warm); seconds of the import, the open and the first call.
