@@ -273,18 +273,10 @@ def _pagerank_unsupported(graph, kwargs):
     reason = None if weight is None else _weights_unsupported(graph, weight)
     if reason is not None:
         return reason
-    vectors = {}
     for key in ("personalization", "nstart", "dangling"):
-        vectors[key] = _node_vector(graph, kwargs.get(key), scaled=True)
-        if vectors[key] is False:
+        if _node_vector(graph, kwargs.get(key), scaled=True) is False:
             return (f"with a {key} that is not a dict of numbers with a nonzero sum is "
                     f"not supported by hetgraph")
-    spread, teleport = vectors["dangling"], vectors["personalization"]
-    if spread is not None and not np.array_equal(
-            spread, np.full(len(spread), 1 / len(spread)) if teleport is None else teleport) \
-            and (graph.converted(weight, "sum").out_weight_sums() == 0).any():
-        return ("with dangling weights other than the personalization is not supported "
-                "by hetgraph (its apply step takes one per-node vector)")
     return None
 
 
