@@ -308,9 +308,6 @@ def _every_node(graph, given):
 
 
 def _hits_unsupported(graph, kwargs):
-    if not kwargs.get("normalized", True):
-        return ("with normalized=False is not supported by hetgraph (NetworkX's "
-                "unnormalized vectors have ARPACK's arbitrary sign)")
     if kwargs.get("nstart") is not None and _every_node(graph, kwargs["nstart"]) is False:
         return "with an nstart that does not give every node a number is not supported"
     if graph.node_list and graph.nx_graph.number_of_edges() == 0:
@@ -338,13 +335,15 @@ def _katz_unsupported(graph, kwargs):
     return _signed_weights_unsupported(graph, kwargs.get("weight"))
 
 
-def _dijkstra_unsupported(graph, kwargs):
+def _dijkstra_unsupported(graph, kwargs, signed=False):
+    """Why hetgraph cannot run Dijkstra (or, ``signed``: Bellman-Ford, whose weights
+    may be negative) on ``graph`` exactly."""
     weight = kwargs.get("weight", "weight")
     if callable(weight):
         return "with a weight function is not supported by hetgraph"
     if weight is None:
         return None
-    reason = _weights_unsupported(graph, weight)
+    reason = (_signed_weights_unsupported if signed else _weights_unsupported)(graph, weight)
     if reason is not None:
         return reason
     w = graph.weights(weight)[0]
@@ -395,7 +394,8 @@ _CHECKS = {
     "katz_centrality": _katz_unsupported,
     "single_source_dijkstra_path_length": _dijkstra_unsupported,
     "multi_source_dijkstra_path_length": _dijkstra_unsupported,
-    "single_source_bellman_ford_path_length": _dijkstra_unsupported,
+    "single_source_bellman_ford_path_length": functools.partial(_dijkstra_unsupported,
+                                                                signed=True),
     "shortest_path_length": _shortest_path_length_unsupported,
     "node_connected_component": _node_unsupported,
 }
@@ -446,8 +446,10 @@ def _converged_values(G, result, max_iter):
 def hits(G, max_iter=100, tol=1.0e-8, nstart=None, normalized=True):
     """networkx.hits on hetgraph: (hubs, authorities), each summing to 1, by power
     iteration to an L1 change below ``tol`` (NetworkX runs ARPACK's svds to ``tol``);
-    what does not converge in ``max_iter`` steps (a top singular value shared by two
-    vectors, as on bipartite undirected graphs) runs NetworkX's own."""
+    ``normalized=False``: the authorities of unit L2 norm and the hubs A times them, as
+    NetworkX's, with the nonnegative sign (NetworkX's is ARPACK's, from a random
+    start). What does not converge in ``max_iter`` steps (a top singular value shared
+    by two vectors, as on bipartite undirected graphs) runs NetworkX's own."""
     import networkx as nx
 
     from .algorithms import hits as hg_hits
@@ -459,15 +461,26 @@ def hits(G, max_iter=100, tol=1.0e-8, nstart=None, normalized=True):
             return {}, {}
         if max_iter <= 0:
             raise nx.PowerIterationFailedConvergence(max_iter)
-        result = hg_hits(G.converted("weight", "sum"), max_iter, tol,
-                         nstart=_node_vector(G, nstart), **QUIET)
+        graph = G.converted("weight", "sum")
+        result = hg_hits(graph, max_iter, tol, nstart=_node_vector(G, nstart), **QUIET)
         if not result.converged:
             return _fallback("hits", f"did not converge by power iteration in {max_iter} "
                              f"steps", (G,), kwargs)
-        return (dict(zip(G.node_list, result.hubs.tolist())),
-                dict(zip(G.node_list, result.values.tolist())))
+        hubs, authorities = result.hubs, result.values
+        if not normalized:  # NetworkX's: a of unit L2 norm, h = A a
+            authorities = authorities / np.sqrt(authorities @ authorities)
+            hubs = _adjacency_times(graph, authorities)
+        return (dict(zip(G.node_list, hubs.tolist())),
+                dict(zip(G.node_list, authorities.tolist())))
 
     return _run_or_fallback("hits", G, (), kwargs, compute)
+
+
+def _adjacency_times(graph, x):
+    """A x (A[u, v] = w_uv for each arc u -> v of ``graph``), float64."""
+    heads = np.repeat(np.arange(graph.num_vertices), np.diff(graph.in_indptr))
+    along = x[heads] if graph.in_weights is None else x[heads] * graph.in_weights
+    return np.bincount(graph.in_indices, weights=along, minlength=graph.num_vertices)
 
 
 @_small_to_networkx
@@ -516,16 +529,27 @@ def katz_centrality(G, alpha=0.1, beta=1.0, max_iter=1000, tol=1.0e-6, nstart=No
 def _path_lengths(name, G, sources, cutoff, weight, kwargs):
     """{node: distance} from the nearest of ``sources`` (nodes of G) for the Dijkstra
     and Bellman-Ford adapters of ``name``: nearest first, the types NetworkX gives (see
-    :func:`single_source_dijkstra_path_length`)."""
+    :func:`single_source_dijkstra_path_length`). Negative weights (Bellman-Ford only)
+    run sync rounds without distance buckets: without a negative cycle the distances
+    settle within N rounds; a negative cycle the sources reach raises NetworkX's
+    NetworkXUnbounded, as NetworkX's own."""
+    import networkx as nx
+
     from .algorithms.sssp import ShortestPaths
     from .scheduler.dispatcher import run
 
     graph = G.converted(weight, "min")
     ids = np.array([G.dense(s) for s in sources], np.int64)
-    result = run(ShortestPaths(ids), graph, max_iterations=2 * graph.num_vertices + 1,
-                 **QUIET)
+    if weight is not None and (G.weights(weight)[0] < 0).any():
+        result = run(ShortestPaths(ids, delta=np.inf), graph, mode="sync",
+                     max_iterations=graph.num_vertices + 1, **QUIET)
+        if not result.converged:
+            raise nx.NetworkXUnbounded("Negative cycle detected.")
+    else:
+        result = run(ShortestPaths(ids), graph, max_iterations=2 * graph.num_vertices + 1,
+                     **QUIET)
     distances = result.values
-    reached = np.isfinite(distances) & (distances >= 0)
+    reached = np.isfinite(distances)
     if cutoff is not None:
         reached &= distances <= cutoff
     kind = _distance_kind(G, weight, reached)
@@ -579,8 +603,8 @@ def multi_source_dijkstra_path_length(G, sources, cutoff=None, weight="weight"):
 
 @_small_to_networkx
 def single_source_bellman_ford_path_length(G, source, weight="weight"):
-    """networkx.single_source_bellman_ford_path_length on hetgraph, for non-negative
-    weights (negative ones run NetworkX's own, which also finds negative cycles)."""
+    """networkx.single_source_bellman_ford_path_length on hetgraph, negative weights
+    included (NetworkXUnbounded when the source reaches a negative cycle)."""
     import networkx as nx
 
     name = "single_source_bellman_ford_path_length"
