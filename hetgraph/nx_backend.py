@@ -104,6 +104,15 @@ class BackendGraph:
         tails, heads, floats = zip(*edges)
         return np.array(tails), np.array(heads), np.array(floats)
 
+    def reversed(self):
+        """This graph with every edge reversed (NetworkX's ``G.reverse(copy=False)``;
+        itself when undirected), kept."""
+        if not self.nx_graph.is_directed():
+            return self
+        if "_reverse" not in self.__dict__:
+            self._reverse = _Reversed(self)
+        return self._reverse
+
     def node(self, ids):
         """The NetworkX nodes of dense ids."""
         return [self.node_list[i] for i in ids]
@@ -113,6 +122,27 @@ class BackendGraph:
         if "_index" not in self.__dict__:
             self._index = {n: i for i, n in enumerate(self.node_list)}
         return self._index[node]
+
+
+class _Reversed(BackendGraph):
+    """A directed BackendGraph with its edges reversed: its hetgraph graphs are the
+    original's with the CSC and CSR swapped (no conversion), its weights the
+    original's."""
+
+    def __init__(self, original):
+        super().__init__(original.nx_graph.reverse(copy=False))
+        self.original = original
+
+    def converted(self, weight=None, dedup="first"):
+        key = (weight, dedup if self.nx_graph.is_multigraph() else "first")
+        if key not in self._graphs:
+            g = self.original.converted(weight, dedup)
+            self._graphs[key] = g.with_arrays(g.out_indptr, g.out_indices, g.out_weights(),
+                                              g.in_indptr, g.in_indices)
+        return self._graphs[key]
+
+    def weights(self, weight):
+        return self.original.weights(weight)
 
 
 def _number_kind(value):
@@ -354,8 +384,10 @@ def _dijkstra_unsupported(graph, kwargs, signed=False):
 
 
 def _shortest_path_length_unsupported(graph, kwargs):
-    if kwargs.get("source") is None or kwargs.get("target") is not None:
-        return "without a source, or with a target, is not supported by hetgraph"
+    if (kwargs.get("source") is None) == (kwargs.get("target") is None):
+        return ("with neither a source nor a target (all pairs), or with both (one pair, "
+                "where NetworkX's bidirectional search stops early), is not supported by "
+                "hetgraph")
     return None
 
 
@@ -620,18 +652,20 @@ def single_source_bellman_ford_path_length(G, source, weight="weight"):
 
 @_small_to_networkx
 def shortest_path_length(G, source=None, target=None, weight=None, method="dijkstra"):
-    """networkx.shortest_path_length on hetgraph with a source and no target (BFS,
-    Dijkstra or Bellman-Ford as NetworkX chooses them)."""
+    """networkx.shortest_path_length on hetgraph with a source and no target, or a
+    target and no source (from every node: the source's run on the reversed graph);
+    BFS, Dijkstra or Bellman-Ford as NetworkX chooses them."""
     if method not in ("dijkstra", "bellman-ford"):
         raise ValueError(f"method not supported: {method}")
     kwargs = dict(source=source, target=target, weight=weight, method=method)
 
     def compute():
+        graph, start = (G, source) if source is not None else (G.reversed(), target)
         if weight is None:
-            return single_source_shortest_path_length(G, source)
+            return single_source_shortest_path_length(graph, start)
         if method == "dijkstra":
-            return single_source_dijkstra_path_length(G, source, weight=weight)
-        return single_source_bellman_ford_path_length(G, source, weight=weight)
+            return single_source_dijkstra_path_length(graph, start, weight=weight)
+        return single_source_bellman_ford_path_length(graph, start, weight=weight)
 
     return _run_or_fallback("shortest_path_length", G, (), kwargs, compute)
 

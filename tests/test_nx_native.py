@@ -149,9 +149,39 @@ def test_shortest_path_functions(directed, undirected):
     with pytest.raises(ValueError, match="method not supported"):
         nx.shortest_path_length(directed, 0, weight="weight", method="astar",
                                 backend="hetgraph")
-    with pytest.warns(NetworkXFallbackWarning, match="with a target"):
+    with pytest.warns(NetworkXFallbackWarning, match="with both"):
         assert nx.shortest_path_length(directed, 0, 5, backend="hetgraph") == \
             nx.shortest_path_length(directed, 0, 5)
+    with pytest.warns(NetworkXFallbackWarning, match="all pairs"):
+        assert dict(nx.shortest_path_length(undirected, backend="hetgraph")) == \
+            dict(nx.shortest_path_length(undirected))
+
+
+def test_shortest_path_length_to_a_target(directed, undirected):
+    """Only a target: from every node, the reversed graph's single-source run."""
+    multi = nx.MultiDiGraph(directed)
+    multi.add_edge(nodes_of(directed)[1], nodes_of(directed)[0], weight=0)
+    negative = nx.DiGraph([(0, 1, {"weight": -2}), (2, 1, {"weight": 3}), (1, 3, {"weight": 1})])
+    with no_fallback():
+        for graph in (directed, undirected, multi, negative):
+            target = nodes_of(graph)[1]
+            for method in ("dijkstra", "bellman-ford"):
+                for weight in ("weight", None):
+                    if graph is negative and method == "dijkstra" and weight:
+                        continue  # (NetworkX's Dijkstra: negative weights fall back)
+                    ours = nx.shortest_path_length(graph, target=target, weight=weight,
+                                                   method=method, backend="hetgraph")
+                    assert ours == nx.shortest_path_length(graph, target=target,
+                                                           weight=weight, method=method)
+        assert nx.shortest_path_length(negative, target=1, weight="weight",
+                                       method="bellman-ford", backend="hetgraph") == \
+            {1: 0, 0: -2, 2: 3}
+    with pytest.raises(nx.NodeNotFound):
+        nx.shortest_path_length(directed, target="nowhere", backend="hetgraph")
+
+
+def nodes_of(graph):
+    return list(graph)
 
 
 def test_bellman_ford_negative_weights():
