@@ -485,6 +485,7 @@ def hits(G, max_iter=100, tol=1.0e-8, nstart=None, normalized=True):
     import networkx as nx
 
     from .algorithms import hits as hg_hits
+    from .algorithms.centrality import unit
 
     kwargs = dict(max_iter=max_iter, tol=tol, nstart=nstart, normalized=normalized)
 
@@ -500,7 +501,7 @@ def hits(G, max_iter=100, tol=1.0e-8, nstart=None, normalized=True):
                              f"steps", (G,), kwargs)
         hubs, authorities = result.hubs, result.values
         if not normalized:  # NetworkX's: a of unit L2 norm, h = A a
-            authorities = authorities / np.sqrt(authorities @ authorities)
+            authorities = unit(authorities)
             hubs = _adjacency_times(graph, authorities)
         return (dict(zip(G.node_list, hubs.tolist())),
                 dict(zip(G.node_list, authorities.tolist())))

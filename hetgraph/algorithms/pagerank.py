@@ -57,19 +57,13 @@ class PowerIteration(VertexProgram):
         return True
 
 
-def l2_norm(values):
-    """||values||_2 as a float (einsum on the host: NumPy's BLAS dot would spin its
-    threads on every core; see scheduler.costmodel.frontier_growth)."""
-    if isinstance(values, np.ndarray):
-        return float(np.sqrt(np.einsum("i,i->", values, values)))
-    return float(np.sqrt(values @ values))
-
-
 def norm_or_one(values):
-    """||values||_2, or 1 when it is 0 (NetworkX's guard): a float for NumPy ``values``,
-    a 0-d device array for CuPy ``values`` (computed without waiting for the device)."""
+    """||values||_2, or 1 when it is 0 (NetworkX's guard): a float for NumPy ``values``
+    (einsum: NumPy's BLAS dot would spin its threads on every core, see
+    scheduler.costmodel.frontier_growth), a 0-d device array for CuPy ``values``
+    (computed without waiting for the device)."""
     if isinstance(values, np.ndarray):
-        return l2_norm(values) or 1.0
+        return float(np.sqrt(np.einsum("i,i->", values, values))) or 1.0
     norm = module_of(values).sqrt(values @ values)
     return norm + (norm == 0)
 
