@@ -49,13 +49,15 @@ TARGET_ARCS = 100_000
 def arguments(G):
     """What the calls take besides G, computed once a graph (outside the timings): the
     node of largest out-degree, the three largest, a Katz alpha below 1 / (the largest
-    eigenvalue of A), i.e. 1 / (max in-degree + 1), and a personalization on ten hubs."""
+    eigenvalue of A), i.e. 1 / (max in-degree + 1), a personalization on ten hubs and
+    dangling weights on five of them (other than the personalization)."""
     degree = G.out_degree if G.is_directed() else G.degree
     ranked = [n for n, _ in sorted(degree, key=lambda item: -item[1])[:10]]
     in_degree = G.in_degree if G.is_directed() else G.degree
     return {"hub": ranked[0], "hubs": ranked[:3],
             "alpha": 1.0 / (max(d for _, d in in_degree) + 1),
-            "personalization": dict.fromkeys(ranked, 1.0)}
+            "personalization": dict.fromkeys(ranked, 1.0),
+            "dangling": dict.fromkeys(ranked[:5], 1.0)}
 
 
 # label -> (graphs it runs on: "directed", "undirected" or "both";
@@ -64,6 +66,8 @@ CALLS = {
     "pagerank": ("both", lambda nx, G, a, **b: nx.pagerank(G, **b)),
     "pagerank (personalization)": ("both", lambda nx, G, a, **b: nx.pagerank(
         G, personalization=a["personalization"], **b)),
+    "pagerank (dangling)": ("both", lambda nx, G, a, **b: nx.pagerank(
+        G, personalization=a["personalization"], dangling=a["dangling"], **b)),
     "hits": ("directed", lambda nx, G, a, **b: nx.hits(G, **b)),
     "eigenvector_centrality": ("both", lambda nx, G, a, **b: nx.eigenvector_centrality(
         G, max_iter=1000, **b)),
@@ -80,6 +84,8 @@ CALLS = {
                                                    G, a["hub"], **b)),
     "shortest_path_length (source)": ("both", lambda nx, G, a, **b:
                                       nx.shortest_path_length(G, a["hub"], **b)),
+    "shortest_path_length (target)": ("both", lambda nx, G, a, **b:
+                                      nx.shortest_path_length(G, target=a["hub"], **b)),
     "single_source_shortest_path_length": ("both", lambda nx, G, a, **b:
                                            nx.single_source_shortest_path_length(
                                                G, a["hub"], **b)),

@@ -104,6 +104,15 @@ class BackendGraph:
         tails, heads, floats = zip(*edges)
         return np.array(tails), np.array(heads), np.array(floats)
 
+    def reversed(self):
+        """This graph with every edge reversed (NetworkX's ``G.reverse(copy=False)``;
+        itself when undirected), kept."""
+        if not self.nx_graph.is_directed():
+            return self
+        if "_reverse" not in self.__dict__:
+            self._reverse = _Reversed(self)
+        return self._reverse
+
     def node(self, ids):
         """The NetworkX nodes of dense ids."""
         return [self.node_list[i] for i in ids]
@@ -113,6 +122,27 @@ class BackendGraph:
         if "_index" not in self.__dict__:
             self._index = {n: i for i, n in enumerate(self.node_list)}
         return self._index[node]
+
+
+class _Reversed(BackendGraph):
+    """A directed BackendGraph with its edges reversed: its hetgraph graphs are the
+    original's with the CSC and CSR swapped (no conversion), its weights the
+    original's."""
+
+    def __init__(self, original):
+        super().__init__(original.nx_graph.reverse(copy=False))
+        self.original = original
+
+    def converted(self, weight=None, dedup="first"):
+        key = (weight, dedup if self.nx_graph.is_multigraph() else "first")
+        if key not in self._graphs:
+            g = self.original.converted(weight, dedup)
+            self._graphs[key] = g.with_arrays(g.out_indptr, g.out_indices, g.out_weights(),
+                                              g.in_indptr, g.in_indices)
+        return self._graphs[key]
+
+    def weights(self, weight):
+        return self.original.weights(weight)
 
 
 def _number_kind(value):
@@ -273,18 +303,10 @@ def _pagerank_unsupported(graph, kwargs):
     reason = None if weight is None else _weights_unsupported(graph, weight)
     if reason is not None:
         return reason
-    vectors = {}
     for key in ("personalization", "nstart", "dangling"):
-        vectors[key] = _node_vector(graph, kwargs.get(key), scaled=True)
-        if vectors[key] is False:
+        if _node_vector(graph, kwargs.get(key), scaled=True) is False:
             return (f"with a {key} that is not a dict of numbers with a nonzero sum is "
                     f"not supported by hetgraph")
-    spread, teleport = vectors["dangling"], vectors["personalization"]
-    if spread is not None and not np.array_equal(
-            spread, np.full(len(spread), 1 / len(spread)) if teleport is None else teleport) \
-            and (graph.converted(weight, "sum").out_weight_sums() == 0).any():
-        return ("with dangling weights other than the personalization is not supported "
-                "by hetgraph (its apply step takes one per-node vector)")
     return None
 
 
@@ -316,9 +338,6 @@ def _every_node(graph, given):
 
 
 def _hits_unsupported(graph, kwargs):
-    if not kwargs.get("normalized", True):
-        return ("with normalized=False is not supported by hetgraph (NetworkX's "
-                "unnormalized vectors have ARPACK's arbitrary sign)")
     if kwargs.get("nstart") is not None and _every_node(graph, kwargs["nstart"]) is False:
         return "with an nstart that does not give every node a number is not supported"
     if graph.node_list and graph.nx_graph.number_of_edges() == 0:
@@ -346,13 +365,15 @@ def _katz_unsupported(graph, kwargs):
     return _signed_weights_unsupported(graph, kwargs.get("weight"))
 
 
-def _dijkstra_unsupported(graph, kwargs):
+def _dijkstra_unsupported(graph, kwargs, signed=False):
+    """Why hetgraph cannot run Dijkstra (or, ``signed``: Bellman-Ford, whose weights
+    may be negative) on ``graph`` exactly."""
     weight = kwargs.get("weight", "weight")
     if callable(weight):
         return "with a weight function is not supported by hetgraph"
     if weight is None:
         return None
-    reason = _weights_unsupported(graph, weight)
+    reason = (_signed_weights_unsupported if signed else _weights_unsupported)(graph, weight)
     if reason is not None:
         return reason
     w = graph.weights(weight)[0]
@@ -363,8 +384,10 @@ def _dijkstra_unsupported(graph, kwargs):
 
 
 def _shortest_path_length_unsupported(graph, kwargs):
-    if kwargs.get("source") is None or kwargs.get("target") is not None:
-        return "without a source, or with a target, is not supported by hetgraph"
+    if (kwargs.get("source") is None) == (kwargs.get("target") is None):
+        return ("with neither a source nor a target (all pairs), or with both (one pair, "
+                "where NetworkX's bidirectional search stops early), is not supported by "
+                "hetgraph")
     return None
 
 
@@ -403,7 +426,8 @@ _CHECKS = {
     "katz_centrality": _katz_unsupported,
     "single_source_dijkstra_path_length": _dijkstra_unsupported,
     "multi_source_dijkstra_path_length": _dijkstra_unsupported,
-    "single_source_bellman_ford_path_length": _dijkstra_unsupported,
+    "single_source_bellman_ford_path_length": functools.partial(_dijkstra_unsupported,
+                                                                signed=True),
     "shortest_path_length": _shortest_path_length_unsupported,
     "node_connected_component": _node_unsupported,
 }
@@ -454,11 +478,14 @@ def _converged_values(G, result, max_iter):
 def hits(G, max_iter=100, tol=1.0e-8, nstart=None, normalized=True):
     """networkx.hits on hetgraph: (hubs, authorities), each summing to 1, by power
     iteration to an L1 change below ``tol`` (NetworkX runs ARPACK's svds to ``tol``);
-    what does not converge in ``max_iter`` steps (a top singular value shared by two
-    vectors, as on bipartite undirected graphs) runs NetworkX's own."""
+    ``normalized=False``: the authorities of unit L2 norm and the hubs A times them, as
+    NetworkX's, with the nonnegative sign (NetworkX's is ARPACK's, from a random
+    start). What does not converge in ``max_iter`` steps (a top singular value shared
+    by two vectors, as on bipartite undirected graphs) runs NetworkX's own."""
     import networkx as nx
 
     from .algorithms import hits as hg_hits
+    from .algorithms.centrality import unit
 
     kwargs = dict(max_iter=max_iter, tol=tol, nstart=nstart, normalized=normalized)
 
@@ -467,15 +494,26 @@ def hits(G, max_iter=100, tol=1.0e-8, nstart=None, normalized=True):
             return {}, {}
         if max_iter <= 0:
             raise nx.PowerIterationFailedConvergence(max_iter)
-        result = hg_hits(G.converted("weight", "sum"), max_iter, tol,
-                         nstart=_node_vector(G, nstart), **QUIET)
+        graph = G.converted("weight", "sum")
+        result = hg_hits(graph, max_iter, tol, nstart=_node_vector(G, nstart), **QUIET)
         if not result.converged:
             return _fallback("hits", f"did not converge by power iteration in {max_iter} "
                              f"steps", (G,), kwargs)
-        return (dict(zip(G.node_list, result.hubs.tolist())),
-                dict(zip(G.node_list, result.values.tolist())))
+        hubs, authorities = result.hubs, result.values
+        if not normalized:  # NetworkX's: a of unit L2 norm, h = A a
+            authorities = unit(authorities)
+            hubs = _adjacency_times(graph, authorities)
+        return (dict(zip(G.node_list, hubs.tolist())),
+                dict(zip(G.node_list, authorities.tolist())))
 
     return _run_or_fallback("hits", G, (), kwargs, compute)
+
+
+def _adjacency_times(graph, x):
+    """A x (A[u, v] = w_uv for each arc u -> v of ``graph``), float64."""
+    heads = np.repeat(np.arange(graph.num_vertices), np.diff(graph.in_indptr))
+    along = x[heads] if graph.in_weights is None else x[heads] * graph.in_weights
+    return np.bincount(graph.in_indices, weights=along, minlength=graph.num_vertices)
 
 
 @_small_to_networkx
@@ -524,16 +562,27 @@ def katz_centrality(G, alpha=0.1, beta=1.0, max_iter=1000, tol=1.0e-6, nstart=No
 def _path_lengths(name, G, sources, cutoff, weight, kwargs):
     """{node: distance} from the nearest of ``sources`` (nodes of G) for the Dijkstra
     and Bellman-Ford adapters of ``name``: nearest first, the types NetworkX gives (see
-    :func:`single_source_dijkstra_path_length`)."""
+    :func:`single_source_dijkstra_path_length`). Negative weights (Bellman-Ford only)
+    run sync rounds without distance buckets: without a negative cycle the distances
+    settle within N rounds; a negative cycle the sources reach raises NetworkX's
+    NetworkXUnbounded, as NetworkX's own."""
+    import networkx as nx
+
     from .algorithms.sssp import ShortestPaths
     from .scheduler.dispatcher import run
 
     graph = G.converted(weight, "min")
     ids = np.array([G.dense(s) for s in sources], np.int64)
-    result = run(ShortestPaths(ids), graph, max_iterations=2 * graph.num_vertices + 1,
-                 **QUIET)
+    if weight is not None and (G.weights(weight)[0] < 0).any():
+        result = run(ShortestPaths(ids, delta=np.inf), graph, mode="sync",
+                     max_iterations=graph.num_vertices + 1, **QUIET)
+        if not result.converged:
+            raise nx.NetworkXUnbounded("Negative cycle detected.")
+    else:
+        result = run(ShortestPaths(ids), graph, max_iterations=2 * graph.num_vertices + 1,
+                     **QUIET)
     distances = result.values
-    reached = np.isfinite(distances) & (distances >= 0)
+    reached = np.isfinite(distances)
     if cutoff is not None:
         reached &= distances <= cutoff
     kind = _distance_kind(G, weight, reached)
@@ -587,8 +636,8 @@ def multi_source_dijkstra_path_length(G, sources, cutoff=None, weight="weight"):
 
 @_small_to_networkx
 def single_source_bellman_ford_path_length(G, source, weight="weight"):
-    """networkx.single_source_bellman_ford_path_length on hetgraph, for non-negative
-    weights (negative ones run NetworkX's own, which also finds negative cycles)."""
+    """networkx.single_source_bellman_ford_path_length on hetgraph, negative weights
+    included (NetworkXUnbounded when the source reaches a negative cycle)."""
     import networkx as nx
 
     name = "single_source_bellman_ford_path_length"
@@ -604,18 +653,20 @@ def single_source_bellman_ford_path_length(G, source, weight="weight"):
 
 @_small_to_networkx
 def shortest_path_length(G, source=None, target=None, weight=None, method="dijkstra"):
-    """networkx.shortest_path_length on hetgraph with a source and no target (BFS,
-    Dijkstra or Bellman-Ford as NetworkX chooses them)."""
+    """networkx.shortest_path_length on hetgraph with a source and no target, or a
+    target and no source (from every node: the source's run on the reversed graph);
+    BFS, Dijkstra or Bellman-Ford as NetworkX chooses them."""
     if method not in ("dijkstra", "bellman-ford"):
         raise ValueError(f"method not supported: {method}")
     kwargs = dict(source=source, target=target, weight=weight, method=method)
 
     def compute():
+        graph, start = (G, source) if source is not None else (G.reversed(), target)
         if weight is None:
-            return single_source_shortest_path_length(G, source)
+            return single_source_shortest_path_length(graph, start)
         if method == "dijkstra":
-            return single_source_dijkstra_path_length(G, source, weight=weight)
-        return single_source_bellman_ford_path_length(G, source, weight=weight)
+            return single_source_dijkstra_path_length(graph, start, weight=weight)
+        return single_source_bellman_ford_path_length(graph, start, weight=weight)
 
     return _run_or_fallback("shortest_path_length", G, (), kwargs, compute)
 

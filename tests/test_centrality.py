@@ -1,11 +1,17 @@
 """Personalized PageRank, Katz, eigenvector centrality and HITS (hg.*) against
 NetworkX's own implementations, and the pagerank kernel shared across weightings."""
 
+import types
+
 import numpy as np
 import pytest
 
 import hetgraph as hg
+from hetgraph.algorithms.centrality import Eigenvector, Katz
+from hetgraph.algorithms.hits import bipartite_double, Hits
 from hetgraph.errors import GraphError
+from hetgraph.program import ProgramSpec
+from test_state_on_device import states  # noqa: F401  (the VertexStates runs make)
 
 nx = pytest.importorskip("networkx")
 
@@ -73,8 +79,82 @@ def test_personalization_as_an_array_and_its_errors(graphs):
         hg.pagerank(graph, personalization=[1.0, 2.0], **QUIET)
     with pytest.raises(GraphError, match="not in the graph"):
         hg.pagerank(graph, personalization={-5: 1.0}, **QUIET)
-    with pytest.raises(GraphError, match="dangling"):  # wiki-vote has dangling vertices
-        hg.pagerank(graph, personalization={30: 1.0}, dangling={28: 1.0}, **QUIET)
+    with pytest.raises(GraphError, match="nonzero sum"):
+        hg.pagerank(graph, dangling={28: 0.0}, **QUIET)
+
+
+def test_dangling_weights_of_their_own_equal_networkx(graphs):
+    """Dangling rank along q, teleport along p != q (the teleport vertex's run), on
+    wiki-vote, a weighted graph whose vertices 250-299 have no out-edge and an
+    undirected one with isolated vertices."""
+    rng = np.random.default_rng(6)
+    weighted = hg.from_arrays(rng.integers(0, 250, 2000), rng.integers(0, 300, 2000),
+                              weight=rng.integers(1, 9, 2000), num_vertices=300)
+    undirected = hg.from_arrays(*rng.integers(0, 200, (2, 600)), directed=False,
+                                num_vertices=230)
+    for graph in (graphs[0], weighted, undirected):
+        reference = to_networkx(graph, weighted=graph.weighted)
+        nodes = list(reference)
+        assert (graph.out_degree() == 0).any()  # (dangling vertices whose rank spreads)
+        personalization = {nodes[0]: 1.0, nodes[7]: 3.0, nodes[-1]: 0.5}
+        dangling = {nodes[3]: 2.0, nodes[11]: 1.0, nodes[-2]: 0.25}
+        nstart = {n: 1 + i % 5 for i, n in enumerate(nodes)}
+        for kwargs in ({"dangling": dangling},
+                       {"dangling": dangling, "personalization": personalization},
+                       {"dangling": dangling, "personalization": personalization,
+                        "nstart": nstart, "alpha": 0.6}):
+            theirs = nx.pagerank(reference, tol=1e-10, **kwargs)
+            alpha = kwargs.pop("alpha", 0.85)
+            ours = hg.pagerank(graph, alpha, tol=1e-10, **kwargs, **QUIET)
+            assert ours.converged and len(ours.values) == graph.num_vertices
+            assert ours.graph is graph
+            assert_close(by_label(ours), theirs, 1e-12, rel=1e-6)
+            assert abs(ours.values.sum() - 1) < 1e-6  # (float32 transition weights)
+
+
+def test_dangling_weights_by_hand():
+    """0 -> 1 -> 2, teleport to 0, vertex 2's rank to 1: x0 = 1 - d, x1 = d (x0 + x2),
+    x2 = d x1, so with d = 0.75 (exact in float32): (7, 12, 9) / 28."""
+    graph = hg.from_arrays([0, 1], [1, 2])
+    result = hg.pagerank(graph, 0.75, 500, personalization={0: 1.0}, dangling={1: 5.0},
+                         tol=1e-15, **QUIET)
+    assert result.values == pytest.approx([7 / 28, 12 / 28, 9 / 28], abs=1e-14)
+    # T's run stops where NetworkX's does: the same iterates, the same L1 test
+    for tol in (1e-2, 1e-4):
+        limited = hg.pagerank(graph, 0.75, personalization={0: 1.0}, dangling={1: 5.0},
+                              tol=tol, **QUIET)
+        theirs = nx.pagerank(to_networkx(graph), 0.75, personalization={0: 1.0},
+                             dangling={1: 5.0}, tol=tol)
+        assert max(abs(v - x) for v, x in zip(theirs.values(), (7 / 28, 12 / 28, 9 / 28))) \
+            > 1e3 * 1e-12  # (stopped before the fixed point)
+        assert_close(by_label(limited), theirs, 1e-12)
+
+
+def test_the_teleport_graph_adds_one_vertex_and_its_edges(graphs):
+    from conftest import assert_csr_matches_csc
+    from hetgraph.algorithms.pagerank import teleport_graph, transition_graph
+
+    graph = graphs[1]
+    n = graph.num_vertices
+    transitions, _ = transition_graph(graph, 0.85)
+    p = np.zeros(n)
+    p[[0, 5, 6, n - 1]] = [0.25, 0.25, 0.125, 0.375]
+    augmented = teleport_graph(transitions, p)
+    assert augmented is teleport_graph(transitions, p.copy())  # kept for its p
+    assert augmented.num_vertices == n + 1 and augmented.directed
+    assert augmented.num_arcs == transitions.num_arcs + 5
+    assert_csr_matches_csc(augmented)
+    src, dst, w = augmented.edges()
+    from_t = src == n
+    assert sorted(dst[from_t].tolist()) == [0, 5, 6, n - 1, n]
+    assert dict(zip(dst[from_t].tolist(), w[from_t].tolist())) == \
+        {0: 0.25, 5: 0.25, 6: 0.125, n - 1: 0.375, n: 1.0}
+    theirs = transitions.edges()
+    assert sorted(zip(*(a.tolist() for a in theirs))) == \
+        sorted(zip(*(a[~from_t].tolist() for a in (src, dst, w))))
+    for v in range(n + 1):  # each CSC run sorted by source
+        run = augmented.in_indices[augmented.in_indptr[v]:augmented.in_indptr[v + 1]]
+        assert (np.diff(run) >= 0).all()
 
 
 def test_pagerank_weightings_share_no_wrong_kernel(graphs):
@@ -149,3 +229,122 @@ def test_hits_by_hand():
     phi = (1 + 5 ** 0.5) / 2
     assert result.values == pytest.approx([0, 1 / (1 + phi), phi / (1 + phi)], abs=1e-9)
     assert result.hubs == pytest.approx([phi / (1 + phi), 1 / (1 + phi), 0], abs=1e-9)
+
+
+# the state on a device (issue 57): hooks of the array module xp, CUDA translation --------
+
+class Marked(np.ndarray):
+    """A NumPy array made by :func:`marking_module`: what a device module would make."""
+
+
+def marking_module():
+    """NumPy under another name whose arrays are :class:`Marked`, as CuPy's are its own."""
+    def marked(name):
+        return lambda *args, **kwargs: getattr(np, name)(*args, **kwargs).view(Marked)
+
+    names = ("full", "zeros", "ones", "asarray", "array", "ascontiguousarray", "divide",
+             "where", "sqrt")
+    return types.SimpleNamespace(float64=np.float64, **{n: marked(n) for n in names})
+
+
+def power_programs(graph):
+    """(program, the graph it runs on) of personalized PageRank (both forms), Katz,
+    eigenvector centrality and HITS on ``graph``."""
+    from hetgraph.algorithms.pagerank import _program
+
+    n = graph.num_vertices
+    p = np.arange(1.0, n + 1) / (n * (n + 1) / 2)
+    ppr = _program(graph, 0.85, 1e-6, np.float64, True, p, p[::-1].copy(), None)
+    general = _program(graph, 0.85, 1e-6, np.float64, True, p, None, p[::-1].copy())
+    katz = Katz(0.1, np.full(n, 1.0), 1e-6, np.ones(n))
+    return [(ppr, ppr.graph), (general, general.graph), (katz, graph),
+            (Eigenvector(np.full(n, 1.0 / n)), graph),
+            (Hits(1e-8, np.full(n, 1.0 / n)), bipartite_double(graph))]
+
+
+def test_power_iterations_build_their_state_with_the_array_module(graphs):
+    """Every hook that makes or finishes the state takes xp and builds with it, so that
+    a run on one GPU keeps its state there (ProgramSpec.any_device)."""
+    graph = graphs[1]
+    for program, runs_on in power_programs(graph):
+        spec = ProgramSpec(program)
+        assert spec.any_device, program.name
+        values, active = program.init(runs_on, xp=marking_module())
+        assert isinstance(values, Marked) and active is None, program.name
+        aux = program.aux(runs_on, xp=marking_module())
+        assert aux is None or isinstance(aux, Marked), program.name
+        host, _, host_aux = spec.initial_state(runs_on)
+        np.testing.assert_array_equal(values, host)
+        if aux is not None:
+            np.testing.assert_array_equal(aux, host_aux)
+        final = program.finalize(runs_on, values.copy(), xp=marking_module())
+        assert isinstance(final, Marked), program.name
+
+
+def test_power_iterations_translate_to_cuda(tmp_path):
+    """Each program's shard kernel translates (and compiles for sm_90 with nvcc)."""
+    from hetgraph.kernels.gpu.source import kernel_source
+    from test_gpu_translation import compile_for_sm90, NVCC
+
+    for program, _ in power_programs(hg.generate.grid(4, 4)):
+        spec = ProgramSpec(program)
+        aux = np.float64 if program.aux(None) is not None else np.float32
+        source = kernel_source(spec, aux, np.int32, np.uint32, weighted=True, sync=True,
+                               warp_combine=False)
+        assert "hg_user_apply" in source and "constant" in source
+        if NVCC:
+            compile_for_sm90(source, tmp_path)
+
+
+def gpu_and_networkx_runs(graph):
+    """{name: (hetgraph call taking run options, NetworkX's answers, tolerance, relative
+    tolerance)} of every power iteration on ``graph``."""
+    reference = to_networkx(graph, weighted=graph.weighted)
+    nodes = list(reference)
+    weight = "weight" if graph.weighted else None
+    p, q = {nodes[0]: 1.0, nodes[7]: 3.0}, {nodes[3]: 2.0, nodes[11]: 1.0}
+    runs = {
+        "personalized": (lambda **o: hg.pagerank(graph, tol=1e-10, personalization=p, **o),
+                         [nx.pagerank(reference, tol=1e-10, personalization=p)], 1e-9, 1e-6),
+        "dangling": (lambda **o: hg.pagerank(graph, tol=1e-10, personalization=p,
+                                             dangling=q, **o),
+                     [nx.pagerank(reference, tol=1e-10, personalization=p, dangling=q)],
+                     1e-9, 1e-6),
+        "katz": (lambda **o: hg.katz_centrality(graph, 0.005, weighted=graph.weighted, **o),
+                 [nx.katz_centrality(reference, 0.005, weight=weight)], 1e-9, 0.0),
+        "eigenvector": (lambda **o: hg.eigenvector_centrality(
+            graph, max_iterations=1000, weighted=graph.weighted, **o),
+            [nx.eigenvector_centrality(reference, max_iter=1000, weight=weight)], 1e-9, 0.0),
+    }
+    if graph.directed:  # (an undirected graph's double may have two top vectors)
+        hubs, authorities = nx.hits(reference, tol=1e-12, max_iter=10_000)
+        runs["hits"] = (lambda **o: hg.hits(graph, max_iterations=10_000, tol=1e-12, **o),
+                        [authorities, hubs], 1e-8, 0.0)
+    return runs
+
+
+def answers(result):
+    """The values of ``result`` by label, and its hubs for HITS."""
+    found = [by_label(result)]
+    if hasattr(result, "hubs"):
+        found.append(by_label(result, result.hubs))
+    return found
+
+
+@pytest.mark.gpu
+def test_power_iterations_on_one_gpu_keep_their_state_there_and_answer_as_the_cpu(
+        graphs, states):
+    """devices="gpu" on one GPU: the state made on the device, the answers NetworkX's and
+    the CPU's (to the float sums' order: the iteration counts may differ by one)."""
+    with hg.Cluster(gpus=1):
+        for graph in graphs:
+            for name, (call, theirs, tol, rel) in gpu_and_networkx_runs(graph).items():
+                states.clear()
+                on_gpu = call(devices="gpu", **QUIET)
+                assert states and not states[0].on_host, name
+                assert on_gpu.converged and isinstance(on_gpu.values, np.ndarray), name
+                on_cpu = call(devices="cpu", **QUIET)
+                assert states[-1].on_host, name
+                for ours, cpu, expected in zip(answers(on_gpu), answers(on_cpu), theirs):
+                    assert_close(ours, expected, tol, rel)
+                    assert_close(ours, cpu, tol, rel)

@@ -106,7 +106,7 @@ def test_components(wiki, power):
 
 
 @pytest.mark.parametrize("name, args, why", [
-    ("shortest_path_length", {"source": 0, "target": 5}, "with a target"),
+    ("shortest_path_length", {"source": 0, "target": 5}, "with both"),
     ("single_source_dijkstra_path_length", {"source": 0, "weight": lambda u, v, d: 2},
      "with a weight function"),
     ("single_source_dijkstra_path_length", {"source": 0}, "weights float32 cannot hold"),

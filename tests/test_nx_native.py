@@ -46,15 +46,19 @@ def test_personalized_pagerank(directed):
                          nx.pagerank(directed, **kwargs))
 
 
-def test_pagerank_dangling_other_than_personalization_falls_back():
+def test_pagerank_dangling_other_than_personalization(directed):
     graph = nx.DiGraph([(0, 1), (1, 2), (0, 2)])  # 2 is dangling
-    kwargs = {"personalization": {0: 1}, "dangling": {1: 1}}
-    with pytest.warns(NetworkXFallbackWarning, match="dangling weights other than"):
-        assert nx.pagerank(graph, backend="hetgraph", **kwargs) == nx.pagerank(graph, **kwargs)
-    cycle = nx.DiGraph([(0, 1), (1, 2), (2, 0)])  # no dangling node: dangling is moot
+    nodes = list(directed)
+    directed_with_dangling = directed.copy()
+    directed_with_dangling.remove_edges_from(list(directed.out_edges(nodes[:40])))
     with no_fallback():
-        assert close(nx.pagerank(cycle, backend="hetgraph", **kwargs),
-                     nx.pagerank(cycle, **kwargs))
+        for g, kwargs in ((graph, {"personalization": {0: 1}, "dangling": {1: 1}}),
+                          (directed_with_dangling, {"dangling": {nodes[5]: 1, nodes[9]: 3}}),
+                          (directed_with_dangling, {"personalization": {nodes[2]: 1},
+                                                    "dangling": {nodes[7]: 2},
+                                                    "weight": None, "alpha": 0.7})):
+            assert close(nx.pagerank(g, backend="hetgraph", **kwargs),
+                         nx.pagerank(g, **kwargs))
     with pytest.warns(NetworkXFallbackWarning, match="personalization"):
         with pytest.raises(ZeroDivisionError):  # NetworkX's own error
             nx.pagerank(graph, personalization={0: 0}, backend="hetgraph")
@@ -68,8 +72,13 @@ def test_hits(directed, undirected):
     assert nx.hits(nx.DiGraph(), backend="hetgraph") == ({}, {})
     with pytest.raises(nx.PowerIterationFailedConvergence):
         nx.hits(directed, max_iter=0, backend="hetgraph")
-    with pytest.warns(NetworkXFallbackWarning, match="normalized=False"):
-        nx.hits(directed, normalized=False, backend="hetgraph")
+    with no_fallback():  # NetworkX's sign is ARPACK's: hetgraph's is nonnegative
+        ours = nx.hits(directed, normalized=False, backend="hetgraph")
+    theirs = nx.hits(directed, normalized=False)
+    sign = 1 if sum(theirs[1].values()) > 0 else -1
+    for mine, reference in zip(ours, theirs):
+        assert min(mine.values()) >= 0
+        assert close(mine, {k: sign * v for k, v in reference.items()}, 1e-5)
     # a star's top singular value has two vectors: the power iterations from the hubs
     # and from the authorities go to different ones (NetworkX's ARPACK, from a random
     # start, returns any vector of the two)
@@ -140,20 +149,70 @@ def test_shortest_path_functions(directed, undirected):
     with pytest.raises(ValueError, match="method not supported"):
         nx.shortest_path_length(directed, 0, weight="weight", method="astar",
                                 backend="hetgraph")
-    with pytest.warns(NetworkXFallbackWarning, match="with a target"):
+    with pytest.warns(NetworkXFallbackWarning, match="with both"):
         assert nx.shortest_path_length(directed, 0, 5, backend="hetgraph") == \
             nx.shortest_path_length(directed, 0, 5)
+    with pytest.warns(NetworkXFallbackWarning, match="all pairs"):
+        assert dict(nx.shortest_path_length(undirected, backend="hetgraph")) == \
+            dict(nx.shortest_path_length(undirected))
 
 
-def test_bellman_ford_negative_weights_fall_back():
+def test_shortest_path_length_to_a_target(directed, undirected):
+    """Only a target: from every node, the reversed graph's single-source run."""
+    multi = nx.MultiDiGraph(directed)
+    multi.add_edge(nodes_of(directed)[1], nodes_of(directed)[0], weight=0)
+    negative = nx.DiGraph([(0, 1, {"weight": -2}), (2, 1, {"weight": 3}), (1, 3, {"weight": 1})])
+    with no_fallback():
+        for graph in (directed, undirected, multi, negative):
+            target = nodes_of(graph)[1]
+            for method in ("dijkstra", "bellman-ford"):
+                for weight in ("weight", None):
+                    if graph is negative and method == "dijkstra" and weight:
+                        continue  # (NetworkX's Dijkstra: negative weights fall back)
+                    ours = nx.shortest_path_length(graph, target=target, weight=weight,
+                                                   method=method, backend="hetgraph")
+                    assert ours == nx.shortest_path_length(graph, target=target,
+                                                           weight=weight, method=method)
+        assert nx.shortest_path_length(negative, target=1, weight="weight",
+                                       method="bellman-ford", backend="hetgraph") == \
+            {1: 0, 0: -2, 2: 3}
+    with pytest.raises(nx.NodeNotFound):
+        nx.shortest_path_length(directed, target="nowhere", backend="hetgraph")
+
+
+def nodes_of(graph):
+    return list(graph)
+
+
+def test_bellman_ford_negative_weights():
+    """Native: the distances, and NetworkXUnbounded for a negative cycle the source
+    reaches (a negative undirected edge or self-loop is one), as NetworkX's own."""
     graph = nx.DiGraph()
-    graph.add_weighted_edges_from([(0, 1, 4), (1, 2, -2), (0, 2, 3)])
-    with pytest.warns(NetworkXFallbackWarning, match="negative weights"):
+    graph.add_weighted_edges_from([(0, 1, 4), (1, 2, -2), (0, 2, 3), (3, 0, -9)])
+    undirected = nx.Graph([(0, 1, {"weight": 2}), (1, 2, {"weight": -1})])
+    undirected.add_node(3)
+    with no_fallback():
         assert nx.single_source_bellman_ford_path_length(graph, 0, backend="hetgraph") == \
-            {0: 0, 1: 4, 2: 2}
-    graph.add_weighted_edges_from([(2, 0, -5)])
-    with pytest.warns(NetworkXFallbackWarning), pytest.raises(nx.NetworkXUnbounded):
-        nx.single_source_bellman_ford_path_length(graph, 0, backend="hetgraph")
+            nx.single_source_bellman_ford_path_length(graph, 0) == {0: 0, 1: 4, 2: 2}
+        assert nx.shortest_path_length(graph, 3, weight="weight", method="bellman-ford",
+                                       backend="hetgraph") == {3: 0, 0: -9, 1: -5, 2: -7}
+        assert nx.single_source_bellman_ford_path_length(undirected, 3,
+                                                         backend="hetgraph") == {3: 0}
+        for g, source in ((undirected, 0), (nx.DiGraph([(1, 1, {"weight": -1})]), 1)):
+            with pytest.raises(nx.NetworkXUnbounded):
+                nx.single_source_bellman_ford_path_length(g, source)
+            with pytest.raises(nx.NetworkXUnbounded, match="Negative cycle"):
+                nx.single_source_bellman_ford_path_length(g, source, backend="hetgraph")
+        graph.add_weighted_edges_from([(2, 0, -3)])  # 0 -> 1 -> 2 -> 0: -1 a turn
+        for source in (0, 3):
+            with pytest.raises(nx.NetworkXUnbounded):
+                nx.single_source_bellman_ford_path_length(graph, source, backend="hetgraph")
+        graph.add_weighted_edges_from([(2, 0, -2)])  # a zero cycle: no error
+        assert nx.single_source_bellman_ford_path_length(graph, 0, backend="hetgraph") == \
+            nx.single_source_bellman_ford_path_length(graph, 0)
+    with pytest.warns(NetworkXFallbackWarning, match="negative weights"):  # Dijkstra's
+        with pytest.raises(ValueError, match="negative weights"):  # NetworkX's own error
+            nx.single_source_dijkstra_path_length(graph, 0, backend="hetgraph")
 
 
 def test_component_functions(directed, undirected):

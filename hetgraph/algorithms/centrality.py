@@ -10,7 +10,9 @@ Eigenvector (``networkx.eigenvector_centrality``, the left eigenvector of A + I)
 
 Both stop when the L1 change of x is below N * tol (NetworkX's test). The eigenvector
 program keeps y unnormalized and divides by the previous norm in apply (the iteration
-constant), so one pass per iteration and no rescaling of the values in Python.
+constant), so one pass per iteration and no rescaling of the values in Python. Their
+hooks take the array module ``xp``: a run on one GPU keeps the state there, the norms
+and the convergence test computed on the device.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from ..errors import GraphError
 from ..io.store import as_graph
 from ..registry import algorithm
 from ..scheduler.dispatcher import run
-from .pagerank import l1_change, l2_norm, PowerIteration, unweighted, vertex_weights
+from ..kernels.arrays import module_of
+from .pagerank import (inverse_norm, l1_change, norm_or_one, PowerIteration, unweighted,
+                       vertex_weights)
 
 # the eigenvector program's first values are x0 times this (exact, a power of two):
 # later values stay far below it (at most 1 + an in-weight sum), so the convergence
@@ -46,12 +50,12 @@ class Katz(PowerIteration):
     def apply(old, acc, aux, constant):
         return constant * acc + aux
 
-    def init(self, graph):
+    def init(self, graph, xp=np):
         n = graph.num_vertices
-        return (np.zeros(n) if self.start is None else self.start), None
+        return (xp.zeros(n) if self.start is None else xp.asarray(self.start)), None
 
-    def aux(self, graph):
-        return self.beta
+    def aux(self, graph, xp=np):
+        return xp.asarray(self.beta)
 
     def iteration_constant(self, graph, values):
         return self.alpha
@@ -75,25 +79,27 @@ class Eigenvector(PowerIteration):
     def apply(old, acc, aux, constant):
         return (old + acc) * constant
 
-    def init(self, graph):
-        return self.start * FIRST_MARK, None
+    def init(self, graph, xp=np):
+        return xp.asarray(self.start) * FIRST_MARK, None
 
     def iteration_constant(self, graph, values):
-        return 1.0 / (l2_norm(values) or 1.0)
+        return inverse_norm(values)
 
     def converged(self, graph, previous, values):
-        before = unit(previous)
-        if float(abs(previous).max()) >= FIRST_BELOW:  # x0, scaled by its sum
-            before = previous / FIRST_MARK
-        return l1_change(before, unit(values)) < graph.num_vertices * self.tol
+        # x0 (marked) was scaled by its sum, a later y by its norm: one device test
+        xp = module_of(values)
+        divisor = xp.where(abs(previous).max() >= FIRST_BELOW, FIRST_MARK,
+                           norm_or_one(previous))
+        return l1_change(previous / divisor, unit(values)) < graph.num_vertices * self.tol
 
-    def finalize(self, graph, values):
-        return unit(values)
+    def finalize(self, graph, values, xp=np):
+        return xp.divide(values, norm_or_one(values), out=values)  # (the run's own)
 
 
 def unit(values):
-    """``values`` / ||values||_2 (itself when the norm is 0, as NetworkX)."""
-    return values / (l2_norm(values) or 1.0)
+    """``values`` / ||values||_2 (themselves when the norm is 0, as NetworkX), NumPy or
+    CuPy."""
+    return values / norm_or_one(values)
 
 
 @algorithm("katz", program=Katz, networkx=("katz_centrality",))

@@ -12,7 +12,8 @@ w_uv per arc u -> v. One sync iteration updates both halves::
 (c = 1 / ||(h, a)||_2, the iteration constant, keeps the values bounded). a then runs
 two interleaved power iterations of A^T A (from a0 and from A^T h0), both towards the
 top singular vector; the run stops when a, scaled to sum 1, changes by less than tol
-in L1 between two iterations.
+in L1 between two iterations. The hooks take the array module ``xp``: a run on one
+GPU keeps the state there, the norms and the convergence test computed on the device.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import numpy as np
 from ..io.store import as_graph
 from ..registry import algorithm
 from ..scheduler.dispatcher import run
-from .pagerank import l1_change, l2_norm, PowerIteration, vertex_weights
+from .pagerank import inverse_norm, l1_change, PowerIteration, vertex_weights
 
 
 class Hits(PowerIteration):
@@ -37,13 +38,15 @@ class Hits(PowerIteration):
     def apply(old, acc, aux, constant):
         return acc * constant
 
-    def init(self, graph):
+    def init(self, graph, xp=np):
         n = graph.num_vertices // 2
-        start = np.full(n, 1.0 / max(n, 1)) if self.start is None else self.start
-        return np.concatenate([np.full(n, 1.0 / max(n, 1)), start]), None
+        values = xp.full(2 * n, 1.0 / max(n, 1))
+        if self.start is not None:
+            values[n:] = xp.asarray(self.start)
+        return values, None
 
     def iteration_constant(self, graph, values):
-        return 1.0 / (l2_norm(values) or 1.0)
+        return inverse_norm(values)
 
     def converged(self, graph, previous, values):
         n = graph.num_vertices // 2
@@ -51,9 +54,10 @@ class Hits(PowerIteration):
 
 
 def summing_to_one(values):
-    """``values`` / their sum (themselves when it is 0)."""
-    total = float(values.sum())
-    return values / (total or 1.0)
+    """``values`` / their sum (themselves when it is 0), NumPy or CuPy (no wait for the
+    device)."""
+    total = values.sum()
+    return values / (total + (total == 0))
 
 
 def bipartite_double(graph, weighted=True):

@@ -9,20 +9,26 @@ acc = sum x[u] * w_uv, rank' = c + acc with the iteration constant c = (1 - d) /
 (sum of dangling x) / N, and x' = rank' * aux with aux = d / W (d when dangling).
 Stops when sum |rank' - rank| < N * tol (NetworkX's test) or after max_iterations.
 
-Personalized PageRank (a teleport vector p, dangling rank sent along p too) runs
-:class:`PersonalizedPageRank` on the graph's transition graph (weights d * w_uv / W_u):
-rank' = acc + p[v] * ((1 - d) + d * D), one per-vertex array (p) in apply.
+Personalized PageRank (a teleport vector p, dangling rank sent along the dangling
+weights q) runs :class:`PersonalizedPageRank` on the graph's transition graph (weights
+d * w_uv / W_u): rank' = acc + (1 - d) * p[v] + d * D * q[v]. When q = p (NetworkX's
+default) that is rank' = acc + p[v] * ((1 - d) + d * D): p is apply's per-vertex array
+and the iteration constant its factor. Otherwise the run adds a teleport vertex T to
+the transition graph (:func:`teleport_graph`): T keeps the value 1 - d along a
+self-loop and sends it to every v along an edge of weight p[v], so that acc holds the
+teleport and apply's array is q, with the constant d * D.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 
 import numpy as np
 
 from ..errors import GraphError, OutOfCoreError
 from ..io.store import as_graph
-from ..kernels.arrays import in_module, indexed_sum, on_device_of
+from ..kernels.arrays import in_module, indexed_sum, module_of, on_device_of
 from ..kernels.cpu.degrees import damped_inverse
 from ..program import VertexProgram
 from ..registry import algorithm
@@ -52,12 +58,21 @@ class PowerIteration(VertexProgram):
         return True
 
 
-def l2_norm(values):
-    """||values||_2 as a float (einsum on the host: NumPy's BLAS dot would spin its
-    threads on every core; see scheduler.costmodel.frontier_growth)."""
+def norm_or_one(values):
+    """||values||_2, or 1 when it is 0 (NetworkX's guard): a float for NumPy ``values``
+    (einsum: NumPy's BLAS dot would spin its threads on every core, see
+    scheduler.costmodel.frontier_growth), a 0-d device array for CuPy ``values``
+    (computed without waiting for the device)."""
     if isinstance(values, np.ndarray):
-        return float(np.sqrt(np.einsum("i,i->", values, values)))
-    return float(np.sqrt(values @ values))
+        return float(np.sqrt(np.einsum("i,i->", values, values))) or 1.0
+    norm = module_of(values).sqrt(values @ values)
+    return norm + (norm == 0)
+
+
+def inverse_norm(values):
+    """1 / :func:`norm_or_one` (``values``): an iteration constant the GPU reads where it
+    is computed."""
+    return 1.0 / norm_or_one(values)
 
 
 def l1_change(previous, values):
@@ -152,16 +167,24 @@ def _check_parameters(damping, tol):
 
 class PersonalizedPageRank(PowerIteration):
     """Personalized PageRank program (module docstring): run it on
-    :func:`transition_graph`; ``personalization``: the teleport vector p (float64,
-    summing to 1), where dangling rank goes too; ``dangling``: the dangling vertices
-    (ids or a slice); ``start``: the starting ranks (None: uniform)."""
+    :func:`transition_graph`, or on :func:`teleport_graph` with ``offset`` 0.
+    ``weights``: apply's per-vertex array (float64): p, where teleport and dangling rank
+    both go (summing to 1), or q alone on a teleport graph (0 for T); ``dangling``: the
+    dangling vertices (ids or a slice); ``start``: the starting ranks (None: uniform;
+    T's 1 - d included on a teleport graph); ``offset``: the iteration constant's part
+    that is not dangling rank (None: 1 - d, the teleport along ``weights``);
+    ``vertices``: the vertices of the convergence test (None: the graph's; T's value
+    does not change)."""
 
-    def __init__(self, personalization, dangling, damping=0.85, tol=1e-6, start=None):
+    def __init__(self, weights, dangling, damping=0.85, tol=1e-6, start=None, *,
+                 offset=None, vertices=None):
         _check_parameters(damping, tol)
-        self.personalization = personalization
+        self.weights = weights
         self.dangling = dangling
         self.damping = float(damping)
+        self.offset = 1.0 - self.damping if offset is None else float(offset)
         self.tol = tol
+        self.vertices = vertices
         if tol is None:
             self.converged = None
         self.start = start
@@ -170,19 +193,21 @@ class PersonalizedPageRank(PowerIteration):
     def apply(old, acc, aux, constant):
         return acc + aux * constant
 
-    def init(self, graph):
+    def init(self, graph, xp=np):
         n = graph.num_vertices
-        return (np.full(n, 1.0 / max(n, 1)) if self.start is None else self.start), None
+        start = xp.full(n, 1.0 / max(n, 1)) if self.start is None else xp.asarray(self.start)
+        return start, None
 
-    def aux(self, graph):
-        return self.personalization
+    def aux(self, graph, xp=np):
+        return xp.asarray(self.weights)
 
     def iteration_constant(self, graph, values):
-        # (1 - d) + d * D: the teleport and the dangling rank, both sent along p
-        return indexed_sum(values, self.dangling, self.damping, 1.0 - self.damping)
+        # offset + d * D: D the dangling rank (a 0-d device array on the GPU)
+        return indexed_sum(values, self.dangling, self.damping, self.offset)
 
     def converged(self, graph, previous, values):
-        return l1_change(previous, values) < graph.num_vertices * self.tol
+        n = graph.num_vertices if self.vertices is None else self.vertices
+        return l1_change(previous, values) < n * self.tol
 
 
 def transition_graph(graph, damping, weighted=True):
@@ -206,6 +231,42 @@ def transition_graph(graph, damping, weighted=True):
         dangling = _as_range(np.flatnonzero(out_weight == 0))
         kept = last["graph"] = ((damping, weighted), (derived, dangling))
     return kept[1]
+
+
+def teleport_graph(transitions, p):
+    """``transitions`` (a :func:`transition_graph`) with a teleport vertex T, id N: an
+    edge T -> v of weight p[v] (float32) for every v with p[v] > 0 and a self-loop
+    T -> T of weight 1, so that T keeps its value and every v gathers T's value times
+    p[v] with its in-edges; labels are the ids. Kept by ``transitions`` for its last p
+    (it copies every edge)."""
+    last = transitions.kept("pagerank-teleport", dict)
+    key = hashlib.sha256(np.ascontiguousarray(p, np.float64).tobytes()).hexdigest()
+    if last.get("p") != key:
+        last["graph"], last["p"] = _with_teleport(transitions, p), key
+    return last["graph"]
+
+
+def _with_teleport(graph, p):
+    """The arrays of :func:`teleport_graph`: T's in-edge goes last in each target's
+    CSC run (T has the largest id, so the runs stay sorted by source), its CSR row last."""
+    n = graph.num_vertices
+    targets = np.flatnonzero(p)
+    dtype = graph.index_dtype if n + 1 <= np.iinfo(graph.index_dtype).max else np.int64
+    ends = graph.in_indptr[targets + 1]
+    in_indices = np.insert(graph.in_indices.astype(dtype, copy=False), ends, n)
+    weights = np.insert(graph.in_weights, ends, p[targets].astype(np.float32))
+    in_indptr = np.empty(n + 2, np.int64)
+    in_indptr[0] = 0
+    in_indptr[1:n + 1] = graph.in_indptr[1:] + np.cumsum(p > 0)
+    in_indptr[n + 1] = in_indptr[n] + 1
+    out_indptr = np.append(graph.out_indptr, graph.out_indptr[-1] + len(targets) + 1)
+    out_indices = np.concatenate([graph.out_indices.astype(dtype, copy=False),
+                                  targets.astype(dtype), np.array([n], dtype)])
+    return graph.with_arrays(in_indptr.astype(graph.in_indptr.dtype),
+                             np.append(in_indices, dtype.type(n)),
+                             np.append(weights, np.float32(1.0)),
+                             out_indptr.astype(graph.out_indptr.dtype), out_indices,
+                             directed=True, labels=np.arange(n + 1))
 
 
 def unweighted(graph):
@@ -269,8 +330,8 @@ def pagerank(graph, damping=0.85, max_iterations=100, tol=1e-6, *, personalizati
         Default None: uniform.
     dangling : dict or array_like, optional
         Where the rank of vertices without out-edges goes, given as
-        ``personalization``; it must equal the (scaled) personalization, or the graph
-        have no dangling vertex. Default None: along the personalization.
+        ``personalization`` (NetworkX's ``dangling``). Default None: along the
+        personalization.
     weighted : bool
         Use the edge weights when the graph has them (NetworkX's weight="weight").
         Default True.
@@ -290,8 +351,7 @@ def pagerank(graph, damping=0.85, max_iterations=100, tol=1e-6, *, personalizati
     ------
     GraphError
         When ``damping`` or ``tol`` is out of range, (``weighted``) a weight is
-        negative or NaN, a weight vector is malformed or sums to 0, or ``dangling``
-        differs from ``personalization`` on a graph with dangling vertices.
+        negative or NaN, or a weight vector is malformed or sums to 0.
     OutOfCoreError
         When ``personalization`` or ``dangling`` is given for a graph out of core (the
         transition graph is built in memory).
@@ -312,6 +372,8 @@ def pagerank(graph, damping=0.85, max_iterations=100, tol=1e-6, *, personalizati
     program = _program(graph, damping, tol, dtype, weighted, personalization, nstart,
                        dangling)
     result = run(program, program.graph, max_iterations=max_iterations, **options)
+    if program.graph.num_vertices > graph.num_vertices:  # T of a teleport graph
+        result.values, result.graph = result.values[:graph.num_vertices], graph
     if tol is not None and not result.converged:
         log.warning("pagerank did not reach tol=%g in %d iterations", tol, max_iterations)
     return result
@@ -335,11 +397,14 @@ def _program(graph, damping, tol, dtype, weighted, personalization, nstart, dang
     p = np.full(n, 1.0 / n) if p is None else p
     transitions, dangling_ids = transition_graph(graph, float(damping), weighted)
     spread = vertex_weights(graph, dangling, "dangling")
-    if spread is not None and not np.array_equal(spread, p) and \
-            len(np.arange(n)[dangling_ids]) > 0:
-        raise GraphError("dangling weights other than the personalization are not "
-                         "supported; pass dangling=None (dangling rank follows the "
-                         "personalization)")
-    program = PersonalizedPageRank(p, dangling_ids, damping, tol, start)
-    program.graph = transitions
+    if spread is None or np.array_equal(spread, p) or len(np.arange(n)[dangling_ids]) == 0:
+        program = PersonalizedPageRank(p, dangling_ids, damping, tol, start)
+        program.graph = transitions
+        return program
+    # dangling rank along q != p: the teleport comes from T, apply's array is q
+    start = np.full(n, 1.0 / n) if start is None else start
+    program = PersonalizedPageRank(np.append(spread, 0.0), dangling_ids, damping, tol,
+                                   np.append(start, 1.0 - float(damping)), offset=0.0,
+                                   vertices=n)
+    program.graph = teleport_graph(transitions, p)
     return program

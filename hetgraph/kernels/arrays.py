@@ -10,7 +10,7 @@ import numpy as np
 
 from .cpu import replace_value as _replace_on_host
 
-__all__ = ["indexed_sum", "on_device_of", "in_module", "replace_value", "to_host"]
+__all__ = ["indexed_sum", "on_device_of", "in_module", "module_of", "replace_value", "to_host"]
 
 
 def on_device_of(values, array):
@@ -28,6 +28,15 @@ def in_module(xp, array):
     if xp is np:
         return array
     return _gpu("device").device_copy(array)
+
+
+def module_of(values):
+    """The array module of ``values``: NumPy for a NumPy array or scalar, else CuPy."""
+    if isinstance(values, (np.ndarray, np.generic)):
+        return np
+    import cupy
+
+    return cupy
 
 
 def replace_value(values, old, new):
