@@ -97,6 +97,10 @@ class Cluster:
     processes : bool, default False
         Run the local workers in their own processes. By default they run in this
         process, where CPU and GPU tasks share the run's vertex arrays without copies.
+        Worker processes get each graph once and keep it for later runs
+        (:meth:`placed`); a worker that dies is restarted by its nanny and a run's
+        lost task is sent again (``hetgraph.tuning.LOST_TASK_RETRIES`` times, then
+        :class:`WorkerLostError`).
     dashboard_address : str or None, default "127.0.0.1:8787"
         Where the local cluster's Dask dashboard listens (a free port on the same host
         when that one is taken). None turns it off. The dashboard needs bokeh

@@ -6,7 +6,9 @@ task that needs it and dropped when the run ends. Every task gets the run's
 :class:`RunSpec` and the host :class:`VertexState`: in an in-process cluster the task
 gets an :class:`InProcess` handle and looks up the driver's own objects (Dask copies
 task arguments even in process), so tasks write the host arrays directly; in worker
-processes they are copies sent by Dask, and the tasks send back what they computed.
+processes they are copies sent by Dask, and the tasks send back what they computed;
+there the RunSpec comes without its graph, which each worker keeps across runs
+(:func:`pack`).
 
 - a page task pulls some pages of one iteration (the hybrid placement);
 - a segment runs whole iterations on one device while the cost model keeps choosing
