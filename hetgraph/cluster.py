@@ -5,7 +5,8 @@ A hetgraph cluster has worker kinds told apart by Dask resources: CPU workers ca
 pool) and there is one GPU worker per GPU with ``GPU=1``. By default everything runs in
 this process (``processes=False``): CPU and GPU tasks then read and write the run's
 vertex arrays in this process's memory without copies. With ``processes=True``, or when
-joining a running scheduler, the vertex state travels through Dask between iterations.
+joining a running scheduler, a graph is sent to the workers once and kept there for
+later runs (:meth:`Cluster.placed`); the vertex state travels through Dask.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import contextlib
 import logging
 import re
 import threading
+import weakref
 
 from . import tuning
 from .errors import HetGraphError
@@ -28,6 +30,11 @@ _SAID_CPU_ONLY = False
 
 class ClusterError(HetGraphError, RuntimeError):
     """The Dask cluster cannot be started, joined or used."""
+
+
+class WorkerLostError(ClusterError):
+    """A worker died during a run and the run could not go on without it: the message
+    names the workers that left and the task that was lost with them."""
 
 
 def gpu_count() -> int:
@@ -90,6 +97,10 @@ class Cluster:
     processes : bool, default False
         Run the local workers in their own processes. By default they run in this
         process, where CPU and GPU tasks share the run's vertex arrays without copies.
+        Worker processes get each graph once and keep it for later runs
+        (:meth:`placed`); a worker that dies is restarted by its nanny and a run's
+        lost task is sent again (``hetgraph.tuning.LOST_TASK_RETRIES`` times, then
+        :class:`WorkerLostError`).
     dashboard_address : str or None, default "127.0.0.1:8787"
         Where the local cluster's Dask dashboard listens (a free port on the same host
         when that one is taken). None turns it off. The dashboard needs bokeh
@@ -145,6 +156,8 @@ class Cluster:
         self.round_trip = None
         self.calibrations: dict = {}  # the runs' calibrations by what they depend on,
         # the newest last (see keep_calibration)
+        self._placed: dict = {}  # graph token -> its Dask future on the workers (placed)
+        self._placing = threading.Lock()
         if address is not None:
             _check_tls_settings(address)
             try:
@@ -167,7 +180,9 @@ class Cluster:
             self._dashboard = dashboard_address is not None
             self._cluster = _local_cluster(cpu_workers, gpus, processes, dashboard_address,
                                            _checked_host(host))
-            self.client = Client(self._cluster)
+            # a local cluster's workers are reachable: data goes to and from them
+            # directly, not relayed by the scheduler (half the bytes, one hop less)
+            self.client = Client(self._cluster, direct_to_workers=processes)
             self.in_process = not processes
             _reduce_latency(self._cluster, self.client)
         self.cpu_workers, self.gpu_workers, self.gpu_devices = self._workers()
@@ -218,6 +233,49 @@ class Cluster:
         while len(self.calibrations) > tuning.CALIBRATIONS_KEPT:
             del self.calibrations[next(iter(self.calibrations))]
 
+    def placed(self, graph):
+        """A Dask future of ``graph`` held by every worker (a cluster of worker
+        processes, or a joined scheduler's): scattered to them by the first run of the
+        graph on this cluster, then kept there for the later runs while the graph lives,
+        so that a warm call sends no edges and the workers keep what they built for the
+        graph (engines, GPU page layouts). Sent again when every copy was lost (the
+        workers that held it died); a worker that joins later fetches it from another.
+        """
+        with self._placing:
+            future = self._placed.get(graph.token)
+            if future is not None and future.status == "finished":
+                return future
+            if future is None:  # (the workers let go of it when the graph goes)
+                weakref.finalize(graph, self._placed.pop, graph.token, None)
+            future = self.scatter(graph)
+            self._placed[graph.token] = future
+            return future
+
+    def scatter(self, data):
+        """A Dask future of ``data`` sent to every worker; WorkerLostError when no
+        worker took it within ``tuning.WORKER_WAIT_SECONDS`` (all of them died)."""
+        try:
+            return self.client.scatter(data, broadcast=True, hash=False,
+                                       timeout=tuning.WORKER_WAIT_SECONDS)
+        except TimeoutError:
+            raise WorkerLostError(f"no worker took the run's data within "
+                                  f"{tuning.WORKER_WAIT_SECONDS} s; lost: "
+                                  f"{', '.join(self.lost_workers()) or 'none known'}; "
+                                  f"check that the workers run") from None
+
+    def lost_workers(self):
+        """The addresses of the workers that left since the cluster started or was last
+        asked. ``cpu_workers`` and ``gpu_workers`` become the workers there now (a
+        worker restarted by its nanny comes back at another address), but for a kind
+        that has none at the moment, whose list stays as it was until one is back."""
+        before = set(self.cpu_workers) | set(self.gpu_workers)
+        cpu, gpu, devices = self._workers()
+        if cpu:
+            self.cpu_workers = cpu
+        if gpu:
+            self.gpu_workers, self.gpu_devices = gpu, devices
+        return sorted(before - set(cpu) - set(gpu))
+
     def close(self):
         """Stop the client and, for a local cluster, its scheduler and workers.
 
@@ -240,6 +298,7 @@ class Cluster:
                 self.client.run(release, workers=self.gpu_workers)
         except Exception as exc:  # closing must not fail on a worker that is gone
             log.debug("could not free the GPU pages kept by the workers: %s", exc)
+        self._placed.clear()
         self.client.close()
         if self._cluster is not None:
             self._cluster.close()
@@ -448,5 +507,5 @@ def _close_quietly(cluster):
         log.debug("closing the embedded cluster: %s", exc)
 
 
-__all__ = ["Cluster", "ClusterError", "close_embedded_cluster", "cluster_for",
+__all__ = ["Cluster", "ClusterError", "WorkerLostError", "close_embedded_cluster", "cluster_for",
            "embedded_cluster", "gpu_count", "gpu_index"]

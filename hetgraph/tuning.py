@@ -133,6 +133,8 @@ DASK_BATCH_INTERVAL = 0.0  # seconds an in-process cluster's Dask comms batch me
 # (Dask's defaults: 2-10 ms): an iteration waits for its tasks, so batching is latency
 CLUSTER_JOIN_TIMEOUT = 10.0  # seconds Cluster(address) waits for the scheduler before
 # ClusterError: a scheduler that does not answer in that time is taken as not running
+WORKER_WAIT_SECONDS = 60.0  # seconds a run waits for a worker to hold its graph again
+# after its workers died (a nanny restarts one in seconds) before WorkerLostError
 # checkpoints and calibration keys (hetgraph.scheduler.checkpoint)
 CHECKPOINTS_KEPT = 2  # checkpoints a run keeps on disk: the newest, and one to resume
 # from when the newest does not read back whole

@@ -33,7 +33,7 @@ from distributed import CancelledError
 from distributed.scheduler import KilledWorker
 
 from .. import tuning
-from ..cluster import ClusterError, cluster_for
+from ..cluster import ClusterError, WorkerLostError, cluster_for
 from ..engines.cpu import pull_threads
 from ..engines.cpu_modes import notify_fraction, push_factor
 from ..errors import GraphError, OutOfCoreError
@@ -396,6 +396,7 @@ class _Driver:
                                cpu_mode=options["cpu_mode"],
                                buckets=spec.bucket_width(graph) > 0)
         self.round_trip = 0.0
+        self.workers_lost = []  # addresses of the workers that died during the run
         self.placed = None  # where the last iteration ran
         self.frontier = None  # (active vertices, out-degree sum) the last segment left
         self.version = 0
@@ -430,7 +431,31 @@ class _Driver:
                 (self.cluster.gpu_devices[0] if device is None else device,)
             return function(self.run_ref, self._state_ref, *args, *here, *device)
         named = () if device is None else (None,) * len(here) + (device,)
-        return self._submit(function, kind, name, *args, *named).result()
+        for attempt in itertools.count():
+            retry = f"-retry{attempt}" if attempt else ""
+            future = self._submit(function, kind, name + retry, *args, *named)
+            try:
+                return future.result()
+            except (CancelledError, KilledWorker) as exc:
+                self._lost(future.key, exc, attempt)
+
+    def _lost(self, key, exc, attempt):
+        """Task ``key`` was lost (``exc``) with a worker, and its inputs maybe with it:
+        share the run and its state again (the graph too, where no worker holds it any
+        more) for its ``attempt`` + 1-th retry; WorkerLostError, naming the workers that
+        left during the run, after ``tuning.LOST_TASK_RETRIES``."""
+        self.workers_lost += self.cluster.lost_workers()
+        lost = ", ".join(self.workers_lost) or "none known"
+        if attempt >= tuning.LOST_TASK_RETRIES:
+            raise WorkerLostError(f"task {key} was lost {attempt + 1} times with its "
+                                  f"worker (workers that left during the run: {lost}): "
+                                  f"{exc}; check the workers' logs (memory, crashes) and "
+                                  f"run again") from exc
+        log.warning("task %s was lost with a worker (workers that left: %s); sending it "
+                    "again", key, lost)
+        self._share_run()
+        self._share_state()
+        self.cluster.lost_workers()  # (the workers that took the run's data are there)
 
     def _pin_state(self):
         """Move the host state into page-locked memory before a GPU of this process first
@@ -445,12 +470,17 @@ class _Driver:
             self._pinned = True
 
     def _share_run(self):
-        self.run_ref = tasks.share(self.runspec, self.state) if self.shared else \
-            self.client.scatter(self.runspec, broadcast=True, hash=False)
+        """The run's reference for tasks: in process, a handle to the driver's objects;
+        else (the RunSpec without its graph, sent with every call: :func:`tasks.pack`;
+        the graph, placed on the workers once: :meth:`Cluster.placed`)."""
+        if self.shared:
+            self.run_ref = tasks.share(self.runspec, self.state)
+            return
+        self.run_ref = (self.cluster.scatter(tasks.pack(self.runspec)),
+                        self.cluster.placed(self.graph))
 
     def _share_state(self):
-        self._state_ref = self.run_ref if self.shared else \
-            self.client.scatter(self.state, broadcast=True, hash=False)
+        self._state_ref = self.run_ref if self.shared else self.cluster.scatter(self.state)
 
     def _merge(self, report):
         """Take a task's values and flags into the host state (workers in processes)."""
@@ -762,14 +792,8 @@ class _Driver:
                 try:
                     report = future.result()
                 except (CancelledError, KilledWorker) as exc:
-                    # a worker died and its inputs went with it: send them again
                     kind, pages, attempt = placed[future.key]
-                    if attempt >= tuning.LOST_TASK_RETRIES:
-                        raise
-                    log.warning("page task %s was lost (%s); running it again", future.key,
-                                exc)
-                    self._share_run()
-                    self._share_state()
+                    self._lost(future.key, exc, attempt)
                     submit(kind, pages, attempt + 1)
                     continue
                 kind = report.kind

@@ -6,7 +6,9 @@ task that needs it and dropped when the run ends. Every task gets the run's
 :class:`RunSpec` and the host :class:`VertexState`: in an in-process cluster the task
 gets an :class:`InProcess` handle and looks up the driver's own objects (Dask copies
 task arguments even in process), so tasks write the host arrays directly; in worker
-processes they are copies sent by Dask, and the tasks send back what they computed.
+processes they are copies sent by Dask, and the tasks send back what they computed;
+there the RunSpec comes without its graph, which each worker keeps across runs
+(:func:`pack`).
 
 - a page task pulls some pages of one iteration (the hybrid placement);
 - a segment runs whole iterations on one device while the cost model keeps choosing
@@ -22,11 +24,14 @@ import collections
 import contextlib
 import dataclasses
 import functools
+import io
 import itertools
+import pickle
 import threading
 import time
 import weakref
 
+import cloudpickle
 import numba
 import numpy as np
 
@@ -137,13 +142,66 @@ def unshare(run_id):
 
 
 def _resolved(task):
-    """Let ``task(run, state, ...)`` take an InProcess handle for (run, state)."""
+    """Let ``task(run, state, ...)`` take an InProcess handle for (run, state), or for
+    ``run`` a pair (:class:`Packed` RunSpec, the graph placed on this worker)."""
     @functools.wraps(task)
     def wrapper(run, state, *args):
         if isinstance(run, InProcess):
             run, state = _SHARED[run.run_id]
+        elif isinstance(run, tuple):
+            run = _unpacked(*run)
         return task(run, state, *args)
     return wrapper
+
+
+@dataclasses.dataclass(frozen=True)
+class Packed:
+    """A RunSpec pickled for worker processes with every reference to its graph left
+    out (the program may hold one too): the workers keep the graph across runs
+    (:meth:`hetgraph.cluster.Cluster.placed`), so a call sends no edges."""
+
+    run_id: str
+    data: bytes
+
+
+class _GraphOut(cloudpickle.Pickler):
+    def __init__(self, file, graph):
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.graph = graph
+
+    def persistent_id(self, obj):
+        return "graph" if obj is self.graph else None
+
+
+class _GraphIn(pickle.Unpickler):
+    def __init__(self, file, graph):
+        super().__init__(file)
+        self.graph = graph
+
+    def persistent_load(self, pid):
+        if pid != "graph":
+            raise pickle.UnpicklingError(f"unknown reference {pid!r} in a packed run")
+        return self.graph
+
+
+def pack(run) -> Packed:
+    """``run`` for worker processes, without its graph (see :class:`Packed`)."""
+    out = io.BytesIO()
+    _GraphOut(out, run.graph).dump(run)
+    return Packed(run.run_id, out.getvalue())
+
+
+_UNPACKED: dict = {}  # run_id -> this process's RunSpec of a packed run (till its end)
+
+
+def _unpacked(packed, graph):
+    """The RunSpec of ``packed`` over ``graph``, the copy this worker keeps (the same
+    object every run: its idle engines are found), unpacked once a run."""
+    with _LOCK:
+        run = _UNPACKED.get(packed.run_id)
+        if run is None:
+            run = _UNPACKED[packed.run_id] = _GraphIn(io.BytesIO(packed.data), graph).load()
+    return run
 
 
 # --- contexts --------------------------------------------------------------------------------
@@ -181,6 +239,7 @@ def drop_contexts(run_id):
     """Forget every context of ``run_id`` in this process (device memory included); a
     CPU engine over a graph in memory goes back to its graph's idle engines."""
     with _LOCK:
+        _UNPACKED.pop(run_id, None)
         for key in [k for k in _CONTEXTS if k[0] == run_id]:
             ctx = _CONTEXTS.pop(key)
             if ctx.idle is None or not ctx.engine.reusable:

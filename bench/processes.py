@@ -1,0 +1,143 @@
+"""Worker processes against in-process workers (issue 51, CPU part): a warm call's wall,
+its iterations and the bytes it sends.
+
+Usage: python bench/processes.py [--out bench/results/processes.json] [--scales 18 20]
+           [--repeat 5] [--workers 1 2]
+
+For each graph (the bundled wiki-Vote and power grid, RMAT at ``--scales``, edge factor
+16) and each CPU worker count, the same calls run on ``hg.Cluster(cpu_workers=k, gpus=0)``
+(in process) and ``hg.Cluster(cpu_workers=k, gpus=0, processes=True)``: PageRank
+(20 iterations, float32 off: the library's float64, ``tol=None``) and BFS from vertex 0,
+``devices="cpu"``. Per call kind: the first call on the cluster (``cold``: it places
+the graph), then ``--repeat`` warm calls, each timed after :func:`machine.settle`:
+
+- ``warm_s``: the median wall of a warm call;
+- ``iteration_ms``: the median over the warm calls of the history's median ``seconds``;
+- ``sent_bytes``: the median bytes one warm call wrote to Dask's TCP connections, every
+  process together (:mod:`commcount`; 0 in process, where nothing crosses a socket),
+  beside the graph's own bytes (``graph_bytes``), its edges' (``edge_bytes``: sources,
+  targets and weights: what a call that sent the graph again would send at least) and
+  its vertex state's (``state_bytes``: float64 values and flags);
+  ``state_crossings``: sent_bytes / state_bytes.
+
+``targets``: a worker-process cluster within 1.2x of the in-process one per warm call
+and per iteration (issue 51), and a warm call sending fewer bytes than the graph's
+edges (none of them sent again). Timings are medians on a machine shared with other
+work.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.dirname(os.path.abspath(__file__)), ROOT]  # this checkout's hetgraph
+from commcount import CommBytes  # noqa: E402
+from machine import describe, settle  # noqa: E402
+
+import hetgraph as hg  # noqa: E402
+
+TARGET_RATIO = 1.2  # issue 51: worker processes within 1.2x of in process
+TARGET_BYTES = 1.0  # a warm call sends fewer bytes than the graph's edges
+
+
+def _graphs(scales):
+    yield "wiki-vote", hg.datasets.load("wiki-vote")
+    yield "power", hg.datasets.load("power")
+    for scale in scales:
+        yield f"rmat-{scale}", hg.generate.rmat(scale, edge_factor=16, seed=1)
+
+
+def _calls(graph):
+    source = graph.label_of(0)
+    return {"pagerank": lambda c: hg.pagerank(graph, max_iterations=20, tol=None,
+                                              devices="cpu", cluster=c),
+            "bfs": lambda c: hg.bfs(graph, source, devices="cpu", cluster=c)}
+
+
+def _measure(call, cluster, counter, repeat):
+    """The cold call's wall, then ``repeat`` warm calls: medians of wall, per-iteration
+    seconds and bytes sent; and the values, to compare."""
+    start = time.perf_counter()
+    first = call(cluster)
+    cold = time.perf_counter() - start
+    walls, iterations, sent = [], [], []
+    for _ in range(repeat):
+        settle()
+        before = counter.total() if counter else 0
+        start = time.perf_counter()
+        result = call(cluster)
+        walls.append(time.perf_counter() - start)
+        sent.append(counter.total() - before if counter else 0)
+        iterations.append(float(np.median(result.history["seconds"])))
+    return {"cold_s": cold, "warm_s": float(np.median(walls)),
+            "iteration_ms": 1e3 * float(np.median(iterations)),
+            "sent_bytes": int(np.median(sent)), "iterations": int(result.iterations)}, \
+        first.values
+
+
+def _cluster_rows(graph, workers, repeat):
+    """{call: {"in_process": row, "processes": row}} for ``workers`` CPU workers."""
+    rows, values = {}, {}
+    for where in ("in_process", "processes"):
+        processes = where == "processes"
+        with hg.Cluster(cpu_workers=workers, gpus=0, processes=processes,
+                        dashboard_address=None) as cluster:
+            counter = CommBytes(cluster.client) if processes else None
+            for name, call in _calls(graph).items():
+                row, out = _measure(call, cluster, counter, repeat)
+                rows.setdefault(name, {})[where] = row
+                if name in values:  # the two clusters' answers agree
+                    np.testing.assert_allclose(out, values[name], rtol=1e-9, err_msg=name)
+                values[name] = out
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=os.path.join(ROOT, "bench", "results",
+                                                      "processes.json"))
+    parser.add_argument("--scales", type=int, nargs="*", default=[18, 20])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--workers", type=int, nargs="*", default=[1, 2])
+    args = parser.parse_args()
+    results, targets = [], []
+    for gname, graph in _graphs(args.scales):
+        state_bytes = graph.num_vertices * (8 + 1)
+        edge_bytes = graph.in_indices.nbytes + graph.out_indices.nbytes + (
+            graph.in_weights.nbytes if graph.weighted else 0)
+        for workers in args.workers:
+            for call, pair in _cluster_rows(graph, workers, args.repeat).items():
+                inp, proc = pair["in_process"], pair["processes"]
+                row = {"graph": gname, "vertices": graph.num_vertices,
+                       "arcs": graph.num_arcs, "graph_bytes": graph.nbytes,
+                       "edge_bytes": edge_bytes, "state_bytes": state_bytes,
+                       "state_crossings": round(proc["sent_bytes"] / state_bytes, 1),
+                       "workers": workers, "call": call,
+                       **{f"{k}_{where}": v for where, r in pair.items()
+                          for k, v in r.items()}}
+                results.append(row)
+                print(json.dumps(row), flush=True)
+                name = f"{gname} {call} {workers} worker(s)"
+                for what, key in (("warm call", "warm_s"), ("per iteration", "iteration_ms")):
+                    ratio = proc[key] / max(inp[key], 1e-9)
+                    targets.append({"name": f"{name}: processes / in process, {what}",
+                                    "value": round(ratio, 3), "target": TARGET_RATIO,
+                                    "met": ratio <= TARGET_RATIO})
+                share = proc["sent_bytes"] / edge_bytes
+                targets.append({"name": f"{name}: warm call bytes sent / edge bytes",
+                                "value": round(share, 4), "target": TARGET_BYTES,
+                                "met": share < TARGET_BYTES})
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump({"machine": describe(), "repeat": args.repeat, "results": results,
+                   "targets": targets}, f, indent=1)
+    print(json.dumps(targets, indent=1))
+
+
+if __name__ == "__main__":
+    main()

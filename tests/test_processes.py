@@ -1,0 +1,144 @@
+"""Worker processes (issue 51): a graph is sent to the workers once and kept there, so a
+warm call sends no edges (bytes counted at Dask's TCP comms, bench/commcount.py) and
+finds the engine its worker kept; a worker killed in the middle of a run is replaced
+and the run gives the answer of an undisturbed one, or, when the workers keep dying,
+fails with a WorkerLostError that names them. No test here times anything."""
+
+import concurrent.futures
+import os
+import signal
+import sys
+
+import cloudpickle
+import numpy as np
+import pytest
+
+import hetgraph as hg
+from hetgraph import tuning
+from hetgraph.algorithms.pagerank import PageRank
+from hetgraph.cluster import WorkerLostError
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))), "bench"))
+from commcount import CommBytes  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+# the worker processes run this module's program and functions: send them by value
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+CALL_SECONDS = 300  # a call that has not returned by then hangs: the test fails
+CLIENT_PID = os.getpid()
+
+
+@pytest.fixture(scope="module")
+def graph():
+    # 200 edges a vertex: the edges dwarf the vertex state
+    return hg.generate.erdos_renyi(1000, 0.2, seed=7)
+
+
+def _pagerank(graph, cluster, program=None, iterations=12):
+    program = program or PageRank(0.85, None)
+    return hg.run(program, graph, cluster=cluster, devices="cpu", partitions=1,
+                  max_iterations=iterations)
+
+
+@pytest.fixture(scope="module")
+def expected(graph):
+    with hg.Cluster(gpus=0, dashboard_address=None) as cluster:
+        return {"pagerank": _pagerank(graph, cluster),
+                "long": _pagerank(graph, cluster, iterations=60),
+                "bfs": hg.bfs(graph, graph.label_of(0), cluster=cluster, devices="cpu")}
+
+
+def _bounded(call):
+    """``call()``, failing the test (not hanging it) after CALL_SECONDS."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        try:
+            return pool.submit(call).result(timeout=CALL_SECONDS)
+        except concurrent.futures.TimeoutError:
+            pytest.fail(f"the call did not return within {CALL_SECONDS} s: it hangs")
+
+
+def _idle_engines():
+    """(ids of the idle engines this worker keeps, the graph objects they are kept on)."""
+    from hetgraph.scheduler import tasks
+
+    return sorted(id(e) for kept in tasks._IDLE.values() for e in kept.values())
+
+
+def test_a_warm_call_sends_no_edges_and_finds_its_engine(graph, expected):
+    edge_bytes = graph.in_indices.nbytes + graph.out_indices.nbytes
+    state_bytes = graph.num_vertices * 9  # float64 values and uint8 flags
+    assert state_bytes * 100 < edge_bytes  # (the graph is one where the two differ)
+    with hg.Cluster(cpu_workers=1, gpus=0, processes=True, dashboard_address=None) as cluster:
+        counter = CommBytes(cluster.client)
+        sent, engines = [], []
+        for _ in range(3):
+            before = counter.total()
+            result = _bounded(lambda: _pagerank(graph, cluster))
+            sent.append(counter.total() - before)
+            engines.append(cluster.client.run(_idle_engines))
+            np.testing.assert_array_equal(result.values, expected["pagerank"].values)
+        bfs = [_bounded(lambda: hg.bfs(graph, graph.label_of(0), cluster=cluster,
+                                       devices="cpu")) for _ in range(2)]
+    assert sent[0] > edge_bytes  # the first call placed the graph
+    # later calls: the state, the program and its O(V) arrays, each a few times (client,
+    # scheduler, worker), never the edges
+    assert max(sent[1:]) < edge_bytes / 4, sent
+    assert engines[0] == engines[1] == engines[2] and len(engines[0]) == 1  # kept, reused
+    for result in bfs:
+        np.testing.assert_array_equal(result.values, expected["bfs"].values)
+
+
+class KillsItsWorker(PageRank):
+    """PageRank whose iteration hook kills the worker process running it (SIGKILL) at
+    its third iteration there: every time, or once (``marker``: a file made then)."""
+
+    def __init__(self, marker=None):
+        super().__init__(0.85, None)
+        self.marker = marker
+        self.calls = 0
+
+    def iteration_constant(self, graph, values):
+        self.calls += 1
+        if os.getpid() != CLIENT_PID and self.calls == 3 and self._first_time():
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().iteration_constant(graph, values)
+
+    def _first_time(self):
+        if self.marker is None:
+            return True
+        try:
+            os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL))
+        except FileExistsError:
+            return False
+        return True
+
+
+def test_a_worker_killed_mid_run_is_replaced(graph, expected, tmp_path):
+    marker = tmp_path / "killed"
+    with hg.Cluster(cpu_workers=1, gpus=0, processes=True, dashboard_address=None) as cluster:
+        _bounded(lambda: _pagerank(graph, cluster))  # placed and warm before the kill
+        first = cluster.cpu_workers[0]
+        result = _bounded(lambda: _pagerank(graph, cluster, KillsItsWorker(str(marker)),
+                                            iterations=60))
+        assert marker.exists(), "no worker was killed: the test did not test"
+        assert cluster.cpu_workers and first not in cluster.cpu_workers  # replaced
+        # the graph went to the new worker; later calls run there
+        again = _bounded(lambda: _pagerank(graph, cluster))
+    np.testing.assert_array_equal(result.values, expected["long"].values)
+    assert result.history["iteration"].tolist() == list(range(1, 61))
+    np.testing.assert_array_equal(again.values, expected["pagerank"].values)
+
+
+def test_workers_that_keep_dying_fail_the_run_naming_them(graph, tmp_path, monkeypatch):
+    monkeypatch.setattr(tuning, "LOST_TASK_RETRIES", 1)
+    with hg.Cluster(cpu_workers=1, gpus=0, processes=True, dashboard_address=None) as cluster:
+        first = cluster.cpu_workers[0]
+        with pytest.raises(WorkerLostError, match="was lost 2 times") as error:
+            _bounded(lambda: _pagerank(graph, cluster, KillsItsWorker(), iterations=60))
+        assert first in str(error.value)
+        # the cluster's new worker still serves later runs
+        result = _bounded(lambda: _pagerank(graph, cluster))
+    assert isinstance(error.value, hg.HetGraphError)
+    assert result.iterations == 12
