@@ -47,6 +47,9 @@ SPARSE_EDGES = 50_000
 # passes reading fewer edges run in one thread unless partitions= is given: the CPU mode
 # rule was tuned with this bound, and a lower one pulls levels that push faster
 SERIAL_EDGES = 150_000
+# edge ranges a thread of a parallel pull claims on average: the threads claim them one at
+# a time, so a thread held back by other work on the machine delays the pass by one range
+PULL_PARTS_PER_THREAD = 4
 
 # --- GPU engine (hetgraph.kernels.gpu, hetgraph.engines.gpu) ----------------------------------
 

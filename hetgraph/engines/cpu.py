@@ -31,8 +31,13 @@ def chunk_count(num_vertices, threads):
 
 def parts_of(edges, threads, partitions=None):
     """Edge ranges of a pass over ``edges`` edges: ``partitions`` when given, else
-    ``threads`` from :data:`hetgraph.tuning.SERIAL_EDGES` edges on and 1 below."""
-    return partitions or (threads if edges >= tuning.SERIAL_EDGES else 1)
+    :data:`hetgraph.tuning.PULL_PARTS_PER_THREAD` a thread from
+    :data:`hetgraph.tuning.SERIAL_EDGES` edges on (with more than one thread) and 1
+    below."""
+    if partitions:
+        return partitions
+    return threads * tuning.PULL_PARTS_PER_THREAD \
+        if threads > 1 and edges >= tuning.SERIAL_EDGES else 1
 
 
 def pull_threads(num_arcs, threads, partitions=None) -> int:
