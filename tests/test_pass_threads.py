@@ -58,3 +58,60 @@ def test_parallel_pull_equals_scipy_on_shuffled_ids():
                                         True, parallel)
         np.testing.assert_allclose(new, want, rtol=1e-6)  # (float32 weights)
         assert activated == g.num_vertices and degree == g.num_arcs and flags.all()
+
+
+def test_spread_choice_follows_the_faster_way_and_probes_the_other(monkeypatch):
+    """Each way once, then the faster by seconds an edge; the slower is tried after
+    SPREAD_PROBE passes, then after twice as many while it stays slower; a change of
+    speed, seen at a try, turns the choice and resets the interval."""
+    from hetgraph import tuning
+    from hetgraph.engines.cpu_modes import SpreadChoice
+
+    monkeypatch.setattr(tuning, "SPREAD_PROBE", 2)
+    monkeypatch.setattr(tuning, "SPREAD_PROBE_MAX", 4)
+    monkeypatch.setattr(tuning, "SPREAD_WEIGHT", 1.0)  # the last pass's rate alone
+    choice = SpreadChoice()
+    speed = {True: 2.0, False: 1.0}  # seconds a pass: alone is faster
+
+    def run(passes):
+        ways = []
+        for _ in range(passes):
+            way = choice.spread()
+            choice.record(way, speed[way], 100)
+            ways.append(way)
+        return "".join("S" if way else "a" for way in ways)
+
+    assert run(2) == "Sa"  # each way once
+    # tries after 2, then 4 passes (confirmed slower), then 4 (the most)
+    assert run(12) == "aS" + "aaaS" + "aaaS" + "aa"
+    speed[True] = 0.5  # the other work ended: spread is faster, seen at the next try
+    assert run(4) == "aSSa"  # spread from the try on; alone tried after SPREAD_PROBE
+    assert run(3) == "SSS"  # (alone confirmed slower: the next try after 4)
+
+
+def test_an_engine_on_a_busy_machine_pulls_alone(monkeypatch):
+    """A graph over SERIAL_EDGES on 2 threads: when spread passes are slower, the engine's
+    later pulls run alone (parts=1), and PageRank still equals SciPy's."""
+    from hetgraph.engines.cpu import CpuEngine
+    from hetgraph.scheduler.state import VertexState
+    from hetgraph import tuning
+
+    g = hg.generate.grid(300, 300, seed=2)
+    assert g.num_arcs >= tuning.SERIAL_EDGES
+    spec = ProgramSpec(PageRank(tol=None))
+    values, flags, aux = spec.initial_state(g)
+    engine = CpuEngine(spec, g, VertexState(values, flags, sync=True), aux, threads=2)
+    step = engine.kernel.step
+    calls = []
+
+    def slow_when_spread(*args):
+        calls.append(args[-1])
+        return step(*args)
+    monkeypatch.setattr(engine.kernel, "step", slow_when_spread)
+    engine.spread.rates = {True: 1.0, False: 1e-12}  # spread passes were far slower
+    before = values.copy()
+    engine.iterate(spec.program.iteration_constant(g, values), engine.frontier())
+    assert calls == [False]
+    want = (spec.program.iteration_constant(g, before) +
+            sp.csr_matrix(g.to_scipy()).T.tocsr() @ before) * aux
+    np.testing.assert_allclose(engine.values, want, rtol=1e-6)
