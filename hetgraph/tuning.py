@@ -49,6 +49,16 @@ SPARSE_EDGES = 50_000
 # passes reading fewer edges run in one thread unless partitions= is given: the CPU mode
 # rule was tuned with this bound, and a lower one pulls levels that push faster
 SERIAL_EDGES = 150_000
+# edge ranges a thread of a parallel pull claims on average: the threads claim them one at
+# a time, so a thread held back by other work on the machine delays the pass by one range
+PULL_PARTS_PER_THREAD = 4
+# a pull that could run spread over threads runs so or alone by the seconds an edge each
+# way took lately (a machine shared with other work may make one thread faster): the
+# moving average's weight of a new pass, and after how many passes the other way is
+# tried again (doubled after each try that confirms the choice, up to the most)
+SPREAD_WEIGHT = 0.3
+SPREAD_PROBE = 8
+SPREAD_PROBE_MAX = 256
 
 # --- GPU engine (hetgraph.kernels.gpu, hetgraph.engines.gpu) ----------------------------------
 

@@ -98,23 +98,26 @@ def expected_step(g, values, aux, vertices, settled=False):
 def test_edge_ranges_and_replica_merge_equal_a_direct_computation(program, sync, parallel,
                                                                   case):
     """Every vertex cut by the edge ranges is combined from its replicas, the ranges run
-    one after the other or on Numba's threads; in a sync pass a settled one (SettledSum)
+    one after the other or claimed by helper threads; in a sync pass a settled one (SettledSum)
     is kept by the range that owns it and skipped by the others, an async pass computes
     it."""
     g, subset, parts = case
     spec = ProgramSpec(program())
     values, _, aux = spec.initial_state(g)
     kernel = cpu.compile_program(spec, aux.dtype)
-    cases = [(np.empty(0, np.int64), g.in_indptr)]  # empty list = every vertex (pull)
+    v0 = g.num_vertices // 3
+    # empty list = every vertex from v0 on (a pull, a page's pull)
+    cases = [(np.empty(0, np.int64), g.in_indptr, 0), (np.empty(0, np.int64),
+                                                       g.in_indptr[v0:], v0)]
     if len(subset):  # notify-pull never runs an empty list
-        cases.append((subset, cpu.edge_prefix(g.in_indptr, subset)))
-    for vertices, prefix in cases:
-        listed = vertices if len(vertices) else np.arange(g.num_vertices)
+        cases.append((subset, cpu.edge_prefix(g.in_indptr, subset), 0))
+    for vertices, prefix, first in cases:
+        listed = vertices if len(vertices) else np.arange(first, g.num_vertices)
         new = values.copy()
         flags = np.full(g.num_vertices, 7, np.uint8)
         activated, degree = kernel.step(kernel.edges(g), g.out_indptr, values, new, flags,
-                                        aux, 0.0, vertices, prefix, 0, parts, sync,
-                                        parallel)
+                                        aux, 0.0, vertices, prefix, first, parts,
+                                        sync, parallel)
         want_values, want_flags = expected_step(g, values, aux, listed,
                                                 settled=program is SettledSum and sync)
         np.testing.assert_array_equal(new[listed], want_values[listed])
@@ -213,20 +216,21 @@ def test_warm_up_compiles_once_per_kind_of_arrays(monkeypatch):
     frozen.flags.writeable = False
     kernel.warm_up((indptr, frozen, weights, base), values, flags, aux)
     assert len(passes) == before + 1
+    compiled = [len(f.overloads) for f in (pull.gather_range, pull.merge)]
     kernel.warm_up(kernel.edges(g), values, flags, aux, graph=g, parallel=True)
-    assert len(passes) == before + 2  # the ranges on Numba's threads are another compile
-    compiled = len(pull.gather_ranges.overloads)
+    assert len(passes) == before + 2  # (its helper threads started)
     kernel.step(kernel.edges(g), g.out_indptr, values, values.copy(), flags, aux, 0.0,
                 cpu.ALL_VERTICES, g.in_indptr, 0, 2, True, True)
-    assert compiled >= 1 and len(pull.gather_ranges.overloads) == compiled
+    # ranges on helper threads run the same compiled range: no compile of their own
+    assert [len(f.overloads) for f in (pull.gather_range, pull.merge)] == compiled
 
 
 @pytest.mark.parametrize("threads, partitions, parallel", [
     (1, None, False), (2, None, False), (2, 2, True), (1, 2, False)])
 def test_an_engine_runs_passes_in_parallel_only_when_it_cuts_them(threads, partitions,
                                                                  parallel):
-    """The parallel ranges (a compile of about 2 s a program) are for engines with more
-    than one thread that cut their passes: graphs of SERIAL_EDGES edges or partitions=."""
+    """Helper threads are for engines with more than one thread that cut their passes:
+    graphs of SERIAL_EDGES edges or partitions=."""
     g = hg.generate.grid(6, 6, seed=1)
     spec = ProgramSpec(BreadthFirst(0))
     values, flags, _ = spec.initial_state(g)

@@ -20,7 +20,7 @@ import numpy as np
 from .. import tuning
 from ..kernels import cpu
 from .base import Engine
-from .cpu_modes import choose_cpu_mode, notify_fraction, push_factor
+from .cpu_modes import SpreadChoice, choose_cpu_mode, notify_fraction, push_factor
 
 
 def chunk_count(num_vertices, threads):
@@ -31,8 +31,13 @@ def chunk_count(num_vertices, threads):
 
 def parts_of(edges, threads, partitions=None):
     """Edge ranges of a pass over ``edges`` edges: ``partitions`` when given, else
-    ``threads`` from :data:`hetgraph.tuning.SERIAL_EDGES` edges on and 1 below."""
-    return partitions or (threads if edges >= tuning.SERIAL_EDGES else 1)
+    :data:`hetgraph.tuning.PULL_PARTS_PER_THREAD` a thread from
+    :data:`hetgraph.tuning.SERIAL_EDGES` edges on (with more than one thread) and 1
+    below."""
+    if partitions:
+        return partitions
+    return threads * tuning.PULL_PARTS_PER_THREAD \
+        if threads > 1 and edges >= tuning.SERIAL_EDGES else 1
 
 
 def pull_threads(num_arcs, threads, partitions=None) -> int:
@@ -80,6 +85,8 @@ class CpuEngine(Engine):
         self.skew = graph.in_degree_skew()
         self.pull_threads = pull_threads(graph.num_arcs, threads, partitions)
         self.parallel = self.pull_threads > 1  # passes may run on several threads
+        # spread or alone, by their speed lately (partitions= given: always spread)
+        self.spread = SpreadChoice() if self.parallel and not partitions else None
         self.sparse_edges = tuning.SPARSE_EDGES  # (read once: see _from_ids)
         self.sparse = notify_fraction(self.sparse_edges, graph.num_arcs)  # (choose_cpu_mode's)
         self._seen = None  # scratch of a push, made by the first
@@ -242,15 +249,23 @@ class CpuEngine(Engine):
 
     def _step(self, constant, vertices, prefix, v0, edges=None):
         """The kernel over ``vertices`` (or the range from v0) counted by ``prefix``, its
-        edges cut over the threads; ``edges``: what :meth:`CpuKernel.step` reads
+        edges cut over the threads or run in this one (see :class:`SpreadChoice`); ``edges``: what :meth:`CpuKernel.step` reads
         (default: the graph's in-edges). Returns (vertices activated, their out-degree
         sum)."""
-        parts = parts_of(int(prefix[-1] - prefix[0]), self.threads, self.partitions)
+        count = int(prefix[-1] - prefix[0])
+        parts = parts_of(count, self.threads, self.partitions)
+        choice = self.spread if parts > 1 else None
+        spread = self.parallel and (choice is None or choice.spread())
         state = self.state
         edges = self.kernel.edges(self.graph) if edges is None else edges
-        return self.kernel.step(edges, self.graph.out_indptr, state.values, state.new_values,
-                                state.flags, self.aux, constant, vertices, prefix, v0, parts,
-                                state.sync, self.parallel)
+        start = time.perf_counter()
+        counted = self.kernel.step(edges, self.graph.out_indptr, state.values,
+                                   state.new_values, state.flags, self.aux, constant,
+                                   vertices, prefix, v0, parts if spread else 1, state.sync,
+                                   spread)
+        if choice is not None:
+            choice.record(spread, time.perf_counter() - start, count)
+        return counted
 
     def _dense_pass(self, constant, chosen):
         """A pull pass, or a notify-pull pass through the active flags, with the edges

@@ -17,6 +17,48 @@ from __future__ import annotations
 from .. import tuning
 
 
+class SpreadChoice:
+    """Whether a pull pass that could run on several threads (its ranges claimed by
+    helper threads) runs spread or in the calling thread alone, by the seconds an edge
+    each way took lately (a moving average of weight ``tuning.SPREAD_WEIGHT``): where
+    other work holds the cores, threads wait for each other and one thread is faster.
+    Each way is tried first once; then the way not taken is tried again after
+    ``tuning.SPREAD_PROBE`` passes, so that a change of the machine's load is seen, and
+    after twice as many each time a try confirms the choice (up to
+    ``tuning.SPREAD_PROBE_MAX``): a try of the slower way costs a pass's time."""
+
+    def __init__(self):
+        self.rates = {True: None, False: None}  # {spread: seconds an edge}
+        self.interval = self.wait = tuning.SPREAD_PROBE  # passes until the next try
+
+    def spread(self) -> bool:
+        """Whether the next pass runs spread."""
+        spread, alone = self.rates[True], self.rates[False]
+        if spread is None or alone is None:
+            return spread is None
+        better = spread <= alone
+        self.wait -= 1
+        if self.wait > 0:
+            return better
+        self.wait = self.interval
+        return not better
+
+    def record(self, spread: bool, seconds: float, edges: int):
+        """A pass ran (``spread`` or not) over ``edges`` edges in ``seconds``."""
+        rate, old = seconds / max(edges, 1), self.rates[spread]
+        if old is None:
+            self.rates[spread] = rate
+            return
+        other = self.rates[not spread]
+        was_better = other is None or old <= other
+        self.rates[spread] = new = old + tuning.SPREAD_WEIGHT * (rate - old)
+        if not was_better:  # a try of the other way: back off while it stays slower
+            confirmed = other is not None and new > other
+            self.interval = min(2 * self.interval, tuning.SPREAD_PROBE_MAX) \
+                if confirmed else tuning.SPREAD_PROBE
+            self.wait = self.interval
+
+
 def push_factor(incremental: bool, threads: int) -> float:
     """A push's cost per frontier edge in pull passes over |E| edges, for a program
     that can push (0: it cannot). The push runs in one thread, the pull on ``threads``

@@ -96,14 +96,13 @@ class CpuKernel:
     def _entry_points(self) -> dict:
         """{label: jitted function} of the passes that Python calls."""
         pull = self._passes.pull
-        return {"pull.range": pull.gather_range, "pull.ranges": pull.gather_ranges,
-                "pull.merge": pull.merge, "sparse_burst": self._passes.sparse_burst,
+        return {"pull.range": pull.gather_range, "pull.merge": pull.merge, "sparse_burst": self._passes.sparse_burst,
                 "push_burst": self._passes.push_burst}
 
     def warm_up(self, edges, values, flags, aux, graph=None, parallel=False):
         """Compile for these array types now (a pass over no vertex), so that the first
         iteration's time is not compile time: :meth:`step` reading ``edges`` (with
-        ``parallel``, its parallel ranges too), and with ``graph`` (in memory)
+        ``parallel``, its helper threads started too), and with ``graph`` (in memory)
         :meth:`sparse_step` and :meth:`push_step` too. Done once per kind of arrays."""
         arrays = (*edges[:3], values, flags, aux) + (() if graph is None else (
             graph.out_indptr, graph.out_indices, graph.in_indptr, graph.in_indices))
@@ -227,8 +226,8 @@ class CpuKernel:
         whose in-edges are counted by ``prefix``, reading ``edges`` = (in_indptr, indices,
         weights, base): v's in-edges are indices[in_indptr[v] - base ...] (see
         :meth:`edges`; a page read from disk holds its own edges only). The in-edges are
-        cut into ``parts`` equal ranges, run on Numba's threads when ``parallel``, else
-        one after the other in this thread. ``sync``: new_values is not values (a sync
+        cut into ``parts`` equal ranges, claimed by Numba's thread count of threads (see
+        :mod:`.threads`) when ``parallel``, else run one after the other in this thread. ``sync``: new_values is not values (a sync
         run), where the program's settled vertices are skipped. Writes new_values and
         flags; returns (vertices activated, the sum of their out-degrees by
         ``out_indptr``)."""
@@ -238,7 +237,7 @@ class CpuKernel:
         state = (values, new_values, flags, aux, float(constant), bool(sync))
         return self._passes.pull.run(page, state,
                                      cut_ranges(vertices, prefix, v0, parts, values.dtype),
-                                     parallel)
+                                     numba.get_num_threads() if parallel else 1)
 
 
 def _function_key(fn):

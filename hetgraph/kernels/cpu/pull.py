@@ -1,5 +1,6 @@
 """The pull pass (Garaph section 4): the in-edges of the vertices to compute are cut into
-equal edge ranges, each run alone (on Numba's threads, or one after the other); a vertex
+equal edge ranges, each run alone (claimed by helper threads, see :mod:`.threads`, or one
+after the other); a vertex
 cut by a range boundary gets a partial accumulator (a replica) in each range it touches,
 and the replicas are merged after the ranges are done. Serves pull and notify-pull
 alike: the vertices are a contiguous range or a sorted list of ids."""
@@ -10,35 +11,36 @@ from typing import Callable, NamedTuple
 
 import numba
 import numpy as np
-from numba import prange
 
 from .structs import Cut, Page, State
+from .threads import run_parts
 from .vertexops import VertexOps
 
 
 class PullPass(NamedTuple):
-    """A program's compiled pull: ``gather_range(t, page, state, cut)`` runs edge range t,
-    ``gather_ranges(parts, page, state, cut)`` all of them on Numba's threads (compiled
-    only by engines that split their passes, see ``CpuKernel.warm_up``),
-    ``merge(out_indptr, state, cut)`` applies the vertices cut at a range boundary. Each
-    returns (vertices activated, their out-degree sum); gather_ranges a parts x 2 array
-    of them. A compiled entry point takes only the arrays it reads: each array argument
-    adds to its compile (its unboxing). They take the Page, State and Cut as plain
-    tuples (see :mod:`.structs`), which :meth:`run` passes."""
+    """A program's compiled pull: ``gather_range(t, page, state, cut)`` runs edge range t
+    (releasing the GIL), ``merge(out_indptr, state, cut)`` applies the vertices cut at a
+    range boundary. Each returns (vertices activated, their out-degree sum). A compiled
+    entry point takes only the arrays it reads: each array argument adds to its compile
+    (its unboxing). They take the Page, State and Cut as plain tuples (see
+    :mod:`.structs`), which :meth:`run` passes."""
     gather_range: Callable
-    gather_ranges: Callable
     merge: Callable
 
-    def run(self, page, state, cut, parallel):
-        """The pull of ``cut`` (see :func:`cut_ranges`), its ranges on Numba's threads
-        when ``parallel``; ``page``, ``state``, ``cut``: a Page's, a State's and a Cut's
-        fields as plain tuples. Returns (vertices activated, their out-degree sum)."""
+    def run(self, page, state, cut, threads=1):
+        """The pull of ``cut`` (see :func:`cut_ranges`), its ranges claimed by up to
+        ``threads`` threads (see :mod:`.threads`: Numba's own threads would wait for
+        each other spinning, and a static share of a range each leaves the pass waiting
+        for the slowest thread); ``page``, ``state``, ``cut``: a Page's, a State's and a
+        Cut's fields as plain tuples. Returns (vertices activated, their out-degree
+        sum)."""
         parts = len(cut[5])  # (the Cut's head: one replica a range)
         if parts == 1:  # one range cuts no vertex: nothing to merge
             activated, degree = self.gather_range(0, page, state, cut)
             return int(activated), int(degree)
-        if parallel:  # Numba's threads wait for work spinning: a hand-over in microseconds
-            counts = [tuple(c) for c in self.gather_ranges(parts, page, state, cut)]
+        if threads > 1:
+            gather_range = self.gather_range
+            counts = run_parts(lambda t: gather_range(t, page, state, cut), parts, threads)
         else:
             counts = [self.gather_range(t, page, state, cut) for t in range(parts)]
         counts.append(self.merge(page[4], state, cut))
@@ -68,27 +70,55 @@ def build_pull(ops: VertexOps) -> PullPass:
     def gather_range(t, page, state, cut):
         return gather(t, Page(*page), State(*state), Cut(*cut))
 
-    @numba.njit(nogil=True, parallel=True)
-    def gather_ranges(parts, page, state, cut):
-        page, state, cut = Page(*page), State(*state), Cut(*cut)
-        counts = np.zeros((parts, 2), np.int64)
-        for t in prange(parts):
-            activated, degree = gather(t, page, state, cut)
-            counts[t, 0] = activated
-            counts[t, 1] = degree
-        return counts
-
     @numba.njit(nogil=True)
     def merge_cut(out_indptr, state, cut):
         return merge(out_indptr, State(*state), Cut(*cut))
 
-    return PullPass(gather_range, gather_ranges, merge_cut)
+    return PullPass(gather_range, merge_cut)
 
 
 def _build_range(ops):
-    accumulate, finish, keep, settled, vertex, cast, identity = (
-        ops.accumulate, ops.finish, ops.keep, ops.settled, ops.vertex, ops.cast,
-        ops.identity)
+    accumulate, finish, keep, settled, cast, identity = (
+        ops.accumulate, ops.finish, ops.keep, ops.settled, ops.cast, ops.identity)
+
+    @numba.njit(nogil=True, inline="always")
+    def complete(page, state, vertices, v0, lo, end):
+        """Apply the vertices lo..end-1 of a pull (none cut by a range boundary); returns
+        (vertices activated, their out-degree sum). A contiguous range (``vertices``
+        empty) carries its edge and out-edge positions from one vertex to the next: one
+        read of each index array a vertex, and a loop the compiler keeps tight."""
+        in_indptr, in_indices, weights = page.indptr, page.indices, page.weights
+        base, out_indptr = page.base, page.out_indptr
+        values, new_values, flags = state.values, state.new_values, state.flags
+        aux, constant, sync = state.aux, state.constant, state.sync
+        activated = degree = 0
+        one = np.uint64(1)  # (unsigned ids: no negative-index wrap-around test on each)
+        if vertices.shape[0] == 0:
+            first, out_first = in_indptr[v0 + lo] - base, out_indptr[v0 + lo]
+            for v in range(np.uint64(v0 + lo), np.uint64(v0 + end)):
+                last, out_last = in_indptr[v + one] - base, out_indptr[v + one]
+                if sync and settled(values[v]):
+                    on = keep(values, new_values, flags, v)
+                else:
+                    acc = accumulate(in_indices, weights, values, first, last, values[v],
+                                     cast(identity))
+                    on = finish(values, new_values, flags, aux, constant, v, acc)
+                # (counted without a branch: whether v changed is data, unpredictable)
+                activated += on
+                degree += on * (out_last - out_first)
+                first, out_first = last, out_last
+            return activated, degree
+        for i in range(np.uint64(lo), np.uint64(end)):
+            v = np.uint64(vertices[i])
+            if sync and settled(values[v]):
+                on = keep(values, new_values, flags, v)
+            else:
+                acc = accumulate(in_indices, weights, values, in_indptr[v] - base,
+                                 in_indptr[v + one] - base, values[v], cast(identity))
+                on = finish(values, new_values, flags, aux, constant, v, acc)
+            activated += on
+            degree += on * (out_indptr[v + one] - out_indptr[v])
+        return activated, degree
 
     @numba.njit(nogil=True)
     def gather_range(t, page, state, cut):
@@ -98,40 +128,35 @@ def _build_range(ops):
         the ranges after skip its edges; an async pass computes it (a value reached
         within an iteration, through values of that iteration, need not be final: a BFS
         level can still drop)."""
-        in_indptr, in_indices, weights = page.indptr, page.indices, page.weights
-        base, out_indptr = page.base, page.out_indptr
-        values, new_values, flags = state.values, state.new_values, state.flags
-        aux, constant, sync = state.aux, state.constant, state.sync
+        in_indptr, in_indices, weights, base = page.indptr, page.indices, page.weights, \
+            page.base
+        values, sync = state.values, state.sync
         vertices, prefix, v0, bounds = cut.vertices, cut.prefix, cut.v0, cut.bounds
         owned, head, tail, has_tail = cut.owned, cut.head, cut.tail, cut.has_tail
-        a, b, lo = bounds[t], bounds[t + 1], owned[t]
+        a, b, lo, hi = bounds[t], bounds[t + 1], owned[t], owned[t + 1]
         head[t] = cast(identity)
         has_tail[t] = False
         if lo > 0 and a < b and prefix[lo] > a:  # the head: v cut at the range start
-            v = vertex(vertices, v0, lo - 1)
+            v = vertices[lo - 1] if vertices.shape[0] > 0 else v0 + lo - 1
             if not (sync and settled(values[v])):
                 shift = in_indptr[v] - prefix[lo - 1] - base
                 head[t] = accumulate(in_indices, weights, values, a + shift,
                                      min(prefix[lo], b) + shift, values[v], head[t])
-        activated = degree = 0
-        for i in range(lo, owned[t + 1]):
-            v = vertex(vertices, v0, i)
+        # only the last vertex owned can run past the range's end (owned: see cut_ranges)
+        cut_last = hi > lo and prefix[hi] > b
+        activated, degree = complete(page, state, vertices, v0, lo,
+                                     hi - 1 if cut_last else hi)
+        if cut_last:  # the tail, or a settled vertex kept whole by its owner
+            v = vertices[hi - 1] if vertices.shape[0] > 0 else v0 + hi - 1
             if sync and settled(values[v]):
-                if keep(values, new_values, flags, v):
-                    activated += 1
-                    degree += out_indptr[v + 1] - out_indptr[v]
-                continue
-            shift = in_indptr[v] - prefix[i] - base
-            last = prefix[i + 1]
-            acc = accumulate(in_indices, weights, values, prefix[i] + shift,
-                             min(last, b) + shift, values[v], cast(identity))
-            if last > b:
-                tail[t] = acc
-                has_tail[t] = True
-            else:  # (counted without a branch: whether v changed is data, unpredictable)
-                on = finish(values, new_values, flags, aux, constant, v, acc)
+                on = keep(values, state.new_values, state.flags, v)
                 activated += on
-                degree += on * (out_indptr[v + 1] - out_indptr[v])
+                degree += on * (page.out_indptr[v + 1] - page.out_indptr[v])
+            else:
+                shift = in_indptr[v] - prefix[hi - 1] - base
+                tail[t] = accumulate(in_indices, weights, values, prefix[hi - 1] + shift,
+                                     b + shift, values[v], cast(identity))
+                has_tail[t] = True
         return activated, degree
 
     return gather_range

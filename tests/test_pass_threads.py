@@ -1,0 +1,117 @@
+"""The helper threads of a parallel pass (hetgraph.kernels.cpu.threads): every part runs
+once, results in part order, errors re-raised, and a pull claimed by several threads
+equals SciPy's sparse product."""
+
+import threading
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import hetgraph as hg
+from hetgraph.kernels import cpu
+from hetgraph.kernels.cpu.threads import run_parts
+from hetgraph.algorithms.pagerank import PageRank
+from hetgraph.program import ProgramSpec
+
+
+@pytest.mark.parametrize("count, threads", [(1, 1), (1, 4), (7, 1), (7, 2), (64, 3)])
+def test_every_part_runs_once_in_order(count, threads):
+    seen, lock = [], threading.Lock()
+
+    def work(t):
+        with lock:
+            seen.append(t)
+        return t * t
+
+    assert run_parts(work, count, threads) == [t * t for t in range(count)]
+    assert sorted(seen) == list(range(count))
+
+
+def test_an_error_in_a_part_reaches_the_caller():
+    def work(t):
+        if t == 3:
+            raise ValueError("part 3")
+        return t
+
+    with pytest.raises(ValueError, match="part 3"):
+        run_parts(work, 8, 2)
+    assert run_parts(lambda t: t, 4, 2) == [0, 1, 2, 3]  # the helpers still serve
+
+
+def test_parallel_pull_equals_scipy_on_shuffled_ids():
+    """One PageRank step (x' = (c + A^T x) * aux) over a grid with shuffled ids, its edges
+    cut into 8 ranges claimed by 2 threads, against SciPy's CSR product."""
+    grid = hg.generate.grid(40, 30, seed=3)
+    perm = np.random.default_rng(3).permutation(grid.num_vertices)
+    from hetgraph.order import renumber
+    g = renumber(grid, perm)
+    spec = ProgramSpec(PageRank(tol=None))
+    x = np.random.default_rng(4).random(g.num_vertices)
+    aux = np.random.default_rng(5).random(g.num_vertices)
+    kernel = cpu.compile_program(spec, aux.dtype)
+    want = (0.25 + sp.csr_matrix(g.to_scipy()).T.tocsr() @ x) * aux
+    for parts, parallel in ((1, False), (8, False), (8, True)):
+        new, flags = np.zeros_like(x), np.zeros(g.num_vertices, np.uint8)
+        activated, degree = kernel.step(kernel.edges(g), g.out_indptr, x, new, flags, aux,
+                                        0.25, cpu.ALL_VERTICES, g.in_indptr, 0, parts,
+                                        True, parallel)
+        np.testing.assert_allclose(new, want, rtol=1e-6)  # (float32 weights)
+        assert activated == g.num_vertices and degree == g.num_arcs and flags.all()
+
+
+def test_spread_choice_follows_the_faster_way_and_probes_the_other(monkeypatch):
+    """Each way once, then the faster by seconds an edge; the slower is tried after
+    SPREAD_PROBE passes, then after twice as many while it stays slower; a change of
+    speed, seen at a try, turns the choice and resets the interval."""
+    from hetgraph import tuning
+    from hetgraph.engines.cpu_modes import SpreadChoice
+
+    monkeypatch.setattr(tuning, "SPREAD_PROBE", 2)
+    monkeypatch.setattr(tuning, "SPREAD_PROBE_MAX", 4)
+    monkeypatch.setattr(tuning, "SPREAD_WEIGHT", 1.0)  # the last pass's rate alone
+    choice = SpreadChoice()
+    speed = {True: 2.0, False: 1.0}  # seconds a pass: alone is faster
+
+    def run(passes):
+        ways = []
+        for _ in range(passes):
+            way = choice.spread()
+            choice.record(way, speed[way], 100)
+            ways.append(way)
+        return "".join("S" if way else "a" for way in ways)
+
+    assert run(2) == "Sa"  # each way once
+    # tries after 2, then 4 passes (confirmed slower), then 4 (the most)
+    assert run(12) == "aS" + "aaaS" + "aaaS" + "aa"
+    speed[True] = 0.5  # the other work ended: spread is faster, seen at the next try
+    assert run(4) == "aSSa"  # spread from the try on; alone tried after SPREAD_PROBE
+    assert run(3) == "SSS"  # (alone confirmed slower: the next try after 4)
+
+
+def test_an_engine_on_a_busy_machine_pulls_alone(monkeypatch):
+    """A graph over SERIAL_EDGES on 2 threads: when spread passes are slower, the engine's
+    later pulls run alone (parts=1), and PageRank still equals SciPy's."""
+    from hetgraph.engines.cpu import CpuEngine
+    from hetgraph.scheduler.state import VertexState
+    from hetgraph import tuning
+
+    g = hg.generate.grid(300, 300, seed=2)
+    assert g.num_arcs >= tuning.SERIAL_EDGES
+    spec = ProgramSpec(PageRank(tol=None))
+    values, flags, aux = spec.initial_state(g)
+    engine = CpuEngine(spec, g, VertexState(values, flags, sync=True), aux, threads=2)
+    step = engine.kernel.step
+    calls = []
+
+    def slow_when_spread(*args):
+        calls.append(args[-1])
+        return step(*args)
+    monkeypatch.setattr(engine.kernel, "step", slow_when_spread)
+    engine.spread.rates = {True: 1.0, False: 1e-12}  # spread passes were far slower
+    before = values.copy()
+    engine.iterate(spec.program.iteration_constant(g, values), engine.frontier())
+    assert calls == [False]
+    want = (spec.program.iteration_constant(g, before) +
+            sp.csr_matrix(g.to_scipy()).T.tocsr() @ before) * aux
+    np.testing.assert_allclose(engine.values, want, rtol=1e-6)
