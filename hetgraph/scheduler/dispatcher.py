@@ -400,8 +400,11 @@ class _Driver:
         self.version = 0
         self.compile_seconds = 0.0
         self._layout = None  # the GPU's page layout the calibration waits for
+        self._memory_key = None  # what the model's memory of earlier runs is kept under
         if len(self.kinds) == 2:
-            self._calibrate(self._calibration_key(options) if fresh else None)
+            key = self._calibration_key(options) if fresh else None
+            self._calibrate(key)
+            self._recall(key)
 
     def _segment_gpus(self, partition):
         """The GPUs of this process that GPU segments share when the run is on several
@@ -557,6 +560,24 @@ class _Driver:
         self.model.overhead = 2 * self.round_trip + copies
         log.info("calibrated: %s, round trip %.2f ms, hybrid overhead %.2f ms",
                  self.model.per_edge, self.round_trip * 1e3, self.model.overhead * 1e3)
+
+    def _recall(self, key):
+        """Start the cost model from what the earlier runs under calibration ``key``
+        left (:meth:`CostModel.remembered`: a hybrid iteration that lost is not tried
+        again on the same graph, program and budget while the model's inputs stay),
+        kept by the graph; this run's is kept there when it closes."""
+        self._memory_key = key
+        if key is not None:
+            self.model.recall(self.graph.kept("placement_memory", dict).get(key))
+
+    def _remember(self):
+        """Keep the cost model's memory for later runs (see :meth:`_recall`), the
+        newest ``tuning.CALIBRATIONS_KEPT``."""
+        memory = self.graph.kept("placement_memory", dict)
+        memory.pop(self._memory_key, None)
+        memory[self._memory_key] = self.model.remembered()
+        while len(memory) > tuning.CALIBRATIONS_KEPT:
+            del memory[next(iter(memory))]
 
     def _measure_round_trip(self):
         """The median of three task round trips, measured once a cluster and kept on it
@@ -812,6 +833,8 @@ class _Driver:
         runs of the graph)."""
         if self._layout is not None:
             self._layout.cancel()
+        if self._memory_key is not None and "gpu" in self.kinds:
+            self._remember()
         try:
             if self.shared:
                 tasks.unshare(self.run_id)
