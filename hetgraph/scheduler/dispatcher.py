@@ -723,9 +723,11 @@ class _Driver:
         self.model = report.model  # the driver's, plus what the segment measured
         self.frontier = report.frontier
         rows = report.rows
-        gpu = [row[SECONDS] for row in rows if row[COLUMN["placement"]] == "gpu"]
-        if gpu:  # one measurement a segment: a segment may have thousands of short rows
-            self.model.observe_iteration("gpu", sum(gpu) / len(gpu))
+        if kind == "gpu" and len(self.kinds) > 1 and rows:  # one measurement a segment, of
+            # its newest rows: a segment may have thousands of short rows
+            newest = rows[-tuning.FOLD_ROWS:]
+            self.model.observe_iteration("gpu", sum(row[SECONDS] for row in newest) /
+                                         len(newest))
         report.wait_stored()  # (the work above overlapped the state's copy)
         if rows:  # the task's round trip counts as overhead of its last iteration
             extra = time.perf_counter() - start - report.build_seconds - \
