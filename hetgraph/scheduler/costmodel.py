@@ -571,6 +571,13 @@ class CostModel:
         self.expected["hybrid"] = (hybrid, predicted)
         return "hybrid"
 
+    def _margin(self, best, f, rho, num_arcs):
+        """How much faster ``best`` ("cpu" or the GPU's) must be predicted, as a share of
+        the slower side's time, for staying to count as a loss: ``tuning.SWITCH_MARGIN``,
+        or the measured error of its predictions (:meth:`error`) if more."""
+        mode = self.cpu_mode_for(f, rho, num_arcs) if best == "cpu" else "pull"
+        return max(tuning.SWITCH_MARGIN, self.error("cpu" if best == "cpu" else "gpu", mode))
+
     def placement(self, f, rho, num_arcs, current=None, start=False, weight=1, seconds=0.0):
         """Where an iteration with both device kinds available runs.
 
@@ -579,17 +586,17 @@ class CostModel:
         beats the GPU alone by more than the hybrid's measured prediction error
         (measured iteration times replace both predictions once there are some, a
         hybrid's scaled by how its prediction moved since: one that lost is not tried
-        again while the model's inputs stay), else "gpu". The CPU's times are for a GPU iteration's progress
-        (:meth:`progress_ratio` of its iterations), and so are the iterations
-        ``weight`` counts on the CPU.
+        again while the model's inputs stay), else "gpu". The CPU's times are for a
+        GPU iteration's progress (:meth:`progress_ratio` of its iterations), and so
+        are the iterations ``weight`` counts on the CPU.
 
         Leaving the ``current`` placement for the other side of the CPU/GPU line moves
         the vertex state, a cost that predictions cannot be trusted to recoup (a run
         may end the next iteration): the run moves only once staying has lost, summed
         over the iterations since the other side became faster by
         ``tuning.SWITCH_MARGIN`` or by the measured error of its predictions
-        (:meth:`error`), whichever is more, as much as a move costs (``switch``; the ski-rental
-        rule: never worse than twice the best choice in hindsight). While away from a
+        (:meth:`error`), whichever is more, as much as a move costs (``switch``; the
+        ski-rental rule: never worse than twice the best choice in hindsight). While away from a
         device, its inflated rates relax back towards the lowest they had
         (:meth:`relax`).
 
@@ -646,10 +653,8 @@ class CostModel:
         best = "cpu" if cpu < gpu else device
         stay = "cpu" if current == "cpu" else device
         lead = self._lead(current, (cpu - gpu) if current == "cpu" else (gpu - cpu), weight)
-        margin = max(tuning.SWITCH_MARGIN, self.error(*(
-            ("cpu", self.cpu_mode_for(f, rho, num_arcs)) if best == "cpu" else ("gpu", "pull"))))
-        if current is None or best == stay or abs(cpu - gpu) < margin * max(cpu, gpu) or \
-                lead < 2 * self.switch:
+        if current is None or best == stay or lead < 2 * self.switch or \
+                abs(cpu - gpu) < self._margin(best, f, rho, num_arcs) * max(cpu, gpu):
             self.regret = 0.0  # (the other side is not faster by the margin, or not for
             return (best if current is None else stay), a  # long enough: no loss)
         self.regret += weight * abs(cpu - gpu)
