@@ -576,8 +576,8 @@ class _Driver:
         memory = self.graph.kept("placement_memory", dict)
         memory.pop(self._memory_key, None)
         memory[self._memory_key] = self.model.remembered()
-        while len(memory) > tuning.CALIBRATIONS_KEPT:
-            del memory[next(iter(memory))]
+        while len(memory) > tuning.CALIBRATIONS_KEPT:  # (pop: runs on the graph in
+            memory.pop(next(iter(memory)), None)  # other threads may close at once)
 
     def _measure_round_trip(self):
         """The median of three task round trips, measured once a cluster and kept on it
