@@ -1189,31 +1189,29 @@ def test_the_driver_keeps_the_models_memory_on_the_graph_by_its_key(monkeypatch)
 
 def test_a_bucketed_push_is_predicted_from_the_edges_it_relaxes():
     """With buckets, a push relaxes a share of its frontier's out-edges, which changes
-    over a run: the fit is of seconds against edges relaxed, and a frontier's are its
-    out-edges times the measured share. Fitted against the frontier's out-edges, the
-    pushes below (1 us + 10 ns an edge relaxed) would be predicted at half their time
-    once the share doubles."""
-    def pushes(share, first):
-        return [history_row(iteration=first + i, placement="cpu", mode="push",
-                            f=e / 10**6, rho=1.0, edges=int(e * share),
-                            cpu_seconds=1e-6 + 10e-9 * e * share,
-                            seconds=1e-6 + 10e-9 * e * share, priority=1.0 + i)
-                for i, e in enumerate((1000, 4000, 16000, 2000, 8000, 30000))]
+    over a run: the fit is of seconds against edges relaxed (here 1 us + 10 ns an
+    edge), and a frontier's are its out-edges times the measured share. Fitted against
+    the frontier's out-edges, the pushes below (small frontiers relaxing much of
+    theirs, large ones little) would make a slope of 0.87 ns a frontier edge, and a
+    frontier of 20,000 edges relaxing half would be predicted at 24 us, not 101."""
+    def push(frontier, share, i):
+        relaxed = int(frontier * share)
+        return history_row(iteration=i, placement="cpu", mode="push", f=frontier / 10**6,
+                           rho=1.0, edges=relaxed, cpu_seconds=1e-6 + 10e-9 * relaxed,
+                           seconds=1e-6 + 10e-9 * relaxed, priority=float(i))
 
     m = CostModel(buckets=True, push=2.0)
     m.observe("cpu", "pull", 10**6, 1e-3)
     m.observe("gpu", "pull", 10**6, 1e-4)
-    for i in range(6):
-        m.observe_rows(pushes(0.25, 10 * i), 10**6)
-    assert m.share == pytest.approx(0.25)
-    assert m.cpu_seconds(0.01, 1.0, 10**6) == pytest.approx(1e-6 + 10e-9 * 2500, rel=0.02)
-    for i in range(12):
-        m.observe_rows(pushes(0.5, 100 + 10 * i), 10**6)
-    assert m.share == pytest.approx(0.5, rel=0.01)
-    assert m.cpu_seconds(0.01, 1.0, 10**6) == pytest.approx(1e-6 + 10e-9 * 5000, rel=0.02)
+    for i in range(0, 40, 4):
+        m.observe_rows([push(1000, 0.6, i), push(1000, 0.6, i + 1)], 10**6)
+        m.observe_rows([push(40000, 0.1, i + 2), push(40000, 0.1, i + 3)], 10**6)
+    assert 0.1 < m.share < 0.6  # (the pushes' edges over their frontiers', smoothed)
+    m.share = 0.5
+    assert m.cpu_seconds(0.02, 1.0, 10**6) == pytest.approx(1e-6 + 10e-9 * 10000, rel=0.01)
     # a GPU iteration runs the whole frontier: the CPU's time for its progress is
     # 1 / share CPU iterations
-    assert m.progress_ratio() == pytest.approx(2.0, rel=0.01)
+    assert m.progress_ratio() == pytest.approx(2.0)
 
 
 def test_a_batch_of_many_rows_folds_as_its_newest(monkeypatch):
