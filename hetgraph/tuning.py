@@ -119,6 +119,12 @@ LEAD_PRECISION = 64  # lead_degree's bisection stops within 1/64 of its answer: 
 # limit needs no more, and each step costs a prediction
 SWITCH_MARGIN = 0.2  # staying counts as a loss only while the other side is predicted
 # this much faster: devices within each other's noise would otherwise trade the run
+PREDICTION_ERROR = 0.2  # relative error of a prediction before any of its kind was measured:
+# a placement not measured yet is tried only for a gain above this share of its time
+PREDICTION_ERROR_MOST = 1.0  # a measured error counts at most this much (100%): one stalled
+# iteration must not lock a placement out for good
+FOLD_ROWS = 16  # rows of a batch that fold into the model, the newest: their mean is its
+# pace, and a fold row by row cost the host time in proportion to short iterations
 RELAX_HALF_LIFE = 2e-3  # seconds away from a device in which its inflated rates move half
 # the way back to their lowest: slowdowns last milliseconds, however many iterations
 CPU_BATCH_OVERHEAD_SHARE = 0.05  # a hybrid CPU batch holds up to round trip / this much

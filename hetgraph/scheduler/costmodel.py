@@ -178,7 +178,21 @@ class CostModel:
         By device kind, the rise of the history's priority column per iteration,
         smoothed (with ``buckets``).
     share : float or None
-        The CPU pushes' edges over their frontier's (the bucket's part), smoothed.
+        The CPU pushes' edges relaxed over their frontier's out-edges (the bucket's
+        part), smoothed (with ``buckets``): a push is predicted from the edges it
+        relaxes, share f |E|, not from its frontier's out-degree (:meth:`cpu_seconds`).
+    errors : dict
+        By (placement, mode), the relative error of the model's predictions of such
+        iterations, |measured - predicted| / predicted, smoothed from
+        ``tuning.PREDICTION_ERROR`` (see :meth:`error`): a placement is tried only when
+        its predicted gain exceeds it.
+    expected : dict
+        By placement, the seconds the model expected of the last iteration it placed
+        there and the prediction that estimate rests on (see :meth:`observe_iteration`).
+    basis : dict
+        By placement, the prediction that its measured iteration time in ``iteration``
+        stands against: the estimate is the measurement scaled by how the prediction
+        moved since (the model's inputs changed), see :meth:`_estimate`.
     waiting : object or None
         What says (its ``done()``) whether the GPU's page layout, which a run's
         calibration of the GPU waits for and its CPU does not, is there (None: none;
@@ -201,6 +215,9 @@ class CostModel:
         self.calibrated: set = set()  # the (kind, mode) whose rate is a calibration's
         self.fits = {"notify-pull": LinearFit(), "push": LinearFit()}
         self.iteration: dict = {}  # measured seconds of a full pull, per placement
+        self.basis: dict = {}
+        self.expected: dict = {}
+        self.errors: dict = {}
         self.overhead = float(overhead)
         self.switch = float(switch)
         self.regret = 0.0
@@ -209,8 +226,58 @@ class CostModel:
 
     def observe_iteration(self, placement, seconds):
         """Fold the measured seconds of a full-pull iteration placed on "gpu" or
-        "hybrid" into the model; placement then compares measurements."""
+        "hybrid" into the model; placement then compares measurements. A hybrid
+        iteration also measures the error of what the model expected of it, and its
+        time is kept against the prediction it was placed by (``basis``)."""
+        expected = self.expected.pop(placement, None)
+        if expected is not None:
+            self._observe_error(placement, "pull", expected[0], seconds)
+            self.basis[placement] = expected[1]
         self.iteration[placement] = _smoothed(self.iteration.get(placement), seconds)
+
+    def error(self, placement, mode):
+        """The measured relative error of the model's predictions of iterations placed
+        on ``placement`` in ``mode`` (``tuning.PREDICTION_ERROR`` before any)."""
+        return self.errors.get((placement, mode), tuning.PREDICTION_ERROR)
+
+    def _observe_error(self, placement, mode, predicted, measured):
+        """Fold the error of ``predicted`` seconds against ``measured`` ones into
+        ``errors`` (nothing without a prediction), at most
+        ``tuning.PREDICTION_ERROR_MOST``: one stalled iteration must not lock a
+        placement out for good."""
+        if not predicted or predicted <= 0:
+            return
+        key = (placement, mode)
+        error = min(abs(measured - predicted) / predicted, tuning.PREDICTION_ERROR_MOST)
+        self.errors[key] = _smoothed(self.errors.get(key, tuning.PREDICTION_ERROR), error)
+
+    def _estimate(self, placement, predicted):
+        """Seconds of an iteration on ``placement`` whose prediction is ``predicted``
+        now: its measured time, scaled by how the prediction moved since that
+        measurement's (the model's inputs changed), else the prediction. A hybrid
+        iteration that lost to the GPU alone is so not tried again while the inputs
+        stay as they were, in this run and in later runs that :meth:`recall` it."""
+        measured = self.iteration.get(placement)
+        if measured is None:
+            return predicted
+        basis = self.basis.get(placement)
+        return measured * predicted / basis if basis else measured
+
+    def remembered(self) -> dict:
+        """What later runs on the same graph, program and budget start from
+        (:meth:`recall`): the hybrid iterations' measured time and its basis, and the
+        prediction errors."""
+        kept = {p: self.iteration[p] for p in ("hybrid",) if p in self.iteration}
+        return {"iteration": kept, "basis": {p: self.basis[p] for p in kept
+                                             if p in self.basis},
+                "errors": dict(self.errors)}
+
+    def recall(self, memory):
+        """Start from what an earlier run left (:meth:`remembered`; None: nothing)."""
+        if memory:
+            self.iteration.update(memory["iteration"])
+            self.basis.update(memory["basis"])
+            self.errors.update(memory["errors"])
 
     def observe(self, kind, mode, edges, seconds, calibration=False):
         """Fold a measured time (``edges`` edges in ``seconds``) into the model (at most
@@ -239,11 +306,16 @@ class CostModel:
     def relax(self, kind, seconds):
         """The run spent ``seconds`` away from ``kind``: its rates above the lowest they
         have had move back towards it, half the way every ``tuning.RELAX_HALF_LIFE``
-        seconds. (Not towards the calibration, which a slow moment can inflate too.)"""
+        seconds (not towards the calibration, which a slow moment can inflate too), and
+        so do its prediction errors above ``tuning.PREDICTION_ERROR`` towards it."""
         keep = 0.5 ** (seconds / tuning.RELAX_HALF_LIFE)
         for key, best in self.best.items():
             if key[0] == kind and self.per_edge[key] > best:
                 self.per_edge[key] = best + keep * (self.per_edge[key] - best)
+        prior = tuning.PREDICTION_ERROR
+        for key, error in self.errors.items():
+            if key[0] == kind and error > prior:
+                self.errors[key] = prior + keep * (error - prior)
 
     def observe_rows(self, rows, num_arcs, progress=True):
         """Fold history rows of single-device iterations into the model.
@@ -259,7 +331,11 @@ class CostModel:
         a few slow rows among many short ones would be all but ignored. With
         ``progress`` (and ``buckets``), the rows' priority measures each kind's
         progress (:meth:`progress_ratio`); not from a calibration's first iterations
-        from a source, whose rise is not the run's."""
+        from a source, whose rise is not the run's. Of a batch of more than
+        ``tuning.FOLD_ROWS`` rows, the newest that many stand for it: folded row by row,
+        a batch of short iterations costs the run's host time in proportion to them."""
+        if len(rows) > tuning.FOLD_ROWS:
+            rows = rows[-tuning.FOLD_ROWS:]
         fitted, other, gpu_edges, gpu_seconds = self._row_totals(rows, num_arcs)
         ends = _priority_ends(rows) if self.buckets and progress else None
         self._fold(fitted, other, gpu_edges, gpu_seconds, ends, num_arcs)
@@ -315,16 +391,37 @@ class CostModel:
     def _fold(self, fitted, other, gpu_edges, gpu_seconds, ends, num_arcs):
         """Fold the totals of :meth:`observe_rows` into the rates, the fits and, with
         ``ends`` (:func:`_priority_ends`; None: none measured), the progress and the CPU
-        pushes' share."""
+        pushes' share; first, the error of what the model predicted of them."""
         if ends is not None:
             self._observe_progress(ends, fitted.get("push"))
-        for mode, (count, edges, seconds, rho, _) in fitted.items():
-            size = edges / count
+        for mode, (count, edges, seconds, rho, relaxed) in fitted.items():
+            size = (relaxed if self._relaxes(mode) else edges) / count
             prior = self._prior(mode, size / num_arcs, rho, num_arcs) / size if size else 0.0
-            self.fits[mode].observe(size, seconds / count, prior)
+            fit = self.fits[mode]
+            self._observe_error("cpu", mode, fit.predict(size, prior), seconds / count)
+            fit.observe(size, seconds / count, prior)
         for mode, (edges, seconds) in other.items():
+            self._observe_error("cpu", mode, self._measured_seconds("cpu", mode, edges),
+                                seconds)
             self.observe("cpu", mode, edges, seconds)
-        self.observe("gpu", "pull", gpu_edges, gpu_seconds)  # (nothing without GPU rows)
+        if gpu_edges:
+            self._observe_error("gpu", "pull",
+                                self._measured_seconds("gpu", "pull", gpu_edges), gpu_seconds)
+            self.observe("gpu", "pull", gpu_edges, gpu_seconds)
+
+    def _relaxes(self, mode):
+        """Whether the CPU's ``mode`` is fitted against the edges it relaxes, not its
+        frontier's out-edges: a push of priority buckets relaxes the bucket's part."""
+        return self.buckets and mode == "push"
+
+    def _measured_seconds(self, kind, mode, edges):
+        """Predicted seconds of ``edges`` at a measured rate (None: none, or the
+        calibration's, which the first measurement replaces and whose error is not the
+        model's)."""
+        key = (kind, mode)
+        if key not in self.per_edge or key in self.calibrated:
+            return None
+        return edges * self.per_edge[key]
 
     def _observe_progress(self, ends, pushes):
         """Fold into ``progress`` each device kind's rise of the priority per iteration
@@ -423,6 +520,8 @@ class CostModel:
         mode = self.cpu_mode_for(f, rho, num_arcs)
         if mode == "pull":
             return pull
+        if self._relaxes(mode):  # (the edges it relaxes: the bucket's part)
+            f *= self.share or 1.0
         prior = self._prior(mode, f, rho, num_arcs)
         fitted = self.fits[mode].predict(f * num_arcs, prior / (f * num_arcs) if f else 0.0)
         return prior if fitted is None else fitted
@@ -458,22 +557,46 @@ class CostModel:
                 high = middle
         return low
 
+    def _gpu_or_hybrid(self, gpu, pull):
+        """"hybrid" when a hybrid iteration's estimate (:meth:`_estimate` of the balanced
+        split of a pull of ``gpu`` and ``pull`` seconds plus the overhead) beats the GPU
+        alone (its measured iteration, else ``gpu``) by more than the hybrid's measured
+        error (:meth:`error`), else "gpu"; the estimate is then what the model expects
+        of it (``expected``)."""
+        predicted = gpu * pull / (gpu + pull) + self.overhead
+        hybrid = self._estimate("hybrid", predicted)
+        if self.iteration.get("gpu", gpu) - hybrid <= self.error("hybrid", "pull") * hybrid:
+            self.expected.pop("hybrid", None)
+            return "gpu"
+        self.expected["hybrid"] = (hybrid, predicted)
+        return "hybrid"
+
+    def _margin(self, best, f, rho, num_arcs):
+        """How much faster ``best`` ("cpu" or the GPU's) must be predicted, as a share of
+        the slower side's time, for staying to count as a loss: ``tuning.SWITCH_MARGIN``,
+        or the measured error of its predictions (:meth:`error`) if more."""
+        mode = self.cpu_mode_for(f, rho, num_arcs) if best == "cpu" else "pull"
+        return max(tuning.SWITCH_MARGIN, self.error("cpu" if best == "cpu" else "gpu", mode))
+
     def placement(self, f, rho, num_arcs, current=None, start=False, weight=1, seconds=0.0):
         """Where an iteration with both device kinds available runs.
 
         "cpu" when the CPU alone is predicted faster (alpha < 1, Garaph), else "hybrid"
         when the balanced split of a pull over CPU and GPU plus the hybrid overhead
-        beats the GPU alone (measured iteration times replace both predictions once
-        there are some), else "gpu". The CPU's times are for a GPU iteration's progress
-        (:meth:`progress_ratio` of its iterations), and so are the iterations
-        ``weight`` counts on the CPU.
+        beats the GPU alone by more than the hybrid's measured prediction error
+        (measured iteration times replace both predictions once there are some, a
+        hybrid's scaled by how its prediction moved since: one that lost is not tried
+        again while the model's inputs stay), else "gpu". The CPU's times are for a
+        GPU iteration's progress (:meth:`progress_ratio` of its iterations), and so
+        are the iterations ``weight`` counts on the CPU.
 
         Leaving the ``current`` placement for the other side of the CPU/GPU line moves
         the vertex state, a cost that predictions cannot be trusted to recoup (a run
         may end the next iteration): the run moves only once staying has lost, summed
         over the iterations since the other side became faster by
-        ``tuning.SWITCH_MARGIN``, as much as a move costs (``switch``; the ski-rental
-        rule: never worse than twice the best choice in hindsight). While away from a
+        ``tuning.SWITCH_MARGIN`` or by the measured error of its predictions
+        (:meth:`error`), whichever is more, as much as a move costs (``switch``; the
+        ski-rental rule: never worse than twice the best choice in hindsight). While away from a
         device, its inflated rates relax back towards the lowest they had
         (:meth:`relax`).
 
@@ -521,8 +644,7 @@ class CostModel:
         ratio = self.progress_ratio()
         cpu = self.cpu_seconds(f, rho, num_arcs) * ratio
         a = cpu / gpu  # as alpha()
-        hybrid = self.iteration.get("hybrid", gpu * pull / (gpu + pull) + self.overhead)
-        device = "hybrid" if hybrid < self.iteration.get("gpu", gpu) else "gpu"
+        device = self._gpu_or_hybrid(gpu, pull)
         if start:  # the CPU must win this iteration and the next, or move; else the GPU
             ahead = self.cpu_seconds(min(f * self.growth, 1.0), rho, num_arcs) * ratio
             return ("cpu" if cpu + min(ahead, self.switch + gpu) < 2 * gpu else "gpu"), a
@@ -531,9 +653,8 @@ class CostModel:
         best = "cpu" if cpu < gpu else device
         stay = "cpu" if current == "cpu" else device
         lead = self._lead(current, (cpu - gpu) if current == "cpu" else (gpu - cpu), weight)
-        margin = tuning.SWITCH_MARGIN
-        if current is None or best == stay or abs(cpu - gpu) < margin * max(cpu, gpu) or \
-                lead < 2 * self.switch:
+        if current is None or best == stay or lead < 2 * self.switch or \
+                abs(cpu - gpu) < self._margin(best, f, rho, num_arcs) * max(cpu, gpu):
             self.regret = 0.0  # (the other side is not faster by the margin, or not for
             return (best if current is None else stay), a  # long enough: no loss)
         self.regret += weight * abs(cpu - gpu)

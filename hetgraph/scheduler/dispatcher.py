@@ -402,8 +402,11 @@ class _Driver:
         self.version = 0
         self.compile_seconds = 0.0
         self._layout = None  # the GPU's page layout the calibration waits for
+        self._memory_key = None  # what the model's memory of earlier runs is kept under
         if len(self.kinds) == 2:
-            self._calibrate(self._calibration_key(options) if fresh else None)
+            key = self._calibration_key(options) if fresh else None
+            self._calibrate(key)
+            self._recall(key)
 
     def _segment_gpus(self, partition):
         """The GPUs of this process that GPU segments share when the run is on several
@@ -589,6 +592,24 @@ class _Driver:
         log.info("calibrated: %s, round trip %.2f ms, hybrid overhead %.2f ms",
                  self.model.per_edge, self.round_trip * 1e3, self.model.overhead * 1e3)
 
+    def _recall(self, key):
+        """Start the cost model from what the earlier runs under calibration ``key``
+        left (:meth:`CostModel.remembered`: a hybrid iteration that lost is not tried
+        again on the same graph, program and budget while the model's inputs stay),
+        kept by the graph; this run's is kept there when it closes."""
+        self._memory_key = key
+        if key is not None:
+            self.model.recall(self.graph.kept("placement_memory", dict).get(key))
+
+    def _remember(self):
+        """Keep the cost model's memory for later runs (see :meth:`_recall`), the
+        newest ``tuning.CALIBRATIONS_KEPT``."""
+        memory = self.graph.kept("placement_memory", dict)
+        memory.pop(self._memory_key, None)
+        memory[self._memory_key] = self.model.remembered()
+        while len(memory) > tuning.CALIBRATIONS_KEPT:  # (pop: runs on the graph in
+            memory.pop(next(iter(memory)), None)  # other threads may close at once)
+
     def _measure_round_trip(self):
         """The median of three task round trips, measured once a cluster and kept on it
         (measured in every run, they took longer than a small graph's iterations)."""
@@ -733,9 +754,11 @@ class _Driver:
         self.model = report.model  # the driver's, plus what the segment measured
         self.frontier = report.frontier
         rows = report.rows
-        gpu = [row[SECONDS] for row in rows if row[COLUMN["placement"]] == "gpu"]
-        if gpu:  # one measurement a segment: a segment may have thousands of short rows
-            self.model.observe_iteration("gpu", sum(gpu) / len(gpu))
+        if kind == "gpu" and len(self.kinds) > 1 and rows:  # one measurement a segment, of
+            # its newest rows: a segment may have thousands of short rows
+            newest = rows[-tuning.FOLD_ROWS:]
+            self.model.observe_iteration("gpu", sum(row[SECONDS] for row in newest) /
+                                         len(newest))
         report.wait_stored()  # (the work above overlapped the state's copy)
         if rows:  # the task's round trip counts as overhead of its last iteration
             extra = time.perf_counter() - start - report.build_seconds - \
@@ -837,6 +860,8 @@ class _Driver:
         runs of the graph)."""
         if self._layout is not None:
             self._layout.cancel()
+        if self._memory_key is not None and "gpu" in self.kinds:
+            self._remember()
         try:
             if self.shared:
                 tasks.unshare(self.run_id)
