@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import hetgraph as hg
 from hetgraph import tuning
-from hetgraph.algorithms.cc import MinLabel
+from hetgraph.algorithms.cc import MinLabel, _blocks
 from hetgraph.io.store import StoredGraph
 from hetgraph.kernels.cpu import components
 from hetgraph.order import renumber
@@ -57,10 +57,8 @@ def test_afforest_equals_scipy_on_random_graphs(edges, variant):
     src, dst, n, directed = edges
     k, parallel = variant  # (every pass kind, serial and parallel, small graphs too)
     g = hg.from_arrays(src, dst, num_vertices=n, directed=directed, dedup=None)
-    blocks = lambda out=False: lambda: iter([(0, g.out_indices if out else g.in_indices,  # noqa: E731
-                                              0, n)] if g.num_arcs else [])
-    values = components.afforest(n, g.in_indptr, blocks(),
-                                 out=(g.out_indptr, blocks(True)) if directed else None,
+    values = components.afforest(n, g.in_indptr, _blocks(g),
+                                 out=(g.out_indptr, _blocks(g, out=True)) if directed else None,
                                  k=k, samples=16, parallel=parallel)
     check(g, values)
 

@@ -32,7 +32,8 @@ def test_ecl_cc_equals_scipy_and_the_cpu():
         assert result.history["edges"].iloc[0] == g.num_arcs
 
 
-@pytest.mark.parametrize("thread_degree, warp_degree", [(0, 0), (0, 4), (2, 40), (1 << 30, 1 << 30)])
+@pytest.mark.parametrize("thread_degree, warp_degree",
+                         [(0, 0), (0, 4), (2, 40), (1 << 30, 1 << 30)])
 def test_every_thread_group(thread_degree, warp_degree, monkeypatch):
     """All vertices a thread's, a warp's or a block's; few blocks (grid-stride loops)."""
     monkeypatch.setattr(tuning, "CC_GPU_THREAD_DEGREE", thread_degree)
