@@ -124,15 +124,16 @@ def _finish(indptr, sources, e0, v0, v1, parent, k, c, shared):
 
 def _link_all(indptr, sources, e0, v0, v1, parent, symmetric, shared):
     """Link every in-edge of [v0, v1) (plain union-find); ``symmetric``: every edge is
-    also stored at its source, so only the one from the smaller id is linked. Returns
-    the in-edges linked."""
+    also stored at its source, so only those from smaller ids are linked: a prefix of
+    the vertex's in-edges, sorted by source. Returns the in-edges linked."""
     linked = 0
     for v in numba.prange(v0, v1):
         for j in range(indptr[v] - e0, indptr[v + 1] - e0):
             u = sources[j]
-            if not symmetric or u < v:
-                _link(v, u, parent, shared)
-                linked += 1
+            if symmetric and u >= v:
+                break
+            _link(v, u, parent, shared)
+            linked += 1
     return linked
 
 
