@@ -63,7 +63,8 @@ def connected_components(graph, algorithm="auto", **options):
         ``devices`` ("auto": the GPU of this process for a graph in memory of at
         least ``hetgraph.tuning.CC_GPU_MIN_ARCS`` arcs that fits its free memory,
         else the CPU; "cpu"; "gpu"), ``threads`` (CPU threads, default all Numba
-        threads), ``host_budget`` and ``progress`` (nothing to draw: one pass).
+        threads; a graph of fewer than ``hetgraph.tuning.CC_PARALLEL_ARCS`` arcs
+        takes one), ``host_budget`` and ``progress`` (nothing to draw: one pass).
         "label-propagation": the :class:`MinLabel` vertex program on the undirected
         graph through :func:`hetgraph.run`, with every option of a run (``mode``
         default "async": a label crosses many vertices per iteration;
