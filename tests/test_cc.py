@@ -156,6 +156,8 @@ def test_bad_options_are_refused():
         hg.connected_components(g, devices="tpu")
     with pytest.raises(hg.GraphError, match="threads=0"):
         hg.connected_components(g, threads=0)
+    with pytest.raises(hg.GraphError, match="host_budget=-1 must be a positive"):
+        hg.connected_components(g, host_budget=-1)
 
 
 def test_gpu_without_a_gpu_says_why():

@@ -23,7 +23,7 @@ from ..errors import GraphError
 from ..io.store import StoredGraph, as_graph
 from ..registry import algorithm
 from ..result import Result, history_row
-from ..scheduler.dispatcher import run
+from ..scheduler.dispatcher import _check_options, run
 from .common import MinRelaxation
 
 ALGORITHMS = ("auto", "union-find", "label-propagation")
@@ -159,11 +159,8 @@ def union_find(graph, devices="auto", threads=None, host_budget=None, progress=N
     if devices not in UNION_FIND_DEVICES:
         raise GraphError(f"devices={devices!r} is not valid for union-find; use "
                          f"{', '.join(map(repr, UNION_FIND_DEVICES))}")
-    if threads is not None and (not isinstance(threads, (int, np.integer))
-                                or not 1 <= threads <= numba.config.NUMBA_NUM_THREADS):
-        raise GraphError(f"threads={threads!r} is out of range; use "
-                         f"1..{numba.config.NUMBA_NUM_THREADS} (NUMBA_NUM_THREADS) or None "
-                         f"for all")
+    # threads and host_budget as a run checks them (the other options: neutral values)
+    _check_options("sync", devices, "auto", 0, threads, None, None, None, host_budget)
     graph = as_graph(graph, host_budget)
     device = _device(graph, devices)
     rows = []
