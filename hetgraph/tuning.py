@@ -171,6 +171,8 @@ CC_SAMPLE_NEIGHBOURS = 2  # in-neighbours Afforest links per vertex before the f
 # GAP benchmark's k; two already join most of a large component's vertices in one tree
 CC_SAMPLE_ARCS = 1 << 16  # fewer arcs: plain union-find, one pass linking every edge
 # (sampling's extra passes cost more than the edges they save; docs/tuning.md)
+CC_PREFETCH_VERTICES = 16  # vertices ahead whose neighbours' parents a CPU pass
+# prefetches: its reads are random, a cache miss each on an ordering-hostile graph
 CC_FREQUENT_SAMPLES = 1024  # random vertices whose roots pick the large component (GAP's)
 CC_PARALLEL_ARCS = 1 << 18  # fewer arcs: the serial passes (a parallel pass's thread
 # start-up costs more than linking them; docs/tuning.md)

@@ -25,8 +25,11 @@ from typing import NamedTuple
 
 import numba
 import numpy as np
+from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
+
+from ... import tuning
 
 
 @intrinsic
@@ -46,6 +49,36 @@ def compare_and_swap(typingctx, array, index, expected, new):
         outcome = builder.cmpxchg(pointer, expected, new, "monotonic", "monotonic")
         return builder.extract_value(outcome, 1)
     return types.boolean(array, index, expected, new), codegen
+
+
+@intrinsic
+def prefetch(typingctx, array, index):
+    """Ask the CPU to bring ``array[index]`` into its caches (LLVM's prefetch: a read,
+    high locality); nothing else happens."""
+    def codegen(context, builder, signature, args):
+        array_type, index_type = signature.args
+        view = context.make_array(array_type)(context, builder, args[0])
+        index = context.cast(builder, args[1], index_type, types.intp)
+        pointer = cgutils.get_item_pointer(context, builder, array_type, view, [index],
+                                           wraparound=False)
+        bytes_pointer = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        function = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [bytes_pointer, i32, i32, i32]),
+            "llvm.prefetch.p0i8")
+        builder.call(function, [builder.bitcast(pointer, bytes_pointer), ir.Constant(i32, 0),
+                                ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+    return types.none(array, index), codegen
+
+
+@numba.njit(nogil=True, inline="always")
+def _prefetch_row(indptr, sources, e0, w, v1, parent, k):
+    """Prefetch the parents of vertex ``w``'s first ``k`` in-neighbours (if ``w`` <
+    ``v1``): a pass asks for them some vertices ahead, its reads being random."""
+    if w < v1:
+        for j in range(indptr[w] - e0, min(indptr[w + 1] - e0, indptr[w] - e0 + k)):
+            prefetch(parent, sources[j])
 
 
 @numba.njit(nogil=True, inline="always")
@@ -93,12 +126,14 @@ def _link(u, v, parent, shared):
         _link_alone(u, v, parent)
 
 
-def _sample(indptr, sources, e0, v0, v1, parent, k, shared):
+def _sample(indptr, sources, e0, v0, v1, parent, k, shared, ahead):
     """Link every vertex of [v0, v1) to its first ``k`` in-neighbours; ``sources``:
-    the in-edges from CSC position ``e0`` on, holding those vertices' in-edges.
-    Returns the in-edges linked."""
+    the in-edges from CSC position ``e0`` on, holding those vertices' in-edges;
+    ``ahead``: vertices ahead whose parents are prefetched. Returns the in-edges
+    linked."""
     linked = 0
     for v in numba.prange(v0, v1):
+        _prefetch_row(indptr, sources, e0, v + ahead, v1, parent, k)
         start = indptr[v] - e0
         stop = min(indptr[v + 1] - e0, start + k)
         for j in range(start, stop):
@@ -122,12 +157,14 @@ def _finish(indptr, sources, e0, v0, v1, parent, k, c, shared):
     return linked
 
 
-def _link_all(indptr, sources, e0, v0, v1, parent, symmetric, shared):
+def _link_all(indptr, sources, e0, v0, v1, parent, symmetric, shared, ahead):
     """Link every in-edge of [v0, v1) (plain union-find); ``symmetric``: every edge is
     also stored at its source, so only those from smaller ids are linked: a prefix of
-    the vertex's in-edges, sorted by source. Returns the in-edges linked."""
+    the vertex's in-edges, sorted by source. ``ahead``: as :func:`_sample`'s. Returns
+    the in-edges linked."""
     linked = 0
     for v in numba.prange(v0, v1):
+        _prefetch_row(indptr, sources, e0, v + ahead, v1, parent, 2)
         for j in range(indptr[v] - e0, indptr[v + 1] - e0):
             u = sources[j]
             if symmetric and u >= v:
@@ -137,9 +174,13 @@ def _link_all(indptr, sources, e0, v0, v1, parent, symmetric, shared):
     return linked
 
 
-def _compress(parent):
-    """Make every tree a star: each vertex's parent becomes its root."""
-    for v in numba.prange(len(parent)):
+def _compress(parent, ahead):
+    """Make every tree a star: each vertex's parent becomes its root; ``ahead``: as
+    :func:`_sample`'s."""
+    n = len(parent)
+    for v in numba.prange(n):
+        if v + ahead < n:
+            prefetch(parent, parent[v + ahead])
         while parent[v] != parent[parent[v]]:
             parent[v] = parent[parent[v]]
 
@@ -198,6 +239,7 @@ def afforest(num_vertices, indptr, blocks, *, out=None, k, samples, parallel,
     the Numba-threaded passes. ``clock``: called with each phase's name, vertices and
     edges linked when the phase ends, for the run's history. Returns the labels."""
     passes = PARALLEL if parallel else SERIAL
+    ahead = tuning.CC_PREFETCH_VERTICES
     parent = np.arange(num_vertices, dtype=dtype)
     if num_vertices == 0:
         return parent
@@ -206,14 +248,14 @@ def afforest(num_vertices, indptr, blocks, *, out=None, k, samples, parallel,
         linked = 0
         for e0, sources, v0, v1 in blocks():
             linked += passes.link_all(indptr, sources, e0, v0, v1, parent, out is None,
-                                      parallel)
-        passes.compress(parent)
+                                      parallel, ahead)
+        passes.compress(parent, ahead)
         report("link", num_vertices, linked)
         return parent
     sampled = 0
     for e0, sources, v0, v1 in blocks():
-        sampled += passes.sample(indptr, sources, e0, v0, v1, parent, k, parallel)
-    passes.compress(parent)
+        sampled += passes.sample(indptr, sources, e0, v0, v1, parent, k, parallel, ahead)
+    passes.compress(parent, ahead)
     report("sample", num_vertices, sampled)
     c = most_frequent_root(parent, samples)
     linked = 0
@@ -221,6 +263,6 @@ def afforest(num_vertices, indptr, blocks, *, out=None, k, samples, parallel,
         linked += passes.finish(indptr, sources, e0, v0, v1, parent, k, c, parallel)
     for e0, targets, v0, v1 in out[1]() if out is not None else ():
         linked += passes.finish(out[0], targets, e0, v0, v1, parent, 0, c, parallel)
-    passes.compress(parent)
+    passes.compress(parent, ahead)
     report("finish", num_vertices, linked)
     return parent
