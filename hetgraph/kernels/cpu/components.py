@@ -73,12 +73,15 @@ def prefetch(typingctx, array, index):
 
 
 @numba.njit(nogil=True, inline="always")
-def _prefetch_row(indptr, sources, e0, w, v1, parent, k):
-    """Prefetch the parents of vertex ``w``'s first ``k`` in-neighbours (if ``w`` <
-    ``v1``): a pass asks for them some vertices ahead, its reads being random."""
-    if w < v1:
-        for j in range(indptr[w] - e0, min(indptr[w + 1] - e0, indptr[w] - e0 + k)):
-            prefetch(parent, sources[j])
+def _prefetch_row(indptr, sources, e0, w, parent):
+    """Prefetch the parents of vertex ``w``'s first two in-neighbours: a pass asks for
+    them some vertices ahead of the one it links, its reads being random."""
+    start = indptr[w] - e0
+    stop = indptr[w + 1] - e0
+    if start < stop:
+        prefetch(parent, sources[start])
+    if start + 1 < stop:
+        prefetch(parent, sources[start + 1])
 
 
 @numba.njit(nogil=True, inline="always")
@@ -133,7 +136,8 @@ def _sample(indptr, sources, e0, v0, v1, parent, k, shared, ahead):
     linked."""
     linked = 0
     for v in numba.prange(v0, v1):
-        _prefetch_row(indptr, sources, e0, v + ahead, v1, parent, k)
+        if ahead and v + ahead < v1:  # (0: none, for a graph that stays in cache)
+            _prefetch_row(indptr, sources, e0, v + ahead, parent)
         start = indptr[v] - e0
         stop = min(indptr[v + 1] - e0, start + k)
         for j in range(start, stop):
@@ -164,7 +168,8 @@ def _link_all(indptr, sources, e0, v0, v1, parent, symmetric, shared, ahead):
     the in-edges linked."""
     linked = 0
     for v in numba.prange(v0, v1):
-        _prefetch_row(indptr, sources, e0, v + ahead, v1, parent, 2)
+        if ahead and v + ahead < v1:  # (0: none, for a graph that stays in cache)
+            _prefetch_row(indptr, sources, e0, v + ahead, parent)
         for j in range(indptr[v] - e0, indptr[v + 1] - e0):
             u = sources[j]
             if symmetric and u >= v:
@@ -179,7 +184,7 @@ def _compress(parent, ahead):
     :func:`_sample`'s."""
     n = len(parent)
     for v in numba.prange(n):
-        if v + ahead < n:
+        if ahead and v + ahead < n:
             prefetch(parent, parent[v + ahead])
         while parent[v] != parent[parent[v]]:
             parent[v] = parent[parent[v]]
@@ -239,7 +244,7 @@ def afforest(num_vertices, indptr, blocks, *, out=None, k, samples, parallel,
     the Numba-threaded passes. ``clock``: called with each phase's name, vertices and
     edges linked when the phase ends, for the run's history. Returns the labels."""
     passes = PARALLEL if parallel else SERIAL
-    ahead = tuning.CC_PREFETCH_VERTICES
+    ahead = tuning.CC_PREFETCH_VERTICES if k else 0  # (a small graph stays in cache)
     parent = np.arange(num_vertices, dtype=dtype)
     if num_vertices == 0:
         return parent
