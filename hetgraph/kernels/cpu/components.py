@@ -1,7 +1,6 @@
 """Connected components by Afforest (Sutton, Ben-Nun, Barak, IPDPS 2018; the GAP
-benchmark's cc_afforest): union-find over the in-edges with hooking of the larger root
-under the smaller and a compare-and-swap, so its work depends on neither the diameter
-nor the vertex order.
+benchmark's cc_afforest): union-find over the edges, every root hooked under a smaller
+id, so its work depends on neither the diameter nor the vertex order.
 
 1. *Sample*: link every vertex to its first ``k`` in-neighbours, then compress every
    tree to a star. Most vertices of a large component are then in one tree, ``c``.
@@ -11,8 +10,8 @@ nor the vertex order.
    too). Compress again.
 
 Every pass reads the edges one block of whole vertices at a time (a page of a store,
-or the whole CSC or CSR), so a graph on disk is read page by page; union-find does not care
-in which order edges come. A root is always the smallest id of its tree, so the
+or the whole CSC or CSR), so a graph on disk is read page by page; union-find does not
+care in which order edges come. A root is always the smallest id of its tree, so the
 compressed labels are the smallest dense id of each component.
 
 Each pass exists serial (Rem's union-find) and parallel (Numba threads, GAP's link:
