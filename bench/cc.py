@@ -7,7 +7,7 @@ Usage: python bench/cc.py [--rounds 5] [--grid 1000] [--scale 20] [--out bench/r
 
 Every system is timed in each of ``--rounds`` rounds, the order of the systems rotating
 from round to round so that the machine's drifting speed hits them alike; a round's
-time of a short call is the mean of as many calls as take ``MIN_BATCH`` seconds. Each
+time of a short call is the median of as many calls as take ``MIN_BATCH`` seconds. Each
 figure is the median of the rounds. Before every timed batch the process's garbage is
 collected and the rest frozen (``machine.settle``). Peers get the same dense vertex
 ids, each undirected edge once, and their graphs are built before timing; every
@@ -105,7 +105,8 @@ def same_partition(a, b):
 
 
 def batch_seconds(call):
-    """Seconds of one call: the mean of a batch of about ``MIN_BATCH`` seconds."""
+    """Seconds of one call: the median of a batch of calls taking about ``MIN_BATCH``
+    seconds (a median: on a shared machine a few calls of a batch are descheduled)."""
     settle()
     start = time.perf_counter()
     call()
@@ -114,10 +115,12 @@ def batch_seconds(call):
     if count == 1:
         return once
     settle()
-    start = time.perf_counter()
-    for _ in range(count):
+    seconds = np.empty(count)
+    for i in range(count):
+        start = time.perf_counter()
         call()
-    return (time.perf_counter() - start) / count
+        seconds[i] = time.perf_counter() - start
+    return float(np.median(seconds))
 
 
 def measure(name, g, rounds):
