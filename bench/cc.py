@@ -60,6 +60,8 @@ def systems(g):
         "hetgraph": lambda: hg.connected_components(g, devices="cpu").values,
         "hetgraph-1-thread": lambda: hg.connected_components(g, devices="cpu",
                                                              threads=1).values,
+        "hetgraph-all-threads": lambda: hg.connected_components(
+            g, devices="cpu", threads=numba.get_num_threads()).values,
         "hetgraph-kernel": lambda: afforest_kernel(g),
         "hetgraph-label-propagation": lambda: hg.connected_components(
             g, algorithm="label-propagation", devices="cpu").values,

@@ -176,6 +176,8 @@ CC_PREFETCH_VERTICES = 16  # vertices ahead whose neighbours' parents a CPU pass
 CC_FREQUENT_SAMPLES = 1024  # random vertices whose roots pick the large component (GAP's)
 CC_PARALLEL_ARCS = 1 << 18  # fewer arcs: the serial passes (a parallel pass's thread
 # start-up costs more than linking them; docs/tuning.md)
+CC_PARALLEL_MIN_THREADS = 4  # fewer Numba threads (and no threads= given): the serial
+# passes, whose union-find reads less than the threaded one's (two threads lost to one)
 CC_GPU_MIN_ARCS = 1 << 22  # fewer arcs: devices="auto" stays on the CPU (copying the
 # edges to the GPU costs more than the CPU's whole run)
 CC_GPU_MEMORY_FRACTION = 0.8  # of the GPU's free memory the edges and labels may take

@@ -3,6 +3,7 @@ scipy.sparse.csgraph.connected_components (connection="weak"): random graphs
 (hypothesis), the bundled graphs, a grid with shuffled ids, RMAT, page stores read out
 of core; the options, their errors, and label propagation kept beside it."""
 
+import numba
 import numpy as np
 import pytest
 import scipy.sparse.csgraph as csgraph
@@ -78,14 +79,16 @@ def test_bundled_graphs(name, monkeypatch):
     g = hg.datasets.load(name)
     check(g, hg.connected_components(g).values)
     monkeypatch.setattr(tuning, "CC_SAMPLE_ARCS", 0)  # sampled at this size too
-    monkeypatch.setattr(tuning, "CC_PARALLEL_ARCS", 0)
-    result = hg.connected_components(g)
+    monkeypatch.setattr(tuning, "CC_PARALLEL_ARCS", 0)  # threaded at this size too
+    result = hg.connected_components(g, threads=numba.config.NUMBA_NUM_THREADS)
     check(g, result.values)
     assert list(result.history["mode"]) == ["sample", "finish"]
 
 
-@pytest.mark.parametrize("threads", [1, None])
-def test_shuffled_grid_and_rmat(threads):
+@pytest.mark.parametrize("threads", [1, None, "all"])
+def test_shuffled_grid_and_rmat(threads, monkeypatch):
+    monkeypatch.setattr(tuning, "CC_PARALLEL_ARCS", 0)  # (all: the threaded passes)
+    threads = numba.config.NUMBA_NUM_THREADS if threads == "all" else threads
     for g in (shuffled_grid(120), hg.generate.rmat(14, seed=3),
               hg.generate.rmat(13, seed=5, directed=False),
               hg.generate.erdos_renyi(5000, m=3000, seed=9)):  # many small components

@@ -63,7 +63,8 @@ def connected_components(graph, algorithm="auto", **options):
         ``devices`` ("auto": the GPU of this process for a graph in memory of at
         least ``hetgraph.tuning.CC_GPU_MIN_ARCS`` arcs that fits its free memory,
         else the CPU; "cpu"; "gpu"), ``threads`` (CPU threads, default all Numba
-        threads; a graph of fewer than ``hetgraph.tuning.CC_PARALLEL_ARCS`` arcs
+        threads if there are at least ``hetgraph.tuning.CC_PARALLEL_MIN_THREADS``,
+        else one; a graph of fewer than ``hetgraph.tuning.CC_PARALLEL_ARCS`` arcs
         takes one), ``host_budget`` and ``progress`` (nothing to draw: one pass).
         "label-propagation": the :class:`MinLabel` vertex program on the undirected
         graph through :func:`hetgraph.run`, with every option of a run (``mode``
@@ -183,7 +184,9 @@ def _afforest(graph, threads, clock):
     """Afforest's labels on the CPU with ``threads`` Numba threads (None: all)."""
     from ..kernels.cpu.components import afforest
 
-    parallel = graph.num_arcs >= tuning.CC_PARALLEL_ARCS and threads != 1
+    many = numba.get_num_threads() >= tuning.CC_PARALLEL_MIN_THREADS if threads is None \
+        else threads > 1  # (threads given: as asked)
+    parallel = many and graph.num_arcs >= tuning.CC_PARALLEL_ARCS
     sample = graph.num_arcs >= tuning.CC_SAMPLE_ARCS
     out = (graph.out_indptr, _blocks(graph, out=True)) if graph.directed else None
     before = numba.get_num_threads()
