@@ -192,3 +192,23 @@ NX_MIN_ARCS = {
     "is_weakly_connected": 4_000,
     "node_connected_component": 16_000,
 }
+
+# --- connected components (hetgraph.algorithms.cc, hetgraph.kernels.*.components) -----------
+CC_SAMPLE_NEIGHBOURS = 2  # in-neighbours Afforest links per vertex before the finish: the
+# GAP benchmark's k; two already join most of a large component's vertices in one tree
+CC_SAMPLE_ARCS = 1 << 16  # fewer arcs: plain union-find, one pass linking every edge
+# (sampling's extra passes cost more than the edges they save; docs/tuning.md)
+CC_PREFETCH_VERTICES = 16  # vertices ahead whose neighbours' parents a CPU pass
+# prefetches: its reads are random, a cache miss each on an ordering-hostile graph
+CC_FREQUENT_SAMPLES = 1024  # random vertices whose roots pick the large component (GAP's)
+CC_PARALLEL_ARCS = 1 << 18  # fewer arcs: the serial passes (a parallel pass's thread
+# start-up costs more than linking them; docs/tuning.md)
+CC_PARALLEL_MIN_THREADS = 4  # fewer Numba threads (and no threads= given): the serial
+# passes, whose union-find reads less than the threaded one's (two threads lost to one)
+CC_GPU_MIN_ARCS = 1 << 22  # fewer arcs: devices="auto" stays on the CPU (copying the
+# edges to the GPU costs more than the CPU's whole run)
+CC_GPU_MEMORY_FRACTION = 0.8  # of the GPU's free memory the edges and labels may take
+# under devices="auto" (the rest for CuPy's pool and other runs)
+CC_GPU_THREAD_DEGREE = 16  # in-degree up to which a vertex is one GPU thread's (ECL-CC's)
+CC_GPU_WARP_DEGREE = 352  # ... up to which one warp's, beyond one block's (ECL-CC's)
+CC_GPU_MAX_BLOCKS = 1 << 16  # blocks of a launch at most; kernels loop over the rest

@@ -63,7 +63,8 @@ def test_every_algorithm_equals_the_cpu(name):
         "sssp": lambda **o: hg.sssp(g, s, delta=np.inf, **o),  # (CPU: no buckets)
         "sssp-buckets": lambda **o: hg.sssp(g, s, **o),
         "bfs": lambda **o: hg.bfs(g, s, **o),
-        "cc": lambda **o: hg.connected_components(g, mode="sync", **o),
+        "cc": lambda **o: hg.connected_components(g, algorithm="label-propagation",
+                                                  mode="sync", **o),
         "nn": lambda **o: hg.nn(g, 5, **o),
         "heat": lambda **o: hg.heat(g, [s], 5, **o),
         "circuit": lambda **o: hg.circuit(g, {s: 1.0}, 5, **o),
@@ -155,7 +156,8 @@ def test_cache_blocking_and_edge_order_give_the_same_answer(layout):
     pr = hg.pagerank(g, tol=None, max_iterations=10, devices="gpu", gpu=layout)
     assert_close(pr.values, hg.pagerank(g, tol=None, max_iterations=10).values, np.float64)
     for call in (lambda **o: hg.sssp(g, s, **o), lambda **o: hg.bfs(g, s, **o),
-                 lambda **o: hg.connected_components(g, mode="sync", **o)):
+                 lambda **o: hg.connected_components(g, algorithm="label-propagation", mode="sync",
+                                                      **o)):
         np.testing.assert_array_equal(call(devices="gpu", gpu=layout).values,
                                       call(devices="cpu").values)
 
@@ -349,7 +351,7 @@ def test_sync_and_async_converge_to_the_reference(mode):
     dist = hg.sssp(g, s, devices="gpu", mode=mode)
     assert dist.converged
     np.testing.assert_array_equal(dist.values, csgraph.dijkstra(g.to_scipy(), indices=sid))
-    cc = hg.connected_components(g, devices="gpu", mode=mode)
+    cc = hg.connected_components(g, devices="gpu", mode=mode, algorithm="label-propagation")
     np.testing.assert_array_equal(cc.values, hg.connected_components(g, devices="cpu").values)
     pr = hg.pagerank(g, tol=1e-13, max_iterations=400, devices="gpu", mode=mode)
     assert pr.converged

@@ -54,7 +54,8 @@ RUNS = {
     "pagerank": lambda g, **o: hg.pagerank(g, tol=None, **{"max_iterations": 15, **o}),
     "sssp": lambda g, **o: hg.sssp(g, g.label_of(int(np.argmax(g.out_degree()))), **o),
     "bfs": lambda g, **o: hg.bfs(g, g.label_of(int(np.argmax(g.out_degree()))), **o),
-    "cc": lambda g, mode="sync", **o: hg.connected_components(g, mode=mode, **o),
+    "cc": lambda g, mode="sync", **o: hg.connected_components(
+        g, algorithm="label-propagation", mode=mode, **o),
 }
 
 

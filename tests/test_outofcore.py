@@ -208,7 +208,7 @@ def test_what_needs_every_edge_in_memory_is_refused(tmp_path):
     budget = _budget(store, 0.2)
     assert budget < store.data_bytes
     with pytest.raises(hg.OutOfCoreError, match="undirected version.*open_store"):
-        hg.connected_components(store, host_budget=budget)
+        hg.connected_components(store, host_budget=budget, algorithm="label-propagation")
     with pytest.raises(hg.OutOfCoreError, match="CPU workers only"):
         hg.pagerank(store, devices="gpu", host_budget=budget)
     with pytest.raises(hg.OutOfCoreError, match="too small for this store's blocks"):

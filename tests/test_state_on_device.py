@@ -151,7 +151,8 @@ def test_a_gpu_run_keeps_its_state_on_the_device_and_answers_as_the_cpu(states, 
     with hg.Cluster(gpus=1):
         runs = {"bfs": lambda **o: hg.bfs(g, source, mode=mode, **o),
                 "sssp": lambda **o: hg.sssp(g, source, mode=mode, **o),
-                "cc": lambda **o: hg.connected_components(g, mode=mode, **o)}
+                "cc": lambda **o: hg.connected_components(
+                    g, algorithm="label-propagation", mode=mode, **o)}
         for name, call in runs.items():
             states.clear()
             on_gpu = call(devices="gpu")
