@@ -22,7 +22,7 @@ import numba
 import numpy as np
 
 from . import tuning
-from .csr import sort_segments
+from .csr import sort_segments, transpose
 from .errors import GraphError
 
 ORDERS = ("auto", "degree", "rcm", "none")
@@ -35,14 +35,36 @@ def degree_order(graph) -> np.ndarray:
     The tie-break packs together the sources that a hub's in-edges read: RMAT's many
     vertices of degree 1, 2, 3 (half of RMAT-20's edges come from vertices below the
     top 1%) otherwise sit in random order within their degree, and each read of one
-    misses the caches alone."""
+    misses the caches alone. Both sorts are stable counting sorts, O(N) each."""
+    n = graph.num_vertices
     degree = graph.out_degree()
-    by_degree = np.argsort(-degree, kind="stable")
-    rank = np.empty(graph.num_vertices, graph.index_dtype)
-    rank[by_degree] = np.arange(graph.num_vertices, dtype=graph.index_dtype)
-    first = np.empty(graph.num_vertices, graph.index_dtype)
+    fewer = degree.max(initial=0) - degree  # the key of decreasing degree, from 0
+    buckets = int(fewer.max(initial=0)) + 1
+    by_degree = _stable_by(fewer, np.arange(n, dtype=np.int64), buckets)
+    rank = np.empty(n, graph.index_dtype)
+    rank[by_degree] = np.arange(n, dtype=graph.index_dtype)
+    first = np.empty(n, graph.index_dtype)
     _lowest_neighbour(graph.out_indptr, graph.out_indices, rank, first)
-    return np.lexsort((first, -degree))  # (stable: equal keys keep their old order)
+    # least significant key first: by neighbour, then (stably) by degree
+    return _stable_by(fewer, _stable_by(first, np.arange(n, dtype=np.int64), n + 1),
+                      buckets)
+
+
+@numba.njit(cache=True, nogil=True)
+def _stable_by(keys, items, buckets):
+    """``items`` stably sorted by ``keys[item]`` (each in [0, buckets)): a counting
+    sort, O(N + buckets)."""
+    start = np.zeros(buckets + 1, np.int64)
+    for i in range(items.shape[0]):
+        start[keys[items[i]] + 1] += 1
+    for k in range(buckets):
+        start[k + 1] += start[k]
+    out = np.empty_like(items)
+    for i in range(items.shape[0]):
+        k = keys[items[i]]
+        out[start[k]] = items[i]
+        start[k] += 1
+    return out
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
@@ -57,20 +79,77 @@ def _lowest_neighbour(ptr, idx, rank, out):
 
 
 def rcm_order(graph) -> np.ndarray:
-    """New id -> old id: the reverse Cuthill-McKee order (scipy.sparse.csgraph) of the
-    graph's arcs taken both ways: breadth-first from a vertex of low degree at the
-    graph's periphery (in each connected part), neighbours by increasing degree,
-    reversed. It narrows the band of ids that an edge's ends span."""
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import reverse_cuthill_mckee
-
+    """New id -> old id: the reverse Cuthill-McKee order of the graph's arcs taken both
+    ways: breadth-first from the unvisited vertex of lowest degree (in each connected
+    part; scipy.sparse.csgraph's choice), each vertex's unvisited neighbours appended by
+    increasing degree, the whole reversed. It narrows the band of ids that an edge's
+    ends span. O(N + E) but for the sorts of each vertex's new neighbours."""
     n = graph.num_vertices
-    both = csr_matrix((np.ones(graph.num_arcs, bool), graph.out_indices, graph.out_indptr),
-                      shape=(n, n))
-    if graph.directed:  # its in-CSR is the transpose's CSR: the arcs reversed
-        both = both + csr_matrix((np.ones(graph.num_arcs, bool), graph.in_indices,
-                                  graph.in_indptr), shape=(n, n))
-    return reverse_cuthill_mckee(both, symmetric_mode=True).astype(np.int64)
+    degree = graph.out_degree() + (graph.in_degree() if graph.directed else 0)
+    none = np.empty(0, np.int64)
+    by_degree = _stable_by(degree, np.arange(n, dtype=np.int64),
+                           int(degree.max(initial=0)) + 1)
+    order = _cuthill_mckee(graph.out_indptr, graph.out_indices,
+                           graph.in_indptr if graph.directed else none,
+                           graph.in_indices if graph.directed else none, degree, by_degree)
+    return order[::-1].copy()
+
+
+@numba.njit(cache=True, nogil=True)
+def _cuthill_mckee(ptr, idx, in_ptr, in_idx, degree, by_degree):
+    """The Cuthill-McKee order (see :func:`rcm_order`) of the arcs of the CSR (ptr,
+    idx) and, unless ``in_ptr`` is empty, of the CSC (in_ptr, in_idx) too; each
+    connected part starts at its first vertex in ``by_degree``."""
+    n = ptr.shape[0] - 1
+    both = in_ptr.shape[0] > 0
+    seen = np.zeros(n, np.bool_)
+    order = np.empty(n, np.int64)
+    head = tail = 0
+    for z in range(n):
+        if seen[by_degree[z]]:
+            continue
+        seen[by_degree[z]] = True
+        order[tail] = by_degree[z]
+        tail += 1
+        while head < tail:
+            v = order[head]
+            head += 1
+            first = tail
+            tail = _append_unseen(idx, ptr[v], ptr[v + 1], seen, order, tail)
+            if both:
+                tail = _append_unseen(in_idx, in_ptr[v], in_ptr[v + 1], seen, order, tail)
+            _sort_by_degree(order, first, tail, degree)
+    return order
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _append_unseen(idx, start, end, seen, order, tail):
+    """Append the unseen ids of idx[start:end] to ``order`` at ``tail``, mark them
+    seen; returns the new tail."""
+    for e in range(start, end):
+        u = idx[e]
+        if not seen[u]:
+            seen[u] = True
+            order[tail] = u
+            tail += 1
+    return tail
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _sort_by_degree(order, first, end, degree):
+    """Stably sort order[first:end] by increasing ``degree``: insertion sort for the
+    few neighbours most vertices have, a merge sort for a hub's."""
+    if end - first > 32:
+        part = order[first:end].copy()
+        order[first:end] = part[np.argsort(degree[part], kind="mergesort")]
+        return
+    for i in range(first + 1, end):
+        x = order[i]
+        j = i - 1
+        while j >= first and degree[order[j]] > degree[x]:
+            order[j + 1] = order[j]
+            j -= 1
+        order[j + 1] = x
 
 
 def median_arc_span(graph, perm=None, samples=None) -> float:
@@ -112,7 +191,8 @@ def is_skewed(graph) -> bool:
 
 @numba.njit(cache=True, nogil=True, parallel=True)
 def _gather_rows(ptr, idx, wts, perm, inv, new_ptr, new_idx, new_wts):
-    """Row i of the new CSC/CSR = old row perm[i], its ids renamed by ``inv``."""
+    """Row i of the new CSC/CSR = old row perm[i], its ids renamed by ``inv`` (in the
+    old row's order: no longer sorted)."""
     with_w = wts.shape[0] > 0
     for i in numba.prange(perm.shape[0]):
         old = perm[i]
@@ -123,20 +203,29 @@ def _gather_rows(ptr, idx, wts, perm, inv, new_ptr, new_idx, new_wts):
                 new_wts[to + e - start] = wts[e]
 
 
-def _permute_rows(ptr, idx, wts, perm, inv):
+def _renamed_rows(ptr, idx, wts, perm, inv, sort):
+    """(ptr, idx, wts or None) of the rows perm[0], perm[1], ... of (ptr, idx, wts), ids
+    renamed by ``inv``, each row sorted again when ``sort``."""
     new_ptr = np.zeros_like(ptr)
     np.cumsum(np.diff(ptr)[perm], out=new_ptr[1:])
     new_idx = np.empty_like(idx)
-    wts = np.empty(0, np.float32) if wts is None else wts
-    new_wts = np.empty_like(wts)
-    _gather_rows(ptr, idx, wts, perm, inv, new_ptr, new_idx, new_wts)
-    sort_segments(new_ptr, new_idx, new_wts, False)  # sources sorted per vertex again
-    return new_ptr, new_idx, new_wts
+    given = np.empty(0, np.float32) if wts is None else wts
+    new_wts = np.empty_like(given)
+    _gather_rows(ptr, idx, given, perm, inv, new_ptr, new_idx, new_wts)
+    if sort:
+        sort_segments(new_ptr, new_idx, new_wts, False)
+    return new_ptr, new_idx, None if wts is None else new_wts
 
 
 def renumber(graph, perm):
     """The same graph with vertex ``perm[i]`` renamed i (``perm``: a permutation of
-    0..N-1); labels, weights, direction and name are kept."""
+    0..N-1); labels, weights, direction and name are kept.
+
+    Each new row is the old row it renames, gathered with its ids renamed, then sorted
+    again. On a skewed graph (:func:`is_skewed`) the hubs' long rows would sort slower
+    than counting sorts pass over all edges, so there the gathered CSC, unsorted, is
+    transposed into the new CSR and that back into the new CSC (rows come out sorted).
+    An undirected graph's CSC is its CSR: renamed once."""
     n = graph.num_vertices
     perm = np.asarray(perm, np.int64)
     if perm.shape != (n,) or not np.array_equal(np.sort(perm), np.arange(n)):
@@ -144,13 +233,27 @@ def renumber(graph, perm):
                          f"(got shape {perm.shape}); build it with np.argsort")
     inv = np.empty(n, graph.index_dtype)
     inv[perm] = np.arange(n, dtype=graph.index_dtype)
-    in_ptr, in_idx, in_w = _permute_rows(graph.in_indptr, graph.in_indices,
-                                         graph.in_weights, perm, inv)
-    out_ptr, out_idx, _ = _permute_rows(graph.out_indptr, graph.out_indices, None, perm,
-                                        inv)
+    symmetric, skewed = _csc_is_csr(graph), is_skewed(graph)
+    csc = _renamed_rows(graph.in_indptr, graph.in_indices, graph.in_weights, perm, inv,
+                        not skewed)
+    if skewed:  # the renamed CSC's transpose is the new CSR, its rows sorted
+        csr = transpose(*csc, n)
+        csc = csr if symmetric else transpose(*csr, n)
+    elif symmetric:
+        csr = csc
+    else:
+        csr = _renamed_rows(graph.out_indptr, graph.out_indices, None, perm, inv, True)
+    in_ptr, in_idx, weights = csc
+    out_ptr, out_idx = (csr[0].copy(), csr[1].copy()) if csr is csc else csr[:2]
     labels = perm if graph.labels is None else graph.labels[perm]
-    return graph.with_arrays(in_ptr, in_idx, in_w if graph.weighted else None, out_ptr,
-                             out_idx, labels=labels)
+    return graph.with_arrays(in_ptr, in_idx, weights, out_ptr, out_idx, labels=labels)
+
+
+def _csc_is_csr(graph):
+    """Whether the graph is undirected with its CSC equal to its CSR, as every graph
+    built undirected has (a copy of each edge both ways, one weight)."""
+    return (not graph.directed and np.array_equal(graph.in_indptr, graph.out_indptr)
+            and np.array_equal(graph.in_indices, graph.out_indices))
 
 
 def reorder(graph, order="degree"):

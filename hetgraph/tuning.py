@@ -15,7 +15,7 @@ LOAD_THREADS = 8  # threads reading and checking a store's page blocks as it loa
 # checks run at about 1-2 GB/s a thread, so one thread made loading cost seconds
 SKEW_FOR_DEGREE_ORDER = 4.0  # order="auto": degree order when sum(d^2)/|E| >= this * mean degree
 RCM_SPAN_GAIN = 4.0  # order="auto", no hubs: RCM's order when it cuts the median arc span this much
-SPAN_SAMPLES = 1 << 20  # arcs median_arc_span reads at most: the median is stable long before
+SPAN_SAMPLES = 1 << 16  # arcs median_arc_span reads at most: the median is stable long before
 WEIGHT_SAMPLE = 65_536  # edge weights sssp reads to choose its bucket width (their mean)
 
 # --- input limits (hetgraph.io.limits, hetgraph.scheduler.checkpoint) -------------------------
