@@ -30,7 +30,7 @@ ROOT = os.path.dirname(HERE)
 sys.path[:0] = [HERE, ROOT]  # this checkout's hetgraph
 import hetgraph as hg  # noqa: E402
 from hetgraph.order import renumber  # noqa: E402
-from cpu import graphblas_matrices, graphblas_pagerank, scipy_pagerank  # noqa: E402
+from cpu import Peers, graphblas_pagerank, scipy_pagerank  # noqa: E402
 from machine import describe, settled_call, write_results  # noqa: E402
 
 DATA = os.path.join(ROOT, "..", "shared", "data")
@@ -70,20 +70,19 @@ def row(graph, algorithm, times, extra):
 
 def bench_graph(name, g, rounds):
     import graphblas_algorithms as ga
+    import numba
 
     n = g.num_vertices
-    S = g.to_scipy().astype(np.float64)
-    ST = S.T.tocsr()
-    out_weight = np.asarray(S.sum(axis=1)).ravel()
-    _, AT = graphblas_matrices(g)
+    peers = Peers(g, numba.get_num_threads())  # (GraphBLAS's threads as hetgraph's)
+    S = peers.S
     source = int(np.argmax(g.out_degree()))
     label = g.label_of(source)
     rows = []
 
     times, out = rotating({
         "hetgraph": lambda: hg.pagerank(g, tol=None, max_iterations=PR_ITERATIONS),
-        "scipy": lambda: scipy_pagerank(ST, out_weight, PR_ITERATIONS),
-        "graphblas": lambda: graphblas_pagerank(AT, out_weight, PR_ITERATIONS)}, rounds)
+        "scipy": lambda: scipy_pagerank(peers, PR_ITERATIONS),
+        "graphblas": lambda: graphblas_pagerank(peers, PR_ITERATIONS)}, rounds)
     ranks = out["hetgraph"].values
     assert np.allclose(ranks, out["scipy"], rtol=1e-9) and \
         np.allclose(ranks, out["graphblas"], rtol=1e-9)
@@ -93,7 +92,7 @@ def bench_graph(name, g, rounds):
         "kernel_s_median_iteration": float((history["seconds"]
                                             - history["overhead"]).median())}))
 
-    gaG = ga.DiGraph(graphblas_matrices(g)[0])
+    gaG = peers.gaG
     times, out = rotating({
         "hetgraph": lambda: hg.bfs(g, label),
         "scipy": lambda: csgraph.breadth_first_order(S, source, directed=True,
