@@ -376,9 +376,9 @@ def test_the_state_is_pinned_once_before_the_gpu_first_copies_it(placed, graph, 
     events = []
     pin, load = VertexState.pin, GpuEngine.load
 
-    def pinning(self, copy):
+    def pinning(self, copy, empty):
         events.append("pin")
-        return pin(self, copy)
+        return pin(self, copy, empty)
 
     def loading(self, values, flags, ranges):
         events.append("load")
