@@ -29,7 +29,6 @@ import numpy as np
 from ..errors import GraphError, OutOfCoreError
 from ..io.store import as_graph
 from ..kernels.arrays import in_module, indexed_sum, module_of, on_device_of
-from ..kernels.cpu.degrees import damped_inverse
 from ..program import VertexProgram
 from ..registry import algorithm
 from ..scheduler.dispatcher import run
@@ -141,8 +140,12 @@ def _derived(graph, damping, dtype, weighted):
     internal value) of ``graph``: what every call on the graph with these parameters
     shares, kept by the graph (not to be written; aux stays writeable, as the compiled
     passes are typed for writeable arrays)."""
-    out_weight = graph.out_weight_sums() if weighted else graph.out_degree()
-    dangling, scale, rank_of = damped_inverse(out_weight, damping, dtype)
+    out_weight = graph.out_weight_sums() if weighted else graph.out_degree().astype(np.float64)
+    dangling = _as_range(np.flatnonzero(out_weight == 0))
+    with np.errstate(divide="ignore"):
+        scale = np.where(out_weight > 0, damping / out_weight, damping)
+    rank_of = 1.0 / scale
+    scale = scale.astype(dtype)
     for array in (rank_of,) + ((dangling,) if isinstance(dangling, np.ndarray) else ()):
         array.flags.writeable = False
     return dangling, scale, rank_of
