@@ -185,12 +185,12 @@ NX_MIN_ARCS = {
     "shortest_path_length": 25_000,
     "single_source_shortest_path_length": 33_000,
     "bfs_layers": 6_500,
-    "connected_components": 60_000,
-    "weakly_connected_components": 14_000,
-    "number_connected_components": 6_800,
-    "is_connected": 8_500,
-    "is_weakly_connected": 4_000,
-    "node_connected_component": 16_000,
+    "connected_components": 7_000,
+    "weakly_connected_components": 2_100,
+    "number_connected_components": 1_000,
+    "is_connected": 8_000,
+    "is_weakly_connected": 3_700,
+    "node_connected_component": 12_000,
 }
 
 # --- connected components (hetgraph.algorithms.cc, hetgraph.kernels.*.components) -----------
