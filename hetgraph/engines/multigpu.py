@@ -63,8 +63,8 @@ class _Events:
 class MultiGpuEngine(Engine):
     """A program on the GPUs ``devices`` (CUDA device numbers) of this process, sharing
     ``partition``'s pages by ``shares`` (default equal; see :func:`page_ranges`);
-    ``values``, ``flags`` and ``aux``: the initial state as host arrays (``values``
-    None: zeros, loaded later with :meth:`load`). The other
+    ``values``, ``flags`` and ``aux``: the initial state, host arrays or arrays on a GPU
+    of this process (``values`` None: zeros, loaded later with :meth:`load`). The other
     options are :class:`GpuEngine`'s, for every GPU. Up to ``queued`` iterations are in
     flight (the least of the GPUs'): a chained one reads the previous one's activated
     count summed over the GPUs on each device (see :meth:`launch`)."""
@@ -78,8 +78,8 @@ class MultiGpuEngine(Engine):
         self.cupy, self.spec, self.graph = cp, spec, graph
         self.devices = [int(d) for d in devices]
         shares = [1.0] * len(self.devices) if shares is None else list(shares)
-        # a pass costs about as much a destination vertex as an edge (measured on RMAT-24):
-        # a range of few hub vertices and one of many small ones take the same time
+        # a pass costs about as much a destination vertex as an edge (docs/tuning.md): a
+        # range of few hub vertices and one of many small ones then take the same time
         page_work = [(e1 - e0) + (v1 - v0) for (e0, e1), (v0, v1) in (
             (partition.page_edges(p), partition.page_vertices(p))
             for p in range(partition.num_pages))]
@@ -97,18 +97,7 @@ class MultiGpuEngine(Engine):
         self.partition = partition
         self.queued = min(engine.queued for engine in self.engines)
         self._enable_peer_access()
-        self._copy_streams = [self._on(d, lambda: cp.cuda.Stream(non_blocking=True))
-                              for d in self.devices] if sync else []
-        self._unsent = []  # per GPU, its vertices whose values go after its whole pass
-        for i, engine in enumerate(self.engines):
-            v0, v1 = engine.vertices
-            if sync:
-                count = _run_count((v1 - v0) * spec.dtype.itemsize)
-                runs = engine.resident_runs(count)
-                engine.split_resident_runs(count, lambda s0, s1, main, i=i:
-                                           self._send_run(i, s0, s1, main))
-                v0 = int(partition.shard_start[runs[-1][1]]) if runs else v0
-            self._unsent.append((v0, v1))
+        self._split_passes(sync)
         self._targets = [None] * len(self.engines)  # the arrays written this iteration
         # per GPU, the iteration constant's copy when it comes from another GPU, each
         # GPU's activated count of every counter slot, and their sum a chained launch
@@ -120,6 +109,25 @@ class MultiGpuEngine(Engine):
         self._go_sums = [self._on(d, lambda: cp.zeros(slots, cp.uint64)) for d in self.devices]
         self._last_slot = None  # the slot of the launch a chained one follows
         self._frontier, self.front = None, float("nan")
+
+    def _split_passes(self, sync):
+        """In sync mode, have every GPU launch its resident pages in runs whose values
+        its copy stream sends as soon as they are computed (:meth:`_send_run`); note
+        per GPU the vertices whose values go after its whole pass (all of them in async
+        mode, where a pass writes the values it reads)."""
+        cp = self.cupy
+        self._copy_streams = [self._on(d, lambda: cp.cuda.Stream(non_blocking=True))
+                              for d in self.devices] if sync else []
+        self._unsent = []
+        for i, engine in enumerate(self.engines):
+            v0, v1 = engine.vertices
+            if sync:
+                count = _run_count((v1 - v0) * self.spec.dtype.itemsize)
+                runs = engine.resident_runs(count)
+                engine.split_resident_runs(count, lambda s0, s1, main, i=i:
+                                           self._send_run(i, s0, s1, main))
+                v0 = int(self.partition.shard_start[runs[-1][1]]) if runs else v0
+            self._unsent.append((v0, v1))
 
     def _on(self, device, make):
         with self.cupy.cuda.Device(device):
