@@ -43,6 +43,36 @@ def test_page_ranges_cover_every_page_once_and_follow_the_shares(edges, shares):
             assert before <= target + max(edges) or r.stop - r.start == 1
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 400), st.integers(0, 4000), st.integers(0, 2**32 - 1),
+       st.integers(1, 6), st.integers(1, 8))
+def test_resident_runs_cover_the_pages_in_order_with_about_equal_edges(n, m, seed, parts,
+                                                                      count):
+    """A GPU's resident pages in runs (a sync multi-GPU pass sends each run's values as
+    it ends): consecutive whole pages covering the engine's range, at most ``count``,
+    none holding more than its share of the edges plus one page."""
+    from types import SimpleNamespace
+
+    from hetgraph.engines.gpu import GpuEngine
+    from hetgraph.kernels.gpu.layout import PagePlan
+
+    rng = np.random.default_rng(seed)
+    g = hg.from_arrays(rng.integers(0, n, m), rng.integers(0, n, m), num_vertices=n)
+    part = g.partition(page_bytes=1 << 10)
+    owned = page_ranges([1] * part.num_pages, [1.0] * min(parts, part.num_pages))[-1]
+    plan = PagePlan(part, 6, 1 << 40, 4, owned)
+    runs = GpuEngine.resident_runs(SimpleNamespace(partition=part, plan=plan), count)
+    assert 1 <= len(runs) <= count
+    shards = [part.page_shard[owned.start]] + [b for _, b in runs]
+    assert [a for a, _ in runs] == shards[:-1] and shards[-1] == part.page_shard[owned.stop]
+    page_of_shard = {int(part.page_shard[p]): p for p in range(part.num_pages + 1)}
+    assert all(a in page_of_shard and b in page_of_shard for a, b in runs)  # whole pages
+    edges = [int(g.in_indptr[part.shard_start[b]] - g.in_indptr[part.shard_start[a]])
+             for a, b in runs]
+    largest_page = max(e1 - e0 for e0, e1 in (part.page_edges(p) for p in owned))
+    assert max(edges) <= sum(edges) / count + largest_page
+
+
 def test_equal_pages_are_shared_equally():
     assert page_ranges([10] * 8, [1, 1]) == [range(0, 4), range(4, 8)]
     assert page_ranges([10] * 9, [2, 1]) == [range(0, 6), range(6, 9)]
