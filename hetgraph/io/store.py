@@ -703,18 +703,16 @@ class PageStore:
         in_indptr, out_indptr = self.pointers()
         self.partition()  # (made once, before the threads need it)
         threads = max(1, min(tuning.LOAD_THREADS, os.cpu_count() or 1, len(pages)))
-
-        def cat(name, dtype):
-            if not pages:
-                return np.empty(0, dtype)
-            with ThreadPoolExecutor(threads) as pool:
+        with ThreadPoolExecutor(threads) as pool:
+            def cat(name, dtype):
                 return np.concatenate(list(pool.map(lambda p: self.page_block(p, name),
-                                                    pages)))
+                                                    pages))) if pages else np.empty(0, dtype)
 
-        g = Graph(in_indptr.copy(), cat("src", self.index_dtype),
-                  cat("weight", np.float32) if self.weighted else None,
-                  out_indptr.copy(), cat("out_dst", self.index_dtype),
-                  directed=self.directed, labels=self.labels(), name=self.manifest.get("name"))
+            g = Graph(in_indptr.copy(), cat("src", self.index_dtype),
+                      cat("weight", np.float32) if self.weighted else None,
+                      out_indptr.copy(), cat("out_dst", self.index_dtype),
+                      directed=self.directed, labels=self.labels(),
+                      name=self.manifest.get("name"))
         g.store = self
         return g
 
