@@ -19,7 +19,7 @@ from .. import tuning
 from ..errors import GraphError
 from ..partition import edge_bytes
 from ..kernels.gpu.device import (GpuMemoryError, on_current_device, pinned_empty,
-                                  require_gpu)
+                                  require_gpu, wait_for_writes)
 from ..kernels.gpu.kept import device_pages, kept_bytes, partition_key, release
 from ..kernels.gpu.launch import PackedLaunch
 from ..kernels.gpu.layout import EDGE_ORDERS, DevicePages, page_bytes_for
@@ -459,9 +459,7 @@ class GpuEngine(Engine):
                 for v0, v1 in ranges:
                     target[v0:v1].set(source[v0:v1])
                 continue
-            if source.device.id != target.device.id:  # after what its own GPU queued
-                with source.device:
-                    stream.wait_event(cp.cuda.get_current_stream().record())
+            wait_for_writes(source, stream)
             size = target.itemsize
             for v0, v1 in ranges:
                 cp.cuda.runtime.memcpyAsync(target.data.ptr + v0 * size,

@@ -94,11 +94,20 @@ def on_current_device(array):
         return cupy.asarray(array)
     copy = cupy.empty(array.shape, array.dtype)
     stream = cupy.cuda.get_current_stream()
-    with array.device:
-        stream.wait_event(cupy.cuda.get_current_stream().record())
+    wait_for_writes(array, stream)
     cupy.cuda.runtime.memcpyAsync(copy.data.ptr, array.data.ptr, array.nbytes,
                                   cupy.cuda.runtime.memcpyDefault, stream.ptr)
     return copy
+
+
+def wait_for_writes(array, stream):
+    """Make ``stream`` (of the current GPU) wait for what ``array``'s own GPU queued so
+    far, when that is another GPU (streams of two GPUs are not ordered otherwise)."""
+    import cupy
+
+    if array.device.id != cupy.cuda.runtime.getDevice():
+        with array.device:
+            stream.wait_event(cupy.cuda.get_current_stream().record())
 
 
 def pinned_empty(shape, dtype):
