@@ -157,9 +157,9 @@ def bare_seconds(program, g, device, max_iterations, pinned=False):
 
         state = VertexState(values, flags, sync=True)
         if pinned:
-            from hetgraph.kernels.gpu.device import pinned_copy
+            from hetgraph.kernels.gpu.device import pinned_copy, pinned_empty
 
-            state.pin(pinned_copy)
+            state.pin(pinned_copy, pinned_empty)
         engine = CpuEngine(spec, g, state, aux, threads=numba.get_num_threads())
     start = time.perf_counter()
     if device == "gpu":  # (the CPU engine counts its first frontier from the flags)
