@@ -363,40 +363,43 @@ def test_calibration_leaves_the_gpu_holding_the_state(graph, cluster, expected,
 
 
 @pytest.mark.parametrize("placed", ["cpu", "gpu", "hybrid"])
-def test_the_state_is_pinned_once_before_the_gpu_first_copies_it(placed, graph, cluster,
-                                                                 expected, monkeypatch):
-    """An auto run (its calibration kept) that stays on the CPU leaves the host state in
-    pageable memory; one whose iterations reach the GPU (a segment, or a hybrid
-    iteration's pages) moves it into page-locked memory once, before the GPU's first
-    copy of it, and gives the CPU's answer."""
-    from hetgraph.engines.gpu import GpuEngine
+def test_the_state_stays_on_the_gpu_until_the_host_computes(placed, graph, cluster,
+                                                           expected, monkeypatch):
+    """An auto run (its calibration kept) starts with its state on the GPU. One whose
+    iterations all run there never copies it to the host but for the final values; one
+    that reaches the CPU (a segment, or a hybrid iteration's pages) brings it to
+    page-locked host memory once, before its first host pass, and never pins it again;
+    each gives the CPU's answer."""
     from hetgraph.scheduler.state import VertexState
 
     RUNS["bfs"](graph, cluster=cluster, devices="auto", page_bytes=PAGE_BYTES)  # (kept)
     events = []
-    pin, load = VertexState.pin, GpuEngine.load
+    pin, to_host = VertexState.pin, VertexState.to_host
 
     def pinning(self, copy, empty):
         events.append("pin")
         return pin(self, copy, empty)
 
-    def loading(self, values, flags, ranges):
-        events.append("load")
-        return load(self, values, flags, ranges)
+    def moving(self):
+        events.append("stays" if self.on_host else "to host")
+        return to_host(self)
+
+    def choosing(model, run, kind, *args):
+        events.append(kind)
+        return lambda f, ran=1: (kind, 1.0)
 
     monkeypatch.setattr(VertexState, "pin", pinning)
-    monkeypatch.setattr(GpuEngine, "load", loading)
+    monkeypatch.setattr(VertexState, "to_host", moving)
     monkeypatch.setattr(dispatcher._Driver, "_place", lambda self, f: (placed, 1.0))
-    monkeypatch.setattr(tasks, "_chooser", lambda model, run, kind, *args: (
-        lambda f, ran=1: (kind, 1.0)))
+    monkeypatch.setattr(tasks, "_chooser", choosing)
     r = RUNS["bfs"](graph, cluster=cluster, devices="auto", page_bytes=PAGE_BYTES)
     check("bfs", r.values, expected["bfs"].values)
     assert (r.history["placement"] == placed).all()
-    if placed == "cpu":
-        assert events == []
+    assert "pin" not in events
+    if placed == "gpu":
+        assert "to host" not in events and events[0] == "gpu"
     else:
-        assert events[0] == "pin" and events.count("pin") == 1
-        assert ("load" in events) == bool(r.history["gpu_pages"].sum())
+        assert events[0] == "to host" and events.count("to host") == 1
 
 
 def test_streamed_pages_in_a_hybrid_run(graph, cluster, expected):

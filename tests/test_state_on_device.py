@@ -137,6 +137,7 @@ def states(monkeypatch):
 
     def spy(self, values, flags, *, sync):
         original(self, values, flags, sync=sync)
+        self.made_on_host = self.on_host  # (a state on the GPU may come to the host)
         made.append(self)
 
     monkeypatch.setattr(state_module.VertexState, "__init__", spy)
@@ -187,3 +188,39 @@ def test_a_checkpointed_gpu_run_keeps_its_state_on_the_host(states, tmp_path):
         result = hg.bfs(g, 0, devices="gpu", checkpoint=tmp_path / "ck")
     assert states[-1].on_host
     assert result.values.max() == 18
+
+
+@pytest.mark.gpu
+def test_an_auto_run_keeps_its_state_on_the_gpu_until_an_iteration_needs_the_host(
+        states, monkeypatch):
+    from hetgraph import tuning
+
+    monkeypatch.setattr(tuning, "SMALL_ARCS", 0)  # (the cost model places these graphs)
+    rmat = hg.generate.rmat(14, seed=5, weights=(1.0, 5.0))
+    grid = hg.generate.grid(80, 80)
+    with hg.Cluster(dashboard_address=None) as cluster:
+        for g in (rmat, grid):
+            source = g.label_of(int(np.argmax(g.out_degree())))
+            runs = {"bfs": lambda **o: hg.bfs(g, source, **o),
+                    "sssp": lambda **o: hg.sssp(g, source, **o),
+                    "cc": lambda **o: hg.connected_components(
+                        g, algorithm="label-propagation", **o)}
+            for name, call in runs.items():
+                hg.pagerank(g, tol=None, max_iterations=1, cluster=cluster,
+                            devices="gpu")  # (the GPU keeps its pages: auto places)
+                for run in range(2):  # (the second finds the calibration kept)
+                    states.clear()
+                    auto = call(cluster=cluster, devices="auto")
+                    assert not states[0].made_on_host, name
+                    placed = set(auto.history["placement"])
+                    if run:  # (the first run's calibration of the CPU took it there)
+                        assert states[0].on_host == bool(placed & {"cpu", "hybrid"}), \
+                            (name, placed)
+                    np.testing.assert_array_equal(auto.values,
+                                                  call(devices="cpu").values)
+        states.clear()
+        ranks = hg.pagerank(rmat, tol=None, max_iterations=20, cluster=cluster,
+                            devices="auto")
+        assert not states[0].made_on_host
+        reference = hg.pagerank(rmat, tol=None, max_iterations=20, devices="cpu")
+        assert np.abs(ranks.values - reference.values).sum() < 1e-9

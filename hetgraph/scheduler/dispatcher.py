@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import dataclasses
 import itertools
 import logging
 import time
@@ -238,8 +239,14 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
     if rho is None:
         rho = 1.0 if in_memory else graph.store.read_ratio()
     checkpointer = _checkpointer(checkpoint, checkpoint_every, resume, spec, graph, mode)
-    xp, device = _state_module(cluster, devices, spec, checkpointer, in_memory)
-    with device:
+    xp, device = _state_module(cluster, devices, spec, checkpointer, graph)
+    try:
+        with device:
+            values, flags, aux = spec.initial_state(graph, xp)
+    except MemoryError:  # (CuPy's OutOfMemoryError) the cost model may use the CPU
+        if devices != "auto":
+            raise
+        xp, device = np, contextlib.nullcontext()
         values, flags, aux = spec.initial_state(graph, xp)
     state = VertexState(values, flags, sync=mode == "sync")
     aux = _NO_AUX if aux is None else aux
@@ -259,6 +266,8 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
             finally:
                 driver.close()
         compile_seconds = driver.compile_seconds
+    if state.on_host:  # (a state kept on the GPU that came to the host)
+        xp, device = np, contextlib.nullcontext()
     with device:
         values = to_host(program.finalize(graph, state.values, **(
             {} if xp is np else {"xp": xp})))
@@ -267,14 +276,17 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
                   compile_seconds=compile_seconds)
 
 
-def _state_module(cluster, devices, spec, checkpointer, in_memory):
+def _state_module(cluster, devices, spec, checkpointer, graph):
     """(array module, context making its device current) of a run's vertex state: CuPy
-    on the first GPU of an in-process cluster, for a run on its GPUs alone
-    (``devices="gpu"``) of a program that can build and finish its state there
-    (:attr:`ProgramSpec.any_device`), without checkpoints, of a graph in memory: such a
-    run's state never crosses to the host but for its final values (several GPUs load
-    it from the first and store their vertices back, GPU to GPU). Else NumPy."""
-    if devices == "gpu" and spec.any_device and checkpointer is None and in_memory:
+    on the first GPU of an in-process cluster with GPU workers, for a run of a program
+    that can build and finish its state there (:attr:`ProgramSpec.any_device`), without
+    checkpoints, on a graph in memory, with ``devices="gpu"`` or ``"auto"`` (unless the
+    graph is small enough for the CPU alone): such a run's state crosses to the host
+    only for its final values or when an iteration runs there
+    (:meth:`VertexState.to_host`; several GPUs load it from the first and store their
+    vertices back, GPU to GPU). Else NumPy."""
+    if spec.any_device and checkpointer is None and not isinstance(graph, StoredGraph) and (
+            devices == "gpu" or devices == "auto" and graph.num_arcs > tuning.SMALL_ARCS):
         with cluster_for(cluster) as active:
             if active.in_process and active.gpu_workers:
                 import cupy
@@ -472,6 +484,17 @@ class _Driver:
             self.state.pin(pinned_copy, pinned_empty)
             self._pinned = True
 
+    def _state_to_host(self):
+        """Bring a state kept on the GPU (see :func:`_state_module`) and the run's aux
+        to page-locked host memory, for an iteration on the host or a host count of its
+        frontier; they stay there for the rest of the run."""
+        if self.state.on_host:
+            return
+        self.state.to_host()
+        self._pinned = True
+        self.runspec = dataclasses.replace(self.runspec, aux=to_host(self.runspec.aux))
+        self._share_run()
+
     def _share_run(self):
         """The run's reference for tasks: in process, a handle to the driver's objects;
         else (the RunSpec without its graph, sent with every call: :func:`tasks.pack`;
@@ -538,6 +561,7 @@ class _Driver:
         from ..kernels.gpu.kept import keeps_pages_of
 
         device = self.cluster.gpu_devices[0] if self.shared else None
+        self._state_to_host()
         cpu = self._run_task(tasks.calibrate, "cpu", "calibrate", "cpu",
                              tasks.calibration_pages(len(self.page_edges)), self.version)
         self.compile_seconds += cpu.build_seconds
@@ -727,15 +751,19 @@ class _Driver:
         the count there take less than the count on the host), else on the host."""
         if self.kinds == {"gpu": 1} or self.gpu_devices is not None:
             return None
-        if "gpu" in self.kinds and self.inline_left > 0 and self._layout is None:
+        if "gpu" in self.kinds and self._layout is None and (
+                self.inline_left > 0 or not self.state.on_host):
             self._pin_state()
             self._share_state()
             return tasks.gpu_frontier(self.run_ref, self._state_ref, self.version,
                                       self.cluster.gpu_devices[0])
+        self._state_to_host()
         return tasks.frontier_of(self.state, self.graph)
 
     def _segment(self, kind, first, last, frontier):
-        if kind == "gpu":
+        if kind == "cpu":
+            self._state_to_host()
+        else:
             self._pin_state()
         self._share_state()
         start = time.perf_counter()
@@ -772,6 +800,7 @@ class _Driver:
 
     def _page_iteration(self, iteration, kinds, placement, f, a, frontier):
         """One iteration of pull pages spread reactively over the workers of ``kinds``."""
+        self._state_to_host()
         program, spec, graph, state = self.spec.program, self.spec, self.graph, self.state
         start = time.perf_counter()
         constant = float(program.iteration_constant(graph, state.values)) \

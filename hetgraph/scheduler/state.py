@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..kernels.arrays import to_host
+
 
 class VertexState:
     """``values`` (read by gather), ``new_values`` (written by apply: a second array in
@@ -20,7 +22,7 @@ class VertexState:
     @property
     def on_host(self) -> bool:
         """Whether the arrays are host NumPy arrays (else CuPy arrays: a state kept on
-        a GPU from the run's start to its end)."""
+        a GPU, see :meth:`to_host`)."""
         return isinstance(self.values, np.ndarray)
 
     def pin(self, copy, empty):
@@ -32,6 +34,21 @@ class VertexState:
         self.new_values = empty(self.values.shape, self.values.dtype) if self.sync \
             else self.values
         self.flags = copy(self.flags)
+
+    def to_host(self):
+        """Bring a state kept on a GPU to page-locked host arrays (waits for their
+        copies), as :meth:`pin` leaves a host state; nothing when it is on the host. A
+        run placed by the cost model keeps its state on the GPU until an iteration
+        needs it on the host."""
+        if self.on_host:
+            return
+        from ..kernels.gpu.device import pinned_empty
+
+        with self.values.device:
+            self.values, self.flags = to_host(self.values), to_host(self.flags)
+        self.new_values = pinned_empty(self.values.shape, self.values.dtype) \
+            if self.sync else self.values
+        self.marks = np.zeros_like(self.flags)
 
     def swap(self):
         """Make the values written by a sync pull pass current."""

@@ -54,9 +54,24 @@ typedef {c_type(degree_dtype)} degree_t;
 """
 
 
+_FUNCTIONS: dict = {}  # (program code key, name, aux dtype) -> translated functions
+
+
 def _program_functions(spec, aux_dtype):
     """The translation prelude and the program's gather, apply, activate and priority
-    as ``__device__`` functions (``hg_gather``, ``hg_user_apply``, ...)."""
+    as ``__device__`` functions (``hg_gather``, ``hg_user_apply``, ...), translated once
+    per program code for the process (reading a function's source takes milliseconds)."""
+    code = spec.code_key()
+    key = None if code is None else (code, spec.name, aux_dtype.str)
+    functions = _FUNCTIONS.get(key)
+    if functions is None:
+        functions = _translate(spec, aux_dtype)
+        if key is not None:
+            _FUNCTIONS[key] = functions
+    return functions
+
+
+def _translate(spec, aux_dtype):
     value = spec.dtype
     gather = device_function(spec.name, "gather", spec.gather, "hg_gather",
                              (value, np.float32, value), value)
