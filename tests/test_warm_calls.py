@@ -166,3 +166,37 @@ def test_a_graph_with_kept_engines_still_pickles():
     assert not tasks.idle_engines(copy)
     np.testing.assert_array_equal(hg.bfs(copy, 0, devices="cpu").values,
                                   hg.bfs(graph, 0, devices="cpu").values)
+
+
+@pytest.mark.gpu
+def test_a_warm_gpu_call_takes_the_engine_its_graph_kept(monkeypatch):
+    """A GPU engine goes back to its graph when the run ends and serves the next run of
+    the same program there (another source, another aux), with exact answers; it goes
+    when its device drops the graph's layout for another graph's."""
+    from hetgraph.engines import gpu as gpu_engines
+
+    made, original = [], gpu_engines.GpuEngine.__init__
+
+    def spy(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        made.append(self)
+
+    monkeypatch.setattr(gpu_engines.GpuEngine, "__init__", spy)
+    graph, other = _graph(seed=5), _graph(seed=6)
+    a, b = _hubs(graph, 2)
+    with hg.Cluster(gpus=1, dashboard_address=None):
+        for source in (a, b, a):
+            got = hg.sssp(graph, graph.label_of(source), devices="gpu").values
+            np.testing.assert_allclose(got, _dijkstra(graph, source), rtol=1e-12)
+        assert len(made) == 1
+        ranks = [hg.pagerank(graph, tol=None, max_iterations=20, devices="gpu").values
+                 for _ in range(2)]
+        assert len(made) == 2
+        np.testing.assert_array_equal(ranks[0], ranks[1])
+        reference = hg.pagerank(graph, tol=None, max_iterations=20, devices="cpu").values
+        assert np.abs(ranks[1] - reference).sum() < 1e-9
+        hg.sssp(other, 0, devices="gpu")  # (its layout replaces the first graph's)
+        assert len(made) == 3
+        got = hg.sssp(graph, graph.label_of(b), devices="gpu").values
+        assert len(made) == 4
+        np.testing.assert_allclose(got, _dijkstra(graph, b), rtol=1e-12)

@@ -20,7 +20,7 @@ from ..errors import GraphError
 from ..partition import edge_bytes
 from ..kernels.gpu.device import (GpuMemoryError, on_current_device, pinned_empty,
                                   require_gpu, wait_for_writes)
-from ..kernels.gpu.kept import device_pages, kept_bytes, partition_key, release
+from ..kernels.gpu.kept import device_pages, is_kept, kept_bytes, partition_key, release
 from ..kernels.gpu.launch import PackedLaunch
 from ..kernels.gpu.layout import EDGE_ORDERS, DevicePages, page_bytes_for
 from ..kernels.gpu.reduce import count_frontier_kernel as _count_frontier_kernel
@@ -284,6 +284,28 @@ class GpuEngine(Engine):
         """Let go of the pages (kept for later runs, see :func:`device_pages`) and free this
         run's staging buffers now (the run is over)."""
         self._release_pages()
+
+    @property
+    def reusable(self):
+        """Whether :meth:`bind` may take the engine to another run: while its pages are
+        the layout its device keeps (see :func:`device_pages`)."""
+        return self.pages is not None and is_kept(self.pages)
+
+    def bind(self, spec, graph, state, aux):
+        """See :meth:`Engine.bind`: a later run of the program this engine compiled, on
+        the same graph, partition and options, takes its pages, arrays, kernel and
+        launch arguments as they are (the run loads its state before its first pass:
+        ``state`` is unused); only ``aux`` is new (copied to this device if elsewhere)."""
+        self.spec, self.graph = spec, graph
+        self.aux = on_current_device(aux)
+        self._pass.update(aux=self.aux, aux_per_vertex=int(self.aux.size > 1))
+        self._held = [None] * len(self._slots)
+        self._chain, self._counting, self.front = None, False, float("nan")
+
+    def unbind(self):
+        """See :meth:`Engine.unbind`."""
+        self.spec = self.graph = self.aux = None
+        self._held = [None] * len(self._slots)
 
     # iteration ------------------------------------------------------------------------------
     def frontier(self):

@@ -320,6 +320,25 @@ class MultiGpuEngine(Engine):
         for device, engine in zip(self.devices, self.engines):
             self._on(device, engine.close)
 
+    @property
+    def reusable(self):
+        """Whether :meth:`bind` may take the engines to another run (see
+        :attr:`GpuEngine.reusable`)."""
+        return all(engine.reusable for engine in self.engines)
+
+    def bind(self, spec, graph, state, aux):
+        """See :meth:`GpuEngine.bind`, on every GPU."""
+        self.spec, self.graph = spec, graph
+        for device, engine in zip(self.devices, self.engines):
+            self._on(device, lambda e=engine: e.bind(spec, graph, state, aux))
+        self._frontier, self.front, self._last_slot = None, float("nan"), None
+
+    def unbind(self):
+        """See :meth:`Engine.unbind`."""
+        self.spec = self.graph = None
+        for device, engine in zip(self.devices, self.engines):
+            self._on(device, engine.unbind)
+
     def describe(self):
         """Each GPU's pages and placement."""
         return {"gpus": [dict(device=d, owned_pages=[e.owned.start, e.owned.stop],

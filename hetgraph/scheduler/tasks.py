@@ -40,6 +40,7 @@ from ..engines.cpu import CpuEngine
 from ..engines.store import StoreEngine
 from ..io.store import StoredGraph
 from ..kernels import cpu
+from ..kernels.gpu import kept as kept_layouts
 from ..result import COLUMN, device_row, with_overhead
 
 ACTIVATED = COLUMN["activated"]
@@ -207,7 +208,7 @@ def _unpacked(packed, graph):
 # --- contexts --------------------------------------------------------------------------------
 
 _CONTEXTS: dict = {}
-_LOCK = threading.Lock()
+_LOCK = threading.RLock()  # (re-entered: a GPU engine's build may drop idle engines)
 # graph -> {(kind, program, options): idle engine}: an idle engine holds no reference to
 # its graph, so the engines go with it (and are not pickled with it to worker processes)
 _IDLE = weakref.WeakKeyDictionary()
@@ -318,6 +319,30 @@ def _gpu_engine(run, devices=None):
                      run.aux, sync=run.sync, partition=run.partition, **run.gpu)
 
 
+def _gpu_engine_key(run, device):
+    """What a GPU engine kept idle for later runs (:func:`_kept_engine`) is kept under:
+    its device(s), the program's code (None when it has no stable key: not kept) and
+    the options its kernel and layout were made for."""
+    code = run.spec.code_key()
+    if code is None:
+        return None
+    return ("gpu", device, code, run.spec.name, run.aux.dtype.str, run.sync,
+            tuple(sorted(run.gpu.items())), kept_layouts.partition_key(run.partition))
+
+
+def _drop_idle_gpu_engines(device):
+    """Let go of the idle GPU engines on ``device``, whose kept layout is being dropped
+    (:func:`hetgraph.kernels.gpu.kept.on_release`)."""
+    with _LOCK:
+        for idle in list(_IDLE.values()):
+            for key in [k for k in idle if k[0] == "gpu" and device in (
+                    k[1] if isinstance(k[1], tuple) else (k[1],))]:
+                idle.pop(key).close()
+
+
+kept_layouts.on_release(_drop_idle_gpu_engines)
+
+
 def _first_gpu(device):
     """The GPU that a segment's ``device`` (one, or a tuple of several) starts from."""
     return device[0] if isinstance(device, tuple) else device
@@ -333,7 +358,9 @@ def _gpu_context(run, device):
             ctx = _Context()
             start = time.perf_counter()
             with use_device(_first_gpu(device)):
-                ctx.engine = _gpu_engine(run, device)
+                kept = _gpu_engine_key(run, device)
+                ctx.engine = _gpu_engine(run, device) if kept is None else \
+                    _kept_engine(ctx, run, None, kept, lambda: _gpu_engine(run, device))
             ctx.device = device
             ctx.build_seconds = time.perf_counter() - start
             _CONTEXTS[key] = ctx

@@ -16,6 +16,7 @@ import numpy as np
 _KEPT: dict = {}  # device -> (key, weighted, DevicePages): the last layout built there
 _KEPT_LOCK = threading.Lock()
 _DEVICE_LOCKS: dict = {}  # device -> the lock of its builds
+_RELEASE_HOOKS: list = []  # called with each device whose layout is dropped
 
 
 def partition_key(partition):
@@ -58,6 +59,18 @@ def keeps_pages_of(graph, device):
     return kept is not None and kept[0][0] == graph.token
 
 
+def is_kept(pages):
+    """Whether the DevicePages ``pages`` are the layout kept on their device."""
+    return any(entry[2] is pages for entry in list(_KEPT.values()))
+
+
+def on_release(hook):
+    """Call ``hook(device)`` whenever the layout kept on a device is dropped, before its
+    memory goes back to the device: what else holds the layout (an idle engine) lets
+    go of it there."""
+    _RELEASE_HOOKS.append(hook)
+
+
 def kept_bytes(device):
     """Device bytes of the pages kept on ``device`` (0: none)."""
     kept = _KEPT.get(device)
@@ -71,6 +84,9 @@ def release(device=None):
         devices = [d for d in list(_KEPT) if device is None or d == device]
         for d in devices:
             del _KEPT[d]
+    for d in devices:
+        for hook in _RELEASE_HOOKS:
+            hook(d)
     if devices:
         import cupy as cp
 
