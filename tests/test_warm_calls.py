@@ -192,9 +192,9 @@ def test_a_warm_gpu_call_takes_the_engine_its_graph_kept(monkeypatch):
         ranks = [hg.pagerank(graph, tol=None, max_iterations=20, devices="gpu").values
                  for _ in range(2)]
         assert len(made) == 2
-        np.testing.assert_array_equal(ranks[0], ranks[1])
         reference = hg.pagerank(graph, tol=None, max_iterations=20, devices="cpu").values
-        assert np.abs(ranks[1] - reference).sum() < 1e-9
+        for got in ranks:  # (the GPU's sums run in any order: not bitwise equal)
+            assert np.abs(got - reference).sum() < 1e-9
         hg.sssp(other, 0, devices="gpu")  # (its layout replaces the first graph's)
         assert len(made) == 3
         got = hg.sssp(graph, graph.label_of(b), devices="gpu").values
