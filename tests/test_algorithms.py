@@ -129,6 +129,20 @@ def test_pagerank_fixed_iterations_is_power_iteration(order):
     np.testing.assert_allclose(r.values, x, rtol=1e-12)
 
 
+def test_a_tol_that_stops_any_pagerank_at_once_is_warned_about(caplog):
+    """NetworkX's test (L1 change < N * tol) holds after one iteration once N * tol >= 2:
+    the run does what was asked and says so."""
+    g = hg.generate.grid(50, 50)  # N * 1e-3 = 2.5
+    with caplog.at_level("WARNING", logger="hetgraph"):
+        quick = hg.pagerank(g, tol=1e-3, devices="cpu")
+    assert quick.iterations == 1 and quick.converged
+    assert "stops after the first iteration" in caplog.text and "N * tol = 2.5" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="hetgraph"):
+        assert hg.pagerank(g, tol=1e-5, devices="cpu").iterations > 1
+    assert "stops after the first iteration" not in caplog.text
+
+
 def test_pagerank_float32_is_close():
     g = real("wiki-Vote.txt")
     r64 = hg.pagerank(g)

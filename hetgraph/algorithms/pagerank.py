@@ -322,8 +322,9 @@ def pagerank(graph, damping=0.85, max_iterations=100, tol=1e-6, *, personalizati
     max_iterations : int
         Default 100.
     tol : float or None
-        Stop when the L1 change of the ranks is below N * tol (default 1e-6); None
-        runs ``max_iterations`` exactly.
+        Stop when the L1 change of the ranks is below N * tol (default 1e-6, NetworkX's
+        test; from N * tol >= 2 on, any first iteration meets it, and a warning says
+        so); None runs ``max_iterations`` exactly.
     personalization : dict or array_like, optional
         Personalized PageRank: the teleport weights, a dict {vertex label: weight}
         (missing vertices weigh 0) or N weights in dense-id order, scaled to sum to 1
@@ -372,6 +373,7 @@ def pagerank(graph, damping=0.85, max_iterations=100, tol=1e-6, *, personalizati
     graph = as_graph(graph, options.get("host_budget"))
     if weighted:  # a negative out-weight makes ranks negative and their sum meaningless
         check_nonnegative_weights(graph, "pagerank")
+    _warn_if_tol_stops_at_once(graph.num_vertices, tol)
     program = _program(graph, damping, tol, dtype, weighted, personalization, nstart,
                        dangling)
     result = run(program, program.graph, max_iterations=max_iterations, **options)
@@ -380,6 +382,16 @@ def pagerank(graph, damping=0.85, max_iterations=100, tol=1e-6, *, personalizati
     if tol is not None and not result.converged:
         log.warning("pagerank did not reach tol=%g in %d iterations", tol, max_iterations)
     return result
+
+
+def _warn_if_tol_stops_at_once(n, tol):
+    """Log a warning when NetworkX's test (L1 change < N * tol) holds after any first
+    iteration: the ranks sum to 1, so their L1 change is at most 2."""
+    if tol is not None and n * tol >= 2:
+        log.warning("pagerank: tol=%g on %d vertices stops after the first iteration (the "
+                    "L1 change of the ranks, at most 2, is always below N * tol = %g); pass "
+                    "a smaller tol (such as %.1g) or tol=None with max_iterations", tol, n,
+                    n * tol, 1.0 / n)
 
 
 def _program(graph, damping, tol, dtype, weighted, personalization, nstart, dangling):
