@@ -1,0 +1,219 @@
+"""Streamed GPU iterations over the active subgraph (Subway, EuroSys'20): while few
+out-edges are active, the GPU engine's streamed pages are replaced by the out-edges of
+the active vertices into them, gathered on the host and pushed on the device
+(:class:`ActiveSubgraphs`; the host side is :mod:`hetgraph.kernels.gpu.subgraph`, the
+kernels :mod:`hetgraph.kernels.gpu.push`).
+
+An iteration: the device lists the active vertices with out-edges into the streamed
+vertices and copies the list out; the resident pages pull as always while the host cuts
+the list's edges into chunks that fit the engine's staging buffers and gathers each
+into pinned memory; each chunk is copied in and pushed on the copy streams (a chunk's
+copy overlaps another's push and the next one's gather); then the streamed vertices'
+flags are set and counted. In ``async`` mode (Subway's asynchronous subgraph
+processing, section 3.2) each chunk is pushed again from the vertices it changed until
+none changes (``tuning.SUBGRAPH_INNER_PASSES`` at most) before the next is built.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numba
+import numpy as np
+
+from .. import tuning
+from ..kernels.gpu.device import pinned_empty
+from ..kernels.gpu.launch import PackedLaunch
+from ..kernels.gpu.layout import unsigned_index
+from ..kernels.gpu.push import can_push, compile_push
+from ..kernels.gpu.subgraph import (OFFSET_DTYPE, active_vertices, chunk_bounds, chunk_bytes,
+                                    gather_chunk, subgraph_offsets, tail_starts)
+
+log = logging.getLogger(__name__)
+
+SUBGRAPH_MODES = (True, False, "async")
+
+
+def active_subgraphs(engine, option):
+    """The :class:`ActiveSubgraphs` of ``engine`` for its ``subgraph`` option (one of
+    :data:`SUBGRAPH_MODES`), or None where they do not apply: the option is False, no
+    page streams, the engine owns a part of the partition (several GPUs), the program
+    cannot push (:func:`can_push`), or a staging buffer cannot hold a chunk."""
+    if option is False or not len(engine.plan.streamed_pages) or engine.owned is not None \
+            or not can_push(engine.spec):
+        return None
+    try:
+        subgraphs = ActiveSubgraphs(engine, asynchronous=option == "async")
+    except MemoryError:  # CuPy's OutOfMemoryError: the pages stream as without
+        log.warning("no GPU memory for the active subgraphs' arrays; pages stream whole")
+        return None
+    return subgraphs if subgraphs.usable else None
+
+
+class ActiveSubgraphs:
+    """The active-subgraph iterations of a :class:`GpuEngine` whose last pages stream
+    (one GPU, its whole partition): ``asynchronous`` pushes each chunk until it settles.
+    Counters, since it was made: ``inner_passes`` (pushes beyond a chunk's first)."""
+
+    def __init__(self, engine, asynchronous=False):
+        cp = engine.cupy
+        graph, plan, stages = engine.graph, engine.plan, engine.stages
+        self.engine, self.cupy = engine, cp
+        self.asynchronous = bool(asynchronous)
+        self.first = engine.partition.page_vertices(plan.resident_end)[0]
+        self.end = engine.vertices[1]
+        unsigned = unsigned_index(graph.index_dtype)
+        self.out_indices = graph.out_indices.view(unsigned)
+        self.out_weights = graph.out_weights() if engine.weighted else np.empty(0, np.float32)
+        self.starts = tail_starts(graph.out_indptr, graph.out_indices, self.first)
+        self.tail_degree = (graph.out_indptr[1:] - self.starts)
+        degree_dtype = engine.pages.out_degree.dtype
+        self.device_tail_degree = cp.asarray(self.tail_degree.astype(degree_dtype))
+        self.edge_bytes = np.dtype(unsigned).itemsize + (4 if engine.weighted else 0)
+        self.index_bytes = np.dtype(unsigned).itemsize
+        push, hubs_push, flag_pass = compile_push(engine.spec, engine.aux.dtype,
+                                                  graph.index_dtype, degree_dtype,
+                                                  weighted=engine.weighted)
+        # the kernels' arguments in their order (packed once: None is a null pointer);
+        # every launch sets those that change
+        aux = dict(aux=engine.aux, aux_per_vertex=np.int32(engine.aux.size > 1))
+        self.push = PackedLaunch(push, dict(
+            active=None, offsets=None, targets=None, weight=None, n=np.int64(0),
+            src_values=None, target=None, marks=None, next_marks=None, changed=None,
+            **aux, hubs=None, hub_count=None, go=None))
+        self.hubs_push = PackedLaunch(hubs_push, dict(
+            active=None, offsets=None, targets=None, weight=None, src_values=None,
+            target=None, next_marks=None, changed=None, **aux, hubs=None, hub_count=None,
+            go=None))
+        self.flag_pass = PackedLaunch(flag_pass, dict(
+            target=None, before=None, flags=engine.flags, out_degree=engine.pages.out_degree,
+            v0=np.int64(0), v1=np.int64(0), counters=None, go=None))
+        edges = plan.stage_edges
+        # a chunk's offsets go in a stage's uint16 destination offsets, seen as uint32
+        self.max_vertices = edges // 2 - 1
+        self.max_edges = edges
+        self.device_offsets = [stage[1][:2 * (edges // 2)].view(cp.uint32) for stage in stages]
+        self.host = [(pinned_empty(edges, unsigned),
+                      pinned_empty(edges, np.float32) if engine.weighted else None,
+                      pinned_empty(edges // 2, OFFSET_DTYPE)) for _ in stages]
+        self.free = [None] * len(stages)  # each host buffer's last copy (an event)
+        self.hubs = [(cp.empty(edges // tuning.PUSH_WARP_DEGREE + 1, cp.uint32),
+                      cp.zeros(1, cp.uint32)) for _ in stages]
+        self.active_host = pinned_empty(graph.num_vertices, unsigned)
+        n = graph.num_vertices
+        self.before = cp.empty(n, engine.spec.dtype) if not engine.sync else None
+        self.marks = (cp.zeros(n, cp.uint8), cp.zeros(n, cp.uint8)) \
+            if self.asynchronous else (None, None)
+        self.changed = cp.zeros(1, cp.uint64)
+        self.changed_host = pinned_empty(1, np.uint64)
+        self.parts = 4 * numba.get_num_threads()
+        self.inner_passes = 0
+
+    @property
+    def usable(self):
+        """Whether the staging buffers hold a chunk of one vertex at least."""
+        return self.max_vertices >= 1
+
+    def run(self, stream):
+        """One iteration on ``stream`` (the engine's counters and go of this
+        iteration): the resident pages pulled, the active subgraph pushed; returns
+        (vertices computed, edges read, h2d bytes, d2h bytes)."""
+        engine, cp = self.engine, self.cupy
+        active = active_vertices(cp, engine.flags, self.device_tail_degree)  # (waits)
+        count = int(active.size)
+        active = active.astype(self.out_indices.dtype)
+        host_active = self.active_host[:count]
+        if count:
+            active.get(out=host_active)
+        target, before = (engine.new_values, engine.values) if engine.sync else \
+            (engine.values, self.before)
+        v0, v1 = self.first, self.end
+        size = target.itemsize
+        copy_to = target if engine.sync else before  # the streamed vertices' start
+        cp.cuda.runtime.memcpyAsync(copy_to.data.ptr + v0 * size,
+                                    engine.values.data.ptr + v0 * size, (v1 - v0) * size,
+                                    cp.cuda.runtime.memcpyDeviceToDevice, stream.ptr)
+        ready = stream.record()
+        engine.run_pages(stream=stream, resident_only=True)  # (flags read above first)
+        offsets = subgraph_offsets(np, self.tail_degree[host_active])
+        chunks = chunk_bounds(offsets, self.max_edges, self.max_vertices)
+        for k, chunk in enumerate(chunks):
+            self._chunk(k % len(self.host), chunk, host_active, offsets, active, ready,
+                        target)
+        for copy_stream in engine.streams:
+            stream.wait_event(copy_stream.record())
+        blocks = int(min(tuning.PUSH_MAX_BLOCKS,
+                         max(1, -(-(v1 - v0) // tuning.PUSH_THREADS_PER_BLOCK))))
+        self.flag_pass.update(target=target, before=before, v0=v0, v1=v1,
+                              counters=engine.counters, go=engine._go)
+        self.flag_pass(blocks, tuning.PUSH_THREADS_PER_BLOCK, 0, stream.ptr)
+        resident = engine.plan.resident_edges - engine.plan.first_edge
+        return (v0 - engine.vertices[0] + count, resident + int(offsets[-1]),
+                chunk_bytes(chunks, self.edge_bytes), count * self.index_bytes)
+
+    def _chunk(self, k, chunk, host_active, offsets, active, ready, target):
+        """Gather ``chunk`` into host buffer ``k``, copy it to stage ``k`` and push it
+        on copy stream ``k`` once ``ready`` (the streamed vertices' start) is done."""
+        engine, cp = self.engine, self.cupy
+        a0, a1, e0, e1 = chunk
+        stream = engine.streams[k]
+        targets, weights, offsets_host = self.host[k]
+        if self.free[k] is not None:
+            self.free[k].synchronize()  # (its previous chunk's copy read these)
+        gather_chunk(self.starts, self.out_indices, self.out_weights, host_active, offsets,
+                     a0, a1, e0, e1, targets, self.out_weights if weights is None else
+                     weights, offsets_host, self.parts)
+        stage = engine.stages[k]
+        stream.wait_event(ready)
+        stage[0][:e1 - e0].set(targets[:e1 - e0], stream=stream)
+        if weights is not None:
+            stage[2][:e1 - e0].set(weights[:e1 - e0], stream=stream)
+        device_offsets = self.device_offsets[k]
+        device_offsets[:a1 - a0 + 1].set(offsets_host[:a1 - a0 + 1], stream=stream)
+        self.free[k] = stream.record()
+        edges = (active[a0:a1], device_offsets, stage[0],
+                 engine._no_weight if weights is None else stage[2])
+        marks, next_marks = self.marks
+        self._push(k, edges, a1 - a0, engine.values, target, None, next_marks, stream)
+        if not self.asynchronous:
+            return
+        for _ in range(tuning.SUBGRAPH_INNER_PASSES):  # until the chunk settles
+            cp.cuda.runtime.memcpyAsync(self.changed_host.ctypes.data, self.changed.data.ptr,
+                                        8, cp.cuda.runtime.memcpyDeviceToHost, stream.ptr)
+            stream.synchronize()
+            if not self.changed_host[0]:
+                break
+            self.inner_passes += 1
+            marks, next_marks = next_marks, marks
+            self.marks = marks, next_marks
+            self._push(k, edges, a1 - a0, target, target, marks, next_marks, stream)
+
+    def _push(self, k, edges, n, sources, target, marks, next_marks, stream):
+        """Push the chunk ``edges`` (active, offsets, targets, weights) of ``n`` vertices
+        on ``stream``, the sources' values read from ``sources`` (only the ``marks``
+        ones, when given); changes marked in ``next_marks`` (when given, zeroed here
+        with the changed count)."""
+        cp = self.cupy
+        hubs, hub_count = self.hubs[k]
+        cp.cuda.runtime.memsetAsync(hub_count.data.ptr, 0, 4, stream.ptr)
+        if next_marks is not None:
+            cp.cuda.runtime.memsetAsync(next_marks.data.ptr, 0, next_marks.nbytes, stream.ptr)
+            cp.cuda.runtime.memsetAsync(self.changed.data.ptr, 0, 8, stream.ptr)
+        threads = tuning.PUSH_THREADS_PER_BLOCK
+        active, offsets, targets, weights = edges
+        common = dict(active=active, offsets=offsets, targets=targets, weight=weights,
+                      src_values=sources, target=target, next_marks=next_marks,
+                      changed=self.changed, hubs=hubs, hub_count=hub_count,
+                      go=self.engine._go)
+        self.push.update(n=n, marks=marks, **common)
+        self.push(int(min(tuning.PUSH_MAX_BLOCKS, max(1, -(-n * 32 // threads)))), threads,
+                  0, stream.ptr)
+        self.hubs_push.update(**common)
+        self.hubs_push(int(min(tuning.PUSH_MAX_BLOCKS, max(1, -(-targets.size // threads)))),
+                       threads, 0, stream.ptr)
+
+    def describe(self):
+        """The mode and the work so far, for logs and benchmarks."""
+        return {"mode": "async" if self.asynchronous else "sync",
+                "streamed_vertices": self.end - self.first, "inner_passes": self.inner_passes,
+                "chunk_edges": self.max_edges}
