@@ -172,7 +172,7 @@ class ActiveSubgraphs:
         device_offsets[:a1 - a0 + 1].set(offsets_host[:a1 - a0 + 1], stream=stream)
         self.free[k] = stream.record()
         edges = (active[a0:a1], device_offsets, stage[0],
-                 engine._no_weight if weights is None else stage[2])
+                 engine._no_weight if weights is None else stage[2], e1 - e0)
         marks, next_marks = self.marks
         self._push(k, edges, a1 - a0, engine.values, target, None, next_marks, stream)
         if not self.asynchronous:
@@ -189,10 +189,10 @@ class ActiveSubgraphs:
             self._push(k, edges, a1 - a0, target, target, marks, next_marks, stream)
 
     def _push(self, k, edges, n, sources, target, marks, next_marks, stream):
-        """Push the chunk ``edges`` (active, offsets, targets, weights) of ``n`` vertices
-        on ``stream``, the sources' values read from ``sources`` (only the ``marks``
-        ones, when given); changes marked in ``next_marks`` (when given, zeroed here
-        with the changed count)."""
+        """Push the chunk ``edges`` (active, offsets, targets, weights, their count) of
+        ``n`` vertices on ``stream``, the sources' values read from ``sources`` (only
+        the ``marks`` ones, when given); changes marked in ``next_marks`` (when given,
+        zeroed here with the changed count)."""
         cp = self.cupy
         hubs, hub_count = self.hubs[k]
         cp.cuda.runtime.memsetAsync(hub_count.data.ptr, 0, 4, stream.ptr)
@@ -200,7 +200,7 @@ class ActiveSubgraphs:
             cp.cuda.runtime.memsetAsync(next_marks.data.ptr, 0, next_marks.nbytes, stream.ptr)
             cp.cuda.runtime.memsetAsync(self.changed.data.ptr, 0, 8, stream.ptr)
         threads = tuning.PUSH_THREADS_PER_BLOCK
-        active, offsets, targets, weights = edges
+        active, offsets, targets, weights, count = edges
         common = dict(active=active, offsets=offsets, targets=targets, weight=weights,
                       src_values=sources, target=target, next_marks=next_marks,
                       changed=self.changed, hubs=hubs, hub_count=hub_count,
@@ -209,7 +209,7 @@ class ActiveSubgraphs:
         self.push(int(min(tuning.PUSH_MAX_BLOCKS, max(1, -(-n * 32 // threads)))), threads,
                   0, stream.ptr)
         self.hubs_push.update(**common)
-        self.hubs_push(int(min(tuning.PUSH_MAX_BLOCKS, max(1, -(-targets.size // threads)))),
+        self.hubs_push(int(min(tuning.PUSH_MAX_BLOCKS, max(1, -(-count // threads)))),
                        threads, 0, stream.ptr)
 
     def describe(self):
