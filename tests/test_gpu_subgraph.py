@@ -167,3 +167,149 @@ def test_async_subgraphs_take_no_more_iterations():
     inner = hg.sssp(g, s, devices="gpu", gpu={"memory_budget": budget, "subgraph": "async"})
     np.testing.assert_array_equal(inner.values, sync.values)
     assert inner.iterations <= sync.iterations
+
+
+# --- the push kernels run on the CPU (g++, one thread after another) ------------------------
+
+GXX = shutil.which("g++")
+
+# CUDA's names for a host build: the kernels have no barrier, so running their threads
+# one after another is one of the orders a GPU may run them in (the shuffles of the
+# flags kernel's counts are not emulated: its flags are)
+EMULATION = r"""
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <algorithm>
+#define __device__
+#define __global__
+#define __forceinline__ inline
+#define __restrict__
+struct hg_dim { unsigned x; };
+static hg_dim blockIdx, threadIdx, blockDim, gridDim;
+static inline float __int_as_float(int x) { float f; memcpy(&f, &x, 4); return f; }
+static inline double __longlong_as_double(long long x) { double d; memcpy(&d, &x, 8); return d; }
+static inline long long __double_as_longlong(double d) { long long x; memcpy(&x, &d, 8); return x; }
+template <class T> static T atomicCAS(T* p, T expected, T desired)
+{ T old = *p; if (old == expected) *p = desired; return old; }
+template <class T> static T atomicAdd(T* p, T v) { T old = *p; *p = old + v; return old; }
+template <class T> static T atomicMax(T* p, T v) { T old = *p; *p = std::max(old, v); return old; }
+template <class T> static T atomicMin(T* p, T v) { T old = *p; *p = std::min(old, v); return old; }
+template <class T> static T __shfl_down_sync(unsigned, T v, int) { return T(0) * v; }
+using std::max;
+template <class F> static void hg_grid(unsigned blocks, unsigned threads, F kernel) {
+  gridDim.x = blocks; blockDim.x = threads;
+  for (unsigned b = 0; b < blocks; ++b)
+    for (unsigned t = 0; t < threads; ++t) { blockIdx.x = b; threadIdx.x = t; kernel(); }
+}
+"""
+
+
+def _array(name, ctype, values):
+    return f"static {ctype} {name}[] = {{{', '.join(values) or '0'}}};\n"
+
+
+def _emulated_push(spec, g, values, active, first, chunks_of, blocks, threads, tmp_path):
+    """The chunks of ``active``'s streamed out-edges pushed by the emulated kernels from
+    ``values`` (sync: into a copy), marks on; then the flags of [first, N): (target,
+    next marks, changed, flags)."""
+    from hetgraph.kernels.transpile import c_type, literal
+
+    weighted = spec.needs_weights and g.weighted
+    n = g.num_vertices
+    value = c_type(spec.dtype)
+    shown = [literal(v, spec.dtype) for v in values]
+    body = [_array("values", value, shown), _array("target", value, shown),
+            f"static unsigned char next_marks[{n}], flags[{n}];\n",
+            "static unsigned long long changed[1], counters[3], go[1] = {1};\n",
+            "static float aux[1];\n", f"static unsigned int out_degree[{n}];\n",
+            "static unsigned int hubs[4096], hub_count[1];\n", "int main() {\n"]
+    for k, ((a0, a1, e0, e1), targets, weights, offsets) in enumerate(chunks_of):
+        body.append(_array(f"active{k}", "unsigned int", [str(int(u)) for u in active[a0:a1]]))
+        body.append(_array(f"offsets{k}", "unsigned int", [str(int(x)) for x in offsets]))
+        body.append(_array(f"targets{k}", "unsigned int", [str(int(x)) for x in targets]))
+        body.append(_array(f"weights{k}", "float", [repr(float(x)) + "f" for x in weights]))
+        arguments = (f"active{k}, offsets{k}, targets{k}, weights{k}, values, target, "
+                     f"next_marks, changed, aux, 0, hubs, hub_count, go")
+        body.append(f"  hub_count[0] = 0;\n  hg_grid({blocks}, {threads}, [] {{\n"
+                    f"    subgraph_push(active{k}, offsets{k}, targets{k}, weights{k}, "
+                    f"{a1 - a0}LL, values, target, nullptr, next_marks, changed, aux, 0, "
+                    f"hubs, hub_count, go); }});\n"
+                    f"  hg_grid({blocks}, {threads}, [] {{ subgraph_push_hubs({arguments}); }});\n")
+    fmt = "%.17g" if spec.dtype.kind == "f" else "%lld"
+    cast = "(double)" if spec.dtype.kind == "f" else "(long long)"
+    body.append(f"  hg_grid({blocks}, {threads}, [] {{ subgraph_flags(target, values, flags, "
+                f"out_degree, {first}LL, {n}LL, counters, go); }});\n"
+                f'  for (int v = 0; v < {n}; ++v) printf("{fmt} %d %d\\n", {cast}target[v], '
+                f'next_marks[v], flags[v]);\n'
+                f'  printf("%llu\\n", changed[0]);\n  return 0;\n}}\n')
+    source = EMULATION + push_source(spec, np.float32, g.index_dtype, np.uint32,
+                                     weighted=weighted) + "".join(body)
+    path = tmp_path / "push.cpp"
+    path.write_text(source)
+    exe = tmp_path / "push"
+    done = subprocess.run([GXX, "-std=c++17", "-O1", "-w", "-o", str(exe), str(path)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[:3000]
+    lines = subprocess.run([str(exe)], check=True, capture_output=True,
+                           text=True).stdout.splitlines()
+    rows = [line.split() for line in lines[:n]]
+    target = np.array([float(r[0]) for r in rows]).astype(spec.dtype)
+    return (target, np.array([int(r[1]) for r in rows]), int(lines[n]),
+            np.array([int(r[2]) for r in rows]))
+
+
+@pytest.mark.skipif(GXX is None, reason="needs g++")
+@pytest.mark.parametrize("program", ["sssp", "bfs", "widest"])
+@pytest.mark.parametrize("limits", [(10**6, 10**6), (40, 6)])
+def test_emulated_push_kernels_relax_every_active_streamed_edge(program, limits, tmp_path,
+                                                                 monkeypatch):
+    """A thread, a warp and the grid a vertex (the degree bounds lowered so that each
+    path runs), in one chunk and in several: the targets take the combination of what
+    every active vertex sends, the changed ones are marked, and the flags of the
+    streamed vertices say which changed."""
+    from hetgraph import tuning
+    from hetgraph.kernels.gpu.subgraph import (OFFSET_DTYPE, active_vertices, chunk_bounds,
+                                               gather_chunk, subgraph_offsets, tail_starts)
+
+    monkeypatch.setattr(tuning, "PUSH_THREAD_DEGREE", 2)
+    monkeypatch.setattr(tuning, "PUSH_WARP_DEGREE", 8)
+    g = hg.generate.rmat(7, seed=2, weights=(0.5, 3.0))
+    n, first = g.num_vertices, g.num_vertices // 3
+    rng = np.random.default_rng(4)
+    program = {"sssp": ShortestPaths(0), "bfs": BreadthFirst(0), "widest": Widest()}[program]
+    spec = ProgramSpec(program)
+    if spec.reduce == "min":
+        values = rng.integers(0, 6, n).astype(spec.dtype)
+        values[rng.random(n) < 0.3] = spec.identity()
+    else:
+        values = rng.uniform(0, 3, n).astype(spec.dtype)
+    flags = (rng.random(n) < 0.4).astype(np.uint8)
+    flags[np.argmax(np.diff(g.out_indptr))] = 1
+    starts = tail_starts(g.out_indptr, g.out_indices, first)
+    active = active_vertices(np, flags, g.out_indptr[1:] - starts)
+    offsets = subgraph_offsets(np, (g.out_indptr[1:] - starts)[active])
+    chunks = []
+    weights_in = g.out_weights() if spec.needs_weights else np.empty(0, np.float32)
+    for a0, a1, e0, e1 in chunk_bounds(offsets, *limits):
+        targets, weights = np.zeros(e1 - e0, np.uint32), np.ones(e1 - e0, np.float32)
+        chunk_offsets = np.zeros(a1 - a0 + 1, OFFSET_DTYPE)
+        gather_chunk(starts, g.out_indices.view(np.uint32), weights_in,
+                     active.astype(np.uint32), offsets, a0, a1, e0, e1, targets,
+                     weights if spec.needs_weights else weights_in, chunk_offsets, 3)
+        chunks.append(((a0, a1, e0, e1), targets, weights, chunk_offsets))
+    target, marks, changed, flags_out = _emulated_push(spec, g, values, active, first, chunks,
+                                                       3, 64, tmp_path)
+    expected = values.copy()
+    for u in active:  # the relaxations one at a time, as the CPU's push does
+        e0, e1 = starts[u], g.out_indptr[u + 1]
+        for v, w in zip(g.out_indices[e0:e1], weights_in[e0:e1] if len(weights_in) else
+                        np.ones(e1 - e0, np.float32)):
+            sent = program.gather(values[u], w, expected[v])
+            expected[v] = program.apply(expected[v], spec.dtype.type(sent), 0)
+    np.testing.assert_array_equal(target, expected)
+    moved = expected != values
+    assert moved[first:].any() and not moved[:first].any()
+    np.testing.assert_array_equal(marks.astype(bool), moved)
+    assert changed == 1
+    np.testing.assert_array_equal(flags_out[first:].astype(bool), moved[first:])

@@ -187,3 +187,22 @@ def test_resident_pull_and_subgraph_push_give_shortest_paths(kind, limits):
     matrix = sp.csr_matrix((g.out_weights().astype(np.float64), (src, g.out_indices)),
                            shape=(n, n))
     np.testing.assert_allclose(values, dijkstra(matrix, indices=source), rtol=1e-6)
+
+
+def test_the_cost_model_prices_a_streamed_gpu_iteration_by_its_active_edges():
+    """With active subgraphs over a streamed share s of the arcs, a GPU iteration of
+    notify fraction f costs (1 - s (1 - f)) of a pull below the threshold, a pull above;
+    alpha follows."""
+    from hetgraph import tuning
+    from hetgraph.scheduler.costmodel import CostModel
+
+    model = CostModel()
+    model.observe("cpu", "pull", 1000, 1e-3, calibration=True)
+    model.observe("gpu", "pull", 1000, 1e-4, calibration=True)
+    pull = model.seconds("gpu", 1000)
+    assert model.gpu_seconds(0.01, 1000) == pull  # no subgraphs
+    before = model.alpha(0.01, 1.0, 1000)
+    model.subgraph = 0.75
+    assert model.gpu_seconds(0.01, 1000) == pytest.approx(pull * (1 - 0.75 * 0.99))
+    assert model.gpu_seconds(tuning.SUBGRAPH_ACTIVE_EDGES, 1000) == pull
+    assert model.alpha(0.01, 1.0, 1000) == pytest.approx(before / (1 - 0.75 * 0.99))

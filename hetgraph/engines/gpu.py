@@ -568,6 +568,14 @@ class GpuEngine(Engine):
         """The current values as a host NumPy array."""
         return self.values.get()
 
+    @property
+    def subgraph_share(self):
+        """The share of the arcs that stream as active subgraphs (0.0: none)."""
+        if self._subgraphs is None:
+            return 0.0
+        streamed = self.plan.page_edges[self.plan.streamed_pages]
+        return float((streamed[:, 1] - streamed[:, 0]).sum()) / max(self.graph.num_arcs, 1)
+
     def describe(self):
         """The page placement, for logs and benchmarks."""
         return {"pages": self.partition.num_pages, "resident_pages": self.plan.resident,

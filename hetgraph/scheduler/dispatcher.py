@@ -582,6 +582,7 @@ class _Driver:
             self._takeover = of["cpu"].takeover
         if "gpu" not in of:
             return
+        self.model.subgraph = of["gpu"].subgraph
         vertex_bytes = self.graph.num_vertices * (self.spec.dtype.itemsize + 1)
         copies = 2 * of["gpu"].copy_per_byte * vertex_bytes  # the state there and back
         # until segments measure it: a move between segments run in this thread costs

@@ -108,6 +108,7 @@ class Report:
     out: tuple | None = None
     model: object = None
     copy_per_byte: float = 0.0
+    subgraph: float = 0.0  # a GPU's Engine.subgraph_share
     takeover: float = 0.0
     frontier: tuple | None = None
     stored: object = None
@@ -973,7 +974,7 @@ def _calibrate_gpu(run, state, version, device):
     bytes_ = n * (state.values.itemsize + 1)
     return Report("gpu", list(range(engine.partition.num_pages)), run.graph.num_arcs,
                   seconds=seconds, rows=rows, build_seconds=ctx.take_build_seconds(),
-                  copy_per_byte=copy / max(bytes_, 1))
+                  copy_per_byte=copy / max(bytes_, 1), subgraph=engine.subgraph_share)
 
 
 def ping():
