@@ -355,7 +355,7 @@ class GpuEngine(Engine):
         start, end = self._events[slot]
         start.record(stream)
         if self._subgraphs is not None and frontier is not None and \
-                frontier[1] < tuning.SUBGRAPH_ACTIVE_EDGES * self.graph.num_arcs:
+                self._subgraphs.wanted(frontier[1]):
             computed, edges, h2d, d2h = self._subgraphs.run(stream)
             self.h2d_bytes, self.d2h_bytes = self.h2d_bytes + h2d, self.d2h_bytes + d2h
             self._ran[slot] = ("gpu-push", computed, edges)

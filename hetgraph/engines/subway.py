@@ -42,12 +42,16 @@ def active_subgraphs(engine, option):
     if option is False or not len(engine.plan.streamed_pages) or engine.owned is not None \
             or not can_push(engine.spec):
         return None
-    try:
-        subgraphs = ActiveSubgraphs(engine, asynchronous=option == "async")
-    except MemoryError:  # CuPy's OutOfMemoryError: the pages stream as without
-        log.warning("no GPU memory for the active subgraphs' arrays; pages stream whole")
-        return None
-    return subgraphs if subgraphs.usable else None
+    subgraphs = ActiveSubgraphs(engine, asynchronous=option == "async")
+    return subgraphs if subgraphs.max_vertices >= 1 else None
+
+
+def _streamed_out_edges(graph, first):
+    """(each vertex's first out-edge into [first, N) (:func:`tail_starts`), the number of
+    its out-edges there, uint32 when they fit)."""
+    starts = tail_starts(graph.out_indptr, graph.out_indices, first)
+    degree = graph.out_indptr[1:] - starts
+    return starts, degree.astype(np.uint32) if graph.num_arcs < 2**32 else degree
 
 
 class ActiveSubgraphs:
@@ -56,21 +60,33 @@ class ActiveSubgraphs:
     Counters, since it was made: ``inner_passes`` (pushes beyond a chunk's first)."""
 
     def __init__(self, engine, asynchronous=False):
-        cp = engine.cupy
-        graph, plan, stages = engine.graph, engine.plan, engine.stages
-        self.engine, self.cupy = engine, cp
+        self.engine, self.cupy = engine, engine.cupy
         self.asynchronous = bool(asynchronous)
+        plan = engine.plan
         self.first = engine.partition.page_vertices(plan.resident_end)[0]
         self.end = engine.vertices[1]
+        unsigned = unsigned_index(engine.graph.index_dtype)
+        self.index_bytes = np.dtype(unsigned).itemsize
+        self.edge_bytes = self.index_bytes + (4 if engine.weighted else 0)
+        # a chunk's offsets go in a stage's uint16 destination offsets, seen as uint32
+        self.max_edges = plan.stage_edges
+        self.max_vertices = plan.stage_edges // 2 - 1
+        self.inner_passes = 0
+        self._built = False  # (None: could not be)
+
+    def _build(self):
+        """What the iterations need beside the engine's, made by the first (a run that
+        never has a small frontier pays nothing): each vertex's first streamed out-edge
+        and their count (kept by the graph), the push kernels, the host buffers."""
+        engine, cp = self.engine, self.cupy
+        graph, stages, n = engine.graph, engine.stages, engine.graph.num_vertices
         unsigned = unsigned_index(graph.index_dtype)
+        degree_dtype = engine.pages.out_degree.dtype
         self.out_indices = graph.out_indices.view(unsigned)
         self.out_weights = graph.out_weights() if engine.weighted else np.empty(0, np.float32)
-        self.starts = tail_starts(graph.out_indptr, graph.out_indices, self.first)
-        self.tail_degree = (graph.out_indptr[1:] - self.starts)
-        degree_dtype = engine.pages.out_degree.dtype
+        self.starts, self.tail_degree = graph.kept(
+            ("streamed_out_edges", self.first), lambda: _streamed_out_edges(graph, self.first))
         self.device_tail_degree = cp.asarray(self.tail_degree.astype(degree_dtype))
-        self.edge_bytes = np.dtype(unsigned).itemsize + (4 if engine.weighted else 0)
-        self.index_bytes = np.dtype(unsigned).itemsize
         push, hubs_push, flag_pass = compile_push(engine.spec, engine.aux.dtype,
                                                   graph.index_dtype, degree_dtype,
                                                   weighted=engine.weighted)
@@ -88,10 +104,7 @@ class ActiveSubgraphs:
         self.flag_pass = PackedLaunch(flag_pass, dict(
             target=None, before=None, flags=engine.flags, out_degree=engine.pages.out_degree,
             v0=np.int64(0), v1=np.int64(0), counters=None, go=None))
-        edges = plan.stage_edges
-        # a chunk's offsets go in a stage's uint16 destination offsets, seen as uint32
-        self.max_vertices = edges // 2 - 1
-        self.max_edges = edges
+        edges = self.max_edges
         self.device_offsets = [stage[1][:2 * (edges // 2)].view(cp.uint32) for stage in stages]
         self.host = [(pinned_empty(edges, unsigned),
                       pinned_empty(edges, np.float32) if engine.weighted else None,
@@ -99,24 +112,35 @@ class ActiveSubgraphs:
         self.free = [None] * len(stages)  # each host buffer's last copy (an event)
         self.hubs = [(cp.empty(edges // tuning.PUSH_WARP_DEGREE + 1, cp.uint32),
                       cp.zeros(1, cp.uint32)) for _ in stages]
-        self.active_host = pinned_empty(graph.num_vertices, unsigned)
-        n = graph.num_vertices
+        self.active_host = pinned_empty(n, unsigned)
         self.before = cp.empty(n, engine.spec.dtype) if not engine.sync else None
         self.marks = (cp.zeros(n, cp.uint8), cp.zeros(n, cp.uint8)) \
             if self.asynchronous else (None, None)
         self.changed = cp.zeros(1, cp.uint64)
         self.changed_host = pinned_empty(1, np.uint64)
         self.parts = 4 * numba.get_num_threads()
-        self.inner_passes = 0
+        self._built = True
 
-    @property
-    def usable(self):
-        """Whether the staging buffers hold a chunk of one vertex at least."""
-        return self.max_vertices >= 1
+    def wanted(self, degree):
+        """Whether an iteration whose frontier has ``degree`` out-edges runs over the
+        active subgraph: under ``tuning.SUBGRAPH_ACTIVE_EDGES`` of the arcs, once what
+        it needs could be made (out of device memory, the pages stream as without)."""
+        if self._built is None or degree >= tuning.SUBGRAPH_ACTIVE_EDGES * \
+                self.engine.graph.num_arcs:
+            return False
+        if not self._built:
+            try:
+                self._build()
+            except MemoryError:  # CuPy's OutOfMemoryError
+                log.warning("no GPU memory for the active subgraphs; the pages stream whole")
+                self._built = None
+                return False
+        return True
 
     def run(self, stream):
         """One iteration on ``stream`` (the engine's counters and go of this
-        iteration): the resident pages pulled, the active subgraph pushed; returns
+        iteration; :meth:`wanted` said yes): the resident pages pulled, the active
+        subgraph pushed; returns
         (vertices computed, edges read, h2d bytes, d2h bytes)."""
         engine, cp = self.engine, self.cupy
         active = active_vertices(cp, engine.flags, self.device_tail_degree)  # (waits)
