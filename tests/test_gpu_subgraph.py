@@ -18,7 +18,6 @@ from scipy.sparse.csgraph import dijkstra
 import hetgraph as hg
 from hetgraph.algorithms.bfs import BreadthFirst
 from hetgraph.algorithms.cc import MinLabel
-from hetgraph.algorithms.common import MinRelaxation
 from hetgraph.algorithms.pagerank import PageRank
 from hetgraph.algorithms.sssp import ShortestPaths
 from hetgraph.errors import HetGraphError
@@ -28,27 +27,28 @@ from hetgraph.program import ProgramSpec
 NVCC = shutil.which("nvcc")
 
 
-class Widest(MinRelaxation):
-    """Widest paths from vertex 0: a max relaxation (not built in)."""
+class Widest(hg.VertexProgram):
+    """Widest paths from vertex 0 in float32 (not built in): a max relaxation, the
+    bottleneck of a path its smallest weight."""
 
-    dtype, reduce, needs_weights = np.float64, "max", True
+    dtype, reduce, needs_weights = np.float32, "max", True
+    incremental = activates_on_change = True
 
     @staticmethod
     def gather(src, weight, dst):
-        return min(src, weight)
+        return src if src < weight else weight
 
     @staticmethod
     def apply(old, acc, aux):
-        return max(old, acc)
+        return max(acc, old)
 
     @staticmethod
     def activate(new, old):
-        return new > old
+        return old < new
 
     def init(self, graph):
-        values = np.zeros(graph.num_vertices)
-        values[0] = np.inf
-        return values, values > 0
+        width = np.where(np.arange(graph.num_vertices) == 0, np.inf, 0.0)
+        return width.astype(np.float32), width > 0
 
 
 PUSHING = [ShortestPaths(0), ShortestPaths(0, np.float32), BreadthFirst(0), MinLabel(),
@@ -191,6 +191,7 @@ static hg_dim blockIdx, threadIdx, blockDim, gridDim;
 static inline float __int_as_float(int x) { float f; memcpy(&f, &x, 4); return f; }
 static inline double __longlong_as_double(long long x) { double d; memcpy(&d, &x, 8); return d; }
 static inline long long __double_as_longlong(double d) { long long x; memcpy(&x, &d, 8); return x; }
+static inline int __float_as_int(float f) { int x; memcpy(&x, &f, 4); return x; }
 template <class T> static T atomicCAS(T* p, T expected, T desired)
 { T old = *p; if (old == expected) *p = desired; return old; }
 template <class T> static T atomicAdd(T* p, T v) { T old = *p; *p = old + v; return old; }

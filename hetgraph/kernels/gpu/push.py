@@ -25,7 +25,7 @@ from ...errors import HetGraphError
 from ...program import ProgramSpec
 from ..transpile import c_type
 from .layout import unsigned_index
-from .source import _FRONT_KEY, _monoid, _program_functions
+from .source import _FRONT_KEY, _monoid, _program_functions, compile_functions
 
 
 def can_push(spec: ProgramSpec) -> bool:
@@ -192,25 +192,9 @@ extern "C" __global__ void subgraph_flags(
 }
 """
 
-_MODULES: dict = {}  # source -> its compiled kernels, for the process
-
-
 def compile_push(spec: ProgramSpec, aux_dtype, index_dtype, degree_dtype, *, weighted):
-    """The compiled push kernels (push, hubs, flags: cupy.RawKernel each), kept per source
-    for the process."""
-    import cupy
-
+    """The compiled push kernels (push, hubs, flags: cupy.RawKernel each), kept per
+    source for the process."""
     source = push_source(spec, aux_dtype, index_dtype, degree_dtype, weighted=weighted)
-    kernels = _MODULES.get(source)
-    if kernels is None:
-        try:
-            module = cupy.RawModule(code=source, options=("-std=c++17",))
-            kernels = tuple(module.get_function(name) for name in
-                            ("subgraph_push", "subgraph_push_hubs", "subgraph_flags"))
-        except cupy.cuda.compiler.CompileException as exc:
-            detail = next((line for line in str(exc).splitlines() if "error" in line),
-                          str(exc).splitlines()[0])
-            raise HetGraphError(f"{spec.name}: the GPU push did not compile ({detail}); "
-                                f"please report it with the program") from None
-        _MODULES[source] = kernels
-    return kernels
+    return compile_functions(spec, source, ("subgraph_push", "subgraph_push_hubs",
+                                            "subgraph_flags"))
