@@ -131,8 +131,9 @@ def test_each_iteration_moves_the_formula_bytes(program):
 
     g = _graphs()["grid"]
     spec = ProgramSpec(program(int(np.argmax(g.out_degree()))))
-    values, flags, aux = spec.initial_state(g)
-    engine = GpuEngine(spec, g, values, flags, aux, memory_budget=_quarter(g))
+    values, flags, _ = spec.initial_state(g)
+    engine = GpuEngine(spec, g, values, flags, np.zeros(1, np.float32),
+                       memory_budget=_quarter(g))
     subgraphs = engine.describe()["subgraph"]
     assert subgraphs is not None
     first = g.num_vertices - subgraphs["streamed_vertices"]
@@ -157,6 +158,26 @@ def test_each_iteration_moves_the_formula_bytes(program):
     source = spec.program.source
     np.testing.assert_array_equal(spec.program.finalize(g, engine.result()),
                                   hg.run(program(source), g, devices="cpu").values)
+
+
+@pytest.mark.gpu
+def test_a_pull_moves_the_streamed_pages_bytes():
+    """Without a frontier (or with subgraphs off) a pass copies every streamed page:
+    their edges at the page layout's bytes each, nothing out."""
+    from hetgraph.engines.gpu import GpuEngine
+
+    g = _graphs()["rmat"]
+    spec = ProgramSpec(PageRank())
+    values, flags, _ = spec.initial_state(g)
+    engine = GpuEngine(spec, g, values, flags, np.zeros(1, np.float32),
+                       memory_budget=_quarter(g))
+    placed = engine.describe()
+    assert placed["subgraph"] is None and placed["streamed_edges"] > g.num_arcs // 2
+    for _ in range(3):
+        engine.wait(engine.launch(0.0, engine.frontier()))
+    per_edge = g.index_dtype.itemsize + 2  # (PageRank reads no weight)
+    assert engine.h2d_bytes == 3 * placed["streamed_edges"] * per_edge
+    assert engine.d2h_bytes == 0
 
 
 @pytest.mark.gpu
