@@ -206,3 +206,24 @@ def test_the_cost_model_prices_a_streamed_gpu_iteration_by_its_active_edges():
     assert model.gpu_seconds(0.01, 1000) == pytest.approx(pull * (1 - 0.75 * 0.99))
     assert model.gpu_seconds(tuning.SUBGRAPH_ACTIVE_EDGES, 1000) == pull
     assert model.alpha(0.01, 1.0, 1000) == pytest.approx(before / (1 - 0.75 * 0.99))
+
+
+def test_subgraph_choice_follows_the_measured_seconds():
+    """The threshold first; then a subgraph iteration predicted by its fastest plus a
+    slope from large frontiers, against the streamed one's last seconds."""
+    from hetgraph import tuning
+    from hetgraph.engines.subway import SubgraphChoice
+
+    choice = SubgraphChoice(arcs=1000, large=100, stream=0.010)
+    limit = tuning.SUBGRAPH_ACTIVE_EDGES * 1000
+    assert choice.wanted(limit - 1) and not choice.wanted(limit)
+    choice.observe(5, 0.001, pushed=True)  # small: the fixed part, no slope yet
+    choice.observe(50, 0.002, pushed=True)
+    assert choice.fixed == 0.001 and choice.slope is None and choice.wanted(700)
+    choice.observe(400, 0.009, pushed=True)  # 1 ms + 20 us an edge
+    assert choice.slope == pytest.approx(2e-5)
+    assert choice.wanted(400) and not choice.wanted(500)  # 9 ms, 11 ms against 10 ms
+    choice.observe(0, 0.020, pushed=False)  # streaming measured slower
+    assert choice.wanted(700)
+    choice.observe(600, 0.001 + 600 * 4e-5, pushed=True)  # a slower push: the slope rises
+    assert 2e-5 < choice.slope < 4e-5

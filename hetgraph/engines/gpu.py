@@ -154,7 +154,9 @@ class GpuEngine(Engine):
             self._host_pointers = [self._host_slots[i].ctypes.data for i in range(ring)]
             self._events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(ring)]
             self._held = [None] * ring  # each slot's device constant, kept alive
-            self._ran = [None] * ring  # each slot's (mode, vertices computed, edges read)
+            # each slot's (mode, vertices computed, edges read, frontier's out-edges) when
+            # it pushed an active subgraph, else None
+            self._ran = [None] * ring
             self._next_slot, self._chain = 0, None
             self.counters = self._slots[0]
             self._go = self._one = cp.ones(1, cp.uint64)
@@ -358,7 +360,7 @@ class GpuEngine(Engine):
                 self._subgraphs.wanted(frontier[1]):
             computed, edges, h2d, d2h = self._subgraphs.run(stream)
             self.h2d_bytes, self.d2h_bytes = self.h2d_bytes + h2d, self.d2h_bytes + d2h
-            self._ran[slot] = ("gpu-push", computed, edges)
+            self._ran[slot] = ("gpu-push", computed, edges, frontier[1])
         else:
             self.run_pages(stream=stream)
             self._ran[slot] = None
@@ -382,8 +384,10 @@ class GpuEngine(Engine):
             self.front = front_of_key(key)
         seconds = self.cupy.cuda.get_elapsed_time(start, end) / 1e3
         ran = self._ran[ticket]
+        if self._subgraphs is not None:
+            self._subgraphs.observe(ran, seconds)
         if ran is not None:
-            return (*ran, self._active, seconds)
+            return (*ran[:3], self._active, seconds)
         return (self.mode, self.graph.num_vertices, self.graph.num_arcs, self._active,
                 seconds)
 

@@ -46,6 +46,44 @@ def active_subgraphs(engine, option):
     return subgraphs if subgraphs.max_vertices >= 1 else None
 
 
+class SubgraphChoice:
+    """Whether a streamed iteration runs over the active subgraph, by what the two ways
+    took: never from ``tuning.SUBGRAPH_ACTIVE_EDGES`` of the ``arcs`` (Subway's
+    threshold); below it while a subgraph iteration is predicted faster than streaming
+    the pages. A subgraph iteration is predicted as a fixed part (the fastest measured)
+    plus seconds per frontier out-edge (from those of more than ``large``, smoothed by
+    ``tuning.COST_SMOOTHING``); a streamed one as the last measured, before any as
+    ``stream`` seconds (the pages' copy, see :meth:`ActiveSubgraphs._build`). Until a
+    slope is measured, the threshold alone decides."""
+
+    def __init__(self, arcs, large, stream=None):
+        self.limit = tuning.SUBGRAPH_ACTIVE_EDGES * arcs
+        self.large = large
+        self.stream = stream
+        self.fixed = self.slope = None
+
+    def wanted(self, degree):
+        """Whether an iteration from a frontier of ``degree`` out-edges runs over the
+        active subgraph."""
+        if degree >= self.limit:
+            return False
+        if self.slope is None or self.stream is None:
+            return True
+        return self.fixed + self.slope * degree < self.stream
+
+    def observe(self, degree, seconds, pushed):
+        """Fold in an iteration from a frontier of ``degree`` out-edges that took
+        ``seconds`` on the device, over the active subgraph (``pushed``) or not."""
+        if not pushed:
+            self.stream = seconds
+            return
+        self.fixed = seconds if self.fixed is None else min(self.fixed, seconds)
+        if degree > self.large:
+            slope = (seconds - self.fixed) / degree
+            self.slope = slope if self.slope is None else \
+                self.slope + tuning.COST_SMOOTHING * (slope - self.slope)
+
+
 def _streamed_out_edges(graph, first):
     """(each vertex's first out-edge into [first, N) (:func:`tail_starts`), the number of
     its out-edges there, uint32 when they fit)."""
@@ -73,6 +111,7 @@ class ActiveSubgraphs:
         self.max_vertices = plan.stage_edges // 2 - 1
         self.inner_passes = 0
         self._built = False  # (None: could not be)
+        self.choice = SubgraphChoice(engine.graph.num_arcs, self.max_edges)
 
     def _build(self):
         """What the iterations need beside the engine's, made by the first (a run that
@@ -119,14 +158,28 @@ class ActiveSubgraphs:
         self.changed = cp.zeros(1, cp.uint64)
         self.changed_host = pinned_empty(1, np.uint64)
         self.parts = 4 * numba.get_num_threads()
+        self.choice.stream = self.choice.stream or self._copy_seconds()
         self._built = True
+
+    def _copy_seconds(self):
+        """The seconds the streamed pages' copy takes, from the time of one staging
+        buffer's copy from pinned memory (a streamed iteration takes at least that)."""
+        engine, cp = self.engine, self.cupy
+        stream, host, device = engine.streams[0], self.host[0][0], engine.stages[0][0]
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        start.record(stream)
+        device.set(host, stream=stream)
+        end.record(stream)
+        end.synchronize()
+        seconds = cp.cuda.get_elapsed_time(start, end) / 1e3
+        streamed = self.engine.describe()["streamed_edges"] * self.engine.per_edge
+        return seconds * streamed / max(host.nbytes, 1)
 
     def wanted(self, degree):
         """Whether an iteration whose frontier has ``degree`` out-edges runs over the
-        active subgraph: under ``tuning.SUBGRAPH_ACTIVE_EDGES`` of the arcs, once what
-        it needs could be made (out of device memory, the pages stream as without)."""
-        if self._built is None or degree >= tuning.SUBGRAPH_ACTIVE_EDGES * \
-                self.engine.graph.num_arcs:
+        active subgraph (:class:`SubgraphChoice`), once what it needs could be made (out
+        of device memory, the pages stream as without)."""
+        if self._built is None or not self.choice.wanted(degree):
             return False
         if not self._built:
             try:
@@ -136,6 +189,12 @@ class ActiveSubgraphs:
                 self._built = None
                 return False
         return True
+
+    def observe(self, ran, seconds):
+        """Fold a finished iteration into :attr:`choice`: ``ran``, the engine's record
+        of a push (its fourth item the frontier's out-edges), None for a pull of every
+        page; ``seconds`` on the device."""
+        self.choice.observe(0 if ran is None else ran[3], seconds, ran is not None)
 
     def run(self, stream):
         """One iteration on ``stream`` (the engine's counters and go of this
