@@ -11,8 +11,8 @@ from .errors import GraphError, StoreError
 
 HISTORY_COLUMNS = ("iteration", "placement", "mode", "f", "rho", "alpha", "active",
                    "computed", "edges", "activated", "cpu_pages", "gpu_pages", "cpu_edges",
-                   "gpu_edges", "cpu_seconds", "gpu_seconds", "read_bytes", "seconds",
-                   "overhead", "priority", "h2d_bytes", "d2h_bytes")
+                   "gpu_edges", "cpu_seconds", "gpu_seconds", "read_bytes", "h2d_bytes",
+                   "d2h_bytes", "seconds", "overhead", "priority")
 # a history row is a tuple of the columns' values in this order, not a dict (a segment
 # makes one every iteration) nor a list (the garbage collector stops tracking a tuple of
 # numbers and strings, so thousands of rows bring on no full collection)
@@ -34,10 +34,10 @@ def device_row(kind, iteration, placement, mode, f, rho, alpha, active, computed
     if kind == "cpu":
         return (iteration, placement, mode, f, rho, alpha, active, computed, edges,
                 activated, pages, zero, edges, zero, kernel, zero_seconds, read_bytes,
-                seconds, overhead, front, h2d_bytes, d2h_bytes)
+                h2d_bytes, d2h_bytes, seconds, overhead, front)
     return (iteration, placement, mode, f, rho, alpha, active, computed, edges, activated,
-            zero, pages, zero, edges, zero_seconds, kernel, read_bytes, seconds, overhead,
-            front, h2d_bytes, d2h_bytes)
+            zero, pages, zero, edges, zero_seconds, kernel, read_bytes, h2d_bytes, d2h_bytes,
+            seconds, overhead, front)
 
 
 def history_row(**values) -> tuple:
@@ -70,22 +70,21 @@ class Result:
     each id; ``iterations``: iterations run; ``converged``: True when the run stopped
     because no vertex was active or the program's convergence test held; ``history``:
     one row per iteration (see :data:`HISTORY_COLUMNS`: placement "cpu", "gpu" or
-    "hybrid", mode ("pull", "notify-pull", "push", "gpu-pull"), f = active out-degree / |E|,
-    rho, alpha (nan when no GPU took part in the decision), vertices active at the
-    start, vertices and edges computed, vertices activated, pages / edges / seconds on
-    each device kind (a GPU segment's are its device time, measured by CUDA events),
-    bytes read from the page store (out-of-core runs), wall seconds (the time since the
-    previous iteration finished, when GPU iterations are queued; the dispatcher's count
-    of the frontier and placement before a segment count in its first row), overhead = wall
-    seconds beyond the busiest device, and priority: the lowest priority among the
-    vertices the iteration ran, for a program with priority buckets (see
-    :class:`hetgraph.VertexProgram`; NaN otherwise, and where not tracked: a CPU
-    iteration outside a burst, the first of a GPU segment, a hybrid one), whose rise per
-    iteration is the run's progress), and h2d_bytes and d2h_bytes: the graph's bytes a
-    GPU segment's iteration copied to the device and back (streamed pages, or the
-    active subgraph's edges and offsets, in; its active vertex list out; 0 elsewhere);
-    ``compile_seconds``: time spent compiling the
-    program (0 when it was already compiled in this process).
+    "hybrid", mode ("pull", "notify-pull", "push", "gpu-pull", "gpu-push"), f = active
+    out-degree / |E|, rho, alpha (nan when no GPU took part in the decision), vertices
+    active at the start, vertices and edges computed, vertices activated, pages / edges
+    / seconds on each device kind (a GPU segment's are its device time, measured by CUDA
+    events), bytes read from the page store (out-of-core runs), the graph's bytes a GPU
+    segment's iteration copied to the device and back (h2d_bytes: streamed pages, or the
+    active subgraph's edges and offsets; d2h_bytes: its active vertex list; 0
+    elsewhere), wall seconds (the time since the previous iteration finished, when GPU
+    iterations are queued; the dispatcher's count of the frontier and placement before a
+    segment count in its first row), overhead = wall seconds beyond the busiest device,
+    and priority: the lowest priority among the vertices the iteration ran, for a
+    program with priority buckets (see :class:`hetgraph.VertexProgram`; NaN otherwise,
+    and where not tracked: a CPU iteration outside a burst, the first of a GPU segment,
+    a hybrid one), whose rise per iteration is the run's progress); ``compile_seconds``:
+    time spent compiling the program (0 when it was already compiled in this process).
     """
 
     def __init__(self, graph, values, *, program, iterations, converged, history, mode,
