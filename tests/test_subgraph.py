@@ -227,3 +227,17 @@ def test_subgraph_choice_follows_the_measured_seconds():
     assert choice.wanted(700)
     choice.observe(600, 0.001 + 600 * 4e-5, pushed=True)  # a slower push: the slope rises
     assert 2e-5 < choice.slope < 4e-5
+
+
+def test_page_locked_buffers_handed_back_are_reused(monkeypatch):
+    from hetgraph.engines import subway
+
+    made = []
+    monkeypatch.setattr(subway, "_PINNED", {})
+    monkeypatch.setattr(subway, "pinned_empty",
+                        lambda size, dtype: made.append(size) or np.empty(size, dtype))
+    a, b = subway._pinned(10, np.uint32), subway._pinned(10, np.uint32)
+    subway._give_back([a, None])
+    assert subway._pinned(10, np.uint32) is a  # handed back: no new pinning
+    assert subway._pinned(10, np.float32) is not a and subway._pinned(10, np.uint32) is not b
+    assert made == [10, 10, 10, 10]

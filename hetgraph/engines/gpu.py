@@ -298,6 +298,8 @@ class GpuEngine(Engine):
     def close(self):
         """Let go of the pages (kept for later runs, see :func:`device_pages`) and free this
         run's staging buffers now (the run is over)."""
+        if self._subgraphs is not None:
+            self._subgraphs.release()
         self._release_pages()
 
     # iteration ------------------------------------------------------------------------------

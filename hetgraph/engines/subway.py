@@ -17,6 +17,7 @@ none changes (``tuning.SUBGRAPH_INNER_PASSES`` at most) before the next is built
 from __future__ import annotations
 
 import logging
+import threading
 
 import numba
 import numpy as np
@@ -84,6 +85,29 @@ class SubgraphChoice:
                 self.slope + tuning.COST_SMOOTHING * (slope - self.slope)
 
 
+# page-locked host buffers that finished runs handed back, by (size, dtype): pinning
+# hundreds of megabytes takes longer than a whole run of a small frontier
+_PINNED: dict = {}
+_PINNED_LOCK = threading.Lock()
+
+
+def _pinned(size, dtype):
+    """A page-locked array of ``size`` elements of ``dtype``, one handed back if any."""
+    with _PINNED_LOCK:
+        free = _PINNED.get((size, np.dtype(dtype).str))
+        if free:
+            return free.pop()
+    return pinned_empty(size, dtype)
+
+
+def _give_back(arrays):
+    """Keep ``arrays`` (page-locked, None skipped) for :func:`_pinned`."""
+    with _PINNED_LOCK:
+        for array in arrays:
+            if array is not None:
+                _PINNED.setdefault((array.size, array.dtype.str), []).append(array)
+
+
 def _streamed_out_edges(graph, first):
     """(each vertex's first out-edge into [first, N) (:func:`tail_starts`), the number of
     its out-edges there, uint32 when they fit)."""
@@ -145,18 +169,18 @@ class ActiveSubgraphs:
             v0=np.int64(0), v1=np.int64(0), counters=None, go=None))
         edges = self.max_edges
         self.device_offsets = [stage[1][:2 * (edges // 2)].view(cp.uint32) for stage in stages]
-        self.host = [(pinned_empty(edges, unsigned),
-                      pinned_empty(edges, np.float32) if engine.weighted else None,
-                      pinned_empty(edges // 2, OFFSET_DTYPE)) for _ in stages]
+        self.host = [(_pinned(edges, unsigned),
+                      _pinned(edges, np.float32) if engine.weighted else None,
+                      _pinned(edges // 2, OFFSET_DTYPE)) for _ in stages]
         self.free = [None] * len(stages)  # each host buffer's last copy (an event)
         self.hubs = [(cp.empty(edges // tuning.PUSH_WARP_DEGREE + 1, cp.uint32),
                       cp.zeros(1, cp.uint32)) for _ in stages]
-        self.active_host = pinned_empty(n, unsigned)
+        self.active_host = _pinned(n, unsigned)
         self.before = cp.empty(n, engine.spec.dtype) if not engine.sync else None
         self.marks = (cp.zeros(n, cp.uint8), cp.zeros(n, cp.uint8)) \
             if self.asynchronous else (None, None)
         self.changed = cp.zeros(1, cp.uint64)
-        self.changed_host = pinned_empty(1, np.uint64)
+        self.changed_host = _pinned(1, np.uint64)
         self.parts = 4 * numba.get_num_threads()
         self.choice.stream = self.choice.stream or self._copy_seconds()
         self._built = True
@@ -189,6 +213,13 @@ class ActiveSubgraphs:
                 self._built = None
                 return False
         return True
+
+    def release(self):
+        """Hand the page-locked buffers back for later runs (the engine's run is over)."""
+        if self._built:
+            _give_back([array for buffers in self.host for array in buffers] +
+                       [self.active_host, self.changed_host])
+            self._built = None
 
     def observe(self, ran, seconds):
         """Fold a finished iteration into :attr:`choice`: ``ran``, the engine's record
