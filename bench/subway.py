@@ -1,8 +1,8 @@
 """Subway benchmark: GPU runs whose graph does not fit, the active subgraph against
 today's page streaming (run on the GPU machine in one call; writes one JSON).
 
-Usage: python bench/subway.py [--scale 24] [--grid 1000] [--out bench/results/subway.json]
-       [--smoke]
+Usage: python bench/subway.py [--scale 24] [--grid 1000] [--graphs rmat grid]
+       [--repeats 3] [--out bench/results/subway.json] [--smoke]
 
 Issue 53. BFS and SSSP from the largest out-degree vertex on RMAT-<scale> (renumbered
 by ``Graph.reorder("auto")``, as bench/hybrid.py runs it) and on the road-like grid,
@@ -154,6 +154,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=int, default=24)
     parser.add_argument("--grid", type=int, default=1000)
+    parser.add_argument("--graphs", nargs="+", choices=("rmat", "grid"),
+                        default=["rmat", "grid"])
+    parser.add_argument("--repeats", type=int, default=REPEATS,
+                        help="runs of each way, the fastest kept")
     parser.add_argument("--out", default="bench/results/subway.json")
     parser.add_argument("--smoke", action="store_true",
                         help="a check that the script runs end to end, not a measurement: "
@@ -163,8 +167,9 @@ def main():
     from hetgraph.kernels.gpu import device as gpu
 
     ok, device = gpu.availability()
+    global REPEATS
+    REPEATS = args.repeats
     if args.smoke:
-        global REPEATS
         REPEATS = 1
         args.scale, args.grid = 10, 40
     elif not ok:
@@ -172,9 +177,12 @@ def main():
     out = {"machine": describe() | {"gpu": device}}
     with hg.Cluster(dashboard_address=None) as cluster:
         out["cluster"] = repr(cluster)
-        graphs = {f"rmat-{args.scale}": hg.generate.rmat(args.scale, seed=1,
-                                                         weights=(1.0, 9.0)).reorder("auto"),
-                  f"grid-{args.grid}": hg.generate.grid(args.grid, args.grid, seed=1)}
+        graphs = {}
+        if "rmat" in args.graphs:
+            graphs[f"rmat-{args.scale}"] = \
+                hg.generate.rmat(args.scale, seed=1, weights=(1.0, 9.0)).reorder("auto")
+        if "grid" in args.graphs:
+            graphs[f"grid-{args.grid}"] = hg.generate.grid(args.grid, args.grid, seed=1)
         out["graphs"] = {name: g.summary() for name, g in graphs.items()}
         out["results"] = []
         for name, g in graphs.items():
