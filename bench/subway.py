@@ -4,10 +4,10 @@ today's page streaming (run on the GPU machine in one call; writes one JSON).
 Usage: python bench/subway.py [--scale 24] [--grid 1000] [--graphs rmat grid]
        [--repeats 3] [--out bench/results/subway.json] [--smoke]
 
-Issue 53. BFS and SSSP from the largest out-degree vertex on RMAT-<scale> (renumbered
-by ``Graph.reorder("auto")``, as bench/hybrid.py runs it) and on the road-like grid,
+Issue 53. BFS and SSSP from the largest out-degree vertex on RMAT-<scale> and on the
+road-like grid (both through ``Graph.reorder("auto")``, as bench/hybrid.py builds them),
 with the GPU budget at a quarter of the graph's unweighted page bytes, as bench/hybrid.py
-sets it (most pages stream every iteration). Each on the GPU alone three ways in turns:
+sets it (most pages stream every iteration). Each runs on the GPU alone three ways:
 ``subgraph=False`` (today's streaming, the baseline), True (Subway's sync active
 subgraph) and "async" (Subway's asynchronous subgraph processing); and under
 devices="auto" with and without subgraphs. The fastest of REPEATS runs of each is kept
@@ -182,7 +182,8 @@ def main():
             graphs[f"rmat-{args.scale}"] = \
                 hg.generate.rmat(args.scale, seed=1, weights=(1.0, 9.0)).reorder("auto")
         if "grid" in args.graphs:
-            graphs[f"grid-{args.grid}"] = hg.generate.grid(args.grid, args.grid, seed=1)
+            graphs[f"grid-{args.grid}"] = \
+                hg.generate.grid(args.grid, args.grid, seed=1).reorder("auto")
         out["graphs"] = {name: g.summary() for name, g in graphs.items()}
         out["results"] = []
         for name, g in graphs.items():
