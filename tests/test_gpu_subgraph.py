@@ -107,7 +107,8 @@ def test_streamed_runs_equal_the_cpu(kind, subgraph):
     s = g.label_of(int(np.argmax(g.out_degree())))
     options = {"memory_budget": _quarter(g), "subgraph": subgraph}
     for call in (lambda **o: hg.sssp(g, s, **o), lambda **o: hg.bfs(g, s, **o),
-                 lambda **o: hg.connected_components(g, algorithm="label-propagation", **o)):
+                 lambda **o: hg.connected_components(g, algorithm="label-propagation", **o),
+                 lambda **o: hg.run(Widest(), g, **o)):
         on_gpu = call(devices="gpu", gpu=options)
         np.testing.assert_array_equal(on_gpu.values, call(devices="cpu").values)
         history = on_gpu.history
