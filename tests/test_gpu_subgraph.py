@@ -112,8 +112,9 @@ def test_streamed_runs_equal_the_cpu(kind, subgraph):
         on_gpu = call(devices="gpu", gpu=options)
         np.testing.assert_array_equal(on_gpu.values, call(devices="cpu").values)
         history = on_gpu.history
-        assert (history["h2d_bytes"] > 0).all()
         pushed = history["mode"] == "gpu-push"
+        assert (history.loc[~pushed, "h2d_bytes"] > 0).all()  # (every streamed page)
+        assert history["h2d_bytes"].sum() > 0
         assert pushed.any() == (subgraph is not False)
         assert (history.loc[pushed, "f"] < hg.tuning.SUBGRAPH_ACTIVE_EDGES).all()
         assert (history.loc[~pushed, "d2h_bytes"] == 0).all()
