@@ -154,8 +154,8 @@ class ActiveSubgraphs:
                                                   graph.index_dtype, degree_dtype,
                                                   weighted=engine.weighted)
         # the kernels' arguments in their order (packed once: None is a null pointer);
-        # every launch sets those that change
-        aux = dict(aux=engine.aux, aux_per_vertex=np.int32(engine.aux.size > 1))
+        # every launch sets those that change (aux too: a later run may bring its own)
+        aux = dict(aux=None, aux_per_vertex=np.int32(0))
         self.push = PackedLaunch(push, dict(
             active=None, offsets=None, targets=None, weight=None, n=np.int64(0),
             src_values=None, target=None, marks=None, next_marks=None, changed=None,
@@ -315,10 +315,11 @@ class ActiveSubgraphs:
             cp.cuda.runtime.memsetAsync(self.changed.data.ptr, 0, 8, stream.ptr)
         threads = tuning.PUSH_THREADS_PER_BLOCK
         active, offsets, targets, weights, count = edges
+        aux = self.engine.aux
         common = dict(active=active, offsets=offsets, targets=targets, weight=weights,
                       src_values=sources, target=target, next_marks=next_marks,
-                      changed=self.changed, hubs=hubs, hub_count=hub_count,
-                      go=self.engine._go)
+                      changed=self.changed, aux=aux, aux_per_vertex=int(aux.size > 1),
+                      hubs=hubs, hub_count=hub_count, go=self.engine._go)
         self.push.update(n=n, marks=marks, **common)
         self.push(int(min(tuning.PUSH_MAX_BLOCKS, max(1, -(-n * 32 // threads)))), threads,
                   0, stream.ptr)
