@@ -234,10 +234,13 @@ def _array(name, ctype, values):
     return f"static {ctype} {name}[] = {{{', '.join(values) or '0'}}};\n"
 
 
-def _emulated_push(spec, g, values, active, first, chunks_of, blocks, threads, tmp_path):
+def _emulated_push(spec, g, values, active, first, chunks_of, blocks, threads, tmp_path,
+                   inner=False):
     """The chunks of ``active``'s streamed out-edges pushed by the emulated kernels from
-    ``values`` (sync: into a copy), marks on; then the flags of [first, N): (target,
-    next marks, changed, flags)."""
+    ``values`` (sync: into a copy), marks on; with ``inner``, each chunk then pushed
+    from the vertices it changed, reading the copy, until none changes (as
+    async-subgraph mode runs it); then the flags of [first, N): (target, next marks,
+    changed, flags)."""
     from hetgraph.kernels.transpile import c_type, literal
 
     weighted = spec.needs_weights and g.weighted
@@ -245,7 +248,7 @@ def _emulated_push(spec, g, values, active, first, chunks_of, blocks, threads, t
     value = c_type(spec.dtype)
     shown = [literal(v, spec.dtype) for v in values]
     body = [_array("values", value, shown), _array("target", value, shown),
-            f"static unsigned char next_marks[{n}], flags[{n}];\n",
+            f"static unsigned char next_marks[{n}], marks[{n}], flags[{n}];\n",
             "static unsigned long long changed[1], counters[3], go[1] = {1};\n",
             "static float aux[1];\n", f"static unsigned int out_degree[{n}];\n",
             "static unsigned int hubs[4096], hub_count[1];\n", "int main() {\n"]
@@ -256,11 +259,22 @@ def _emulated_push(spec, g, values, active, first, chunks_of, blocks, threads, t
         body.append(_array(f"weights{k}", "float", [repr(float(x)) + "f" for x in weights]))
         arguments = (f"active{k}, offsets{k}, targets{k}, weights{k}, values, target, "
                      f"next_marks, changed, aux, 0, hubs, hub_count, go")
-        body.append(f"  hub_count[0] = 0;\n  hg_grid({blocks}, {threads}, [] {{\n"
+        clear = f"  memset(next_marks, 0, {n}); changed[0] = 0;\n" if inner else ""
+        body.append(f"{clear}  hub_count[0] = 0;\n  hg_grid({blocks}, {threads}, [] {{\n"
                     f"    subgraph_push(active{k}, offsets{k}, targets{k}, weights{k}, "
                     f"{a1 - a0}LL, values, target, nullptr, next_marks, changed, aux, 0, "
                     f"hubs, hub_count, go); }});\n"
                     f"  hg_grid({blocks}, {threads}, [] {{ subgraph_push_hubs({arguments}); }});\n")
+        if inner:
+            again = arguments.replace("values, target", "target, target")
+            body.append(f"  while (changed[0]) {{\n    memcpy(marks, next_marks, {n});\n"
+                        f"    memset(next_marks, 0, {n}); changed[0] = 0; hub_count[0] = 0;\n"
+                        f"    hg_grid({blocks}, {threads}, [] {{\n"
+                        f"      subgraph_push(active{k}, offsets{k}, targets{k}, weights{k}, "
+                        f"{a1 - a0}LL, target, target, marks, next_marks, changed, aux, 0, "
+                        f"hubs, hub_count, go); }});\n"
+                        f"    hg_grid({blocks}, {threads}, [] {{ subgraph_push_hubs({again}); }});"
+                        f"\n  }}\n")
     fmt = "%.17g" if spec.dtype.kind == "f" else "%lld"
     cast = "(double)" if spec.dtype.kind == "f" else "(long long)"
     body.append(f"  hg_grid({blocks}, {threads}, [] {{ subgraph_flags(target, values, flags, "
@@ -284,24 +298,26 @@ def _emulated_push(spec, g, values, active, first, chunks_of, blocks, threads, t
             np.array([int(r[2]) for r in rows]))
 
 
-@pytest.mark.skipif(GXX is None, reason="needs g++")
-@pytest.mark.parametrize("program", ["sssp", "bfs", "widest"])
-@pytest.mark.parametrize("limits", [(10**6, 10**6), (40, 6)])
-def test_emulated_push_kernels_relax_every_active_streamed_edge(program, limits, tmp_path,
-                                                                 monkeypatch):
-    """A thread, a warp and the grid a vertex (the degree bounds lowered so that each
-    path runs), in one chunk and in several: the targets take the combination of what
-    every active vertex sends, the changed ones are marked, and the flags of the
-    streamed vertices say which changed."""
-    from hetgraph import tuning
-    from hetgraph.kernels.gpu.subgraph import (OFFSET_DTYPE, active_vertices, chunk_bounds,
-                                               gather_chunk, subgraph_offsets, tail_starts)
+def _relax(program, spec, g, starts, weights, u, sent_from, values):
+    """Relax u's streamed out-edges in ``values`` with u's value ``sent_from``; returns
+    the targets changed."""
+    changed = set()
+    e0, e1 = starts[u], g.out_indptr[u + 1]
+    for v, w in zip(g.out_indices[e0:e1], weights[e0:e1] if len(weights) else
+                    np.ones(e1 - e0, np.float32)):
+        now = program.apply(values[v], spec.dtype.type(program.gather(sent_from, w, values[v])),
+                            0)
+        if now != values[v]:
+            values[v] = now
+            changed.add(int(v))
+    return changed
 
-    monkeypatch.setattr(tuning, "PUSH_THREAD_DEGREE", 2)
-    monkeypatch.setattr(tuning, "PUSH_WARP_DEGREE", 8)
+
+def _problem(program, seed=4):
+    """(spec, graph, values, flags, first) of an emulated push."""
     g = hg.generate.rmat(7, seed=2, weights=(0.5, 3.0))
     n, first = g.num_vertices, g.num_vertices // 3
-    rng = np.random.default_rng(4)
+    rng = np.random.default_rng(seed)
     program = {"sssp": ShortestPaths(0), "bfs": BreadthFirst(0), "widest": Widest()}[program]
     spec = ProgramSpec(program)
     if spec.reduce == "min":
@@ -311,6 +327,14 @@ def test_emulated_push_kernels_relax_every_active_streamed_edge(program, limits,
         values = rng.uniform(0, 3, n).astype(spec.dtype)
     flags = (rng.random(n) < 0.4).astype(np.uint8)
     flags[np.argmax(np.diff(g.out_indptr))] = 1
+    return program, spec, g, values, flags, first
+
+
+def _chunks(spec, g, flags, first, limits):
+    """(starts, weights, active, gathered chunks) as ActiveSubgraphs makes them."""
+    from hetgraph.kernels.gpu.subgraph import (OFFSET_DTYPE, active_vertices, chunk_bounds,
+                                               gather_chunk, subgraph_offsets, tail_starts)
+
     starts = tail_starts(g.out_indptr, g.out_indices, first)
     active = active_vertices(np, flags, g.out_indptr[1:] - starts)
     offsets = subgraph_offsets(np, (g.out_indptr[1:] - starts)[active])
@@ -323,18 +347,74 @@ def test_emulated_push_kernels_relax_every_active_streamed_edge(program, limits,
                      active.astype(np.uint32), offsets, a0, a1, e0, e1, targets,
                      weights if spec.needs_weights else weights_in, chunk_offsets, 3)
         chunks.append(((a0, a1, e0, e1), targets, weights, chunk_offsets))
+    return starts, weights_in, active, chunks
+
+
+@pytest.mark.skipif(GXX is None, reason="needs g++")
+@pytest.mark.parametrize("program", ["sssp", "bfs", "widest"])
+@pytest.mark.parametrize("limits", [(10**6, 10**6), (40, 6)])
+def test_emulated_push_kernels_relax_every_active_streamed_edge(program, limits, tmp_path,
+                                                                 monkeypatch):
+    """A thread, a warp and the grid a vertex (the degree bounds lowered so that each
+    path runs), in one chunk and in several: the targets take the combination of what
+    every active vertex sends, the changed ones are marked, and the flags of the
+    streamed vertices say which changed."""
+    from hetgraph import tuning
+
+    monkeypatch.setattr(tuning, "PUSH_THREAD_DEGREE", 2)
+    monkeypatch.setattr(tuning, "PUSH_WARP_DEGREE", 8)
+    program, spec, g, values, flags, first = _problem(program)
+    starts, weights_in, active, chunks = _chunks(spec, g, flags, first, limits)
     target, marks, changed, flags_out = _emulated_push(spec, g, values, active, first, chunks,
                                                        3, 64, tmp_path)
     expected = values.copy()
     for u in active:  # the relaxations one at a time, as the CPU's push does
-        e0, e1 = starts[u], g.out_indptr[u + 1]
-        for v, w in zip(g.out_indices[e0:e1], weights_in[e0:e1] if len(weights_in) else
-                        np.ones(e1 - e0, np.float32)):
-            sent = program.gather(values[u], w, expected[v])
-            expected[v] = program.apply(expected[v], spec.dtype.type(sent), 0)
+        _relax(program, spec, g, starts, weights_in, u, values[u], expected)
     np.testing.assert_array_equal(target, expected)
     moved = expected != values
     assert moved[first:].any() and not moved[:first].any()
     np.testing.assert_array_equal(marks.astype(bool), moved)
     assert changed == 1
     np.testing.assert_array_equal(flags_out[first:].astype(bool), moved[first:])
+
+
+@pytest.mark.skipif(GXX is None, reason="needs g++")
+@pytest.mark.parametrize("program", ["sssp", "widest"])
+@pytest.mark.parametrize("limits", [(10**6, 10**6), (40, 6)])
+def test_emulated_async_subgraph_pushes_settle_each_chunk(program, limits, tmp_path,
+                                                          monkeypatch):
+    """Async-subgraph mode: each chunk pushed from the old values, then again from the
+    vertices it changed (their new values) until none changes, before the next chunk."""
+    from hetgraph import tuning
+
+    monkeypatch.setattr(tuning, "PUSH_THREAD_DEGREE", 2)
+    monkeypatch.setattr(tuning, "PUSH_WARP_DEGREE", 8)
+    program, spec, g, values, flags, first = _problem(program, seed=6)
+    starts, weights_in, active, chunks = _chunks(spec, g, flags, first, limits)
+    target = _emulated_push(spec, g, values, active, first, chunks, 2, 64, tmp_path,
+                            inner=True)[0]
+    expected, single = values.copy(), values.copy()
+
+    def relax(u, s, t, sent_from, into):  # u's edges [s, t) of the chunk
+        changed = set()
+        for v, w in zip(targets[s:t], weights[s:t]):
+            now = program.apply(into[v], spec.dtype.type(program.gather(sent_from, w, into[v])),
+                                0)
+            if now != into[v]:
+                into[v] = now
+                changed.add(int(v))
+        return changed
+
+    for (a0, a1, _, _), targets, weights, offsets in chunks:
+        ranges = [(int(active[i]), offsets[i - a0], offsets[i - a0 + 1]) for i in range(a0, a1)]
+        changed = set()
+        for u, s, t in ranges:
+            changed |= relax(u, s, t, values[u], expected)
+            relax(u, s, t, values[u], single)
+        while changed:
+            marked, changed = changed, set()
+            for u, s, t in ranges:
+                if u in marked:
+                    changed |= relax(u, s, t, expected[u], expected)
+    np.testing.assert_array_equal(target, expected)
+    assert (expected != single).any()  # (the inner pushes reached further)
