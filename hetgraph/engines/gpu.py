@@ -3,8 +3,11 @@ the shard kernel an iteration over pages that stay on the device or are streamed
 
 Pages live in device memory when they fit the budget; the others stay in pinned host
 memory and are copied in every iteration over several CUDA streams, so that the copy of
-one page overlaps the kernel of another. The pieces it drives are in
-:mod:`hetgraph.kernels.gpu` (device, layout, kept layouts, source, launch, reduce).
+one page overlaps the kernel of another. A segment's iteration of an incremental
+program with few active out-edges copies only those into the streamed pages and pushes
+them instead (Subway's active subgraph, :mod:`hetgraph.engines.subway`). The pieces it
+drives are in :mod:`hetgraph.kernels.gpu` (device, layout, kept layouts, source, launch,
+reduce).
 cupy is imported when an engine is made: without a GPU this module imports.
 """
 
