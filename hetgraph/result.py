@@ -11,8 +11,8 @@ from .errors import GraphError, StoreError
 
 HISTORY_COLUMNS = ("iteration", "placement", "mode", "f", "rho", "alpha", "active",
                    "computed", "edges", "activated", "cpu_pages", "gpu_pages", "cpu_edges",
-                   "gpu_edges", "cpu_seconds", "gpu_seconds", "read_bytes", "seconds",
-                   "overhead", "priority")
+                   "gpu_edges", "cpu_seconds", "gpu_seconds", "read_bytes", "h2d_bytes",
+                   "d2h_bytes", "seconds", "overhead", "priority")
 # a history row is a tuple of the columns' values in this order, not a dict (a segment
 # makes one every iteration) nor a list (the garbage collector stops tracking a tuple of
 # numbers and strings, so thousands of rows bring on no full collection)
@@ -22,19 +22,22 @@ SECONDS, OVERHEAD = COLUMN["seconds"], COLUMN["overhead"]
 
 def device_row(kind, iteration, placement, mode, f, rho, alpha, active, computed, edges,
                activated, pages, read_bytes, seconds, overhead, kernel, front, zero=0,
-               zero_seconds=0.0) -> tuple:
+               zero_seconds=0.0, h2d_bytes=None, d2h_bytes=None) -> tuple:
     """The history row of an iteration that ran on one device ``kind`` ("cpu" or "gpu"),
     whose ``pages``, ``edges`` and ``kernel`` seconds are that kind's (the other kind's
-    are ``zero`` and ``zero_seconds``), in :data:`HISTORY_COLUMNS`' order. Given
-    columns instead (iterables, constants as ``itertools.repeat``), the columns of
-    several iterations in that order, which ``zip(*...)`` makes rows."""
+    are ``zero`` and ``zero_seconds``), in :data:`HISTORY_COLUMNS`' order; the bytes
+    copied to and from a GPU default to ``zero``. Given columns instead (iterables,
+    constants as ``itertools.repeat``), the columns of several iterations in that
+    order, which ``zip(*...)`` makes rows."""
+    h2d_bytes = zero if h2d_bytes is None else h2d_bytes
+    d2h_bytes = zero if d2h_bytes is None else d2h_bytes
     if kind == "cpu":
         return (iteration, placement, mode, f, rho, alpha, active, computed, edges,
                 activated, pages, zero, edges, zero, kernel, zero_seconds, read_bytes,
-                seconds, overhead, front)
+                h2d_bytes, d2h_bytes, seconds, overhead, front)
     return (iteration, placement, mode, f, rho, alpha, active, computed, edges, activated,
-            zero, pages, zero, edges, zero_seconds, kernel, read_bytes, seconds, overhead,
-            front)
+            zero, pages, zero, edges, zero_seconds, kernel, read_bytes, h2d_bytes, d2h_bytes,
+            seconds, overhead, front)
 
 
 def history_row(**values) -> tuple:
@@ -67,19 +70,21 @@ class Result:
     each id; ``iterations``: iterations run; ``converged``: True when the run stopped
     because no vertex was active or the program's convergence test held; ``history``:
     one row per iteration (see :data:`HISTORY_COLUMNS`: placement "cpu", "gpu" or
-    "hybrid", mode ("pull", "notify-pull", "push", "gpu-pull"), f = active out-degree / |E|,
-    rho, alpha (nan when no GPU took part in the decision), vertices active at the
-    start, vertices and edges computed, vertices activated, pages / edges / seconds on
-    each device kind (a GPU segment's are its device time, measured by CUDA events),
-    bytes read from the page store (out-of-core runs), wall seconds (the time since the
-    previous iteration finished, when GPU iterations are queued; the dispatcher's count
-    of the frontier and placement before a segment count in its first row), overhead = wall
-    seconds beyond the busiest device, and priority: the lowest priority among the
-    vertices the iteration ran, for a program with priority buckets (see
-    :class:`hetgraph.VertexProgram`; NaN otherwise, and where not tracked: a CPU
-    iteration outside a burst, the first of a GPU segment, a hybrid one), whose rise per
-    iteration is the run's progress); ``compile_seconds``: time spent compiling the
-    program (0 when it was already compiled in this process).
+    "hybrid", mode ("pull", "notify-pull", "push", "gpu-pull", "gpu-push"), f = active
+    out-degree / |E|, rho, alpha (nan when no GPU took part in the decision), vertices
+    active at the start, vertices and edges computed, vertices activated, pages / edges
+    / seconds on each device kind (a GPU segment's are its device time, measured by CUDA
+    events), bytes read from the page store (out-of-core runs), the graph's bytes a GPU
+    segment's iteration copied to the device and back (h2d_bytes: streamed pages, or the
+    active subgraph's edges and offsets; d2h_bytes: its active vertex list; 0
+    elsewhere), wall seconds (the time since the previous iteration finished, when GPU
+    iterations are queued; the dispatcher's count of the frontier and placement before a
+    segment count in its first row), overhead = wall seconds beyond the busiest device,
+    and priority: the lowest priority among the vertices the iteration ran, for a
+    program with priority buckets (see :class:`hetgraph.VertexProgram`; NaN otherwise,
+    and where not tracked: a CPU iteration outside a burst, the first of a GPU segment,
+    a hybrid one), whose rise per iteration is the run's progress); ``compile_seconds``:
+    time spent compiling the program (0 when it was already compiled in this process).
     """
 
     def __init__(self, graph, values, *, program, iterations, converged, history, mode,

@@ -78,6 +78,20 @@ MULTI_GPU_RUNS = 4
 # one run (more runs leave the pass a tail each)
 MULTI_GPU_RUN_BYTES = 16 << 20
 
+# --- active subgraphs and the GPU push (hetgraph.kernels.gpu.subgraph, .push; Subway) -----------
+# a streamed GPU iteration of an incremental program copies only its active vertices'
+# out-edges into the streamed pages (Subway's SubCSR) while their out-degree sum is under
+# this share of the arcs (Subway's 80%): beyond it, building the subgraph costs more than
+# streaming the pages saves
+SUBGRAPH_ACTIVE_EDGES = 0.8
+# async-subgraph mode: pushes over one loaded subgraph at most, however long its
+# vertices keep changing each other (a bound on a chunk's stay, not a tuned speed)
+SUBGRAPH_INNER_PASSES = 10_000
+PUSH_THREAD_DEGREE = 16  # out-edges up to which a GPU push gives a vertex one thread (ECL-CC's)
+PUSH_WARP_DEGREE = 1024  # ... up to which one warp; beyond, the whole grid a vertex (hubs)
+PUSH_THREADS_PER_BLOCK = 256  # threads of a push kernel's block
+PUSH_MAX_BLOCKS = 1 << 12  # blocks of a push launch at most; the kernels loop over the rest
+
 # --- segments and calibration (hetgraph.scheduler.tasks) --------------------------------------
 
 # a segment returns to the driver after this long, for progress and the dashboard

@@ -371,7 +371,8 @@ def test_result_is_keyed_by_original_labels():
     assert list(r.history.columns) == [
         "iteration", "placement", "mode", "f", "rho", "alpha", "active", "computed", "edges",
         "activated", "cpu_pages", "gpu_pages", "cpu_edges", "gpu_edges", "cpu_seconds",
-        "gpu_seconds", "read_bytes", "seconds", "overhead", "priority"]
+        "gpu_seconds", "read_bytes", "h2d_bytes", "d2h_bytes", "seconds", "overhead",
+        "priority"]
     assert r.iterations == len(r.history) == 4 and r.converged
     assert "ShortestPaths" in repr(r)
 

@@ -42,6 +42,9 @@ class Engine:
     reusable = False  # whether :meth:`bind` takes the engine to another run
     values = None  # the current vertex values (host or device array)
     read_bytes = 0  # bytes read from storage so far (0: the graph is in memory)
+    h2d_bytes = 0  # the graph's bytes copied to a GPU so far (edges, offsets)
+    d2h_bytes = 0  # ... and from it (active vertex lists)
+    subgraph_share = 0.0  # the share of the arcs a GPU streams as active subgraphs
     front = float("nan")  # the frontier's lowest priority, where the engine tracks it
 
     def frontier(self):

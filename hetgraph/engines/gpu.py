@@ -3,8 +3,11 @@ the shard kernel an iteration over pages that stay on the device or are streamed
 
 Pages live in device memory when they fit the budget; the others stay in pinned host
 memory and are copied in every iteration over several CUDA streams, so that the copy of
-one page overlaps the kernel of another. The pieces it drives are in
-:mod:`hetgraph.kernels.gpu` (device, layout, kept layouts, source, launch, reduce).
+one page overlaps the kernel of another. A segment's iteration of an incremental
+program with few active out-edges copies only those into the streamed pages and pushes
+them instead (Subway's active subgraph, :mod:`hetgraph.engines.subway`). The pieces it
+drives are in :mod:`hetgraph.kernels.gpu` (device, layout, kept layouts, source, launch,
+reduce).
 cupy is imported when an engine is made: without a GPU this module imports.
 """
 
@@ -27,12 +30,15 @@ from ..kernels.gpu.reduce import count_frontier_kernel as _count_frontier_kernel
 from ..kernels.gpu.source import compile_kernel, front_of_key
 from ..kernels.transpile import c_type
 from .base import Engine
+from .subway import SUBGRAPH_MODES, active_subgraphs
 
 log = logging.getLogger(__name__)
 
 
 def _check_options(memory_budget, page_bytes, streams, threads_per_block, edge_order,
-                   source_ranges):
+                   source_ranges, subgraph):
+    if subgraph not in SUBGRAPH_MODES:
+        raise GraphError(f"subgraph={subgraph!r} is not valid; use True, False or 'async'")
     if edge_order not in EDGE_ORDERS:
         raise GraphError(f"edge_order={edge_order!r} is not valid; use 'source' or "
                          f"'destination'")
@@ -72,6 +78,13 @@ class GpuEngine(Engine):
     ``partition``): only they are laid out on its device and computed, and its
     frontier counts only their vertices (several GPUs share a run so, see
     :mod:`hetgraph.engines.multigpu`).
+    ``subgraph``: when pages stream, a segment's iteration of an incremental program
+    whose frontier has under ``tuning.SUBGRAPH_ACTIVE_EDGES`` of the arcs copies only
+    the active vertices' out-edges into the streamed pages and pushes them (Subway,
+    :mod:`hetgraph.engines.subway`; default True); "async": each loaded chunk is pushed
+    until it settles; False: the pages always stream. ``h2d_bytes`` and ``d2h_bytes``
+    count the graph's bytes copied in and out (edges and offsets in, the active
+    lists out; not the vertex state nor the counts).
 
     It keeps up to ``tuning.QUEUED`` iterations launched (see :meth:`launch`), one when
     it streams pages: a chained pass after convergence skips its kernels but not its
@@ -85,7 +98,7 @@ class GpuEngine(Engine):
     def __init__(self, spec, graph, values, flags, aux, *, sync=True, memory_budget=None,
                  page_bytes=None, streams=None, shared_bytes=None, replication=None,
                  threads_per_block=None, edge_order="source", source_ranges=1,
-                 partition=None, pages=None):
+                 partition=None, pages=None, subgraph=True):
         require_gpu()
         page_bytes = tuning.PAGE_BYTES if page_bytes is None else page_bytes
         streams = tuning.GPU_STREAMS if streams is None else streams
@@ -93,7 +106,7 @@ class GpuEngine(Engine):
         if threads_per_block is None:
             threads_per_block = tuning.GPU_THREADS_PER_BLOCK
         _check_options(memory_budget, page_bytes, streams, threads_per_block, edge_order,
-                       source_ranges)
+                       source_ranges, subgraph)
         import cupy
 
         self.cupy = cupy
@@ -120,6 +133,8 @@ class GpuEngine(Engine):
                            vertex_bytes=spec.dtype.itemsize)
         self._place_pages(memory_budget, partition, int(page_bytes), int(streams),
                           degree_dtype)
+        self.h2d_bytes = self.d2h_bytes = 0
+        self._subgraphs = active_subgraphs(self, subgraph)
         self._active, self._degree = self.count_frontier()
 
     # setup -------------------------------------------------------------------------------
@@ -142,6 +157,9 @@ class GpuEngine(Engine):
             self._host_pointers = [self._host_slots[i].ctypes.data for i in range(ring)]
             self._events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(ring)]
             self._held = [None] * ring  # each slot's device constant, kept alive
+            # each slot's (mode, vertices computed, edges read, frontier's out-edges) when
+            # it pushed an active subgraph, else None
+            self._ran = [None] * ring
             self._next_slot, self._chain = 0, None
             self.counters = self._slots[0]
             self._go = self._one = cp.ones(1, cp.uint64)
@@ -277,12 +295,14 @@ class GpuEngine(Engine):
         self.after_run = after_run
 
     def _release_pages(self):
-        for name in ("pages", "stages", "partial", "_pass", "_count_pass"):
+        for name in ("pages", "stages", "partial", "_pass", "_count_pass", "_subgraphs"):
             setattr(self, name, None)
 
     def close(self):
         """Let go of the pages (kept for later runs, see :func:`device_pages`) and free this
         run's staging buffers now (the run is over)."""
+        if self._subgraphs is not None:
+            self._subgraphs.release()
         self._release_pages()
 
     @property
@@ -356,12 +376,21 @@ class GpuEngine(Engine):
         before it activated no vertex; the caller must then discard it. At most
         :attr:`queued` launches may be waiting. ``go``: with ``chained``, a one-element
         uint64 device array read instead of the previous launch's activated count
-        (several GPUs chain on their sum)."""
+        (several GPUs chain on their sum). Given the ``frontier`` (a segment's
+        iteration), a small one pushes the active subgraph instead of streaming the
+        pages (see ``subgraph``); without, it pulls every page."""
         stream = self.cupy.cuda.get_current_stream()
         slot = self.begin(constant, chained, stream, go)
         start, end = self._events[slot]
         start.record(stream)
-        self.run_pages(stream=stream)
+        if self._subgraphs is not None and frontier is not None and \
+                self._subgraphs.wanted(frontier[1]):
+            computed, edges, h2d, d2h = self._subgraphs.run(stream)
+            self.h2d_bytes, self.d2h_bytes = self.h2d_bytes + h2d, self.d2h_bytes + d2h
+            self._ran[slot] = ("gpu-push", computed, edges, frontier[1])
+        else:
+            self.run_pages(stream=stream)
+            self._ran[slot] = None
         self.cupy.cuda.runtime.memcpyAsync(
             self._host_pointers[slot], self._counters_pointer, self.counters.nbytes,
             self.cupy.cuda.runtime.memcpyDeviceToHost, stream.ptr)
@@ -381,6 +410,11 @@ class GpuEngine(Engine):
         if self.spec.priority is not None:
             self.front = front_of_key(key)
         seconds = self.cupy.cuda.get_elapsed_time(start, end) / 1e3
+        ran = self._ran[ticket]
+        if self._subgraphs is not None:
+            self._subgraphs.observe(ran, seconds)
+        if ran is not None:
+            return (*ran[:3], self._active, seconds)
         return (self.mode, self.graph.num_vertices, self.graph.num_arcs, self._active,
                 seconds)
 
@@ -420,10 +454,11 @@ class GpuEngine(Engine):
             self._constant_value = float(constant)
         return slot
 
-    def run_pages(self, pages=None, stream=None):
+    def run_pages(self, pages=None, stream=None, resident_only=False):
         """Pull the pages ``pages`` (increasing page numbers; default every page) on
         ``stream`` (default: the current one): resident runs of pages in one launch per
-        source range, streamed pages copied over the streams."""
+        source range, streamed pages copied over the streams (not with
+        ``resident_only``)."""
         part, plan = self.partition, self.plan
         if pages is None:
             runs, streamed = self._resident_runs, plan.streamed_pages
@@ -434,6 +469,8 @@ class GpuEngine(Engine):
             runs = [(int(part.page_shard[run[0]]), int(part.page_shard[run[-1] + 1]))
                     for run in (np.split(resident, cuts) if len(resident) else ())]
             streamed = pages[pages >= plan.resident_end]
+        if resident_only:
+            streamed = ()
         main = self.cupy.cuda.get_current_stream() if stream is None else stream
         # streamed copies may start while the resident pages run
         ready = main.record() if len(streamed) else None
@@ -449,6 +486,7 @@ class GpuEngine(Engine):
                 stream = self.streams[k % len(self.streams)]
                 stream.wait_event(ready)
                 e0, e1 = (int(x) for x in self.plan.page_edges[p])
+                self.h2d_bytes += (e1 - e0) * self.per_edge
                 stage = self.stages[k % len(self.stages)]
                 for device, host in zip(stage, self.pages.pinned):
                     if device is not None:
@@ -561,6 +599,14 @@ class GpuEngine(Engine):
         """The current values as a host NumPy array."""
         return self.values.get()
 
+    @property
+    def subgraph_share(self):
+        """The share of the arcs that stream as active subgraphs (0.0: none)."""
+        if self._subgraphs is None:
+            return 0.0
+        streamed = self.plan.page_edges[self.plan.streamed_pages]
+        return float((streamed[:, 1] - streamed[:, 0]).sum()) / max(self.graph.num_arcs, 1)
+
     def describe(self):
         """The page placement, for logs and benchmarks."""
         return {"pages": self.partition.num_pages, "resident_pages": self.plan.resident,
@@ -569,4 +615,5 @@ class GpuEngine(Engine):
                 "streamed_edges": sum(int(e1 - e0) for e0, e1 in
                                       self.plan.page_edges[self.plan.streamed_pages]),
                 "shards": self.partition.num_shards, "shared_bytes": self.shared_bytes,
-                "source_ranges": self.ranges}
+                "source_ranges": self.ranges,
+                "subgraph": None if self._subgraphs is None else self._subgraphs.describe()}

@@ -480,6 +480,18 @@ class CostModel:
         """Predicted seconds for ``edges`` edges (0 when the model has no measurement)."""
         return edges * self.per_edge.get((kind, mode), 0.0)
 
+    subgraph = 0.0  # the GPU's streamed share of the arcs, which its active subgraphs
+    # replace by their active edges (0: none; set from the GPU's calibration)
+
+    def gpu_seconds(self, f, num_arcs):
+        """Predicted seconds of a GPU iteration of notify fraction ``f``: its pull's,
+        less, while f is under ``tuning.SUBGRAPH_ACTIVE_EDGES`` with active subgraphs,
+        the streamed edges that are not active: (1 - subgraph (1 - f)) of a pull."""
+        pull = self.seconds("gpu", num_arcs)
+        if self.subgraph and f < tuning.SUBGRAPH_ACTIVE_EDGES:
+            return pull * (1.0 - self.subgraph * (1.0 - f))
+        return pull
+
     def page_seconds(self, kind, edges):
         """Predicted seconds of a hybrid iteration's page task of ``edges`` edges on
         ``kind``: its measured rate on page tasks ("pages"), before any, its pull's. A
@@ -535,7 +547,7 @@ class CostModel:
         if not t_pull or not t_gpu or not num_arcs:
             return float("nan")
         return self.cpu_seconds(f, rho, num_arcs) * self.progress_ratio() / \
-            self.seconds("gpu", num_arcs)
+            self.gpu_seconds(f, num_arcs)
 
     def lead_degree(self, rho, num_arcs):
         """The largest frontier (its out-degree sum, edges) whose CPU iteration is
@@ -636,7 +648,7 @@ class CostModel:
         """
         if current in ("cpu", "gpu"):
             self.relax("gpu" if current == "cpu" else "cpu", seconds)
-        pull, gpu = self.seconds("cpu", num_arcs), self.seconds("gpu", num_arcs)
+        pull, gpu = self.seconds("cpu", num_arcs), self.gpu_seconds(f, num_arcs)
         if not pull or not gpu:  # not calibrated: the CPU alone, until the GPU's pages
             # are laid out ("calibrate": the driver then measures the GPU)
             ready = self.waiting is not None and self.waiting.done()
@@ -644,7 +656,9 @@ class CostModel:
         ratio = self.progress_ratio()
         cpu = self.cpu_seconds(f, rho, num_arcs) * ratio
         a = cpu / gpu  # as alpha()
-        device = self._gpu_or_hybrid(gpu, pull)
+        # (a hybrid iteration pulls every page: against active subgraphs, the GPU alone)
+        device = self._gpu_or_hybrid(gpu, pull) if gpu == self.seconds("gpu", num_arcs) \
+            else "gpu"
         if start:  # the CPU must win this iteration and the next, or move; else the GPU
             ahead = self.cpu_seconds(min(f * self.growth, 1.0), rho, num_arcs) * ratio
             return ("cpu" if cpu + min(ahead, self.switch + gpu) < 2 * gpu else "gpu"), a

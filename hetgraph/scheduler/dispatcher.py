@@ -56,7 +56,7 @@ log = logging.getLogger("hetgraph.scheduler")
 EXECUTION_MODES = ("sync", "async")
 DEVICES = ("auto", "cpu", "gpu", "hybrid")
 GPU_OPTIONS = ("memory_budget", "page_bytes", "streams", "shared_bytes", "replication",
-               "threads_per_block", "edge_order", "source_ranges")
+               "threads_per_block", "edge_order", "source_ranges", "subgraph")
 _NO_AUX = np.zeros(1, np.float32)
 
 # the GPU page layouts that runs' calibrations wait for while their CPU goes on, one at
@@ -174,7 +174,7 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
         workers (default 32 MiB, or ``gpu["page_bytes"]``).
     gpu : dict, optional
         Options of the GPU engine: memory_budget, page_bytes, streams, shared_bytes,
-        replication, threads_per_block, edge_order, source_ranges (see
+        replication, threads_per_block, edge_order, source_ranges, subgraph (see
         :class:`hetgraph.engines.gpu.GpuEngine`).
     host_budget : int, optional
         Bytes of host memory for a run on a PageStore (default: half the memory
@@ -606,6 +606,7 @@ class _Driver:
             self._takeover = of["cpu"].takeover
         if "gpu" not in of:
             return
+        self.model.subgraph = of["gpu"].subgraph
         vertex_bytes = self.graph.num_vertices * (self.spec.dtype.itemsize + 1)
         copies = 2 * of["gpu"].copy_per_byte * vertex_bytes  # the state there and back
         # until segments measure it: a move between segments run in this thread costs

@@ -109,6 +109,7 @@ class Report:
     out: tuple | None = None
     model: object = None
     copy_per_byte: float = 0.0
+    subgraph: float = 0.0  # a GPU's Engine.subgraph_share
     takeover: float = 0.0
     frontier: tuple | None = None
     stored: object = None
@@ -492,6 +493,7 @@ class Launched:
     alpha: float = 0.0  # the cost model's answer that placed it
     start: float = 0.0  # when its host work began
     read: int = 0  # the engine's read_bytes before it
+    moved: tuple = (0, 0)  # the engine's h2d_bytes and d2h_bytes before it
     previous: object = None  # the values before it (a program with a converged test)
 
 
@@ -654,6 +656,7 @@ class Segment:
             if self.uses_constant else 0.0
         entry.previous = engine.values.copy() if self.has_converged else None
         entry.read = engine.read_bytes
+        entry.moved = engine.h2d_bytes, engine.d2h_bytes
         entry.ticket = self.launch(constant, frontier)
         entry.iteration, entry.alpha, entry.start = iteration, alpha, start
         launched.append(entry)
@@ -685,7 +688,9 @@ class Segment:
             self.kind, entry.iteration, self.kind, mode, f, self.rho, entry.alpha,
             int(active), computed, edges, activated, self.pages,
             engine.read_bytes - entry.read, seconds,
-            seconds - kernel if seconds > kernel else 0.0, kernel, front))
+            seconds - kernel if seconds > kernel else 0.0, kernel, front,
+            h2d_bytes=engine.h2d_bytes - entry.moved[0],
+            d2h_bytes=engine.d2h_bytes - entry.moved[1]))
         if converged:
             launched = self.launched
             if launched:
@@ -996,7 +1001,7 @@ def _calibrate_gpu(run, state, version, device):
     bytes_ = n * (state.values.itemsize + 1)
     return Report("gpu", list(range(engine.partition.num_pages)), run.graph.num_arcs,
                   seconds=seconds, rows=rows, build_seconds=ctx.take_build_seconds(),
-                  copy_per_byte=copy / max(bytes_, 1))
+                  copy_per_byte=copy / max(bytes_, 1), subgraph=engine.subgraph_share)
 
 
 def ping():

@@ -13,6 +13,10 @@ them is :class:`hetgraph.engines.gpu.GpuEngine`. Import from the module itself:
 - :mod:`.launch`: raw launches with their arguments packed once (``PackedLaunch``).
 - :mod:`.reduce`: small device reductions (a hook's ``indexed_sum``, the frontier's
   count).
+- :mod:`.subgraph`: the active subgraph of a streamed iteration, on the host (Subway):
+  active list, offsets, chunks, gather, bytes.
+- :mod:`.push`: the push kernels of incremental programs over such a subgraph
+  (``compile_push``).
 
 No module here imports cupy when it is imported: the package imports without a GPU.
 """

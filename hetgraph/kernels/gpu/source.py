@@ -325,25 +325,32 @@ _EPILOGUE = """\
 }
 """
 
-_KERNELS: dict = {}  # source -> its compiled shard_pass, for the process
+_KERNELS: dict = {}  # source -> its compiled kernels, for the process
 
 
 def compile_kernel(spec: ProgramSpec, aux_dtype, index_dtype, degree_dtype, *, weighted,
                    sync, warp_combine=False):
     """The compiled ``shard_pass`` (a cupy.RawKernel), kept per source for the process."""
-    import cupy
-
     source = kernel_source(spec, aux_dtype, index_dtype, degree_dtype, weighted=weighted,
                            sync=sync, warp_combine=warp_combine)
-    kernel = _KERNELS.get(source)
-    if kernel is None:
+    return compile_functions(spec, source, ("shard_pass",))[0]
+
+
+def compile_functions(spec: ProgramSpec, source, names):
+    """The kernels ``names`` of the CUDA ``source`` made for ``spec`` (cupy.RawKernel
+    each), compiled once per source for the process; HetGraphError when it does not
+    compile."""
+    import cupy
+
+    kernels = _KERNELS.get(source)
+    if kernels is None:
         try:
             module = cupy.RawModule(code=source, options=("-std=c++17",))
-            kernel = module.get_function("shard_pass")
+            kernels = tuple(module.get_function(name) for name in names)
         except cupy.cuda.compiler.CompileException as exc:
             detail = next((line for line in str(exc).splitlines() if "error" in line),
                           str(exc).splitlines()[0])
             raise HetGraphError(f"{spec.name}: the GPU translation did not compile "
                                 f"({detail}); please report it with the program") from None
-        _KERNELS[source] = kernel
-    return kernel
+        _KERNELS[source] = kernels
+    return kernels

@@ -1,0 +1,421 @@
+"""The GPU push over active subgraphs (kernels/gpu/push.py, engines/subway.py).
+
+Without a GPU: the push kernels of every incremental built-in program (and a max
+relaxation) compile with nvcc for sm_90 when it is installed. On the GPU (marked gpu):
+runs whose last pages stream give the CPU's answers exactly (SSSP also SciPy's) with
+subgraphs on, in async-subgraph mode and off, on RMAT and a grid; the bytes each
+iteration moves are those of the formula; async-subgraph needs no more iterations.
+"""
+
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.sparse.csgraph import dijkstra
+
+import hetgraph as hg
+from hetgraph.algorithms.bfs import BreadthFirst
+from hetgraph.algorithms.cc import MinLabel
+from hetgraph.algorithms.pagerank import PageRank
+from hetgraph.algorithms.sssp import ShortestPaths
+from hetgraph.errors import HetGraphError
+from hetgraph.kernels.gpu.push import can_push, push_source
+from hetgraph.program import ProgramSpec
+
+NVCC = shutil.which("nvcc")
+
+
+class Widest(hg.VertexProgram):
+    """Widest paths from vertex 0 in float32 (not built in): a max relaxation, the
+    bottleneck of a path its smallest weight."""
+
+    dtype, reduce, needs_weights = np.float32, "max", True
+    incremental = activates_on_change = True
+
+    @staticmethod
+    def gather(src, weight, dst):
+        return src if src < weight else weight
+
+    @staticmethod
+    def apply(old, acc, aux):
+        return max(acc, old)
+
+    @staticmethod
+    def activate(new, old):
+        return old < new
+
+    def init(self, graph):
+        width = np.where(np.arange(graph.num_vertices) == 0, np.inf, 0.0)
+        return width.astype(np.float32), width > 0
+
+
+PUSHING = [ShortestPaths(0), ShortestPaths(0, np.float32), BreadthFirst(0), MinLabel(),
+           MinLabel(np.int32), Widest()]
+
+
+def test_only_incremental_programs_push():
+    assert all(can_push(ProgramSpec(p)) for p in PUSHING)
+    spec = ProgramSpec(PageRank())
+    assert not can_push(spec)
+    with pytest.raises(HetGraphError, match="not incremental"):
+        push_source(spec, np.float32, np.int32, np.uint32, weighted=False)
+
+
+@pytest.mark.skipif(NVCC is None, reason="needs nvcc")
+@pytest.mark.parametrize("index, weighted", [(np.int32, True), (np.int64, False)])
+def test_push_kernels_compile(index, weighted, tmp_path):
+    for program in PUSHING:
+        source = push_source(ProgramSpec(program), np.float32, index, np.uint32,
+                             weighted=weighted)
+        for name in ("subgraph_push", "subgraph_push_hubs", "subgraph_flags"):
+            assert f"void {name}(" in source
+        path = tmp_path / "push.cu"
+        path.write_text(source)
+        done = subprocess.run([NVCC, "-arch=sm_90", "-std=c++17", "--ptx", "-o",
+                               str(tmp_path / "push.ptx"), str(path)],
+                              capture_output=True, text=True)
+        assert done.returncode == 0, (type(program).__name__, done.stderr)
+
+
+# --- on the GPU ------------------------------------------------------------------------------
+
+def _graphs():
+    return {"rmat": hg.generate.rmat(13, seed=4, weights=(1.0, 9.0)),
+            "grid": hg.generate.grid(120, 100, seed=2)}
+
+
+def _quarter(g):
+    """A GPU budget of a quarter of the graph's weighted page bytes (most pages stream)."""
+    return g.num_arcs * (g.index_dtype.itemsize + 2 + 4) // 4
+
+
+def _scipy_distances(g, source):
+    n = g.num_vertices
+    src = np.repeat(np.arange(n), np.diff(g.out_indptr))
+    matrix = sp.csr_matrix((g.out_weights().astype(np.float64), (src, g.out_indices)),
+                           shape=(n, n))
+    return dijkstra(matrix, indices=source)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["rmat", "grid"])
+@pytest.mark.parametrize("subgraph", [True, "async", False])
+def test_streamed_runs_equal_the_cpu(kind, subgraph):
+    g = _graphs()[kind]
+    s = g.label_of(int(np.argmax(g.out_degree())))
+    options = {"memory_budget": _quarter(g), "subgraph": subgraph}
+    for call in (lambda **o: hg.sssp(g, s, **o), lambda **o: hg.bfs(g, s, **o),
+                 lambda **o: hg.connected_components(g, algorithm="label-propagation", **o),
+                 lambda **o: hg.run(Widest(), g, **o)):
+        on_gpu = call(devices="gpu", gpu=options)
+        np.testing.assert_array_equal(on_gpu.values, call(devices="cpu").values)
+        history = on_gpu.history
+        pushed = history["mode"] == "gpu-push"
+        assert (history.loc[~pushed, "h2d_bytes"] > 0).all()  # (every streamed page)
+        assert history["h2d_bytes"].sum() > 0
+        assert pushed.any() == (subgraph is not False)
+        assert (history.loc[pushed, "f"] < hg.tuning.SUBGRAPH_ACTIVE_EDGES).all()
+        assert (history.loc[~pushed, "d2h_bytes"] == 0).all()
+    distances = _scipy_distances(g, int(g.id_of(s)))
+    for mode in ("sync", "async"):  # (async: the values change in place)
+        result = hg.sssp(g, s, devices="gpu", gpu=options, mode=mode)
+        np.testing.assert_allclose(result.values, distances, rtol=1e-6)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("program", [ShortestPaths, BreadthFirst])
+def test_each_iteration_moves_the_formula_bytes(program):
+    """h2d = sum over the active vertices of their streamed out-degree times (index +
+    weight bytes), plus their offsets (one more, uint32); d2h = the active list."""
+    from hetgraph.engines.gpu import GpuEngine
+
+    g = _graphs()["grid"]
+    spec = ProgramSpec(program(int(np.argmax(g.out_degree()))))
+    values, flags, _ = spec.initial_state(g)
+    engine = GpuEngine(spec, g, values, flags, np.zeros(1, np.float32),
+                       memory_budget=_quarter(g))
+    subgraphs = engine.describe()["subgraph"]
+    assert subgraphs is not None
+    first = g.num_vertices - subgraphs["streamed_vertices"]
+    src = np.repeat(np.arange(g.num_vertices), np.diff(g.out_indptr))
+    streamed = np.bincount(src[g.out_indices >= first], minlength=g.num_vertices)
+    edge_bytes = g.index_dtype.itemsize + (4 if spec.needs_weights else 0)
+    compared = 0
+    for _ in range(g.num_vertices):
+        if not engine.frontier()[0]:
+            break
+        active = np.flatnonzero(engine.flags.get() & (streamed > 0))
+        h2d, d2h = engine.h2d_bytes, engine.d2h_bytes
+        mode = engine.wait(engine.launch(0.0, engine.frontier()))[0]
+        if mode != "gpu-push":
+            continue
+        edges = int(streamed[active].sum())
+        if edges <= subgraphs["chunk_edges"] and len(active) < subgraphs["chunk_edges"] // 2:
+            formula = edges * edge_bytes + (len(active) + 1) * 4 if len(active) else 0
+            assert engine.h2d_bytes - h2d == formula
+            compared += 1
+        assert engine.d2h_bytes - d2h == len(active) * g.index_dtype.itemsize
+    assert compared > 10
+    source = spec.program.source
+    np.testing.assert_array_equal(spec.program.finalize(g, engine.result()),
+                                  hg.run(program(source), g, devices="cpu").values)
+
+
+@pytest.mark.gpu
+def test_a_pull_moves_the_streamed_pages_bytes():
+    """Without a frontier (or with subgraphs off) a pass copies every streamed page:
+    their edges at the page layout's bytes each, nothing out."""
+    from hetgraph.engines.gpu import GpuEngine
+
+    g = _graphs()["rmat"]
+    spec = ProgramSpec(PageRank())
+    values, flags, _ = spec.initial_state(g)
+    engine = GpuEngine(spec, g, values, flags, np.zeros(1, np.float32),
+                       memory_budget=_quarter(g))
+    placed = engine.describe()
+    assert placed["subgraph"] is None and placed["streamed_edges"] > g.num_arcs // 2
+    for _ in range(3):
+        engine.wait(engine.launch(0.0, engine.frontier()))
+    per_edge = g.index_dtype.itemsize + 2  # (PageRank reads no weight)
+    assert engine.h2d_bytes == 3 * placed["streamed_edges"] * per_edge
+    assert engine.d2h_bytes == 0
+
+
+@pytest.mark.gpu
+def test_async_subgraphs_take_no_more_iterations():
+    g = _graphs()["rmat"]
+    s = g.label_of(int(np.argmax(g.out_degree())))
+    budget = _quarter(g)
+    sync = hg.sssp(g, s, devices="gpu", gpu={"memory_budget": budget})
+    inner = hg.sssp(g, s, devices="gpu", gpu={"memory_budget": budget, "subgraph": "async"})
+    np.testing.assert_array_equal(inner.values, sync.values)
+    assert inner.iterations <= sync.iterations
+
+
+# --- the push kernels run on the CPU (g++, one thread after another) ------------------------
+
+GXX = shutil.which("g++")
+
+# CUDA's names for a host build: the kernels have no barrier, so running their threads
+# one after another is one of the orders a GPU may run them in (the shuffles of the
+# flags kernel's counts are not emulated: its flags are)
+EMULATION = r"""
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <algorithm>
+#define __device__
+#define __global__
+#define __forceinline__ inline
+#define __restrict__
+struct hg_dim { unsigned x; };
+static hg_dim blockIdx, threadIdx, blockDim, gridDim;
+static inline float __int_as_float(int x) { float f; memcpy(&f, &x, 4); return f; }
+static inline double __longlong_as_double(long long x) { double d; memcpy(&d, &x, 8); return d; }
+static inline long long __double_as_longlong(double d) { long long x; memcpy(&x, &d, 8); return x; }
+static inline int __float_as_int(float f) { int x; memcpy(&x, &f, 4); return x; }
+template <class T> static T atomicCAS(T* p, T expected, T desired)
+{ T old = *p; if (old == expected) *p = desired; return old; }
+template <class T> static T atomicAdd(T* p, T v) { T old = *p; *p = old + v; return old; }
+template <class T> static T atomicMax(T* p, T v) { T old = *p; *p = std::max(old, v); return old; }
+template <class T> static T atomicMin(T* p, T v) { T old = *p; *p = std::min(old, v); return old; }
+template <class T> static T __shfl_down_sync(unsigned, T v, int) { return T(0) * v; }
+using std::max;
+template <class F> static void hg_grid(unsigned blocks, unsigned threads, F kernel) {
+  gridDim.x = blocks; blockDim.x = threads;
+  for (unsigned b = 0; b < blocks; ++b)
+    for (unsigned t = 0; t < threads; ++t) { blockIdx.x = b; threadIdx.x = t; kernel(); }
+}
+"""
+
+
+def _array(name, ctype, values):
+    return f"static {ctype} {name}[] = {{{', '.join(values) or '0'}}};\n"
+
+
+def _emulated_push(spec, g, values, active, first, chunks_of, blocks, threads, tmp_path,
+                   inner=False):
+    """The chunks of ``active``'s streamed out-edges pushed by the emulated kernels from
+    ``values`` (sync: into a copy), marks on; with ``inner``, each chunk then pushed
+    from the vertices it changed, reading the copy, until none changes (as
+    async-subgraph mode runs it); then the flags of [first, N): (target, next marks,
+    changed, flags)."""
+    from hetgraph.kernels.transpile import c_type, literal
+
+    weighted = spec.needs_weights and g.weighted
+    n = g.num_vertices
+    value = c_type(spec.dtype)
+    shown = [literal(v, spec.dtype) for v in values]
+    body = [_array("values", value, shown), _array("target", value, shown),
+            f"static unsigned char next_marks[{n}], marks[{n}], flags[{n}];\n",
+            "static unsigned long long changed[1], counters[3], go[1] = {1};\n",
+            "static float aux[1];\n", f"static unsigned int out_degree[{n}];\n",
+            "static unsigned int hubs[4096], hub_count[1];\n", "int main() {\n"]
+    for k, ((a0, a1, e0, e1), targets, weights, offsets) in enumerate(chunks_of):
+        body.append(_array(f"active{k}", "unsigned int", [str(int(u)) for u in active[a0:a1]]))
+        body.append(_array(f"offsets{k}", "unsigned int", [str(int(x)) for x in offsets]))
+        body.append(_array(f"targets{k}", "unsigned int", [str(int(x)) for x in targets]))
+        body.append(_array(f"weights{k}", "float", [repr(float(x)) + "f" for x in weights]))
+        arguments = (f"active{k}, offsets{k}, targets{k}, weights{k}, values, target, "
+                     f"next_marks, changed, aux, 0, hubs, hub_count, go")
+        clear = f"  memset(next_marks, 0, {n}); changed[0] = 0;\n" if inner else ""
+        body.append(f"{clear}  hub_count[0] = 0;\n  hg_grid({blocks}, {threads}, [] {{\n"
+                    f"    subgraph_push(active{k}, offsets{k}, targets{k}, weights{k}, "
+                    f"{a1 - a0}LL, values, target, nullptr, next_marks, changed, aux, 0, "
+                    f"hubs, hub_count, go); }});\n"
+                    f"  hg_grid({blocks}, {threads}, [] {{ subgraph_push_hubs({arguments}); }});\n")
+        if inner:
+            again = arguments.replace("values, target", "target, target")
+            body.append(f"  while (changed[0]) {{\n    memcpy(marks, next_marks, {n});\n"
+                        f"    memset(next_marks, 0, {n}); changed[0] = 0; hub_count[0] = 0;\n"
+                        f"    hg_grid({blocks}, {threads}, [] {{\n"
+                        f"      subgraph_push(active{k}, offsets{k}, targets{k}, weights{k}, "
+                        f"{a1 - a0}LL, target, target, marks, next_marks, changed, aux, 0, "
+                        f"hubs, hub_count, go); }});\n"
+                        f"    hg_grid({blocks}, {threads}, [] {{ subgraph_push_hubs({again}); }});"
+                        f"\n  }}\n")
+    fmt = "%.17g" if spec.dtype.kind == "f" else "%lld"
+    cast = "(double)" if spec.dtype.kind == "f" else "(long long)"
+    body.append(f"  hg_grid({blocks}, {threads}, [] {{ subgraph_flags(target, values, flags, "
+                f"out_degree, {first}LL, {n}LL, counters, go); }});\n"
+                f'  for (int v = 0; v < {n}; ++v) printf("{fmt} %d %d\\n", {cast}target[v], '
+                f'next_marks[v], flags[v]);\n'
+                f'  printf("%llu\\n", changed[0]);\n  return 0;\n}}\n')
+    source = EMULATION + push_source(spec, np.float32, g.index_dtype, np.uint32,
+                                     weighted=weighted) + "".join(body)
+    path = tmp_path / "push.cpp"
+    path.write_text(source)
+    exe = tmp_path / "push"
+    done = subprocess.run([GXX, "-std=c++17", "-O1", "-w", "-o", str(exe), str(path)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[:3000]
+    lines = subprocess.run([str(exe)], check=True, capture_output=True,
+                           text=True).stdout.splitlines()
+    rows = [line.split() for line in lines[:n]]
+    target = np.array([float(r[0]) for r in rows]).astype(spec.dtype)
+    return (target, np.array([int(r[1]) for r in rows]), int(lines[n]),
+            np.array([int(r[2]) for r in rows]))
+
+
+def _relax(program, spec, g, starts, weights, u, sent_from, values):
+    """Relax u's streamed out-edges in ``values`` with u's value ``sent_from``; returns
+    the targets changed."""
+    changed = set()
+    e0, e1 = starts[u], g.out_indptr[u + 1]
+    for v, w in zip(g.out_indices[e0:e1], weights[e0:e1] if len(weights) else
+                    np.ones(e1 - e0, np.float32)):
+        now = program.apply(values[v], spec.dtype.type(program.gather(sent_from, w, values[v])),
+                            0)
+        if now != values[v]:
+            values[v] = now
+            changed.add(int(v))
+    return changed
+
+
+def _problem(program, seed=4):
+    """(spec, graph, values, flags, first) of an emulated push."""
+    g = hg.generate.rmat(7, seed=2, weights=(0.5, 3.0))
+    n, first = g.num_vertices, g.num_vertices // 3
+    rng = np.random.default_rng(seed)
+    program = {"sssp": ShortestPaths(0), "bfs": BreadthFirst(0), "widest": Widest()}[program]
+    spec = ProgramSpec(program)
+    if spec.reduce == "min":
+        values = rng.integers(0, 6, n).astype(spec.dtype)
+        values[rng.random(n) < 0.3] = spec.identity()
+    else:
+        values = rng.uniform(0, 3, n).astype(spec.dtype)
+    flags = (rng.random(n) < 0.4).astype(np.uint8)
+    flags[np.argmax(np.diff(g.out_indptr))] = 1
+    return program, spec, g, values, flags, first
+
+
+def _chunks(spec, g, flags, first, limits):
+    """(starts, weights, active, gathered chunks) as ActiveSubgraphs makes them."""
+    from hetgraph.kernels.gpu.subgraph import (OFFSET_DTYPE, active_vertices, chunk_bounds,
+                                               gather_chunk, subgraph_offsets, tail_starts)
+
+    starts = tail_starts(g.out_indptr, g.out_indices, first)
+    active = active_vertices(np, flags, g.out_indptr[1:] - starts)
+    offsets = subgraph_offsets(np, (g.out_indptr[1:] - starts)[active])
+    chunks = []
+    weights_in = g.out_weights() if spec.needs_weights else np.empty(0, np.float32)
+    for a0, a1, e0, e1 in chunk_bounds(offsets, *limits):
+        targets, weights = np.zeros(e1 - e0, np.uint32), np.ones(e1 - e0, np.float32)
+        chunk_offsets = np.zeros(a1 - a0 + 1, OFFSET_DTYPE)
+        gather_chunk(starts, g.out_indices.view(np.uint32), weights_in,
+                     active.astype(np.uint32), offsets, a0, a1, e0, e1, targets,
+                     weights if spec.needs_weights else weights_in, chunk_offsets, 3)
+        chunks.append(((a0, a1, e0, e1), targets, weights, chunk_offsets))
+    return starts, weights_in, active, chunks
+
+
+@pytest.mark.skipif(GXX is None, reason="needs g++")
+@pytest.mark.parametrize("program", ["sssp", "bfs", "widest"])
+@pytest.mark.parametrize("limits", [(10**6, 10**6), (40, 6)])
+def test_emulated_push_kernels_relax_every_active_streamed_edge(program, limits, tmp_path,
+                                                                 monkeypatch):
+    """A thread, a warp and the grid a vertex (the degree bounds lowered so that each
+    path runs), in one chunk and in several: the targets take the combination of what
+    every active vertex sends, the changed ones are marked, and the flags of the
+    streamed vertices say which changed."""
+    from hetgraph import tuning
+
+    monkeypatch.setattr(tuning, "PUSH_THREAD_DEGREE", 2)
+    monkeypatch.setattr(tuning, "PUSH_WARP_DEGREE", 8)
+    program, spec, g, values, flags, first = _problem(program)
+    starts, weights_in, active, chunks = _chunks(spec, g, flags, first, limits)
+    target, marks, changed, flags_out = _emulated_push(spec, g, values, active, first, chunks,
+                                                       3, 64, tmp_path)
+    expected = values.copy()
+    for u in active:  # the relaxations one at a time, as the CPU's push does
+        _relax(program, spec, g, starts, weights_in, u, values[u], expected)
+    np.testing.assert_array_equal(target, expected)
+    moved = expected != values
+    assert moved[first:].any() and not moved[:first].any()
+    np.testing.assert_array_equal(marks.astype(bool), moved)
+    assert changed == 1
+    np.testing.assert_array_equal(flags_out[first:].astype(bool), moved[first:])
+
+
+@pytest.mark.skipif(GXX is None, reason="needs g++")
+@pytest.mark.parametrize("program", ["sssp", "widest"])
+@pytest.mark.parametrize("limits", [(10**6, 10**6), (40, 6)])
+def test_emulated_async_subgraph_pushes_settle_each_chunk(program, limits, tmp_path,
+                                                          monkeypatch):
+    """Async-subgraph mode: each chunk pushed from the old values, then again from the
+    vertices it changed (their new values) until none changes, before the next chunk."""
+    from hetgraph import tuning
+
+    monkeypatch.setattr(tuning, "PUSH_THREAD_DEGREE", 2)
+    monkeypatch.setattr(tuning, "PUSH_WARP_DEGREE", 8)
+    program, spec, g, values, flags, first = _problem(program, seed=6)
+    starts, weights_in, active, chunks = _chunks(spec, g, flags, first, limits)
+    target = _emulated_push(spec, g, values, active, first, chunks, 2, 64, tmp_path,
+                            inner=True)[0]
+    expected, single = values.copy(), values.copy()
+
+    def relax(u, s, t, sent_from, into):  # u's edges [s, t) of the chunk
+        changed = set()
+        for v, w in zip(targets[s:t], weights[s:t]):
+            now = program.apply(into[v], spec.dtype.type(program.gather(sent_from, w, into[v])),
+                                0)
+            if now != into[v]:
+                into[v] = now
+                changed.add(int(v))
+        return changed
+
+    for (a0, a1, _, _), targets, weights, offsets in chunks:
+        ranges = [(int(active[i]), offsets[i - a0], offsets[i - a0 + 1]) for i in range(a0, a1)]
+        changed = set()
+        for u, s, t in ranges:
+            changed |= relax(u, s, t, values[u], expected)
+            relax(u, s, t, values[u], single)
+        while changed:
+            marked, changed = changed, set()
+            for u, s, t in ranges:
+                if u in marked:
+                    changed |= relax(u, s, t, expected[u], expected)
+    np.testing.assert_array_equal(target, expected)
+    assert (expected != single).any()  # (the inner pushes reached further)
