@@ -164,7 +164,7 @@ def main():
     parser.add_argument("--out", default="bench/results/subway.json")
     parser.add_argument("--smoke", action="store_true",
                         help="a check that the script runs end to end, not a measurement: "
-                             "RMAT-10 and a 40x40 grid, one run of each (without a GPU on "
+                             "RMAT-13 and a 120x120 grid, one run of each (without a GPU on "
                              "the CPU; write it elsewhere than bench/results: --out)")
     args = parser.parse_args()
     from hetgraph.kernels.gpu import device as gpu
@@ -174,7 +174,7 @@ def main():
     REPEATS = args.repeats
     if args.smoke:
         REPEATS = 1
-        args.scale, args.grid = 10, 40
+        args.scale, args.grid = 13, 120
     elif not ok:
         sys.exit(f"bench/subway needs a GPU: {device}")
     out = {"machine": describe() | {"gpu": device}}
