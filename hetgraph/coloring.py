@@ -123,9 +123,9 @@ def _neighbour_arrays(graph):
 def hybrid_coloring(graph, colors=None) -> Coloring:
     """Frog's hybrid coloring of ``graph`` (in memory) with ``colors`` colors, the last
     the hybrid partition (default ``tuning.FROG_COLORS``, 5): the one pass of the
-    conflict table, then :func:`repair` of what :func:`verify` finds (nothing, for this
-    pass: it marks the arcs both ways), so that no two vertices of one of the first
-    ``colors`` - 1 colors are adjacent.
+    conflict table, then :func:`verify`, and :func:`repair` of what it finds (this pass
+    marks the arcs both ways: nothing, unless the pass is wrong), so that no two
+    vertices of one of the first ``colors`` - 1 colors are adjacent.
 
     Raises
     ------
@@ -141,7 +141,8 @@ def hybrid_coloring(graph, colors=None) -> Coloring:
     arrays = _neighbour_arrays(graph)
     table = np.zeros((graph.num_vertices, count - 1), np.uint8)  # + the color: n x |V|
     assigned = _conflict_table_pass(*arrays, table)
-    repair(graph, assigned, count)
+    if verify(graph, assigned, count):
+        repair(graph, assigned, count)
     return from_colors(assigned, count)
 
 

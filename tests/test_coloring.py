@@ -281,8 +281,9 @@ def test_colored_reruns_are_bitwise_identical(threads):
 
 
 def test_colored_pass_is_gauss_seidel_by_color():
-    """A colored PageRank iteration equals NumPy's sweep: each color in place over the
-    values of the colors before it, the hybrid partition over the values before it."""
+    """A colored PageRank iteration equals NumPy's sweep: the ranks scaled to sum 1,
+    then each color in place over the values of the colors before it, the hybrid
+    partition over the values before it."""
     g = graphs()["wiki-color"]
     coloring = hc.coloring_of(g)
     n, d = g.num_vertices, 0.85
@@ -291,6 +292,7 @@ def test_colored_pass_is_gauss_seidel_by_color():
     x = np.full(n, 1.0 / n) * aux
     ptr, src = g.in_indptr, g.in_indices
     for _ in range(3):
+        x /= (x / aux).sum()
         c = (1 - d) / n + x[out == 0].sum() / n
         for k in range(coloring.count):
             read = x.copy() if k == coloring.hybrid else x
@@ -356,3 +358,38 @@ def test_colored_mode_errors(tmp_path):
                                           shared_bytes=4096)
     with pytest.raises(OutOfCoreError, match="mode='colored'"):
         hg.bfs(store, 0, devices="cpu", mode="colored", host_budget=_budget(store, 0.2))
+
+
+def test_colored_run_events_show_the_coloring_on_the_dashboard():
+    pytest.importorskip("bokeh")
+    from hetgraph import dashboard
+    from test_dashboard import settle
+
+    g = graphs()["wiki-color"]
+    with hg.Cluster(gpus=0) as cluster:
+        result = hg.bfs(g, 30, cluster=cluster, mode="colored")
+        settle(cluster)
+        start, rows, end = dashboard.latest_run(cluster._cluster.scheduler)
+    assert start["coloring"] == hc.coloring_of(g).describe()
+    assert {r["mode"] for r in rows} == {"colored"} and len(rows) == result.iterations
+    title = dashboard.run_title(start, rows, end)
+    assert ", colored: 5 colors (83.7% in the first 4), 5 passes an iteration:" in title
+    assert dashboard._coloring_text({"colors": "5", "colored_share": 0.5,
+                                     "passes_per_iteration": 2}) == ""
+
+
+def test_colored_pagerank_rescales_and_needs_no_more_iterations():
+    """Rescaled to sum 1 before every sweep, colored PageRank takes no more iterations
+    than sync on wiki-Vote (unscaled: 44 against 13 to tol 1e-9) and under 1/1.5 of
+    them on a grid; its ranks sum to 1."""
+    for name, fewer in (("wiki-color", 1.0), ("grid-color", 1.5)):
+        g = graphs()[name]
+        sync = hg.pagerank(g, devices="cpu", tol=1e-9, max_iterations=1000)
+        colored = hg.pagerank(g, devices="cpu", mode="colored", tol=1e-9,
+                              max_iterations=1000)
+        assert colored.iterations * fewer <= sync.iterations, name
+        assert abs(colored.values.sum() - 1.0) < 1e-6
+    from hetgraph.algorithms.pagerank import _program
+
+    assert _program(g, 0.85, 1e-6, np.float64, True, None, None, None, True).rescale
+    assert not _program(g, 0.85, 1e-6, np.float64, True, None, None, None).rescale
