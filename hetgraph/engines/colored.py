@@ -29,7 +29,8 @@ class ColorSweep:
 
     def __init__(self, coloring, graph):
         self.coloring = coloring
-        self.passes = [_vertices_of(coloring, graph.in_indptr, c)
+        contiguous = coloring.contiguous
+        self.passes = [_vertices_of(coloring, contiguous, graph.in_indptr, c)
                        for c in range(coloring.count)]
         self.scratch = None  # the hybrid pass's written values (made by the first)
 
@@ -60,11 +61,11 @@ class ColorSweep:
         return self.coloring.describe()
 
 
-def _vertices_of(coloring, in_indptr, c):
+def _vertices_of(coloring, contiguous, in_indptr, c):
     """(vertices, in-degree running total, v0) of color ``c``'s pass: its range from v0
-    (vertices empty) where the coloring is contiguous, else its sorted ids."""
+    (vertices empty) where the coloring is ``contiguous``, else its sorted ids."""
     b0, b1 = int(coloring.bounds[c]), int(coloring.bounds[c + 1])
-    if coloring.contiguous:
+    if contiguous:
         return cpu.ALL_VERTICES, np.ascontiguousarray(in_indptr[b0:b1 + 1], np.int64), b0
     vertices = coloring.order[b0:b1]
     return vertices, cpu.edge_prefix(in_indptr, vertices), 0
