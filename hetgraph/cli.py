@@ -217,7 +217,7 @@ def build_parser():
         name for name, a in _algorithms().items() if a.needs_source))
     run.add_argument("--iterations", type=int, help="maximum iterations")
     run.add_argument("--devices", choices=("auto", "cpu", "gpu", "hybrid"), default="auto")
-    run.add_argument("--mode", choices=("sync", "async"), default="sync")
+    run.add_argument("--mode", choices=("sync", "async", "colored"), default="sync")
     run.add_argument("--scheduler", help="address of a running Dask scheduler: tcp://host:port, or tls://host:port with Dask's TLS settings (see deploy/README.md)")
     run.add_argument("--out", help="write the values: FILE.parquet, .csv or .npy")
     run.add_argument("--checkpoint", help="checkpoint directory")

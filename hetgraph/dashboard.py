@@ -28,7 +28,7 @@ from .events import TOPIC, message_rows, run_events
 log = logging.getLogger("hetgraph.dashboard")
 
 DEVICES = ("cpu", "gpu")
-CPU_MODES = ("pull", "notify-pull", "push", "gpu-pull")
+CPU_MODES = ("pull", "notify-pull", "push", "gpu-pull", "colored", "gpu-colored")
 
 
 def latest_run(scheduler):
@@ -60,8 +60,22 @@ def run_title(start, rows, end) -> str:
         else "converged" if end["converged"] else "stopped at the iteration limit"
     kinds = ", ".join(f"{n} {kind.upper()}" for kind, n in start["kinds"].items())
     return (f"{start['program']} on {start['vertices']:,} vertices, {start['arcs']:,} arcs "
-            f"(run {start['run']}, devices {start['devices']}: {kinds} worker(s)): "
-            f"{len(rows)} iteration(s), {state}")
+            f"(run {start['run']}, devices {start['devices']}: {kinds} worker(s))"
+            f"{_coloring_text(start.get('coloring'))}: {len(rows)} iteration(s), {state}")
+
+
+def _coloring_text(coloring) -> str:
+    """", colored: k colors (s% in the first k-1), p passes an iteration" of a colored
+    run's start event ("" for another run, or fields of the wrong types: any client
+    can post events)."""
+    if not isinstance(coloring, dict):
+        return ""
+    count, share, passes = (coloring.get(name) for name in
+                            ("colors", "colored_share", "passes_per_iteration"))
+    if not (isinstance(count, int) and isinstance(share, float) and isinstance(passes, int)):
+        return ""
+    return (f", colored: {count} colors ({share:.1%} in the first {count - 1}), {passes} "
+            f"passes an iteration")
 
 
 # --- the bokeh page ---------------------------------------------------------------------------

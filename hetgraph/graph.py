@@ -272,10 +272,11 @@ class Graph:
 
         Parameters
         ----------
-        order : {"degree", "rcm", "auto", "none"}
+        order : {"degree", "rcm", "color", "auto", "none"}
             "degree" (default): by decreasing out-degree, equal degrees by their
             lowest-numbered out-neighbour. "rcm": reverse Cuthill-McKee (neighbours get
-            nearby ids). "auto": degree order when a few hubs carry most arcs, else
+            nearby ids). "color": color by color, the graph of a ``mode="colored"``
+            run (:mod:`hetgraph.coloring`). "auto": degree order when a few hubs carry most arcs, else
             RCM's where the ids have little locality, else this graph. "none": this
             graph. See :mod:`hetgraph.order`.
 

@@ -9,7 +9,9 @@ often has locality of its own, and "auto" keeps it; where it has none (ids that 
 nothing of where a vertex is), the reverse Cuthill-McKee order (:func:`rcm_order`)
 gives neighbours nearby ids, and "auto" takes it when it cuts the median distance
 between an arc's two ids (:func:`median_arc_span`) ``tuning.RCM_SPAN_GAIN`` times.
-The measurements behind these choices are in docs/tuning.md.
+The measurements behind these choices are in docs/tuning.md. The "color" order
+(:func:`color_major`) serves another end: Frog's colored execution
+(``mode="colored"``), whose passes each take one color's vertices as a range.
 
 This module takes the graph it is given and builds the renumbered one with
 ``graph.with_arrays``: it imports nothing of :mod:`hetgraph.graph`, whose ``reorder``
@@ -22,10 +24,11 @@ import numba
 import numpy as np
 
 from . import tuning
+from .coloring import KEPT, hybrid_coloring
 from .csr import sort_segments, transpose
 from .errors import GraphError
 
-ORDERS = ("auto", "degree", "rcm", "none")
+ORDERS = ("auto", "degree", "rcm", "color", "none")
 
 
 def degree_order(graph) -> np.ndarray:
@@ -256,9 +259,23 @@ def _csc_is_csr(graph):
             and np.array_equal(graph.in_indices, graph.out_indices))
 
 
+def color_major(graph, colors=None):
+    """``graph`` renumbered color by color (labels kept): the vertices of its
+    :func:`hetgraph.coloring.hybrid_coloring` with ``colors`` colors (default
+    ``tuning.FROG_COLORS``) in color order, the hybrid partition last, each color's in
+    the order they had. The new graph keeps its coloring (its colors are ranges of ids,
+    :func:`hetgraph.coloring.coloring_of`), and its partitions for a colored run cut
+    shards and pages at the colors' bounds."""
+    coloring = hybrid_coloring(graph, colors)
+    renumbered = renumber(graph, coloring.order)
+    renumbered.kept(KEPT, lambda: coloring.renamed(coloring.order))
+    return renumbered
+
+
 def reorder(graph, order="degree"):
     """``graph`` with its dense ids in ``order``: "degree" (decreasing out-degree,
-    :func:`degree_order`), "rcm" (reverse Cuthill-McKee, :func:`rcm_order`), "auto"
+    :func:`degree_order`), "rcm" (reverse Cuthill-McKee, :func:`rcm_order`), "color"
+    (color-major for ``mode="colored"``, :func:`color_major`), "auto"
     (degree order when :func:`is_skewed`, else RCM's where it cuts the median arc span
     ``tuning.RCM_SPAN_GAIN`` times, else the graph itself) or "none" (the graph
     itself)."""
@@ -268,6 +285,8 @@ def reorder(graph, order="degree"):
         return graph
     if order == "auto":
         return auto_reordered(graph)[0]
+    if order == "color":
+        return color_major(graph)
     return renumber(graph, degree_order(graph) if order == "degree" else rcm_order(graph))
 
 

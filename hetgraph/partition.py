@@ -296,8 +296,16 @@ class Partition:
             yield self.page(p, src, weight)
 
 
+def _runs(cuts, n):
+    """The nonempty vertex ranges [(v0, v1), ...] between ``cuts`` (None: [(0, n)])."""
+    bounds = [0, n] if cuts is None else sorted({0, n, *(int(c) for c in cuts)})
+    if bounds[0] < 0 or bounds[-1] > n:
+        raise GraphError(f"cuts={cuts!r} must be vertex ids in 0..{n}")
+    return [(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+
+
 def partition(graph, *, page_bytes=None, vertex_bytes=4, shared_bytes=None,
-              replication=None, shard_vertices=None, max_shard_edges="auto"):
+              replication=None, shard_vertices=None, max_shard_edges="auto", cuts=None):
     """Shards and pages of ``graph`` (what :meth:`hetgraph.Graph.partition` returns).
 
     Parameters
@@ -317,6 +325,9 @@ def partition(graph, *, page_bytes=None, vertex_bytes=4, shared_bytes=None,
     max_shard_edges : int, "auto" or None
         In-edges per shard (a vertex with more is a shard of its own); "auto"
         (default): :func:`shard_edge_bound`; None: no bound.
+    cuts : tuple of int, optional
+        Vertex ids where a shard and a page must begin (a color-major order's colors,
+        :mod:`hetgraph.coloring`); each run between them is cut as a graph alone.
 
     Returns
     -------
@@ -337,15 +348,25 @@ def partition(graph, *, page_bytes=None, vertex_bytes=4, shared_bytes=None,
     """
     page_bytes = tuning.PAGE_BYTES if page_bytes is None else page_bytes
     shared_bytes = tuning.SHARED_BYTES if shared_bytes is None else shared_bytes
-    starts, reps = shard_starts(graph.in_indptr, vertex_bytes=vertex_bytes,
-                                shared_bytes=shared_bytes, replication=replication,
-                                shard_vertices=shard_vertices,
-                                max_shard_edges=max_shard_edges)
+    bound = shard_edge_bound(graph.num_arcs) if max_shard_edges == "auto" else \
+        max_shard_edges  # (the whole graph's, in every run between cuts)
     per_edge = edge_bytes(graph.index_dtype, graph.weighted)
-    pages = page_starts(graph.in_indptr, starts, page_bytes=page_bytes,
-                        bytes_per_edge=per_edge)
+    starts, reps, pages = [np.zeros(1, np.int64)], [], [np.zeros(1, np.int64)]
+    for v0, v1 in _runs(cuts, graph.num_vertices):  # the shards and pages of each run
+        ptr = graph.in_indptr[v0:v1 + 1]
+        first, rep = shard_starts(ptr, vertex_bytes=vertex_bytes, shared_bytes=shared_bytes,
+                                  replication=replication, shard_vertices=shard_vertices,
+                                  max_shard_edges=bound)
+        pages.append(page_starts(ptr, first, page_bytes=page_bytes,
+                                 bytes_per_edge=per_edge)[1:] + sum(map(len, reps)))
+        starts.append(first[1:] + v0)
+        reps.append(rep)
+    starts, pages = np.concatenate(starts), np.concatenate(pages)
+    reps = np.concatenate(reps) if reps else np.zeros(0, np.int64)
     options = dict(page_bytes=page_bytes, vertex_bytes=vertex_bytes, shared_bytes=shared_bytes,
                    replication=replication, shard_vertices=shard_vertices,
                    max_shard_edges=max_shard_edges)
+    if cuts is not None:
+        options["cuts"] = cuts
     return Partition(graph.in_indptr, starts, reps, pages, weighted=graph.weighted,
                      index_dtype=graph.index_dtype, options=options)

@@ -226,3 +226,7 @@ CC_GPU_MEMORY_FRACTION = 0.8  # of the GPU's free memory the edges and labels ma
 CC_GPU_THREAD_DEGREE = 16  # in-degree up to which a vertex is one GPU thread's (ECL-CC's)
 CC_GPU_WARP_DEGREE = 352  # ... up to which one warp's, beyond one block's (ECL-CC's)
 CC_GPU_MAX_BLOCKS = 1 << 16  # blocks of a launch at most; kernels loop over the rest
+
+# --- colored execution (hetgraph.coloring, mode="colored") ------------------------------------
+FROG_COLORS = 5  # colors of a hybrid coloring, the last the hybrid partition: Frog's 5, whose
+# first four hold most vertices of real graphs (DBLP 82.8%); more add passes of few vertices

@@ -93,6 +93,7 @@ LAYERS = (
     ("kernels", ("hetgraph.kernels",)),
     ("readers and store", ("hetgraph.io", "hetgraph.datasets")),
     ("graph", ("hetgraph.graph", "hetgraph.csr", "hetgraph.order", "hetgraph.partition",
+               "hetgraph.coloring",
                "hetgraph.program", "hetgraph.result", "hetgraph.events", "hetgraph.plot")),
     ("base", ("hetgraph.errors", "hetgraph.registry", "hetgraph.tuning", "hetgraph.version",
               "hetgraph.cachedir")),

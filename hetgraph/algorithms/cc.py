@@ -19,6 +19,7 @@ import numba
 import numpy as np
 
 from .. import tuning
+from ..coloring import KEPT, coloring_of
 from ..errors import GraphError
 from ..io.store import StoredGraph, as_graph
 from ..registry import algorithm
@@ -143,6 +144,8 @@ def _label_propagation(graph, mode="async", **options):
     """The MinLabel program on the undirected graph through the dispatcher."""
     graph = as_graph(graph, options.get("host_budget"))
     undirected = graph.to_undirected()
+    if mode == "colored" and undirected is not graph:  # (the coloring separates arcs
+        undirected.kept(KEPT, lambda: coloring_of(graph))  # both ways: a color-major one)
     options.setdefault("max_iterations", max(graph.num_vertices, 1))
     result = run(MinLabel(_label_dtype(graph)), undirected, mode=mode, **options)
     result.graph = graph

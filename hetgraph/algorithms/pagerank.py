@@ -82,10 +82,15 @@ def l1_change(previous, values):
 
 
 class PageRank(PowerIteration):
-    """PageRank program (see the module docstring); ``tol=None`` runs all iterations."""
+    """PageRank program (see the module docstring); ``tol=None`` runs all iterations.
+    ``rescale``: every iteration first scales the values so that the ranks sum to 1,
+    which a sync pass keeps and a colored one (``mode="colored"``) does not: there the
+    sum's slow return to 1 would set the pace where many vertices are dangling."""
 
-    def __init__(self, damping=0.85, tol=1e-6, dtype=np.float64, weighted=True, start=None):
+    def __init__(self, damping=0.85, tol=1e-6, dtype=np.float64, weighted=True, start=None,
+                 rescale=False):
         _check_parameters(damping, tol)
+        self.rescale = bool(rescale)
         self.damping = float(damping)
         self.tol = tol
         if tol is None:
@@ -119,6 +124,11 @@ class PageRank(PowerIteration):
     # the hooks get the values on the device that holds them (NumPy or CuPy arrays)
     def iteration_constant(self, graph, values):
         n = graph.num_vertices
+        if self.rescale:  # (the run's own values, in place, before it reads them)
+            rank_of = on_device_of(values, self._rank_of)
+            total = np.einsum("i,i->", values, rank_of) if isinstance(values, np.ndarray) \
+                else values @ rank_of
+            values *= 1.0 / total
         # a 0-d device array on the GPU: no wait for the device here
         return indexed_sum(values, self._dangling, 1.0 / n, (1.0 - self.damping) / n)
 
@@ -375,7 +385,7 @@ def pagerank(graph, damping=0.85, max_iterations=100, tol=1e-6, *, personalizati
         check_nonnegative_weights(graph, "pagerank")
     _warn_if_tol_stops_at_once(graph.num_vertices, tol)
     program = _program(graph, damping, tol, dtype, weighted, personalization, nstart,
-                       dangling)
+                       dangling, options.get("mode") == "colored")
     result = run(program, program.graph, max_iterations=max_iterations, **options)
     if program.graph.num_vertices > graph.num_vertices:  # T of a teleport graph
         result.values, result.graph = result.values[:graph.num_vertices], graph
@@ -394,14 +404,16 @@ def _warn_if_tol_stops_at_once(n, tol):
                     n * tol, 1.0 / n)
 
 
-def _program(graph, damping, tol, dtype, weighted, personalization, nstart, dangling):
+def _program(graph, damping, tol, dtype, weighted, personalization, nstart, dangling,
+             colored=False):
     """The PageRank program of these arguments, with ``program.graph``, the graph it runs
-    on: ``graph`` itself, or its transition graph for personalized PageRank."""
+    on: ``graph`` itself, or its transition graph for personalized PageRank; ``colored``:
+    for a colored run (PageRank's ranks rescaled every iteration)."""
     start = vertex_weights(graph, nstart, "nstart")
     if personalization is None and dangling is None:
         if graph.in_indices is not None:  # (in memory: weights off by the graph)
             graph, weighted = (graph if weighted else unweighted(graph)), True
-        program = PageRank(damping, tol, dtype, weighted, start)
+        program = PageRank(damping, tol, dtype, weighted, start, rescale=colored)
         program.graph = graph
         return program
     if graph.in_indices is None:

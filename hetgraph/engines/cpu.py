@@ -20,6 +20,7 @@ import numpy as np
 from .. import tuning
 from ..kernels import cpu
 from .base import Engine
+from .colored import MODE as COLORED, ColorSweep
 from .cpu_modes import SpreadChoice, choose_cpu_mode, notify_fraction, push_factor
 
 
@@ -72,12 +73,13 @@ class CpuEngine(Engine):
     ``threads``: threads of the passes; ``partitions``: edge ranges per pass (default =
     threads for passes over at least ``tuning.SERIAL_EDGES`` edges, else 1);
     ``cpu_mode``: "auto", "pull", "notify-pull" or "push" (incremental programs);
-    ``rho``: read-cost ratio of the storage (1 in memory). It serves one run at a
+    ``rho``: read-cost ratio of the storage (1 in memory); ``coloring``: a colored
+    run's (:mod:`.colored`: every iteration a pass per color). It serves one run at a
     time, and later runs of its compiled program on its graph (:meth:`bind`).
     """
 
     def __init__(self, spec, graph, state, aux, *, threads, partitions=None,
-                 cpu_mode="auto", rho=1.0):
+                 cpu_mode="auto", rho=1.0, coloring=None):
         self.threads = threads
         self.partitions = partitions
         self.cpu_mode = cpu_mode
@@ -92,6 +94,7 @@ class CpuEngine(Engine):
         self._seen = None  # scratch of a push, made by the first
         self._deferred = None  # scratch of the buckets, made by the first burst
         self.chunks = chunk_count(graph.num_vertices, threads)
+        self.sweep = None if coloring is None else ColorSweep(coloring, graph)
         start = time.perf_counter()
         self.kernel = cpu.compile_program(spec, aux.dtype)
         self.bind(spec, graph, state, aux)
@@ -147,7 +150,7 @@ class CpuEngine(Engine):
         if self._counted is None:
             self._counted = cpu.frontier_size(self.state.flags, graph.out_indptr)
         active, degree = self._counted
-        if self._from_ids(self.mode(degree), active, degree):
+        if self.sweep is None and self._from_ids(self.mode(degree), active, degree):
             self._frontier = cpu.active_ids(self.state.flags)
             self._degree = degree
         return active, degree
@@ -165,8 +168,8 @@ class CpuEngine(Engine):
 
     @property
     def bursts(self) -> bool:
-        """Whether :meth:`burst` can run (see :attr:`CpuKernel.bursts`)."""
-        return self.kernel.bursts
+        """Whether :meth:`burst` can run (see :attr:`CpuKernel.bursts`; not colored)."""
+        return self.kernel.bursts and self.sweep is None
 
     def burst(self, iterations, seconds, max_degree=cpu.NO_LIMIT):
         """The next iterations, while they push or notify-pull from the frontier's ids in
@@ -213,6 +216,8 @@ class CpuEngine(Engine):
         vertices activated)."""
         active, degree = frontier
         constant = float(constant)
+        if self.sweep is not None:
+            return self._colored(constant)
         chosen = self.mode(degree)
         state = self.state
         if self._from_ids(chosen, active, degree):
@@ -235,6 +240,18 @@ class CpuEngine(Engine):
             activated = self._counted[0]
         return chosen, computed, edges, activated
 
+    def _colored(self, constant):
+        """A colored iteration (:class:`ColorSweep`); returns :meth:`iterate`'s result."""
+        self._frontier = None
+        self._counted = self.sweep.iterate(
+            lambda vertices, prefix, v0, written: self._step(
+                constant, vertices, prefix, v0, written=written), self.state.values)
+        return COLORED, self.graph.num_vertices, self.graph.num_arcs, self._counted[0]
+
+    def describe(self):
+        """A colored run's coloring and passes per iteration (else nothing)."""
+        return {} if self.sweep is None else {"mode": COLORED, **self.sweep.describe()}
+
     def pull_pages(self, ranges, constant):
         """Pull the vertex ``ranges`` [(v0, v1), ...] (pages) with the iteration
         constant, writing the state's new values and flags; returns (edges read,
@@ -247,10 +264,11 @@ class CpuEngine(Engine):
         self.reset_frontier()
         return edges, activated
 
-    def _step(self, constant, vertices, prefix, v0, edges=None):
+    def _step(self, constant, vertices, prefix, v0, edges=None, written=None):
         """The kernel over ``vertices`` (or the range from v0) counted by ``prefix``, its
         edges cut over the threads or run in this one (see :class:`SpreadChoice`); ``edges``: what :meth:`CpuKernel.step` reads
-        (default: the graph's in-edges). Returns (vertices activated, their out-degree
+        (default: the graph's in-edges); ``written``: the array written (default the
+        state's new values). Returns (vertices activated, their out-degree
         sum)."""
         count = int(prefix[-1] - prefix[0])
         parts = parts_of(count, self.threads, self.partitions)
@@ -259,10 +277,12 @@ class CpuEngine(Engine):
         state = self.state
         edges = self.kernel.edges(self.graph) if edges is None else edges
         start = time.perf_counter()
+        # (a colored run's cuts stay whichever way it runs: bitwise the same sums)
+        cuts = parts if spread or self.sweep is not None else 1
         counted = self.kernel.step(edges, self.graph.out_indptr, state.values,
-                                   state.new_values, state.flags, self.aux, constant,
-                                   vertices, prefix, v0, parts if spread else 1, state.sync,
-                                   spread)
+                                   state.new_values if written is None else written,
+                                   state.flags, self.aux, constant, vertices, prefix, v0,
+                                   cuts, state.sync, spread)
         if choice is not None:
             choice.record(spread, time.perf_counter() - start, count)
         return counted

@@ -31,6 +31,7 @@ from ..kernels.gpu.source import compile_kernel, front_of_key
 from ..kernels.transpile import c_type
 from .base import Engine
 from .subway import SUBGRAPH_MODES, active_subgraphs
+from .colored import color_shards
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,8 @@ class GpuEngine(Engine):
     ``pages``: the range of the partition's pages this engine owns (default all; needs
     ``partition``): only they are laid out on its device and computed, and its
     frontier counts only their vertices (several GPUs share a run so, see
-    :mod:`hetgraph.engines.multigpu`).
+    :mod:`hetgraph.engines.multigpu`). ``coloring``: a colored run's (``sync`` False, a
+    color-major graph: :mod:`.colored`), whose pass is one launch per color's shards.
     ``subgraph``: when pages stream, a segment's iteration of an incremental program
     whose frontier has under ``tuning.SUBGRAPH_ACTIVE_EDGES`` of the arcs copies only
     the active vertices' out-edges into the streamed pages and pushes them (Subway,
@@ -98,7 +100,7 @@ class GpuEngine(Engine):
     def __init__(self, spec, graph, values, flags, aux, *, sync=True, memory_budget=None,
                  page_bytes=None, streams=None, shared_bytes=None, replication=None,
                  threads_per_block=None, edge_order="source", source_ranges=1,
-                 partition=None, pages=None, subgraph=True):
+                 partition=None, pages=None, subgraph=True, coloring=None):
         require_gpu()
         page_bytes = tuning.PAGE_BYTES if page_bytes is None else page_bytes
         streams = tuning.GPU_STREAMS if streams is None else streams
@@ -131,6 +133,9 @@ class GpuEngine(Engine):
         self.per_edge = edge_bytes(graph.index_dtype, self.weighted)
         self.layout = dict(shared_bytes=shared_bytes, replication=replication,
                            vertex_bytes=spec.dtype.itemsize)
+        self.coloring = coloring
+        if coloring is not None and coloring.contiguous:  # shards and pages cut at colors
+            self.layout["cuts"] = coloring.cuts
         self._place_pages(memory_budget, partition, int(page_bytes), int(streams),
                           degree_dtype)
         self.h2d_bytes = self.d2h_bytes = 0
@@ -263,6 +268,7 @@ class GpuEngine(Engine):
         self._placed_edges = self._placed_shards = None
         part, plan = pages.partition, self.plan  # the resident pages come first
         self._resident_runs = self.resident_runs(1)
+        self._colors = self._color_runs()
         # the vertices this engine computes: those of its pages
         v0 = part.page_vertices(plan.pages.start)[0] if len(plan.pages) else 0
         v1 = part.page_vertices(plan.pages.stop - 1)[1] if len(plan.pages) else 0
@@ -272,6 +278,22 @@ class GpuEngine(Engine):
             _count_frontier_kernel(c_type(pages.out_degree.dtype), cp.cuda.runtime.getDevice()),
             dict(flags=self.flags[v0:v1], degree=pages.out_degree[v0:v1],
                  n=np.int64(v1 - v0), out=self._count))
+
+    def _color_runs(self):
+        """The shards of each color (:func:`color_shards`) of a colored run whose pages
+        are all resident, and the hybrid pass's written values; else None (with a
+        coloring: the pass runs as async does, logged)."""
+        if self.coloring is None:
+            return None
+        runs = color_shards(self.partition.shard_start, self.coloring)
+        if runs is None or len(self.plan.streamed_pages) or self.owned is not None:
+            log.warning("mode='colored' runs as 'async' on this GPU: it needs a "
+                        "color-major graph (graph.reorder('color')) whose pages are all "
+                        "resident on one GPU")
+            return None
+        self.mode = "gpu-colored"
+        self._hybrid_values = self.cupy.empty_like(self.values)
+        return runs
 
     def resident_runs(self, count):
         """The resident pages as up to ``count`` runs of consecutive shards
@@ -472,6 +494,9 @@ class GpuEngine(Engine):
         if resident_only:
             streamed = ()
         main = self.cupy.cuda.get_current_stream() if stream is None else stream
+        if pages is None and self._colors is not None:
+            self._run_colors(main)
+            return
         # streamed copies may start while the resident pages run
         ready = main.record() if len(streamed) else None
         first = plan.first_edge  # (the resident arrays' first edge)
@@ -495,6 +520,30 @@ class GpuEngine(Engine):
                 self._launch(s1 - s0, s0, e0, stage, stream)
             for stream in self.streams:
                 main.wait_event(stream.record())
+
+    def _run_colors(self, stream):
+        """A colored pass on ``stream``: the colors' shards one launch after the other
+        (per source range), in place; the hybrid partition's, last, into a second array
+        copied back into the values after it (see :mod:`.colored`)."""
+        first = self.plan.first_edge
+        *colors, hybrid = self._colors
+        for s0, s1 in colors:
+            for k in range(self.ranges):
+                self._launch(s1 - s0, s0, first, self.pages.resident, stream, k, k + 1)
+        s0, s1 = hybrid
+        if s1 == s0:
+            return
+        self.new_values = self._hybrid_values
+        try:
+            for k in range(self.ranges):
+                self._launch(s1 - s0, s0, first, self.pages.resident, stream, k, k + 1)
+        finally:
+            self.new_values = self.values
+        v0, v1 = (int(v) for v in self.partition.shard_start[[s0, s1]])
+        size = self.values.itemsize
+        self.cupy.cuda.runtime.memcpyAsync(
+            self.values.data.ptr + v0 * size, self._hybrid_values.data.ptr + v0 * size,
+            (v1 - v0) * size, self.cupy.cuda.runtime.memcpyDeviceToDevice, stream.ptr)
 
     def counts(self):
         """(vertices activated, their out-degree sum) since :meth:`begin` (waits)."""
@@ -616,4 +665,6 @@ class GpuEngine(Engine):
                                       self.plan.page_edges[self.plan.streamed_pages]),
                 "shards": self.partition.num_shards, "shared_bytes": self.shared_bytes,
                 "source_ranges": self.ranges,
-                "subgraph": None if self._subgraphs is None else self._subgraphs.describe()}
+                "subgraph": None if self._subgraphs is None else self._subgraphs.describe(),
+                **({} if self._colors is None else
+                   {"mode": self.mode, **self.coloring.describe()})}

@@ -37,6 +37,7 @@ from .. import tuning
 from ..cluster import ClusterError, WorkerLostError, cluster_for
 from ..engines.cpu import pull_threads
 from ..engines.cpu_modes import notify_fraction, push_factor
+from ..coloring import coloring_of
 from ..errors import GraphError, OutOfCoreError
 from ..graph import Graph
 from ..io.store import StoredGraph, as_graph, available_memory
@@ -53,7 +54,7 @@ from .state import VertexState
 
 log = logging.getLogger("hetgraph.scheduler")
 
-EXECUTION_MODES = ("sync", "async")
+EXECUTION_MODES = ("sync", "async", "colored")
 DEVICES = ("auto", "cpu", "gpu", "hybrid")
 GPU_OPTIONS = ("memory_budget", "page_bytes", "streams", "shared_bytes", "replication",
                "threads_per_block", "edge_order", "source_ranges", "subgraph")
@@ -99,7 +100,8 @@ def _as_graph(graph, host_budget):
 def _check_options(mode, devices, cpu_mode, max_iterations, threads, partitions, gpu,
                    page_bytes, host_budget):
     if mode not in EXECUTION_MODES:
-        raise GraphError(f"mode={mode!r} is not an execution mode; use 'sync' or 'async'")
+        raise GraphError(f"mode={mode!r} is not an execution mode; use 'sync', 'async' or "
+                         f"'colored'")
     if devices not in DEVICES:
         raise GraphError(f"devices={devices!r} is not valid; use 'auto', 'cpu', 'gpu' or "
                          f"'hybrid'")
@@ -151,10 +153,14 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
         "gpu" errors when the cluster has no GPU worker; "hybrid": every iteration's
         pages spread over all workers, without the cost model's switch. Under "auto"
         a graph of at most ``hetgraph.tuning.SMALL_ARCS`` arcs runs on the CPU.
-    mode : {"sync", "async"}, default "sync"
+    mode : {"sync", "async", "colored"}, default "sync"
         "sync": new values visible next iteration (deterministic); "async": visible
         at once on the device that computed them, between devices at the end of the
-        iteration.
+        iteration; "colored": Frog's asynchronous model, one pass per color of the
+        graph's hybrid coloring (:mod:`hetgraph.coloring`), each seeing the colors
+        before it (deterministic; fewer iterations than "sync"). On a GPU it needs a
+        color-major graph (``graph.reorder("color")``); a hybrid iteration or several
+        GPUs run their pages as "async" does.
     max_iterations : int, default 100
         Iterations at most (>= 0).
     threads : int, optional
@@ -249,6 +255,7 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
         xp, device = np, contextlib.nullcontext()
         values, flags, aux = spec.initial_state(graph, xp)
     state = VertexState(values, flags, sync=mode == "sync")
+    coloring = _coloring(graph, mode, in_memory)
     aux = _NO_AUX if aux is None else aux
     history, converged = _resume(checkpointer, state) if resume else ([], False)
     compile_seconds = 0.0
@@ -257,7 +264,8 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
             driver = _Driver(active_cluster, spec, graph, state, aux, devices,
                              dict(threads=threads, partitions=partitions, cpu_mode=cpu_mode,
                                   rho=float(rho), page_bytes=page_bytes,
-                                  gpu=dict(gpu or {}), host_budget=host_budget),
+                                  gpu=dict(gpu or {}), host_budget=host_budget,
+                                  coloring=coloring),
                              fresh=not history)
             bar = ProgressBar(spec.name, max_iterations) if show_progress(progress) else None
             try:
@@ -274,6 +282,16 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
     return Result(graph, values, program=spec.name, iterations=len(history),
                   converged=converged, history=history, mode=mode,
                   compile_seconds=compile_seconds)
+
+
+def _coloring(graph, mode, in_memory):
+    """The coloring of a colored run (the graph's, :func:`coloring_of`), else None."""
+    if mode != "colored":
+        return None
+    if not in_memory:
+        raise OutOfCoreError("mode='colored' runs on a graph in memory; open the store "
+                             "with hg.open_store, raise host_budget or use mode='async'")
+    return coloring_of(graph)
 
 
 def _state_module(cluster, devices, spec, checkpointer, graph):
@@ -392,7 +410,7 @@ class _Driver:
         self.runspec = tasks.RunSpec(self.run_id, spec, graph, aux, state.sync, self.shared,
                                  pages, partition, options["threads"], options["partitions"],
                                  options["cpu_mode"], options["rho"], gpu,
-                                 options["host_budget"])
+                                 options["host_budget"], options["coloring"])
         self._share_run()
         self.page_edges = np.diff(graph.in_indptr[pages], axis=1)[:, 0] if len(pages) > 1 \
             else np.array([graph.num_arcs], np.int64)  # (the pages cover every vertex)
@@ -685,7 +703,7 @@ class _Driver:
                                 program=self.spec.name, vertices=int(self.graph.num_vertices),
                                 arcs=int(self.graph.num_arcs), devices=self.devices,
                                 kinds=dict(self.kinds), max_iterations=int(max_iterations),
-                                first=len(history) + 1)
+                                first=len(history) + 1, **self._coloring_fields())
         self.bar = bar
         converged, error = False, None
         try:
@@ -703,6 +721,12 @@ class _Driver:
             checkpointer.save(len(history), self.state.values, self.state.flags, history,
                               converged=converged)
         return history, converged
+
+    def _coloring_fields(self):
+        """A colored run's start-event field: its coloring (colors, sizes, share,
+        passes per iteration), for the dashboard."""
+        coloring = self.runspec.coloring
+        return {} if coloring is None else {"coloring": coloring.describe()}
 
     def _loop(self, max_iterations, history, checkpointer):
         iteration = len(history) + 1

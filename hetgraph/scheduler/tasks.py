@@ -64,6 +64,7 @@ class RunSpec:
     rho: float
     gpu: dict
     host_budget: int | None = None  # bytes of host memory of an out-of-core run
+    coloring: object = None  # a colored run's Coloring (hetgraph.coloring), else None
 
     def ranges(self, pages):
         """[(first vertex, end vertex)] of ``pages``, in increasing order, adjacent pages
@@ -279,9 +280,9 @@ def _cpu_context(run, state):
                                          budget=run.host_budget, **options)
             else:
                 kept = ("cpu", cpu.compile_program(run.spec, run.aux.dtype),
-                        *options.values())
+                        *options.values(), run.coloring is not None)  # (the graph's)
                 ctx.engine = _kept_engine(ctx, run, state, kept, lambda: CpuEngine(
-                    run.spec, run.graph, state, run.aux, **options))
+                    run.spec, run.graph, state, run.aux, coloring=run.coloring, **options))
             ctx.build_seconds = time.perf_counter() - start
             _CONTEXTS[key] = ctx
     ctx.engine.state = state
@@ -317,7 +318,8 @@ def _gpu_engine(run, devices=None):
 
     n = run.graph.num_vertices
     return GpuEngine(run.spec, run.graph, cp.zeros(n, run.spec.dtype), cp.zeros(n, cp.uint8),
-                     run.aux, sync=run.sync, partition=run.partition, **run.gpu)
+                     run.aux, sync=run.sync, partition=run.partition,
+                     coloring=run.coloring, **run.gpu)
 
 
 def _gpu_engine_key(run, device):
@@ -328,7 +330,8 @@ def _gpu_engine_key(run, device):
     if code is None:
         return None
     return ("gpu", device, code, run.spec.name, run.aux.dtype.str, run.sync,
-            tuple(sorted(run.gpu.items())), kept_layouts.partition_key(run.partition))
+            run.coloring is not None, tuple(sorted(run.gpu.items())),
+            kept_layouts.partition_key(run.partition))
 
 
 def _drop_idle_gpu_engines(device):
