@@ -20,6 +20,8 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
+
 from ..errors import OutOfCoreError
 
 
@@ -28,7 +30,8 @@ class PageCache:
 
     ``prefetch_bytes``: the part of the budget for reads in flight (default: a quarter
     of the budget). Counters: ``read_bytes`` (from disk), ``reads``, ``hits``,
-    ``misses``, ``wait_seconds`` (time a pass waited for a read).
+    ``misses``, ``wait_seconds`` (time a pass waited for a read), ``read_seconds``
+    (time the I/O threads spent reading, all stripes together).
     """
 
     def __init__(self, store, budget, prefetch_bytes=None):
@@ -55,7 +58,7 @@ class PageCache:
         self._pass = 0
         self._lock = threading.Lock()
         self.read_bytes = self.reads = self.hits = self.misses = 0
-        self.wait_seconds = 0.0
+        self.wait_seconds = self.read_seconds = 0.0
 
     def _entry(self, key):
         return self.store.page_blocks(key[0])[key[1]]
@@ -89,9 +92,45 @@ class PageCache:
 
     def _start(self, key, size):
         entry = self._entry(key)
-        self._inflight[key] = self._io[entry["stripe"]].submit(self.store.page_block, *key,
-                                                               fetch=True)
+        self._inflight[key] = self._io[entry["stripe"]].submit(self._read, key)
         self._inflight_bytes += size
+
+    def _read(self, key):
+        """Read block ``key`` (in an I/O thread), timed."""
+        start = time.perf_counter()
+        try:
+            return self.store.page_block(*key, fetch=True)
+        finally:
+            seconds = time.perf_counter() - start
+            with self._lock:
+                self.read_seconds += seconds
+
+    def missing_bytes(self, pages, blocks):
+        """Bytes of ``blocks`` (names) of each of ``pages`` that are neither cached nor
+        being read (int64, one a page): what reading them now takes from the disk."""
+        with self._lock:
+            return np.array([sum(self._entry((p, b))["bytes"] for b in blocks
+                                 if (p, b) not in self._cached and
+                                 (p, b) not in self._inflight) for p in pages], np.int64)
+
+    def cached_of(self, pages, blocks):
+        """Bytes of ``blocks`` of each of ``pages`` held in the cache now (int64)."""
+        with self._lock:
+            return np.array([sum(self._cached[(p, b)][0].nbytes for b in blocks
+                                 if (p, b) in self._cached) for p in pages], np.int64)
+
+    @property
+    def free_bytes(self) -> int:
+        """Bytes the cache can take before it must replace blocks."""
+        return max(self.capacity - self._cached_bytes, 0)
+
+    @property
+    def seconds_per_byte(self):
+        """Seconds a byte read from the disk took, the stripes read in parallel (None
+        before any read)."""
+        if not self.read_bytes:
+            return None
+        return self.read_seconds / len(self._io) / self.read_bytes
 
     def get(self, page, blocks):
         """The arrays of ``blocks`` (names) of ``page``, read now if no read is in flight."""
