@@ -2,7 +2,8 @@
 
 Only per-vertex arrays stay in memory (values, flags, the CSC and CSR pointers, aux);
 every pass reads the pages it needs through a :class:`~hetgraph.io.pagecache.PageCache`
-bounded by the run's host memory budget, with the next pages read (one I/O thread per
+bounded by the run's host memory budget (shared with a GPU engine of the run in this
+process, :mod:`hetgraph.engines.store_gpu`), with the next pages read (one I/O thread per
 stripe) while the current ones compute:
 
 - pull: every page's in-edges (sources, and weights when the program needs them);
@@ -26,7 +27,7 @@ import time
 import numpy as np
 
 from ..errors import OutOfCoreError
-from ..io.pagecache import PageCache
+from ..io.pagecache import shared_cache
 from ..kernels import cpu
 from .cpu import CpuEngine, chunk_count
 from .cpu_modes import choose_cpu_mode, notify_fraction
@@ -62,10 +63,15 @@ def store_mode(chosen, f, skew, reads, seconds_per_byte, seconds_per_edge, num_a
 def resident_bytes(graph, state, aux):
     """Host bytes an out-of-core run keeps whatever its budget: the pointers of the CSC
     and CSR, the vertex state and the aux array."""
-    arrays = [graph.in_indptr, graph.out_indptr, state.values, state.flags, state.marks, aux]
-    if state.sync:
-        arrays.append(state.new_values)
-    return sum(a.nbytes for a in arrays)
+    return vertex_bytes(graph, state.values.dtype, state.sync, aux)
+
+
+def vertex_bytes(graph, dtype, sync, aux):
+    """:func:`resident_bytes` of a state of values of ``dtype`` (two arrays when
+    ``sync``), flags and marks."""
+    n = graph.num_vertices
+    return (graph.in_indptr.nbytes + graph.out_indptr.nbytes + aux.nbytes +
+            n * np.dtype(dtype).itemsize * (2 if sync else 1) + 2 * n)
 
 
 class StoreEngine(CpuEngine):
@@ -82,7 +88,7 @@ class StoreEngine(CpuEngine):
             raise OutOfCoreError(
                 f"{store.path}: host_budget={int(budget):,} bytes does not even hold the "
                 f"run's vertex arrays ({resident:,} bytes); raise it")
-        self.cache = PageCache(store, int(budget) - resident)
+        self.cache = shared_cache(store, int(budget) - resident)
         pages = store.manifest["pages"]
         self.page_vertices = store.page_vertices()
         self.edge_start = np.array([p["edge_start"] for p in pages], np.int64)
@@ -104,7 +110,7 @@ class StoreEngine(CpuEngine):
 
     @property
     def read_bytes(self) -> int:
-        return self.cache.read_bytes
+        return self.cache.owner_read_bytes[self]  # (its own reads: the cache is shared)
 
     def _edges(self, page, arrays):
         """What the kernel reads for ``page`` from its blocks' arrays."""
@@ -168,11 +174,11 @@ class StoreEngine(CpuEngine):
     def _pull(self, pages, constant):
         """Pull ``pages``; returns (edges read, (vertices activated, their out-degree
         sum))."""
-        self.cache.plan(pages, self.pull_blocks)
+        self.cache.plan(pages, self.pull_blocks, owner=self)
         edges = activated = degree = 0
         seconds = 0.0  # in the kernel, not waiting for reads
         for p in pages:
-            arrays = self.cache.get(p, self.pull_blocks)
+            arrays = self.cache.get(p, self.pull_blocks, owner=self)
             v0, v1 = self.page_vertices[p]
             prefix = self.graph.in_indptr[v0:v1 + 1]
             edges += int(prefix[-1] - prefix[0])
@@ -193,9 +199,9 @@ class StoreEngine(CpuEngine):
         if graph.num_vertices == 0:
             return 0, 0, (0, 0)
         starts = self.page_vertices[:, 0]
-        self.cache.plan(notifying, NOTIFY_BLOCKS)
+        self.cache.plan(notifying, NOTIFY_BLOCKS, owner=self)
         for p in notifying:
-            (out_dst,) = self.cache.get(p, NOTIFY_BLOCKS)
+            (out_dst,) = self.cache.get(p, NOTIFY_BLOCKS, owner=self)
             v0, v1 = (int(v) for v in self.page_vertices[p])
             cpu.notify(state.flags, graph.out_indptr, out_dst, self.out_edge_start[p], v0,
                        v1, state.marks, self.spec.notify_self, chunk_count(v1 - v0,
@@ -203,10 +209,10 @@ class StoreEngine(CpuEngine):
         vertices = cpu.compact(state.marks, self.chunks)
         cuts = np.append(np.searchsorted(vertices, starts), len(vertices))
         pulled = np.flatnonzero(np.diff(cuts))
-        self.cache.plan(pulled, self.pull_blocks, same_pass=True)
+        self.cache.plan(pulled, self.pull_blocks, same_pass=True, owner=self)
         edges = activated = degree = 0
         for p in pulled:
-            arrays = self.cache.get(p, self.pull_blocks)
+            arrays = self.cache.get(p, self.pull_blocks, owner=self)
             ids = vertices[cuts[p]:cuts[p + 1]]
             prefix = cpu.edge_prefix(graph.in_indptr, ids)
             edges += int(prefix[-1])
@@ -217,5 +223,6 @@ class StoreEngine(CpuEngine):
         return len(vertices), edges, (activated, degree)
 
     def close(self):
-        """Stop the I/O threads and drop the cached pages."""
-        self.cache.close()
+        """Let go of the page cache (the last engine sharing it stops its I/O threads and
+        drops its pages)."""
+        self.cache.release()

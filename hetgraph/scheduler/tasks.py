@@ -314,6 +314,12 @@ def _gpu_engine(run, devices=None):
     from ..engines.gpu import GpuEngine
 
     n = run.graph.num_vertices
+    if isinstance(run.graph, StoredGraph):  # out of core: its pages read from the store
+        from ..engines.store_gpu import StoreGpuEngine
+
+        return StoreGpuEngine(run.spec, run.graph, cp.zeros(n, run.spec.dtype),
+                              cp.zeros(n, cp.uint8), run.aux, sync=run.sync,
+                              budget=run.host_budget, **run.gpu)
     return GpuEngine(run.spec, run.graph, cp.zeros(n, run.spec.dtype), cp.zeros(n, cp.uint8),
                      run.aux, sync=run.sync, partition=run.partition, **run.gpu)
 
@@ -426,6 +432,7 @@ def gpu_pages(run, state, version, iteration, pages, constant):
     ctx = _gpu_context(run, device)
     engine = ctx.engine
     start = time.perf_counter()
+    read = engine.read_bytes  # (out of core: its pages' reads)
     with use_device(device):
         if ctx.iteration != iteration:
             if ctx.pending_finish:
@@ -442,7 +449,7 @@ def gpu_pages(run, state, version, iteration, pages, constant):
     activated, ctx.counted = activated - ctx.counted, activated
     return Report("gpu", list(pages), run.edges(pages), activated,
                   time.perf_counter() - start, build_seconds=ctx.take_build_seconds(),
-                  out=_out(run, state, ranges))
+                  read_bytes=engine.read_bytes - read, out=_out(run, state, ranges))
 
 
 # --- segments ------------------------------------------------------------------------------------
