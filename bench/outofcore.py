@@ -230,7 +230,7 @@ def main():
             row = measured(name, call, disk_speed)
             row["host_budget_bytes"] = budget
             runs.append(row)
-        del graph
+        graph = None  # (the loaded graph's memory back before the next budget)
     result = {"machine": describe(), "store": {
         "path": os.path.abspath(args.store), "num_vertices": store.num_vertices,
         "num_arcs": store.num_arcs, "data_bytes": store.data_bytes,

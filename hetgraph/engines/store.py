@@ -98,7 +98,11 @@ class StoreEngine(CpuEngine):
         self.pull_blocks = ("src", "weight") if spec.needs_weights and store.weighted \
             else ("src",)
         self.seconds_per_edge = None  # a pull's compute, measured by each pull
-        super().__init__(spec, graph, state, aux, **options)
+        try:
+            super().__init__(spec, graph, state, aux, **options)
+        except BaseException:
+            self.cache.release()  # (shared: not left to the next run)
+            raise
 
     bursts = False  # its iterations read pages from the store: one at a time
 
