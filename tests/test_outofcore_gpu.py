@@ -131,8 +131,9 @@ def test_engines_share_one_cache_within_the_budget(stores):
     src = [p["blocks"]["src"]["bytes"] for p in store.manifest["pages"]]
     budget = sum(src) // 2 + 4 * max(src)
     cpu = shared_cache(store, budget)
+    capacity = cpu.capacity
     gpu = shared_cache(store, 10 * budget, beside=max(src))  # joins: the first's budget
-    assert gpu is cpu and cpu.budget == budget
+    assert gpu is cpu and cpu.budget == budget and cpu.capacity == capacity - max(src)
     capacity = cpu.capacity
     pages = list(range(store.num_pages))
     half = len(pages) // 2
@@ -148,10 +149,11 @@ def test_engines_share_one_cache_within_the_budget(stores):
     assert cpu.owner_read_bytes["gpu"] == sum(src[half:])
     assert cpu.read_bytes == sum(src) and cpu.capacity == capacity
     assert cpu.cached_bytes <= cpu.capacity
+    gpu.release(beside=max(src))  # its staging buffers' bytes come back to the cache
+    assert cpu.capacity == capacity + max(src)
+    assert shared_cache(store, budget) is cpu  # still held by the other engine
     cpu.release()
-    assert shared_cache(store, budget) is gpu  # still held by the other engine
-    gpu.release()
-    gpu.release()
+    cpu.release()
     fresh = shared_cache(store, budget)
     assert fresh is not cpu and fresh.read_bytes == 0
     fresh.release()

@@ -149,9 +149,10 @@ class StoreGpuEngine(GpuEngine):
                               for d in self.pages.dtypes) for _ in self.streams]
         self.staged = [None] * len(self.streams)  # each buffer's last copy (CUDA event)
         self.blocks = page_blocks(self.weighted)
-        held = sum(a.nbytes for buffers in self.staging for a in buffers if a is not None)
+        self.staging_bytes = sum(a.nbytes for buffers in self.staging for a in buffers
+                        if a is not None)
         self.cache = shared_cache(store, self.host_budget - vertex_bytes(
-            self.graph, self.spec.dtype, self.sync, self.aux), beside=held)
+            self.graph, self.spec.dtype, self.sync, self.aux), beside=self.staging_bytes)
 
     @property
     def read_bytes(self) -> int:
@@ -208,7 +209,7 @@ class StoreGpuEngine(GpuEngine):
         super().close()
         self.staging = self.staged = None
         if self.cache is not None:
-            self.cache.release()
+            self.cache.release(beside=self.staging_bytes)
             self.cache = None
 
     def describe(self):

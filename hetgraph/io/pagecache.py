@@ -222,12 +222,15 @@ class PageCache:
                     f"host_budget")
             self.capacity -= int(nbytes)
 
-    def release(self):
-        """An engine sharing the cache is done with it (:func:`shared_cache`); the last
+    def release(self, beside=0):
+        """An engine sharing the cache is done with it (:func:`shared_cache`), and with
+        the ``beside`` bytes it held beside it (they come back to the cache); the last
         one closes it."""
         with _SHARED_LOCK:
             self._users -= 1
             if self._users > 0:
+                with self._lock:
+                    self.capacity += int(beside)
                 return
             if _SHARED.get(self.store) is self:
                 del _SHARED[self.store]
