@@ -150,7 +150,7 @@ class StoreGpuEngine(GpuEngine):
         self.staged = [None] * len(self.streams)  # each buffer's last copy (CUDA event)
         self.blocks = page_blocks(self.weighted)
         self.staging_bytes = sum(a.nbytes for buffers in self.staging for a in buffers
-                        if a is not None)
+                                 if a is not None)
         self.cache = shared_cache(store, self.host_budget - vertex_bytes(
             self.graph, self.spec.dtype, self.sync, self.aux), beside=self.staging_bytes)
 
