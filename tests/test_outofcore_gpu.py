@@ -261,3 +261,130 @@ def test_the_gpu_keeps_the_pages_its_budget_holds(stores, resident):
         assert (reads[1:] == 0).all()
     else:
         assert (reads[1:] > 0).all() and (reads[1:] < gpu_blocks).all()
+
+
+# --- a pass of the GPU engine on a stand-in device (its host side, here) --------------------
+
+class _DeviceArray(np.ndarray):
+    """A host array standing for a device one: ``set`` copies in at once."""
+
+    def set(self, array, stream=None):
+        self[...] = array
+
+
+class _Event:
+    def synchronize(self):
+        pass
+
+
+class _Stream:
+    ptr = 0
+
+    def __init__(self, non_blocking=False):
+        pass
+
+    def record(self):
+        return _Event()
+
+    def wait_event(self, event):
+        assert isinstance(event, _Event)
+
+
+def _stand_in_cupy():
+    """The few CuPy calls StorePages and StoreGpuEngine's pass make, on the host."""
+    from types import SimpleNamespace
+
+    def wrap(array):
+        return np.asarray(array).view(_DeviceArray)
+
+    main = _Stream()
+    return SimpleNamespace(
+        asarray=wrap, empty=lambda n, d: wrap(np.empty(n, d)), int64=np.int64,
+        zeros=lambda n, d: wrap(np.zeros(n, d)),
+        cuda=SimpleNamespace(get_current_stream=lambda: main, Stream=_Stream,
+                             runtime=SimpleNamespace(getDevice=lambda: 0),
+                             memory=SimpleNamespace(OutOfMemoryError=MemoryError)))
+
+
+@pytest.mark.parametrize("memory", ["all", "some"])
+def test_a_pass_over_resident_and_streamed_pages_reads_each_page_once(stores, memory,
+                                                                      monkeypatch):
+    """StoreGpuEngine's pages on a stand-in device whose kernel sums each vertex's
+    in-neighbours' values times the edge weights: every pass gives the CSC's sums; the
+    first reads every page, the later ones only the pages the budget streams."""
+    import sys
+    from types import SimpleNamespace
+
+    from hetgraph.engines.store_gpu import StoreGpuEngine
+    from hetgraph.partition import edge_bytes
+
+    fake = _stand_in_cupy()
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    monkeypatch.setitem(sys.modules, "cupyx", SimpleNamespace(empty_pinned=np.empty))
+    store = stores["weighted", 2]
+    graph = store.stored_graph()
+    part = store.partition()
+    per_edge = edge_bytes(store.index_dtype, True)
+    sizes = np.diff([part.page_edges(p) for p in range(part.num_pages)])[:, 0] * per_edge
+    engine = StoreGpuEngine.__new__(StoreGpuEngine)
+    n = graph.num_vertices
+    values = np.random.default_rng(1).random(n)
+    out = np.zeros(n)
+    engine.__dict__.update(cupy=fake, graph=graph, weighted=True, per_edge=per_edge,
+                           spec=SimpleNamespace(dtype=np.dtype(np.float64)), sync=True,
+                           aux=np.zeros(1), host_budget=_gpu_budget(store, 0.05))
+
+    def allocate():
+        engine.partition, engine.plan = engine.pages.partition, engine.pages.plan
+        engine.streams = [_Stream() for _ in range(engine.plan.streams)]
+        engine.stages = [tuple(fake.zeros(engine.plan.stage_edges, d) for d in
+                               engine.pages.dtypes) for _ in engine.streams]
+
+    def launch(grid, first_shard, edge_base, edges, stream):
+        src, offsets, weight = edges
+        table, starts = engine.pages.shard_edge, engine.pages.shard_start
+        for s in range(first_shard, first_shard + grid):
+            e = np.arange(table[s, 0], table[s, 1]) - edge_base
+            np.add.at(out, starts[s] + offsets[e].astype(np.int64),
+                      values[src[e].astype(np.int64)] * weight[e])
+
+    monkeypatch.setattr(engine, "_allocate", allocate, raising=False)
+    monkeypatch.setattr(engine, "_launch", launch, raising=False)
+    budget = None if memory == "all" else int(sizes.sum() // 2)
+    fake.cuda.runtime.memGetInfo = lambda: (4 * int(sizes.sum()), 0)
+    engine._place_pages(budget, None, 0, 2, np.uint32)
+    plan = engine.plan
+    streamed = list(plan.streamed_pages)
+    assert (not streamed) == (memory == "all") and plan.resident > 0
+    g = WEIGHTED
+    src = np.repeat(np.arange(n), np.diff(g.in_indptr))  # (each in-edge's destination)
+    expected = np.bincount(src, values[g.in_indices] * g.in_weights, minlength=n)
+    blocks = {p: sum(store.page_blocks(p)[b]["bytes"] for b in page_blocks(True))
+              for p in range(part.num_pages)}
+    reads = []
+    for _ in range(3):
+        out[:] = 0
+        before = engine.read_bytes
+        engine.run_pages()
+        reads.append(engine.read_bytes - before)
+        np.testing.assert_allclose(out, expected, rtol=1e-12)
+    assert engine.pages.loaded[:plan.resident_end].all()
+    assert not engine.pages.loaded[plan.resident_end:].any()
+    assert reads[0] == sum(blocks.values())
+    # the host cache keeps streamed pages only (the resident ones are on the device)
+    resident = range(plan.resident_end)
+    assert engine.cache.cached_of(resident, page_blocks(True)).sum() == 0
+    cached = engine.cache.cached_of(streamed, page_blocks(True)).sum()
+    assert reads[1] == reads[2] == sum(blocks[p] for p in streamed) - cached
+    assert (cached > 0) == (memory == "some")
+    assert (reads[1] > 0) == (memory == "some")
+    # a hybrid iteration's batch: those pages' vertices alone
+    out[:] = 0
+    batch = [0, part.num_pages - 1]
+    engine.run_pages(batch)
+    for p in batch:
+        v0, v1 = part.page_vertices(p)
+        np.testing.assert_allclose(out[v0:v1], expected[v0:v1], rtol=1e-12)
+    assert out.sum() == pytest.approx(sum(expected[slice(*part.page_vertices(p))].sum()
+                                          for p in batch))
+    engine.cache.release(beside=engine.staging_bytes)

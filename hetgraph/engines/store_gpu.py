@@ -11,8 +11,9 @@ page is read and copied. A store's blocks are the kernel's layout in destination
 (source ids, 16-bit destination offsets, weights; the shard table comes from the
 pointers, :func:`shard_edge_table`): nothing is laid out on the host. The pages the
 GPU's budget holds (a prefix, :class:`~hetgraph.kernels.gpu.layout.PagePlan`) stay on
-the device once read, a second cache level read from the disk once a run; the others
-go through the device's staging buffers every pass.
+the device once read, a second cache level read from the disk once a run (and dropped
+from the host cache, which keeps the others); the others go through the device's
+staging buffers every pass.
 
 cupy is imported when an engine is made: without a GPU this module imports.
 """
@@ -201,8 +202,9 @@ class StoreGpuEngine(GpuEngine):
         self.staged[slot] = stream.record()
         s0, s1 = int(self.partition.page_shard[p]), int(self.partition.page_shard[p + 1])
         self._launch(s1 - s0, s0, base, target, stream)
-        if resident:
+        if resident:  # on the device from now on: the host cache keeps others instead
             self.pages.loaded[p] = True
+            self.cache.discard(p, self.blocks)
 
     def close(self):
         """Let go of the pages, the staging buffers and the page cache."""

@@ -206,6 +206,15 @@ class PageCache:
             self._cached[key] = [array, self._pass]
             self._cached_bytes += array.nbytes
 
+    def discard(self, page, blocks):
+        """Drop ``blocks`` (names) of ``page`` from the cache: a copy kept elsewhere (a
+        GPU's resident page) leaves the room to pages that have none."""
+        with self._lock:
+            for block in blocks:
+                entry = self._cached.pop((page, block), None)
+                if entry is not None:
+                    self._cached_bytes -= entry[0].nbytes
+
     @property
     def cached_bytes(self) -> int:
         return self._cached_bytes
