@@ -6,11 +6,12 @@ reads of the next ones in flight while the current ones compute. What it keeps i
 bounded by a byte budget:
 
 - ``prefetch_bytes`` of it hold reads in flight and pages passing through;
-- the rest caches blocks (less what :meth:`PageCache.reserve` sets aside). A block read when the cache is full replaces blocks that
-  the current pass has not used; when every cached block was used by this pass (a
-  scan larger than the cache), it passes through uncached, so that a repeated scan
-  keeps hitting the same cached pages instead of evicting each one just before it
-  is needed again (which LRU would do).
+- the rest caches blocks (less what :meth:`PageCache.reserve` sets aside). A block
+  read when the cache is full replaces blocks that the current pass has not used;
+  when every cached block was used by this pass (a scan larger than the cache), it
+  passes through uncached, so that a repeated scan keeps hitting the same cached
+  pages instead of evicting each one just before it is needed again (which LRU
+  would do).
 
 Several engines of one run in one process (the CPU's and the GPU's) share one cache
 (:func:`shared_cache`): a page is read once for whichever device takes it, and the
@@ -184,7 +185,7 @@ class PageCache:
                     self.reads += 1
                     size = self._entry(key)["bytes"]
                     self.read_bytes += size
-                    self.owner_read_bytes[self._owner.pop(key)] += size
+                    self.owner_read_bytes[self._owner.pop(key, None)] += size
                 self.wait_seconds += time.perf_counter() - start
         return array
 
