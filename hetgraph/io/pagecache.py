@@ -6,11 +6,17 @@ reads of the next ones in flight while the current ones compute. What it keeps i
 bounded by a byte budget:
 
 - ``prefetch_bytes`` of it hold reads in flight and pages passing through;
-- the rest caches blocks. A block read when the cache is full replaces blocks that
-  the current pass has not used; when every cached block was used by this pass (a
-  scan larger than the cache), it passes through uncached, so that a repeated scan
-  keeps hitting the same cached pages instead of evicting each one just before it
-  is needed again (which LRU would do).
+- the rest caches blocks (less what :meth:`PageCache.reserve` sets aside). A block
+  read when the cache is full replaces blocks that the current pass has not used;
+  when every cached block was used by this pass (a scan larger than the cache), it
+  passes through uncached, so that a repeated scan keeps hitting the same cached
+  pages instead of evicting each one just before it is needed again (which LRU
+  would do).
+
+Several engines of one run in one process (the CPU's and the GPU's) share one cache
+(:func:`shared_cache`): a page is read once for whichever device takes it, and the
+budget bounds them together. Each announces its own plan and counts its own reads
+(``owner``).
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
+
 from ..errors import OutOfCoreError
 
 
@@ -28,7 +36,8 @@ class PageCache:
 
     ``prefetch_bytes``: the part of the budget for reads in flight (default: a quarter
     of the budget). Counters: ``read_bytes`` (from disk), ``reads``, ``hits``,
-    ``misses``, ``wait_seconds`` (time a pass waited for a read).
+    ``misses``, ``wait_seconds`` (time a pass waited for a read), ``read_seconds``
+    (time the I/O threads spent reading, all stripes together).
     """
 
     def __init__(self, store, budget, prefetch_bytes=None):
@@ -51,23 +60,27 @@ class PageCache:
         self._cached_bytes = 0
         self._inflight = {}  # (page, block) -> Future
         self._inflight_bytes = 0
-        self._plan = collections.deque()
+        self._plans = {}  # owner -> deque of the (page, block) it reads next
+        self._owner = {}  # (page, block) in flight -> the owner whose read it is
+        self.owner_read_bytes = collections.Counter()
+        self._users = 0  # engines sharing it (see shared_cache)
         self._pass = 0
         self._lock = threading.Lock()
         self.read_bytes = self.reads = self.hits = self.misses = 0
-        self.wait_seconds = 0.0
+        self.wait_seconds = self.read_seconds = 0.0
 
     def _entry(self, key):
         return self.store.page_blocks(key[0])[key[1]]
 
-    def plan(self, pages, blocks, same_pass=False):
-        """Announce that ``blocks`` (names) of ``pages`` are read next, in this order;
-        reads of the first ones start now. This starts a new pass unless ``same_pass``
-        (a second phase of the same iteration, whose blocks stay protected)."""
+    def plan(self, pages, blocks, same_pass=False, owner=None):
+        """Announce that ``blocks`` (names) of ``pages`` are read next by ``owner``, in
+        this order, instead of what it announced before; reads of the first ones start
+        now. This starts a new pass unless ``same_pass`` (a second phase of the same
+        iteration, whose blocks stay protected)."""
         with self._lock:
             self._pass += 0 if same_pass else 1
-            self._plan = collections.deque((p, b) for p in pages for b in blocks)
-            planned = set(self._plan)
+            self._plans[owner] = collections.deque((p, b) for p in pages for b in blocks)
+            planned = set().union(*self._plans.values())
             left = [(k, f) for k, f in self._inflight.items() if k not in planned]
         for key, future in left:  # reads of an abandoned plan: cached if there is room
             self._keep(key, self._finish(key, future))
@@ -76,25 +89,64 @@ class PageCache:
     def _top_up(self):
         """Start reads of planned blocks while the in-flight part of the budget allows."""
         with self._lock:
-            while self._plan:
-                key = self._plan[0]
-                if key in self._cached or key in self._inflight:
-                    self._plan.popleft()
-                    continue
-                size = self._entry(key)["bytes"]
-                if self._inflight and self._inflight_bytes + size > self.prefetch_bytes:
-                    return
-                self._plan.popleft()
-                self._start(key, size)
+            for owner, plan in self._plans.items():
+                while plan:
+                    key = plan[0]
+                    if key in self._cached or key in self._inflight:
+                        plan.popleft()
+                        continue
+                    size = self._entry(key)["bytes"]
+                    if self._inflight and self._inflight_bytes + size > self.prefetch_bytes:
+                        return
+                    plan.popleft()
+                    self._start(key, size, owner)
 
-    def _start(self, key, size):
+    def _start(self, key, size, owner):
         entry = self._entry(key)
-        self._inflight[key] = self._io[entry["stripe"]].submit(self.store.page_block, *key,
-                                                               fetch=True)
+        self._inflight[key] = self._io[entry["stripe"]].submit(self._read, key)
+        self._owner[key] = owner
         self._inflight_bytes += size
 
-    def get(self, page, blocks):
-        """The arrays of ``blocks`` (names) of ``page``, read now if no read is in flight."""
+    def _read(self, key):
+        """Read block ``key`` (in an I/O thread), timed."""
+        start = time.perf_counter()
+        try:
+            return self.store.page_block(*key, fetch=True)
+        finally:
+            seconds = time.perf_counter() - start
+            with self._lock:
+                self.read_seconds += seconds
+
+    def missing_bytes(self, pages, blocks):
+        """Bytes of ``blocks`` (names) of each of ``pages`` that are neither cached nor
+        being read (int64, one a page): what reading them now takes from the disk."""
+        with self._lock:
+            return np.array([sum(self._entry((p, b))["bytes"] for b in blocks
+                                 if (p, b) not in self._cached and
+                                 (p, b) not in self._inflight) for p in pages], np.int64)
+
+    def cached_of(self, pages, blocks):
+        """Bytes of ``blocks`` of each of ``pages`` held in the cache now (int64)."""
+        with self._lock:
+            return np.array([sum(self._cached[(p, b)][0].nbytes for b in blocks
+                                 if (p, b) in self._cached) for p in pages], np.int64)
+
+    @property
+    def free_bytes(self) -> int:
+        """Bytes the cache can take before it must replace blocks."""
+        return max(self.capacity - self._cached_bytes, 0)
+
+    @property
+    def seconds_per_byte(self):
+        """Seconds a byte read from the disk took, the stripes read in parallel (None
+        before any read)."""
+        if not self.read_bytes:
+            return None
+        return self.read_seconds / len(self._io) / self.read_bytes
+
+    def get(self, page, blocks, owner=None):
+        """The arrays of ``blocks`` (names) of ``page``, read now (for ``owner``) if no
+        read is in flight."""
         arrays = []
         for block in blocks:
             key = (page, block)
@@ -107,10 +159,11 @@ class PageCache:
                     arrays.append(cached[0])
                     continue
                 self.misses += 1
-                if self._plan and self._plan[0] == key:
-                    self._plan.popleft()
+                plan = self._plans.get(owner)
+                if plan and plan[0] == key:
+                    plan.popleft()
                 if key not in self._inflight:
-                    self._start(key, self._entry(key)["bytes"])
+                    self._start(key, self._entry(key)["bytes"], owner)
                 future = self._inflight[key]
             array = self._finish(key, future)
             self._keep(key, array)
@@ -130,7 +183,9 @@ class PageCache:
                     del self._inflight[key]
                     self._inflight_bytes -= self._entry(key)["bytes"]
                     self.reads += 1
-                    self.read_bytes += self._entry(key)["bytes"]
+                    size = self._entry(key)["bytes"]
+                    self.read_bytes += size
+                    self.owner_read_bytes[self._owner.pop(key, None)] += size
                 self.wait_seconds += time.perf_counter() - start
         return array
 
@@ -152,9 +207,44 @@ class PageCache:
             self._cached[key] = [array, self._pass]
             self._cached_bytes += array.nbytes
 
+    def discard(self, page, blocks):
+        """Drop ``blocks`` (names) of ``page`` from the cache: a copy kept elsewhere (a
+        GPU's resident page) leaves the room to pages that have none."""
+        with self._lock:
+            for block in blocks:
+                entry = self._cached.pop((page, block), None)
+                if entry is not None:
+                    self._cached_bytes -= entry[0].nbytes
+
     @property
     def cached_bytes(self) -> int:
         return self._cached_bytes
+
+    def reserve(self, nbytes):
+        """Set ``nbytes`` of the cache's part of the budget aside for memory held beside
+        it (a GPU's pinned staging buffers); blocks beyond it go as the next ones come.
+        OutOfCoreError when nothing would be left to cache."""
+        with self._lock:
+            if nbytes >= self.capacity:
+                raise OutOfCoreError(
+                    f"{self.store.path}: host_budget leaves {self.capacity:,} bytes to cache "
+                    f"pages, and {nbytes:,} are needed beside them (staging buffers); raise "
+                    f"host_budget")
+            self.capacity -= int(nbytes)
+
+    def release(self, beside=0):
+        """An engine sharing the cache is done with it (:func:`shared_cache`), and with
+        the ``beside`` bytes it held beside it (they come back to the cache); the last
+        one closes it."""
+        with _SHARED_LOCK:
+            self._users -= 1
+            if self._users > 0:
+                with self._lock:
+                    self.capacity += int(beside)
+                return
+            if _SHARED.get(self.store) is self:
+                del _SHARED[self.store]
+        self.close()
 
     def close(self):
         """Stop the I/O threads and drop every block."""
@@ -163,4 +253,25 @@ class PageCache:
         with self._lock:
             self._cached.clear()
             self._inflight.clear()
+            self._owner.clear()
             self._cached_bytes = self._inflight_bytes = 0
+
+
+_SHARED: dict = {}  # PageStore -> the PageCache its engines in this process share
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_cache(store, budget, beside=0) -> PageCache:
+    """The page cache of ``store`` shared by the engines of this process, made with
+    ``budget`` bytes by the first (later ones take it as it is); ``beside``: bytes the
+    engine holds beside it (staging buffers), taken out of the cache's part. Each
+    engine calls :meth:`PageCache.release` when done."""
+    with _SHARED_LOCK:
+        cache = _SHARED.get(store)
+        if cache is None:
+            cache = PageCache(store, budget - beside)
+        elif beside:
+            cache.reserve(beside)
+        _SHARED[store] = cache
+        cache._users += 1
+        return cache

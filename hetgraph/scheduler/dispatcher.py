@@ -185,7 +185,8 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
     host_budget : int, optional
         Bytes of host memory for a run on a PageStore (default: half the memory
         available); a store whose data does not fit runs out of core, its pages read
-        from disk as each pass needs them (CPU workers only).
+        from disk as each pass needs them, by the CPU workers and one GPU worker
+        (:mod:`hetgraph.engines.store_gpu`).
     checkpoint : str or os.PathLike, optional
         A directory where the vertex state is written atomically every
         ``checkpoint_every`` iterations and at the end.
@@ -218,8 +219,7 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
     hetgraph.kernels.gpu.GpuUnavailableError
         ``devices="gpu"`` and no GPU worker.
     hetgraph.OutOfCoreError
-        ``devices`` "gpu" or "hybrid" for a graph run out of core, or a
-        ``host_budget`` too small for the vertex arrays.
+        A ``host_budget`` too small for the vertex arrays, or for the pages in flight.
 
     Examples
     --------
@@ -340,17 +340,14 @@ def _resume(checkpointer, state):
 
 
 def _kinds(cluster, devices, out_of_core, small):
-    """{kind: worker count} of the devices the run may use (CPU workers only out of
-    core, and for a ``small`` graph with devices "auto")."""
+    """{kind: worker count} of the devices the run may use (CPU workers only for a
+    ``small`` graph with devices "auto"; out of core, one GPU worker at most: its pages
+    come through the page cache, see :mod:`hetgraph.engines.store_gpu`)."""
     workers = {"cpu": len(cluster.cpu_workers), "gpu": len(cluster.gpu_workers)}
     if small and devices == "auto" and workers["cpu"]:
         return {"cpu": workers["cpu"]}
     if out_of_core:
-        if devices in ("gpu", "hybrid"):
-            raise OutOfCoreError(f"devices={devices!r}: a graph read from its store out of "
-                                 f"core runs on CPU workers only; use devices='cpu' or "
-                                 f"'auto', or a host_budget that holds the store")
-        workers["gpu"] = 0
+        workers["gpu"] = min(workers["gpu"], 1)
     if devices == "cpu" and not workers["cpu"]:
         raise ClusterError("devices='cpu' but the cluster has no CPU worker; start one "
                            "with --resources CPU=1")

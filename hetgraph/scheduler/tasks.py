@@ -317,6 +317,12 @@ def _gpu_engine(run, devices=None):
     from ..engines.gpu import GpuEngine
 
     n = run.graph.num_vertices
+    if isinstance(run.graph, StoredGraph):  # out of core: its pages read from the store
+        from ..engines.store_gpu import StoreGpuEngine
+
+        return StoreGpuEngine(run.spec, run.graph, cp.zeros(n, run.spec.dtype),
+                              cp.zeros(n, cp.uint8), run.aux, sync=run.sync,
+                              budget=run.host_budget, **run.gpu)
     return GpuEngine(run.spec, run.graph, cp.zeros(n, run.spec.dtype), cp.zeros(n, cp.uint8),
                      run.aux, sync=run.sync, partition=run.partition,
                      coloring=run.coloring, **run.gpu)
@@ -325,9 +331,10 @@ def _gpu_engine(run, devices=None):
 def _gpu_engine_key(run, device):
     """What a GPU engine kept idle for later runs (:func:`_kept_engine`) is kept under:
     its device(s), the program's code (None when it has no stable key: not kept) and
-    the options its kernel and layout were made for."""
+    the options its kernel and layout were made for (an out-of-core run's is not kept:
+    its pages are the run's page cache's)."""
     code = run.spec.code_key()
-    if code is None:
+    if code is None or isinstance(run.graph, StoredGraph):
         return None
     return ("gpu", device, code, run.spec.name, run.aux.dtype.str, run.sync,
             run.coloring is not None, tuple(sorted(run.gpu.items())),
@@ -457,6 +464,7 @@ def gpu_pages(run, state, version, iteration, pages, constant):
     ctx = _gpu_context(run, device)
     engine = ctx.engine
     start = time.perf_counter()
+    read = engine.read_bytes  # (out of core: its pages' reads)
     with use_device(device):
         if ctx.iteration != iteration:
             if ctx.pending_finish:
@@ -473,7 +481,7 @@ def gpu_pages(run, state, version, iteration, pages, constant):
     activated, ctx.counted = activated - ctx.counted, activated
     return Report("gpu", list(pages), run.edges(pages), activated,
                   time.perf_counter() - start, build_seconds=ctx.take_build_seconds(),
-                  out=_out(run, state, ranges))
+                  read_bytes=engine.read_bytes - read, out=_out(run, state, ranges))
 
 
 # --- segments ------------------------------------------------------------------------------------

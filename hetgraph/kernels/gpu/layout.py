@@ -147,13 +147,7 @@ class DevicePages:
 
         self.partition, self.budget = partition, budget
         self.plan = plan = PagePlan(partition, per_edge, budget, streams, pages)
-        log_r = np.log2(partition.replication).astype(np.uint8)
-        self.shard_start = cp.asarray(partition.shard_start)
-        self.shard_log_r = cp.asarray(log_r)
-        # a block's shared-memory slots: its shard's vertices times their replicas
-        self.slots = int((np.diff(partition.shard_start) << log_r.astype(np.int64))
-                         .max(initial=1))
-        self.out_degree = cp.asarray(degree)
+        self._place_shards(degree)
         first, split = plan.first_edge, plan.resident_edges
         end = int(plan.page_edges[plan.pages.stop - 1, 1]) if len(plan.pages) else split
         self.dtypes = (unsigned_index(graph.index_dtype), np.uint16,
@@ -168,6 +162,20 @@ class DevicePages:
                                              *self.resident) if a is not None)
         log.info("GPU pages: %d resident (%d edges), %d streamed over %d streams",
                  plan.resident, split, len(plan.streamed_pages), plan.streams)
+
+    def _place_shards(self, degree):
+        """The shard tables on the device (first vertex, log2 of the replication), a
+        block's shared-memory slots and the out-degrees ``degree``."""
+        import cupy as cp
+
+        partition = self.partition
+        log_r = np.log2(partition.replication).astype(np.uint8)
+        self.shard_start = cp.asarray(partition.shard_start)
+        self.shard_log_r = cp.asarray(log_r)
+        # a block's shared-memory slots: its shard's vertices times their replicas
+        self.slots = int((np.diff(partition.shard_start) << log_r.astype(np.int64))
+                         .max(initial=1))
+        self.out_degree = cp.asarray(degree)
 
     def _lay_out(self, graph, weighted, edge_order, ranges):
         """Lay the plan's pages out into the resident arrays or the pinned ones; returns
