@@ -6,8 +6,10 @@ while it reads only values no one writes during it: each pass sees the values th
 colors before it wrote in this iteration (Gauss-Seidel by color), and the answer does
 not depend on the threads. The hybrid partition, last, may hold adjacent vertices: its
 pass reads the values before it and writes a second array, copied into the values once
-it is done (Jacobi within the partition; Frog uses atomics there), so that reruns are
-bitwise identical too.
+it is done (Jacobi within the partition; Frog uses atomics there), so that reruns on
+the CPU are bitwise identical too (the GPU's shard kernel adds a vertex's gathered
+values in any order: its sums may differ in the last bits from run to run, as a sync
+GPU run's do).
 
 :class:`ColorSweep` runs the passes on the CPU engine; :func:`color_shards` gives the
 GPU engine each color's shards (one launch a color).
