@@ -1,7 +1,9 @@
 """Bytes written to Dask's TCP connections by every process of a cluster: the client's
-(with a local cluster's scheduler, which runs in it) and each worker's. Counted at
-Dask's TCP comm itself (``distributed.comm.tcp.TCP.write``), below hetgraph: what a
-call really sent, whoever sent it (tests/test_processes.py, bench/processes.py).
+(with a local cluster's scheduler, which runs in it) and each worker's; and the bytes
+through the client's process (those it wrote and those it read). Counted at Dask's TCP
+comm itself (``distributed.comm.tcp.TCP.write``, and the reads of ``TCP.read``), below
+hetgraph: what a call really sent, whoever sent it (tests/test_processes.py,
+tests/test_spread.py, bench/processes.py).
 
 Usage::
 
@@ -9,11 +11,13 @@ Usage::
     before = counter.total()
     ...                              # the call
     sent = counter.total() - before  # bytes the call's messages took (all processes)
+    counter.through_client()         # bytes the client's process wrote and read so far
 """
 
 import sys
 
 _WRITTEN = [0]  # bytes this process wrote to TCP comms since install()
+_READ = [0]  # bytes this process read from TCP comms since install()
 
 
 def install():
@@ -31,6 +35,13 @@ def install():
 
     write.counts_bytes = True
     tcp.TCP.write = write
+    read_frames = tcp.read_bytes_rw  # (TCP.read reads every frame with it)
+
+    async def read_bytes_rw(stream, n):
+        _READ[0] += n
+        return await read_frames(stream, n)
+
+    tcp.read_bytes_rw = read_bytes_rw
 
 
 def written():
@@ -49,6 +60,11 @@ class CommBytes:
         self.client = client
         install()
         client.run(install)
+
+    def through_client(self):
+        """Bytes the client's process (a local cluster's scheduler included) wrote to and
+        read from TCP comms so far."""
+        return _WRITTEN[0] + _READ[0]
 
     def total(self):
         """Bytes written so far, every process together (a worker that restarted counts

@@ -2,11 +2,14 @@
 its iterations and the bytes it sends.
 
 Usage: python bench/processes.py [--out bench/results/processes.json] [--scales 18 20]
-           [--repeat 5] [--workers 1 2]
+           [--repeat 5] [--workers 1 2] [--smoke]
 
 For each graph (the bundled wiki-Vote and power grid, RMAT at ``--scales``, edge factor
 16) and each CPU worker count, the same calls run on ``hg.Cluster(cpu_workers=k, gpus=0)``
-(in process) and ``hg.Cluster(cpu_workers=k, gpus=0, processes=True)``: PageRank
+(in process: ``in_process``) and ``hg.Cluster(cpu_workers=k, gpus=0, processes=True)``
+(``processes``; with several workers also ``processes_old``: the same cluster with
+``tuning.SPREAD_SEGMENTS`` off, the pull iterations as page tasks whose state goes
+through the client every iteration, as before spread segments): PageRank
 (20 iterations, float32 off: the library's float64, ``tol=None``) and BFS from vertex 0,
 ``devices="cpu"``. Per call kind: the first call on the cluster (``cold``: it places
 the graph), then ``--repeat`` warm calls, each timed after :func:`machine.settle`:
@@ -18,12 +21,18 @@ the graph), then ``--repeat`` warm calls, each timed after :func:`machine.settle
   beside the graph's own bytes (``graph_bytes``), its edges' (``edge_bytes``: sources,
   targets and weights: what a call that sent the graph again would send at least) and
   its vertex state's (``state_bytes``: float64 values and flags);
-  ``state_crossings``: sent_bytes / state_bytes.
+  ``state_crossings``: sent_bytes / state_bytes;
+- ``client_bytes``: the median bytes one warm call took through the client's process
+  (written and read; a local cluster's scheduler runs there too), and
+  ``client_state_per_iteration``: client_bytes / (state_bytes x iterations), how many
+  times an iteration's state went through the client (3 for page tasks: to two workers
+  and back).
 
 ``targets``: a worker-process cluster within 1.2x of the in-process one per warm call
-and per iteration (issue 51), and a warm call sending fewer bytes than the graph's
-edges (none of them sent again). Timings are medians on a machine shared with other
-work.
+and per iteration (issue 51), a warm call sending fewer bytes than the graph's
+edges (none of them sent again), and with several workers the state through the client
+less than once every two iterations (``client_state_per_iteration`` < 0.5). Timings are
+medians on a machine shared with other work. ``--smoke``: RMAT-14 only, 2 repeats.
 """
 
 import argparse
@@ -40,14 +49,18 @@ from commcount import CommBytes  # noqa: E402
 from machine import describe, settle  # noqa: E402
 
 import hetgraph as hg  # noqa: E402
+from hetgraph import tuning  # noqa: E402
 
 TARGET_RATIO = 1.2  # issue 51: worker processes within 1.2x of in process
 TARGET_BYTES = 1.0  # a warm call sends fewer bytes than the graph's edges
+TARGET_CLIENT_STATE = 0.5  # several workers: the state through the client less than
+# once every two iterations (page tasks: 3 times an iteration)
 
 
-def _graphs(scales):
-    yield "wiki-vote", hg.datasets.load("wiki-vote")
-    yield "power", hg.datasets.load("power")
+def _graphs(scales, smoke):
+    if not smoke:
+        yield "wiki-vote", hg.datasets.load("wiki-vote")
+        yield "power", hg.datasets.load("power")
     for scale in scales:
         yield f"rmat-{scale}", hg.generate.rmat(scale, edge_factor=16, seed=1)
 
@@ -65,35 +78,41 @@ def _measure(call, cluster, counter, repeat):
     start = time.perf_counter()
     first = call(cluster)
     cold = time.perf_counter() - start
-    walls, iterations, sent = [], [], []
+    walls, iterations, sent, through = [], [], [], []
     for _ in range(repeat):
         settle()
-        before = counter.total() if counter else 0
+        before = (counter.total(), counter.through_client()) if counter else (0, 0)
         start = time.perf_counter()
         result = call(cluster)
         walls.append(time.perf_counter() - start)
-        sent.append(counter.total() - before if counter else 0)
+        if counter:
+            sent.append(counter.total() - before[0])
+            through.append(counter.through_client() - before[1])
         iterations.append(float(np.median(result.history["seconds"])))
     return {"cold_s": cold, "warm_s": float(np.median(walls)),
             "iteration_ms": 1e3 * float(np.median(iterations)),
-            "sent_bytes": int(np.median(sent)), "iterations": int(result.iterations)}, \
-        first.values
+            "sent_bytes": int(np.median(sent or [0])),
+            "client_bytes": int(np.median(through or [0])),
+            "iterations": int(result.iterations)}, first.values
 
 
 def _cluster_rows(graph, workers, repeat):
     """{call: {"in_process": row, "processes": row}} for ``workers`` CPU workers."""
     rows, values = {}, {}
-    for where in ("in_process", "processes"):
-        processes = where == "processes"
+    wheres = ("in_process", "processes", "processes_old")[:3 if workers > 1 else 2]
+    for where in wheres:
+        processes = where != "in_process"
+        tuning.SPREAD_SEGMENTS = where != "processes_old"
         with hg.Cluster(cpu_workers=workers, gpus=0, processes=processes,
                         dashboard_address=None) as cluster:
             counter = CommBytes(cluster.client) if processes else None
             for name, call in _calls(graph).items():
                 row, out = _measure(call, cluster, counter, repeat)
                 rows.setdefault(name, {})[where] = row
-                if name in values:  # the two clusters' answers agree
+                if name in values:  # the clusters' answers agree
                     np.testing.assert_allclose(out, values[name], rtol=1e-9, err_msg=name)
                 values[name] = out
+    tuning.SPREAD_SEGMENTS = True
     return rows
 
 
@@ -104,15 +123,22 @@ def main():
     parser.add_argument("--scales", type=int, nargs="*", default=[18, 20])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--workers", type=int, nargs="*", default=[1, 2])
+    parser.add_argument("--note", default="", help="said of the run in the JSON")
+    parser.add_argument("--smoke", action="store_true", help="RMAT-14 only, 2 repeats")
     args = parser.parse_args()
+    if args.smoke:
+        args.scales, args.repeat = [14], 2
     results, targets = [], []
-    for gname, graph in _graphs(args.scales):
+    for gname, graph in _graphs(args.scales, args.smoke):
         state_bytes = graph.num_vertices * (8 + 1)
         edge_bytes = graph.in_indices.nbytes + graph.out_indices.nbytes + (
             graph.in_weights.nbytes if graph.weighted else 0)
         for workers in args.workers:
             for call, pair in _cluster_rows(graph, workers, args.repeat).items():
                 inp, proc = pair["in_process"], pair["processes"]
+                for r in pair.values():
+                    r["client_state_per_iteration"] = round(
+                        r["client_bytes"] / (state_bytes * max(r["iterations"], 1)), 3)
                 row = {"graph": gname, "vertices": graph.num_vertices,
                        "arcs": graph.num_arcs, "graph_bytes": graph.nbytes,
                        "edge_bytes": edge_bytes, "state_bytes": state_bytes,
@@ -132,9 +158,16 @@ def main():
                 targets.append({"name": f"{name}: warm call bytes sent / edge bytes",
                                 "value": round(share, 4), "target": TARGET_BYTES,
                                 "met": share < TARGET_BYTES})
+                if workers > 1:
+                    share = proc["client_state_per_iteration"]
+                    targets.append({"name": f"{name}: state bytes through the client per "
+                                            f"iteration / state bytes",
+                                    "value": share, "target": TARGET_CLIENT_STATE,
+                                    "met": share < TARGET_CLIENT_STATE})
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
-        json.dump({"machine": describe(), "repeat": args.repeat, "results": results,
+        json.dump({"machine": describe(), "repeat": args.repeat, "note": args.note,
+                   "results": results,
                    "targets": targets}, f, indent=1)
     print(json.dumps(targets, indent=1))
 

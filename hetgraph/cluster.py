@@ -6,7 +6,9 @@ pool) and there is one GPU worker per GPU with ``GPU=1``. By default everything 
 this process (``processes=False``): CPU and GPU tasks then read and write the run's
 vertex arrays in this process's memory without copies. With ``processes=True``, or when
 joining a running scheduler, a graph is sent to the workers once and kept there for
-later runs (:meth:`Cluster.placed`); the vertex state travels through Dask.
+later runs (:meth:`Cluster.placed`); the vertex state travels through Dask, from
+worker to worker when several CPU worker processes share pull iterations
+(:mod:`hetgraph.scheduler.spread`).
 """
 
 from __future__ import annotations
@@ -98,8 +100,11 @@ class Cluster:
         Run the local workers in their own processes. By default they run in this
         process, where CPU and GPU tasks share the run's vertex arrays without copies.
         Worker processes get each graph once and keep it for later runs
-        (:meth:`placed`); a worker that dies is restarted by its nanny and a run's
-        lost task is sent again (``hetgraph.tuning.LOST_TASK_RETRIES`` times, then
+        (:meth:`placed`); several CPU worker processes share a pull iteration's
+        vertices, each owning a range and sending its values to the others directly;
+        a worker that dies is restarted by its nanny and a run's lost task is sent
+        again (a spread segment to the survivors, which take over the dead worker's
+        vertices; ``hetgraph.tuning.LOST_TASK_RETRIES`` times, then
         :class:`WorkerLostError`).
     dashboard_address : str or None, default "127.0.0.1:8787"
         Where the local cluster's Dask dashboard listens (a free port on the same host
@@ -158,6 +163,8 @@ class Cluster:
         # the newest last (see keep_calibration)
         self._placed: dict = {}  # graph token -> its Dask future on the workers (placed)
         self._placing = threading.Lock()
+        self.spreading = threading.Lock()  # held by a run's spread segment (one at a time)
+        self.exchanging = False  # whether the workers take parts from their peers (spread)
         if address is not None:
             _check_tls_settings(address)
             try:

@@ -165,6 +165,13 @@ CLUSTER_JOIN_TIMEOUT = 10.0  # seconds Cluster(address) waits for the scheduler 
 # ClusterError: a scheduler that does not answer in that time is taken as not running
 WORKER_WAIT_SECONDS = 60.0  # seconds a run waits for a worker to hold its graph again
 # after its workers died (a nanny restarts one in seconds) before WorkerLostError
+# spread runs on worker processes (hetgraph.scheduler.spread, .exchange)
+SPREAD_SEGMENTS = True  # pull iterations on several CPU worker processes run as spread
+# segments, the state exchanged worker to worker (False: page tasks, the state through the
+# client every iteration: the way before, which bench/processes.py measures beside)
+PEER_CHECK_SECONDS = 0.5  # seconds a worker waits for a peer's part before it asks
+# whether the peer still runs: a dead peer ends the wait within about this, a slow one
+# is asked again
 # checkpoints and calibration keys (hetgraph.scheduler.checkpoint)
 CHECKPOINTS_KEPT = 2  # checkpoints a run keeps on disk: the newest, and one to resume
 # from when the newest does not read back whole

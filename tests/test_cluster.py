@@ -159,8 +159,11 @@ class _KillOnce:
             os.kill(os.getpid(), signal.SIGKILL)
 
 
-def test_killed_worker_page_is_rerun(graph, weighted, expected):
+def test_killed_worker_page_is_rerun(graph, weighted, expected, monkeypatch):
     from distributed.diagnostics.plugin import WorkerPlugin
+
+    # page tasks (spread segments' own losses: tests/test_spread.py)
+    monkeypatch.setattr(tuning, "SPREAD_SEGMENTS", False)
 
     plugin_class = type("KillOnce", (_KillOnce, WorkerPlugin), {})
     with tempfile.TemporaryDirectory() as tmp:

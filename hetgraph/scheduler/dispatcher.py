@@ -50,6 +50,7 @@ from .checkpoint import Checkpointer, graph_fingerprint, program_fingerprint, \
 from .costmodel import CPU_MODES, CostModel, frontier_growth
 from .placement import PageQueue
 from .progress import ProgressBar, RunEvents, SchedulerLog, show_progress
+from .spread import Spread
 from .state import VertexState
 
 log = logging.getLogger("hetgraph.scheduler")
@@ -409,6 +410,10 @@ class _Driver:
                                  options["cpu_mode"], options["rho"], gpu,
                                  options["host_budget"], options["coloring"])
         self._share_run()
+        # pull iterations on several CPU worker processes: the workers own the state
+        self._spread = Spread(cluster, self.run_id, graph.in_indptr, fresh) \
+            if not self.shared and not out_of_core and set(self.kinds) == {"cpu"} \
+            and self.kinds["cpu"] > 1 and tuning.SPREAD_SEGMENTS else None
         self.page_edges = np.diff(graph.in_indptr[pages], axis=1)[:, 0] if len(pages) > 1 \
             else np.array([graph.num_arcs], np.int64)  # (the pages cover every vertex)
         threads = options["threads"] or numba.config.NUMBA_NUM_THREADS
@@ -705,6 +710,7 @@ class _Driver:
         converged, error = False, None
         try:
             converged = self._loop(max_iterations, history, checkpointer)
+            self._host_state()
         except BaseException as exc:
             error = f"{type(exc).__name__}: {exc}"
             raise
@@ -737,9 +743,10 @@ class _Driver:
                 notify_fraction(frontier[1], self.graph.num_arcs)
             placement, a = self._place(f)
             self.placed = placement
-            rows, done = [], False
             lead = time.perf_counter() - start  # counted in the first row (overhead)
-            if self._segment_possible(placement, f):
+            rows, done = self._spread_segment(placement, f, iteration, max_iterations,
+                                              checkpointer, frontier)
+            if not rows and self._segment_possible(placement, f):
                 last = max_iterations if checkpointer is None else \
                     min(max_iterations, checkpointer.next_due(iteration))
                 rows, status = self._segment(placement, iteration, last, frontier)
@@ -762,8 +769,32 @@ class _Driver:
             if done:
                 return True
             if checkpointer is not None and checkpointer.due(iteration - 1):
+                self._host_state()
                 checkpointer.save(iteration - 1, self.state.values, self.state.flags, history)
         return bool(history) and history[-1][COLUMN["activated"]] == 0
+
+    def _spread_segment(self, placement, f, first, max_iterations, checkpointer, frontier):
+        """(rows, done) of a spread segment (:mod:`.spread`) from iteration ``first`` when
+        the iteration pulls on several CPU worker processes, else ([], False) with the
+        host state brought up to date from the workers for the step that runs instead."""
+        if self._spread is None:
+            return [], False
+        if placement != "cpu" or self._segment_possible(placement, f):
+            self._host_state()
+            return [], False
+        last = max_iterations if checkpointer is None else \
+            min(max_iterations, checkpointer.next_due(first))
+        rows, status, self.frontier, built = self._spread.segment(
+            self.run_ref, self.state, self.version, first, last, self.model, frontier)
+        self.compile_seconds += built
+        self.version += 1
+        return rows, status == "converged"
+
+    def _host_state(self):
+        """Bring the host state up to date where the workers of spread segments hold a
+        newer one (a step that reads it comes next)."""
+        if self._spread is not None:
+            self._spread.collect(self.state, self.version)
 
     def _count_frontier(self):
         """The frontier of the host state (active vertices, their out-degree sum): None

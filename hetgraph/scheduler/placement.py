@@ -1,4 +1,6 @@
-"""Reactive placement of one iteration's pages on CPU and GPU workers (Garaph 5.1).
+"""Reactive placement of one iteration's pages on CPU and GPU workers (Garaph 5.1), and
+the vertex ranges that the CPU worker processes of a spread segment own
+(:func:`owned_ranges`, :mod:`.spread`).
 
 Pages wait in one queue. A GPU worker that frees takes a batch from the front (resident
 pages first, so the GPU streams as little as possible); a CPU worker that frees takes a
@@ -21,6 +23,8 @@ includes bringing the device state up to date and copying the pages' values back
 from __future__ import annotations
 
 from collections import deque
+
+import numpy as np
 
 from .. import tuning
 
@@ -118,3 +122,15 @@ class PageQueue:
         """A batch of ``kind`` finished: its predicted seconds are no longer pending."""
         seconds = sum(self._seconds(kind, p) for p in batch)
         self.pending[kind] = max(0.0, self.pending[kind] - seconds)
+
+
+def owned_ranges(in_indptr, owners):
+    """[(first vertex, end vertex)] that ``owners`` workers own in a spread run
+    (:mod:`.spread`): contiguous, in order, covering every vertex, with about equal
+    in-edges plus vertices each (a pull's work is one per edge and one per vertex).
+    ``in_indptr``: the graph's in-edge offsets (length vertices + 1)."""
+    n = len(in_indptr) - 1
+    work = np.asarray(in_indptr, np.int64) + np.arange(n + 1, dtype=np.int64)
+    cuts = np.searchsorted(work, np.linspace(0, work[-1], owners + 1)[1:-1], side="left")
+    bounds = [0, *(int(c) for c in cuts), n]
+    return [(bounds[i], bounds[i + 1]) for i in range(owners)]

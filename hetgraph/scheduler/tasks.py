@@ -8,7 +8,9 @@ gets an :class:`InProcess` handle and looks up the driver's own objects (Dask co
 task arguments even in process), so tasks write the host arrays directly; in worker
 processes they are copies sent by Dask, and the tasks send back what they computed;
 there the RunSpec comes without its graph, which each worker keeps across runs
-(:func:`pack`).
+(:func:`pack`). Pull iterations shared by several CPU worker processes run as spread
+segments instead of page tasks (:mod:`.spread`), the state kept in the workers' CPU
+contexts.
 
 - a page task pulls some pages of one iteration (the hybrid placement);
 - a segment runs whole iterations on one device while the cost model keeps choosing
@@ -42,6 +44,7 @@ from ..io.store import StoredGraph
 from ..kernels import cpu
 from ..kernels.gpu import kept as kept_layouts
 from ..result import COLUMN, device_row, with_overhead
+from . import exchange
 
 ACTIVATED = COLUMN["activated"]
 
@@ -144,7 +147,7 @@ def unshare(run_id):
     _SHARED.pop(run_id, None)
 
 
-def _resolved(task):
+def resolved(task):
     """Let ``task(run, state, ...)`` take an InProcess handle for (run, state), or for
     ``run`` a pair (:class:`Packed` RunSpec, the graph placed on this worker)."""
     @functools.wraps(task)
@@ -228,6 +231,8 @@ class _Context:
     version = None  # the host state version this device's arrays hold
     pages: tuple = ()  # pages it computed for that version
     pending_finish = False  # a sync hybrid iteration awaits its swap
+    held = None  # the version of a spread run's state this CPU engine holds (.spread)
+    backup = None  # (version, values, flags) a spread segment began from
     iteration = None
     counted = 0
     build_seconds = 0.0
@@ -241,6 +246,7 @@ class _Context:
 def drop_contexts(run_id):
     """Forget every context of ``run_id`` in this process (device memory included); a
     CPU engine over a graph in memory goes back to its graph's idle engines."""
+    exchange.forget(run_id)
     with _LOCK:
         _UNPACKED.pop(run_id, None)
         for key in [k for k in _CONTEXTS if k[0] == run_id]:
@@ -266,7 +272,14 @@ def numba_threads(threads):
         numba.set_num_threads(before)
 
 
+def cpu_context_of(run_id):
+    """This process's CPU context of run ``run_id`` (None: none)."""
+    return _CONTEXTS.get((run_id, "cpu", 0))
+
+
 def _cpu_context(run, state):
+    """This process's CPU context of ``run``, built on first use, its engine bound to
+    ``state``."""
     key = (run.run_id, "cpu", 0)
     with _LOCK:
         ctx = _CONTEXTS.get(key)
@@ -437,7 +450,7 @@ def _stale_ranges(run, ctx, version):
 
 # --- page tasks --------------------------------------------------------------------------------
 
-@_resolved
+@resolved
 def cpu_pages(run, state, version, iteration, pages, constant):
     """Pull ``pages`` of one iteration on the CPU into the state's written values."""
     with numba_threads(run.threads):
@@ -452,7 +465,7 @@ def cpu_pages(run, state, version, iteration, pages, constant):
                   read_bytes=ctx.engine.read_bytes - read, out=_out(run, state, ranges))
 
 
-@_resolved
+@resolved
 def gpu_pages(run, state, version, iteration, pages, constant):
     """Pull ``pages`` of one iteration on this worker's GPU; their values and flags are
     copied into the host state. The first task of an iteration first brings the device
@@ -790,7 +803,7 @@ def _chooser(model, run, kind, others, spread_pull=False):
     return choose
 
 
-@_resolved
+@resolved
 def cpu_segment(run, state, version, first, last, model, others, spread_pull, frontier,
                 seconds=None):
     """Iterations on the CPU engine (pull, notify-pull or push per iteration) while the
@@ -814,7 +827,7 @@ def cpu_segment(run, state, version, first, last, model, others, spread_pull, fr
                   model=model, frontier=after)
 
 
-@_resolved
+@resolved
 def gpu_segment(run, state, version, first, last, model, others, frontier,
                 seconds=None, device=None):
     """Iterations on a GPU (``device``; default: this worker's; a tuple: several GPUs of
@@ -863,7 +876,7 @@ def _bring_up_to_date(run, state, ctx, version):
     ctx.engine.load(state.values, state.flags, _stale_ranges(run, ctx, version))
 
 
-@_resolved
+@resolved
 def gpu_frontier(run, state, version, device):
     """(active vertices, their out-degree sum) of the host state at ``version``, counted
     on the GPU ``device`` once its context holds that state, which the next GPU segment
@@ -936,7 +949,7 @@ def calibration_pages(num_pages):
     return sorted({round(i * (num_pages - 1) / max(count - 1, 1)) for i in range(count)})
 
 
-@_resolved
+@resolved
 def calibrate(run, state, kind, pages, version, device=None):
     """Build this worker's context and time ``tuning.CALIBRATION_PULLS`` pulls (the
     first warms up) without touching the run's state: of ``pages`` on the CPU (see

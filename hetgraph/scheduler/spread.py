@@ -1,0 +1,332 @@
+"""Pull iterations spread over CPU worker processes, the vertex state owned by the
+workers (issue 51; the design's rule: state exchanged worker to worker, never through
+the client).
+
+A *spread segment* is one task on each CPU worker of the run (its *owners*), all of
+them running the same iterations: each worker owns a contiguous range of the vertices
+(:func:`.placement.owned_ranges`) and keeps a copy of the whole state; an iteration
+pulls the owner's range, sends its new values and flags to the peers
+(:mod:`.exchange`) and takes theirs, so that every worker holds the same state after
+it. Each worker then computes the iteration constant, the convergence test, the next
+frontier and where the segment ends (converged; the limit; the cost model leaves pull;
+the first owner's time slice, which its part carries) from that same state, so they
+agree without asking the client. The client gets each segment's history rows and
+frontier, the state only when a step of the run elsewhere needs it
+(:meth:`Spread.collect`: a one-worker segment, a checkpoint, the run's end).
+
+A worker that dies in a segment: its peers' waits end with
+:class:`~.exchange.PeerLostError`, and the segment runs again on the survivors from its
+start (each kept a copy of the state it began from), its vertices shared among them;
+after ``tuning.LOST_TASK_RETRIES`` attempts, or with no survivor holding the state,
+:class:`~hetgraph.cluster.WorkerLostError` names the workers that left.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+import time
+
+import numpy as np
+
+from .. import tuning
+from ..cluster import WorkerLostError
+from ..engines.cpu_modes import notify_fraction
+from ..kernels import cpu
+from ..result import history_row
+from . import exchange, tasks
+from .placement import owned_ranges
+from .state import VertexState
+
+log = logging.getLogger("hetgraph.scheduler")
+
+
+@dataclasses.dataclass(frozen=True)
+class Owners:
+    """The workers of one attempt of a spread segment: each one's address and (first,
+    end) vertex, and the segment's :mod:`.exchange` channel (run id, name)."""
+
+    addresses: tuple
+    ranges: tuple
+    channel: tuple
+
+    def peers(self, me):
+        """{owner index: address} of every owner but ``me``."""
+        return {j: a for j, a in enumerate(self.addresses) if j != me}
+
+
+# --- on the workers -------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Initial:
+    """Stands for the program's initial state, which each worker makes itself."""
+
+
+def _own_state(run, ctx, state, version):
+    """The state this worker runs the segment on, its own copy: of ``state`` (sent by
+    the client, or the program's :class:`Initial` one), else the one it holds at
+    ``version`` (a copy kept as the segment's backup), else that backup (the segment
+    runs again after a peer left)."""
+    if isinstance(state, Initial):
+        values, flags, _ = run.spec.initial_state(run.graph, np)
+        return VertexState(values, flags, sync=run.sync)
+    if state is not None:
+        return VertexState(state.values.copy(), state.flags.copy(), sync=state.sync)
+    if ctx is not None and ctx.held == version:
+        held = ctx.engine.state
+        ctx.backup = (version, held.values.copy(), held.flags.copy())
+        return held
+    if ctx is not None and ctx.backup is not None and ctx.backup[0] == version:
+        _, values, flags = ctx.backup
+        return VertexState(values.copy(), flags.copy(), sync=run.sync)
+    raise WorkerLostError(f"this worker does not hold the state of run {run.run_id} at "
+                          f"version {version}: it was lost with a worker")
+
+
+@tasks.resolved
+def cpu_spread(run, state, version, first, last, model, owners, me, frontier, seconds=None):
+    """Iterations ``first``..``last`` of a spread segment on owner ``me`` of ``owners``
+    (see the module's docstring), from ``state`` (the client's, :class:`Initial`, or
+    None: the one this worker holds at ``version``) whose frontier is ``frontier`` (active vertices, their
+    out-degree sum), for about ``seconds`` (default ``tuning.SEGMENT_SECONDS``) as the
+    first owner counts them. Returns a Report with the history rows, the status and the
+    frontier after the last iteration (None when converged)."""
+    from distributed import get_worker
+
+    worker = get_worker()
+    if worker.address != owners.addresses[me]:  # Dask ran it again elsewhere: its result
+        # was lost with its worker; the segment went on without it
+        raise exchange.PeerLostError(owners.addresses[me], (first,))
+    seconds = tuning.SEGMENT_SECONDS if seconds is None else seconds
+    with tasks.numba_threads(run.threads):
+        own = _own_state(run, tasks.cpu_context_of(run.run_id), state, version)
+        ctx = tasks._cpu_context(run, own)
+        ctx.held = ctx.version = None  # (mid-segment; the engine recounts its frontier)
+        try:
+            rows, status, after = _Iterations(run, ctx.engine, worker, owners, me, model,
+                                              seconds).run(first, last, frontier)
+        except BaseException:  # (the peers would wait for this owner's parts)
+            exchange.tell_failed(worker, list(owners.peers(me).values()), owners.channel,
+                                 me)
+            raise
+        ctx.held = version + 1
+    return tasks.Report("cpu", [], rows=rows, status=status,
+                        build_seconds=ctx.take_build_seconds(), frontier=after)
+
+
+def held_state(run_id, version):
+    """(values, flags) of the state this worker holds for run ``run_id`` at
+    ``version`` (None when it holds none)."""
+    ctx = tasks.cpu_context_of(run_id)
+    if ctx is None or ctx.held != version:
+        return None
+    return ctx.engine.state.values, ctx.engine.state.flags
+
+
+class _Iterations:
+    """The iterations of one owner in a spread segment (see :func:`cpu_spread`)."""
+
+    def __init__(self, run, engine, worker, owners, me, model, seconds):
+        self.run_, self.engine, self.worker = run, engine, worker
+        self.owners, self.me, self.model, self.seconds = owners, me, model, seconds
+        self.peers = owners.peers(me)
+        self.mine = [owners.ranges[me]] if owners.ranges[me][1] > owners.ranges[me][0] \
+            else []
+
+    def run(self, first, last, frontier):
+        """(rows, status, frontier after) of the iterations."""
+        run, graph, spec = self.run_, self.run_.graph, self.run_.spec
+        program, state, arcs = spec.program, self.engine.state, graph.num_arcs
+        rows, began = [], time.perf_counter()
+        for iteration in itertools.count(first):
+            start = time.perf_counter()
+            active, f = int(frontier[0]), notify_fraction(frontier[1], arcs)
+            constant = float(program.iteration_constant(graph, state.values)) \
+                if spec.uses_constant else 0.0
+            previous = state.values.copy() if spec.has_converged else None
+            edges, activated = self.engine.pull_pages(self.mine, constant) \
+                if self.mine else (0, 0)
+            pulled = time.perf_counter() - start
+            stop = self.me == 0 and time.perf_counter() - began > self.seconds
+            infos = self._exchange(iteration, (activated, edges, pulled, stop))
+            state.swap()
+            finished = spec.has_converged and program.converged(graph, previous,
+                                                                state.values)
+            total = sum(int(i[0]) for i in infos.values())
+            cpu_seconds = sum(float(i[2]) for i in infos.values()) / len(infos)
+            frontier = cpu.frontier_size(state.flags, graph.out_indptr)
+            status = "converged" if total == 0 or finished else "limit" \
+                if iteration >= last else "slice" if infos[0][3] else "moved" \
+                if self.model.cpu_mode_for(notify_fraction(frontier[1], arcs), run.rho,
+                                           arcs) != "pull" else None
+            wall = time.perf_counter() - start
+            rows.append(history_row(
+                iteration=iteration, placement="cpu", mode="pull", f=f, rho=run.rho,
+                alpha=self.model.alpha(f, run.rho, arcs), active=active,
+                computed=graph.num_vertices, edges=arcs, activated=total,
+                cpu_pages=len(run.page_vertices),
+                cpu_edges=sum(int(i[1]) for i in infos.values()), cpu_seconds=cpu_seconds,
+                seconds=wall, overhead=max(wall - cpu_seconds, 0.0)))
+            if status is not None:
+                return rows, status, None if status == "converged" else frontier
+
+    def _exchange(self, iteration, info):
+        """Send this owner's new values and flags of ``iteration`` to its peers and
+        write theirs into the state; returns {owner: (activated, edges, seconds,
+        stop)}."""
+        infos = {self.me: info}
+        if not self.peers:
+            return infos
+        from distributed.protocol import to_serialize
+
+        state = self.engine.state
+        written = tasks.written_values(state)
+        (a, b), channel, tag = self.owners.ranges[self.me], self.owners.channel, \
+            (iteration,)
+        sending = exchange.send(self.worker, list(self.peers.values()), channel, tag,
+                                self.me, {"values": to_serialize(written[a:b]),
+                                          "flags": to_serialize(state.flags[a:b]),
+                                          "info": list(info)})
+        for j, part in exchange.receive(self.worker, channel, tag, self.peers).items():
+            x, y = self.owners.ranges[j]
+            written[x:y] = part["values"]
+            state.flags[x:y] = part["flags"]
+            infos[j] = tuple(part["info"])
+        sending.result()  # (our arrays stay as they are until every peer took them)
+        return infos
+
+
+# --- on the client ----------------------------------------------------------------------------
+
+class Spread:
+    """The client's side of a run's spread segments on the CPU worker processes of
+    ``cluster``: who owns which vertices (of a graph of in-edge offsets
+    ``in_indptr``), which version of the run's state the workers hold, the state
+    brought back when the client needs it, a segment sent again after a worker left."""
+
+    def __init__(self, cluster, run_id, in_indptr, initial):
+        self.cluster, self.client, self.run_id = cluster, cluster.client, run_id
+        self.in_indptr = in_indptr
+        self.addresses = list(cluster.cpu_workers)
+        self.initial = initial  # the state at version 0 is the program's initial one
+        self.held = None  # the state's version the owners hold (None: none)
+        self.collected = None  # the version the client's state was last brought to
+        self.lost = []  # addresses of the workers that left during the run
+        if not cluster.exchanging:  # (once a cluster)
+            exchange.install(self.client)
+            cluster.exchanging = True
+
+    def segment(self, run_ref, state, version, first, last, model, frontier):
+        """Run a spread segment from the state at ``version`` (the owners' when they hold
+        it, else the client's ``state``, sent once) whose frontier is ``frontier``;
+        returns (rows, status, frontier after, seconds the workers spent building their
+        contexts). The program's initial state is made by the workers, not sent. One segment at a time on a cluster: two of them sharing workers
+        would each wait for the other's parts."""
+        with self.cluster.spreading:
+            for attempt in itertools.count():
+                owners = Owners(tuple(self.addresses), tuple(owned_ranges(
+                    self.in_indptr, len(self.addresses))),
+                    (self.run_id, f"from-{first}-try{attempt}"))
+                sent = None if self.held == version else Initial() \
+                    if version == 0 and self.initial else self.cluster.scatter(state)
+                futures = [self.client.submit(
+                    cpu_spread, run_ref, sent, version, first, last, model, owners, j,
+                    frontier, key=f"hetgraph-cpu-spread-{first}-{j}-{self.run_id}-try{attempt}",
+                    workers=[address], allow_other_workers=False, resources={"CPU": 1},
+                    pure=False) for j, address in enumerate(owners.addresses)]
+                try:
+                    reports = self._wait(futures, owners)
+                finally:  # (else Dask would compute again a result lost with its worker)
+                    self.client.cancel(futures)
+                if reports:
+                    break
+                self._lost(attempt)
+        self.held = version + 1
+        report = reports[0]
+        return report.rows, report.status, report.frontier, \
+            sum(r.build_seconds for r in reports)
+
+    def _wait(self, futures, owners):
+        """The reports of a segment's ``futures`` (one per owner); None when a worker left
+        (the segment runs again); the error of a task that failed otherwise. The reports
+        of the survivors suffice when every owner that finished did so and the others
+        left: the survivors hold the whole state."""
+        from distributed import wait
+
+        while True:
+            try:
+                wait([f for f in futures if not f.done()], return_when="FIRST_COMPLETED",
+                     timeout=4 * tuning.PEER_CHECK_SECONDS)
+            except TimeoutError:
+                pass
+            if any(f.done() and f.status != "finished" for f in futures):
+                try:  # (the others end too: told by the one that failed, or its loss)
+                    wait(futures, timeout=4 * tuning.PEER_CHECK_SECONDS)
+                except TimeoutError:
+                    pass
+                for future in futures:
+                    if future.status == "error":
+                        self._reraise_unless_lost(future)
+                return None
+            if all(f.status == "finished" for f in futures):
+                return self.client.gather(futures)
+            self.lost += self.cluster.lost_workers()
+            left = [f for f, a in zip(futures, owners.addresses) if a in self.lost]
+            if left and all(f.done() or f in left for f in futures):
+                self.addresses = [a for a in owners.addresses if a not in self.lost]
+                return self.client.gather([f for f in futures if f not in left])
+
+    def _reraise_unless_lost(self, future):
+        """Note the peer that a failed task names as lost; raise any other error."""
+        from distributed import CancelledError
+        from distributed.scheduler import KilledWorker
+
+        if future.status in ("cancelled", "lost"):
+            return
+        error = future.exception()
+        if isinstance(error, exchange.PeerLostError):
+            self.lost += [a for a in error.peer.split(", ") if a not in self.lost]
+        elif not isinstance(error, (exchange.PeerFailedError, CancelledError,
+                                    KilledWorker)):
+            future.result()  # (raises the task's error with its traceback)
+
+    def _lost(self, attempt):
+        """A worker left during a segment's ``attempt``: go on without it, or raise
+        WorkerLostError after ``tuning.LOST_TASK_RETRIES`` attempts or when none is
+        left."""
+        self.lost += [a for a in self.cluster.lost_workers() if a not in self.lost]
+        survivors = [a for a in self.addresses if a not in self.lost]
+        lost = ", ".join(self.lost) or "none known"
+        if attempt >= tuning.LOST_TASK_RETRIES or not survivors:
+            raise WorkerLostError(f"a spread segment of run {self.run_id} was lost "
+                                  f"{attempt + 1} times with its workers (workers that "
+                                  f"left during the run: {lost}); check the workers' logs "
+                                  f"(memory, crashes) and run again")
+        log.warning("a worker left during a spread segment (workers that left: %s); "
+                    "its vertices go to %d other(s)", lost, len(survivors))
+        self.addresses = survivors
+
+    def collect(self, state, version):
+        """Bring the client's ``state`` to ``version`` when the owners hold that version
+        and the client does not: from the first owner that answers."""
+        if self.held != version or self.collected == version:
+            return
+        for i, address in enumerate(self.addresses):
+            try:  # (a task's result comes straight from its worker, client.run's through
+                # the scheduler)
+                got = self.client.submit(
+                    held_state, self.run_id, version, workers=[address],
+                    allow_other_workers=False, pure=False,
+                    key=f"hetgraph-state-{version}-{i}-{self.run_id}").result(
+                    timeout=tuning.WORKER_WAIT_SECONDS)
+            except Exception as exc:  # a worker gone since: ask the next
+                log.debug("worker %s did not give the state back: %s", address, exc)
+                continue
+            if got is not None:
+                state.values[:], state.flags[:] = got
+                self.collected = version
+                return
+        raise WorkerLostError(f"the state of run {self.run_id} was lost with its workers "
+                              f"(workers that left during the run: "
+                              f"{', '.join(self.lost + self.cluster.lost_workers())})")

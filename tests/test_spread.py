@@ -1,0 +1,161 @@
+"""Pull iterations spread over CPU worker processes (issue 51): every worker owns a range
+of the vertices and the state goes from worker to worker, never through the client.
+Answers against SciPy and NetworkX and the one-worker run; the bytes through the
+client's process per iteration (bench/commcount.py) against the state's size; a worker
+killed in the middle of a spread segment. No test here times anything."""
+
+import os
+import sys
+
+import cloudpickle
+import numpy as np
+import pytest
+import scipy.sparse.csgraph as csgraph
+
+import hetgraph as hg
+from hetgraph import tuning
+from hetgraph.algorithms.pagerank import PageRank
+from hetgraph.cluster import WorkerLostError
+from hetgraph.scheduler.placement import owned_ranges
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))), "bench"))
+from commcount import CommBytes  # noqa: E402
+from test_processes import KillsItsWorker, _bounded  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+CLIENT_PID = os.getpid()
+
+
+@pytest.fixture(scope="module")
+def graph():
+    # 2**15 vertices, 8 edges a vertex, weighted (SSSP): a state of about 300 kB
+    return hg.generate.rmat(15, edge_factor=8, seed=3, weights=(1.0, 10.0))
+
+
+@pytest.fixture(scope="module")
+def spread2():
+    with hg.Cluster(cpu_workers=2, gpus=0, processes=True, dashboard_address=None) as c:
+        yield c
+
+
+def _pagerank(graph, cluster, iterations=20, program=None):
+    return _bounded(lambda: hg.run(program or PageRank(0.85, None), graph, cluster=cluster,
+                                   devices="cpu", max_iterations=iterations))
+
+
+@pytest.fixture(scope="module")
+def alone(graph):
+    """The one-worker, in-process answers."""
+    with hg.Cluster(gpus=0, dashboard_address=None) as cluster:
+        source = graph.label_of(_hub(graph))
+        return {"pagerank": _pagerank(graph, cluster),
+                "long": _pagerank(graph, cluster, iterations=40),
+                "bfs": hg.bfs(graph, source, cluster=cluster, devices="cpu"),
+                "sssp": hg.sssp(graph, source, cluster=cluster, devices="cpu"),
+                "cc": hg.connected_components(graph, algorithm="label-propagation",
+                                              cluster=cluster, devices="cpu")}
+
+
+def test_owned_ranges_cover_the_vertices_with_about_equal_work():
+    indptr = np.concatenate([[0], np.cumsum(np.random.default_rng(1).integers(0, 50, 999))])
+    for owners in (1, 2, 3, 7):
+        ranges = owned_ranges(indptr, owners)
+        assert ranges[0][0] == 0 and ranges[-1][1] == 999
+        assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))  # contiguous
+        work = [indptr[b] - indptr[a] + b - a for a, b in ranges]
+        assert max(work) - min(work) <= 2 * (50 + 1)  # a vertex's work at most each side
+    assert owned_ranges(np.zeros(4, np.int64), 2) == [(0, 2), (2, 3)]  # no edges: vertices
+
+
+def _hub(graph):
+    """The vertex of most out-edges (a source that reaches far)."""
+    return int(np.argmax(graph.out_degree()))
+
+
+def test_spread_answers_equal_the_oracles_and_one_worker(graph, alone, spread2):
+    source = graph.label_of(_hub(graph))
+    pagerank = _pagerank(graph, spread2)
+    assert np.abs(pagerank.values - alone["pagerank"].values).sum() < 1e-6
+    bfs = _bounded(lambda: hg.bfs(graph, source, cluster=spread2, devices="cpu"))
+    sssp = _bounded(lambda: hg.sssp(graph, source, cluster=spread2, devices="cpu"))
+    cc = _bounded(lambda: hg.connected_components(graph, algorithm="label-propagation",
+                                                  cluster=spread2, devices="cpu"))
+    for name, result in (("bfs", bfs), ("sssp", sssp), ("cc", cc)):
+        np.testing.assert_array_equal(result.values, alone[name].values, err_msg=name)
+    for result in (bfs, sssp, cc):  # (some of their iterations were spread)
+        assert "pull" in set(result.history["mode"])
+    matrix = graph.to_scipy()
+    levels = csgraph.shortest_path(matrix, unweighted=True, indices=_hub(graph))
+    reached = np.isfinite(levels)
+    np.testing.assert_array_equal(bfs.values[reached], levels[reached])
+    distances = csgraph.dijkstra(matrix, indices=_hub(graph))
+    np.testing.assert_allclose(sssp.values[reached], distances[reached], rtol=1e-12)
+    _, labels = csgraph.connected_components(matrix, directed=True, connection="weak")
+    _, first = np.unique(labels, return_index=True)  # same components, same partition
+    assert len(np.unique(cc.values)) == len(first)
+    assert len(set(zip(labels.tolist(), cc.values.tolist()))) == len(first)
+
+
+def test_the_state_does_not_cross_the_client_per_iteration(graph, alone, spread2):
+    state_bytes = graph.num_vertices * 9  # float64 values and uint8 flags
+    counter = CommBytes(spread2.client)
+    _pagerank(graph, spread2, iterations=5)  # warm
+    through = {}
+    for iterations in (5, 25):
+        before = counter.through_client()
+        result = _pagerank(graph, spread2, iterations=iterations)
+        through[iterations] = counter.through_client() - before
+        assert result.iterations == iterations
+    per_iteration = (through[25] - through[5]) / 20
+    # the history rows and the task messages, not the state (the page tasks sent it
+    # three times an iteration: to both workers and back)
+    assert per_iteration < state_bytes / 20, (per_iteration, state_bytes)
+
+
+class FailsOnAWorker(PageRank):
+    """PageRank whose iteration hook raises on a worker process at its second call."""
+
+    def __init__(self):
+        super().__init__(0.85, None)
+        self.calls = 0
+
+    def iteration_constant(self, graph, values):
+        self.calls += 1
+        if os.getpid() != CLIENT_PID and self.calls == 2:
+            raise ArithmeticError("the program's own error")
+        return super().iteration_constant(graph, values)
+
+
+def test_an_error_in_one_owner_ends_the_run_with_it(graph, spread2):
+    with pytest.raises(ArithmeticError, match="the program's own error"):
+        _pagerank(graph, spread2, program=FailsOnAWorker())
+    assert _pagerank(graph, spread2, iterations=3).iterations == 3  # the workers are free
+
+
+def test_a_worker_killed_mid_spread_leaves_its_range_to_the_survivors(graph, alone,
+                                                                       tmp_path):
+    marker = tmp_path / "killed"
+    with hg.Cluster(cpu_workers=3, gpus=0, processes=True, dashboard_address=None) as c:
+        _pagerank(graph, c, iterations=3)  # placed and warm before the kill
+        before = list(c.cpu_workers)
+        result = _pagerank(graph, c, iterations=40, program=KillsItsWorker(str(marker)))
+        assert marker.exists(), "no worker was killed: the test did not test"
+        assert set(before) - set(c.cpu_workers)  # one left (its nanny starts another)
+        again = _pagerank(graph, c)
+    assert np.abs(result.values - alone["long"].values).sum() < 1e-6
+    assert result.history["iteration"].tolist() == list(range(1, 41))
+    assert np.abs(again.values - alone["pagerank"].values).sum() < 1e-6
+
+
+def test_a_lost_worker_fails_the_run_naming_it_when_no_retry_is_left(graph, tmp_path,
+                                                                     monkeypatch):
+    monkeypatch.setattr(tuning, "LOST_TASK_RETRIES", 0)
+    with hg.Cluster(cpu_workers=2, gpus=0, processes=True, dashboard_address=None) as c:
+        before = set(c.cpu_workers)
+        with pytest.raises(WorkerLostError, match="spread segment") as error:
+            _pagerank(graph, c, iterations=40, program=KillsItsWorker(str(tmp_path / "k")))
+        gone = before - set(c.cpu_workers)
+    assert gone and all(address in str(error.value) for address in gone)
