@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import functools
 import time
+import weakref
 
 import numpy as np
 
 from .. import tuning
 from ..kernels import cpu
+from ..kernels.cpu.pull import cut_ranges
 from .base import Engine
 from .cpu_modes import SpreadChoice, choose_cpu_mode, notify_fraction, push_factor
 
@@ -99,6 +101,7 @@ class CpuEngine(Engine):
         self.compile_seconds = time.perf_counter() - start
 
     reusable = True  # (see bind)
+    _bound_to = staticmethod(lambda: None)  # the graph of _cuts and _edges, weakly
 
     def bind(self, spec, graph, state, aux):
         """See :meth:`Engine.bind`: ``spec`` compiles to this engine's kernel
@@ -111,6 +114,10 @@ class CpuEngine(Engine):
         self._frontier = None  # sorted ids of the active vertices, when known
         self._degree = 0  # sum of the frontier's out-degrees, when known
         self._counted = None  # (active vertices, their out-degree sum), when known
+        if self._bound_to() is not graph:  # what depends on the graph alone, kept
+            self._bound_to = weakref.ref(graph)  # (weakly: the graph keeps its engines)
+            self._cuts = {}  # {parts: a whole pull's cut_ranges}
+            self._edges = self.kernel.edges(graph)
 
     def unbind(self):
         """See :meth:`Engine.unbind`."""
@@ -257,15 +264,28 @@ class CpuEngine(Engine):
         choice = self.spread if parts > 1 else None
         spread = self.parallel and (choice is None or choice.spread())
         state = self.state
-        edges = self.kernel.edges(self.graph) if edges is None else edges
+        parts = parts if spread else 1
+        cut = None
+        if edges is None:  # the graph's own edges; a whole pull's cut is kept
+            edges = self._edges
+            if prefix is self.graph.in_indptr and not len(vertices):
+                cut = self._whole_cut(parts)
         start = time.perf_counter()
         counted = self.kernel.step(edges, self.graph.out_indptr, state.values,
                                    state.new_values, state.flags, self.aux, constant,
-                                   vertices, prefix, v0, parts if spread else 1, state.sync,
-                                   spread)
+                                   vertices, prefix, v0, parts, state.sync, spread, cut=cut)
         if choice is not None:
             choice.record(spread, time.perf_counter() - start, count)
         return counted
+
+    def _whole_cut(self, parts):
+        """The cut of a pull over every vertex into ``parts`` ranges (made once per
+        graph and part count; its replica arrays are scratch that each pass rewrites)."""
+        cut = self._cuts.get(parts)
+        if cut is None:
+            cut = self._cuts[parts] = cut_ranges(cpu.ALL_VERTICES, self.graph.in_indptr, 0,
+                                                 parts, self.state.values.dtype)
+        return cut
 
     def _dense_pass(self, constant, chosen):
         """A pull pass, or a notify-pull pass through the active flags, with the edges
