@@ -138,6 +138,16 @@ class CpuEngine(Engine):
     def values(self):
         return self.state.values
 
+    def keeps_previous(self, frontier):
+        """See :meth:`Engine.keeps_previous`: a sync pull of :meth:`iterate` (it swaps
+        the state's arrays; a subclass that iterates its own way keeps nothing)."""
+        return type(self).iterate is CpuEngine.iterate and self.state.sync and \
+            self.mode(frontier[1]) == "pull"
+
+    @property
+    def previous(self):
+        return self.state.new_values  # (after a sync pull's swap: the values before it)
+
     def reset_frontier(self, counted=None):
         """See :meth:`Engine.reset_frontier`."""
         self._frontier = None

@@ -625,7 +625,8 @@ class Segment:
         entry.known = None if launched else (frontier, f, engine.front)
         constant = self.program.iteration_constant(self.graph, engine.values) \
             if self.uses_constant else 0.0
-        entry.previous = engine.values.copy() if self.has_converged else None
+        entry.previous = engine.values.copy() if self.has_converged and not \
+            engine.keeps_previous(frontier) else None
         entry.read = engine.read_bytes
         entry.ticket = self.launch(constant, frontier)
         entry.iteration, entry.alpha, entry.start = iteration, alpha, start
@@ -650,7 +651,8 @@ class Segment:
         (active, _), f, front = known
         mode, computed, edges, activated, kernel = self.wait(entry.ticket)
         converged = activated == 0 or (self.has_converged and self.program.converged(
-            self.graph, entry.previous, engine.values))
+            self.graph, engine.previous if entry.previous is None else entry.previous,
+            engine.values))
         now, start, finished = self.clock(), entry.start, self.finished
         seconds = now - (start if start > finished else finished)
         self.finished = now
