@@ -111,13 +111,14 @@ class CpuEngine(Engine):
         self.spec, self.graph, self.state, self.aux = spec, graph, state, aux
         self.push = push_factor(spec.incremental, self.pull_threads)
         self.delta = spec.bucket_width(graph)  # priority buckets (0: none)
+        self._last_mode = (-1, None)  # (degree, mode) of the last mode asked (see mode)
         self._frontier = None  # sorted ids of the active vertices, when known
         self._degree = 0  # sum of the frontier's out-degrees, when known
         self._counted = None  # (active vertices, their out-degree sum), when known
         if self._bound_to() is not graph:  # what depends on the graph alone, kept
             self._bound_to = weakref.ref(graph)  # (weakly: the graph keeps its engines)
             self._cuts = {}  # {parts: a whole pull's cut_ranges}
-            self._edges = self.kernel.edges(graph)
+            self._in_edges = None  # the graph's in-edges as the pull reads them, once asked
 
     def unbind(self):
         """See :meth:`Engine.unbind`."""
@@ -175,10 +176,15 @@ class CpuEngine(Engine):
                                   degree + active <= self.sparse_edges)
 
     def mode(self, degree):
-        """The CPU mode of an iteration whose frontier has ``degree`` out-edges."""
-        return choose_cpu_mode(notify_fraction(degree, self.graph.num_arcs), self.rho,
-                               self.skew, self.push, self.cpu_mode, self.sparse,
-                               self.pull_threads)
+        """The CPU mode of an iteration whose frontier has ``degree`` out-edges (the last
+        answer kept: a pull's every iteration asks about the same degree three times)."""
+        last_degree, chosen = self._last_mode
+        if degree != last_degree:
+            chosen = choose_cpu_mode(notify_fraction(degree, self.graph.num_arcs), self.rho,
+                                     self.skew, self.push, self.cpu_mode, self.sparse,
+                                     self.pull_threads)
+            self._last_mode = (degree, chosen)
+        return chosen
 
     @property
     def bursts(self) -> bool:
@@ -277,7 +283,9 @@ class CpuEngine(Engine):
         parts = parts if spread else 1
         cut = None
         if edges is None:  # the graph's own edges; a whole pull's cut is kept
-            edges = self._edges
+            if self._in_edges is None:
+                self._in_edges = self.kernel.edges(self.graph)
+            edges = self._in_edges
             if prefix is self.graph.in_indptr and not len(vertices):
                 cut = self._whole_cut(parts)
         start = time.perf_counter()
