@@ -101,7 +101,7 @@ class CpuEngine(Engine):
         self.compile_seconds = time.perf_counter() - start
 
     reusable = True  # (see bind)
-    _bound_to = staticmethod(lambda: None)  # the graph of _cuts and _edges, weakly
+    _bound_to = staticmethod(lambda: None)  # the graph of _cuts and _in_edges, weakly
 
     def bind(self, spec, graph, state, aux):
         """See :meth:`Engine.bind`: ``spec`` compiles to this engine's kernel
