@@ -36,11 +36,13 @@ def build_push(ops: VertexOps):
     def push_pass(frontier, graph, state, scratch, found, before, notify_self):
         out_indptr = graph.out_indptr
         values, flags, seen = state.values, state.flags, scratch.seen
-        k, edges, next_degree = send(frontier, graph, state, seen, found, before)
-        if on_change:  # every vertex changed is active: found, its degree summed
+        k, edges = send(frontier, graph, state, seen, found, before)
+        if on_change:  # every vertex changed is active: a copy of found
             following = found[:k].copy()
-            for v in following:
+            next_degree = 0
+            for v in following:  # (loads of no other: the reads below overlap)
                 seen[v >> 3] = 0
+                next_degree += out_indptr[v + 1] - out_indptr[v]
                 if buckets_compiled:
                     flags[v] = 1
             return k, edges, following, next_degree
@@ -68,8 +70,7 @@ def _build_send(ops):
     @numba.njit(nogil=True, inline="always")
     def send(frontier, graph, state, seen, found, before):
         """Send along the out-edges of ``frontier``: returns (the vertices changed, in
-        found[:k], k; edges read; for a program that activates on change, their
-        out-degree sum, read as each is found, with its value, else 0)."""
+        found[:k], k; edges read)."""
         out_indptr, out_indices, out_weights = (graph.out_indptr, graph.out_indices,
                                                 graph.out_weights)
         values, flags, aux = state.values, state.flags, state.aux
@@ -78,7 +79,7 @@ def _build_send(ops):
         sources = np.empty(frontier.shape[0] if sync else 0, values.dtype)
         for i in range(sources.shape[0]):
             sources[i] = values[frontier[i]]
-        k = edges = degree = 0
+        k = edges = 0
         for i in range(frontier.shape[0]):
             u = frontier[i]
             if buckets_compiled:  # a vertex taken from the waiting list has its flag set
@@ -98,12 +99,10 @@ def _build_send(ops):
                 if not seen[byte] & bit:
                     seen[byte] |= bit
                     found[k] = v
-                    if on_change:
-                        degree += out_indptr[v + 1] - out_indptr[v]
-                    else:
+                    if not on_change:
                         before[k] = old
                     k += 1
                 values[v] = cast(apply_with(old, gathered, aux_of(aux, v), constant))
-        return k, edges, degree
+        return k, edges
 
     return send
