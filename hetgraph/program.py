@@ -306,11 +306,25 @@ _NOT_PLAIN = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD,
 
 def _takes_xp(fn) -> bool:
     """Whether ``fn`` has a parameter named ``xp`` (an array module, see
-    :meth:`VertexProgram.init`)."""
+    :meth:`VertexProgram.init`); a bound method's answer is its function's, kept
+    (inspect is slow next to a small run)."""
+    function = getattr(fn, "__func__", None)
+    if function is None:
+        return _has_xp(fn)
+    try:
+        return _has_xp_kept(function)
+    except TypeError:  # (unhashable)
+        return _has_xp(function)
+
+
+def _has_xp(fn) -> bool:
     try:
         return "xp" in inspect.signature(fn).parameters
     except (TypeError, ValueError):
         return False
+
+
+_has_xp_kept = functools.lru_cache(maxsize=256)(_has_xp)
 
 
 def _parameter_kinds(fn):

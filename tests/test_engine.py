@@ -1035,3 +1035,33 @@ def test_cpu_calibration_times_its_iterations_however_slow(monkeypatch):
     rows = [row_dict(row) for row in report.rows]
     assert [row["mode"] for row in rows] == ["push"] * (tuning.CALIBRATION_ITERATIONS - 1)
     assert all(row["seconds"] >= 2e-3 for row in rows)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_weighted_change_is_the_weighted_l1_distance(dtype):
+    rng = np.random.default_rng(3)
+    values, previous = rng.random(1001).astype(dtype), rng.random(1001).astype(dtype)
+    weights = rng.random(1001)
+    want = float(np.abs(values.astype(np.float64) - previous) @ weights)
+    assert cpu.weighted_change(values, previous, weights) == pytest.approx(want, rel=1e-12)
+
+
+def test_a_sync_pull_keeps_the_values_before_it_and_the_whole_cut():
+    """A sync pull leaves the values it started from in ``previous`` (a convergence
+    test then copies nothing), a notify-pull or async run says it keeps none, and the
+    whole graph's cut is made once (the same tuple every pull)."""
+    g = hg.generate.rmat(10, seed=4)
+    spec = ProgramSpec(PageRank())
+    values, flags, aux = spec.initial_state(g)
+    engine = CpuEngine(spec, g, VertexState(values, flags, sync=True), aux, threads=1)
+    frontier = engine.frontier()
+    assert engine.keeps_previous(frontier)
+    before = engine.values.copy()
+    engine.iterate(spec.program.iteration_constant(g, before), frontier)
+    np.testing.assert_array_equal(engine.previous, before)
+    assert not np.array_equal(engine.values, before)
+    assert engine._whole_cut(1) is engine._whole_cut(1)
+    assert not engine.keeps_previous((1, 1))  # (a notify-pull)
+    values, flags, aux = spec.initial_state(g)
+    async_engine = CpuEngine(spec, g, VertexState(values, flags, sync=False), aux, threads=1)
+    assert not async_engine.keeps_previous(async_engine.frontier())

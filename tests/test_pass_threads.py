@@ -104,9 +104,9 @@ def test_an_engine_on_a_busy_machine_pulls_alone(monkeypatch):
     step = engine.kernel.step
     calls = []
 
-    def slow_when_spread(*args):
+    def slow_when_spread(*args, **kwargs):
         calls.append(args[-1])
-        return step(*args)
+        return step(*args, **kwargs)
     monkeypatch.setattr(engine.kernel, "step", slow_when_spread)
     engine.spread.rates = {True: 1.0, False: 1e-12}  # spread passes were far slower
     before = values.copy()

@@ -28,7 +28,8 @@ import numpy as np
 
 from ..errors import GraphError, OutOfCoreError
 from ..io.store import as_graph
-from ..kernels.arrays import in_module, indexed_sum, module_of, on_device_of
+from ..kernels.arrays import in_module, indexed_sum, module_of, on_device_of, \
+    weighted_change
 from ..program import VertexProgram
 from ..registry import algorithm
 from ..scheduler.dispatcher import run
@@ -133,13 +134,8 @@ class PageRank(PowerIteration):
         return indexed_sum(values, self._dangling, 1.0 / n, (1.0 - self.damping) / n)
 
     def converged(self, graph, previous, values):
-        change = abs(values.astype(np.float64) - previous)
-        rank_of = on_device_of(values, self._rank_of)
-        # on the host einsum, not NumPy's BLAS dot, whose threads would then spin on
-        # every core (see scheduler.costmodel.frontier_growth)
-        total = np.einsum("i,i->", change, rank_of) if isinstance(change, np.ndarray) \
-            else change @ rank_of
-        return float(total) < graph.num_vertices * self.tol
+        change = weighted_change(values, previous, on_device_of(values, self._rank_of))
+        return float(change) < graph.num_vertices * self.tol
 
     def finalize(self, graph, values, xp=np):
         return xp.divide(values, in_module(xp, self._scale), out=values)  # (the run's own)

@@ -79,6 +79,14 @@ class Engine:
         """Undo iterations launched after one that activated nothing (only an engine
         with ``queued`` > 1 has any)."""
 
+    def keeps_previous(self, frontier) -> bool:
+        """Whether the iteration from ``frontier`` leaves the values it started from in
+        :attr:`previous` until the next one (a sync pull that writes a second array),
+        so that a convergence test needs no copy of them. Here: False."""
+        return False
+
+    previous = None  # the values before the last iteration, where keeps_previous said so
+
     def burst(self, iterations, seconds, max_degree):
         """Run up to ``iterations`` iterations in one call, for about ``seconds`` at most,
         from frontiers of at most ``max_degree`` out-edges; returns (mode, stats,

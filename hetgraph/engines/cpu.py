@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import functools
 import time
+import weakref
 
 import numpy as np
 
 from .. import tuning
 from ..kernels import cpu
+from ..kernels.cpu.pull import cut_ranges
 from .base import Engine
 from .colored import MODE as COLORED, ColorSweep
 from .cpu_modes import SpreadChoice, choose_cpu_mode, notify_fraction, push_factor
@@ -102,6 +104,7 @@ class CpuEngine(Engine):
         self.compile_seconds = time.perf_counter() - start
 
     reusable = True  # (see bind)
+    _bound_to = staticmethod(lambda: None)  # the graph of _cuts and _in_edges, weakly
 
     def bind(self, spec, graph, state, aux):
         """See :meth:`Engine.bind`: ``spec`` compiles to this engine's kernel
@@ -111,9 +114,14 @@ class CpuEngine(Engine):
         self.spec, self.graph, self.state, self.aux = spec, graph, state, aux
         self.push = push_factor(spec.incremental, self.pull_threads)
         self.delta = spec.bucket_width(graph)  # priority buckets (0: none)
+        self._last_mode = (-1, None)  # (degree, mode) of the last mode asked (see mode)
         self._frontier = None  # sorted ids of the active vertices, when known
         self._degree = 0  # sum of the frontier's out-degrees, when known
         self._counted = None  # (active vertices, their out-degree sum), when known
+        if self._bound_to() is not graph:  # what depends on the graph alone, kept
+            self._bound_to = weakref.ref(graph)  # (weakly: the graph keeps its engines)
+            self._cuts = {}  # {parts: a whole pull's cut_ranges}
+            self._in_edges = None  # the graph's in-edges as the pull reads them, once asked
 
     def unbind(self):
         """See :meth:`Engine.unbind`."""
@@ -133,6 +141,16 @@ class CpuEngine(Engine):
     @property
     def values(self):
         return self.state.values
+
+    def keeps_previous(self, frontier):
+        """See :meth:`Engine.keeps_previous`: a sync pull of :meth:`iterate` (it swaps
+        the state's arrays; a subclass that iterates its own way keeps nothing)."""
+        return type(self).iterate is CpuEngine.iterate and self.state.sync and \
+            self.mode(frontier[1]) == "pull"
+
+    @property
+    def previous(self):
+        return self.state.new_values  # (after a sync pull's swap: the values before it)
 
     def reset_frontier(self, counted=None):
         """See :meth:`Engine.reset_frontier`."""
@@ -161,10 +179,15 @@ class CpuEngine(Engine):
                                   degree + active <= self.sparse_edges)
 
     def mode(self, degree):
-        """The CPU mode of an iteration whose frontier has ``degree`` out-edges."""
-        return choose_cpu_mode(notify_fraction(degree, self.graph.num_arcs), self.rho,
-                               self.skew, self.push, self.cpu_mode, self.sparse,
-                               self.pull_threads)
+        """The CPU mode of an iteration whose frontier has ``degree`` out-edges (the last
+        answer kept: a pull's every iteration asks about the same degree three times)."""
+        last_degree, chosen = self._last_mode
+        if degree != last_degree:
+            chosen = choose_cpu_mode(notify_fraction(degree, self.graph.num_arcs), self.rho,
+                                     self.skew, self.push, self.cpu_mode, self.sparse,
+                                     self.pull_threads)
+            self._last_mode = (degree, chosen)
+        return chosen
 
     @property
     def bursts(self) -> bool:
@@ -266,26 +289,41 @@ class CpuEngine(Engine):
 
     def _step(self, constant, vertices, prefix, v0, edges=None, written=None):
         """The kernel over ``vertices`` (or the range from v0) counted by ``prefix``, its
-        edges cut over the threads or run in this one (see :class:`SpreadChoice`); ``edges``: what :meth:`CpuKernel.step` reads
-        (default: the graph's in-edges); ``written``: the array written (default the
-        state's new values). Returns (vertices activated, their out-degree
-        sum)."""
+        edges cut over the threads or run in this one (see :class:`SpreadChoice`);
+        ``edges``: what :meth:`CpuKernel.step` reads (default: the graph's in-edges);
+        ``written``: the array written (default the state's new values). Returns
+        (vertices activated, their out-degree sum)."""
         count = int(prefix[-1] - prefix[0])
         parts = parts_of(count, self.threads, self.partitions)
         choice = self.spread if parts > 1 else None
         spread = self.parallel and (choice is None or choice.spread())
         state = self.state
-        edges = self.kernel.edges(self.graph) if edges is None else edges
-        start = time.perf_counter()
         # (a colored run's cuts stay whichever way it runs: bitwise the same sums)
-        cuts = parts if spread or self.sweep is not None else 1
+        parts = parts if spread or self.sweep is not None else 1
+        cut = None
+        if edges is None:  # the graph's own edges; a whole pull's cut is kept
+            if self._in_edges is None:
+                self._in_edges = self.kernel.edges(self.graph)
+            edges = self._in_edges
+            if prefix is self.graph.in_indptr and not len(vertices):
+                cut = self._whole_cut(parts)
+        start = time.perf_counter()
         counted = self.kernel.step(edges, self.graph.out_indptr, state.values,
                                    state.new_values if written is None else written,
                                    state.flags, self.aux, constant, vertices, prefix, v0,
-                                   cuts, state.sync, spread)
+                                   parts, state.sync, spread, cut=cut)
         if choice is not None:
             choice.record(spread, time.perf_counter() - start, count)
         return counted
+
+    def _whole_cut(self, parts):
+        """The cut of a pull over every vertex into ``parts`` ranges (made once per
+        graph and part count; its replica arrays are scratch that each pass rewrites)."""
+        cut = self._cuts.get(parts)
+        if cut is None:
+            cut = self._cuts[parts] = cut_ranges(cpu.ALL_VERTICES, self.graph.in_indptr, 0,
+                                                 parts, self.state.values.dtype)
+        return cut
 
     def _dense_pass(self, constant, chosen):
         """A pull pass, or a notify-pull pass through the active flags, with the edges

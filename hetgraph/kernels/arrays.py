@@ -9,8 +9,10 @@ from __future__ import annotations
 import numpy as np
 
 from .cpu import replace_value as _replace_on_host
+from .cpu import weighted_change as _weighted_change_on_host
 
-__all__ = ["indexed_sum", "on_device_of", "in_module", "module_of", "replace_value", "to_host"]
+__all__ = ["indexed_sum", "on_device_of", "in_module", "module_of", "replace_value", "to_host",
+           "weighted_change"]
 
 
 def on_device_of(values, array):
@@ -46,6 +48,15 @@ def replace_value(values, old, new):
         _replace_on_host(values, old, new)
     else:
         values[values == old] = new
+
+
+def weighted_change(values, previous, weights):
+    """sum |values - previous| * weights in float64 (``previous``: an earlier copy of
+    ``values``, ``weights`` float64, both on the device of ``values``): a float for
+    NumPy ``values``, a 0-d device array for CuPy ones."""
+    if isinstance(values, np.ndarray):
+        return _weighted_change_on_host(values, previous, weights)
+    return abs(values.astype(np.float64) - previous) @ weights
 
 
 def to_host(values):

@@ -678,7 +678,8 @@ class Segment:
         entry.known = None if launched else (frontier, f, engine.front)
         constant = self.program.iteration_constant(self.graph, engine.values) \
             if self.uses_constant else 0.0
-        entry.previous = engine.values.copy() if self.has_converged else None
+        entry.previous = engine.values.copy() if self.has_converged and not \
+            engine.keeps_previous(frontier) else None
         entry.read = engine.read_bytes
         entry.moved = engine.h2d_bytes, engine.d2h_bytes
         entry.ticket = self.launch(constant, frontier)
@@ -704,7 +705,8 @@ class Segment:
         (active, _), f, front = known
         mode, computed, edges, activated, kernel = self.wait(entry.ticket)
         converged = activated == 0 or (self.has_converged and self.program.converged(
-            self.graph, entry.previous, engine.values))
+            self.graph, engine.previous if entry.previous is None else entry.previous,
+            engine.values))
         now, start, finished = self.clock(), entry.start, self.finished
         seconds = now - (start if start > finished else finished)
         self.finished = now

@@ -4,6 +4,7 @@ functions, and :func:`compile_program` keeps it for the process."""
 
 from __future__ import annotations
 
+import weakref
 from typing import Callable, NamedTuple
 
 import numba
@@ -85,6 +86,8 @@ class CpuKernel:
         self.spec = spec
         self.identity = ops.identity
         self._warmed = set()  # the kinds of arrays warm_up compiled for
+        # (the last graph, weakly; {push: its frontier passes' arrays}), see _graph
+        self._arrays_of = (lambda: None, {})
         self._passes = build_passes(ops)
         key = spec.code_key()
         #: {entry point: its DiskCache}, empty when the compile cache is off
@@ -152,7 +155,7 @@ class CpuKernel:
         run = self._passes.push_burst if push else self._passes.sparse_burst
         count, following, degree = run(
             frontier, degree, tuple(Limits(max_degree, max_sparse, min(float(seconds), FOREVER))),
-            tuple(self._graph(graph, push)),
+            self._graph(graph, push),
             tuple(State(values, new_values, flags, aux, float(constant), sync)),
             tuple(Scratch(marks, seen, NOT_DEFERRED if deferred is None else deferred)),
             stats, fronts, self.spec.notify_self, delta)
@@ -190,11 +193,20 @@ class CpuKernel:
         return int(stats[0, 2]), int(stats[0, 3]), following, degree
 
     def _graph(self, graph, push):
-        """A graph in memory as a push (``push``) or a sparse notify-pull reads it."""
-        out_indices, out_weights = self._out_edges(graph) if push else \
-            (graph.out_indices, NO_WEIGHTS)
-        return Graph(graph.out_indptr, out_indices, out_weights, graph.in_indptr,
-                     *self.edges(graph)[1:3])
+        """A graph in memory as a push (``push``) or a sparse notify-pull reads it: a
+        Graph's fields as a plain tuple, kept for the last graph (weakly; the calls of
+        a small graph's run cost as much as its passes)."""
+        ref, kept = self._arrays_of
+        if ref() is not graph:
+            ref, kept = weakref.ref(graph), {}
+            self._arrays_of = (ref, kept)  # (one tuple: runs in threads may race)
+        arrays = kept.get(push)
+        if arrays is None:
+            out_indices, out_weights = self._out_edges(graph) if push else \
+                (graph.out_indices, NO_WEIGHTS)
+            arrays = kept[push] = tuple(Graph(graph.out_indptr, out_indices, out_weights,
+                                              graph.in_indptr, *self.edges(graph)[1:3]))
+        return arrays
 
     def _out_edges(self, graph):
         """(out_indices, weights) as a push reads them: unsigned ids, and no weights
@@ -221,7 +233,7 @@ class CpuKernel:
         return indices.view(_UNSIGNED[indices.dtype.itemsize])
 
     def step(self, edges, out_indptr, values, new_values, flags, aux, constant, vertices,
-             prefix, v0, parts, sync, parallel=False):
+             prefix, v0, parts, sync, parallel=False, cut=None):
         """Compute the vertices ``vertices`` (ids; empty = the range v0..v0+len(prefix)-2)
         whose in-edges are counted by ``prefix``, reading ``edges`` = (in_indptr, indices,
         weights, base): v's in-edges are indices[in_indptr[v] - base ...] (see
@@ -230,13 +242,15 @@ class CpuKernel:
         :mod:`.threads`) when ``parallel``, else run one after the other in this thread. ``sync``: new_values is not values (a sync
         run), where the program's settled vertices are skipped. Writes new_values and
         flags; returns (vertices activated, the sum of their out-degrees by
-        ``out_indptr``)."""
+        ``out_indptr``). ``cut``: these vertices' :func:`cut_ranges` into ``parts``, when
+        the caller keeps it (a whole graph's pull cuts the same ranges every time)."""
         in_indptr, indices, weights, base = edges
         # a Page's and a State's fields, as the compiled pull takes them (see .structs)
         page = (in_indptr, indices, weights, int(base), out_indptr)
         state = (values, new_values, flags, aux, float(constant), bool(sync))
-        return self._passes.pull.run(page, state,
-                                     cut_ranges(vertices, prefix, v0, parts, values.dtype),
+        if cut is None:
+            cut = cut_ranges(vertices, prefix, v0, parts, values.dtype)
+        return self._passes.pull.run(page, state, cut,
                                      numba.get_num_threads() if parallel else 1)
 
 

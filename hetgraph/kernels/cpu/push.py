@@ -37,6 +37,15 @@ def build_push(ops: VertexOps):
         out_indptr = graph.out_indptr
         values, flags, seen = state.values, state.flags, scratch.seen
         k, edges = send(frontier, graph, state, seen, found, before)
+        if on_change:  # every vertex changed is active: a copy of found
+            following = found[:k].copy()
+            next_degree = 0
+            for v in following:  # (loads of no other: the reads below overlap)
+                seen[v >> 3] = 0
+                next_degree += out_indptr[v + 1] - out_indptr[v]
+                if buckets_compiled:
+                    flags[v] = 1
+            return k, edges, following, next_degree
         following = np.empty(k, np.int64)
         count = next_degree = 0
         for i in range(k):
