@@ -76,7 +76,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hetgraph as hg  # noqa: E402
 from hetgraph.kernels.gpu.kept import release as release_gpu_pages  # noqa: E402
 from hetgraph.scheduler.dispatcher import wait_for_gpu_layouts  # noqa: E402
-from machine import describe, settle, settled_call  # noqa: E402
+from machine import (describe, placement_graphs, print_targets, settle,  # noqa: E402
+                     settled_call)
 
 PR_ITERATIONS = 20
 LONG_PR_ITERATIONS = 200  # (the overhead's PageRank on the GPU, also)
@@ -466,14 +467,7 @@ def main():
 
     with hg.Cluster(dashboard_address=None) as cluster:
         out["cluster"] = repr(cluster)
-        # as the command line runs them: RMAT renumbered by degree, the grid as it is
-        graphs = {}
-        if "rmat" in args.graphs:
-            graphs[f"rmat-{args.scale}"] = \
-                hg.generate.rmat(args.scale, seed=1, weights=(1.0, 9.0)).reorder("auto")
-        if "grid" in args.graphs:
-            graphs[f"grid-{args.grid}"] = \
-                hg.generate.grid(args.grid, args.grid, seed=1).reorder("auto")
+        graphs = placement_graphs(args.graphs, args.scale, args.grid)
         out["graphs"] = {name: g.summary() for name, g in graphs.items()}
         if "placements" in args.sections:
             out["results"] = []
@@ -496,9 +490,7 @@ def main():
                                           placements=placements)
         out["targets"] = targets(out.get("results", []) + out.get("streamed", []))
         save()
-        for target in out["targets"]:
-            print(f"  target {'met' if target['met'] else 'MISSED'}: {target['name']} = "
-                  f"{target['value']} (target {target['target']})")
+        print_targets(out["targets"])
     print(f"wrote {args.out}")
 
 

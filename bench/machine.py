@@ -69,8 +69,14 @@ def write_results(path, out, targets):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as f:
         json.dump(out, f, indent=1)
+    print_targets(targets)
+
+
+def print_targets(targets):
+    """Print each target of a ``targets`` list, met or MISSED, one a line."""
     for target in targets:
-        print(target)
+        print(f"  target {'met' if target['met'] else 'MISSED'}: {target['name']} = "
+              f"{target['value']} (target {target['target']})")
 
 
 def built_or_stored(build, store=None):
@@ -87,3 +93,19 @@ def built_or_stored(build, store=None):
         if store:
             graph.save(store, overwrite=True)
     return graph, time.perf_counter() - start
+
+
+def placement_graphs(kinds, scale, grid):
+    """{name: graph} of the graphs bench/hybrid and bench/subway place, of ``kinds``
+    ("rmat", "grid"): weighted RMAT-``scale`` (seed 1, weights 1-9) and the
+    ``grid`` x ``grid`` grid, each renumbered by ``reorder("auto")`` as the command line
+    runs them."""
+    import hetgraph as hg
+
+    graphs = {}
+    if "rmat" in kinds:
+        graphs[f"rmat-{scale}"] = \
+            hg.generate.rmat(scale, seed=1, weights=(1.0, 9.0)).reorder("auto")
+    if "grid" in kinds:
+        graphs[f"grid-{grid}"] = hg.generate.grid(grid, grid, seed=1).reorder("auto")
+    return graphs

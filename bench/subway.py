@@ -35,7 +35,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hetgraph as hg  # noqa: E402
-from machine import describe, settled_call  # noqa: E402
+from machine import describe, placement_graphs, print_targets, settled_call  # noqa: E402
 
 REPEATS = 3  # runs of each way (--repeats), the fastest kept
 BYTES_TARGET = {"grid": 0.89, "rmat": 0.70}  # fewer bytes moved (share of the baseline's)
@@ -180,13 +180,7 @@ def main():
     out = {"machine": describe() | {"gpu": device}}
     with hg.Cluster(dashboard_address=None) as cluster:
         out["cluster"] = repr(cluster)
-        graphs = {}
-        if "rmat" in args.graphs:
-            graphs[f"rmat-{args.scale}"] = \
-                hg.generate.rmat(args.scale, seed=1, weights=(1.0, 9.0)).reorder("auto")
-        if "grid" in args.graphs:
-            graphs[f"grid-{args.grid}"] = \
-                hg.generate.grid(args.grid, args.grid, seed=1).reorder("auto")
+        graphs = placement_graphs(args.graphs, args.scale, args.grid)
         out["graphs"] = {name: g.summary() for name, g in graphs.items()}
         out["results"] = []
         for name, g in graphs.items():
@@ -195,9 +189,7 @@ def main():
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as f:  # (compact: the curves run to thousands of iterations)
         json.dump(out, f, separators=(",", ":"))
-    for target in out["targets"]:
-        print(f"  target {'met' if target['met'] else 'MISSED'}: {target['name']} = "
-              f"{target['value']} (target {target['target']})")
+    print_targets(out["targets"])
     print(f"wrote {args.out}")
 
 
