@@ -209,6 +209,8 @@ def test_what_needs_every_edge_in_memory_is_refused(tmp_path):
     assert budget < store.data_bytes
     with pytest.raises(hg.OutOfCoreError, match="undirected version.*open_store"):
         hg.connected_components(store, host_budget=budget, algorithm="label-propagation")
+    with pytest.raises(hg.OutOfCoreError, match="hits needs the graph in memory.*open_store"):
+        hg.hits(store, host_budget=budget)
     with pytest.raises(hg.OutOfCoreError, match="too small for this store's blocks"):
         hg.pagerank(store, host_budget=resident_budget(store) + 1000)
     with pytest.raises(hg.OutOfCoreError, match="does not even hold the run's vertex arrays"):

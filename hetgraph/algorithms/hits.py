@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import OutOfCoreError
 from ..io.store import as_graph
 from ..registry import algorithm
 from ..scheduler.dispatcher import run
@@ -108,6 +109,12 @@ def hits(graph, max_iterations=100, tol=1e-8, *, nstart=None, weighted=True, **o
         ``values``: the authority of every vertex; ``hubs``: the hub value of every
         vertex (an array of length N); ``converged`` False when ``tol`` was not reached.
 
+    Raises
+    ------
+    OutOfCoreError
+        For a store too large for ``host_budget`` (the bipartite double is built in
+        memory).
+
     Examples
     --------
     >>> import hetgraph as hg
@@ -117,6 +124,10 @@ def hits(graph, max_iterations=100, tol=1e-8, *, nstart=None, weighted=True, **o
     ([0.0, 0.382, 0.618], [0.618, 0.382, 0.0])
     """
     graph = as_graph(graph, options.get("host_budget"))
+    if graph.in_indices is None:
+        raise OutOfCoreError("hits needs the graph in memory (it runs on the graph's "
+                             "bipartite double, built in memory); load the store with "
+                             "hg.open_store or raise host_budget")
     n = graph.num_vertices
     double = bipartite_double(graph, weighted)
     program = Hits(tol, vertex_weights(graph, nstart, "nstart"))
