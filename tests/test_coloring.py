@@ -393,3 +393,26 @@ def test_colored_pagerank_rescales_and_needs_no_more_iterations():
 
     assert _program(g, 0.85, 1e-6, np.float64, True, None, None, None, True).rescale
     assert not _program(g, 0.85, 1e-6, np.float64, True, None, None, None).rescale
+
+
+def test_a_calibration_is_kept_apart_for_sync_async_and_colored_runs():
+    """An auto run finds the cost model's calibration of an earlier run by its key: a
+    colored run's passes cost otherwise than an async run's, so the key tells them apart."""
+    from types import SimpleNamespace
+
+    from hetgraph.algorithms.bfs import BreadthFirst
+    from hetgraph.program import ProgramSpec
+    from hetgraph.scheduler import dispatcher
+
+    g = hg.generate.grid(5, 5)
+    options = dict(threads=None, partitions=None, cpu_mode="auto", rho=1.0, page_bytes=None,
+                   gpu={})
+
+    def key(sync, coloring):
+        driver = SimpleNamespace(graph=g, spec=ProgramSpec(BreadthFirst(0)),
+                                 state=SimpleNamespace(sync=sync),
+                                 cluster=SimpleNamespace(cpu_workers=["c"], gpu_workers=["g"]))
+        return dispatcher._Driver._calibration_key(driver, {**options, "coloring": coloring})
+
+    assert key(False, None) == key(False, None)
+    assert len({key(True, None), key(False, None), key(False, object())}) == 3

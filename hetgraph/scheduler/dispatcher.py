@@ -542,10 +542,11 @@ class _Driver:
     def _calibration_key(self, options):
         """What a calibration depends on: the graph, the program with its parameters
         (which make the initial state; its arrays by a sample of their elements: a
-        calibration taken for another costs speed, not an answer), the execution mode,
-        the run's options and the cluster's workers."""
+        calibration taken for another costs speed, not an answer), the execution mode
+        (sync, async or colored), the run's options and the cluster's workers."""
         return (self.graph.token, program_fingerprint(self.spec, sampled_crc32),
-                self.state.sync, options["threads"], options["partitions"],
+                self.state.sync, options["coloring"] is not None, options["threads"],
+                options["partitions"],
                 options["cpu_mode"], options["rho"], options["page_bytes"],
                 tuple(sorted(options["gpu"].items())), tuple(self.cluster.cpu_workers),
                 tuple(self.cluster.gpu_workers))
