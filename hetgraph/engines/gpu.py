@@ -341,7 +341,6 @@ class GpuEngine(Engine):
         self.spec, self.graph = spec, graph
         self.aux = on_current_device(aux)
         self._pass.update(aux=self.aux, aux_per_vertex=int(self.aux.size > 1))
-        self._held = [None] * len(self._slots)
         self._chain, self._counting, self.front = None, False, float("nan")
 
     def unbind(self):

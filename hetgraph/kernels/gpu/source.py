@@ -325,7 +325,7 @@ _EPILOGUE = """\
 }
 """
 
-_KERNELS: dict = {}  # source -> its compiled kernels, for the process
+_KERNELS: dict = {}  # (source, kernel names) -> the compiled kernels, for the process
 
 
 def compile_kernel(spec: ProgramSpec, aux_dtype, index_dtype, degree_dtype, *, weighted,
@@ -342,7 +342,8 @@ def compile_functions(spec: ProgramSpec, source, names):
     compile."""
     import cupy
 
-    kernels = _KERNELS.get(source)
+    key = (source, tuple(names))
+    kernels = _KERNELS.get(key)
     if kernels is None:
         try:
             module = cupy.RawModule(code=source, options=("-std=c++17",))
@@ -352,5 +353,5 @@ def compile_functions(spec: ProgramSpec, source, names):
                           str(exc).splitlines()[0])
             raise HetGraphError(f"{spec.name}: the GPU translation did not compile "
                                 f"({detail}); please report it with the program") from None
-        _KERNELS[source] = kernels
+        _KERNELS[key] = kernels
     return kernels
