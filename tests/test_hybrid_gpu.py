@@ -431,9 +431,12 @@ def test_checkpointed_gpu_runs_resume_to_the_cpu_answer(graph, cluster, expected
         check(name, r.values, expected[name].values)
 
 
-def test_out_of_core_runs_use_the_cpu_workers(graph, cluster, expected, tmp_path):
+def test_out_of_core_runs_place_store_pages_on_either_device(graph, cluster, expected,
+                                                             tmp_path):
     store = graph.save(tmp_path / "s", page_bytes=PAGE_BYTES)
     source = graph.label_of(int(np.argmax(graph.out_degree())))
-    r = hg.sssp(store, source, cluster=cluster, host_budget=store.data_bytes // 2)
-    assert set(r.history["placement"]) == {"cpu"} and r.history["read_bytes"].sum() > 0
-    check("sssp", r.values, expected["sssp"].values)
+    for devices, allowed in (("cpu", {"cpu"}), ("auto", {"cpu", "gpu"})):
+        r = hg.sssp(store, source, cluster=cluster, devices=devices,
+                    host_budget=store.data_bytes // 2)
+        assert set(r.history["placement"]) <= allowed and r.history["read_bytes"].sum() > 0
+        check("sssp", r.values, expected["sssp"].values)
