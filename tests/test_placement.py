@@ -121,6 +121,22 @@ def test_the_run_moves_once_staying_has_lost_what_a_move_costs():
         ["cpu", "cpu", "gpu"]
 
 
+def test_a_later_run_starts_from_the_measured_cost_of_a_move():
+    # a run measured its moves at 3 ms (against the calibration's 1 ms): a later run on
+    # the same graph, whose calibration says 1 ms again, waits as the first learnt to
+    first = model(8e-9, 2e-9, overhead=1.0)
+    first.switch = 1e-3
+    for _ in range(8):
+        first.observe_switch(3e-3)
+    later = model(8e-9, 2e-9, overhead=1.0)
+    later.switch = 1e-3
+    assert later.placement(0.05, 1.0, 10**6, current="gpu")[0] == "cpu"  # lost 1.2 ms
+    later.recall(first.remembered())
+    assert later.switch == pytest.approx(first.switch) and later.switch > 2.5e-3
+    assert [later.placement(0.05, 1.0, 10**6, current="gpu")[0] for _ in range(3)] == \
+        ["gpu", "gpu", "cpu"]
+
+
 def test_a_lead_under_the_margin_never_moves_the_run():
     # GPU 2.5 ms an iteration, the CPU 8% faster (notify-pull measured at 2.3 ms): staying
     # on the GPU loses nothing however long; 32% faster, it loses 0.8 ms an iteration

@@ -265,12 +265,12 @@ class CostModel:
 
     def remembered(self) -> dict:
         """What later runs on the same graph, program and budget start from
-        (:meth:`recall`): the hybrid iterations' measured time and its basis, and the
-        prediction errors."""
+        (:meth:`recall`): the hybrid iterations' measured time and its basis, the
+        prediction errors and the cost of a move between devices (``switch``)."""
         kept = {p: self.iteration[p] for p in ("hybrid",) if p in self.iteration}
         return {"iteration": kept, "basis": {p: self.basis[p] for p in kept
                                              if p in self.basis},
-                "errors": dict(self.errors)}
+                "errors": dict(self.errors), "switch": self.switch}
 
     def recall(self, memory):
         """Start from what an earlier run left (:meth:`remembered`; None: nothing)."""
@@ -278,6 +278,7 @@ class CostModel:
             self.iteration.update(memory["iteration"])
             self.basis.update(memory["basis"])
             self.errors.update(memory["errors"])
+            self.switch = memory["switch"]
 
     def observe(self, kind, mode, edges, seconds, calibration=False):
         """Fold a measured time (``edges`` edges in ``seconds``) into the model (at most

@@ -815,12 +815,12 @@ class _Driver:
         return tasks.frontier_of(self.state, self.graph)
 
     def _segment(self, kind, first, last, frontier):
+        start = time.perf_counter()  # (a move of the state to this device is the switch's)
         if kind == "cpu":
             self._state_to_host()
         else:
             self._pin_state()
         self._share_state()
-        start = time.perf_counter()
         name = f"iterations-from-{first}"
         others = len(self.kinds) > 1
         args = (self.version, first, last, self.model, others) + (
