@@ -373,3 +373,32 @@ def test_a_cluster_without_a_dashboard_starts_no_event_loop_profiler(monkeypatch
     with hg.Cluster(dashboard_address=None):
         pass
     assert seen and not any(seen)
+
+
+def test_the_gpu_probe_started_early_is_the_answer_availability_waits_for(monkeypatch):
+    """The probe thread (started at the algorithms' first import) runs the GPU check
+    once; availability() waits for it rather than running a second check beside it."""
+    import importlib.util
+    import threading
+
+    from hetgraph.kernels.gpu import device
+
+    calls, release = [], threading.Event()
+
+    def slow_check():
+        calls.append(threading.current_thread().name)
+        release.wait(5)
+        return False, "a stand-in GPU check"
+
+    monkeypatch.setattr(device, "_PROBE", {})
+    monkeypatch.setattr(device, "_probe", slow_check)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: object())
+    device.probe_in_background()
+    device.probe_in_background()  # (a second start does nothing)
+    waiter = threading.Thread(target=lambda: calls.append(device.availability()))
+    waiter.start()
+    waiter.join(0.2)
+    assert waiter.is_alive() and calls == ["hetgraph-gpu-probe"]  # waiting on the probe
+    release.set()
+    waiter.join(5)
+    assert calls[0] == "hetgraph-gpu-probe" and calls[-1] == (False, "a stand-in GPU check")

@@ -8,7 +8,9 @@ cupy is imported inside the functions: without a GPU this module imports and
 from __future__ import annotations
 
 import functools
+import importlib.util
 import logging
+import threading
 
 import numpy as np
 
@@ -29,9 +31,33 @@ class GpuMemoryError(HetGraphError, MemoryError):
         return type(self), self.args
 
 
-@functools.lru_cache(maxsize=None)
+_PROBE: dict = {}  # "thread": the thread running _probe, when one was started
+_PROBE_LOCK = threading.Lock()
+
+
+def probe_in_background():
+    """Start :func:`availability`'s answer in a thread, when CuPy is installed: CuPy's
+    import and the CUDA driver's start (tenths of a second) then overlap the caller's
+    own imports. Later calls do nothing."""
+    with _PROBE_LOCK:
+        if "thread" in _PROBE or importlib.util.find_spec("cupy") is None:
+            return
+        _PROBE["thread"] = threading.Thread(target=_probe, name="hetgraph-gpu-probe",
+                                            daemon=True)
+        _PROBE["thread"].start()
+
+
 def availability():
     """(True, device description) when a GPU can run kernels, else (False, reason)."""
+    thread = _PROBE.get("thread")
+    if thread is not None:
+        thread.join()
+    return _probe()
+
+
+@functools.lru_cache(maxsize=None)
+def _probe():
+    """:func:`availability`'s answer, found once."""
     try:
         import cupy
     except ImportError as exc:
