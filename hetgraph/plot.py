@@ -9,15 +9,16 @@ from .errors import MissingDependencyError
 
 COLORS = {"cpu": "#2ca02c", "gpu": "#ff7f0e", "wall": "#7f7f7f", "alpha": "#d62728",
           "f": "#1f77b4"}
-MODE_MARKS = {"pull": "P", "notify-pull": "N", "push": "U", "gpu-pull": "G", "colored": "C",
-              "gpu-colored": "K"}
+MODE_MARKS = {"pull": "P", "notify-pull": "N", "push": "U", "gpu-pull": "G", "gpu-push": "H",
+              "colored": "C", "gpu-colored": "K"}
 
 
 def timeline(history, title=None, path=None):
     """Figure of a run's timeline, in three panels sharing the iteration axis.
 
     The panels: pages per device kind (stacked bars, each labelled with its CPU mode:
-    P pull, N notify-pull, U push, G the GPU's pull); seconds per device kind with the
+    P pull, N notify-pull, U push, G the GPU's pull, H the GPU's push, C and K colored
+    passes); seconds per device kind with the
     wall time; alpha (CPU time / GPU time, the GPU takes part from 1) with f (active
     out-degree / |E|) on a log scale.
 
@@ -69,7 +70,8 @@ def _pages_panel(axes, it, history):
     axes.set_ylabel("pages")
     axes.margins(y=0.15)
     axes.legend(loc="upper right", fontsize=8,
-                title="P pull, N notify-pull, U push, G GPU pull", title_fontsize=7)
+                title="P pull, N notify-pull, U push, G/H GPU pull/push, C/K colored",
+                  title_fontsize=7)
 
 
 def _seconds_panel(axes, it, history):

@@ -41,6 +41,17 @@ def test_timeline_draws_the_history(result, tmp_path):
     plt.close(figure)
 
 
+def test_every_mode_an_engine_writes_has_its_mark(result):
+    import matplotlib.pyplot as plt
+
+    modes = ["pull", "notify-pull", "push", "gpu-pull", "gpu-push", "colored", "gpu-colored"]
+    history = result.history.head(1).loc[[0] * len(modes)].reset_index(drop=True)
+    history["iteration"], history["mode"] = np.arange(1, len(modes) + 1), modes
+    figure = hg.plot.timeline(history)
+    assert [t.get_text() for t in figure.axes[0].texts] == list("PNUGHCK")
+    plt.close(figure)
+
+
 def test_without_matplotlib(result, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
     with pytest.raises(hg.MissingDependencyError, match=r"pip install 'hetgraph\[plot\]'"):
