@@ -28,7 +28,8 @@ from .events import TOPIC, message_rows, run_events
 log = logging.getLogger("hetgraph.dashboard")
 
 DEVICES = ("cpu", "gpu")
-CPU_MODES = ("pull", "notify-pull", "push", "gpu-pull", "colored", "gpu-colored")
+CPU_MODES = ("pull", "notify-pull", "push", "gpu-pull", "gpu-tocab", "colored",
+             "gpu-colored")
 
 
 def latest_run(scheduler):

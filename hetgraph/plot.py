@@ -10,7 +10,7 @@ from .errors import MissingDependencyError
 COLORS = {"cpu": "#2ca02c", "gpu": "#ff7f0e", "wall": "#7f7f7f", "alpha": "#d62728",
           "f": "#1f77b4"}
 MODE_MARKS = {"pull": "P", "notify-pull": "N", "push": "U", "gpu-pull": "G", "colored": "C",
-              "gpu-colored": "K"}
+              "gpu-colored": "K", "gpu-tocab": "B"}
 
 
 def timeline(history, title=None, path=None):
