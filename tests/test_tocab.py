@@ -379,3 +379,22 @@ def test_emulated_tocab_pass_equals_the_shard_kernel(name, ranges, replication):
     else:
         assert np.array_equal(blocked[0], shard[0])
         assert blocked[2][0] > 0  # (the pass changed something)
+
+
+def test_device_segments_glue_pages_as_the_engine_lays_them_out():
+    """device_segments over a layout's resident arrays (NumPy standing in for CuPy)
+    gives the segments of the pages' own tables."""
+    from types import SimpleNamespace
+
+    from hetgraph.kernels.gpu.layout import PagePlan
+    from hetgraph.kernels.gpu.tocab import device_segments
+
+    g = _graph(300, 3000, seed=5)
+    part = g.partition(page_bytes=2000, shard_vertices=8, max_shard_edges=None)
+    src, offsets, weight, want = _segments(g, part, 7)
+    pages = SimpleNamespace(partition=part, plan=PagePlan(part, 10, 1 << 30, 1),
+                            resident=(src, offsets, weight))
+    assert part.num_pages > 3 and pages.plan.resident == part.num_pages
+    got = device_segments(np, g, pages, 7)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
