@@ -2,7 +2,7 @@
 ``source_ranges`` and cuSPARSE (run on the GPU machine; writes one JSON).
 
 Usage: python bench/graphcage.py [--scale 22] [--smoke] [--iterations 20]
-           [--shares 0.0625 0.125 0.25 0.5 1 2] [--orders given degree]
+           [--shares 0.03125 0.0625 0.125 0.25 0.5 1 2] [--orders given degree]
            [--out bench/results/graphcage.json] [--append] [--ncu]
 
 For RMAT at ``--scale`` in its given (random) order and in degree order
@@ -37,7 +37,7 @@ import hetgraph as hg  # noqa: E402
 from gpu import cusparse_pagerank, cusparse_spmv, step  # noqa: E402
 from machine import describe  # noqa: E402
 
-SHARES = (0.0625, 0.125, 0.25, 0.5, 1.0, 2.0)
+SHARES = (0.03125, 0.0625, 0.125, 0.25, 0.5, 1.0, 2.0)
 SOURCE_RANGES = (1, 2, 4, 8)
 ORDERS = ("given", "degree")
 # the targets: speedups at the largest scale, the slowdown at RMAT-22 or less

@@ -85,6 +85,9 @@ TOCAB_L2_SHARE = 0.5
 # passes of each kernel (shard, TOCAB) timed before an engine keeps the faster (fastest
 # pass each: the first of a kernel warms it)
 TOCAB_CALIBRATION_PASSES = 3
+# destination ids moved to launch order at a time when TOCAB's segments are built: bounds
+# the build's device scratch (about 40 bytes an id) on graphs of billions of arcs
+TOCAB_BUILD_CHUNK = 1 << 26
 
 # --- active subgraphs and the GPU push (hetgraph.kernels.gpu.subgraph, .push; Subway) -----------
 # a streamed GPU iteration of an incremental program copies only its active vertices'

@@ -9,7 +9,6 @@ bit for bit, PageRank within float rounding; with nvcc, they compile for sm_90.
 """
 
 import shutil
-import subprocess
 
 import numpy as np
 import pytest
@@ -17,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import hetgraph as hg
+from hetgraph import tuning
 from hetgraph.kernels.gpu.layout import page_layout, range_cuts
 from hetgraph.kernels.gpu.source import kernel_source
 from hetgraph.kernels.gpu.tocab import (KernelChoice, Segments, page_segments,
@@ -259,7 +259,7 @@ def _values(spec, values):
     return c_type(spec.dtype), [literal(v, spec.dtype) for v in values]
 
 
-def _emulated(program, g, part, ranges, values, blocked):
+def _emulated(program, g, part, ranges, values, blocked, tmp_path):
     """New values, flags and counters of one sync pull of ``program`` from ``values``:
     by TOCAB's kernels (``blocked``) or by the shard kernel, each compiled with g++."""
     from hetgraph.kernels.transpile import c_type
@@ -321,25 +321,17 @@ def _emulated(program, g, part, ranges, values, blocked):
     body.append(f'  for (int v = 0; v < {n}; ++v) printf("{fmt} %d\\n", {cast}new_values[v], '
                 f'flags[v]);\n  printf("%llu %llu\\n", counters[0], counters[1]);\n'
                 f"  return 0;\n}}\n")
-    return _run(EMULATION + BLOCKS + source + "".join(body), n, spec.dtype)
+    return _run(EMULATION + BLOCKS + source + "".join(body), n, spec.dtype, tmp_path)
 
 
-def _run(source, n, dtype):
-    import tempfile
-    from pathlib import Path
+def _run(source, n, dtype, tmp_path):
+    from test_gpu_translation import run_cpp
 
-    with tempfile.TemporaryDirectory(prefix="h23-tocab-") as tmp:
-        path, exe = Path(tmp) / "k.cpp", Path(tmp) / "k"
-        path.write_text(source)
-        done = subprocess.run([GXX, "-std=c++17", "-O1", "-w", "-o", str(exe), str(path)],
-                              capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr[:3000]
-        lines = subprocess.run([str(exe)], check=True, capture_output=True,
-                               text=True).stdout.splitlines()
-    rows = [line.split() for line in lines[:n]]
-    values = np.array([float(r[0]) for r in rows]).astype(dtype)
-    return values, np.array([int(r[1]) for r in rows]), tuple(int(x) for x in
-                                                              lines[n].split())
+    words = run_cpp(source, tmp_path)
+    assert len(words) == 2 * n + 2
+    values = np.array([float(w) for w in words[:2 * n:2]]).astype(dtype)
+    return values, np.array([int(w) for w in words[1:2 * n:2]]), tuple(
+        int(w) for w in words[2 * n:])
 
 
 def _kernel_programs():
@@ -355,7 +347,7 @@ def _kernel_programs():
 @pytest.mark.skipif(GXX is None, reason="needs g++")
 @pytest.mark.parametrize("name", ["sssp", "bfs", "cc", "pagerank"])
 @pytest.mark.parametrize("ranges, replication", [(1, None), (3, None), (5, 4), (40, 2)])
-def test_emulated_tocab_pass_equals_the_shard_kernel(name, ranges, replication):
+def test_emulated_tocab_pass_equals_the_shard_kernel(name, ranges, replication, tmp_path):
     program = _kernel_programs()[name]
     g = _graph(90, 700, seed=ranges, weighted=True)
     part = g.partition(page_bytes=900, shard_vertices=16, max_shard_edges=None,
@@ -370,8 +362,8 @@ def test_emulated_tocab_pass_equals_the_shard_kernel(name, ranges, replication):
         reached = rng.random(g.num_vertices) < 0.5
         values[reached] = rng.integers(0, 20, int(reached.sum()))
     values = values.astype(spec.dtype)
-    blocked = _emulated(program, g, part, ranges, values, blocked=True)
-    shard = _emulated(program, g, part, ranges, values, blocked=False)
+    blocked = _emulated(program, g, part, ranges, values, True, tmp_path)
+    shard = _emulated(program, g, part, ranges, values, False, tmp_path)
     assert blocked[2] == shard[2]  # the counts of activated vertices and out-degrees
     assert np.array_equal(blocked[1], shard[1])
     if name == "pagerank":
@@ -381,9 +373,10 @@ def test_emulated_tocab_pass_equals_the_shard_kernel(name, ranges, replication):
         assert blocked[2][0] > 0  # (the pass changed something)
 
 
-def test_device_segments_glue_pages_as_the_engine_lays_them_out():
+def test_device_segments_glue_pages_as_the_engine_lays_them_out(monkeypatch):
     """device_segments over a layout's resident arrays (NumPy standing in for CuPy)
-    gives the segments of the pages' own tables."""
+    gives the segments of the pages' own tables, its destination lists moved in
+    chunks as in one piece."""
     from types import SimpleNamespace
 
     from hetgraph.kernels.gpu.layout import PagePlan
@@ -395,6 +388,8 @@ def test_device_segments_glue_pages_as_the_engine_lays_them_out():
     pages = SimpleNamespace(partition=part, plan=PagePlan(part, 10, 1 << 30, 1),
                             resident=(src, offsets, weight))
     assert part.num_pages > 3 and pages.plan.resident == part.num_pages
+    monkeypatch.setattr(tuning, "TOCAB_BUILD_CHUNK", 37)
     got = device_segments(np, g, pages, 7)
+    assert len(got.local) > 10 * 37
     for a, b in zip(got, want):
         np.testing.assert_array_equal(a, b)

@@ -124,16 +124,26 @@ def segment_table(xp, parts, num_shards):
     order = xp.argsort(source_range, kind="stable") if xp is np else \
         xp.argsort(source_range)  # (CuPy's sort is stable)
     dst = xp.concatenate((xp.zeros(1, np.int64), xp.cumsum(counts[order])))
-    position = xp.arange(int(dst[-1]))
-    segment = xp.searchsorted(dst[1:], position, side="right")
     launch = xp.empty(count, np.int32)
     launch[order] = xp.arange(count, dtype=np.int32)
     by_shard = xp.concatenate((xp.zeros(1, np.int64),
                                xp.cumsum(xp.bincount(shard, minlength=num_shards))))
     return Segments(shard[order].astype(np.int32),
                     xp.stack((starts[order], ends[order]), axis=1).astype(np.int64),
-                    dst, local[was[order][segment] + position - dst[segment]], by_shard,
-                    launch)
+                    dst, _moved(xp, local, was[order], dst), by_shard, launch)
+
+
+def _moved(xp, local, was, dst):
+    """The destination lists ``local`` moved to launch order: launch segment g's list
+    began at ``was[g]``, it begins at ``dst[g]``; a chunk of ``tuning.TOCAB_BUILD_CHUNK``
+    values at a time (the index arrays take 8 bytes a value each)."""
+    total = int(dst[-1])
+    moved = xp.empty(total, np.uint16)
+    for p0 in range(0, total, tuning.TOCAB_BUILD_CHUNK):
+        position = xp.arange(p0, min(p0 + tuning.TOCAB_BUILD_CHUNK, total))
+        segment = xp.searchsorted(dst[1:], position, side="right")
+        moved[p0:p0 + len(position)] = local[was[segment] + position - dst[segment]]
+    return moved
 
 
 class KernelChoice:
