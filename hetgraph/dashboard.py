@@ -28,7 +28,7 @@ from .events import TOPIC, message_rows, run_events
 log = logging.getLogger("hetgraph.dashboard")
 
 DEVICES = ("cpu", "gpu")
-CPU_MODES = ("pull", "notify-pull", "push", "gpu-pull", "gpu-push", "colored",
+CPU_MODES = ("pull", "notify-pull", "push", "gpu-pull", "gpu-push", "gpu-tocab", "colored",
              "gpu-colored")
 
 

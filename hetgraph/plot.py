@@ -10,16 +10,15 @@ from .errors import MissingDependencyError
 COLORS = {"cpu": "#2ca02c", "gpu": "#ff7f0e", "wall": "#7f7f7f", "alpha": "#d62728",
           "f": "#1f77b4"}
 MODE_MARKS = {"pull": "P", "notify-pull": "N", "push": "U", "gpu-pull": "G", "gpu-push": "H",
-              "colored": "C", "gpu-colored": "K"}
+              "gpu-tocab": "B", "colored": "C", "gpu-colored": "K"}
 
 
 def timeline(history, title=None, path=None):
     """Figure of a run's timeline, in three panels sharing the iteration axis.
 
-    The panels: pages per device kind (stacked bars, each labelled with its CPU mode:
-    P pull, N notify-pull, U push, G the GPU's pull, H the GPU's push, C and K colored
-    passes); seconds per device kind with the
-    wall time; alpha (CPU time / GPU time, the GPU takes part from 1) with f (active
+    The panels: pages per device kind (stacked bars, each labelled with its mode: P
+    pull, N notify-pull, U push, G the GPU's pull, H its push, B its TOCAB pull, C and K
+    colored passes); seconds per device kind with the wall time; alpha (CPU time / GPU time, the GPU takes part from 1) with f (active
     out-degree / |E|) on a log scale.
 
     Parameters
@@ -70,7 +69,8 @@ def _pages_panel(axes, it, history):
     axes.set_ylabel("pages")
     axes.margins(y=0.15)
     axes.legend(loc="upper right", fontsize=8,
-                title="P pull, N notify-pull, U push, G/H GPU pull/push, C/K colored",
+                title="P pull, N notify-pull, U push, G/H/B GPU pull/push/TOCAB, "
+                      "C/K colored",
                   title_fontsize=7)
 
 

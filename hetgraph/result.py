@@ -70,7 +70,8 @@ class Result:
     each id; ``iterations``: iterations run; ``converged``: True when the run stopped
     because no vertex was active or the program's convergence test held; ``history``:
     one row per iteration (see :data:`HISTORY_COLUMNS`: placement "cpu", "gpu" or
-    "hybrid", mode ("pull", "notify-pull", "push", "gpu-pull", "gpu-push"; a colored
+    "hybrid", mode ("pull", "notify-pull", "push", "gpu-pull", "gpu-tocab" (a pull by
+    GraphCage's cache blocking), "gpu-push"; a colored
     run's "colored", "gpu-colored"), f = active
     out-degree / |E|, rho, alpha (nan when no GPU took part in the decision), vertices
     active at the start, vertices and edges computed, vertices activated, pages / edges

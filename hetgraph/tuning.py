@@ -78,6 +78,17 @@ MULTI_GPU_RUNS = 4
 # one run (more runs leave the pass a tail each)
 MULTI_GPU_RUN_BYTES = 16 << 20
 
+# --- cache blocking of the GPU pull (hetgraph.kernels.gpu.tocab; GraphCage's TOCAB) -------------
+# a source range's values take this share of the device's L2 (queried): GraphCage's Fig. 11
+# sweep; a range must stay cached while the blocks of the next one start
+TOCAB_L2_SHARE = 0.5
+# passes of each kernel (shard, TOCAB) timed before an engine keeps the faster (fastest
+# pass each: the first of a kernel warms it)
+TOCAB_CALIBRATION_PASSES = 3
+# destination ids moved to launch order at a time when TOCAB's segments are built: bounds
+# the build's device scratch (about 40 bytes an id) on graphs of billions of arcs
+TOCAB_BUILD_CHUNK = 1 << 26
+
 # --- active subgraphs and the GPU push (hetgraph.kernels.gpu.subgraph, .push; Subway) -----------
 # a streamed GPU iteration of an incremental program copies only its active vertices'
 # out-edges into the streamed pages (Subway's SubCSR) while their out-degree sum is under

@@ -44,11 +44,12 @@ def test_timeline_draws_the_history(result, tmp_path):
 def test_every_mode_an_engine_writes_has_its_mark(result):
     import matplotlib.pyplot as plt
 
-    modes = ["pull", "notify-pull", "push", "gpu-pull", "gpu-push", "colored", "gpu-colored"]
+    modes = ["pull", "notify-pull", "push", "gpu-pull", "gpu-push", "gpu-tocab", "colored",
+             "gpu-colored"]
     history = result.history.head(1).loc[[0] * len(modes)].reset_index(drop=True)
     history["iteration"], history["mode"] = np.arange(1, len(modes) + 1), modes
     figure = hg.plot.timeline(history)
-    assert [t.get_text() for t in figure.axes[0].texts] == list("PNUGHCK")
+    assert [t.get_text() for t in figure.axes[0].texts] == list("PNUGHBCK")
     plt.close(figure)
 
 

@@ -28,6 +28,7 @@ from ..kernels.gpu.launch import PackedLaunch
 from ..kernels.gpu.layout import EDGE_ORDERS, DevicePages, page_bytes_for
 from ..kernels.gpu.reduce import count_frontier_kernel as _count_frontier_kernel
 from ..kernels.gpu.source import compile_kernel, front_of_key
+from ..kernels.gpu.tocab import BlockedPass, KernelChoice, compile_tocab, l2_bytes, tocab_ranges
 from ..kernels.transpile import c_type
 from .base import Engine
 from .subway import SUBGRAPH_MODES, active_subgraphs
@@ -37,7 +38,11 @@ log = logging.getLogger(__name__)
 
 
 def _check_options(memory_budget, page_bytes, streams, threads_per_block, edge_order,
-                   source_ranges, subgraph):
+                   source_ranges, subgraph, tocab):
+    if not (tocab is None or isinstance(tocab, bool) or (
+            isinstance(tocab, (int, float, np.integer, np.floating)) and 0 < tocab < 1e3)):
+        raise GraphError(f"tocab={tocab!r} is not valid; use None, True, False or the share "
+                         f"of the L2 cache one source range's values take (a number > 0)")
     if subgraph not in SUBGRAPH_MODES:
         raise GraphError(f"subgraph={subgraph!r} is not valid; use True, False or 'async'")
     if edge_order not in EDGE_ORDERS:
@@ -84,7 +89,14 @@ class GpuEngine(Engine):
     whose frontier has under ``tuning.SUBGRAPH_ACTIVE_EDGES`` of the arcs copies only
     the active vertices' out-edges into the streamed pages and pushes them (Subway,
     :mod:`hetgraph.engines.subway`; default True); "async": each loaded chunk is pushed
-    until it settles; False: the pages always stream. ``h2d_bytes`` and ``d2h_bytes``
+    until it settles; False: the pages always stream. ``tocab``: GraphCage's cache
+    blocking of a pull pass (:mod:`hetgraph.kernels.gpu.tocab`), for pages all resident
+    in source order, one source range pass: None (default) when the values do not fit
+    the L2 cache, the shard kernel and TOCAB then alternating until each has
+    ``tuning.TOCAB_CALIBRATION_PASSES`` passes timed, the faster kept (its passes are
+    "gpu-tocab" in the history, its choices in :meth:`describe`); True: always, with
+    ranges of ``tuning.TOCAB_L2_SHARE`` of the L2; a number: always, with ranges of
+    that share of the L2; False: never. ``h2d_bytes`` and ``d2h_bytes``
     count the graph's bytes copied in and out (edges and offsets in, the active
     lists out; not the vertex state nor the counts).
 
@@ -100,7 +112,7 @@ class GpuEngine(Engine):
     def __init__(self, spec, graph, values, flags, aux, *, sync=True, memory_budget=None,
                  page_bytes=None, streams=None, shared_bytes=None, replication=None,
                  threads_per_block=None, edge_order="source", source_ranges=1,
-                 partition=None, pages=None, subgraph=True, coloring=None):
+                 partition=None, pages=None, subgraph=True, coloring=None, tocab=None):
         require_gpu()
         page_bytes = tuning.PAGE_BYTES if page_bytes is None else page_bytes
         streams = tuning.GPU_STREAMS if streams is None else streams
@@ -108,7 +120,7 @@ class GpuEngine(Engine):
         if threads_per_block is None:
             threads_per_block = tuning.GPU_THREADS_PER_BLOCK
         _check_options(memory_budget, page_bytes, streams, threads_per_block, edge_order,
-                       source_ranges, subgraph)
+                       source_ranges, subgraph, tocab)
         import cupy
 
         self.cupy = cupy
@@ -138,6 +150,7 @@ class GpuEngine(Engine):
             self.layout["cuts"] = coloring.cuts
         self._place_pages(memory_budget, partition, int(page_bytes), int(streams),
                           degree_dtype)
+        self._tocab = self._blocked_pass(tocab, degree_dtype)
         self.h2d_bytes = self.d2h_bytes = 0
         self._subgraphs = active_subgraphs(self, subgraph)
         self._active, self._degree = self.count_frontier()
@@ -165,6 +178,7 @@ class GpuEngine(Engine):
             # each slot's (mode, vertices computed, edges read, frontier's out-edges) when
             # it pushed an active subgraph, else None
             self._ran = [None] * ring
+            self._blocked = [False] * ring  # whether each slot's pass ran TOCAB
             self._next_slot, self._chain = 0, None
             self.counters = self._slots[0]
             self._go = self._one = cp.ones(1, cp.uint64)
@@ -279,6 +293,38 @@ class GpuEngine(Engine):
             dict(flags=self.flags[v0:v1], degree=pages.out_degree[v0:v1],
                  n=np.int64(v1 - v0), out=self._count))
 
+    def _blocked_pass(self, option, degree_dtype):
+        """TOCAB's pass for the option ``tocab`` (see the class), or None: off, the
+        values fit the L2, or the layout or the device's memory does not allow it."""
+        if option is False or not self.graph.num_arcs:
+            return None
+        if self.ranges > 1 or self.edge_order != "source" or self.coloring is not None \
+                or self.owned is not None or len(self.plan.streamed_pages):
+            if option is not None:
+                log.warning("tocab runs only on one GPU's pages all resident, in source "
+                            "order, one source range, not colored: the shard kernel runs")
+            return None
+        l2 = l2_bytes()
+        ranges, forced = tocab_ranges(option, self.graph.num_vertices,
+                                      self.spec.dtype.itemsize, l2)
+        if ranges == 1:
+            return None
+        start = time.perf_counter()
+        kernels = compile_tocab(self.spec, self.aux.dtype, self.graph.index_dtype,
+                                degree_dtype, weighted=self.weighted, sync=self.sync)
+        self.compile_seconds += time.perf_counter() - start
+        choice = KernelChoice(tuning.TOCAB_CALIBRATION_PASSES, True if forced else None)
+        try:
+            return BlockedPass(self.cupy, self.graph, self.pages, self.spec.dtype,
+                               self.flags, self.aux, self._no_weight, kernels=kernels,
+                               ranges=ranges, threads=self.threads_per_block,
+                               shared_bytes=self.shared_bytes, l2_bytes=l2,
+                               choice=choice)
+        except MemoryError:  # CuPy's OutOfMemoryError
+            self.cupy.get_default_memory_pool().free_all_blocks()
+            log.warning("no device memory for TOCAB's segments: the shard kernel runs")
+            return None
+
     def _color_runs(self):
         """The shards of each color (:func:`color_shards`) of a colored run whose pages
         are all resident, and the hybrid pass's written values; else None (with a
@@ -317,7 +363,8 @@ class GpuEngine(Engine):
         self.after_run = after_run
 
     def _release_pages(self):
-        for name in ("pages", "stages", "partial", "_pass", "_count_pass", "_subgraphs"):
+        for name in ("pages", "stages", "partial", "_pass", "_count_pass", "_subgraphs",
+                     "_tocab"):
             setattr(self, name, None)
 
     def close(self):
@@ -341,6 +388,8 @@ class GpuEngine(Engine):
         self.spec, self.graph = spec, graph
         self.aux = on_current_device(aux)
         self._pass.update(aux=self.aux, aux_per_vertex=int(self.aux.size > 1))
+        if self._tocab is not None:
+            self._tocab.set_aux(self.aux)
         self._chain, self._counting, self.front = None, False, float("nan")
 
     def unbind(self):
@@ -404,14 +453,22 @@ class GpuEngine(Engine):
         slot = self.begin(constant, chained, stream, go)
         start, end = self._events[slot]
         start.record(stream)
+        blocked = False
         if self._subgraphs is not None and frontier is not None and \
                 self._subgraphs.wanted(frontier[1]):
             computed, edges, h2d, d2h = self._subgraphs.run(stream)
             self.h2d_bytes, self.d2h_bytes = self.h2d_bytes + h2d, self.d2h_bytes + d2h
             self._ran[slot] = ("gpu-push", computed, edges, frontier[1])
         else:
-            self.run_pages(stream=stream)
+            blocked = self._tocab is not None and self._tocab.choice.next()
+            if blocked:
+                self._tocab.run(stream, self.values.data.ptr, self.new_values.data.ptr,
+                                self._constant_at.data.ptr, self._counters_pointer,
+                                self._go_pointer)
+            else:
+                self.run_pages(stream=stream)
             self._ran[slot] = None
+        self._blocked[slot] = blocked
         self.cupy.cuda.runtime.memcpyAsync(
             self._host_pointers[slot], self._counters_pointer, self.counters.nbytes,
             self.cupy.cuda.runtime.memcpyDeviceToHost, stream.ptr)
@@ -431,12 +488,14 @@ class GpuEngine(Engine):
         if self.spec.priority is not None:
             self.front = front_of_key(key)
         seconds = self.cupy.cuda.get_elapsed_time(start, end) / 1e3
-        ran = self._ran[ticket]
+        ran, blocked = self._ran[ticket], self._blocked[ticket]
         if self._subgraphs is not None:
             self._subgraphs.observe(ran, seconds)
         if ran is not None:
             return (*ran[:3], self._active, seconds)
-        return (self.mode, self.graph.num_vertices, self.graph.num_arcs, self._active,
+        if self._tocab is not None:
+            self._tocab.choice.observe(blocked, seconds)
+        return ("gpu-tocab" if blocked else self.mode, self.graph.num_vertices, self.graph.num_arcs, self._active,
                 seconds)
 
     def discard(self, tickets):
@@ -664,6 +723,7 @@ class GpuEngine(Engine):
                                       self.plan.page_edges[self.plan.streamed_pages]),
                 "shards": self.partition.num_shards, "shared_bytes": self.shared_bytes,
                 "source_ranges": self.ranges,
+                "tocab": None if self._tocab is None else self._tocab.describe(),
                 "subgraph": None if self._subgraphs is None else self._subgraphs.describe(),
                 **({} if self._colors is None else
                    {"mode": self.mode, **self.coloring.describe()})}

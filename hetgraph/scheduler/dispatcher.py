@@ -58,7 +58,7 @@ log = logging.getLogger("hetgraph.scheduler")
 EXECUTION_MODES = ("sync", "async", "colored")
 DEVICES = ("auto", "cpu", "gpu", "hybrid")
 GPU_OPTIONS = ("memory_budget", "page_bytes", "streams", "shared_bytes", "replication",
-               "threads_per_block", "edge_order", "source_ranges", "subgraph")
+               "threads_per_block", "edge_order", "source_ranges", "subgraph", "tocab")
 _NO_AUX = np.zeros(1, np.float32)
 
 # the GPU page layouts that runs' calibrations wait for while their CPU goes on, one at
@@ -181,7 +181,7 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
         workers (default 32 MiB, or ``gpu["page_bytes"]``).
     gpu : dict, optional
         Options of the GPU engine: memory_budget, page_bytes, streams, shared_bytes,
-        replication, threads_per_block, edge_order, source_ranges, subgraph (see
+        replication, threads_per_block, edge_order, source_ranges, subgraph, tocab (see
         :class:`hetgraph.engines.gpu.GpuEngine`).
     host_budget : int, optional
         Bytes of host memory for a run on a PageStore (default: half the memory

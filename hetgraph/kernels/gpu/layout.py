@@ -21,6 +21,12 @@ def unsigned_index(index_dtype):
     return {4: np.uint32, 8: np.uint64}[np.dtype(index_dtype).itemsize]
 
 
+def range_cuts(num_vertices, ranges):
+    """The first source vertex of each of ``ranges`` equal source ranges, and
+    ``num_vertices`` after them (int64, ``ranges`` + 1 values)."""
+    return (np.arange(ranges + 1, dtype=np.int64) * num_vertices) // ranges
+
+
 def _stable_argsort(xp, keys):
     """Indices sorting ``keys``, equal keys kept in order (CuPy's sort is always stable)."""
     return np.argsort(keys, kind="stable") if xp is np else xp.argsort(keys)
@@ -57,7 +63,7 @@ def page_layout(xp, graph, partition, p, weighted, order="source", ranges=1):
         by_shard = by_source[_stable_argsort(xp, shard[by_source])]
         src, offsets = src[by_shard], offsets[by_shard]
         weight = None if weight is None else weight[by_shard]
-    cuts = (np.arange(ranges + 1, dtype=np.int64) * graph.num_vertices) // ranges
+    cuts = range_cuts(graph.num_vertices, ranges)
     sizes = xp.asarray(np.diff(shard_edge))
     # sorted by source, a shard's edges below a cut come first: its first edge at or
     # above the cut is the shard's first edge plus their count (none below 0, all below N)

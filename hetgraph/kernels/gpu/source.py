@@ -30,14 +30,22 @@ def kernel_source(spec: ProgramSpec, aux_dtype, index_dtype, degree_dtype, *, we
     """CUDA source of the shard kernel ``shard_pass`` for ``spec``; ``warp_combine``:
     the edges come in destination order and a warp combines equal destinations before
     its shared-memory atomics."""
-    aux_dtype = np.dtype(aux_dtype)
-    unsigned = unsigned_index(index_dtype)
-    functions = _program_functions(spec, aux_dtype)
     identity = literal(spec.identity(), spec.dtype)
     return "".join((
+        kernel_head(spec, aux_dtype, index_dtype, degree_dtype, weighted=weighted, sync=sync,
+                    warp_combine=warp_combine),
+        _PARAMETERS, _prologue(identity), gather_loop(identity), _MERGE, _EPILOGUE))
+
+
+def kernel_head(spec: ProgramSpec, aux_dtype, index_dtype, degree_dtype, *, weighted,
+                sync, warp_combine=False) -> str:
+    """What every pull kernel of ``spec`` begins with (see :func:`kernel_source`): the
+    types and switches, the program's functions, the monoid and the edge reads."""
+    aux_dtype = np.dtype(aux_dtype)
+    unsigned = unsigned_index(index_dtype)
+    return "".join((
         _declarations(spec, aux_dtype, unsigned, degree_dtype, weighted, sync, warp_combine),
-        functions, _FRONT_KEY, _monoid(spec), _edge_reads(), _PARAMETERS,
-        _prologue(identity), _gather_loop(identity), _MERGE, _EPILOGUE))
+        _program_functions(spec, aux_dtype), _FRONT_KEY, _monoid(spec), _edge_reads()))
 
 
 def _declarations(spec, aux_dtype, unsigned, degree_dtype, weighted, sync, warp_combine):
@@ -213,9 +221,10 @@ def _prologue(identity):
 """
 
 
-def _gather_loop(identity):
-    """Every edge's gather combined into its destination's replica: with warp shuffles
-    first (edges in destination order), or ``HG_UNROLL`` edges a thread at once."""
+def gather_loop(identity):
+    """Every edge of [e0, e1) gathered and combined into its destination's replica
+    (``slots[(off << log_r) + lane]``): with warp shuffles first (edges in destination
+    order), or ``HG_UNROLL`` edges a thread at once."""
     return f"""\
   const int lane = threadIdx.x & ((1 << log_r) - 1);
   const int stride = blockDim.x;
@@ -275,16 +284,21 @@ _MERGE = """\
   }
 """
 
-# apply and activate for each vertex of the shard, then the block's counts of the
-# vertices activated, their out-degrees and lowest priority added to ``counters``
-_EPILOGUE = """\
+_APPLY_HEAD = """\
   unsigned long long active = 0, degree = 0, front = 0;
   const double constant = *constant_at;
   for (int i = threadIdx.x; i < nv; i += blockDim.x) {
     const long long v = v0 + i;
+"""
+
+# (the shard kernel's accumulator: its slot, with the source ranges passed before)
+_RANGES_ACCUMULATOR = """\
     value_t acc = slots[i << log_r];
     if (!first) acc = hg_combine(partial[v], acc);  /* earlier source ranges */
     if (!last) { partial[v] = acc; continue; }
+"""
+
+_APPLY_TAIL = """\
     const value_t old = values[v];
     const value_t now = hg_apply(old, acc, aux[aux_per_vertex ? v : 0], constant);
     new_values[v] = now;
@@ -324,6 +338,17 @@ _EPILOGUE = """\
   }
 }
 """
+
+
+def apply_epilogue(accumulator):
+    """Apply and activate for each vertex ``v0 + i`` (i < nv) of the block's shard, then
+    the block's counts of the vertices activated, their out-degrees and lowest priority
+    added to ``counters`` (the shared ``block_*`` zeroed before); ``accumulator``: the
+    C lines that set ``acc``, the vertex's reduced gathers."""
+    return _APPLY_HEAD + accumulator + _APPLY_TAIL
+
+
+_EPILOGUE = apply_epilogue(_RANGES_ACCUMULATOR)
 
 _KERNELS: dict = {}  # (source, kernel names) -> the compiled kernels, for the process
 
