@@ -70,8 +70,7 @@ def _pages_panel(axes, it, history):
     axes.margins(y=0.15)
     axes.legend(loc="upper right", fontsize=8,
                 title="P pull, N notify-pull, U push, G/H/B GPU pull/push/TOCAB, "
-                      "C/K colored",
-                  title_fontsize=7)
+                      "C/K colored", title_fontsize=7)
 
 
 def _seconds_panel(axes, it, history):
