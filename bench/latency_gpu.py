@@ -16,7 +16,8 @@ Rows, all measured in this one run on the current GPU:
   reported too.
 - ``cold``: the graph saved as a store; a fresh process opens it and makes its first GPU
   PageRank (20 iterations), after an earlier process did the same (so the on-disk
-  caches are warm); seconds of the import, the open and the first call.
+  caches, Python's bytecode among them, are warm); seconds of the import, the open and
+  the first call.
 
 ``targets``: a warm call's wall <= 1.1 x its iterations + 10 ms; the fresh process's
 first call <= 1.5 s.
@@ -99,6 +100,9 @@ def cold_row(graph, processes, directory):
     graph.save(path, overwrite=True)
     code = COLD.format(path=path, iterations=SHORT)
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    # the on-disk caches include Python's bytecode, which an image may forbid (the
+    # device's sets PYTHONDONTWRITEBYTECODE: then every process compiles its imports)
+    bytecode_forbidden = env.pop("PYTHONDONTWRITEBYTECODE", None) is not None
     runs = []
     for i in range(processes + 1):  # the first fills the on-disk caches
         done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
@@ -106,7 +110,7 @@ def cold_row(graph, processes, directory):
         if i:
             runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
     best = min(runs, key=lambda r: r["call_s"])
-    return {**best, "runs": runs}
+    return {**best, "runs": runs, "bytecode_forbidden_by_the_environment": bytecode_forbidden}
 
 
 def main():
