@@ -34,7 +34,7 @@ from .. import tuning
 from ..cluster import WorkerLostError
 from ..engines.cpu_modes import notify_fraction
 from ..kernels import cpu
-from ..result import history_row
+from ..result import SECONDS, history_row, with_overhead
 from . import exchange, tasks
 from .placement import owned_ranges
 from .state import VertexState
@@ -58,16 +58,19 @@ class Owners:
 
 # --- on the workers -------------------------------------------------------------------------
 
+PUSHED = "state"  # the exchange channel's name of a run's state pushed to the peers
+
+
 @dataclasses.dataclass(frozen=True)
 class Initial:
     """Stands for the program's initial state, which each worker makes itself."""
 
 
-def _own_state(run, ctx, state, version):
+def _own_state(run, ctx, state, version, backup=True):
     """The state this worker runs the segment on, its own copy: of ``state`` (sent by
     the client, or the program's :class:`Initial` one), else the one it holds at
-    ``version`` (a copy kept as the segment's backup), else that backup (the segment
-    runs again after a peer left)."""
+    ``version`` (``backup``: a copy kept as the segment's backup), else that backup (the
+    segment runs again after a peer left)."""
     if isinstance(state, Initial):
         values, flags, _ = run.spec.initial_state(run.graph, np)
         return VertexState(values, flags, sync=run.sync)
@@ -75,13 +78,62 @@ def _own_state(run, ctx, state, version):
         return VertexState(state.values.copy(), state.flags.copy(), sync=state.sync)
     if ctx is not None and ctx.held == version:
         held = ctx.engine.state
-        ctx.backup = (version, held.values.copy(), held.flags.copy())
+        if backup:
+            ctx.backup = (version, held.values.copy(), held.flags.copy())
         return held
     if ctx is not None and ctx.backup is not None and ctx.backup[0] == version:
         _, values, flags = ctx.backup
         return VertexState(values.copy(), flags.copy(), sync=run.sync)
+    for part in exchange.kept((run.run_id, PUSHED), (version,)).values():  # (a peer's)
+        return VertexState(np.array(part["values"]), np.array(part["flags"]),
+                           sync=run.sync)
     raise WorkerLostError(f"this worker does not hold the state of run {run.run_id} at "
                           f"version {version}: it was lost with a worker")
+
+
+def _whole(run, state):
+    """The whole ``state`` for the client (:func:`tasks._out`): sent back by a segment
+    after which the run's next step reads it there (the run's end, a checkpoint, or
+    where no peer holds it)."""
+    return tasks._out(run, state, [(0, len(state.values))], written=False)
+
+
+def _pushed(worker, peers, run, state, version):
+    """Whether ``state`` at ``version`` went to every worker at ``peers`` (into their
+    mailboxes, where their next spread segment takes it: :func:`_own_state`)."""
+    from distributed.protocol import to_serialize
+
+    try:
+        exchange.send(worker, peers, (run.run_id, PUSHED), (version,), 0, {
+            "values": to_serialize(state.values), "flags": to_serialize(state.flags)}
+        ).result(timeout=tuning.WORKER_WAIT_SECONDS)
+    except Exception as exc:  # (a peer gone: the state goes to the client instead)
+        log.debug("the state of run %s did not reach every peer: %s", run.run_id, exc)
+        return False
+    return True
+
+
+@tasks.resolved
+def cpu_alone(run, state, version, first, last, model, peers, frontier, seconds=None):
+    """A CPU segment (:func:`tasks.cpu_segment`: any CPU mode) on this one worker of a
+    run whose workers hold its state, from ``state`` as :func:`cpu_spread` takes it;
+    the worker then holds the state after it. ``peers``: the run's other workers (their
+    addresses), for which it ends at a pull iteration (a spread segment's) and pushes
+    them the state; the state comes back in the report unless it reached them all."""
+    from distributed import get_worker
+
+    with tasks.numba_threads(run.threads):
+        own = _own_state(run, tasks.cpu_context_of(run.run_id), state, version,
+                         backup=False)  # (a peer or the client holds the one it began from)
+        ctx = tasks._cpu_context(run, own)
+        ctx.held = ctx.version = None  # (the engine recounts its frontier)
+        rows, status, after = tasks.cpu_iterations(run, ctx, version, first, last, model,
+                                                   False, bool(peers), frontier, seconds)
+        ctx.held = version + 1
+        out = None if status == "moved" and _pushed(get_worker(), peers, run, own,
+                                                    version + 1) else _whole(run, own)
+    return tasks.Report("cpu", [], rows=rows, status=status,
+                        build_seconds=ctx.take_build_seconds(), frontier=after, out=out)
 
 
 @tasks.resolved
@@ -111,8 +163,10 @@ def cpu_spread(run, state, version, first, last, model, owners, me, frontier, se
                                  me)
             raise
         ctx.held = version + 1
+    # (the first owner's copy, when the client reads the state next)
+    out = _whole(run, own) if me == 0 and status in ("converged", "limit") else None
     return tasks.Report("cpu", [], rows=rows, status=status,
-                        build_seconds=ctx.take_build_seconds(), frontier=after)
+                        build_seconds=ctx.take_build_seconds(), frontier=after, out=out)
 
 
 def held_state(run_id, version):
@@ -200,70 +254,140 @@ class _Iterations:
 # --- on the client ----------------------------------------------------------------------------
 
 class Spread:
-    """The client's side of a run's spread segments on the CPU worker processes of
-    ``cluster``: who owns which vertices (of a graph of in-edge offsets
-    ``in_indptr``), which version of the run's state the workers hold, the state
-    brought back when the client needs it, a segment sent again after a worker left."""
+    """The client's side of a run whose state the CPU worker processes of ``cluster``
+    hold between its segments: spread segments (several workers, each owning a range of
+    the vertices of a graph of in-edge offsets ``in_indptr``) and segments on one worker
+    (:func:`cpu_alone`); which version of the state each worker holds, the state brought
+    back when the client needs it, a segment sent again after a worker left.
+    ``initial``: the state at version 0 is the program's initial one, which the workers
+    make themselves; ``share()``: the run's reference for tasks shared again (after a
+    worker left: the graph and the kept arrays may have left with it)."""
 
-    def __init__(self, cluster, run_id, in_indptr, initial):
+    def __init__(self, cluster, run_id, in_indptr, initial, share):
         self.cluster, self.client, self.run_id = cluster, cluster.client, run_id
-        self.in_indptr = in_indptr
+        self.in_indptr, self.share = in_indptr, share
+        self.run_ref = None  # the run's reference for the tasks of this segment
         self.addresses = list(cluster.cpu_workers)
-        self.initial = initial  # the state at version 0 is the program's initial one
-        self.held = None  # the state's version the owners hold (None: none)
-        self.collected = None  # the version the client's state was last brought to
+        self.initial = initial
+        self.holds = {}  # worker address -> the state's version its CPU context holds
+        self.collected = 0  # the version the client's state was last brought to
         self.lost = []  # addresses of the workers that left during the run
-        if not cluster.exchanging:  # (once a cluster)
+        if not cluster.exchanging and len(self.addresses) > 1:  # (once a cluster)
             exchange.install(self.client)
             cluster.exchanging = True
 
+    def _source(self, address, version, state):
+        """What a task on the worker at ``address`` starts from at ``version``: None
+        (the state it holds), :class:`Initial` or the client's ``state``."""
+        if self.holds.get(address) == version:
+            return None
+        if version == 0 and self.initial:
+            return Initial()
+        if self.collected == version:
+            return state
+        raise WorkerLostError(f"the state of run {self.run_id} at version {version} was "
+                              f"lost with its workers (workers that left during the run: "
+                              f"{', '.join(self.lost) or 'none known'})")
+
     def segment(self, run_ref, state, version, first, last, model, frontier):
-        """Run a spread segment from the state at ``version`` (the owners' when they hold
-        it, else the client's ``state``, sent once) whose frontier is ``frontier``;
-        returns (rows, status, frontier after, seconds the workers spent building their
-        contexts). The program's initial state is made by the workers, not sent. One segment at a time on a cluster: two of them sharing workers
-        would each wait for the other's parts."""
+        """Run a spread segment from the state at ``version`` whose frontier is
+        ``frontier``; returns (rows, status, frontier after, seconds the workers spent
+        building their contexts). The owners that do not hold that version get it from
+        the client (:meth:`_source`). One segment at a time on a cluster: two of them
+        sharing workers would each wait for the other's parts."""
+        start, self.run_ref = time.perf_counter(), run_ref
         with self.cluster.spreading:
             for attempt in itertools.count():
                 owners = Owners(tuple(self.addresses), tuple(owned_ranges(
                     self.in_indptr, len(self.addresses))),
                     (self.run_id, f"from-{first}-try{attempt}"))
-                sent = None if self.held == version else Initial() \
-                    if version == 0 and self.initial else self.cluster.scatter(state)
+                sources = [self._source(a, version, state) for a in owners.addresses]
+                needing = [a for a, s in zip(owners.addresses, sources) if s is state]
+                sent = self.client.scatter(state, workers=needing, broadcast=True,
+                                           hash=False) if needing else None
                 futures = [self.client.submit(
-                    cpu_spread, run_ref, sent, version, first, last, model, owners, j,
-                    frontier, key=f"hetgraph-cpu-spread-{first}-{j}-{self.run_id}-try{attempt}",
+                    cpu_spread, self.run_ref, sent if source is state else source, version,
+                    first, last, model, owners, j, frontier,
+                    key=f"hetgraph-cpu-spread-{first}-{j}-{self.run_id}-try{attempt}",
                     workers=[address], allow_other_workers=False, resources={"CPU": 1},
-                    pure=False) for j, address in enumerate(owners.addresses)]
-                try:
-                    reports = self._wait(futures, owners)
-                finally:  # (else Dask would compute again a result lost with its worker)
-                    self.client.cancel(futures)
+                    pure=False) for j, (address, source) in enumerate(zip(owners.addresses,
+                                                                            sources))]
+                reports = self._waited(futures, owners.addresses)
                 if reports:
                     break
-                self._lost(attempt)
-        self.held = version + 1
-        report = reports[0]
-        return report.rows, report.status, report.frontier, \
-            sum(r.build_seconds for r in reports)
+                self._lost(attempt, version)
+        self.holds = dict.fromkeys(self.addresses, version + 1)
+        return self._ended(reports, state, version, start)
 
-    def _wait(self, futures, owners):
-        """The reports of a segment's ``futures`` (one per owner); None when a worker left
-        (the segment runs again); the error of a task that failed otherwise. The reports
-        of the survivors suffice when every owner that finished did so and the others
-        left: the survivors hold the whole state."""
-        from distributed import wait
+    def alone(self, run_ref, state, version, first, last, model, frontier):
+        """A CPU segment (:func:`cpu_alone`) on one worker, one that holds the state at
+        ``version`` when one does; returns what :meth:`segment` returns. With other
+        workers it ends at a pull iteration, the state pushed to them."""
+        start, self.run_ref = time.perf_counter(), run_ref
+        with self.cluster.spreading:
+            for attempt in itertools.count():
+                held = [a for a in self.addresses if self.holds.get(a) == version]
+                address = (held or self.addresses)[0]
+                peers = [a for a in self.addresses if a != address]
+                futures = [self.client.submit(
+                    cpu_alone, self.run_ref, self._source(address, version, state),
+                    version, first, last, model, peers, frontier,
+                    key=f"hetgraph-cpu-iterations-from-{first}-{self.run_id}-try{attempt}",
+                    workers=[address], allow_other_workers=False, resources={"CPU": 1},
+                    pure=False)]
+                reports = self._waited(futures, [address])
+                if reports:
+                    break
+                self._lost(attempt, version)
+        self.holds[address] = version + 1
+        if reports[0].out is None:  # (pushed to the others)
+            self.holds.update(dict.fromkeys(peers, version + 1))
+        return self._ended(reports, state, version, start)
+
+    def _ended(self, reports, state, version, start):
+        """(rows, status, frontier after, build seconds) of a segment's ``reports``, the
+        first of them carrying the client's ``state`` after it when it came back; the
+        task's round trip counts as overhead of its last row, as other segments' do."""
+        report = reports[0]
+        rows = report.rows
+        if report.out is not None:
+            _, _, (values,), (flags,) = report.out
+            state.values[:], state.flags[:] = values, flags
+            self.collected = version + 1
+        built = sum(r.build_seconds for r in reports)
+        if rows:
+            extra = time.perf_counter() - start - built - sum(row[SECONDS] for row in rows)
+            rows[-1] = with_overhead(rows[-1], max(extra, 0.0))
+        return rows, report.status, report.frontier, built
+
+    def _waited(self, futures, addresses):
+        """:meth:`_wait`, the futures cancelled unless they all gave their reports (else
+        Dask would compute again a result lost with its worker)."""
+        reports = None
+        try:
+            reports = self._wait(futures, addresses)
+        finally:
+            if not reports or len(reports) < len(futures):
+                self.client.cancel(futures)
+        return reports
+
+    def _wait(self, futures, addresses):
+        """The reports of a segment's ``futures`` (one per worker of ``addresses``); None
+        when a worker left (the segment runs again); the error of a task that failed
+        otherwise. The reports of the survivors suffice when every worker that finished
+        did so and the others left: the survivors hold the whole state."""
+        from distributed import CancelledError, wait
 
         while True:
             try:
                 wait([f for f in futures if not f.done()], return_when="FIRST_COMPLETED",
                      timeout=4 * tuning.PEER_CHECK_SECONDS)
-            except TimeoutError:
+            except (TimeoutError, CancelledError):  # (cancelled: its inputs were lost)
                 pass
             if any(f.done() and f.status != "finished" for f in futures):
                 try:  # (the others end too: told by the one that failed, or its loss)
                     wait(futures, timeout=4 * tuning.PEER_CHECK_SECONDS)
-                except TimeoutError:
+                except (TimeoutError, CancelledError):
                     pass
                 for future in futures:
                     if future.status == "error":
@@ -272,10 +396,13 @@ class Spread:
             if all(f.status == "finished" for f in futures):
                 return self.client.gather(futures)
             self.lost += self.cluster.lost_workers()
-            left = [f for f, a in zip(futures, owners.addresses) if a in self.lost]
-            if left and all(f.done() or f in left for f in futures):
-                self.addresses = [a for a in owners.addresses if a not in self.lost]
+            left = [f for f, a in zip(futures, addresses) if a in self.lost]
+            if left and len(left) < len(futures) and all(f.done() or f in left
+                                                          for f in futures):
+                self.addresses = [a for a in addresses if a not in self.lost]
                 return self.client.gather([f for f in futures if f not in left])
+            if left and len(left) == len(futures):
+                return None
 
     def _reraise_unless_lost(self, future):
         """Note the peer that a failed task names as lost; raise any other error."""
@@ -291,28 +418,37 @@ class Spread:
                                     KilledWorker)):
             future.result()  # (raises the task's error with its traceback)
 
-    def _lost(self, attempt):
-        """A worker left during a segment's ``attempt``: go on without it, or raise
-        WorkerLostError after ``tuning.LOST_TASK_RETRIES`` attempts or when none is
-        left."""
+    def _lost(self, attempt, version):
+        """A worker left during a segment's ``attempt`` from ``version``: go on without
+        it (on a worker that joined since, when none is left and the client holds the
+        state), or raise WorkerLostError after ``tuning.LOST_TASK_RETRIES`` attempts or
+        when no worker is left."""
         self.lost += [a for a in self.cluster.lost_workers() if a not in self.lost]
+        for address in self.lost:
+            self.holds.pop(address, None)
         survivors = [a for a in self.addresses if a not in self.lost]
         lost = ", ".join(self.lost) or "none known"
+        if attempt < tuning.LOST_TASK_RETRIES and not survivors and (
+                self.collected == version or version == 0 and self.initial):
+            self.run_ref = self.share()  # (waits for a worker to take the graph again)
+            self.lost += [a for a in self.cluster.lost_workers() if a not in self.lost]
+            survivors = [a for a in self.cluster.cpu_workers if a not in self.lost]
         if attempt >= tuning.LOST_TASK_RETRIES or not survivors:
             raise WorkerLostError(f"a spread segment of run {self.run_id} was lost "
                                   f"{attempt + 1} times with its workers (workers that "
                                   f"left during the run: {lost}); check the workers' logs "
                                   f"(memory, crashes) and run again")
-        log.warning("a worker left during a spread segment (workers that left: %s); "
-                    "its vertices go to %d other(s)", lost, len(survivors))
+        log.warning("a worker left during a segment (workers that left: %s); its work "
+                    "goes to %d other(s)", lost, len(survivors))
         self.addresses = survivors
 
     def collect(self, state, version):
-        """Bring the client's ``state`` to ``version`` when the owners hold that version
-        and the client does not: from the first owner that answers."""
-        if self.held != version or self.collected == version:
+        """Bring the client's ``state`` to ``version`` when a worker holds that version
+        and the client does not: from the first one that answers."""
+        if self.collected == version:
             return
-        for i, address in enumerate(self.addresses):
+        for i, address in enumerate([a for a in self.addresses
+                                     if self.holds.get(a) == version]):
             try:  # (a task's result comes straight from its worker, client.run's through
                 # the scheduler)
                 got = self.client.submit(
