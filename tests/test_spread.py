@@ -115,6 +115,40 @@ def test_the_state_does_not_cross_the_client_per_iteration(graph, alone, spread2
     assert per_iteration < state_bytes / 20, (per_iteration, state_bytes)
 
 
+def _warm_bytes(cluster, call):
+    """(bytes through the client's process, bytes written by every process) of a warm
+    ``call()`` on ``cluster``, and its result."""
+    counter = CommBytes(cluster.client)
+    call()  # (warm)
+    before = counter.through_client(), counter.total()
+    result = call()
+    return counter.through_client() - before[0], counter.total() - before[1], result
+
+
+def test_a_warm_call_takes_the_state_through_the_client_once(graph, alone, spread2):
+    """The workers keep the graph's arrays (PageRank's aux and its program's), make the
+    initial state and hold the state between segments, pushing it to each other when a
+    segment on one worker moves to a spread one: the whole state crosses the client
+    once a call, on its way back (before: the arrays, the state to each worker and
+    back, about four times)."""
+    state_bytes = graph.num_vertices * 9
+    source = graph.label_of(_hub(graph))
+    with hg.Cluster(cpu_workers=1, gpus=0, processes=True, dashboard_address=None) as one:
+        clusters = {"one": one, "two": spread2}
+        for name, cluster in clusters.items():
+            calls = {"pagerank": lambda: _pagerank(graph, cluster),
+                     "bfs": lambda: _bounded(lambda: hg.bfs(graph, source, cluster=cluster,
+                                                            devices="cpu"))}
+            for call, run in calls.items():
+                through, written, result = _warm_bytes(cluster, run)
+                assert through < 1.5 * state_bytes, (name, call, through, state_bytes)
+                assert written < 2 * state_bytes, (name, call, written, state_bytes)
+                np.testing.assert_allclose(result.values, alone[call].values, rtol=1e-12,
+                                           err_msg=f"{name} {call}")
+                if call == "bfs":  # (segments on one worker and spread ones)
+                    assert {"pull", "push"} <= set(result.history["mode"])
+
+
 class FailsOnAWorker(PageRank):
     """PageRank whose iteration hook raises on a worker process at its second call."""
 
