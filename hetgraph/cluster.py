@@ -6,8 +6,9 @@ pool) and there is one GPU worker per GPU with ``GPU=1``. By default everything 
 this process (``processes=False``): CPU and GPU tasks then read and write the run's
 vertex arrays in this process's memory without copies. With ``processes=True``, or when
 joining a running scheduler, a graph is sent to the workers once and kept there for
-later runs (:meth:`Cluster.placed`); the vertex state travels through Dask, from
-worker to worker when several CPU worker processes share pull iterations
+later runs (:meth:`Cluster.placed`), with a run's large arrays
+(:meth:`Cluster.kept_array`); CPU worker processes hold a run's vertex state between
+its segments, and send it from worker to worker when several share pull iterations
 (:mod:`hetgraph.scheduler.spread`).
 """
 

@@ -5,6 +5,7 @@ client's process per iteration (bench/commcount.py) against the state's size; a 
 killed in the middle of a spread segment. No test here times anything."""
 
 import os
+import signal
 import sys
 
 import cloudpickle
@@ -14,6 +15,7 @@ import scipy.sparse.csgraph as csgraph
 
 import hetgraph as hg
 from hetgraph import tuning
+from hetgraph.algorithms.bfs import BreadthFirst
 from hetgraph.algorithms.pagerank import PageRank
 from hetgraph.cluster import WorkerLostError
 from hetgraph.scheduler.placement import owned_ranges
@@ -182,6 +184,37 @@ def test_a_worker_killed_mid_spread_leaves_its_range_to_the_survivors(graph, alo
     assert np.abs(result.values - alone["long"].values).sum() < 1e-6
     assert result.history["iteration"].tolist() == list(range(1, 41))
     assert np.abs(again.values - alone["pagerank"].values).sum() < 1e-6
+
+
+class KilledAlone(BreadthFirst):
+    """BFS whose convergence test (called every iteration) kills the worker process
+    running it (SIGKILL) at its first call on a worker: the first owner's, in a spread
+    segment's iterations on it alone (BFS from a hub starts with a push), once
+    (``marker``: a file made then)."""
+
+    def __init__(self, source, marker):
+        super().__init__(source)
+        self.marker = marker
+
+    def converged(self, graph, previous, values):
+        if os.getpid() != CLIENT_PID and KillsItsWorker._first_time(self):
+            os.kill(os.getpid(), signal.SIGKILL)
+        return False
+
+
+def test_a_worker_killed_alone_leaves_the_segment_to_the_survivors(graph, alone, tmp_path):
+    marker = tmp_path / "killed"
+    source = _hub(graph)
+    with hg.Cluster(cpu_workers=2, gpus=0, processes=True, dashboard_address=None) as c:
+        _pagerank(graph, c, iterations=3)  # placed and warm before the kill
+        before = list(c.cpu_workers)
+        result = _bounded(lambda: hg.run(KilledAlone(source, str(marker)), graph,
+                                         cluster=c, devices="cpu"))
+        assert marker.exists(), "no worker was killed: the test did not test"
+        assert set(before) - set(c.cpu_workers)  # one left (its nanny starts another)
+    np.testing.assert_array_equal(result.values, alone["bfs"].values)
+    assert result.history["iteration"].tolist() == list(range(1, result.iterations + 1))
+    assert {"pull", "push"} <= set(result.history["mode"])
 
 
 def test_a_lost_worker_fails_the_run_naming_it_when_no_retry_is_left(graph, tmp_path,

@@ -784,9 +784,9 @@ class _Driver:
 
     def _spread_segment(self, placement, f, first, max_iterations, checkpointer, frontier):
         """(rows, done) of a segment on CPU worker processes that hold the run's state
-        (:mod:`.spread`) from iteration ``first``: spread over them when it pulls, else on
-        one of them; ([], False) for a step elsewhere, with the host state brought up to
-        date from the workers first."""
+        (:mod:`.spread`) from iteration ``first``: a spread one on several (its pull
+        iterations spread over them), else on the one; ([], False) for a step
+        elsewhere, with the host state brought up to date from the workers first."""
         if self._spread is None:
             return [], False
         if placement != "cpu":
@@ -794,8 +794,7 @@ class _Driver:
             return [], False
         last = max_iterations if checkpointer is None else \
             min(max_iterations, checkpointer.next_due(first))
-        segment = self._spread.alone if self._segment_possible(placement, f) else \
-            self._spread.segment
+        segment = self._spread.segment if self.kinds["cpu"] > 1 else self._spread.alone
         rows, status, self.frontier, built = segment(
             self.run_ref, self.state, self.version, first, last, self.model, frontier)
         self.compile_seconds += built

@@ -1,24 +1,31 @@
-"""Pull iterations spread over CPU worker processes, the vertex state owned by the
-workers (issue 51; the design's rule: state exchanged worker to worker, never through
-the client).
+"""CPU iterations on worker processes that hold the run's vertex state between segments
+(issue 51; the design's rule: state exchanged worker to worker, never through the
+client).
 
-A *spread segment* is one task on each CPU worker of the run (its *owners*), all of
-them running the same iterations: each worker owns a contiguous range of the vertices
+A run on CPU worker processes alone keeps its state on the workers (:class:`Spread`).
+Its notify-pull and push iterations, and every iteration of a run on one worker, run
+as a segment on one worker that holds the state (:func:`cpu_alone`; the program's
+initial state is made there, not sent). Its pull iterations on several workers run as
+*spread segments*: one task on each CPU worker of the run (its *owners*), all of them
+running the same iterations: each worker owns a contiguous range of the vertices
 (:func:`.placement.owned_ranges`) and keeps a copy of the whole state; an iteration
 pulls the owner's range, sends its new values and flags to the peers
 (:mod:`.exchange`) and takes theirs, so that every worker holds the same state after
 it. Each worker then computes the iteration constant, the convergence test, the next
 frontier and where the segment ends (converged; the limit; the cost model leaves pull;
 the first owner's time slice, which its part carries) from that same state, so they
-agree without asking the client. The client gets each segment's history rows and
-frontier, the state only when a step of the run elsewhere needs it
-(:meth:`Spread.collect`: a one-worker segment, a checkpoint, the run's end).
+agree without asking the client. A segment on one worker that ends at a pull iteration
+pushes the state to its peers first. The client gets each segment's history rows and
+frontier, and the whole state with the segment after which it reads it (the run's
+end, a checkpoint; a slice on one worker), else on demand (:meth:`Spread.collect`).
 
 A worker that dies in a segment: its peers' waits end with
 :class:`~.exchange.PeerLostError`, and the segment runs again on the survivors from its
-start (each kept a copy of the state it began from), its vertices shared among them;
-after ``tuning.LOST_TASK_RETRIES`` attempts, or with no survivor holding the state,
-:class:`~hetgraph.cluster.WorkerLostError` names the workers that left.
+start (each kept a copy of the state it began from, or the client holds it), its
+vertices shared among them; with no survivor, on a worker that joined since when the
+client holds the state; after ``tuning.LOST_TASK_RETRIES`` attempts, or with no worker
+holding the state, :class:`~hetgraph.cluster.WorkerLostError` names the workers that
+left.
 """
 
 from __future__ import annotations
@@ -98,42 +105,23 @@ def _whole(run, state):
     return tasks._out(run, state, [(0, len(state.values))], written=False)
 
 
-def _pushed(worker, peers, run, state, version):
-    """Whether ``state`` at ``version`` went to every worker at ``peers`` (into their
-    mailboxes, where their next spread segment takes it: :func:`_own_state`)."""
-    from distributed.protocol import to_serialize
-
-    try:
-        exchange.send(worker, peers, (run.run_id, PUSHED), (version,), 0, {
-            "values": to_serialize(state.values), "flags": to_serialize(state.flags)}
-        ).result(timeout=tuning.WORKER_WAIT_SECONDS)
-    except Exception as exc:  # (a peer gone: the state goes to the client instead)
-        log.debug("the state of run %s did not reach every peer: %s", run.run_id, exc)
-        return False
-    return True
-
-
 @tasks.resolved
-def cpu_alone(run, state, version, first, last, model, peers, frontier, seconds=None):
-    """A CPU segment (:func:`tasks.cpu_segment`: any CPU mode) on this one worker of a
-    run whose workers hold its state, from ``state`` as :func:`cpu_spread` takes it;
-    the worker then holds the state after it. ``peers``: the run's other workers (their
-    addresses), for which it ends at a pull iteration (a spread segment's) and pushes
-    them the state; the state comes back in the report unless it reached them all."""
-    from distributed import get_worker
-
+def cpu_alone(run, state, version, first, last, model, frontier, seconds=None):
+    """A CPU segment (:func:`tasks.cpu_segment`: any CPU mode) on the one worker of a
+    run, from ``state`` as :func:`cpu_spread` takes it; the worker then holds the state
+    after it, which comes back in the report too (a worker lost later would take it
+    with it)."""
     with tasks.numba_threads(run.threads):
         own = _own_state(run, tasks.cpu_context_of(run.run_id), state, version,
-                         backup=False)  # (a peer or the client holds the one it began from)
+                         backup=False)  # (the client holds the one it began from)
         ctx = tasks._cpu_context(run, own)
         ctx.held = ctx.version = None  # (the engine recounts its frontier)
         rows, status, after = tasks.cpu_iterations(run, ctx, version, first, last, model,
-                                                   False, bool(peers), frontier, seconds)
+                                                   False, False, frontier, seconds)
         ctx.held = version + 1
-        out = None if status == "moved" and _pushed(get_worker(), peers, run, own,
-                                                    version + 1) else _whole(run, own)
     return tasks.Report("cpu", [], rows=rows, status=status,
-                        build_seconds=ctx.take_build_seconds(), frontier=after, out=out)
+                        build_seconds=ctx.take_build_seconds(), frontier=after,
+                        out=_whole(run, own))
 
 
 @tasks.resolved
@@ -155,18 +143,19 @@ def cpu_spread(run, state, version, first, last, model, owners, me, frontier, se
         own = _own_state(run, tasks.cpu_context_of(run.run_id), state, version)
         ctx = tasks._cpu_context(run, own)
         ctx.held = ctx.version = None  # (mid-segment; the engine recounts its frontier)
+        iterations = _Iterations(run, ctx.engine, worker, owners, me, model, seconds)
         try:
-            rows, status, after = _Iterations(run, ctx.engine, worker, owners, me, model,
-                                              seconds).run(first, last, frontier)
+            rows, status, after = iterations.run(first, last, frontier)
         except BaseException:  # (the peers would wait for this owner's parts)
             exchange.tell_failed(worker, list(owners.peers(me).values()), owners.channel,
                                  me)
             raise
-        ctx.held = version + 1
+        ctx.held = version + 1 if iterations.holds else None
     # (the first owner's copy, when the client reads the state next)
     out = _whole(run, own) if me == 0 and status in ("converged", "limit") else None
     return tasks.Report("cpu", [], rows=rows, status=status,
-                        build_seconds=ctx.take_build_seconds(), frontier=after, out=out)
+                        build_seconds=ctx.take_build_seconds(), frontier=after, out=out,
+                        held=iterations.holds)
 
 
 def held_state(run_id, version):
@@ -179,7 +168,9 @@ def held_state(run_id, version):
 
 
 class _Iterations:
-    """The iterations of one owner in a spread segment (see :func:`cpu_spread`)."""
+    """The iterations of one owner in a spread segment (see :func:`cpu_spread`): pull
+    ones together (:meth:`_pull`), the others on the first owner alone
+    (:meth:`_alone`). ``holds``: whether this owner holds the state after them."""
 
     def __init__(self, run, engine, worker, owners, me, model, seconds):
         self.run_, self.engine, self.worker = run, engine, worker
@@ -187,12 +178,62 @@ class _Iterations:
         self.peers = owners.peers(me)
         self.mine = [owners.ranges[me]] if owners.ranges[me][1] > owners.ranges[me][0] \
             else []
+        self.began, self.holds = time.perf_counter(), True
 
     def run(self, first, last, frontier):
-        """(rows, status, frontier after) of the iterations."""
+        """(rows, status, frontier after: None when converged) of the iterations."""
+        run, rows, iteration, status = self.run_, [], first, None
+        arcs = run.graph.num_arcs
+        while status is None:
+            pulls = self.model.cpu_mode_for(notify_fraction(frontier[1], arcs), run.rho,
+                                            arcs) == "pull"
+            stretch = self._pull if pulls else self._alone
+            iteration, status, frontier = stretch(rows, iteration, last, frontier)
+        return rows, status, None if status == "converged" else frontier
+
+    def _alone(self, rows, first, last, frontier):
+        """Iterations from ``first`` on the first owner alone, until the cost model
+        chooses pull again (status None) or the segment ends; its rows go into
+        ``rows``, and it sends them to the peers with the state after them when they
+        go on (a pull next, or the slice's end: they hold it then), else without (the
+        client gets it). Returns (next iteration, status, frontier after)."""
+        from distributed.protocol import to_serialize
+
+        owners, tag = self.owners, ("alone", first)
+        if self.me != 0:
+            part = exchange.receive(self.worker, owners.channel, tag,
+                                    {0: owners.addresses[0]})[0]
+            rows += part["rows"]
+            self.holds = part["values"] is not None
+            if self.holds:
+                state = self.engine.state
+                state.values[:], state.flags[:] = part["values"], part["flags"]
+            return part["next"], part["status"], part["frontier"]
+        run, engine = self.run_, self.engine
+        engine.reset_frontier(frontier)  # (pulls changed the state)
+        done, status = tasks.run_iterations(
+            run, engine, "cpu", first, last, tasks._chooser(self.model, run, "cpu", False,
+                                                              True),
+            len(run.page_vertices), None,
+            max(self.seconds - (time.perf_counter() - self.began), 0.0))
+        rows += done
+        status = None if status == "moved" else status
+        after = None if status == "converged" else engine.frontier()
+        if self.peers:
+            state, goes_on = engine.state, status in (None, "slice")
+            exchange.send(self.worker, list(self.peers.values()), owners.channel, tag, 0, {
+                "rows": to_serialize(done), "status": status, "next": first + len(done),
+                "frontier": None if after is None else [int(x) for x in after],
+                "values": to_serialize(state.values) if goes_on else None,
+                "flags": to_serialize(state.flags) if goes_on else None}).result()
+        return first + len(done), status, after
+
+    def _pull(self, rows, first, last, frontier):
+        """Pull iterations from ``first`` together, each owner its range, until the
+        cost model leaves pull (status None) or the segment ends; their rows go into
+        ``rows``. Returns (next iteration, status, frontier after)."""
         run, graph, spec = self.run_, self.run_.graph, self.run_.spec
         program, state, arcs = spec.program, self.engine.state, graph.num_arcs
-        rows, began = [], time.perf_counter()
         for iteration in itertools.count(first):
             start = time.perf_counter()
             active, f = int(frontier[0]), notify_fraction(frontier[1], arcs)
@@ -202,7 +243,7 @@ class _Iterations:
             edges, activated = self.engine.pull_pages(self.mine, constant) \
                 if self.mine else (0, 0)
             pulled = time.perf_counter() - start
-            stop = self.me == 0 and time.perf_counter() - began > self.seconds
+            stop = self.me == 0 and time.perf_counter() - self.began > self.seconds
             infos = self._exchange(iteration, (activated, edges, pulled, stop))
             state.swap()
             finished = spec.has_converged and program.converged(graph, previous,
@@ -223,7 +264,7 @@ class _Iterations:
                 cpu_edges=sum(int(i[1]) for i in infos.values()), cpu_seconds=cpu_seconds,
                 seconds=wall, overhead=max(wall - cpu_seconds, 0.0)))
             if status is not None:
-                return rows, status, None if status == "converged" else frontier
+                return iteration + 1, None if status == "moved" else status, frontier
 
     def _exchange(self, iteration, info):
         """Send this owner's new values and flags of ``iteration`` to its peers and
@@ -316,22 +357,20 @@ class Spread:
                 if reports:
                     break
                 self._lost(attempt, version)
-        self.holds = dict.fromkeys(self.addresses, version + 1)
+        self.holds = {a: version + 1 for a, r in zip(self.addresses, reports) if r.held}
         return self._ended(reports, state, version, start)
 
     def alone(self, run_ref, state, version, first, last, model, frontier):
-        """A CPU segment (:func:`cpu_alone`) on one worker, one that holds the state at
-        ``version`` when one does; returns what :meth:`segment` returns. With other
-        workers it ends at a pull iteration, the state pushed to them."""
+        """A CPU segment (:func:`cpu_alone`) on the run's one worker (one that holds the
+        state at ``version`` when one does); returns what :meth:`segment` returns."""
         start, self.run_ref = time.perf_counter(), run_ref
         with self.cluster.spreading:
             for attempt in itertools.count():
                 held = [a for a in self.addresses if self.holds.get(a) == version]
                 address = (held or self.addresses)[0]
-                peers = [a for a in self.addresses if a != address]
                 futures = [self.client.submit(
                     cpu_alone, self.run_ref, self._source(address, version, state),
-                    version, first, last, model, peers, frontier,
+                    version, first, last, model, frontier,
                     key=f"hetgraph-cpu-iterations-from-{first}-{self.run_id}-try{attempt}",
                     workers=[address], allow_other_workers=False, resources={"CPU": 1},
                     pure=False)]
@@ -340,8 +379,6 @@ class Spread:
                     break
                 self._lost(attempt, version)
         self.holds[address] = version + 1
-        if reports[0].out is None:  # (pushed to the others)
-            self.holds.update(dict.fromkeys(peers, version + 1))
         return self._ended(reports, state, version, start)
 
     def _ended(self, reports, state, version, start):

@@ -7,10 +7,10 @@ task that needs it and dropped when the run ends. Every task gets the run's
 gets an :class:`InProcess` handle and looks up the driver's own objects (Dask copies
 task arguments even in process), so tasks write the host arrays directly; in worker
 processes they are copies sent by Dask, and the tasks send back what they computed;
-there the RunSpec comes without its graph, which each worker keeps across runs
-(:func:`pack`). Pull iterations shared by several CPU worker processes run as spread
-segments instead of page tasks (:mod:`.spread`), the state kept in the workers' CPU
-contexts.
+there the RunSpec comes without its graph and its large arrays, which each worker keeps
+across runs (:func:`pack`). A run on CPU worker processes alone runs its segments
+through :mod:`.spread` instead (pull iterations on several workers as spread segments,
+not page tasks), the state kept in the workers' CPU contexts.
 
 - a page task pulls some pages of one iteration (the hybrid placement);
 - a segment runs whole iterations on one device while the cost model keeps choosing
@@ -117,6 +117,7 @@ class Report:
     takeover: float = 0.0
     frontier: tuple | None = None
     stored: object = None
+    held: bool = True  # a spread segment's worker holds the state after it (.spread)
 
     def wait_stored(self):
         """Wait for the state's copy to the host (see ``stored``)."""
