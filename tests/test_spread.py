@@ -151,6 +151,23 @@ def test_a_warm_call_takes_the_state_through_the_client_once(graph, alone, sprea
                     assert {"pull", "push"} <= set(result.history["mode"])
 
 
+def test_a_program_array_changed_in_place_is_sent_again(graph, spread2):
+    """The workers keep a run's large arrays by content: a program's array that the
+    caller changed in place between two calls is not the one kept."""
+    n = graph.num_vertices
+    start = np.full(n, 1.0 / n)  # (large enough to be kept: 8 bytes a vertex)
+    weights = np.linspace(1.0, 2.0, n)
+    assert start.nbytes >= tuning.KEPT_ARRAY_BYTES
+    with hg.Cluster(gpus=0, dashboard_address=None) as here:
+        for _ in range(2):
+            expected = _pagerank(graph, here, iterations=5,
+                                 program=PageRank(0.85, None, start=start.copy()))
+            got = _pagerank(graph, spread2, iterations=5,
+                            program=PageRank(0.85, None, start=start))
+            np.testing.assert_allclose(got.values, expected.values, rtol=1e-12)
+            start[:] = weights / weights.sum()  # (in place: the same array object)
+
+
 class FailsOnAWorker(PageRank):
     """PageRank whose iteration hook raises on a worker process at its second call."""
 

@@ -3,8 +3,7 @@
 A worker process of a spread run (:mod:`.spread`) sends what it computed to its peers
 over Dask's worker-to-worker comms: a message to each peer's ``hetgraph_put`` handler,
 which files it in this process's mailbox under (channel, tag, sender), a channel being
-one attempt of one segment of a run: (run id, name), or a run's whole state that a
-worker pushed to its peers after a segment of its own: (run id, "state"), by version. The peer's task thread waits there
+one attempt of one segment of a run: (run id, name). The peer's task thread waits there
 for the parts it needs. The wait ends with an error instead of a hang when a peer's
 process died (:class:`PeerLostError`: a connection to it is refused), when a peer
 failed (:class:`PeerFailedError`: it said so before its error went to the client) or
@@ -90,16 +89,6 @@ def forget(run_id):
         for key in [k for k in _BOX if k[0][0] == run_id]:
             del _BOX[key]
         _end(run_id, "the run ended")
-
-
-def kept(channel, tag):
-    """{sender: payload} filed under (``channel``, ``tag``) ({} when none), left there
-    (a segment that runs again finds it) while those of the channel's earlier tags go."""
-    channel, tag = tuple(channel), tuple(tag)
-    with _MAIL:
-        for key in [k for k in _BOX if k[0] == channel and k[1] < tag]:
-            del _BOX[key]
-        return dict(_BOX.get((channel, tag), {}))
 
 
 def send(worker, peers, channel, tag, sender, payload):

@@ -65,9 +65,6 @@ class Owners:
 
 # --- on the workers -------------------------------------------------------------------------
 
-PUSHED = "state"  # the exchange channel's name of a run's state pushed to the peers
-
-
 @dataclasses.dataclass(frozen=True)
 class Initial:
     """Stands for the program's initial state, which each worker makes itself."""
@@ -91,18 +88,16 @@ def _own_state(run, ctx, state, version, backup=True):
     if ctx is not None and ctx.backup is not None and ctx.backup[0] == version:
         _, values, flags = ctx.backup
         return VertexState(values.copy(), flags.copy(), sync=run.sync)
-    for part in exchange.kept((run.run_id, PUSHED), (version,)).values():  # (a peer's)
-        return VertexState(np.array(part["values"]), np.array(part["flags"]),
-                           sync=run.sync)
     raise WorkerLostError(f"this worker does not hold the state of run {run.run_id} at "
                           f"version {version}: it was lost with a worker")
 
 
 def _whole(run, state):
-    """The whole ``state`` for the client (:func:`tasks._out`): sent back by a segment
-    after which the run's next step reads it there (the run's end, a checkpoint, or
-    where no peer holds it)."""
-    return tasks._out(run, state, [(0, len(state.values))], written=False)
+    """The whole ``state`` for the client, as :func:`tasks._out` gives it but without a
+    copy (the client takes it before this worker's next task changes it): sent back by
+    a segment after which the run's next step reads it there (the run's end, a
+    checkpoint, or where no peer holds it)."""
+    return False, [(0, len(state.values))], [state.values], [state.flags]
 
 
 @tasks.resolved
