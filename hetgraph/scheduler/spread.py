@@ -2,22 +2,22 @@
 (issue 51; the design's rule: state exchanged worker to worker, never through the
 client).
 
-A run on CPU worker processes alone keeps its state on the workers (:class:`Spread`).
-Its notify-pull and push iterations, and every iteration of a run on one worker, run
-as a segment on one worker that holds the state (:func:`cpu_alone`; the program's
-initial state is made there, not sent). Its pull iterations on several workers run as
-*spread segments*: one task on each CPU worker of the run (its *owners*), all of them
-running the same iterations: each worker owns a contiguous range of the vertices
-(:func:`.placement.owned_ranges`) and keeps a copy of the whole state; an iteration
-pulls the owner's range, sends its new values and flags to the peers
-(:mod:`.exchange`) and takes theirs, so that every worker holds the same state after
-it. Each worker then computes the iteration constant, the convergence test, the next
-frontier and where the segment ends (converged; the limit; the cost model leaves pull;
-the first owner's time slice, which its part carries) from that same state, so they
-agree without asking the client. A segment on one worker that ends at a pull iteration
-pushes the state to its peers first. The client gets each segment's history rows and
-frontier, and the whole state with the segment after which it reads it (the run's
-end, a checkpoint; a slice on one worker), else on demand (:meth:`Spread.collect`).
+A run on CPU worker processes alone keeps its state on the workers (:class:`Spread`;
+the program's initial state is made there, not sent). On one worker its segments run
+there (:func:`cpu_alone`). On several they run as *spread segments*: one task on each
+CPU worker of the run (its *owners*), all of them running the same iterations: each
+worker owns a contiguous range of the vertices (:func:`.placement.owned_ranges`) and
+keeps a copy of the whole state; a pull iteration pulls the owner's range, sends its
+new values and flags to the peers (:mod:`.exchange`) and takes theirs, so that every
+worker holds the same state after it. Each worker then computes the iteration
+constant, the convergence test, the next frontier and where the segment ends
+(converged; the limit; the first owner's time slice, which its part carries) from
+that same state, so they agree without asking the client. The iterations the cost
+model does not pull (notify-pull, push: small frontiers) run on the first owner alone,
+which then sends the others its rows, and the state when they go on. The client gets
+each segment's history rows and frontier, and the whole state with the segment after
+which it reads it (the run's end, a checkpoint; a slice on one worker), else on demand
+(:meth:`Spread.collect`).
 
 A worker that dies in a segment: its peers' waits end with
 :class:`~.exchange.PeerLostError`, and the segment runs again on the survivors from its
@@ -407,7 +407,7 @@ class Spread:
         """The reports of a segment's ``futures`` (one per worker of ``addresses``); None
         when a worker left (the segment runs again); the error of a task that failed
         otherwise. The reports of the survivors suffice when every worker that finished
-        did so and the others left: the survivors hold the whole state."""
+        did so and the others left, if the survivors hold the whole state."""
         from distributed import CancelledError, wait
 
         while True:
@@ -431,8 +431,11 @@ class Spread:
             left = [f for f, a in zip(futures, addresses) if a in self.lost]
             if left and len(left) < len(futures) and all(f.done() or f in left
                                                           for f in futures):
+                reports = self.client.gather([f for f in futures if f not in left])
+                if not all(r.held for r in reports):  # (the state left with the first)
+                    return None
                 self.addresses = [a for a in addresses if a not in self.lost]
-                return self.client.gather([f for f in futures if f not in left])
+                return reports
             if left and len(left) == len(futures):
                 return None
 
