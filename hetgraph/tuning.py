@@ -170,9 +170,10 @@ KEPT_ARRAY_BYTES = 16 << 10  # a run's arrays of at least this size (aux, a prog
 # each call: smaller ones cost less to send than to compare with the kept copy
 ARRAYS_KEPT = 16  # such arrays a Cluster keeps per graph (the oldest let go first)
 # spread runs on worker processes (hetgraph.scheduler.spread, .exchange)
-SPREAD_SEGMENTS = True  # pull iterations on several CPU worker processes run as spread
-# segments, the state exchanged worker to worker (False: page tasks, the state through the
-# client every iteration: the way before, which bench/processes.py measures beside)
+SPREAD_SEGMENTS = True  # a run on CPU worker processes alone keeps its state on the
+# workers, pulls on several as spread segments, the state exchanged worker to worker
+# (False: page tasks, the state through the client every iteration: the way before, which
+# bench/processes.py measures beside)
 PEER_CHECK_SECONDS = 0.5  # seconds a worker waits for a peer's part before it asks
 # whether the peer still runs: a dead peer ends the wait within about this, a slow one
 # is asked again
