@@ -6,14 +6,16 @@ pool) and there is one GPU worker per GPU with ``GPU=1``. By default everything 
 this process (``processes=False``): CPU and GPU tasks then read and write the run's
 vertex arrays in this process's memory without copies. With ``processes=True``, or when
 joining a running scheduler, a graph is sent to the workers once and kept there for
-later runs (:meth:`Cluster.placed`); the vertex state travels through Dask, from
-worker to worker when several CPU worker processes share pull iterations
+later runs (:meth:`Cluster.placed`), with a run's large arrays
+(:meth:`Cluster.kept_array`); CPU worker processes hold a run's vertex state between
+its segments, and send it from worker to worker when several share pull iterations
 (:mod:`hetgraph.scheduler.spread`).
 """
 
 from __future__ import annotations
 
 import atexit
+import collections
 import contextlib
 import logging
 import re
@@ -60,19 +62,53 @@ def _cpu_only_notice():
 
 
 def _reduce_latency(cluster, client):
-    """An iteration waits for its page tasks, so Dask's message batching (by default
-    every few milliseconds) is pure latency: batch for ``tuning.DASK_BATCH_INTERVAL``
-    seconds instead (0: send at once)."""
-    interval = tuning.DASK_BATCH_INTERVAL
+    """An iteration waits for its tasks, so Dask's message batching (by default every
+    few milliseconds, on each of the four hops of a task's round trip) is pure latency:
+    batch for ``tuning.DASK_BATCH_INTERVAL`` seconds instead (0: send at once), on the
+    client's stream, the scheduler's streams to its workers (those that join later
+    too) and clients, and each worker's stream to the scheduler (in worker processes
+    through a worker plugin: :func:`_unbatched_plugins`)."""
+    on_workers, on_scheduler = _unbatched_plugins()
     comms = [getattr(client, "scheduler_comm", None)]
     scheduler = getattr(cluster, "scheduler", None)
     if scheduler is not None:  # only when the scheduler lives in this process
         comms += list(getattr(scheduler, "stream_comms", {}).values())
-    for worker in getattr(cluster, "workers", {}).values():
-        comms.append(getattr(worker, "batched_stream", None))
+        comms += list(getattr(scheduler, "client_comms", {}).values())
+        scheduler.add_plugin(on_scheduler)
+    workers = getattr(cluster, "workers", {}).values()
+    comms += [getattr(worker, "batched_stream", None) for worker in workers]
     for comm in comms:
-        if comm is not None and hasattr(comm, "interval"):
-            comm.interval = interval
+        _unbatch(comm)
+    if any(not hasattr(worker, "batched_stream") for worker in workers):  # (nannies:
+        client.register_plugin(on_workers)  # the workers run in their own processes)
+
+
+def _unbatch(comm):
+    """Let a Dask ``BatchedSend`` batch for ``tuning.DASK_BATCH_INTERVAL`` seconds."""
+    if comm is not None and hasattr(comm, "interval"):
+        comm.interval = tuning.DASK_BATCH_INTERVAL
+
+
+def _unbatched_plugins():
+    """(worker plugin, scheduler plugin) that unbatch the streams of a worker that
+    starts, and the scheduler's stream to a worker that joins (one restarted by its
+    nanny): see :func:`_reduce_latency`. Dask is imported on use."""
+    from distributed import WorkerPlugin
+    from distributed.diagnostics.plugin import SchedulerPlugin
+
+    class UnbatchedWorker(WorkerPlugin):
+        name = "hetgraph-unbatched"
+
+        def setup(self, worker):
+            _unbatch(getattr(worker, "batched_stream", None))
+
+    class UnbatchedScheduler(SchedulerPlugin):
+        name = "hetgraph-unbatched"
+
+        def add_worker(self, scheduler, worker):
+            _unbatch(scheduler.stream_comms.get(worker))
+
+    return UnbatchedWorker(), UnbatchedScheduler()
 
 
 class Cluster:
@@ -162,9 +198,12 @@ class Cluster:
         self.calibrations: dict = {}  # the runs' calibrations by what they depend on,
         # the newest last (see keep_calibration)
         self._placed: dict = {}  # graph token -> its Dask future on the workers (placed)
+        self._arrays: dict = {}  # graph token -> [(array, its future)] (kept_array)
         self._placing = threading.Lock()
         self.spreading = threading.Lock()  # held by a run's spread segment (one at a time)
         self.exchanging = False  # whether the workers take parts from their peers (spread)
+        self.ended = collections.deque(maxlen=8)  # ids of the runs that ended last, whose
+        # contexts the workers drop (Cluster.run_soon; a later run's tasks make sure)
         if address is not None:
             _check_tls_settings(address)
             try:
@@ -258,6 +297,44 @@ class Cluster:
             self._placed[graph.token] = future
             return future
 
+    def kept_array(self, graph, array):
+        """A Dask future of a copy of ``array`` (C-contiguous, an array a run on
+        ``graph`` refers to: its aux, a program's array derived from the graph) held by
+        every worker: sent by the first run that refers to it, found again by later runs
+        whose array has the same contents (compared byte for byte with the copy kept
+        here; a read-only array that is the same object is not compared), let go with
+        the graph (``tuning.ARRAYS_KEPT`` per graph, the oldest first)."""
+        import numpy as np
+
+        with self._placing:
+            kept = self._arrays.get(graph.token)
+            if kept is None:
+                kept = self._arrays[graph.token] = []
+                weakref.finalize(graph, self._arrays.pop, graph.token, None)
+            for i, (held, future) in enumerate(kept):
+                if future.status == "finished" and (
+                        held is array and not array.flags.writeable or
+                        held.dtype == array.dtype and held.shape == array.shape and
+                        np.array_equal(_as_words(held), _as_words(array))):
+                    kept.append(kept.pop(i))  # (the newest last)
+                    return future
+            future = self.scatter(array)
+            kept.append((array if not array.flags.writeable else array.copy(), future))
+            del kept[:-tuning.ARRAYS_KEPT]
+            return future
+
+    def run_soon(self, function, *args):
+        """Run ``function(*args)`` on every worker without waiting for it (what a run
+        does at its end: nothing waits for it; a later task that needs it done does it
+        first itself)."""
+        async def run():
+            try:
+                await self.client._run(function, *args, on_error="ignore")
+            except Exception as exc:  # (a closing cluster, a worker gone)
+                log.debug("could not run %s on the workers: %s", function.__name__, exc)
+
+        self.client.loop.add_callback(run)
+
     def scatter(self, data):
         """A Dask future of ``data`` sent to every worker; WorkerLostError when no
         worker took it within ``tuning.WORKER_WAIT_SECONDS`` (all of them died)."""
@@ -306,6 +383,7 @@ class Cluster:
         except Exception as exc:  # closing must not fail on a worker that is gone
             log.debug("could not free the GPU pages kept by the workers: %s", exc)
         self._placed.clear()
+        self._arrays.clear()
         self.client.close()
         if self._cluster is not None:
             self._cluster.close()
@@ -324,6 +402,15 @@ class Cluster:
         where = "in-process" if self.in_process else "processes"
         return (f"<hetgraph.Cluster {where}: {len(self.cpu_workers)} CPU worker(s), "
                 f"{len(self.gpu_workers)} GPU worker(s), dashboard {self.dashboard_link}>")
+
+
+def _as_words(array):
+    """The bytes of C-contiguous ``array`` as unsigned integers, 8 bytes each where its
+    size allows (compared bit for bit: NaN equals itself; 8 bytes at a time)."""
+    import numpy as np
+
+    flat = array.reshape(-1)
+    return flat.view(np.uint64) if array.nbytes % 8 == 0 else flat.view(np.uint8)
 
 
 def gpu_index(worker_name) -> int:

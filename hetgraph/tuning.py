@@ -170,16 +170,21 @@ LOST_TASK_RETRIES = 3  # a page task whose inputs died with a worker is sent aga
 # cluster (hetgraph.cluster)
 CALIBRATIONS_KEPT = 16  # auto runs' calibrations a Cluster keeps for later runs (a few
 # hundred bytes each): a later run of the same graph and program skips its calibration
-DASK_BATCH_INTERVAL = 0.0  # seconds an in-process cluster's Dask comms batch messages
-# (Dask's defaults: 2-10 ms): an iteration waits for its tasks, so batching is latency
+DASK_BATCH_INTERVAL = 0.0  # seconds a local cluster's Dask comms batch messages (Dask's
+# defaults: 2-10 ms a hop, four hops a task): an iteration waits for its tasks
 CLUSTER_JOIN_TIMEOUT = 10.0  # seconds Cluster(address) waits for the scheduler before
 # ClusterError: a scheduler that does not answer in that time is taken as not running
 WORKER_WAIT_SECONDS = 60.0  # seconds a run waits for a worker to hold its graph again
 # after its workers died (a nanny restarts one in seconds) before WorkerLostError
+KEPT_ARRAY_BYTES = 16 << 10  # a run's arrays of at least this size (aux, a program's
+# arrays derived from the graph) are kept on worker processes by content, not sent with
+# each call: smaller ones cost less to send than to compare with the kept copy
+ARRAYS_KEPT = 16  # such arrays a Cluster keeps per graph (the oldest let go first)
 # spread runs on worker processes (hetgraph.scheduler.spread, .exchange)
-SPREAD_SEGMENTS = True  # pull iterations on several CPU worker processes run as spread
-# segments, the state exchanged worker to worker (False: page tasks, the state through the
-# client every iteration: the way before, which bench/processes.py measures beside)
+SPREAD_SEGMENTS = True  # a run on CPU worker processes alone keeps its state on the
+# workers, pulls on several as spread segments, the state exchanged worker to worker
+# (False: page tasks, the state through the client every iteration: the way before, which
+# bench/processes.py measures beside)
 PEER_CHECK_SECONDS = 0.5  # seconds a worker waits for a peer's part before it asks
 # whether the peer still runs: a dead peer ends the wait within about this, a slow one
 # is asked again

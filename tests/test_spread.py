@@ -5,6 +5,7 @@ client's process per iteration (bench/commcount.py) against the state's size; a 
 killed in the middle of a spread segment. No test here times anything."""
 
 import os
+import signal
 import sys
 
 import cloudpickle
@@ -14,6 +15,7 @@ import scipy.sparse.csgraph as csgraph
 
 import hetgraph as hg
 from hetgraph import tuning
+from hetgraph.algorithms.bfs import BreadthFirst
 from hetgraph.algorithms.pagerank import PageRank
 from hetgraph.cluster import WorkerLostError
 from hetgraph.scheduler.placement import owned_ranges
@@ -115,6 +117,57 @@ def test_the_state_does_not_cross_the_client_per_iteration(graph, alone, spread2
     assert per_iteration < state_bytes / 20, (per_iteration, state_bytes)
 
 
+def _warm_bytes(cluster, call):
+    """(bytes through the client's process, bytes written by every process) of a warm
+    ``call()`` on ``cluster``, and its result."""
+    counter = CommBytes(cluster.client)
+    call()  # (warm)
+    before = counter.through_client(), counter.total()
+    result = call()
+    return counter.through_client() - before[0], counter.total() - before[1], result
+
+
+def test_a_warm_call_takes_the_state_through_the_client_once(graph, alone, spread2):
+    """The workers keep the graph's arrays (PageRank's aux and its program's), make the
+    initial state and hold the state between segments, pushing it to each other when a
+    segment on one worker moves to a spread one: the whole state crosses the client
+    once a call, on its way back (before: the arrays, the state to each worker and
+    back, about four times)."""
+    state_bytes = graph.num_vertices * 9
+    source = graph.label_of(_hub(graph))
+    with hg.Cluster(cpu_workers=1, gpus=0, processes=True, dashboard_address=None) as one:
+        clusters = {"one": one, "two": spread2}
+        for name, cluster in clusters.items():
+            calls = {"pagerank": lambda: _pagerank(graph, cluster),
+                     "bfs": lambda: _bounded(lambda: hg.bfs(graph, source, cluster=cluster,
+                                                            devices="cpu"))}
+            for call, run in calls.items():
+                through, written, result = _warm_bytes(cluster, run)
+                assert through < 1.5 * state_bytes, (name, call, through, state_bytes)
+                assert written < 2 * state_bytes, (name, call, written, state_bytes)
+                np.testing.assert_allclose(result.values, alone[call].values, rtol=1e-12,
+                                           err_msg=f"{name} {call}")
+                if call == "bfs":  # (segments on one worker and spread ones)
+                    assert {"pull", "push"} <= set(result.history["mode"])
+
+
+def test_a_program_array_changed_in_place_is_sent_again(graph, spread2):
+    """The workers keep a run's large arrays by content: a program's array that the
+    caller changed in place between two calls is not the one kept."""
+    n = graph.num_vertices
+    start = np.full(n, 1.0 / n)  # (large enough to be kept: 8 bytes a vertex)
+    weights = np.linspace(1.0, 2.0, n)
+    assert start.nbytes >= tuning.KEPT_ARRAY_BYTES
+    with hg.Cluster(gpus=0, dashboard_address=None) as here:
+        for _ in range(2):
+            expected = _pagerank(graph, here, iterations=5,
+                                 program=PageRank(0.85, None, start=start.copy()))
+            got = _pagerank(graph, spread2, iterations=5,
+                            program=PageRank(0.85, None, start=start))
+            np.testing.assert_allclose(got.values, expected.values, rtol=1e-12)
+            start[:] = weights / weights.sum()  # (in place: the same array object)
+
+
 class FailsOnAWorker(PageRank):
     """PageRank whose iteration hook raises on a worker process at its second call."""
 
@@ -148,6 +201,37 @@ def test_a_worker_killed_mid_spread_leaves_its_range_to_the_survivors(graph, alo
     assert np.abs(result.values - alone["long"].values).sum() < 1e-6
     assert result.history["iteration"].tolist() == list(range(1, 41))
     assert np.abs(again.values - alone["pagerank"].values).sum() < 1e-6
+
+
+class KilledAlone(BreadthFirst):
+    """BFS whose convergence test (called every iteration) kills the worker process
+    running it (SIGKILL) at its first call on a worker: the first owner's, in a spread
+    segment's iterations on it alone (BFS from a hub starts with a push), once
+    (``marker``: a file made then)."""
+
+    def __init__(self, source, marker):
+        super().__init__(source)
+        self.marker = marker
+
+    def converged(self, graph, previous, values):
+        if os.getpid() != CLIENT_PID and KillsItsWorker._first_time(self):
+            os.kill(os.getpid(), signal.SIGKILL)
+        return False
+
+
+def test_a_worker_killed_alone_leaves_the_segment_to_the_survivors(graph, alone, tmp_path):
+    marker = tmp_path / "killed"
+    source = _hub(graph)
+    with hg.Cluster(cpu_workers=2, gpus=0, processes=True, dashboard_address=None) as c:
+        _pagerank(graph, c, iterations=3)  # placed and warm before the kill
+        before = list(c.cpu_workers)
+        result = _bounded(lambda: hg.run(KilledAlone(source, str(marker)), graph,
+                                         cluster=c, devices="cpu"))
+        assert marker.exists(), "no worker was killed: the test did not test"
+        assert set(before) - set(c.cpu_workers)  # one left (its nanny starts another)
+    np.testing.assert_array_equal(result.values, alone["bfs"].values)
+    assert result.history["iteration"].tolist() == list(range(1, result.iterations + 1))
+    assert {"pull", "push"} <= set(result.history["mode"])
 
 
 def test_a_lost_worker_fails_the_run_naming_it_when_no_retry_is_left(graph, tmp_path,

@@ -22,6 +22,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import dataclasses
+import functools
 import itertools
 import logging
 import time
@@ -410,10 +411,11 @@ class _Driver:
                                  options["cpu_mode"], options["rho"], gpu,
                                  options["host_budget"], options["coloring"])
         self._share_run()
-        # pull iterations on several CPU worker processes: the workers own the state
-        self._spread = Spread(cluster, self.run_id, graph.in_indptr, fresh) \
+        # CPU worker processes alone: the workers hold the state between segments
+        self._spread = Spread(cluster, self.run_id, graph.in_indptr, fresh,
+                              self._reshared) \
             if not self.shared and not out_of_core and set(self.kinds) == {"cpu"} \
-            and self.kinds["cpu"] > 1 and tuning.SPREAD_SEGMENTS else None
+            and tuning.SPREAD_SEGMENTS else None
         self.page_edges = np.diff(graph.in_indptr[pages], axis=1)[:, 0] if len(pages) > 1 \
             else np.array([graph.num_arcs], np.int64)  # (the pages cover every vertex)
         threads = options["threads"] or numba.config.NUMBA_NUM_THREADS
@@ -522,8 +524,14 @@ class _Driver:
         if self.shared:
             self.run_ref = tasks.share(self.runspec, self.state)
             return
-        self.run_ref = (self.cluster.scatter(tasks.pack(self.runspec)),
-                        self.cluster.placed(self.graph))
+        packed, arrays = tasks.pack(self.runspec, functools.partial(
+            self.cluster.kept_array, self.graph), self.cluster.ended)
+        self.run_ref = (packed, self.cluster.placed(self.graph), arrays)
+
+    def _reshared(self):
+        """The run's reference for tasks, shared again (see :meth:`_share_run`)."""
+        self._share_run()
+        return self.run_ref
 
     def _share_state(self):
         self._state_ref = self.run_ref if self.shared else self.cluster.scatter(self.state)
@@ -775,17 +783,19 @@ class _Driver:
         return bool(history) and history[-1][COLUMN["activated"]] == 0
 
     def _spread_segment(self, placement, f, first, max_iterations, checkpointer, frontier):
-        """(rows, done) of a spread segment (:mod:`.spread`) from iteration ``first`` when
-        the iteration pulls on several CPU worker processes, else ([], False) with the
-        host state brought up to date from the workers for the step that runs instead."""
+        """(rows, done) of a segment on CPU worker processes that hold the run's state
+        (:mod:`.spread`) from iteration ``first``: a spread one on several (its pull
+        iterations spread over them), else on the one; ([], False) for a step
+        elsewhere, with the host state brought up to date from the workers first."""
         if self._spread is None:
             return [], False
-        if placement != "cpu" or self._segment_possible(placement, f):
+        if placement != "cpu":
             self._host_state()
             return [], False
         last = max_iterations if checkpointer is None else \
             min(max_iterations, checkpointer.next_due(first))
-        rows, status, self.frontier, built = self._spread.segment(
+        segment = self._spread.segment if self.kinds["cpu"] > 1 else self._spread.alone
+        rows, status, self.frontier, built = segment(
             self.run_ref, self.state, self.version, first, last, self.model, frontier)
         self.compile_seconds += built
         self.version += 1
@@ -949,7 +959,8 @@ class _Driver:
             if self.shared:
                 tasks.unshare(self.run_id)
                 tasks.drop_contexts(self.run_id)
-            else:
-                self.client.run(tasks.drop_contexts, self.run_id)
+            else:  # (not waited for: a later run's tasks drop them first if need be)
+                self.cluster.ended.append(self.run_id)
+                self.cluster.run_soon(tasks.drop_contexts, self.run_id)
         except Exception as exc:  # a closing cluster must not hide the run's own error
             log.debug("could not drop the contexts of run %s: %s", self.run_id, exc)

@@ -112,11 +112,24 @@ class SchedulerLog:
 
     def flush(self):
         """Send what is queued now and wait for it (for a scheduler that outlives this
-        process: a run's end must reach it before the process exits)."""
+        process: a run's end must reach it before the process exits). A scheduler in
+        this process (a local cluster's) takes it on the client's event loop, not waited
+        for: the client's later calls reach that scheduler after it."""
+        if self._local() is not None:
+            self.client.loop.add_callback(self._send_queued)
+            return
         try:
             self.client.sync(self._send_queued)
         except Exception as exc:
             log.debug("run events not flushed: %s", exc)
+
+    def _local(self):
+        """The scheduler of the client's local cluster when it runs in this process on
+        the client's event loop (messages go to it directly), else None."""
+        cluster = getattr(self.client, "cluster", None)
+        scheduler = getattr(cluster, "scheduler", None)
+        return scheduler if scheduler is not None and getattr(
+            cluster, "loop", None) is self.client.loop else None
 
     def __call__(self, message):
         self.queue.append(message)
@@ -134,6 +147,11 @@ class SchedulerLog:
         if self.client.status == "closed":
             if self._sender:
                 self._sender.stop()
+            return
+        local = self._local()
+        if local is not None:  # (on its loop, without a wait: in order)
+            while self.queue:
+                local.log_event(TOPIC, self.queue.popleft())
             return
         if self._sending is None:
             self._sending = asyncio.Lock()

@@ -1,24 +1,31 @@
-"""Pull iterations spread over CPU worker processes, the vertex state owned by the
-workers (issue 51; the design's rule: state exchanged worker to worker, never through
-the client).
+"""CPU iterations on worker processes that hold the run's vertex state between segments
+(issue 51; the design's rule: state exchanged worker to worker, never through the
+client).
 
-A *spread segment* is one task on each CPU worker of the run (its *owners*), all of
-them running the same iterations: each worker owns a contiguous range of the vertices
-(:func:`.placement.owned_ranges`) and keeps a copy of the whole state; an iteration
-pulls the owner's range, sends its new values and flags to the peers
-(:mod:`.exchange`) and takes theirs, so that every worker holds the same state after
-it. Each worker then computes the iteration constant, the convergence test, the next
-frontier and where the segment ends (converged; the limit; the cost model leaves pull;
-the first owner's time slice, which its part carries) from that same state, so they
-agree without asking the client. The client gets each segment's history rows and
-frontier, the state only when a step of the run elsewhere needs it
-(:meth:`Spread.collect`: a one-worker segment, a checkpoint, the run's end).
+A run on CPU worker processes alone keeps its state on the workers (:class:`Spread`;
+the program's initial state is made there, not sent). On one worker its segments run
+there (:func:`cpu_alone`). On several they run as *spread segments*: one task on each
+CPU worker of the run (its *owners*), all of them running the same iterations: each
+worker owns a contiguous range of the vertices (:func:`.placement.owned_ranges`) and
+keeps a copy of the whole state; a pull iteration pulls the owner's range, sends its
+new values and flags to the peers (:mod:`.exchange`) and takes theirs, so that every
+worker holds the same state after it. Each worker then computes the iteration
+constant, the convergence test, the next frontier and where the segment ends
+(converged; the limit; the first owner's time slice, which its part carries) from
+that same state, so they agree without asking the client. The iterations the cost
+model does not pull (notify-pull, push: small frontiers) run on the first owner alone,
+which then sends the others its rows, and the state when they go on. The client gets
+each segment's history rows and frontier, and the whole state with the segment after
+which it reads it (the run's end, a checkpoint; a slice on one worker), else on demand
+(:meth:`Spread.collect`).
 
 A worker that dies in a segment: its peers' waits end with
 :class:`~.exchange.PeerLostError`, and the segment runs again on the survivors from its
-start (each kept a copy of the state it began from), its vertices shared among them;
-after ``tuning.LOST_TASK_RETRIES`` attempts, or with no survivor holding the state,
-:class:`~hetgraph.cluster.WorkerLostError` names the workers that left.
+start (each kept a copy of the state it began from, or the client holds it), its
+vertices shared among them; with no survivor, on a worker that joined since when the
+client holds the state; after ``tuning.LOST_TASK_RETRIES`` attempts, or with no worker
+holding the state, :class:`~hetgraph.cluster.WorkerLostError` names the workers that
+left.
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ from .. import tuning
 from ..cluster import WorkerLostError
 from ..engines.cpu_modes import notify_fraction
 from ..kernels import cpu
-from ..result import history_row
+from ..result import SECONDS, history_row, with_overhead
 from . import exchange, tasks
 from .placement import owned_ranges
 from .state import VertexState
@@ -63,11 +70,11 @@ class Initial:
     """Stands for the program's initial state, which each worker makes itself."""
 
 
-def _own_state(run, ctx, state, version):
+def _own_state(run, ctx, state, version, backup=True):
     """The state this worker runs the segment on, its own copy: of ``state`` (sent by
     the client, or the program's :class:`Initial` one), else the one it holds at
-    ``version`` (a copy kept as the segment's backup), else that backup (the segment
-    runs again after a peer left)."""
+    ``version`` (``backup``: a copy kept as the segment's backup), else that backup (the
+    segment runs again after a peer left)."""
     if isinstance(state, Initial):
         values, flags, _ = run.spec.initial_state(run.graph, np)
         return VertexState(values, flags, sync=run.sync)
@@ -75,13 +82,41 @@ def _own_state(run, ctx, state, version):
         return VertexState(state.values.copy(), state.flags.copy(), sync=state.sync)
     if ctx is not None and ctx.held == version:
         held = ctx.engine.state
-        ctx.backup = (version, held.values.copy(), held.flags.copy())
+        if backup:
+            ctx.backup = (version, held.values.copy(), held.flags.copy())
         return held
     if ctx is not None and ctx.backup is not None and ctx.backup[0] == version:
         _, values, flags = ctx.backup
         return VertexState(values.copy(), flags.copy(), sync=run.sync)
     raise WorkerLostError(f"this worker does not hold the state of run {run.run_id} at "
                           f"version {version}: it was lost with a worker")
+
+
+def _whole(run, state):
+    """The whole ``state`` for the client, as :func:`tasks._out` gives it but without a
+    copy (the client takes it before this worker's next task changes it): sent back by
+    a segment after which the run's next step reads it there (the run's end, a
+    checkpoint, or where no peer holds it)."""
+    return False, [(0, len(state.values))], [state.values], [state.flags]
+
+
+@tasks.resolved
+def cpu_alone(run, state, version, first, last, model, frontier, seconds=None):
+    """A CPU segment (:func:`tasks.cpu_segment`: any CPU mode) on the one worker of a
+    run, from ``state`` as :func:`cpu_spread` takes it; the worker then holds the state
+    after it, which comes back in the report too (a worker lost later would take it
+    with it)."""
+    with tasks.numba_threads(run.threads):
+        own = _own_state(run, tasks.cpu_context_of(run.run_id), state, version,
+                         backup=False)  # (the client holds the one it began from)
+        ctx = tasks._cpu_context(run, own)
+        ctx.held = ctx.version = None  # (the engine recounts its frontier)
+        rows, status, after = tasks.cpu_iterations(run, ctx, version, first, last, model,
+                                                   False, False, frontier, seconds)
+        ctx.held = version + 1
+    return tasks.Report("cpu", [], rows=rows, status=status,
+                        build_seconds=ctx.take_build_seconds(), frontier=after,
+                        out=_whole(run, own))
 
 
 @tasks.resolved
@@ -103,16 +138,19 @@ def cpu_spread(run, state, version, first, last, model, owners, me, frontier, se
         own = _own_state(run, tasks.cpu_context_of(run.run_id), state, version)
         ctx = tasks._cpu_context(run, own)
         ctx.held = ctx.version = None  # (mid-segment; the engine recounts its frontier)
+        iterations = _Iterations(run, ctx.engine, worker, owners, me, model, seconds)
         try:
-            rows, status, after = _Iterations(run, ctx.engine, worker, owners, me, model,
-                                              seconds).run(first, last, frontier)
+            rows, status, after = iterations.run(first, last, frontier)
         except BaseException:  # (the peers would wait for this owner's parts)
             exchange.tell_failed(worker, list(owners.peers(me).values()), owners.channel,
                                  me)
             raise
-        ctx.held = version + 1
+        ctx.held = version + 1 if iterations.holds else None
+    # (the first owner's copy, when the client reads the state next)
+    out = _whole(run, own) if me == 0 and status in ("converged", "limit") else None
     return tasks.Report("cpu", [], rows=rows, status=status,
-                        build_seconds=ctx.take_build_seconds(), frontier=after)
+                        build_seconds=ctx.take_build_seconds(), frontier=after, out=out,
+                        held=iterations.holds)
 
 
 def held_state(run_id, version):
@@ -125,7 +163,9 @@ def held_state(run_id, version):
 
 
 class _Iterations:
-    """The iterations of one owner in a spread segment (see :func:`cpu_spread`)."""
+    """The iterations of one owner in a spread segment (see :func:`cpu_spread`): pull
+    ones together (:meth:`_pull`), the others on the first owner alone
+    (:meth:`_alone`). ``holds``: whether this owner holds the state after them."""
 
     def __init__(self, run, engine, worker, owners, me, model, seconds):
         self.run_, self.engine, self.worker = run, engine, worker
@@ -133,12 +173,62 @@ class _Iterations:
         self.peers = owners.peers(me)
         self.mine = [owners.ranges[me]] if owners.ranges[me][1] > owners.ranges[me][0] \
             else []
+        self.began, self.holds = time.perf_counter(), True
 
     def run(self, first, last, frontier):
-        """(rows, status, frontier after) of the iterations."""
+        """(rows, status, frontier after: None when converged) of the iterations."""
+        run, rows, iteration, status = self.run_, [], first, None
+        arcs = run.graph.num_arcs
+        while status is None:
+            pulls = self.model.cpu_mode_for(notify_fraction(frontier[1], arcs), run.rho,
+                                            arcs) == "pull"
+            stretch = self._pull if pulls else self._alone
+            iteration, status, frontier = stretch(rows, iteration, last, frontier)
+        return rows, status, None if status == "converged" else frontier
+
+    def _alone(self, rows, first, last, frontier):
+        """Iterations from ``first`` on the first owner alone, until the cost model
+        chooses pull again (status None) or the segment ends; its rows go into
+        ``rows``, and it sends them to the peers with the state after them when they
+        go on (a pull next, or the slice's end: they hold it then), else without (the
+        client gets it). Returns (next iteration, status, frontier after)."""
+        from distributed.protocol import to_serialize
+
+        owners, tag = self.owners, ("alone", first)
+        if self.me != 0:
+            part = exchange.receive(self.worker, owners.channel, tag,
+                                    {0: owners.addresses[0]})[0]
+            rows += part["rows"]
+            self.holds = part["values"] is not None
+            if self.holds:
+                state = self.engine.state
+                state.values[:], state.flags[:] = part["values"], part["flags"]
+            return part["next"], part["status"], part["frontier"]
+        run, engine = self.run_, self.engine
+        engine.reset_frontier(frontier)  # (pulls changed the state)
+        done, status = tasks.run_iterations(
+            run, engine, "cpu", first, last, tasks._chooser(self.model, run, "cpu", False,
+                                                              True),
+            len(run.page_vertices), None,
+            max(self.seconds - (time.perf_counter() - self.began), 0.0))
+        rows += done
+        status = None if status == "moved" else status
+        after = None if status == "converged" else engine.frontier()
+        if self.peers:
+            state, goes_on = engine.state, status in (None, "slice")
+            exchange.send(self.worker, list(self.peers.values()), owners.channel, tag, 0, {
+                "rows": to_serialize(done), "status": status, "next": first + len(done),
+                "frontier": None if after is None else [int(x) for x in after],
+                "values": to_serialize(state.values) if goes_on else None,
+                "flags": to_serialize(state.flags) if goes_on else None}).result()
+        return first + len(done), status, after
+
+    def _pull(self, rows, first, last, frontier):
+        """Pull iterations from ``first`` together, each owner its range, until the
+        cost model leaves pull (status None) or the segment ends; their rows go into
+        ``rows``. Returns (next iteration, status, frontier after)."""
         run, graph, spec = self.run_, self.run_.graph, self.run_.spec
         program, state, arcs = spec.program, self.engine.state, graph.num_arcs
-        rows, began = [], time.perf_counter()
         for iteration in itertools.count(first):
             start = time.perf_counter()
             active, f = int(frontier[0]), notify_fraction(frontier[1], arcs)
@@ -148,7 +238,7 @@ class _Iterations:
             edges, activated = self.engine.pull_pages(self.mine, constant) \
                 if self.mine else (0, 0)
             pulled = time.perf_counter() - start
-            stop = self.me == 0 and time.perf_counter() - began > self.seconds
+            stop = self.me == 0 and time.perf_counter() - self.began > self.seconds
             infos = self._exchange(iteration, (activated, edges, pulled, stop))
             state.swap()
             finished = spec.has_converged and program.converged(graph, previous,
@@ -169,7 +259,7 @@ class _Iterations:
                 cpu_edges=sum(int(i[1]) for i in infos.values()), cpu_seconds=cpu_seconds,
                 seconds=wall, overhead=max(wall - cpu_seconds, 0.0)))
             if status is not None:
-                return rows, status, None if status == "converged" else frontier
+                return iteration + 1, None if status == "moved" else status, frontier
 
     def _exchange(self, iteration, info):
         """Send this owner's new values and flags of ``iteration`` to its peers and
@@ -200,70 +290,136 @@ class _Iterations:
 # --- on the client ----------------------------------------------------------------------------
 
 class Spread:
-    """The client's side of a run's spread segments on the CPU worker processes of
-    ``cluster``: who owns which vertices (of a graph of in-edge offsets
-    ``in_indptr``), which version of the run's state the workers hold, the state
-    brought back when the client needs it, a segment sent again after a worker left."""
+    """The client's side of a run whose state the CPU worker processes of ``cluster``
+    hold between its segments: spread segments (several workers, each owning a range of
+    the vertices of a graph of in-edge offsets ``in_indptr``) and segments on one worker
+    (:func:`cpu_alone`); which version of the state each worker holds, the state brought
+    back when the client needs it, a segment sent again after a worker left.
+    ``initial``: the state at version 0 is the program's initial one, which the workers
+    make themselves; ``share()``: the run's reference for tasks shared again (after a
+    worker left: the graph and the kept arrays may have left with it)."""
 
-    def __init__(self, cluster, run_id, in_indptr, initial):
+    def __init__(self, cluster, run_id, in_indptr, initial, share):
         self.cluster, self.client, self.run_id = cluster, cluster.client, run_id
-        self.in_indptr = in_indptr
+        self.in_indptr, self.share = in_indptr, share
+        self.run_ref = None  # the run's reference for the tasks of this segment
         self.addresses = list(cluster.cpu_workers)
-        self.initial = initial  # the state at version 0 is the program's initial one
-        self.held = None  # the state's version the owners hold (None: none)
-        self.collected = None  # the version the client's state was last brought to
+        self.initial = initial
+        self.holds = {}  # worker address -> the state's version its CPU context holds
+        self.collected = 0  # the version the client's state was last brought to
         self.lost = []  # addresses of the workers that left during the run
-        if not cluster.exchanging:  # (once a cluster)
+        if not cluster.exchanging and len(self.addresses) > 1:  # (once a cluster)
             exchange.install(self.client)
             cluster.exchanging = True
 
+    def _source(self, address, version, state):
+        """What a task on the worker at ``address`` starts from at ``version``: None
+        (the state it holds), :class:`Initial` or the client's ``state``."""
+        if self.holds.get(address) == version:
+            return None
+        if version == 0 and self.initial:
+            return Initial()
+        if self.collected == version:
+            return state
+        raise WorkerLostError(f"the state of run {self.run_id} at version {version} was "
+                              f"lost with its workers (workers that left during the run: "
+                              f"{', '.join(self.lost) or 'none known'})")
+
     def segment(self, run_ref, state, version, first, last, model, frontier):
-        """Run a spread segment from the state at ``version`` (the owners' when they hold
-        it, else the client's ``state``, sent once) whose frontier is ``frontier``;
-        returns (rows, status, frontier after, seconds the workers spent building their
-        contexts). The program's initial state is made by the workers, not sent. One segment at a time on a cluster: two of them sharing workers
-        would each wait for the other's parts."""
+        """Run a spread segment from the state at ``version`` whose frontier is
+        ``frontier``; returns (rows, status, frontier after, seconds the workers spent
+        building their contexts). The owners that do not hold that version get it from
+        the client (:meth:`_source`). One segment at a time on a cluster: two of them
+        sharing workers would each wait for the other's parts."""
+        start, self.run_ref = time.perf_counter(), run_ref
         with self.cluster.spreading:
             for attempt in itertools.count():
                 owners = Owners(tuple(self.addresses), tuple(owned_ranges(
                     self.in_indptr, len(self.addresses))),
                     (self.run_id, f"from-{first}-try{attempt}"))
-                sent = None if self.held == version else Initial() \
-                    if version == 0 and self.initial else self.cluster.scatter(state)
+                sources = [self._source(a, version, state) for a in owners.addresses]
+                needing = [a for a, s in zip(owners.addresses, sources) if s is state]
+                sent = self.client.scatter(state, workers=needing, broadcast=True,
+                                           hash=False) if needing else None
                 futures = [self.client.submit(
-                    cpu_spread, run_ref, sent, version, first, last, model, owners, j,
-                    frontier, key=f"hetgraph-cpu-spread-{first}-{j}-{self.run_id}-try{attempt}",
+                    cpu_spread, self.run_ref, sent if source is state else source, version,
+                    first, last, model, owners, j, frontier,
+                    key=f"hetgraph-cpu-spread-{first}-{j}-{self.run_id}-try{attempt}",
                     workers=[address], allow_other_workers=False, resources={"CPU": 1},
-                    pure=False) for j, address in enumerate(owners.addresses)]
-                try:
-                    reports = self._wait(futures, owners)
-                finally:  # (else Dask would compute again a result lost with its worker)
-                    self.client.cancel(futures)
+                    pure=False) for j, (address, source) in enumerate(zip(owners.addresses,
+                                                                            sources))]
+                reports = self._waited(futures, owners.addresses)
                 if reports:
                     break
-                self._lost(attempt)
-        self.held = version + 1
-        report = reports[0]
-        return report.rows, report.status, report.frontier, \
-            sum(r.build_seconds for r in reports)
+                self._lost(attempt, version)
+        self.holds = {a: version + 1 for a, r in zip(self.addresses, reports) if r.held}
+        return self._ended(reports, state, version, start)
 
-    def _wait(self, futures, owners):
-        """The reports of a segment's ``futures`` (one per owner); None when a worker left
-        (the segment runs again); the error of a task that failed otherwise. The reports
-        of the survivors suffice when every owner that finished did so and the others
-        left: the survivors hold the whole state."""
-        from distributed import wait
+    def alone(self, run_ref, state, version, first, last, model, frontier):
+        """A CPU segment (:func:`cpu_alone`) on the run's one worker (one that holds the
+        state at ``version`` when one does); returns what :meth:`segment` returns."""
+        start, self.run_ref = time.perf_counter(), run_ref
+        with self.cluster.spreading:
+            for attempt in itertools.count():
+                held = [a for a in self.addresses if self.holds.get(a) == version]
+                address = (held or self.addresses)[0]
+                futures = [self.client.submit(
+                    cpu_alone, self.run_ref, self._source(address, version, state),
+                    version, first, last, model, frontier,
+                    key=f"hetgraph-cpu-iterations-from-{first}-{self.run_id}-try{attempt}",
+                    workers=[address], allow_other_workers=False, resources={"CPU": 1},
+                    pure=False)]
+                reports = self._waited(futures, [address])
+                if reports:
+                    break
+                self._lost(attempt, version)
+        self.holds[address] = version + 1
+        return self._ended(reports, state, version, start)
+
+    def _ended(self, reports, state, version, start):
+        """(rows, status, frontier after, build seconds) of a segment's ``reports``, the
+        first of them carrying the client's ``state`` after it when it came back; the
+        task's round trip counts as overhead of its last row, as other segments' do."""
+        report = reports[0]
+        rows = report.rows
+        if report.out is not None:
+            _, _, (values,), (flags,) = report.out
+            state.values[:], state.flags[:] = values, flags
+            self.collected = version + 1
+        built = sum(r.build_seconds for r in reports)
+        if rows:
+            extra = time.perf_counter() - start - built - sum(row[SECONDS] for row in rows)
+            rows[-1] = with_overhead(rows[-1], max(extra, 0.0))
+        return rows, report.status, report.frontier, built
+
+    def _waited(self, futures, addresses):
+        """:meth:`_wait`, the futures cancelled unless they all gave their reports (else
+        Dask would compute again a result lost with its worker)."""
+        reports = None
+        try:
+            reports = self._wait(futures, addresses)
+        finally:
+            if not reports or len(reports) < len(futures):
+                self.client.cancel(futures)
+        return reports
+
+    def _wait(self, futures, addresses):
+        """The reports of a segment's ``futures`` (one per worker of ``addresses``); None
+        when a worker left (the segment runs again); the error of a task that failed
+        otherwise. The reports of the survivors suffice when every worker that finished
+        did so and the others left, if the survivors hold the whole state."""
+        from distributed import CancelledError, wait
 
         while True:
             try:
                 wait([f for f in futures if not f.done()], return_when="FIRST_COMPLETED",
                      timeout=4 * tuning.PEER_CHECK_SECONDS)
-            except TimeoutError:
+            except (TimeoutError, CancelledError):  # (cancelled: its inputs were lost)
                 pass
             if any(f.done() and f.status != "finished" for f in futures):
                 try:  # (the others end too: told by the one that failed, or its loss)
                     wait(futures, timeout=4 * tuning.PEER_CHECK_SECONDS)
-                except TimeoutError:
+                except (TimeoutError, CancelledError):
                     pass
                 for future in futures:
                     if future.status == "error":
@@ -272,10 +428,16 @@ class Spread:
             if all(f.status == "finished" for f in futures):
                 return self.client.gather(futures)
             self.lost += self.cluster.lost_workers()
-            left = [f for f, a in zip(futures, owners.addresses) if a in self.lost]
-            if left and all(f.done() or f in left for f in futures):
-                self.addresses = [a for a in owners.addresses if a not in self.lost]
-                return self.client.gather([f for f in futures if f not in left])
+            left = [f for f, a in zip(futures, addresses) if a in self.lost]
+            if left and len(left) < len(futures) and all(f.done() or f in left
+                                                          for f in futures):
+                reports = self.client.gather([f for f in futures if f not in left])
+                if not all(r.held for r in reports):  # (the state left with the first)
+                    return None
+                self.addresses = [a for a in addresses if a not in self.lost]
+                return reports
+            if left and len(left) == len(futures):
+                return None
 
     def _reraise_unless_lost(self, future):
         """Note the peer that a failed task names as lost; raise any other error."""
@@ -291,28 +453,37 @@ class Spread:
                                     KilledWorker)):
             future.result()  # (raises the task's error with its traceback)
 
-    def _lost(self, attempt):
-        """A worker left during a segment's ``attempt``: go on without it, or raise
-        WorkerLostError after ``tuning.LOST_TASK_RETRIES`` attempts or when none is
-        left."""
+    def _lost(self, attempt, version):
+        """A worker left during a segment's ``attempt`` from ``version``: go on without
+        it (on a worker that joined since, when none is left and the client holds the
+        state), or raise WorkerLostError after ``tuning.LOST_TASK_RETRIES`` attempts or
+        when no worker is left."""
         self.lost += [a for a in self.cluster.lost_workers() if a not in self.lost]
+        for address in self.lost:
+            self.holds.pop(address, None)
         survivors = [a for a in self.addresses if a not in self.lost]
         lost = ", ".join(self.lost) or "none known"
+        if attempt < tuning.LOST_TASK_RETRIES and not survivors and (
+                self.collected == version or version == 0 and self.initial):
+            self.run_ref = self.share()  # (waits for a worker to take the graph again)
+            self.lost += [a for a in self.cluster.lost_workers() if a not in self.lost]
+            survivors = [a for a in self.cluster.cpu_workers if a not in self.lost]
         if attempt >= tuning.LOST_TASK_RETRIES or not survivors:
             raise WorkerLostError(f"a spread segment of run {self.run_id} was lost "
                                   f"{attempt + 1} times with its workers (workers that "
                                   f"left during the run: {lost}); check the workers' logs "
                                   f"(memory, crashes) and run again")
-        log.warning("a worker left during a spread segment (workers that left: %s); "
-                    "its vertices go to %d other(s)", lost, len(survivors))
+        log.warning("a worker left during a segment (workers that left: %s); its work "
+                    "goes to %d other(s)", lost, len(survivors))
         self.addresses = survivors
 
     def collect(self, state, version):
-        """Bring the client's ``state`` to ``version`` when the owners hold that version
-        and the client does not: from the first owner that answers."""
-        if self.held != version or self.collected == version:
+        """Bring the client's ``state`` to ``version`` when a worker holds that version
+        and the client does not: from the first one that answers."""
+        if self.collected == version:
             return
-        for i, address in enumerate(self.addresses):
+        for i, address in enumerate([a for a in self.addresses
+                                     if self.holds.get(a) == version]):
             try:  # (a task's result comes straight from its worker, client.run's through
                 # the scheduler)
                 got = self.client.submit(

@@ -7,10 +7,10 @@ task that needs it and dropped when the run ends. Every task gets the run's
 gets an :class:`InProcess` handle and looks up the driver's own objects (Dask copies
 task arguments even in process), so tasks write the host arrays directly; in worker
 processes they are copies sent by Dask, and the tasks send back what they computed;
-there the RunSpec comes without its graph, which each worker keeps across runs
-(:func:`pack`). Pull iterations shared by several CPU worker processes run as spread
-segments instead of page tasks (:mod:`.spread`), the state kept in the workers' CPU
-contexts.
+there the RunSpec comes without its graph and its large arrays, which each worker keeps
+across runs (:func:`pack`). A run on CPU worker processes alone runs its segments
+through :mod:`.spread` instead (pull iterations on several workers as spread segments,
+not page tasks), the state kept in the workers' CPU contexts.
 
 - a page task pulls some pages of one iteration (the hybrid placement);
 - a segment runs whole iterations on one device while the cost model keeps choosing
@@ -117,6 +117,7 @@ class Report:
     takeover: float = 0.0
     frontier: tuple | None = None
     stored: object = None
+    held: bool = True  # a spread segment's worker holds the state after it (.spread)
 
     def wait_stored(self):
         """Wait for the state's copy to the host (see ``stored``)."""
@@ -149,7 +150,8 @@ def unshare(run_id):
 
 def resolved(task):
     """Let ``task(run, state, ...)`` take an InProcess handle for (run, state), or for
-    ``run`` a pair (:class:`Packed` RunSpec, the graph placed on this worker)."""
+    ``run`` a tuple (:class:`Packed` RunSpec, the graph placed on this worker, the
+    arrays it keeps by key)."""
     @functools.wraps(task)
     def wrapper(run, state, *args):
         if isinstance(run, InProcess):
@@ -163,50 +165,72 @@ def resolved(task):
 @dataclasses.dataclass(frozen=True)
 class Packed:
     """A RunSpec pickled for worker processes with every reference to its graph left
-    out (the program may hold one too): the workers keep the graph across runs
-    (:meth:`hetgraph.cluster.Cluster.placed`), so a call sends no edges."""
+    out (the program may hold one too), and its large arrays (the aux, the program's
+    arrays derived from the graph) by key: the workers keep the graph and those arrays
+    across runs (:meth:`hetgraph.cluster.Cluster.placed` and ``kept_array``), so a
+    warm call sends neither edges nor O(V) arrays. Small: sent with each task."""
 
     run_id: str
     data: bytes
+    ended: tuple = ()  # runs that ended on the cluster: their contexts go first
 
 
 class _GraphOut(cloudpickle.Pickler):
-    def __init__(self, file, graph):
+    def __init__(self, file, graph, keep):
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
-        self.graph = graph
+        self.graph, self.keep, self.kept = graph, keep, {}
 
     def persistent_id(self, obj):
-        return "graph" if obj is self.graph else None
+        if obj is self.graph:
+            return "graph"
+        if type(obj) is np.ndarray and obj.nbytes >= tuning.KEPT_ARRAY_BYTES and \
+                not obj.dtype.hasobject and obj.flags.c_contiguous:
+            future = self.keep(obj)
+            self.kept[future.key] = future
+            return ("array", future.key)
+        return None
 
 
 class _GraphIn(pickle.Unpickler):
-    def __init__(self, file, graph):
+    def __init__(self, file, graph, arrays):
         super().__init__(file)
-        self.graph = graph
+        self.graph, self.arrays = graph, arrays
 
     def persistent_load(self, pid):
-        if pid != "graph":
-            raise pickle.UnpicklingError(f"unknown reference {pid!r} in a packed run")
-        return self.graph
+        if pid == "graph":
+            return self.graph
+        if isinstance(pid, tuple) and len(pid) == 2 and pid[0] == "array" and \
+                pid[1] in self.arrays:
+            return self.arrays[pid[1]]
+        raise pickle.UnpicklingError(f"unknown reference {pid!r} in a packed run")
 
 
-def pack(run) -> Packed:
-    """``run`` for worker processes, without its graph (see :class:`Packed`)."""
+def pack(run, keep, ended=()):
+    """(``run`` for worker processes without its graph, {key: Dask future} of the
+    arrays it refers to): ``keep(array)`` gives the future of an array the workers keep
+    (see :class:`Packed`); ``ended``: the ids of runs whose contexts the workers drop
+    first, if they have not yet."""
     out = io.BytesIO()
-    _GraphOut(out, run.graph).dump(run)
-    return Packed(run.run_id, out.getvalue())
+    pickler = _GraphOut(out, run.graph, keep)
+    pickler.dump(run)
+    return Packed(run.run_id, out.getvalue(), tuple(ended)), pickler.kept
 
 
 _UNPACKED: dict = {}  # run_id -> this process's RunSpec of a packed run (till its end)
 
 
-def _unpacked(packed, graph):
-    """The RunSpec of ``packed`` over ``graph``, the copy this worker keeps (the same
-    object every run: its idle engines are found), unpacked once a run."""
+def _unpacked(packed, graph, arrays):
+    """The RunSpec of ``packed`` over ``graph`` and the kept ``arrays``, the copy this
+    worker keeps (the same object every run: its idle engines are found), unpacked once
+    a run."""
     with _LOCK:
         run = _UNPACKED.get(packed.run_id)
         if run is None:
-            run = _UNPACKED[packed.run_id] = _GraphIn(io.BytesIO(packed.data), graph).load()
+            for ended in packed.ended:  # (their idle engines are this run's to find)
+                if ended in _UNPACKED:
+                    drop_contexts(ended)
+            run = _UNPACKED[packed.run_id] = _GraphIn(io.BytesIO(packed.data), graph,
+                                                      arrays).load()
     return run
 
 
@@ -805,6 +829,21 @@ def _chooser(model, run, kind, others, spread_pull=False):
     return choose
 
 
+def cpu_iterations(run, ctx, version, first, last, model, others, spread_pull, frontier,
+                   seconds=None):
+    """(rows, status, frontier after: None when converged) of :func:`cpu_segment`'s
+    iterations on the engine of CPU context ``ctx``, which then holds ``version`` + 1."""
+    seconds = tuning.SEGMENT_SECONDS if seconds is None else seconds
+    if ctx.version != version:
+        ctx.engine.reset_frontier(frontier)
+    rows, status = run_iterations(run, ctx.engine, "cpu", first, last,
+                                  _chooser(model, run, "cpu", others, spread_pull),
+                                  len(run.page_vertices), model if others else None,
+                                  seconds)
+    ctx.version = version + 1
+    return rows, status, None if status == "converged" else ctx.engine.frontier()
+
+
 @resolved
 def cpu_segment(run, state, version, first, last, model, others, spread_pull, frontier,
                 seconds=None):
@@ -812,17 +851,10 @@ def cpu_segment(run, state, version, first, last, model, others, spread_pull, fr
     cost model keeps the run on the CPU (and, with ``spread_pull``, while it does not
     pull), from the host state's ``frontier`` (active vertices, their out-degree sum),
     for about ``seconds`` at most (default ``tuning.SEGMENT_SECONDS``)."""
-    seconds = tuning.SEGMENT_SECONDS if seconds is None else seconds
     with numba_threads(run.threads):
         ctx = _cpu_context(run, state)
-        if ctx.version != version:
-            ctx.engine.reset_frontier(frontier)
-        rows, status = run_iterations(run, ctx.engine, "cpu", first, last,
-                                      _chooser(model, run, "cpu", others, spread_pull),
-                                      len(run.page_vertices), model if others else None,
-                                      seconds)
-        ctx.version = version + 1
-        after = None if status == "converged" else ctx.engine.frontier()
+        rows, status, after = cpu_iterations(run, ctx, version, first, last, model, others,
+                                             spread_pull, frontier, seconds)
     return Report("cpu", [], rows=rows, status=status,
                   build_seconds=ctx.take_build_seconds(),
                   out=_out(run, state, [(0, run.graph.num_vertices)], written=False),
