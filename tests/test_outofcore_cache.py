@@ -161,3 +161,39 @@ def test_a_block_waited_for_is_read_before_those_queued(path, monkeypatch, wante
     assert order[:3] == [(0, "src"), (wanted, "src"), (1, "src")], order
     assert sorted(order) == sorted({(p, "src") for p in (*range(10), wanted)})
     cache.close()
+
+
+def test_a_pass_in_any_order_takes_held_pages_while_a_read_is_under_way(path,
+                                                                        monkeypatch):
+    """in_turn: the pages the cache holds fill the wait for the next read, the pages
+    read come as they arrive; what is planned is not evicted for the pages read (the
+    held ones come last), and the pass still reads only what the cache lacks."""
+    store = hg.PageStore(path)
+    src = _sizes(store)
+    go = threading.Event()
+    order = _recorded(store, monkeypatch, hold=(0, "src"), until=go)
+    pages = list(range(8))
+    # room for pages 4-7 and nothing more: the pages read pass through
+    cache = PageCache(store, int(src[4:8].sum() + 2 * src.max()),
+                      prefetch_bytes=2 * int(src.max()))
+    cache.plan(pages[4:], SRC)
+    for p in pages[4:]:
+        cache.get(p, SRC)
+    assert order == [(p, "src") for p in pages[4:]]
+    cache.plan(pages, SRC)
+    _until(lambda: len(order) > 4)  # (the read of page 0 has begun)
+    taken = []
+    for p in cache.in_turn(pages, SRC):
+        taken.append(p)
+        if p == 7:
+            go.set()  # page 0 arrives once every held page was taken
+        (array,) = cache.get(p, SRC)
+        assert np.array_equal(array, store.page(p).src)
+    assert taken == [4, 5, 6, 7, 0, 1, 2, 3]
+    assert sorted(order[4:]) == [(p, "src") for p in range(4)]
+    assert cache.cached_of(pages[4:], SRC).tolist() == src[4:8].tolist()
+    # a page read before the held ones are taken passes through: they are planned
+    cache.plan(pages, SRC)
+    cache.get(0, SRC)
+    assert cache.cached_of(pages, SRC).tolist() == [0] * 4 + src[4:8].tolist()
+    cache.close()

@@ -183,7 +183,8 @@ class StoreEngine(CpuEngine):
         self.cache.plan(pages, self.pull_blocks, owner=self, ahead=ahead)
         edges = activated = degree = 0
         seconds = 0.0  # in the kernel, not waiting for reads
-        for p in pages:
+        # (a sync pull's pages are independent: any order gives the same values)
+        for p in self.cache.in_turn(pages, self.pull_blocks) if self.state.sync else pages:
             arrays = self.cache.get(p, self.pull_blocks, owner=self)
             v0, v1 = self.page_vertices[p]
             prefix = self.graph.in_indptr[v0:v1 + 1]

@@ -182,7 +182,9 @@ class StoreGpuEngine(GpuEngine):
         # a whole pass: the next one reads the streamed pages again, read ahead of it
         ahead = read[read >= plan.resident_end] if every else None
         self.cache.plan(read, self.blocks, owner=self, ahead=ahead)
-        for k, p in enumerate(read.tolist()):
+        read = read.tolist()
+        # (a sync pull's pages are independent: any order gives the same values)
+        for k, p in enumerate(self.cache.in_turn(read, self.blocks) if self.sync else read):
             slot = k % len(self.streams)
             self._copy_and_pull(p, slot, ready)
         for copies in self.streams:

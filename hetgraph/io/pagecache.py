@@ -313,6 +313,31 @@ class PageCache:
         self._top_up()
         return arrays
 
+    def in_turn(self, pages, blocks):
+        """``pages`` (as planned) in the order that a pass free to take them in any
+        order (a sync pull) takes them: the next one read from the disk once its
+        blocks are there, a page whose blocks the cache held at the start while it is
+        not, so that the disk goes on reading into the room each page frees."""
+        with self._lock:
+            held = [all((p, b) in self._cached for b in blocks) for p in pages]
+        cached = collections.deque(p for p, h in zip(pages, held) if h)
+        read = collections.deque(p for p, h in zip(pages, held) if not h)
+        while read or cached:
+            if read and (not cached or self._arrived(read[0], blocks)):
+                yield read.popleft()
+            else:
+                yield cached.popleft()
+
+    def _arrived(self, page, blocks):
+        """Whether every block of ``blocks`` of ``page`` is cached or read."""
+        with self._lock:
+            for block in blocks:
+                key = (page, block)
+                future = self._inflight.get(key)
+                if key not in self._cached and (future is None or not future.done()):
+                    return False
+            return True
+
     def _finish(self, key, future, owner):
         """Wait for ``future``, the read of ``key`` in flight, and count it once, as
         ``owner``'s (another thread may wait for the same read)."""
@@ -332,13 +357,17 @@ class PageCache:
         return array
 
     def _keep(self, key, array):
-        """Cache ``array`` if room can be made from blocks this pass has not used."""
+        """Cache ``array`` if room can be made from blocks this pass has not used and
+        no plan will (a pass that takes its pages in any order, :meth:`in_turn`, may
+        take the blocks it holds last)."""
         with self._lock:
             if key in self._cached:  # another thread waited for the same read
                 return
             need = self._cached_bytes + array.nbytes - self.capacity
             if need > 0:
-                stale = [k for k, (a, used) in self._cached.items() if used < self._pass]
+                planned = set().union(*self._planned.values(), *self._ahead_keys.values())
+                stale = [k for k, (a, used) in self._cached.items()
+                         if used < self._pass and k not in planned]
                 if sum(self._cached[k][0].nbytes for k in stale) < need:
                     return  # passes through
                 for k in stale:
