@@ -98,13 +98,13 @@ def reader_speed(store):
     return speed
 
 
-def shared_pass(store, disk_speed, passes=3, batch=4):
+def shared_pass(store, disk_speed, cpu_ratio=1.0, passes=3, batch=4):
     """Two devices sharing one PageCache as a hybrid iteration's do: a queue of every
     page's in-edge block, "gpu" taking ``batch`` pages at a time from its front and
-    computing nothing, "cpu" one from its back and computing each for as long as the
-    disk takes to read it; a cache of 16 blocks (it keeps next to nothing). Returns
-    the median pass's seconds, the read floor (bytes / ``disk_speed``) and each
-    device's seconds waiting for reads in that pass."""
+    computing nothing, "cpu" one from its back and computing each for ``cpu_ratio``
+    times as long as the disk takes to read it; a cache of 16 blocks (it keeps next
+    to nothing). Returns the median pass's seconds, the read floor (bytes /
+    ``disk_speed``) and each device's seconds waiting for reads in that pass."""
     largest = max(p["blocks"]["src"]["bytes"] for p in store.manifest["pages"])
     rows = []
     for _ in range(passes):
@@ -128,7 +128,7 @@ def shared_pass(store, disk_speed, passes=3, batch=4):
 
         start = time.perf_counter()
         threads = [threading.Thread(target=device, args=args) for args in (
-            ("gpu", batch, True, 0.0), ("cpu", 1, False, 1 / disk_speed))]
+            ("gpu", batch, True, 0.0), ("cpu", 1, False, cpu_ratio / disk_speed))]
         for t in threads:
             t.start()
         for t in threads:
