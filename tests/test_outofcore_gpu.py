@@ -307,6 +307,46 @@ def test_the_gpu_keeps_the_pages_its_budget_holds(stores, resident):
         assert (reads[1:] > 0).all() and (reads[1:] < gpu_blocks).all()
 
 
+@pytest.mark.gpu
+def test_the_gpu_is_calibrated_on_a_sample_of_the_pages(stores, monkeypatch):
+    """A run out of core on both devices calibrates the GPU on the CPU's sample of the
+    pages: the GPU engine reads their blocks at most, and runs no pass over the store,
+    before the calibration ends (a hybrid run: calibrated before its first iteration,
+    as an "auto" one is once the GPU's engine is made)."""
+    from hetgraph import tuning
+    from hetgraph.engines.store_gpu import StoreGpuEngine
+    from hetgraph.scheduler.tasks import calibration_pages
+
+    store = _store_of(stores, PLAIN, 1)
+    events = []
+    sample, run_pages = StoreGpuEngine.pull_sample, StoreGpuEngine.run_pages
+
+    def pull_sample(self, pages):
+        sample(self, pages)
+        events.append(("sample", list(pages), self.read_bytes))
+
+    def whole(self, pages=None, stream=None):
+        if pages is None:
+            events.append(("pass",))
+        return run_pages(self, pages, stream)
+
+    monkeypatch.setattr(StoreGpuEngine, "pull_sample", pull_sample)
+    monkeypatch.setattr(StoreGpuEngine, "run_pages", whole)
+    # (streams=3: no other test's calibration, which the cluster keeps, is taken)
+    got = hg.pagerank(store, max_iterations=12, tol=None, devices="hybrid",
+                      gpu={"streams": 3}, host_budget=_gpu_budget(store))
+    _check("pagerank", got.values, hg.pagerank(PLAIN, max_iterations=12, tol=None,
+                                               devices="cpu").values)
+    samples = [e for e in events if e[0] == "sample"]
+    assert len(samples) == tuning.CALIBRATION_PULLS
+    last = events.index(samples[-1])
+    assert ("pass",) not in events[:last]
+    pages = calibration_pages(store.num_pages)
+    assert all(e[1] == pages for e in samples)
+    blocks = sum(store.page_blocks(p)[b]["bytes"] for p in pages for b in page_blocks(False))
+    assert 0 < samples[-1][2] <= blocks
+
+
 # --- a pass of the GPU engine on a stand-in device (its host side, here) --------------------
 
 class _DeviceArray(np.ndarray):
@@ -350,12 +390,11 @@ def _stand_in_cupy():
                              memory=SimpleNamespace(OutOfMemoryError=MemoryError)))
 
 
-@pytest.mark.parametrize("memory", ["all", "some"])
-def test_a_pass_over_resident_and_streamed_pages_reads_each_page_once(stores, memory,
-                                                                      monkeypatch):
-    """StoreGpuEngine's pages on a stand-in device whose kernel sums each vertex's
-    in-neighbours' values times the edge weights: every pass gives the CSC's sums; the
-    first reads every page, the later ones only the pages the budget streams."""
+def _stand_in_engine(store, memory, monkeypatch):
+    """A StoreGpuEngine of ``store`` on a stand-in device whose kernel sums each
+    vertex's in-neighbours' values times the edge weights into ``out``, its GPU budget
+    holding every page (``memory`` "all") or about half of them; returns (engine, out,
+    the sums every pass gives, each page's blocks' bytes)."""
     import sys
     from types import SimpleNamespace
 
@@ -365,7 +404,6 @@ def test_a_pass_over_resident_and_streamed_pages_reads_each_page_once(stores, me
     fake = _stand_in_cupy()
     monkeypatch.setitem(sys.modules, "cupy", fake)
     monkeypatch.setitem(sys.modules, "cupyx", SimpleNamespace(empty_pinned=np.empty))
-    store = stores["weighted", 2]
     graph = store.stored_graph()
     part = store.partition()
     per_edge = edge_bytes(store.index_dtype, True)
@@ -397,14 +435,26 @@ def test_a_pass_over_resident_and_streamed_pages_reads_each_page_once(stores, me
     budget = None if memory == "all" else int(sizes.sum() // 2)
     fake.cuda.runtime.memGetInfo = lambda: (4 * int(sizes.sum()), 0)
     engine._place_pages(budget, None, 0, 2, np.uint32)
-    plan = engine.plan
-    streamed = list(plan.streamed_pages)
-    assert (not streamed) == (memory == "all") and plan.resident > 0
     g = WEIGHTED
     src = np.repeat(np.arange(n), np.diff(g.in_indptr))  # (each in-edge's destination)
     expected = np.bincount(src, values[g.in_indices] * g.in_weights, minlength=n)
     blocks = {p: sum(store.page_blocks(p)[b]["bytes"] for b in page_blocks(True))
               for p in range(part.num_pages)}
+    return engine, out, expected, blocks
+
+
+@pytest.mark.parametrize("memory", ["all", "some"])
+def test_a_pass_over_resident_and_streamed_pages_reads_each_page_once(stores, memory,
+                                                                      monkeypatch):
+    """StoreGpuEngine's pages on a stand-in device (:func:`_stand_in_engine`): every
+    pass gives the CSC's sums; the first reads every page, the later ones only the
+    pages the budget streams."""
+    store = stores["weighted", 2]
+    part = store.partition()
+    engine, out, expected, blocks = _stand_in_engine(store, memory, monkeypatch)
+    plan = engine.plan
+    streamed = list(plan.streamed_pages)
+    assert (not streamed) == (memory == "all") and plan.resident > 0
     reads = []
     for _ in range(3):
         out[:] = 0
@@ -422,6 +472,12 @@ def test_a_pass_over_resident_and_streamed_pages_reads_each_page_once(stores, me
     assert reads[1] == reads[2] == sum(blocks[p] for p in streamed) - cached
     assert (cached > 0) == (memory == "some")
     assert (reads[1] > 0) == (memory == "some")
+    # the next pass's streamed pages that the host lacks are being read, the resident
+    # ones not (they stay on the device)
+    lacking = [p for p in streamed if not engine.cache.cached_of([p], page_blocks(True))[0]]
+    assert bool(lacking) == (memory == "some")
+    assert (engine.cache.missing_bytes(lacking[:1], page_blocks(True)) == 0).all()
+    assert (engine.cache.missing_bytes(resident, page_blocks(True)) > 0).all()
     # a hybrid iteration's batch: those pages' vertices alone
     out[:] = 0
     batch = [0, part.num_pages - 1]
@@ -431,4 +487,30 @@ def test_a_pass_over_resident_and_streamed_pages_reads_each_page_once(stores, me
         np.testing.assert_allclose(out[v0:v1], expected[v0:v1], rtol=1e-12)
     assert out.sum() == pytest.approx(sum(expected[slice(*part.page_vertices(p))].sum()
                                           for p in batch))
+    engine.cache.release(beside=engine.staging_bytes)
+
+
+def test_a_calibration_pulls_a_sample_of_the_pages_not_a_pass(stores, monkeypatch):
+    """What a GPU's calibration times out of core (StoreGpuEngine.pull_sample of the
+    CPU's sample pages, each pull waited for) reads those pages once, not the store."""
+    from hetgraph import tuning
+    from hetgraph.scheduler.tasks import calibration_pages
+
+    store = stores["weighted", 2]
+    part = store.partition()
+    engine, out, expected, blocks = _stand_in_engine(store, "all", monkeypatch)
+    steps = []
+    for step in ("begin", "counts", "finish"):  # (the device's counters: not here)
+        monkeypatch.setattr(engine, step, lambda *a, step=step: steps.append(step),
+                            raising=False)
+    pages = calibration_pages(part.num_pages)
+    assert 1 < len(pages) < part.num_pages
+    for _ in range(tuning.CALIBRATION_PULLS):
+        out[:] = 0
+        engine.pull_sample(pages)
+        for p in pages:
+            v0, v1 = part.page_vertices(p)
+            np.testing.assert_allclose(out[v0:v1], expected[v0:v1], rtol=1e-12)
+    assert steps == ["begin", "counts", "finish"] * tuning.CALIBRATION_PULLS
+    assert engine.read_bytes == sum(blocks[p] for p in pages) < sum(blocks.values()) / 2
     engine.cache.release(beside=engine.staging_bytes)

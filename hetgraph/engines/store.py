@@ -135,7 +135,8 @@ class StoreEngine(CpuEngine):
                                 self.cache.seconds_per_byte, self.seconds_per_edge,
                                 self.graph.num_arcs)
         if chosen == "pull":
-            edges, counted = self._pull(range(len(self.page_vertices)), float(constant))
+            every = range(len(self.page_vertices))
+            edges, counted = self._pull(every, float(constant), ahead=every)
             self.state.swap()
             computed = self.graph.num_vertices
         else:
@@ -175,13 +176,15 @@ class StoreEngine(CpuEngine):
         edges, counted = self._pull(pages, float(constant))
         return edges, counted[0]
 
-    def _pull(self, pages, constant):
+    def _pull(self, pages, constant, ahead=None):
         """Pull ``pages``; returns (edges read, (vertices activated, their out-degree
-        sum))."""
-        self.cache.plan(pages, self.pull_blocks, owner=self)
+        sum)). ``ahead``: the pages the next pass is expected to pull, read ahead of it
+        (see :meth:`~hetgraph.io.pagecache.PageCache.plan`)."""
+        self.cache.plan(pages, self.pull_blocks, owner=self, ahead=ahead)
         edges = activated = degree = 0
         seconds = 0.0  # in the kernel, not waiting for reads
-        for p in pages:
+        # (a sync pull's pages are independent: any order gives the same values)
+        for p in self.cache.in_turn(pages, self.pull_blocks) if self.state.sync else pages:
             arrays = self.cache.get(p, self.pull_blocks, owner=self)
             v0, v1 = self.page_vertices[p]
             prefix = self.graph.in_indptr[v0:v1 + 1]

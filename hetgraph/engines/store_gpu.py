@@ -107,7 +107,9 @@ class StoreGpuEngine(GpuEngine):
     used as it is, in destination order with one source range (``edge_order`` and
     ``source_ranges`` can be nothing else; ``partition`` and ``page_bytes`` are
     ignored: the store fixed its pages). Other options as GpuEngine's. One iteration
-    in flight at a time (``queued`` = 1): pages are read on the host for each.
+    in flight at a time (``queued`` = 1): pages are read on the host for each, the
+    streamed pages of the next pass read ahead while the last ones compute.
+    Calibrated on a sample of pages (:meth:`pull_sample`).
     """
 
     def __init__(self, spec, graph, values, flags, aux, *, budget, edge_order="destination",
@@ -166,7 +168,8 @@ class StoreGpuEngine(GpuEngine):
         the streams, into their resident place when the plan keeps them."""
         cp = self.cupy
         part, plan = self.partition, self.plan
-        if pages is None:
+        every = pages is None
+        if every:
             pages = plan.pages
         main = cp.cuda.get_current_stream() if stream is None else stream
         held, read = split_pages(pages, self.pages.loaded)
@@ -176,8 +179,12 @@ class StoreGpuEngine(GpuEngine):
             self._launch(s1 - s0, s0, first, self.pages.resident, main)
         if not len(read):
             return
-        self.cache.plan(read, self.blocks, owner=self)
-        for k, p in enumerate(read.tolist()):
+        # a whole pass: the next one reads the streamed pages again, read ahead of it
+        ahead = read[read >= plan.resident_end] if every else None
+        self.cache.plan(read, self.blocks, owner=self, ahead=ahead)
+        read = read.tolist()
+        # (a sync pull's pages are independent: any order gives the same values)
+        for k, p in enumerate(self.cache.in_turn(read, self.blocks) if self.sync else read):
             slot = k % len(self.streams)
             self._copy_and_pull(p, slot, ready)
         for copies in self.streams:
@@ -205,6 +212,15 @@ class StoreGpuEngine(GpuEngine):
         if resident:  # on the device from now on: the host cache keeps others instead
             self.pages.loaded[p] = True
             self.cache.discard(p, self.blocks)
+
+    def pull_sample(self, pages):
+        """One pull of ``pages`` alone (increasing page numbers), waited for: what a
+        calibration times, on a sample of the pages rather than in passes over the
+        whole store (each of which reads it)."""
+        self.begin(0.0)
+        self.run_pages(pages)
+        self.counts()  # (waits for the pages' kernels)
+        self.finish()
 
     def close(self):
         """Let go of the pages, the staging buffers and the page cache."""

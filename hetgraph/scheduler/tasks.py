@@ -988,9 +988,11 @@ def calibrate(run, state, kind, pages, version, device=None):
     """Build this worker's context and time ``tuning.CALIBRATION_PULLS`` pulls (the
     first warms up) without touching the run's state: of ``pages`` on the CPU (see
     :func:`calibration_pages`), of every page on a GPU (``pages`` unused), whose launch
-    and wait one page would pay many times over. The GPU's passes are paced as a
-    segment paces them (:func:`_paced_passes`), so that their host work overlaps; a
-    timed GPU pull is a stretch of such passes (``tuning.CALIBRATION_SECONDS``).
+    and wait one page would pay many times over; out of core, of the CPU's sample on
+    a GPU too, without the first iterations (every pass would read the store). The
+    GPU's passes are paced as a segment paces them (:func:`_paced_passes`), so that
+    their host work overlaps; a timed GPU pull is a stretch of such passes
+    (``tuning.CALIBRATION_SECONDS``).
 
     The run's first iterations are also timed as a segment times them
     (:func:`_first_iterations`): on the CPU when they do not pull and while their
@@ -1044,21 +1046,27 @@ def _calibrate_gpu(run, state, version, device):
         engine.load(state.values, None, [(0, n)])
         engine.counts()  # waits for the copy
         copy = time.perf_counter() - start
-        depth = queue_depth(run.spec, engine)
-        start = time.perf_counter()
-        _paced_passes(engine, depth, depth)  # (also warms up)
-        passes = int(min(tuning.CALIBRATION_PASSES, max(
-            depth, tuning.CALIBRATION_SECONDS * depth / (time.perf_counter() - start))))
-        seconds = _fastest(lambda: _paced_passes(engine, depth, passes)) / passes
-        engine.load(state.values, state.flags, [(0, n)])
-        engine.reset_frontier(engine.count_frontier())
-        rows = _first_iterations(run, engine, "gpu", engine.partition.num_pages)
+        pages, edges = list(range(engine.partition.num_pages)), run.graph.num_arcs
+        if isinstance(run.graph, StoredGraph):  # out of core: a sample of the pages,
+            pages = calibration_pages(len(pages))  # never a pass (each reads the store)
+            seconds, rows, edges = _fastest(lambda: engine.pull_sample(pages)), [], \
+                run.edges(pages)
+        else:
+            depth = queue_depth(run.spec, engine)
+            start = time.perf_counter()
+            _paced_passes(engine, depth, depth)  # (also warms up)
+            passes = int(min(tuning.CALIBRATION_PASSES, max(
+                depth, tuning.CALIBRATION_SECONDS * depth / (time.perf_counter() - start))))
+            seconds = _fastest(lambda: _paced_passes(engine, depth, passes)) / passes
+            engine.load(state.values, state.flags, [(0, n)])
+            engine.reset_frontier(engine.count_frontier())
+            rows = _first_iterations(run, engine, "gpu", engine.partition.num_pages)
         engine.load(state.values, state.flags, [(0, n)])
     ctx.pending_finish = False
     _holds(run, ctx, version)
     bytes_ = n * (state.values.itemsize + 1)
-    return Report("gpu", list(range(engine.partition.num_pages)), run.graph.num_arcs,
-                  seconds=seconds, rows=rows, build_seconds=ctx.take_build_seconds(),
+    return Report("gpu", pages, edges, seconds=seconds, rows=rows,
+                  build_seconds=ctx.take_build_seconds(),
                   copy_per_byte=copy / max(bytes_, 1), subgraph=engine.subgraph_share)
 
 
