@@ -514,7 +514,7 @@ class ProgramSpec:
         except UnstableValue:
             return None
         return _sha256(repr((functions, self.dtype.str, self.reduce, self.uses_constant,
-                             self.activates_on_change)))
+                             self.activates_on_change, self.incremental)))
 
     def identity(self):
         """The monoid's identity in the program's dtype."""
