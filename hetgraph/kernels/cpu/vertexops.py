@@ -12,27 +12,27 @@ import numpy as np
 from ...program import ProgramError
 
 
-@numba.njit(nogil=True)
+@numba.njit(nogil=True, inline="always")
 def _add(a, b):
     return a + b
 
 
-@numba.njit(nogil=True)
+@numba.njit(nogil=True, inline="always")
 def _min(a, b):
     return b if b < a else a
 
 
-@numba.njit(nogil=True)
+@numba.njit(nogil=True, inline="always")
 def _max(a, b):
     return b if b > a else a
 
 
-@numba.njit(nogil=True)
+@numba.njit(nogil=True, inline="always")
 def _or(a, b):
     return a | b
 
 
-@numba.njit(nogil=True)
+@numba.njit(nogil=True, inline="always")
 def _and(a, b):
     return a & b
 
