@@ -41,12 +41,12 @@ import sys
 import numpy as np
 import scipy.sparse.csgraph as csgraph
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.dirname(os.path.abspath(__file__)), ROOT]  # this checkout's hetgraph
 import hetgraph as hg  # noqa: E402
 from hetgraph.order import auto_reordered  # noqa: E402
 from machine import describe, settled_call, write_results  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "..", "shared", "data")
 PR_ITERATIONS = 20
 PR_TOL = 1e-9  # NetworkX's rule: stop when the L1 change is below N * tol

@@ -99,7 +99,8 @@ class VertexProgram:
         ``settled(value) -> bool``: True when no gather can change a vertex's value any
         more in a sync run (``apply`` would return it as it is, whatever it combines).
         A sync CPU pull then skips that vertex's in-edges (Ligra's ``cond``; what makes
-        Beamer's bottom-up BFS cheap). Async runs and the GPU kernel ignore it: an
+        Beamer's bottom-up BFS cheap), and for an ``incremental`` program stops reading a
+        vertex's in-edges at the first one whose gather settles it. Async runs and the GPU kernel ignore it: an
         async value can come from values of the same iteration and still change.
     priority : staticmethod or None, default None
         ``priority(value) -> number``, lower first, for an incremental program: with a
@@ -514,7 +515,7 @@ class ProgramSpec:
         except UnstableValue:
             return None
         return _sha256(repr((functions, self.dtype.str, self.reduce, self.uses_constant,
-                             self.activates_on_change)))
+                             self.activates_on_change, self.incremental)))
 
     def identity(self):
         """The monoid's identity in the program's dtype."""

@@ -128,6 +128,40 @@ def test_edge_ranges_and_replica_merge_equal_a_direct_computation(program, sync,
         assert np.all(flags[untouched] == 7) and np.all(new[untouched] == values[untouched])
 
 
+@settings(max_examples=80, deadline=None)
+@given(graphs_and_vertex_lists(), st.integers(0, 2**31))
+@pytest.mark.parametrize("parallel", [False, True])
+def test_a_sync_bfs_pull_that_stops_at_a_settled_vertex_gives_every_level(parallel, case,
+                                                                        seed):
+    """BFS's sync pull stops reading a vertex's in-edges once it is settled (reached):
+    every level it computes from the levels below d is the full minimum a direct
+    computation takes, at every d, the edges cut in ranges or not."""
+    g, subset, parts = case
+    source = int(np.random.default_rng(seed).integers(g.num_vertices))
+    spec = ProgramSpec(BreadthFirst(source))
+    kernel = cpu.compile_program(spec, np.dtype(np.float32))
+    aux = np.zeros(1, np.float32)
+    levels = csgraph.shortest_path(g.to_scipy(), indices=source, unweighted=True)
+    unreached = np.iinfo(np.int32).max
+    src = np.repeat(np.arange(g.num_vertices), np.diff(g.out_indptr))
+    for d in range(1, int(np.nanmax(np.where(np.isinf(levels), 0, levels))) + 2):
+        values = np.where(levels < d, levels, unreached).astype(np.int32)
+        want = values.copy()  # an unreached vertex takes 1 + its smallest in-neighbour
+        reached = values[src] < unreached
+        np.minimum.at(want, g.out_indices[reached], values[src[reached]] + 1)
+        cases = [(cpu.ALL_VERTICES, g.in_indptr)]  # every vertex, and a notify-pull's list
+        if len(subset):
+            cases.append((subset, cpu.edge_prefix(g.in_indptr, subset)))
+        for vertices, prefix in cases:
+            listed = vertices if len(vertices) else np.arange(g.num_vertices)
+            new = values.copy()
+            flags = np.zeros(g.num_vertices, np.uint8)
+            activated, _ = kernel.step(kernel.edges(g), g.out_indptr, values, new, flags,
+                                       aux, 0.0, vertices, prefix, 0, parts, True, parallel)
+            np.testing.assert_array_equal(new[listed], want[listed])
+            assert activated == int((want[listed] < values[listed]).sum())
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.integers(1, 300), st.integers(0, 1000), st.integers(0, 2**31))
 def test_notify_marks_exactly_the_out_neighbours(n, m, seed):

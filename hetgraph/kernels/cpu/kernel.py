@@ -73,7 +73,8 @@ def compile_ops(spec: ProgramSpec, aux_dtype):
     ops = build_ops(jitted["gather"], COMBINE[spec.reduce], jitted["apply"],
                     jitted["activate"], jitted.get("settled", never_settled),
                     jitted.get("priority", no_priority), numba.from_dtype(spec.dtype),
-                    spec.identity().item(), spec.uses_constant, spec.activates_on_change)
+                    spec.identity().item(), spec.uses_constant, spec.activates_on_change,
+                    spec.incremental)
     return ops, check
 
 
@@ -274,7 +275,7 @@ def compile_program(spec: ProgramSpec, aux_dtype=np.float32) -> CpuKernel:
            spec.settled and _function_key(spec.settled),
            spec.priority and _function_key(spec.priority),
            spec.dtype, spec.reduce, spec.uses_constant, spec.activates_on_change,
-           spec.needs_weights, np.dtype(aux_dtype))  # (the kernel reads weights by it)
+           spec.incremental, spec.needs_weights, np.dtype(aux_dtype))  # (the kernel reads weights by it)
     kernel = _CACHE.get(key)
     if kernel is None:
         kernel = _CACHE[key] = CpuKernel(spec, np.dtype(aux_dtype))

@@ -80,6 +80,7 @@ def build_pull(ops: VertexOps) -> PullPass:
 def _build_range(ops):
     accumulate, finish, keep, settled, cast, identity = (
         ops.accumulate, ops.finish, ops.keep, ops.settled, ops.cast, ops.identity)
+    settling, aux_of = ops.settling, ops.aux_of
 
     @numba.njit(nogil=True, inline="always")
     def complete(page, state, vertices, v0, lo, end):
@@ -100,8 +101,8 @@ def _build_range(ops):
                 if sync and settled(values[v]):
                     on = keep(values, new_values, flags, v)
                 else:
-                    acc = accumulate(in_indices, weights, values, first, last, values[v],
-                                     cast(identity))
+                    acc = settling(in_indices, weights, values, first, last, values[v],
+                                   cast(identity), aux_of(aux, v), constant, sync)
                     on = finish(values, new_values, flags, aux, constant, v, acc)
                 # (counted without a branch: whether v changed is data, unpredictable)
                 activated += on
@@ -113,8 +114,9 @@ def _build_range(ops):
             if sync and settled(values[v]):
                 on = keep(values, new_values, flags, v)
             else:
-                acc = accumulate(in_indices, weights, values, in_indptr[v] - base,
-                                 in_indptr[v + one] - base, values[v], cast(identity))
+                acc = settling(in_indices, weights, values, in_indptr[v] - base,
+                               in_indptr[v + one] - base, values[v], cast(identity),
+                               aux_of(aux, v), constant, sync)
                 on = finish(values, new_values, flags, aux, constant, v, acc)
             activated += on
             degree += on * (out_indptr[v + one] - out_indptr[v])

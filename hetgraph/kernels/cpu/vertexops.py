@@ -12,27 +12,27 @@ import numpy as np
 from ...program import ProgramError
 
 
-@numba.njit(nogil=True)
+@numba.njit(nogil=True, inline="always")
 def _add(a, b):
     return a + b
 
 
-@numba.njit(nogil=True)
+@numba.njit(nogil=True, inline="always")
 def _min(a, b):
     return b if b < a else a
 
 
-@numba.njit(nogil=True)
+@numba.njit(nogil=True, inline="always")
 def _max(a, b):
     return b if b > a else a
 
 
-@numba.njit(nogil=True)
+@numba.njit(nogil=True, inline="always")
 def _or(a, b):
     return a | b
 
 
-@numba.njit(nogil=True)
+@numba.njit(nogil=True, inline="always")
 def _and(a, b):
     return a & b
 
@@ -92,6 +92,7 @@ class VertexOps(NamedTuple):
     on_change: bool
     buckets: bool
     accumulate: Callable  # (indices, weights, values, first, last, dst_value, acc) -> acc
+    settling: Callable    # accumulate in a pull, stopping once v is settled (see there)
     aux_of: Callable      # (aux, v) -> v's aux value
     finish: Callable      # apply to v's accumulator and store: returns v's flag
     keep: Callable        # store a settled v's value as it is: returns v's flag
@@ -99,9 +100,11 @@ class VertexOps(NamedTuple):
 
 
 def build_ops(gather, combine, apply, activate, settled, priority, cast, identity,
-              uses_constant, on_change) -> VertexOps:
-    """The VertexOps of a program's compiled functions."""
+              uses_constant, on_change, incremental=False) -> VertexOps:
+    """The VertexOps of a program's compiled functions (``incremental``: the program's
+    flag, which lets a sync pull stop reading a vertex's in-edges once it is settled)."""
     apply_with = _apply_with(apply, uses_constant)
+    stops = incremental and settled is not never_settled
 
     @numba.njit(nogil=True, inline="always")
     def aux_of(aux, v):
@@ -124,6 +127,29 @@ def build_ops(gather, combine, apply, activate, settled, priority, cast, identit
         return acc
 
     @numba.njit(nogil=True, inline="always")
+    def settling(indices, weights, values, first, last, dst_value, acc, aux_v, constant,
+                 sync):
+        """accumulate; in a ``sync`` pull of a program with a settled test, it stops
+        after the first edge that settles v (Beamer's bottom-up BFS): an incremental
+        program's apply combines by the monoid, so apply(old, combine(acc, rest)) is
+        apply(apply(old, acc), rest), which a settled value absorbs. One exit only (no
+        break or early return): Numba then drops the reference counting of the arrays,
+        which otherwise cost two atomic operations a vertex."""
+        if stops and sync:
+            weighted = weights.shape[0] > 0
+            e = np.uint64(first)
+            end = np.uint64(last)
+            while e < end:
+                w = weights[e] if weighted else np.float32(1.0)
+                acc = combine(acc, cast(gather(values[indices[e]], w, dst_value)))
+                e += np.uint64(1)
+                if settled(cast(apply_with(dst_value, acc, aux_v, constant))):
+                    e = end
+        else:
+            acc = accumulate(indices, weights, values, first, last, dst_value, acc)
+        return acc
+
+    @numba.njit(nogil=True, inline="always")
     def store(new_values, flags, v, new, old):
         """Write v's new value and its flag activate(new, old); returns the flag."""
         new_values[v] = new
@@ -143,8 +169,8 @@ def build_ops(gather, combine, apply, activate, settled, priority, cast, identit
         return store(new_values, flags, v, values[v], values[v])
 
     return VertexOps(gather, combine, apply_with, activate, settled, priority, cast,
-                     identity, on_change, priority is not no_priority, accumulate, aux_of,
-                     finish, keep, vertex)
+                     identity, on_change, priority is not no_priority, accumulate,
+                     settling, aux_of, finish, keep, vertex)
 
 
 def _apply_with(apply, uses_constant):
