@@ -10,6 +10,7 @@ with placement "cpu".
 from __future__ import annotations
 
 import itertools
+import sys
 import time
 
 import numpy as np
@@ -26,6 +27,7 @@ NEUTRAL = {"cluster": (None,), "devices": ("auto", "cpu"), "mode": ("sync",),
            "page_bytes": (None,), "gpu": (None,), "host_budget": (None,),
            "checkpoint": (None,), "resume": (False,), "progress": None}
 _NAN = float("nan")
+_CLUSTER_MODULE = __package__.rpartition(".")[0] + ".cluster"
 
 
 def applies(graph, options) -> bool:
@@ -33,10 +35,8 @@ def applies(graph, options) -> bool:
     with ``options`` (the keywords of :func:`hetgraph.run`) takes the direct path: a
     graph in memory of at most ``tuning.DIRECT_ARCS`` arcs, outside any ``with
     hg.Cluster()``, every option at a value in :data:`NEUTRAL`."""
-    if type(graph) is not Graph and (not isinstance(graph, Graph)
-                                     or isinstance(graph, StoredGraph)):
-        return False
-    if graph.num_arcs > tuning.DIRECT_ARCS or _inside_cluster():
+    if (not isinstance(graph, Graph) or isinstance(graph, StoredGraph)
+            or graph.num_arcs > tuning.DIRECT_ARCS or _inside_cluster()):
         return False
     for name, value in options.items():
         allowed = NEUTRAL.get(name, ())
@@ -63,16 +63,20 @@ def small_id(graph, label):
 
 def _inside_cluster() -> bool:
     """Whether a ``with hg.Cluster()`` is open (its runs go to it: its dashboard shows
-    them)."""
-    from .. import cluster
+    them); a process that never imported the cluster module has none."""
+    cluster = sys.modules.get(_CLUSTER_MODULE)
+    return cluster is not None and bool(cluster._CURRENT)
 
-    return bool(cluster._CURRENT)
+
+_KERNELS = []  # the compiled module, once imported (it sets up Numba's target)
 
 
 def _kernels():
-    from ..kernels.cpu import direct
+    if not _KERNELS:
+        from ..kernels.cpu import direct
 
-    return direct
+        _KERNELS.append(direct)
+    return _KERNELS[0]
 
 
 def levels(graph, source, out, unreached, name, program_start):

@@ -44,12 +44,10 @@ def _visit(indptr, indices, u, out, unreached, value, queue, tail):
     return tail
 
 
-@numba.njit(nogil=True, inline="always")
-def _room(rows, i):
-    """``rows``, or a copy twice as long when row ``i`` is past its end (a table as long
-    as the vertices would take a call of its own to map)."""
-    if i < rows.shape[0]:
-        return rows
+@numba.njit(nogil=True)
+def _grown(rows):
+    """A copy of ``rows`` twice as long (a table as long as the vertices from the start
+    would be mapped anew by every call)."""
     grown = np.empty((2 * rows.shape[0], rows.shape[1]), rows.dtype)
     grown[:rows.shape[0]] = rows
     return grown
@@ -79,7 +77,8 @@ def levels(indptr, indices, source, out, unreached):
             edges += indptr[u + 1] - indptr[u]
             tail = _visit(indptr, indices, u, out, unreached, value, queue, tail)
         now = nanoseconds(clock)
-        rows = _room(rows, level)
+        if level == rows.shape[0]:
+            rows = _grown(rows)
         rows[level, 0], rows[level, 1], rows[level, 2] = end - head, edges, tail - end
         rows[level, 3], start = now - start, now
         head = end
