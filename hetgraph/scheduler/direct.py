@@ -83,9 +83,10 @@ def levels(graph, source, out, unreached, name, program_start):
     """Breadth-first levels from dense id ``source`` into ``out`` (the values' dtype,
     ``unreached`` where the source cannot reach): a Result of program ``name`` whose
     values are ``out``; ``program_start``: time.perf_counter() when the call began."""
-    rows = _kernels().levels(graph.out_indptr, graph.out_indices, source, out,
-                             out.dtype.type(unreached))  # (compared in the values' type)
-    return _result(graph, out, name, rows, "push", True, program_start)
+    rows = np.empty((graph.num_vertices + 1, 4), np.int64)  # (a level a row at most)
+    count = _kernels().levels(graph.out_indptr, graph.out_indices, source, out,
+                              out.dtype.type(unreached), rows)  # (in the values' type)
+    return _result(graph, out, name, rows[:count], "push", True, program_start)
 
 
 def shortest_paths(graph, source, dtype, name, program_start):

@@ -45,20 +45,10 @@ def _visit(indptr, indices, u, out, unreached, value, queue, tail):
 
 
 @numba.njit(nogil=True)
-def _grown(rows):
-    """A copy of ``rows`` twice as long (a table as long as the vertices from the start
-    would be mapped anew by every call)."""
-    grown = np.empty((2 * rows.shape[0], rows.shape[1]), rows.dtype)
-    grown[:rows.shape[0]] = rows
-    return grown
-
-
-@numba.njit(nogil=True)
-def levels(indptr, indices, source, out, unreached):
+def levels(indptr, indices, source, out, unreached, rows):
     """Breadth-first levels from ``source`` along the CSR (``indptr``, ``indices``) into
-    ``out`` (int or float; ``unreached`` where the source cannot reach), by a queue.
-    Returns the table of rows, one per level."""
-    rows = np.empty((64, 4), np.int64)
+    ``out`` (int or float; ``unreached`` where the source cannot reach), by a queue,
+    a row of ``rows`` (N + 1 of them) per level. Returns the levels (rows) used."""
     n = out.shape[0]
     for v in range(n):
         out[v] = unreached
@@ -67,23 +57,21 @@ def levels(indptr, indices, source, out, unreached):
     start = nanoseconds(clock)
     out[source] = 0
     queue[0] = source
-    head, tail, level = 0, 1, 0
+    # one loop over the queue, a level's row written after its last vertex (nested
+    # loops, a level each, ran slower)
+    head, tail, begin, end, level, edges = 0, 1, 0, 1, 0, 0
     while head < tail:
-        end = tail
-        edges = 0
-        value = out.dtype.type(level + 1)
-        for q in range(head, end):
-            u = _index(queue[q])
-            edges += indptr[u + 1] - indptr[u]
-            tail = _visit(indptr, indices, u, out, unreached, value, queue, tail)
-        now = nanoseconds(clock)
-        if level == rows.shape[0]:
-            rows = _grown(rows)
-        rows[level, 0], rows[level, 1], rows[level, 2] = end - head, edges, tail - end
-        rows[level, 3], start = now - start, now
-        head = end
-        level += 1
-    return rows[:level]
+        u = _index(queue[head])
+        head += 1
+        edges += indptr[u + 1] - indptr[u]
+        tail = _visit(indptr, indices, u, out, unreached, out[u] + 1, queue, tail)
+        if head == end:
+            now = nanoseconds(clock)
+            rows[level, 0], rows[level, 1], rows[level, 2] = end - begin, edges, tail - end
+            rows[level, 3], start = now - start, now
+            level += 1
+            begin, end, edges = end, tail, 0
+    return level
 
 
 @numba.njit(nogil=True, inline="always")
