@@ -19,6 +19,7 @@ from ..registry import algorithm
 from .common import MinRelaxation, single_source_state, vertex_id
 
 UNREACHED = np.iinfo(np.int32).max
+NOT_REACHED = np.int32(-1)  # (what the result reports)
 
 
 class BreadthFirst(MinRelaxation):
@@ -82,6 +83,6 @@ def bfs(graph, source, **options):
     program = BreadthFirst(vertex_id(graph, source))
     if direct.applies(graph, options):  # (max_iterations given: the dispatcher's)
         return direct.levels(graph, program.source, np.empty(graph.num_vertices, np.int32),
-                             -1, program.name, start)
+                             NOT_REACHED, program.name, start)
     options.setdefault("max_iterations", max(graph.num_vertices, 1))
     return run(program, graph, **options)

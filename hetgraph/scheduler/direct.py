@@ -81,12 +81,26 @@ def _kernels():
 
 def levels(graph, source, out, unreached, name, program_start):
     """Breadth-first levels from dense id ``source`` into ``out`` (the values' dtype,
-    ``unreached`` where the source cannot reach): a Result of program ``name`` whose
-    values are ``out``; ``program_start``: time.perf_counter() when the call began."""
-    rows = np.empty((graph.num_vertices + 1, 4), np.int64)  # (a level a row at most)
-    count = _kernels().levels(graph.out_indptr, graph.out_indices, source, out,
-                              out.dtype.type(unreached), rows)  # (in the values' type)
-    return _result(graph, out, name, rows[:count], "push", True, program_start)
+    ``unreached``, of that type, where the source cannot reach): a Result of program
+    ``name`` whose values are ``out``; ``program_start``: time.perf_counter() when the
+    call began."""
+    n = graph.num_vertices
+    queue, rows = np.empty(n, graph.index_dtype), np.empty((n + 1, 4), np.int64)
+    count = _kernels().levels(graph.out_indptr, graph.out_indices, source, out, unreached,
+                              queue, rows)
+    return _DirectResult(graph, out, name, rows[:count], "push", True,
+                         time.perf_counter() - program_start,
+                         edges=lambda: _level_edges(graph.out_indptr, queue, rows[:count]))
+
+
+def _level_edges(indptr, queue, rows):
+    """The out-edges a BFS read at each level: its vertices' out-degrees summed (the
+    ``queue`` holds them level by level, ``rows`` their counts)."""
+    if not len(rows):
+        return []
+    reached = queue[:rows[:, 0].sum()]
+    degrees = indptr[reached + 1] - indptr[reached]
+    return np.add.reduceat(degrees, np.cumsum(rows[:, 0]) - rows[:, 0]).tolist()
 
 
 def shortest_paths(graph, source, dtype, name, program_start):
@@ -95,7 +109,7 @@ def shortest_paths(graph, source, dtype, name, program_start):
     Dijkstra's algorithm on a weighted one."""
     dist = np.empty(graph.num_vertices, dtype)
     if not graph.weighted:
-        return levels(graph, source, dist, np.inf, name, program_start)
+        return levels(graph, source, dist, dist.dtype.type(np.inf), name, program_start)
     rows = np.empty((1, 4), np.int64)
     _kernels().dijkstra(graph.out_indptr, graph.out_indices, graph.out_weights(), source,
                         dist, rows)
@@ -144,17 +158,19 @@ class _DirectResult(Result):
     """A direct run's Result: its history rows are made when first read (making them
     costs a small graph's whole run); ``table``: active, edges, activated and
     nanoseconds per iteration; ``wall``: the call's seconds, those beyond the
-    compiled code counted as the first row's overhead."""
+    compiled code counted as the first row's overhead; ``edges``: None, or a function
+    giving the edges of every row (the table's then unused)."""
 
-    def __init__(self, graph, values, name, table, mode, converged, wall):
-        self._table, self._mode, self._wall = table, mode, wall
+    def __init__(self, graph, values, name, table, mode, converged, wall, edges=None):
+        self._table, self._mode, self._wall, self._edges = table, mode, wall, edges
         super().__init__(graph, values, program=name, iterations=len(table),
                          converged=converged, history=None, mode="sync")
 
     @property
     def _rows(self):
         if self._made is None:
-            self._made = _rows(self._table, self._mode, self._wall, self.graph.num_arcs)
+            self._made = _rows(self._table, self._mode, self._wall, self.graph.num_arcs,
+                               None if self._edges is None else self._edges())
         return self._made
 
     @_rows.setter
@@ -162,10 +178,12 @@ class _DirectResult(Result):
         self._made = rows
 
 
-def _rows(table, mode, wall, arcs):
-    """History rows of ``table`` (see :class:`_DirectResult`)."""
+def _rows(table, mode, wall, arcs, edges=None):
+    """History rows of ``table`` (see :class:`_DirectResult`), with ``edges`` per row
+    when given."""
     count = len(table)
-    active, edges, activated, nanoseconds = table.T.tolist() if count else ([],) * 4
+    active, counted, activated, nanoseconds = table.T.tolist() if count else ([],) * 4
+    edges = counted if edges is None else edges
     kernel = [ns * 1e-9 for ns in nanoseconds]
     seconds, overhead = list(kernel), [0.0] * count
     if count:  # (the call's own work: its first row's, as a segment's count is)
