@@ -49,8 +49,9 @@ def applies(graph, options) -> bool:
 def small_id(graph, label):
     """The dense id of ``label`` (an integer, not a bool) on a graph in memory of
     integer labels and at most ``tuning.DIRECT_ARCS`` vertices and arcs, by a dict the
-    graph keeps (a hash lookup: the label index's costs a fifth of a small graph's
-    call); None otherwise, and for a label not there (:meth:`Graph.id_of` says why)."""
+    graph keeps (a hash lookup: the label index's is slower, and a small graph's call
+    is short); None otherwise, and for a label not there (:meth:`Graph.id_of` says
+    why)."""
     labels = getattr(graph, "labels", None)
     if (not isinstance(label, (int, np.integer)) or isinstance(label, bool) or labels is None
             or labels.dtype.kind not in "iu"
@@ -156,7 +157,7 @@ def _result(graph, values, name, rows, mode, converged, program_start):
 
 class _DirectResult(Result):
     """A direct run's Result: its history rows are made when first read (making them
-    costs a small graph's whole run); ``table``: active, edges, activated and
+    would cost as much as a small graph's run); ``table``: active, edges, activated and
     nanoseconds per iteration; ``wall``: the call's seconds, those beyond the
     compiled code counted as the first row's overhead; ``edges``: None, or a function
     giving the edges of every row (the table's then unused)."""

@@ -25,7 +25,7 @@ _ONE = numba.uint64(1)
 @numba.njit(nogil=True, inline="always")
 def _index(i):
     """``i`` as an unsigned index: the compiled code then skips the wraparound check of
-    a negative index on every load (the inner loops run at twice the speed)."""
+    a negative index on every load (docs/tuning.md, "Direct path")."""
     return numba.uint64(i)
 
 
@@ -50,8 +50,8 @@ def levels(indptr, indices, source, out, unreached, queue, rows):
     ``out`` (int or float; ``unreached`` where the source cannot reach), by ``queue``
     (N ids: it ends holding the vertices reached, level by level), a row of ``rows``
     (N + 1 of them) per level, whose edges (column 1) are left 0: the caller sums the
-    out-degrees of each level's vertices when it needs them (counting them here cost
-    a tenth of a small graph's call). Returns the levels (rows) used."""
+    out-degrees of each level's vertices when it needs them (counting them in the loop
+    slows it). Returns the levels (rows) used."""
     n = out.shape[0]
     for v in range(n):
         out[v] = unreached
@@ -95,6 +95,7 @@ def _sift_down(keys, ids, size):
 
 @numba.njit(nogil=True, inline="always")
 def _sift_up(keys, ids, i):
+    """Restore the binary min-heap (``keys``, ``ids``) after item ``i`` was added."""
     while i > 0:
         parent = (i - 1) // 2
         if keys[parent] <= keys[i]:
