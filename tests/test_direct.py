@@ -203,7 +203,8 @@ def test_dispatcher_options_go_the_normal_way(name, options, monkeypatch):
 def test_neutral_options_take_the_direct_path(monkeypatch):
     graph = hg.generate.grid(6, 6)
     assert direct.applies(graph, {"devices": "cpu", "mode": "sync", "checkpoint": None,
-                                  "progress": True})
+                                  "progress": False})
+    assert not direct.applies(graph, {"progress": True})  # (the dispatcher's bar)
     assert not direct.applies(graph, {"colour": "red"})
     monkeypatch.setattr(tuning, "DIRECT_ARCS", graph.num_arcs - 1)
     assert not direct.applies(graph, {})

@@ -20,12 +20,12 @@ from ..graph import Graph
 from ..io.store import StoredGraph
 from ..result import Result, device_row
 
-# the options of a run the direct path takes, with the values it takes for each (any
-# value for the names mapped to None); any other option, or value, goes the normal way
+# the options of a run the direct path takes, with the values it takes for each; any
+# other option, or value, goes the normal way (progress=True: the dispatcher's bar)
 NEUTRAL = {"cluster": (None,), "devices": ("auto", "cpu"), "mode": ("sync",),
            "threads": (None,), "partitions": (None,), "cpu_mode": ("auto",), "rho": (None,),
            "page_bytes": (None,), "gpu": (None,), "host_budget": (None,),
-           "checkpoint": (None,), "resume": (False,), "progress": None}
+           "checkpoint": (None,), "resume": (False,), "progress": (None, False)}
 _NAN = float("nan")
 _CLUSTER_MODULE = __package__.rpartition(".")[0] + ".cluster"
 
@@ -39,9 +39,8 @@ def applies(graph, options) -> bool:
             or graph.num_arcs > tuning.DIRECT_ARCS or _inside_cluster()):
         return False
     for name, value in options.items():
-        allowed = NEUTRAL.get(name, ())
-        if allowed is not None and not any(value is v or (type(value) is type(v)
-                                                          and value == v) for v in allowed):
+        if not any(value is v or (type(value) is type(v) and value == v)
+                   for v in NEUTRAL.get(name, ())):
             return False
     return True
 
