@@ -161,6 +161,10 @@ PUSH_EDGE_COST = 2.0
 # under devices="auto" a graph of at most this many arcs runs on the CPU: the GPU would
 # save less per iteration than its calibration costs
 SMALL_ARCS = 1 << 20
+# a built-in algorithm's in-process CPU run on a graph of at most this many arcs runs
+# whole as one compiled call (scheduler/direct.py): below SERIAL_EDGES the engine's
+# passes are serial too, so one serial call loses nothing and saves the machinery
+DIRECT_ARCS = 150_000
 # in process, a run's segments run in the calling thread until they took this long in
 # all, and later ones as tasks: a task's round trip outweighs a short run
 INLINE_SECONDS = 1.0

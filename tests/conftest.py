@@ -18,6 +18,16 @@ REAL_GRAPHS = {
 }
 
 
+@pytest.fixture
+def dispatcher_only(monkeypatch):
+    """Built-in algorithms go through the dispatcher, whatever the graph's size (the
+    direct path, hetgraph.scheduler.direct, off): for tests of the engines and their
+    history on small graphs."""
+    from hetgraph import tuning
+
+    monkeypatch.setattr(tuning, "DIRECT_ARCS", -1)
+
+
 def data_path(name):
     path = os.path.join(DATA, name)
     if not os.path.exists(path):

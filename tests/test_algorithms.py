@@ -186,7 +186,7 @@ def test_sssp_any_bucket_width_gives_dijkstra(name, delta, mode):
     np.testing.assert_array_equal(r.values, ref)
 
 
-def test_sssp_buckets_relax_each_edge_a_few_times_on_a_grid():
+def test_sssp_buckets_relax_each_edge_a_few_times_on_a_grid(dispatcher_only):
     """Bellman-Ford's order relaxes a weighted grid's edges many times over (a distance
     improves each time a longer-hop but lighter path arrives); buckets of twice the
     mean weight settle near vertices first. The rows count the waiting vertices as

@@ -17,6 +17,8 @@ from hetgraph.io.store import StoredGraph
 from hetgraph.kernels.cpu import components
 from hetgraph.order import renumber
 
+pytestmark = pytest.mark.usefixtures("dispatcher_only")  # (union-find itself)
+
 
 def reference(graph):
     """SciPy's weak components: (count, labels)."""

@@ -12,7 +12,7 @@ from hetgraph import tuning
 from hetgraph.io.store import StoredGraph
 from test_cc import check, edge_lists, shuffled_grid
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("dispatcher_only")]  # (union-find)
 
 
 def graphs():

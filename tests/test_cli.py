@@ -147,7 +147,7 @@ def test_cluster_serves_runs_and_its_dashboard(tmp_path):
     assert process.returncode == 0 and "cluster stopped" in out, err
 
 
-def test_progress_bar_on_a_terminal_unless_quiet(tmp_path, monkeypatch):
+def test_progress_bar_on_a_terminal_unless_quiet(tmp_path, monkeypatch, dispatcher_only):
     import io
 
     from hetgraph.scheduler import dispatcher, progress

@@ -15,7 +15,8 @@ from hetgraph import tuning
 from hetgraph.cluster import ClusterError
 from hetgraph.kernels.gpu.device import GpuUnavailableError
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+              pytest.mark.usefixtures("dispatcher_only")]  # (the dispatcher's own runs)
 
 PAGE_BYTES = 64 << 10  # small pages: the test graphs span many pages
 

@@ -236,7 +236,7 @@ def test_colored_sssp_bfs_cc_equal_scipy(name, threads):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_colored_equals_sync_exactly(name):
+def test_colored_equals_sync_exactly(name, dispatcher_only):  # (sync's iterations)
     g = graphs()[name]
     s = g.label_of(0)
     for call in (lambda **o: hg.bfs(g, s, **o), lambda **o: hg.sssp(g, s, **o),

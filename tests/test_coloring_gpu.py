@@ -21,7 +21,7 @@ def graphs():
 
 
 @pytest.mark.parametrize("name", ["wiki", "grid", "rmat"])
-def test_gpu_colored_equals_cpu_sync(name):
+def test_gpu_colored_equals_cpu_sync(name, dispatcher_only):  # (sync's iterations)
     g = graphs()[name]
     s = g.label_of(int(np.argmax(g.out_degree())))
     for what, call in (

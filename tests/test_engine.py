@@ -24,6 +24,8 @@ from hetgraph.engines.cpu_modes import choose_cpu_mode, notify_fraction, push_fa
 from hetgraph.tuning import PUSH_EDGE_COST, SERIAL_EDGES, SPARSE_EDGES
 from hetgraph.scheduler.state import VertexState
 
+pytestmark = pytest.mark.usefixtures("dispatcher_only")  # (the engines' own runs)
+
 
 class SumOfSources(hg.VertexProgram):
     """new = old + sum of weighted in-neighbour values; integer-valued so sums are exact."""

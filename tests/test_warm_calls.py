@@ -14,6 +14,8 @@ from scipy.sparse import csgraph
 
 import hetgraph as hg
 from hetgraph.algorithms.bfs import BreadthFirst
+
+pytestmark = pytest.mark.usefixtures("dispatcher_only")  # (the engines a call keeps)
 from hetgraph.engines.cpu import CpuEngine
 from hetgraph.program import ProgramSpec
 from hetgraph.result import COLUMN, HISTORY_COLUMNS

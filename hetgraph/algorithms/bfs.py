@@ -7,15 +7,19 @@ Reported levels are int32; -1 marks vertices the source cannot reach.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
-from ..scheduler.dispatcher import run
+from ..scheduler import direct
+from ..scheduler.entry import run
 from ..io.store import as_graph
 from ..kernels.arrays import replace_value
 from ..registry import algorithm
 from .common import MinRelaxation, single_source_state, vertex_id
 
 UNREACHED = np.iinfo(np.int32).max
+NOT_REACHED = np.int32(-1)  # (what the result reports)
 
 
 class BreadthFirst(MinRelaxation):
@@ -74,7 +78,11 @@ def bfs(graph, source, **options):
     >>> int(levels.values.max()), int((levels.values >= 0).sum())
     (5, 2316)
     """
+    start = time.perf_counter()
     graph = as_graph(graph, options.get("host_budget"))
     program = BreadthFirst(vertex_id(graph, source))
+    if direct.applies(graph, options):  # (max_iterations given: the dispatcher's)
+        return direct.levels(graph, program.source, np.empty(graph.num_vertices, np.int32),
+                             NOT_REACHED, program.name, start)
     options.setdefault("max_iterations", max(graph.num_vertices, 1))
     return run(program, graph, **options)

@@ -24,7 +24,8 @@ from ..errors import GraphError
 from ..io.store import StoredGraph, as_graph
 from ..registry import algorithm
 from ..result import Result, history_row
-from ..scheduler.dispatcher import _check_options, run
+from ..scheduler import direct
+from ..scheduler.entry import run
 from .common import MinRelaxation
 
 ALGORITHMS = ("auto", "union-find", "label-propagation")
@@ -73,7 +74,11 @@ def connected_components(graph, algorithm="auto", **options):
         ``max_iterations`` default N). "auto" (default): union-find, unless an option
         only label propagation has is given a value other than :func:`hetgraph.run`'s
         default (``mode="async"``, ``checkpoint``, ``max_iterations``, ``cluster``,
-        ``cpu_mode``, ``gpu``, ``devices="hybrid"``, ...).
+        ``cpu_mode``, ``gpu``, ``devices="hybrid"``, ...); in process, on a graph in
+        memory of at most ``hetgraph.tuning.DIRECT_ARCS`` arcs with ``devices``
+        "auto" or "cpu" and no ``threads``, one breadth-first traversal per
+        component in one compiled call (:mod:`hetgraph.scheduler.direct`: program
+        "BFS", mode "direct", one history row).
     **options
         As above.
 
@@ -106,6 +111,11 @@ def connected_components(graph, algorithm="auto", **options):
     if algorithm not in ALGORITHMS:
         raise GraphError(f"algorithm={algorithm!r} is not a components algorithm; use "
                          f"{', '.join(map(repr, ALGORITHMS))}")
+    if algorithm == "auto" and options.get("host_budget") is None:
+        start = time.perf_counter()
+        graph = as_graph(graph)
+        if direct.applies(graph, options):  # (an option it lacks: the checks below)
+            return direct.components(graph, _label_dtype(graph), start)
     run_options = _run_defaults()
     unknown = sorted(set(options) - set(run_options))
     if unknown:
@@ -131,6 +141,8 @@ def connected_components(graph, algorithm="auto", **options):
 @functools.lru_cache(maxsize=None)
 def _run_defaults():
     """{option: default} of :func:`hetgraph.run`'s keywords."""
+    from ..scheduler.dispatcher import run
+
     return {name: parameter.default for name, parameter in
             inspect.signature(run).parameters.items()
             if parameter.kind is inspect.Parameter.KEYWORD_ONLY}
@@ -163,6 +175,8 @@ def union_find(graph, devices="auto", threads=None, host_budget=None, progress=N
     if devices not in UNION_FIND_DEVICES:
         raise GraphError(f"devices={devices!r} is not valid for union-find; use "
                          f"{', '.join(map(repr, UNION_FIND_DEVICES))}")
+    from ..scheduler.dispatcher import _check_options
+
     # threads and host_budget as a run checks them (the other options: neutral values)
     _check_options("sync", devices, "auto", 0, threads, None, None, None, host_budget)
     graph = as_graph(graph, host_budget)

@@ -22,7 +22,7 @@ import numpy as np
 from ..errors import GraphError
 from ..io.store import as_graph
 from ..registry import algorithm
-from ..scheduler.dispatcher import run
+from ..scheduler.entry import run
 from ..kernels.arrays import module_of
 from .pagerank import (inverse_norm, l1_change, norm_or_one, PowerIteration, unweighted,
                        vertex_weights)

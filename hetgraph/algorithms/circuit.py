@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import GraphError
-from ..scheduler.dispatcher import run
+from ..scheduler.entry import run
 from ..io.store import as_graph
 from ..registry import algorithm
 from .common import in_weight_sums, vertex_id, WeightedInputs

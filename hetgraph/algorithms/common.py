@@ -6,12 +6,16 @@ import numpy as np
 
 from ..errors import GraphError
 from ..program import VertexProgram
+from ..scheduler.direct import small_id
 
 
 def vertex_id(graph, label, what="source"):
     """Dense id of the vertex with original ``label``; GraphError if there is none."""
     if label is None:
         raise GraphError(f"{what} vertex is required; pass the original label of a vertex")
+    found = small_id(graph, label)
+    if found is not None:
+        return found
     try:
         return int(graph.id_of(label))
     except GraphError as exc:

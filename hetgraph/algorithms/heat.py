@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..scheduler.dispatcher import run
+from ..scheduler.entry import run
 from ..io.store import as_graph
 from ..registry import algorithm
 from .common import in_weight_sums, vertex_id, WeightedInputs

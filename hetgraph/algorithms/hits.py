@@ -23,7 +23,7 @@ import numpy as np
 from ..errors import OutOfCoreError
 from ..io.store import as_graph
 from ..registry import algorithm
-from ..scheduler.dispatcher import run
+from ..scheduler.entry import run
 from .pagerank import inverse_norm, l1_change, PowerIteration, vertex_weights
 
 

@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from ..errors import GraphError
-from ..scheduler.dispatcher import run
+from ..scheduler.entry import run
 from ..registry import algorithm
 from .common import WeightedInputs
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 
 import numpy as np
 
@@ -32,7 +33,8 @@ from ..kernels.arrays import in_module, indexed_sum, module_of, on_device_of, \
     weighted_change
 from ..program import VertexProgram
 from ..registry import algorithm
-from ..scheduler.dispatcher import run
+from ..scheduler import direct
+from ..scheduler.entry import run
 from .common import check_nonnegative_weights
 
 log = logging.getLogger("hetgraph.algorithms")
@@ -376,18 +378,31 @@ def pagerank(graph, damping=0.85, max_iterations=100, tol=1e-6, *, personalizati
     >>> bool(ppr.values.argmax() == ppr.graph.id_of(30))
     True
     """
+    start = time.perf_counter()
     graph = as_graph(graph, options.get("host_budget"))
     if weighted:  # a negative out-weight makes ranks negative and their sum meaningless
         check_nonnegative_weights(graph, "pagerank")
     _warn_if_tol_stops_at_once(graph.num_vertices, tol)
     program = _program(graph, damping, tol, dtype, weighted, personalization, nstart,
                        dangling, options.get("mode") == "colored")
-    result = run(program, program.graph, max_iterations=max_iterations, **options)
+    if _runs_direct(program, max_iterations, options):
+        result = direct.pagerank(program, program.graph, max_iterations, program.name, start)
+    else:
+        result = run(program, program.graph, max_iterations=max_iterations, **options)
     if program.graph.num_vertices > graph.num_vertices:  # T of a teleport graph
         result.values, result.graph = result.values[:graph.num_vertices], graph
     if tol is not None and not result.converged:
         log.warning("pagerank did not reach tol=%g in %d iterations", tol, max_iterations)
     return result
+
+
+def _runs_direct(program, max_iterations, options):
+    """Whether the run takes the direct path (:mod:`hetgraph.scheduler.direct`): plain
+    PageRank in float64 from uniform ranks, ``max_iterations`` valid."""
+    return (type(program) is PageRank and program.start is None and not program.rescale
+            and program.dtype == np.float64 and isinstance(max_iterations, (int, np.integer))
+            and max_iterations >= 0 and program.graph.num_vertices > 0
+            and direct.applies(program.graph, options))
 
 
 def _warn_if_tol_stops_at_once(n, tol):

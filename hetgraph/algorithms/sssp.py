@@ -7,10 +7,13 @@ Unreachable vertices keep inf. Edge weights must be >= 0 (1 on unweighted graphs
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from .. import tuning
-from ..scheduler.dispatcher import run
+from ..scheduler import direct
+from ..scheduler.entry import run
 from ..io.store import as_graph
 from ..errors import GraphError
 from ..registry import algorithm
@@ -107,6 +110,7 @@ def sssp(graph, source, *, dtype=np.float64, delta=None, max_iterations=None, **
     >>> int(np.isfinite(dist.values).sum())
     2316
     """
+    start = time.perf_counter()
     dtype = np.dtype(dtype)
     if dtype not in (np.float64, np.float32):  # integer sums would wrap around silently
         raise GraphError(f"sssp computes distances in float64 or float32, not dtype={dtype}; "
@@ -120,5 +124,7 @@ def sssp(graph, source, *, dtype=np.float64, delta=None, max_iterations=None, **
                          f"{np.finfo(np.float32).max:.2g} (it would read as inf); use "
                          "dtype=np.float64")
     program = ShortestPaths(vertex_id(graph, source), dtype, delta)
+    if max_iterations is None and direct.applies(graph, options):  # (delta: speed alone)
+        return direct.shortest_paths(graph, program.source, dtype, program.name, start)
     limit = 2 * graph.num_vertices + 1 if max_iterations is None else max_iterations
     return run(program, graph, max_iterations=limit, **options)

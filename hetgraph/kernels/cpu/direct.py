@@ -1,0 +1,244 @@
+"""Whole algorithms in one compiled call, for graphs small enough that a run's
+machinery (the dispatcher, its segments, the engine's passes) would cost more than the
+edges: breadth-first levels by a queue, Dijkstra's shortest paths, PageRank's power
+iteration with its convergence test, and components by traversals. Each takes the
+graph's arrays, writes the values into an array of the caller's and fills ``rows``, a
+table of one row per iteration (:data:`ROW_FIELDS`), timed by :mod:`.clock`.
+
+The entry points are cached in hetgraph's compile cache (:func:`.diskcache.attach`),
+so a new process loads them instead of compiling them.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from .clock import nanoseconds
+from .diskcache import attach
+
+# the columns of ``rows``: vertices active, edges read, vertices activated, nanoseconds
+ROW_FIELDS = ("active", "edges", "activated", "nanoseconds")
+_ONE = numba.uint64(1)
+
+
+@numba.njit(nogil=True, inline="always")
+def _index(i):
+    """``i`` as an unsigned index: the compiled code then skips the wraparound check of
+    a negative index on every load (docs/tuning.md, "Direct path")."""
+    return numba.uint64(i)
+
+
+@numba.njit(nogil=True, inline="always")
+def _visit(indptr, indices, u, out, unreached, value, queue, tail):
+    """Give ``value`` to every neighbour of ``u`` still at ``unreached`` and append it
+    to ``queue`` at ``tail``; returns the new tail."""
+    first, last = _index(indptr[u]), _index(indptr[u + 1])
+    while first < last:
+        w = _index(indices[first])
+        first += _ONE
+        if out[w] == unreached:
+            out[w] = value
+            queue[tail] = w
+            tail += 1
+    return tail
+
+
+@numba.njit(nogil=True)
+def levels(indptr, indices, source, out, unreached, queue, rows):
+    """Breadth-first levels from ``source`` along the CSR (``indptr``, ``indices``) into
+    ``out`` (int or float; ``unreached`` where the source cannot reach), by ``queue``
+    (N ids: it ends holding the vertices reached, level by level), a row of ``rows``
+    (N + 1 of them) per level, whose edges (column 1) are left 0: the caller sums the
+    out-degrees of each level's vertices when it needs them (counting them in the loop
+    slows it). Returns the levels (rows) used."""
+    n = out.shape[0]
+    for v in range(n):
+        out[v] = unreached
+    clock = np.zeros(2, np.int64)
+    start = nanoseconds(clock)
+    out[source] = 0
+    queue[0] = source
+    # one loop over the queue, a level's row written after its last vertex (nested
+    # loops, a level each, ran slower)
+    head, tail, begin, end, level = 0, 1, 0, 1, 0
+    while head < tail:
+        u = _index(queue[head])
+        head += 1
+        tail = _visit(indptr, indices, u, out, unreached, out[u] + 1, queue, tail)
+        if head == end:
+            now = nanoseconds(clock)
+            rows[level, 0], rows[level, 1], rows[level, 2] = end - begin, 0, tail - end
+            rows[level, 3], start = now - start, now
+            level += 1
+            begin, end = end, tail
+    return level
+
+
+@numba.njit(nogil=True, inline="always")
+def _sift_down(keys, ids, size):
+    """Restore the binary min-heap (``keys``, ``ids``) of ``size`` items after its root
+    was replaced."""
+    i = 0
+    while True:
+        child = 2 * i + 1
+        if child >= size:
+            return
+        if child + 1 < size and keys[child + 1] < keys[child]:
+            child += 1
+        if keys[i] <= keys[child]:
+            return
+        keys[i], keys[child] = keys[child], keys[i]
+        ids[i], ids[child] = ids[child], ids[i]
+        i = child
+
+
+@numba.njit(nogil=True, inline="always")
+def _sift_up(keys, ids, i):
+    """Restore the binary min-heap (``keys``, ``ids``) after item ``i`` was added."""
+    while i > 0:
+        parent = (i - 1) // 2
+        if keys[parent] <= keys[i]:
+            return
+        keys[i], keys[parent] = keys[parent], keys[i]
+        ids[i], ids[parent] = ids[parent], ids[i]
+        i = parent
+
+
+@numba.njit(nogil=True)
+def dijkstra(indptr, indices, weights, source, dist, rows):
+    """Shortest-path distances from ``source`` along the CSR with ``weights`` (>= 0)
+    into ``dist`` (float; inf where unreachable): Dijkstra's algorithm over a binary
+    heap with stale entries skipped. A distance is dist[u] + weight in the arithmetic
+    of their types, the relaxation a vertex program applies, so the fixed point is the
+    same. One row of ``rows``: the whole run."""
+    n = dist.shape[0]
+    for v in range(n):
+        dist[v] = np.inf
+    size_most = indices.shape[0] + 1  # an entry per relaxation at most
+    keys = np.empty(size_most, dist.dtype)
+    ids = np.empty(size_most, np.int64)
+    clock = np.zeros(2, np.int64)
+    start = nanoseconds(clock)
+    dist[source] = 0
+    keys[0], ids[0] = 0, source
+    size = 1
+    settled = edges = 0
+    while size > 0:
+        key, u = keys[0], ids[0]
+        size -= 1
+        keys[0], ids[0] = keys[size], ids[size]
+        _sift_down(keys, ids, size)
+        if key > dist[u]:  # a stale entry: u was reached shorter since
+            continue
+        settled += 1
+        first, last = indptr[u], indptr[u + 1]
+        edges += last - first
+        for e in range(first, last):
+            w = indices[e]
+            candidate = dist[u] + weights[e]
+            if candidate < dist[w]:
+                dist[w] = candidate
+                keys[size], ids[size] = candidate, w
+                _sift_up(keys, ids, size)
+                size += 1
+    rows[0, 0], rows[0, 1], rows[0, 2] = settled, edges, settled - 1
+    rows[0, 3] = nanoseconds(clock) - start
+    return 1
+
+
+@numba.njit(nogil=True, inline="always")
+def _rank(v, indptr, indices, weights, x, new, scale, rank_of, constant):
+    """new[v] = (constant + sum_{u -> v} x[u] * w_uv) * scale[v]; returns v's change
+    of rank, |new[v] - x[v]| * rank_of[v]."""
+    acc = 0.0
+    first, last = _index(indptr[v]), _index(indptr[v + 1])
+    while first < last:
+        if weights is None:
+            acc += x[_index(indices[first])]
+        else:
+            acc += x[_index(indices[first])] * weights[first]
+        first += _ONE
+    new[v] = (constant + acc) * scale[v]
+    return abs(np.float64(new[v]) - np.float64(x[v])) * rank_of[v]
+
+
+@numba.njit(nogil=True)
+def pagerank(indptr, indices, weights, x, scale, rank_of, dangling, damping, bound,
+             max_iterations, rows):
+    """PageRank's power iteration as :class:`hetgraph.algorithms.pagerank.PageRank`
+    runs it, on its internal values ``x`` (rank * scale, updated in place): every
+    iteration the constant (1 - d) / N + (sum of x over ``dangling``) / N, then
+    x'[v] = (constant + sum_{u -> v} x[u] * w_uv) * scale[v] over the CSC (weights:
+    None, or one per in-edge), until sum |x' - x| * rank_of < ``bound`` (N * tol; a
+    negative bound: never) or ``max_iterations``. Returns (iterations, converged)."""
+    n = x.shape[0]
+    values, new = x, np.empty_like(x)
+    clock = np.zeros(2, np.int64)
+    start = nanoseconds(clock)
+    teleport = (1.0 - damping) / n
+    done, converged = max_iterations, False
+    for it in range(max_iterations):
+        lost = 0.0
+        for i in range(dangling.shape[0]):
+            lost += values[dangling[i]]
+        constant = teleport + (1.0 / n) * lost
+        # four sums of the change: one would wait for each add before the next
+        c0 = c1 = c2 = c3 = 0.0
+        v = 0
+        while v + 4 <= n:
+            c0 += _rank(v, indptr, indices, weights, values, new, scale, rank_of, constant)
+            c1 += _rank(v + 1, indptr, indices, weights, values, new, scale, rank_of,
+                        constant)
+            c2 += _rank(v + 2, indptr, indices, weights, values, new, scale, rank_of,
+                        constant)
+            c3 += _rank(v + 3, indptr, indices, weights, values, new, scale, rank_of,
+                        constant)
+            v += 4
+        while v < n:
+            c0 += _rank(v, indptr, indices, weights, values, new, scale, rank_of, constant)
+            v += 1
+        values, new = new, values  # (no copy: the arrays change roles)
+        now = nanoseconds(clock)
+        rows[it, 0], rows[it, 1], rows[it, 2] = n, indices.shape[0], n
+        rows[it, 3], start = now - start, now
+        if (c0 + c1) + (c2 + c3) < bound:
+            done, converged = it + 1, True
+            break
+    if done % 2:
+        x[:] = values
+    return done, converged
+
+
+@numba.njit(nogil=True)
+def components(in_indptr, in_indices, out_indptr, out_indices, directed, labels, rows):
+    """Weakly connected components into ``labels``: from each vertex not yet labelled,
+    in id order, a breadth-first traversal gives its component the vertex's id, the
+    smallest there (a smaller one would have labelled it first). It follows the
+    in-edges, and on a ``directed`` graph the out-edges too. One row of ``rows``."""
+    n = labels.shape[0]
+    clock = np.zeros(2, np.int64)
+    start = nanoseconds(clock)
+    for v in range(n):
+        labels[v] = -1
+    queue = np.empty(max(n, 1), in_indices.dtype)
+    for s in range(n):
+        if labels[s] >= 0:
+            continue
+        labels[s] = s
+        queue[0] = s
+        head, tail = 0, 1
+        while head < tail:
+            u = _index(queue[head])
+            head += 1
+            tail = _visit(in_indptr, in_indices, u, labels, -1, s, queue, tail)
+            if directed:
+                tail = _visit(out_indptr, out_indices, u, labels, -1, s, queue, tail)
+    edges = in_indices.shape[0] * (2 if directed else 1)
+    rows[0, 0], rows[0, 1], rows[0, 2] = n, edges, n
+    rows[0, 3] = nanoseconds(clock) - start
+    return 1
+
+
+CACHES = attach({"levels": levels, "dijkstra": dijkstra, "pagerank": pagerank,
+                 "components": components}, "direct")

@@ -1,0 +1,196 @@
+"""The direct path: a built-in algorithm's whole run as one compiled call in the calling
+thread (:mod:`hetgraph.kernels.cpu.direct`), for a graph in memory of at most
+``tuning.DIRECT_ARCS`` arcs, where the dispatcher's machinery would cost more than
+the edges. It is taken only when the run's options ask for nothing that only the
+dispatcher gives (a cluster, a GPU, a mode other than "sync", checkpoints, ...): the
+values are those of the dispatcher's run, and the history has a row per iteration
+with placement "cpu".
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import time
+
+import numpy as np
+
+from .. import tuning
+from ..graph import Graph
+from ..io.store import StoredGraph
+from ..result import Result, device_row
+
+# the options of a run the direct path takes, with the values it takes for each; any
+# other option, or value, goes the normal way (progress=True: the dispatcher's bar)
+NEUTRAL = {"cluster": (None,), "devices": ("auto", "cpu"), "mode": ("sync",),
+           "threads": (None,), "partitions": (None,), "cpu_mode": ("auto",), "rho": (None,),
+           "page_bytes": (None,), "gpu": (None,), "host_budget": (None,),
+           "checkpoint": (None,), "resume": (False,), "progress": (None, False)}
+_NAN = float("nan")
+_CLUSTER_MODULE = __package__.rpartition(".")[0] + ".cluster"
+
+
+def applies(graph, options) -> bool:
+    """Whether a run of a built-in algorithm on ``graph`` (as :func:`as_graph` gave it)
+    with ``options`` (the keywords of :func:`hetgraph.run`) takes the direct path: a
+    graph in memory of at most ``tuning.DIRECT_ARCS`` arcs, outside any ``with
+    hg.Cluster()``, every option at a value in :data:`NEUTRAL`."""
+    if (not isinstance(graph, Graph) or isinstance(graph, StoredGraph)
+            or graph.num_arcs > tuning.DIRECT_ARCS or _inside_cluster()):
+        return False
+    for name, value in options.items():
+        if not any(value is v or (type(value) is type(v) and value == v)
+                   for v in NEUTRAL.get(name, ())):
+            return False
+    return True
+
+
+def small_id(graph, label):
+    """The dense id of ``label`` (an integer, not a bool) on a graph in memory of
+    integer labels and at most ``tuning.DIRECT_ARCS`` vertices and arcs, by a dict the
+    graph keeps (a hash lookup: the label index's is slower, and a small graph's call
+    is short); None otherwise, and for a label not there (:meth:`Graph.id_of` says
+    why)."""
+    labels = getattr(graph, "labels", None)
+    if (not isinstance(label, (int, np.integer)) or isinstance(label, bool) or labels is None
+            or labels.dtype.kind not in "iu"
+            or max(graph.num_vertices, graph.num_arcs) > tuning.DIRECT_ARCS):
+        return None
+    ids = graph.kept("direct-ids", lambda: dict(zip(labels.tolist(),
+                                                     range(len(labels)))))
+    return ids.get(label)
+
+
+def _inside_cluster() -> bool:
+    """Whether a ``with hg.Cluster()`` is open (its runs go to it: its dashboard shows
+    them); a process that never imported the cluster module has none."""
+    cluster = sys.modules.get(_CLUSTER_MODULE)
+    return cluster is not None and bool(cluster._CURRENT)
+
+
+_KERNELS = []  # the compiled module, once imported (it sets up Numba's target)
+
+
+def _kernels():
+    if not _KERNELS:
+        from ..kernels.cpu import direct
+
+        _KERNELS.append(direct)
+    return _KERNELS[0]
+
+
+def levels(graph, source, out, unreached, name, program_start):
+    """Breadth-first levels from dense id ``source`` into ``out`` (the values' dtype,
+    ``unreached``, of that type, where the source cannot reach): a Result of program
+    ``name`` whose values are ``out``; ``program_start``: time.perf_counter() when the
+    call began."""
+    n = graph.num_vertices
+    queue, rows = np.empty(n, graph.index_dtype), np.empty((n + 1, 4), np.int64)
+    count = _kernels().levels(graph.out_indptr, graph.out_indices, source, out, unreached,
+                              queue, rows)
+    return _DirectResult(graph, out, name, rows[:count], "push", True,
+                         time.perf_counter() - program_start,
+                         edges=lambda: _level_edges(graph.out_indptr, queue, rows[:count]))
+
+
+def _level_edges(indptr, queue, rows):
+    """The out-edges a BFS read at each level: its vertices' out-degrees summed (the
+    ``queue`` holds them level by level, ``rows`` their counts)."""
+    if not len(rows):
+        return []
+    reached = queue[:rows[:, 0].sum()]
+    degrees = indptr[reached + 1] - indptr[reached]
+    return np.add.reduceat(degrees, np.cumsum(rows[:, 0]) - rows[:, 0]).tolist()
+
+
+def shortest_paths(graph, source, dtype, name, program_start):
+    """Shortest-path distances from dense id ``source`` in ``dtype`` (inf where
+    unreachable): breadth-first levels on an unweighted graph (every edge 1),
+    Dijkstra's algorithm on a weighted one."""
+    dist = np.empty(graph.num_vertices, dtype)
+    if not graph.weighted:
+        return levels(graph, source, dist, dist.dtype.type(np.inf), name, program_start)
+    rows = np.empty((1, 4), np.int64)
+    _kernels().dijkstra(graph.out_indptr, graph.out_indices, graph.out_weights(), source,
+                        dist, rows)
+    return _result(graph, dist, name, rows, "push", True, program_start)
+
+
+def pagerank(program, graph, max_iterations, name, program_start):
+    """The run of ``program`` (a PageRank program of float64 values, without a start
+    vector of its own) on ``graph``: its internal values, finalized; converged as its
+    test says (never with ``tol`` None)."""
+    x, _ = program.init(graph)
+    dangling = program._dangling
+    if isinstance(dangling, slice):
+        dangling = np.arange(dangling.start, dangling.stop)
+    bound = -1.0 if program.tol is None else graph.num_vertices * program.tol
+    weights = graph.in_weights if program.needs_weights and graph.weighted else None
+    rows = np.empty((max(max_iterations, 0), 4), np.int64)
+    count, converged = _kernels().pagerank(
+        graph.in_indptr, graph.in_indices, weights, x, program._scale, program._rank_of,
+        dangling, program.damping, bound, max(max_iterations, 0), rows)
+    values = program.finalize(graph, x)
+    return _result(graph, values, name, rows[:count], "pull", converged, program_start)
+
+
+def components(graph, dtype, program_start):
+    """Weakly connected components: each vertex gets the smallest id of its component,
+    in ``dtype``, by breadth-first traversals in id order; a Result of program "BFS" in
+    mode "direct", one row ("traverse")."""
+    labels = np.empty(graph.num_vertices, dtype)
+    rows = np.empty((1, 4), np.int64)
+    _kernels().components(graph.in_indptr, graph.in_indices, graph.out_indptr,
+                          graph.out_indices, graph.directed, labels, rows)
+    result = _result(graph, labels, "BFS", rows, "traverse", True, program_start)
+    result.mode = "direct"
+    return result
+
+
+def _result(graph, values, name, rows, mode, converged, program_start):
+    """The Result of a direct run, whose history has a row per row of ``rows``
+    (active, edges, activated, nanoseconds)."""
+    return _DirectResult(graph, values, name, rows, mode, converged,
+                         time.perf_counter() - program_start)
+
+
+class _DirectResult(Result):
+    """A direct run's Result: its history rows are made when first read (making them
+    would cost as much as a small graph's run); ``table``: active, edges, activated and
+    nanoseconds per iteration; ``wall``: the call's seconds, those beyond the
+    compiled code counted as the first row's overhead; ``edges``: None, or a function
+    giving the edges of every row (the table's then unused)."""
+
+    def __init__(self, graph, values, name, table, mode, converged, wall, edges=None):
+        self._table, self._mode, self._wall, self._edges = table, mode, wall, edges
+        super().__init__(graph, values, program=name, iterations=len(table),
+                         converged=converged, history=None, mode="sync")
+
+    @property
+    def _rows(self):
+        if self._made is None:
+            self._made = _rows(self._table, self._mode, self._wall, self.graph.num_arcs,
+                               None if self._edges is None else self._edges())
+        return self._made
+
+    @_rows.setter
+    def _rows(self, rows):
+        self._made = rows
+
+
+def _rows(table, mode, wall, arcs, edges=None):
+    """History rows of ``table`` (see :class:`_DirectResult`), with ``edges`` per row
+    when given."""
+    count = len(table)
+    active, counted, activated, nanoseconds = table.T.tolist() if count else ([],) * 4
+    edges = counted if edges is None else edges
+    kernel = [ns * 1e-9 for ns in nanoseconds]
+    seconds, overhead = list(kernel), [0.0] * count
+    if count:  # (the call's own work: its first row's, as a segment's count is)
+        overhead[0] = max(wall - sum(kernel), 0.0)
+        seconds[0] += overhead[0]
+    repeat = itertools.repeat
+    return list(zip(*device_row(
+        "cpu", range(count), repeat("cpu"), repeat(mode), [e / max(arcs, 1) for e in edges],
+        repeat(1.0), repeat(_NAN), active, active, edges, activated, repeat(1), repeat(0),
+        seconds, overhead, kernel, repeat(_NAN), zero=repeat(0), zero_seconds=repeat(0.0))))
