@@ -19,7 +19,7 @@ from ..registry import algorithm
 from .common import MinRelaxation, single_source_state, vertex_id
 
 UNREACHED = np.iinfo(np.int32).max
-NOT_REACHED = np.int32(-1)  # (what the result reports)
+NOT_REACHED = -1  # (what the result reports; a plain int: see direct.levels)
 
 
 class BreadthFirst(MinRelaxation):

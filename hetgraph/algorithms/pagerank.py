@@ -108,6 +108,14 @@ class PageRank(PowerIteration):
 
     def init(self, graph, xp=np):
         n = graph.num_vertices
+        self.derived(graph)
+        start = xp.full(n, 1.0 / max(n, 1)) if self.start is None else xp.asarray(self.start)
+        return start * in_module(xp, self._scale), None
+
+    def derived(self, graph):
+        """(dangling vertices, aux, rank per unit of internal value) of ``graph`` for
+        this program's parameters (:func:`_derived`), kept by the graph and set on the
+        program as ``_dangling``, ``_scale``, ``_rank_of``."""
         weighted = self.needs_weights and graph.weighted
         parameters = (self.damping, self.dtype.str, weighted)
         # the arrays of the graph's last PageRank parameters only (a sweep over the
@@ -118,8 +126,7 @@ class PageRank(PowerIteration):
             kept = last["arrays"] = (parameters, _derived(graph, self.damping, self.dtype,
                                                           weighted))
         self._dangling, self._scale, self._rank_of = kept[1]
-        start = xp.full(n, 1.0 / max(n, 1)) if self.start is None else xp.asarray(self.start)
-        return start * in_module(xp, self._scale), None
+        return kept[1]
 
     def aux(self, graph, xp=np):
         return in_module(xp, self._scale)  # (the graph keeps it unchanged)

@@ -52,13 +52,18 @@ def small_id(graph, label):
     is short); None otherwise, and for a label not there (:meth:`Graph.id_of` says
     why)."""
     labels = getattr(graph, "labels", None)
-    if (not isinstance(label, (int, np.integer)) or isinstance(label, bool) or labels is None
-            or labels.dtype.kind not in "iu"
+    if (labels is None or (type(label) is not int and not isinstance(label, np.integer))
             or max(graph.num_vertices, graph.num_arcs) > tuning.DIRECT_ARCS):
+        return None  # (a bool's type is not int: True is no vertex label here)
+    ids = graph.kept("direct-ids", lambda: _id_table(labels))
+    return None if ids is None else ids.get(label)
+
+
+def _id_table(labels):
+    """{label: dense id} of integer ``labels``; None for labels of another kind."""
+    if labels.dtype.kind not in "iu":
         return None
-    ids = graph.kept("direct-ids", lambda: dict(zip(labels.tolist(),
-                                                     range(len(labels)))))
-    return ids.get(label)
+    return dict(zip(labels.tolist(), range(len(labels))))
 
 
 def _inside_cluster() -> bool:
@@ -81,16 +86,16 @@ def _kernels():
 
 def levels(graph, source, out, unreached, name, program_start):
     """Breadth-first levels from dense id ``source`` into ``out`` (the values' dtype,
-    ``unreached``, of that type, where the source cannot reach): a Result of program
+    ``unreached`` where the source cannot reach: a Python int or float, which the
+    compiled call types faster than a NumPy scalar): a Result of program
     ``name`` whose values are ``out``; ``program_start``: time.perf_counter() when the
     call began."""
     n = graph.num_vertices
     queue, rows = np.empty(n, graph.index_dtype), np.empty((n + 1, 4), np.int64)
     count = _kernels().levels(graph.out_indptr, graph.out_indices, source, out, unreached,
                               queue, rows)
-    return _DirectResult(graph, out, name, rows[:count], "push", True,
-                         time.perf_counter() - program_start,
-                         edges=lambda: _level_edges(graph.out_indptr, queue, rows[:count]))
+    return _DirectResult(graph, out, name, rows, count, "push", True,
+                         time.perf_counter() - program_start, queue)
 
 
 def _level_edges(indptr, queue, rows):
@@ -109,7 +114,7 @@ def shortest_paths(graph, source, dtype, name, program_start):
     Dijkstra's algorithm on a weighted one."""
     dist = np.empty(graph.num_vertices, dtype)
     if not graph.weighted:
-        return levels(graph, source, dist, dist.dtype.type(np.inf), name, program_start)
+        return levels(graph, source, dist, np.inf, name, program_start)
     rows = np.empty((1, 4), np.int64)
     _kernels().dijkstra(graph.out_indptr, graph.out_indices, graph.out_weights(), source,
                         dist, rows)
@@ -118,20 +123,19 @@ def shortest_paths(graph, source, dtype, name, program_start):
 
 def pagerank(program, graph, max_iterations, name, program_start):
     """The run of ``program`` (a PageRank program of float64 values, without a start
-    vector of its own) on ``graph``: its internal values, finalized; converged as its
-    test says (never with ``tol`` None)."""
-    x, _ = program.init(graph)
-    dangling = program._dangling
+    vector of its own) on ``graph``: its ranks; converged as its test says (never with
+    ``tol`` None)."""
+    dangling, scale, _ = program.derived(graph)
     if isinstance(dangling, slice):
         dangling = np.arange(dangling.start, dangling.stop)
     bound = -1.0 if program.tol is None else graph.num_vertices * program.tol
     weights = graph.in_weights if program.needs_weights and graph.weighted else None
+    ranks = np.empty(graph.num_vertices)
     rows = np.empty((max(max_iterations, 0), 4), np.int64)
     count, converged = _kernels().pagerank(
-        graph.in_indptr, graph.in_indices, weights, x, program._scale, program._rank_of,
-        dangling, program.damping, bound, max(max_iterations, 0), rows)
-    values = program.finalize(graph, x)
-    return _result(graph, values, name, rows[:count], "pull", converged, program_start)
+        graph.in_indptr, graph.in_indices, weights, scale, dangling, program.damping, bound,
+        max(max_iterations, 0), ranks, rows)
+    return _result(graph, ranks, name, rows, "pull", converged, program_start, count)
 
 
 def components(graph, dtype, program_start):
@@ -147,30 +151,38 @@ def components(graph, dtype, program_start):
     return result
 
 
-def _result(graph, values, name, rows, mode, converged, program_start):
+def _result(graph, values, name, rows, mode, converged, program_start, count=1):
     """The Result of a direct run, whose history has a row per row of ``rows``
-    (active, edges, activated, nanoseconds)."""
-    return _DirectResult(graph, values, name, rows, mode, converged,
+    (active, edges, activated, nanoseconds), the first ``count``."""
+    return _DirectResult(graph, values, name, rows, count, mode, converged,
                          time.perf_counter() - program_start)
 
 
 class _DirectResult(Result):
     """A direct run's Result: its history rows are made when first read (making them
     would cost as much as a small graph's run); ``table``: active, edges, activated and
-    nanoseconds per iteration; ``wall``: the call's seconds, those beyond the
-    compiled code counted as the first row's overhead; ``edges``: None, or a function
-    giving the edges of every row (the table's then unused)."""
+    nanoseconds per iteration in its first ``count`` rows; ``wall``: the call's
+    seconds, those beyond the compiled code counted as the first row's overhead;
+    ``queue``: None, or a BFS's queue, whose vertices' out-degrees give the edges of
+    every row (the table's then unused)."""
 
-    def __init__(self, graph, values, name, table, mode, converged, wall, edges=None):
-        self._table, self._mode, self._wall, self._edges = table, mode, wall, edges
-        super().__init__(graph, values, program=name, iterations=len(table),
-                         converged=converged, history=None, mode="sync")
+    compile_seconds, _history, _made = 0.0, None, None  # (Result's, for every direct run)
+
+    def __init__(self, graph, values, name, table, count, mode, converged, wall,
+                 queue=None):
+        # Result's attributes set here, not by its __init__: a small graph's call is
+        # short, and its keywords cost as much as the rest of the call's Python
+        self.graph, self.values, self.program, self.iterations = graph, values, name, count
+        self.converged, self.mode = converged, "sync"
+        self._table, self._mode, self._wall, self._queue = table, mode, wall, queue
 
     @property
     def _rows(self):
         if self._made is None:
-            self._made = _rows(self._table, self._mode, self._wall, self.graph.num_arcs,
-                               None if self._edges is None else self._edges())
+            table = self._table[:self.iterations]
+            edges = None if self._queue is None else _level_edges(
+                self.graph.out_indptr, self._queue, table)
+            self._made = _rows(table, self._mode, self._wall, self.graph.num_arcs, edges)
         return self._made
 
     @_rows.setter

@@ -55,6 +55,7 @@ def levels(indptr, indices, source, out, unreached, queue, rows):
     n = out.shape[0]
     for v in range(n):
         out[v] = unreached
+    sentinel = out[source]  # (unreached in out's type: a wider compare slows each edge)
     clock = np.zeros(2, np.int64)
     start = nanoseconds(clock)
     out[source] = 0
@@ -65,7 +66,7 @@ def levels(indptr, indices, source, out, unreached, queue, rows):
     while head < tail:
         u = _index(queue[head])
         head += 1
-        tail = _visit(indptr, indices, u, out, unreached, out[u] + 1, queue, tail)
+        tail = _visit(indptr, indices, u, out, sentinel, out[u] + 1, queue, tail)
         if head == end:
             now = nanoseconds(clock)
             rows[level, 0], rows[level, 1], rows[level, 2] = end - begin, 0, tail - end
@@ -148,9 +149,9 @@ def dijkstra(indptr, indices, weights, source, dist, rows):
 
 
 @numba.njit(nogil=True, inline="always")
-def _rank(v, indptr, indices, weights, x, new, scale, rank_of, constant):
-    """new[v] = (constant + sum_{u -> v} x[u] * w_uv) * scale[v]; returns v's change
-    of rank, |new[v] - x[v]| * rank_of[v]."""
+def _rank(v, indptr, indices, weights, x, rank, new_x, new_rank, scale, constant):
+    """v's new rank, constant + sum_{u -> v} x[u] * w_uv, into ``new_rank`` and its
+    internal value (rank * scale[v]) into ``new_x``; returns v's change of rank."""
     acc = 0.0
     first, last = _index(indptr[v]), _index(indptr[v + 1])
     while first < last:
@@ -159,21 +160,52 @@ def _rank(v, indptr, indices, weights, x, new, scale, rank_of, constant):
         else:
             acc += x[_index(indices[first])] * weights[first]
         first += _ONE
-    new[v] = (constant + acc) * scale[v]
-    return abs(np.float64(new[v]) - np.float64(x[v])) * rank_of[v]
+    value = constant + acc
+    new_rank[v] = value
+    new_x[v] = value * scale[v]
+    return abs(value - rank[v])
 
 
 @numba.njit(nogil=True)
-def pagerank(indptr, indices, weights, x, scale, rank_of, dangling, damping, bound,
-             max_iterations, rows):
-    """PageRank's power iteration as :class:`hetgraph.algorithms.pagerank.PageRank`
-    runs it, on its internal values ``x`` (rank * scale, updated in place): every
-    iteration the constant (1 - d) / N + (sum of x over ``dangling``) / N, then
-    x'[v] = (constant + sum_{u -> v} x[u] * w_uv) * scale[v] over the CSC (weights:
-    None, or one per in-edge), until sum |x' - x| * rank_of < ``bound`` (N * tol; a
-    negative bound: never) or ``max_iterations``. Returns (iterations, converged)."""
+def _pull(indptr, indices, weights, x, rank, new_x, new_rank, scale, constant):
+    """One PageRank iteration over every vertex (:func:`_rank`); returns the sum of the
+    changes of rank. (A function of its own, not inlined: beside the clock's call in
+    the iteration loop, the compiled pass ran slower.)"""
     n = x.shape[0]
-    values, new = x, np.empty_like(x)
+    # four sums of the change: one would wait for each add before the next
+    c0 = c1 = c2 = c3 = 0.0
+    v = 0
+    while v + 4 <= n:
+        c0 += _rank(v, indptr, indices, weights, x, rank, new_x, new_rank, scale, constant)
+        c1 += _rank(v + 1, indptr, indices, weights, x, rank, new_x, new_rank, scale,
+                    constant)
+        c2 += _rank(v + 2, indptr, indices, weights, x, rank, new_x, new_rank, scale,
+                    constant)
+        c3 += _rank(v + 3, indptr, indices, weights, x, rank, new_x, new_rank, scale,
+                    constant)
+        v += 4
+    while v < n:
+        c0 += _rank(v, indptr, indices, weights, x, rank, new_x, new_rank, scale, constant)
+        v += 1
+    return (c0 + c1) + (c2 + c3)
+
+
+@numba.njit(nogil=True)
+def pagerank(indptr, indices, weights, scale, dangling, damping, bound, max_iterations,
+             out, rows):
+    """PageRank's power iteration as :class:`hetgraph.algorithms.pagerank.PageRank`
+    runs it, from uniform ranks, into ``out`` (the ranks, float64): every iteration
+    the constant (1 - d) / N + (sum of x over ``dangling``) / N, where x = rank * scale
+    (the program's internal values), then rank'[v] = constant + sum_{u -> v} x[u] *
+    w_uv over the CSC (weights: None, or one per in-edge), until sum |rank' - rank| <
+    ``bound`` (N * tol; a negative bound: never) or ``max_iterations``. One pass over
+    the vertices does the pull, the new x and the change (keeping the ranks beside x
+    saves the program's division by scale). Returns (iterations, converged)."""
+    n = out.shape[0]
+    x, new_x, rank, new_rank = np.empty(n), np.empty(n), np.empty(n), out
+    for v in range(n):
+        rank[v] = 1.0 / n
+        x[v] = rank[v] * scale[v]
     clock = np.zeros(2, np.int64)
     start = nanoseconds(clock)
     teleport = (1.0 - damping) / n
@@ -181,32 +213,19 @@ def pagerank(indptr, indices, weights, x, scale, rank_of, dangling, damping, bou
     for it in range(max_iterations):
         lost = 0.0
         for i in range(dangling.shape[0]):
-            lost += values[dangling[i]]
+            lost += x[dangling[i]]
         constant = teleport + (1.0 / n) * lost
-        # four sums of the change: one would wait for each add before the next
-        c0 = c1 = c2 = c3 = 0.0
-        v = 0
-        while v + 4 <= n:
-            c0 += _rank(v, indptr, indices, weights, values, new, scale, rank_of, constant)
-            c1 += _rank(v + 1, indptr, indices, weights, values, new, scale, rank_of,
-                        constant)
-            c2 += _rank(v + 2, indptr, indices, weights, values, new, scale, rank_of,
-                        constant)
-            c3 += _rank(v + 3, indptr, indices, weights, values, new, scale, rank_of,
-                        constant)
-            v += 4
-        while v < n:
-            c0 += _rank(v, indptr, indices, weights, values, new, scale, rank_of, constant)
-            v += 1
-        values, new = new, values  # (no copy: the arrays change roles)
+        change = _pull(indptr, indices, weights, x, rank, new_x, new_rank, scale, constant)
+        x, new_x = new_x, x  # (no copy: the arrays change roles)
+        rank, new_rank = new_rank, rank
         now = nanoseconds(clock)
         rows[it, 0], rows[it, 1], rows[it, 2] = n, indices.shape[0], n
         rows[it, 3], start = now - start, now
-        if (c0 + c1) + (c2 + c3) < bound:
+        if change < bound:
             done, converged = it + 1, True
             break
-    if done % 2:
-        x[:] = values
+    if done % 2 == 0:  # (the ranks ended in the kernel's own array)
+        out[:] = rank
     return done, converged
 
 
