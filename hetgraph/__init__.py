@@ -30,9 +30,6 @@ _LAZY = {
 def _registered():
     """{name: function} of the registered readers and algorithms (imports their
     modules, which register them)."""
-    from .kernels.gpu.device import probe_in_background
-
-    probe_in_background()  # (the GPU's start overlaps the algorithms' imports)
     from .algorithms import FUNCTIONS
     from .io import READER_FUNCTIONS
 

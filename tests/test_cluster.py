@@ -377,8 +377,8 @@ def test_a_cluster_without_a_dashboard_starts_no_event_loop_profiler(monkeypatch
 
 
 def test_the_gpu_probe_started_early_is_the_answer_availability_waits_for(monkeypatch):
-    """The probe thread (started at the algorithms' first import) runs the GPU check
-    once; availability() waits for it rather than running a second check beside it."""
+    """The probe thread (started before the dispatcher's first import) runs the GPU
+    check once; availability() waits for it rather than running a second check."""
     import importlib.util
     import threading
 
