@@ -403,3 +403,18 @@ def test_the_gpu_probe_started_early_is_the_answer_availability_waits_for(monkey
     release.set()
     waiter.join(5)
     assert calls[0] == "hetgraph-gpu-probe" and calls[-1] == (False, "a stand-in GPU check")
+
+
+def test_without_cupy_the_probe_looks_for_it_once(monkeypatch):
+    """Every dispatched run asks for the probe: where CuPy is missing, the first
+    answer stands (a look-up of the package costs tens of microseconds a run)."""
+    import importlib.util
+
+    from hetgraph.kernels.gpu import device
+
+    asked = []
+    monkeypatch.setattr(device, "_PROBE", {})
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: asked.append(name))
+    for _ in range(3):
+        device.probe_in_background()
+    assert asked == ["cupy"] and device._PROBE == {"thread": None}

@@ -31,20 +31,22 @@ class GpuMemoryError(HetGraphError, MemoryError):
         return type(self), self.args
 
 
-_PROBE: dict = {}  # "thread": the thread running _probe, when one was started
+_PROBE: dict = {}  # "thread": the thread running _probe (None: CuPy is not installed)
 _PROBE_LOCK = threading.Lock()
 
 
 def probe_in_background():
     """Start :func:`availability`'s answer in a thread, when CuPy is installed: CuPy's
     import and the CUDA driver's start (tenths of a second) then overlap the caller's
-    own imports. Later calls do nothing."""
+    own imports. Later calls do nothing (nor look for CuPy again)."""
     with _PROBE_LOCK:
-        if "thread" in _PROBE or importlib.util.find_spec("cupy") is None:
+        if "thread" in _PROBE:
             return
-        _PROBE["thread"] = threading.Thread(target=_probe, name="hetgraph-gpu-probe",
-                                            daemon=True)
-        _PROBE["thread"].start()
+        _PROBE["thread"] = None
+        if importlib.util.find_spec("cupy") is not None:
+            _PROBE["thread"] = threading.Thread(target=_probe, name="hetgraph-gpu-probe",
+                                                daemon=True)
+            _PROBE["thread"].start()
 
 
 def availability():
