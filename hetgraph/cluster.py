@@ -536,6 +536,11 @@ def _free_dashboard_address(address):
     return address
 
 
+def current_cluster():
+    """The innermost ``with hg.Cluster()``, else None (runs then take the embedded one)."""
+    return _CURRENT[-1] if _CURRENT else None
+
+
 @contextlib.contextmanager
 def cluster_for(cluster):
     """``cluster``, else the innermost ``with hg.Cluster()``, else the embedded cluster

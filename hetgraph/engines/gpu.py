@@ -23,7 +23,8 @@ from ..errors import GraphError
 from ..partition import edge_bytes
 from ..kernels.gpu.device import (GpuMemoryError, on_current_device, pinned_empty,
                                   require_gpu, wait_for_writes)
-from ..kernels.gpu.kept import device_pages, is_kept, kept_bytes, partition_key, release
+from ..kernels.gpu.kept import (device_pages, first_pages, is_kept, kept_bytes, partition_key,
+                               release)
 from ..kernels.gpu.launch import PackedLaunch
 from ..kernels.gpu.layout import EDGE_ORDERS, DevicePages, page_bytes_for
 from ..kernels.gpu.reduce import count_frontier_kernel as _count_frontier_kernel
@@ -59,6 +60,76 @@ def _check_options(memory_budget, page_bytes, streams, threads_per_block, edge_o
     if threads_per_block not in (32, 64, 128, 256, 512, 1024):
         raise GraphError(f"threads_per_block={threads_per_block!r} must be a power of two "
                          f"from 32 to 1024")
+
+
+def _degree_dtype(graph):
+    """The out-degrees' dtype (they are at most the arcs: no pass over them to choose)."""
+    return np.uint32 if graph.num_arcs < 2**32 else np.uint64
+
+
+def _default_budget(device):
+    """Device bytes for a run's pages given no budget: a share of the free memory once
+    the pages kept on ``device`` are dropped."""
+    import cupy as cp
+
+    free, _ = cp.cuda.runtime.memGetInfo()
+    return int((free + kept_bytes(device)) * tuning.GPU_BUDGET_FRACTION)
+
+
+def _pages_key(graph, degree_dtype, edge_order, ranges, memory_budget, streams, partition,
+               owned):
+    """What a layout is kept under (:func:`device_pages`). A run given no budget takes
+    what it finds kept for its partition: its budget was measured on the same device,
+    less what the kept pages held."""
+    return (graph.token, np.dtype(degree_dtype).str, edge_order, ranges, memory_budget,
+            streams, partition_key(partition),
+            None if owned is None else (owned.start, owned.stop))
+
+
+def _lay_out(graph, partition, weighted, edge_order, ranges, budget, streams, degree_dtype,
+             owned=None):
+    """The DevicePages of ``graph``'s ``partition`` (``owned``: a range of its pages;
+    None: all) on the current device."""
+    return DevicePages(graph, partition, per_edge=edge_bytes(graph.index_dtype, weighted),
+                       weighted=weighted, edge_order=edge_order, ranges=ranges,
+                       budget=budget, streams=streams,
+                       degree=graph.out_degree().astype(degree_dtype), pages=owned)
+
+
+def lay_out_ahead(graph, weighted, vertex_bytes, gpu=None):
+    """Lay out on the current device, and keep (:func:`first_pages`: when the device
+    keeps no layout yet), the pages that a one-GPU run of ``graph`` given the GPU options
+    ``gpu`` (``hg.run``'s ``gpu=``) looks for first, so that they can be built while the
+    caller does other work. Only when every edge fits half the budget such a run takes
+    (its vertex arrays, allocated first, then cannot change its partition); returns
+    whether it laid them out. ``weighted``:
+    the run reads edge weights; ``vertex_bytes``: its value's itemsize."""
+    import cupy as cp
+
+    memory_budget = gpu.get("memory_budget")
+    streams = gpu.get("streams", tuning.GPU_STREAMS)
+    edge_order, ranges = gpu.get("edge_order", "source"), gpu.get("source_ranges", 1)
+    device = cp.cuda.runtime.getDevice()
+    budget = _default_budget(device) if memory_budget is None else memory_budget
+    total = graph.num_arcs * edge_bytes(graph.index_dtype, weighted)
+    if 2 * total > budget:
+        return False
+    page_bytes = page_bytes_for(total, budget, gpu.get("page_bytes", tuning.PAGE_BYTES),
+                                streams)
+    partition = graph.partition(page_bytes=page_bytes, replication=gpu.get("replication"),
+                                shared_bytes=gpu.get("shared_bytes", tuning.GPU_SHARED_BYTES),
+                                vertex_bytes=vertex_bytes)
+    degree_dtype = _degree_dtype(graph)
+    key = _pages_key(graph, degree_dtype, edge_order, ranges, memory_budget, streams,
+                     partition, None)
+
+    def build():
+        pages = _lay_out(graph, partition, weighted, edge_order, ranges, budget, streams,
+                         degree_dtype)
+        cp.cuda.Device().synchronize()  # (a run's streams do not wait for this thread's)
+        return pages
+
+    return first_pages(key, weighted, build)
 
 
 class GpuEngine(Engine):
@@ -135,8 +206,7 @@ class GpuEngine(Engine):
         self.owned = pages
         self.weighted = bool(spec.needs_weights and graph.weighted)
         start = time.perf_counter()
-        # (the out-degrees are at most the arcs: no pass over them to choose)
-        degree_dtype = np.uint32 if graph.num_arcs < 2**32 else np.uint64
+        degree_dtype = _degree_dtype(graph)
         self.kernel = compile_kernel(spec, aux.dtype, graph.index_dtype, degree_dtype,
                                      weighted=self.weighted, sync=sync,
                                      warp_combine=edge_order == "destination")
@@ -206,24 +276,16 @@ class GpuEngine(Engine):
         partition, the pages)."""
         cp = self.cupy
         device = cp.cuda.runtime.getDevice()
-        budget = memory_budget
-        if memory_budget is None:  # the free memory once the kept pages are dropped
-            free, _ = cp.cuda.runtime.memGetInfo()
-            budget = int((free + kept_bytes(device)) * tuning.GPU_BUDGET_FRACTION)
+        budget = _default_budget(device) if memory_budget is None else memory_budget
         partition = given if given is not None else \
             self._partition(budget, page_bytes, streams)
-        # a run given no budget takes what it finds kept for its partition: its budget
-        # was measured on the same device, less what the kept pages held
-        key = (self.graph.token, np.dtype(degree_dtype).str, self.edge_order, self.ranges,
-               memory_budget, streams, partition_key(partition),
-               None if self.owned is None else (self.owned.start, self.owned.stop))
+        key = _pages_key(self.graph, degree_dtype, self.edge_order, self.ranges,
+                         memory_budget, streams, partition, self.owned)
         while True:
             try:
-                self.pages = device_pages(key, self.weighted, lambda: DevicePages(
-                    self.graph, partition, per_edge=self.per_edge, weighted=self.weighted,
-                    edge_order=self.edge_order, ranges=self.ranges, budget=budget,
-                    streams=streams, degree=self.graph.out_degree().astype(degree_dtype),
-                    pages=self.owned))
+                self.pages = device_pages(key, self.weighted, lambda: _lay_out(
+                    self.graph, partition, self.weighted, self.edge_order, self.ranges,
+                    budget, streams, degree_dtype, self.owned))
                 self._allocate()
                 return
             except GpuMemoryError:  # a page larger than the budget: smaller will not do

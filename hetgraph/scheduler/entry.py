@@ -7,10 +7,13 @@ from __future__ import annotations
 
 def run(program, graph, **options):
     """:func:`hetgraph.scheduler.dispatcher.run` (see there), imported on first use; the
-    GPU's check starts in a thread first, so that CUDA's start overlaps the import."""
+    GPU's check starts in a thread first, so that CUDA's start overlaps the import, and
+    so does a GPU run's page layout (:mod:`.ahead`)."""
     from ..kernels.gpu.device import probe_in_background
+    from .ahead import lay_out_ahead
 
     probe_in_background()
+    lay_out_ahead(program, graph, options)
     from .dispatcher import run as dispatch
 
     return dispatch(program, graph, **options)

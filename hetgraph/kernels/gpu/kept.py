@@ -8,6 +8,7 @@ options finds it in place (:func:`device_pages`; :func:`release` frees it).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import zlib
 
@@ -36,12 +37,7 @@ def device_pages(key, weighted, build):
     resident: it does not read them), else ``build()``'s, kept instead of the
     device's previous layout, which is dropped before the build (its memory returned
     to the device)."""
-    import cupy as cp
-
-    device = cp.cuda.runtime.getDevice()
-    with _KEPT_LOCK:
-        lock = _DEVICE_LOCKS.setdefault(device, threading.Lock())
-    with lock:
+    with _device_lock() as device:
         kept = _KEPT.get(device)
         if kept is not None and kept[0] == key and (kept[1] == weighted or (
                 kept[1] and not kept[2].plan.streams)):
@@ -50,6 +46,30 @@ def device_pages(key, weighted, build):
         pages = build()
         _KEPT[device] = (key, weighted, pages)
         return pages
+
+
+def first_pages(key, weighted, build):
+    """Keep ``build()``'s DevicePages on the current device under ``key`` (see
+    :func:`device_pages`) when no layout is kept there yet; returns whether it did. It
+    drops nothing, so it never waits for what a dropped layout's holders hold (a run's
+    engine making its own layout meanwhile waits for this one and takes it if it fits)."""
+    with _device_lock() as device:
+        if device in _KEPT:
+            return False
+        _KEPT[device] = (key, weighted, build())
+        return True
+
+
+@contextlib.contextmanager
+def _device_lock():
+    """Hold the current device's build lock; yields the device's number."""
+    import cupy as cp
+
+    device = cp.cuda.runtime.getDevice()
+    with _KEPT_LOCK:
+        lock = _DEVICE_LOCKS.setdefault(device, threading.Lock())
+    with lock:
+        yield device
 
 
 def keeps_pages_of(graph, device):
