@@ -117,6 +117,11 @@ class VertexProgram:
         ``iteration_constant(self, graph, values) -> float``: not defined by default.
         Define it and give ``apply`` a fourth parameter to receive it; it is computed
         from all values before each iteration.
+    derived : method, optional
+        ``derived(self, graph)``: arrays the program derives from the graph alone and
+        keeps there (``graph.kept``), made again by ``init`` when missing. Not defined
+        by default; where defined, a process's first run makes them in a thread while
+        it imports its scheduler (PageRank's dangling set and scales).
 
     Examples
     --------

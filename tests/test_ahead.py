@@ -1,4 +1,5 @@
-"""A GPU run's page layout started before the dispatcher's import (scheduler/ahead.py)."""
+"""Work started before the dispatcher's import (scheduler/ahead.py): a program's derived
+arrays and a GPU run's page layout."""
 
 import numpy as np
 import pytest
@@ -37,18 +38,33 @@ class _Device:
         return False
 
 
+class _Plain(PageRank):
+    """PageRank without derived arrays: only a layout starts a thread."""
+    derived = None
+
+
 def _started(program, graph, **options):
-    thread = ahead.lay_out_ahead(program, graph, options)
+    """Whether :func:`ahead.start` started a thread (joined here) for ``program``
+    (PageRank's derived arrays left out: see _Plain)."""
+    if type(program) is PageRank:
+        program = _Plain(**{k: getattr(program, k) for k in ("damping", "tol", "dtype")},
+                         weighted=program.needs_weights)
+    made, thread = ahead.start(program, graph, options)
     if thread is not None:
         thread.join()
+    assert made.is_set()
     return thread is not None
 
 
 @pytest.mark.parametrize("options", [
     dict(devices="auto"), dict(devices="cpu"), dict(devices="hybrid"),
-    dict(devices="gpu", mode="colored"), dict(devices="gpu", cluster="not a cluster")])
-def test_only_a_gpu_run_in_this_process_lays_out_ahead(laid_out, options):
-    assert not _started(PageRank(), GRAPH, **options)
+    dict(devices="gpu", mode="colored"), dict(devices="gpu", cluster="not a cluster"),
+    dict(devices="gpu", graph="store")])
+def test_only_a_gpu_run_in_this_process_lays_out_ahead(laid_out, options, tmp_path):
+    graph = GRAPH
+    if options.pop("graph", None):  # out of core: the run reads the store's own pages
+        graph = GRAPH.save(tmp_path / "store").stored_graph()
+    assert not _started(PageRank(), graph, **options)
     assert laid_out == []
 
 
@@ -117,3 +133,56 @@ def test_the_run_takes_the_layout_made_ahead():
     assert kept._KEPT[0][2] is made
     want = hg.pagerank(graph, devices="cpu", tol=None, max_iterations=20)
     np.testing.assert_allclose(got.values, want.values, rtol=1e-5, atol=1e-9)
+
+
+def test_the_derived_arrays_are_made_in_the_thread_and_kept(monkeypatch):
+    """PageRank's derived arrays (dangling set, scale) are made in the thread, kept by
+    the graph, and the event is set once they are; a run then finds them kept."""
+    import threading
+
+    graph = hg.generate.rmat(9, edge_factor=4, seed=5)
+    program, where = PageRank(), []
+    original = PageRank.derived
+
+    def derived(self, g):
+        where.append(threading.current_thread().name)
+        return original(self, g)
+
+    monkeypatch.setattr(PageRank, "derived", derived)
+    made, thread = ahead.start(program, graph, {"devices": "cpu"})
+    thread.join()
+    assert made.is_set() and where == ["hetgraph-ahead"]
+    kept = graph.kept("pagerank", dict)["arrays"]
+    assert kept[1][0] is program._dangling
+    # (the run takes the kept arrays: the same objects, no second computation)
+    got = hg.run(PageRank(tol=None), graph, max_iterations=3, devices="cpu")
+    assert graph.kept("pagerank", dict)["arrays"] is kept
+    np.testing.assert_allclose(got.values.sum(), 1.0, rtol=1e-12)
+
+
+def test_a_failing_derived_leaves_the_error_to_the_run(monkeypatch):
+    """An error in the thread's derived arrays sets the event and is not raised there;
+    the run makes them again and raises it."""
+    def broken(self, graph):
+        raise hg.GraphError("a stand-in for a bad graph")
+
+    monkeypatch.setattr(PageRank, "derived", broken)
+    made, thread = ahead.start(PageRank(), GRAPH, {"devices": "cpu"})
+    thread.join()
+    assert made.is_set()
+    with pytest.raises(hg.GraphError, match="a stand-in for a bad graph"):
+        hg.run(PageRank(), GRAPH, devices="cpu", max_iterations=2)
+
+
+def test_only_the_first_dispatched_run_starts_work_ahead(monkeypatch):
+    """Once the dispatcher is imported, runs go straight to it: no thread a call."""
+    from hetgraph.scheduler import entry
+
+    entry._DISPATCH.pop("run", None)
+    started = []
+    original = ahead.start
+    monkeypatch.setattr(ahead, "start",
+                        lambda *args: started.append(args) or original(*args))
+    for _ in range(2):  # (threads=: not the direct path)
+        hg.pagerank(GRAPH, tol=None, max_iterations=2, devices="cpu", threads=1)
+    assert len(started) == 1
