@@ -378,7 +378,7 @@ class Graph:
         >>> store.load().num_edges == g.num_edges
         True
         """
-        return registry.WRITERS["pagestore"](self, path, stripes=stripes, **options)
+        return registry.writer_of("pagestore")(self, path, stripes=stripes, **options)
 
     def summary(self) -> str:
         kind = "directed" if self.directed else "undirected"

@@ -7,11 +7,12 @@ reader is decorated with :func:`reader`. The command line, ``hetgraph.<name>`` a
 algorithm or a format touches only the module that defines it (the model is NetworkX's
 ``_dispatchable`` in ``networkx/utils/backends.py``).
 
-This module imports nothing else of hetgraph: every layer may read it.
+This module imports nothing else of hetgraph at its import: every layer may read it.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from dataclasses import dataclass
 from typing import Callable
@@ -58,6 +59,7 @@ def algorithm(name, *, program=None, needs_source=False, cli=True, smallest_firs
 
     Examples
     --------
+    >>> import hetgraph.algorithms  # (its modules register the built-in algorithms)
     >>> from hetgraph.registry import ALGORITHMS
     >>> ALGORITHMS["sssp"].needs_source
     True
@@ -98,6 +100,7 @@ def reader(name, *extensions, **preset):
 
     Examples
     --------
+    >>> import hetgraph.io  # (its modules register the built-in readers)
     >>> from hetgraph.registry import EXTENSIONS, READERS
     >>> EXTENSIONS[".mtx"], READERS["mtx"].function.__name__
     ('mtx', 'read_mtx')
@@ -121,8 +124,18 @@ def reader_functions():
 def writer(kind):
     """Decorator registering ``function(graph, path, **options)`` as the writer of store
     ``kind``; :meth:`hetgraph.Graph.save` calls the "pagestore" one (the graph type
-    cannot import the store, whose graphs are Graphs)."""
+    cannot import the store, whose graphs are Graphs) through :func:`writer_of`."""
     def register(function):
         WRITERS[kind] = function
         return function
     return register
+
+
+def writer_of(kind):
+    """The writer of store ``kind``: a graph made without ``hetgraph.io`` (one loaded
+    from the datasets' cache) finds none registered, so the package that registers the
+    built-in writers is imported by name first (the plug-in way: this module imports
+    nothing of hetgraph at its own import)."""
+    if kind not in WRITERS:
+        importlib.import_module("hetgraph.io")
+    return WRITERS[kind]
