@@ -324,7 +324,12 @@ def test_colored_history_and_description():
     colored = hg.bfs(g, 0, devices="cpu", mode="colored")
     assert colored.mode == "colored" and set(colored.history["mode"]) == {"colored"}
     assert colored.iterations * 1.5 <= sync.iterations  # a grid's BFS: two colors
-    assert (colored.history["edges"] == g.num_arcs).all()
+    # BFS's passes read only the in-edges of the vertices a change marked: a wave's,
+    # each vertex at most a few times; PageRank's (an iteration constant) every arc
+    edges = colored.history["edges"]
+    assert (edges < g.num_arcs / 4).all() and edges.sum() <= 3 * g.num_arcs
+    pagerank = hg.pagerank(g, devices="cpu", mode="colored", tol=None, max_iterations=3)
+    assert (pagerank.history["edges"] == g.num_arcs).all()
     description = hc.coloring_of(g).describe()
     assert description["colors"] == 5 and description["colored_share"] == 1.0
     assert description["passes_per_iteration"] == 2  # a grid has two colors
@@ -344,8 +349,12 @@ def test_colored_cpu_engine_describes_its_coloring():
     assert not engine.bursts
     assert engine.describe()["mode"] == "colored"
     assert engine.describe()["passes_per_iteration"] == 2
-    mode, computed, edges, _ = engine.iterate(0.0, engine.frontier())
-    assert (mode, computed, edges) == ("colored", g.num_vertices, g.num_arcs)
+    mode, computed, edges, activated = engine.iterate(0.0, engine.frontier())
+    # the first iteration computes the source's out-neighbours alone, from their in-edges
+    neighbours = np.unique(g.out_indices[g.out_indptr[0]:g.out_indptr[1]])
+    in_edges = int((g.in_indptr[neighbours + 1] - g.in_indptr[neighbours]).sum())
+    assert (mode, computed, edges) == ("colored", len(neighbours), in_edges)
+    assert activated == len(neighbours) and set(np.flatnonzero(flags)) == set(neighbours)
 
 
 def test_colored_mode_errors(tmp_path):
@@ -416,3 +425,21 @@ def test_a_calibration_is_kept_apart_for_sync_async_and_colored_runs():
 
     assert key(False, None) == key(False, None)
     assert len({key(True, None), key(False, None), key(False, object())}) == 3
+
+
+def test_colored_sparse_passes_resume_from_a_checkpoint(tmp_path):
+    """A colored BFS stopped mid-wave and resumed from its checkpoint (its marks made
+    again from the active flags) reaches SciPy's levels, as does one run through."""
+    g = graphs()["grid-color"]
+    s = g.label_of(0)
+    hops = csgraph.shortest_path(g.to_scipy(), directed=True, unweighted=True,
+                                 indices=g.id_of(s))
+    want = np.where(np.isinf(hops), -1, hops)
+    first = hg.bfs(g, s, devices="cpu", mode="colored", max_iterations=9,
+                   checkpoint=tmp_path, checkpoint_every=3)
+    assert not first.converged
+    resumed = hg.bfs(g, s, devices="cpu", mode="colored", checkpoint=tmp_path, resume=True)
+    assert resumed.converged and resumed.iterations > 9
+    np.testing.assert_array_equal(resumed.values, want)
+    # (the resumed run computed only its waves: fewer edges than whole passes)
+    assert resumed.history["edges"].iloc[9:].sum() < (resumed.iterations - 9) * g.num_arcs / 4

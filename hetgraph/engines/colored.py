@@ -11,6 +11,12 @@ the CPU are bitwise identical too (the GPU's shard kernel adds a vertex's gather
 values in any order: its sums may differ in the last bits from run to run, as a sync
 GPU run's do).
 
+For a program whose values change only through its in-neighbours' (incremental, no
+iteration constant: BFS, SSSP, components), a CPU pass computes only its color's
+vertices that a change marked since their last pass (the out-neighbours of the vertices
+each pass changed), or the whole color when they are many: a thin wave's iteration reads
+its wave's edges, not the graph's.
+
 :class:`ColorSweep` runs the passes on the CPU engine; :func:`color_shards` gives the
 GPU engine each color's shards (one launch a color).
 """
@@ -19,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import tuning
 from ..kernels import cpu
 
 MODE = "colored"  # an iteration's mode in the history (the GPU's: "gpu-colored")
@@ -27,36 +34,97 @@ MODE = "colored"  # an iteration's mode in the history (the GPU's: "gpu-colored"
 class ColorSweep:
     """The passes of a colored iteration over a graph in memory. ``coloring``: a
     :class:`hetgraph.coloring.Coloring` of ``graph``; its colors are vertex ranges where
-    it is contiguous (a color-major graph), else sorted id lists."""
+    it is contiguous (a color-major graph), else sorted id lists. ``sparse``: a pass
+    computes only its color's vertices that an in-neighbour's change since their last
+    pass marked (a program whose values change only through its in-neighbours': an
+    incremental one that reads no iteration constant), all of them when they are at
+    least ``tuning.COLORED_SPARSE_SHARE`` of the color."""
 
-    def __init__(self, coloring, graph):
+    def __init__(self, coloring, graph, sparse=False):
         self.coloring = coloring
         contiguous = coloring.contiguous
         self.passes = [_vertices_of(coloring, contiguous, graph.in_indptr, c)
                        for c in range(coloring.count)]
         self.scratch = None  # the hybrid pass's written values (made by the first)
+        self.sparse = sparse
+        self.pending = None  # uint8 marks of the vertices to compute (None: from flags)
+        self.whole_left = 0  # the next passes that compute their whole color
+        self.cycle = sum(len(prefix) > 1 for _, prefix, _ in self.passes)  # passes with vertices
 
-    def iterate(self, step, values):
+    def reset(self):
+        """Forget the marks: the next iteration marks the out-neighbours of the state's
+        active vertices (a new run, or a state changed elsewhere)."""
+        self.pending = None
+        self.whole_left = 0
+
+    def iterate(self, step, state, graph, chunks):
         """One colored iteration: ``step(vertices, prefix, v0, written)`` computes the
         ``vertices`` (ids, or the range from ``v0`` when empty; in-degree running total
         ``prefix``) into ``written`` (None: in place) and returns (vertices activated,
-        their out-degree sum); ``values``: the state's. Returns the same for the
-        iteration, summed over its passes."""
-        activated = degree = 0
+        their out-degree sum); ``state``: the run's, on ``graph``; ``chunks``: of the
+        marking's parallel loop. Returns (vertices computed, edges read, vertices
+        activated, their out-degree sum)."""
+        totals = np.zeros(4, np.int64)
         *colors, hybrid = self.passes
-        for vertices, prefix, v0 in colors:
-            if len(prefix) > 1:
-                on, out = step(vertices, prefix, v0, None)
-                activated, degree = activated + on, degree + out
-        vertices, prefix, v0 = hybrid
-        if len(prefix) > 1:
-            if self.scratch is None or self.scratch.dtype != values.dtype:
-                self.scratch = np.empty_like(values)
-            on, out = step(vertices, prefix, v0, self.scratch)
-            activated, degree = activated + on, degree + out
-            where = slice(v0, v0 + len(prefix) - 1) if len(vertices) == 0 else vertices
-            values[where] = self.scratch[where]
-        return activated, degree
+        for color in colors:
+            totals += self._pass(step, state, graph, chunks, color, None)
+        if len(hybrid[1]) > 1:
+            if self.scratch is None or self.scratch.dtype != state.values.dtype:
+                self.scratch = np.empty_like(state.values)
+            totals += self._pass(step, state, graph, chunks, hybrid, self.scratch)
+        return tuple(int(t) for t in totals)
+
+    def _pass(self, step, state, graph, chunks, color, scratch):
+        """One color's pass (into ``scratch``, then copied, for the hybrid partition);
+        returns its (computed, edges, activated, out-degree sum)."""
+        vertices, prefix, v0 = color
+        if len(prefix) == 1:
+            return 0, 0, 0, 0
+        if self.sparse:
+            vertices, prefix, v0 = self._marked(state, graph, chunks, color)
+        count = len(prefix) - 1
+        on, out = step(vertices, prefix, v0, scratch) if count else (0, 0)
+        if scratch is not None:
+            where = slice(v0, v0 + count) if len(vertices) == 0 else vertices
+            state.values[where] = scratch[where]
+        if self.sparse and on:
+            self._mark(state, graph, chunks, vertices, v0, v0 + count, out)
+        return count, int(prefix[-1] - prefix[0]), on, out
+
+    def _mark(self, state, graph, chunks, vertices, v0, v1, degree):
+        """Mark the out-neighbours of the changed (flagged) ``vertices`` (or v0..v1-1),
+        whose out-degrees sum to ``degree``; a wave of more than
+        ``tuning.COLORED_SPARSE_SHARE`` of the arcs is not marked: every color's next pass
+        computes it whole instead (marking would cost more than the pass saves)."""
+        if degree > tuning.COLORED_SPARSE_SHARE * graph.num_arcs:
+            self.whole_left = self.cycle
+        else:
+            cpu.mark_changed(state.flags, graph.out_indptr, graph.out_indices, vertices, v0,
+                             v1, self.pending, chunks, degree >= tuning.SERIAL_EDGES)
+
+    def _marked(self, state, graph, chunks, color):
+        """(vertices, prefix, v0) of ``color``'s marked vertices, or the whole color when
+        they are many or a large wave left it unmarked (:meth:`_mark`); its marks and
+        flags cleared (the pass sets the flags of the vertices it changes)."""
+        if self.pending is None:
+            self.pending = np.zeros(len(state.flags), np.uint8)
+            n = len(state.flags)
+            self._mark(state, graph, chunks, cpu.ALL_VERTICES, 0, n,
+                       cpu.frontier_size(state.flags, graph.out_indptr)[1])
+        vertices, prefix, v0 = color
+        where = slice(v0, v0 + len(prefix) - 1) if len(vertices) == 0 else vertices
+        whole = self.whole_left > 0
+        self.whole_left -= whole
+        marked = vertices if whole else (cpu.active_ids(self.pending[where]) + v0
+                                         if len(vertices) == 0 else
+                                         vertices[self.pending[vertices] != 0])
+        self.pending[where] = 0
+        state.flags[where] = 0
+        if whole or len(marked) >= tuning.COLORED_SPARSE_SHARE * (len(prefix) - 1):
+            return color
+        if len(marked) == 0:
+            return marked, np.zeros(1, np.int64), 0
+        return marked, cpu.edge_prefix(graph.in_indptr, marked), 0
 
     def describe(self) -> dict:
         """The coloring's :meth:`Coloring.describe`."""

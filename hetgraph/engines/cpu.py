@@ -96,7 +96,8 @@ class CpuEngine(Engine):
         self._seen = None  # scratch of a push, made by the first
         self._deferred = None  # scratch of the buckets, made by the first burst
         self.chunks = chunk_count(graph.num_vertices, threads)
-        self.sweep = None if coloring is None else ColorSweep(coloring, graph)
+        self.sweep = None if coloring is None else ColorSweep(
+            coloring, graph, sparse=spec.incremental and not spec.notify_self)
         start = time.perf_counter()
         self.kernel = cpu.compile_program(spec, aux.dtype)
         self.bind(spec, graph, state, aux)
@@ -118,6 +119,8 @@ class CpuEngine(Engine):
         self._frontier = None  # sorted ids of the active vertices, when known
         self._degree = 0  # sum of the frontier's out-degrees, when known
         self._counted = None  # (active vertices, their out-degree sum), when known
+        if self.sweep is not None:
+            self.sweep.reset()
         if self._bound_to() is not graph:  # what depends on the graph alone, kept
             self._bound_to = weakref.ref(graph)  # (weakly: the graph keeps its engines)
             self._cuts = {}  # {parts: a whole pull's cut_ranges}
@@ -156,6 +159,8 @@ class CpuEngine(Engine):
         """See :meth:`Engine.reset_frontier`."""
         self._frontier = None
         self._counted = counted
+        if self.sweep is not None:
+            self.sweep.reset()
 
     def frontier(self):
         """(active vertices, sum of their out-degrees). After the state changed
@@ -266,10 +271,12 @@ class CpuEngine(Engine):
     def _colored(self, constant):
         """A colored iteration (:class:`ColorSweep`); returns :meth:`iterate`'s result."""
         self._frontier = None
-        self._counted = self.sweep.iterate(
+        computed, edges, activated, degree = self.sweep.iterate(
             lambda vertices, prefix, v0, written: self._step(
-                constant, vertices, prefix, v0, written=written), self.state.values)
-        return COLORED, self.graph.num_vertices, self.graph.num_arcs, self._counted[0]
+                constant, vertices, prefix, v0, written=written), self.state, self.graph,
+            self.chunks)
+        self._counted = (activated, degree)
+        return COLORED, computed, edges, activated
 
     def describe(self):
         """A colored run's coloring and passes per iteration (else nothing)."""

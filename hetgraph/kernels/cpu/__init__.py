@@ -16,11 +16,11 @@ they take as arguments) and :mod:`.clock` (a clock compiled code can read).
 """
 
 from ...program import ProgramError
-from .frontier import (active_ids, commit, compact, edge_prefix, frontier_size, notify,
-                       replace_value, weighted_change)
+from .frontier import (active_ids, commit, compact, edge_prefix, frontier_size,
+                       mark_changed, notify, replace_value, weighted_change)
 from .kernel import CpuKernel, compile_program
 from .structs import ALL_VERTICES, NO_LIMIT
 
 __all__ = ["ALL_VERTICES", "NO_LIMIT", "CpuKernel", "compile_program", "frontier_size",
-           "notify", "compact", "commit", "edge_prefix", "active_ids", "replace_value",
-           "weighted_change", "ProgramError"]
+           "notify", "mark_changed", "compact", "commit", "edge_prefix", "active_ids",
+           "replace_value", "weighted_change", "ProgramError"]

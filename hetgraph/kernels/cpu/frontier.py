@@ -1,6 +1,6 @@
 """Program-independent frontier helpers (compiled once, cached on disk): count a
-frontier, notify the out-neighbours of the active vertices, gather the ids of marked or
-active vertices, copy values back, and the edge prefix of a pull's vertices."""
+frontier, notify (or mark) the out-neighbours of the active vertices, gather the ids of
+marked or active vertices, copy values back, and the edge prefix of a pull's vertices."""
 
 from __future__ import annotations
 
@@ -63,6 +63,31 @@ def notify(flags, out_indptr, out_indices, base, v0, v1, marks, notify_self, chu
                     marks[u] = 1
                 for e in range(out_indptr[u] - base, out_indptr[u + 1] - base):
                     marks[out_indices[e]] = 1
+
+
+def _mark_changed(flags, out_indptr, out_indices, vertices, v0, v1, marks, chunks):
+    n = vertices.shape[0] if vertices.shape[0] else v1 - v0
+    for c in prange(chunks):
+        for i in range(n * c // chunks, n * (c + 1) // chunks):
+            u = vertices[i] if vertices.shape[0] else v0 + i
+            if flags[u]:
+                for e in range(out_indptr[u], out_indptr[u + 1]):
+                    if not marks[out_indices[e]]:  # (no write: the line stays shared)
+                        marks[out_indices[e]] = 1
+
+
+# (in this thread for a small wave: a parallel region first wakes its threads)
+_MARK = {True: numba.njit(parallel=True, nogil=True, cache=True)(_mark_changed),
+         False: numba.njit(nogil=True, cache=True)(_mark_changed)}
+
+
+def mark_changed(flags, out_indptr, out_indices, vertices, v0, v1, marks, chunks, parallel):
+    """Mark in ``marks`` the out-neighbours of the vertices whose ``flags`` are set among
+    ``vertices`` (ids), or among v0..v1-1 when ``vertices`` is empty, over ``chunks``
+    ranges on Numba's threads when ``parallel``, else in this thread; unlike
+    :func:`notify`, the flags stay (they are the iteration's frontier)."""
+    _MARK[bool(parallel)](flags, out_indptr, out_indices, vertices, v0, v1, marks,
+                          chunks if parallel else 1)
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
