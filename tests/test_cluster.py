@@ -82,7 +82,8 @@ def test_runs_in_several_threads_at_once(graph, weighted, expected):
                 assert_identical(future.result(), expected)
 
 
-def test_two_cpu_workers_share_pull_pages(graph, weighted, expected):
+def test_two_cpu_workers_in_process_pull_every_page(graph, weighted, expected):
+    # (as segments over the process's threads, not a task per page)
     with hg.Cluster(cpu_workers=2, gpus=0, dashboard_address=None) as cluster:
         results = run_all(graph, weighted, cluster)
     assert_identical(results, expected)

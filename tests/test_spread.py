@@ -117,6 +117,28 @@ def test_the_state_does_not_cross_the_client_per_iteration(graph, alone, spread2
     assert per_iteration < state_bytes / 20, (per_iteration, state_bytes)
 
 
+@pytest.mark.skipif(not os.path.isdir(tuning.SHARED_MEMORY_DIR),
+                    reason="no shared memory directory on this machine")
+def test_owners_of_one_host_share_their_ranges_through_memory(graph, alone, spread2,
+                                                              monkeypatch):
+    """Owners on one host write their ranges into shared memory and send a word; with
+    the sharing off (as between hosts) the ranges go over Dask's comms: the same
+    answers, but the state crosses the sockets every iteration."""
+    state_bytes = graph.num_vertices * 9
+    counter = CommBytes(spread2.client)
+    written = {}
+    for directory in ("", tuning.SHARED_MEMORY_DIR):
+        monkeypatch.setattr(tuning, "SHARED_MEMORY_DIR", directory)
+        _pagerank(graph, spread2)  # (warm)
+        before = counter.total()
+        result = _pagerank(graph, spread2)
+        written[directory] = counter.total() - before
+        assert np.abs(result.values - alone["pagerank"].values).sum() < 1e-6, directory
+    assert written[""] > 10 * state_bytes, written  # 20 iterations: half the state each way
+    # a word an iteration, and the state once, to the client
+    assert written[tuning.SHARED_MEMORY_DIR] < 2 * state_bytes, written
+
+
 def _warm_bytes(cluster, call):
     """(bytes through the client's process, bytes written by every process) of a warm
     ``call()`` on ``cluster``, and its result."""

@@ -694,10 +694,11 @@ class _Driver:
 
     def _segment_possible(self, kind, f):
         """Whether iterations placed on ``kind`` run as a segment on one worker: always
-        for notify-pull and push on the CPU, else when the run has one worker of that
-        kind (with several, the pull pages are spread over them)."""
-        if kind == "cpu" and self.model.cpu_mode_for(f, self.runspec.rho,
-                                                     self.graph.num_arcs) != "pull":
+        on the CPU in process (its workers share one pool of threads, which a segment
+        uses whole) and for notify-pull and push on the CPU, else when the run has one
+        worker of that kind (with several, the pull pages are spread over them)."""
+        if kind == "cpu" and (self.shared or self.model.cpu_mode_for(
+                f, self.runspec.rho, self.graph.num_arcs) != "pull"):
             return True
         if kind == "gpu" and self.gpu_devices is not None:  # this process's GPUs
             return True
@@ -834,7 +835,8 @@ class _Driver:
         name = f"iterations-from-{first}"
         others = len(self.kinds) > 1
         args = (self.version, first, last, self.model, others) + (
-            (self.kinds["cpu"] > 1, frontier) if kind == "cpu" else (frontier,))
+            (self.kinds["cpu"] > 1 and not self.shared, frontier) if kind == "cpu"
+            else (frontier,))
         task = tasks.cpu_segment if kind == "cpu" else tasks.gpu_segment
         inline = self.inline_left > 0
         report = self._run_task(task, kind, name, *args, here=(self.inline_left,),

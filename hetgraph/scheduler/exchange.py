@@ -19,6 +19,7 @@ import time
 
 from .. import tuning
 from ..cluster import WorkerLostError
+from . import hostshare
 
 HANDLER = "hetgraph_put"
 FAILED = ("failed",)  # the tag of a peer's word that it failed
@@ -89,6 +90,7 @@ def forget(run_id):
         for key in [k for k in _BOX if k[0][0] == run_id]:
             del _BOX[key]
         _end(run_id, "the run ended")
+    hostshare.forget(run_id)
 
 
 def send(worker, peers, channel, tag, sender, payload):

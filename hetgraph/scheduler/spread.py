@@ -35,6 +35,7 @@ import itertools
 import logging
 import time
 
+import numba
 import numpy as np
 
 from .. import tuning
@@ -42,7 +43,7 @@ from ..cluster import WorkerLostError
 from ..engines.cpu_modes import notify_fraction
 from ..kernels import cpu
 from ..result import SECONDS, history_row, with_overhead
-from . import exchange, tasks
+from . import exchange, hostshare, tasks
 from .placement import owned_ranges
 from .state import VertexState
 
@@ -52,11 +53,14 @@ log = logging.getLogger("hetgraph.scheduler")
 @dataclasses.dataclass(frozen=True)
 class Owners:
     """The workers of one attempt of a spread segment: each one's address and (first,
-    end) vertex, and the segment's :mod:`.exchange` channel (run id, name)."""
+    end) vertex, the segment's :mod:`.exchange` channel (run id, name), and the
+    directory where owners of one host share their ranges (:mod:`.hostshare`; the
+    client's ``tuning.SHARED_MEMORY_DIR``, "": none)."""
 
     addresses: tuple
     ranges: tuple
     channel: tuple
+    shared_dir: str = ""
 
     def peers(self, me):
         """{owner index: address} of every owner but ``me``."""
@@ -134,7 +138,7 @@ def cpu_spread(run, state, version, first, last, model, owners, me, frontier, se
         # was lost with its worker; the segment went on without it
         raise exchange.PeerLostError(owners.addresses[me], (first,))
     seconds = tuning.SEGMENT_SECONDS if seconds is None else seconds
-    with tasks.numba_threads(run.threads):
+    with tasks.numba_threads(run.threads or cores_of_owner(owners.addresses, me)):
         own = _own_state(run, tasks.cpu_context_of(run.run_id), state, version)
         ctx = tasks._cpu_context(run, own)
         ctx.held = ctx.version = None  # (mid-segment; the engine recounts its frontier)
@@ -151,6 +155,17 @@ def cpu_spread(run, state, version, first, last, model, owners, me, frontier, se
     return tasks.Report("cpu", [], rows=rows, status=status,
                         build_seconds=ctx.take_build_seconds(), frontier=after, out=out,
                         held=iterations.holds)
+
+
+def cores_of_owner(addresses, me, cores=None):
+    """Threads for owner ``me`` of the workers at ``addresses``: this machine's ``cores``
+    (default: Numba's thread count) shared equally by the owners on its host (more
+    threads than cores would slow every owner's pull)."""
+    from distributed.comm.addressing import get_address_host
+
+    cores = numba.config.NUMBA_NUM_THREADS if cores is None else cores
+    host = get_address_host(addresses[me])
+    return max(cores // sum(get_address_host(a) == host for a in addresses), 1)
 
 
 def held_state(run_id, version):
@@ -174,6 +189,8 @@ class _Iterations:
         self.mine = [owners.ranges[me]] if owners.ranges[me][1] > owners.ranges[me][0] \
             else []
         self.began, self.holds = time.perf_counter(), True
+        self.host_shared = bool(self.peers) and hostshare.usable(owners.addresses,
+                                                                 owners.shared_dir)
 
     def run(self, first, last, frontier):
         """(rows, status, frontier after: None when converged) of the iterations."""
@@ -206,11 +223,12 @@ class _Iterations:
             return part["next"], part["status"], part["frontier"]
         run, engine = self.run_, self.engine
         engine.reset_frontier(frontier)  # (pulls changed the state)
-        done, status = tasks.run_iterations(
-            run, engine, "cpu", first, last, tasks._chooser(self.model, run, "cpu", False,
-                                                              True),
-            len(run.page_vertices), None,
-            max(self.seconds - (time.perf_counter() - self.began), 0.0))
+        with tasks.numba_threads(run.threads or numba.config.NUMBA_NUM_THREADS):  # (the
+            # peers wait meanwhile)
+            done, status = tasks.run_iterations(
+                run, engine, "cpu", first, last,
+                tasks._chooser(self.model, run, "cpu", False, True), len(run.page_vertices),
+                None, max(self.seconds - (time.perf_counter() - self.began), 0.0))
         rows += done
         status = None if status == "moved" else status
         after = None if status == "converged" else engine.frontier()
@@ -274,14 +292,22 @@ class _Iterations:
         written = tasks.written_values(state)
         (a, b), channel, tag = self.owners.ranges[self.me], self.owners.channel, \
             (iteration,)
+        if self.host_shared:  # (a word that the range is written, not the range)
+            payload = {"shared": hostshare.write(
+                self.owners.shared_dir, channel, self.owners.addresses[self.me], a, b,
+                written[a:b], state.flags[a:b]) if b > a else None}
+        else:
+            payload = {"values": to_serialize(written[a:b]),
+                       "flags": to_serialize(state.flags[a:b])}
         sending = exchange.send(self.worker, list(self.peers.values()), channel, tag,
-                                self.me, {"values": to_serialize(written[a:b]),
-                                          "flags": to_serialize(state.flags[a:b]),
-                                          "info": list(info)})
+                                self.me, {**payload, "info": list(info)})
         for j, part in exchange.receive(self.worker, channel, tag, self.peers).items():
             x, y = self.owners.ranges[j]
-            written[x:y] = part["values"]
-            state.flags[x:y] = part["flags"]
+            if not self.host_shared:
+                written[x:y] = part["values"]
+                state.flags[x:y] = part["flags"]
+            elif part["shared"] is not None:
+                hostshare.read(channel, part["shared"], written[x:y], state.flags[x:y])
             infos[j] = tuple(part["info"])
         sending.result()  # (our arrays stay as they are until every peer took them)
         return infos
@@ -336,7 +362,8 @@ class Spread:
             for attempt in itertools.count():
                 owners = Owners(tuple(self.addresses), tuple(owned_ranges(
                     self.in_indptr, len(self.addresses))),
-                    (self.run_id, f"from-{first}-try{attempt}"))
+                    (self.run_id, f"from-{first}-try{attempt}"),
+                    tuning.SHARED_MEMORY_DIR)
                 sources = [self._source(a, version, state) for a in owners.addresses]
                 needing = [a for a, s in zip(owners.addresses, sources) if s is state]
                 sent = self.client.scatter(state, workers=needing, broadcast=True,
