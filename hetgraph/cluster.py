@@ -202,6 +202,8 @@ class Cluster:
         self._placing = threading.Lock()
         self.spreading = threading.Lock()  # held by a run's spread segment (one at a time)
         self.exchanging = False  # whether the workers take parts from their peers (spread)
+        # and take calls (hetgraph.scheduler.calls)
+        self.holding = set()  # (worker address, key): Dask data a worker was seen to hold
         self.ended = collections.deque(maxlen=8)  # ids of the runs that ended last, whose
         # contexts the workers drop (Cluster.run_soon; a later run's tasks make sure)
         if address is not None:

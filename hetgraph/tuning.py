@@ -189,6 +189,8 @@ SPREAD_SEGMENTS = True  # a run on CPU worker processes alone keeps its state on
 # workers, pulls on several as spread segments, the state exchanged worker to worker
 # (False: page tasks, the state through the client every iteration: the way before, which
 # bench/processes.py measures beside)
+SPREAD_ARCS = 1 << 20  # a graph of fewer arcs runs on one CPU worker process, not spread:
+# its pull costs less than the owners' exchange of an iteration (docs/tuning.md)
 SHARED_MEMORY_DIR = "/dev/shm"  # where spread owners of one host share their ranges
 # (hetgraph.scheduler.hostshare): a copy through memory, not a socket; "" sends them
 # over Dask's comms instead

@@ -19,6 +19,8 @@ from hetgraph.algorithms.bfs import BreadthFirst
 from hetgraph.algorithms.pagerank import PageRank
 from hetgraph.cluster import WorkerLostError
 from hetgraph.scheduler.placement import owned_ranges
+from hetgraph.scheduler import calls
+from hetgraph.scheduler.spread import Spread
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
@@ -35,6 +37,13 @@ CLIENT_PID = os.getpid()
 def graph():
     # 2**15 vertices, 8 edges a vertex, weighted (SSSP): a state of about 300 kB
     return hg.generate.rmat(15, edge_factor=8, seed=3, weights=(1.0, 10.0))
+
+
+@pytest.fixture(autouse=True)
+def _spread_small_graphs(monkeypatch):
+    """This graph is smaller than the spread runs' least (tuning.SPREAD_ARCS): spread it
+    all the same (the client decides)."""
+    monkeypatch.setattr(tuning, "SPREAD_ARCS", 0)
 
 
 @pytest.fixture(scope="module")
@@ -137,6 +146,45 @@ def test_owners_of_one_host_share_their_ranges_through_memory(graph, alone, spre
     assert written[""] > 10 * state_bytes, written  # 20 iterations: half the state each way
     # a word an iteration, and the state once, to the client
     assert written[tuning.SHARED_MEMORY_DIR] < 2 * state_bytes, written
+
+
+def test_a_small_graph_runs_on_one_of_the_workers(graph, alone, spread2, monkeypatch):
+    """Below tuning.SPREAD_ARCS the segments go to one worker (an iteration's exchange
+    would cost more than its pull): same answers, no spread segment."""
+    monkeypatch.setattr(tuning, "SPREAD_ARCS", graph.num_arcs + 1)
+    spread_runs = []
+    monkeypatch.setattr(Spread, "alone", _counted(Spread.alone, spread_runs, "alone"))
+    result = _pagerank(graph, spread2)
+    assert np.abs(result.values - alone["pagerank"].values).sum() < 1e-6
+    assert spread_runs and set(spread_runs) == {"alone"}
+    assert set(result.history["mode"]) == {"pull"}
+
+
+def test_warm_segments_go_straight_to_their_workers(graph, alone, spread2, monkeypatch):
+    """Once the workers were seen to hold the graph and the run's arrays, a segment
+    is a call on each worker, not a Dask task: none reaches the scheduler."""
+    _pagerank(graph, spread2, iterations=3)  # (warm)
+    direct = []
+    monkeypatch.setattr(calls, "call_all", _counted(calls.call_all, direct, "direct"))
+    before = spread2.client.run_on_scheduler(_tasks_seen)
+    assert before > 0  # (the cold calls' tasks: the count sees them)
+    result = _pagerank(graph, spread2)
+    assert direct and spread2.client.run_on_scheduler(_tasks_seen) == before
+    assert np.abs(result.values - alone["pagerank"].values).sum() < 1e-6
+
+
+def _tasks_seen(dask_scheduler):
+    """How many times the scheduler's tasks named for the CPU (hetgraph-cpu-...) changed
+    state, ever."""
+    return sum(sum(prefix.state_counts.values())
+               for name, prefix in dask_scheduler.task_prefixes.items() if "cpu" in name)
+
+
+def _counted(method, calls, name):
+    def counted(*args, **kwargs):
+        calls.append(name)
+        return method(*args, **kwargs)
+    return counted
 
 
 def _warm_bytes(cluster, call):

@@ -43,7 +43,7 @@ from ..cluster import WorkerLostError
 from ..engines.cpu_modes import notify_fraction
 from ..kernels import cpu
 from ..result import SECONDS, history_row, with_overhead
-from . import exchange, hostshare, tasks
+from . import calls, exchange, hostshare, tasks
 from .placement import owned_ranges
 from .state import VertexState
 
@@ -131,9 +131,7 @@ def cpu_spread(run, state, version, first, last, model, owners, me, frontier, se
     out-degree sum), for about ``seconds`` (default ``tuning.SEGMENT_SECONDS``) as the
     first owner counts them. Returns a Report with the history rows, the status and the
     frontier after the last iteration (None when converged)."""
-    from distributed import get_worker
-
-    worker = get_worker()
+    worker = calls.this_worker()
     if worker.address != owners.addresses[me]:  # Dask ran it again elsewhere: its result
         # was lost with its worker; the segment went on without it
         raise exchange.PeerLostError(owners.addresses[me], (first,))
@@ -334,7 +332,7 @@ class Spread:
         self.holds = {}  # worker address -> the state's version its CPU context holds
         self.collected = 0  # the version the client's state was last brought to
         self.lost = []  # addresses of the workers that left during the run
-        if not cluster.exchanging and len(self.addresses) > 1:  # (once a cluster)
+        if not cluster.exchanging:  # (once a cluster)
             exchange.install(self.client)
             cluster.exchanging = True
 
@@ -356,7 +354,10 @@ class Spread:
         ``frontier``; returns (rows, status, frontier after, seconds the workers spent
         building their contexts). The owners that do not hold that version get it from
         the client (:meth:`_source`). One segment at a time on a cluster: two of them
-        sharing workers would each wait for the other's parts."""
+        sharing workers would each wait for the other's parts. A graph of fewer than
+        ``tuning.SPREAD_ARCS`` arcs runs on one worker (:meth:`alone`)."""
+        if self.in_indptr[-1] < tuning.SPREAD_ARCS:
+            return self.alone(run_ref, state, version, first, last, model, frontier)
         start, self.run_ref = time.perf_counter(), run_ref
         with self.cluster.spreading:
             for attempt in itertools.count():
@@ -368,14 +369,13 @@ class Spread:
                 needing = [a for a, s in zip(owners.addresses, sources) if s is state]
                 sent = self.client.scatter(state, workers=needing, broadcast=True,
                                            hash=False) if needing else None
-                futures = [self.client.submit(
-                    cpu_spread, self.run_ref, sent if source is state else source, version,
-                    first, last, model, owners, j, frontier,
-                    key=f"hetgraph-cpu-spread-{first}-{j}-{self.run_id}-try{attempt}",
-                    workers=[address], allow_other_workers=False, resources={"CPU": 1},
-                    pure=False) for j, (address, source) in enumerate(zip(owners.addresses,
-                                                                            sources))]
-                reports = self._waited(futures, owners.addresses)
+                reports = self._attempt(
+                    [(address, cpu_spread, (self.run_ref, sent if source is state else
+                                            source, version, first, last, model, owners, j,
+                                            frontier))
+                     for j, (address, source) in enumerate(zip(owners.addresses, sources))],
+                    f"hetgraph-cpu-spread-{first}-{{}}-{self.run_id}-try{attempt}",
+                    owners.channel)
                 if reports:
                     break
                 self._lost(attempt, version)
@@ -390,13 +390,11 @@ class Spread:
             for attempt in itertools.count():
                 held = [a for a in self.addresses if self.holds.get(a) == version]
                 address = (held or self.addresses)[0]
-                futures = [self.client.submit(
-                    cpu_alone, self.run_ref, self._source(address, version, state),
-                    version, first, last, model, frontier,
-                    key=f"hetgraph-cpu-iterations-from-{first}-{self.run_id}-try{attempt}",
-                    workers=[address], allow_other_workers=False, resources={"CPU": 1},
-                    pure=False)]
-                reports = self._waited(futures, [address])
+                reports = self._attempt(
+                    [(address, cpu_alone, (self.run_ref, self._source(address, version,
+                                                                      state),
+                                           version, first, last, model, frontier))],
+                    f"hetgraph-cpu-iterations-from-{first}-{{}}-{self.run_id}-try{attempt}")
                 if reports:
                     break
                 self._lost(attempt, version)
@@ -418,6 +416,51 @@ class Spread:
             extra = time.perf_counter() - start - built - sum(row[SECONDS] for row in rows)
             rows[-1] = with_overhead(rows[-1], max(extra, 0.0))
         return rows, report.status, report.frontier, built
+
+    def _attempt(self, work, key, channel=None):
+        """The reports of one attempt's ``work`` ((address, task, args), one task per
+        worker): called on the workers directly (:mod:`.calls`) when each was seen to
+        hold the Dask data among its arguments, else (or when one let go of it since) as
+        Dask tasks named ``key`` with the task's index, which fetch it; None when a
+        worker left (the attempt runs again). ``channel``: the exchange channel of a
+        spread segment, whose owners stop waiting for a task that did not run."""
+        addresses = [w[0] for w in work]
+        needed = {(a, f.key) for a, _, args in work for f in calls.futures_in(args)}
+        if needed <= self.cluster.holding:
+            async def stop_peers():
+                if channel is not None:
+                    await exchange.tell_failed_from(self.client.rpc, addresses, channel,
+                                                    "client")
+            outcomes = calls.call_all(self.client, work, stop_peers)
+            if not any(isinstance(o, calls.Missing) for o in outcomes):
+                return self._outcome(outcomes, addresses)
+            self.cluster.holding -= needed
+            channel = None
+        futures = [self.client.submit(task, *args, key=key.format(j), workers=[address],
+                                      allow_other_workers=False, resources={"CPU": 1},
+                                      pure=False)
+                   for j, (address, task, args) in enumerate(work)]
+        reports = self._waited(futures, addresses)
+        if reports and len(reports) == len(work):
+            self.cluster.holding |= needed
+        return reports
+
+    def _outcome(self, outcomes, addresses):
+        """:meth:`_wait`'s answer for the ``outcomes`` of direct calls to the workers at
+        ``addresses`` (each a Report or the exception its call ended with)."""
+        lost = [a for a, o in zip(addresses, outcomes) if isinstance(o, calls.Lost)]
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException) and not isinstance(outcome, calls.Lost):
+                self._raise_unless_lost(outcome)
+        self.lost += [a for a in lost if a not in self.lost]
+        reports = [o for o in outcomes if not isinstance(o, BaseException)]
+        if len(reports) == len(outcomes):
+            return reports
+        if reports and len(reports) + len(lost) == len(outcomes) and \
+                all(r.held for r in reports):  # (the survivors hold the whole state)
+            self.addresses = [a for a in addresses if a not in self.lost]
+            return reports
+        return None
 
     def _waited(self, futures, addresses):
         """:meth:`_wait`, the futures cancelled unless they all gave their reports (else
@@ -474,11 +517,18 @@ class Spread:
         if future.status in ("cancelled", "lost"):
             return
         error = future.exception()
+        if not isinstance(error, (CancelledError, KilledWorker)):
+            self._raise_unless_lost(error, future)
+
+    def _raise_unless_lost(self, error, future=None):
+        """Note the peer that a task's ``error`` names as lost; raise any other error
+        but a peer's failure (with its traceback: ``future``'s, when a Dask task's)."""
         if isinstance(error, exchange.PeerLostError):
             self.lost += [a for a in error.peer.split(", ") if a not in self.lost]
-        elif not isinstance(error, (exchange.PeerFailedError, CancelledError,
-                                    KilledWorker)):
-            future.result()  # (raises the task's error with its traceback)
+        elif not isinstance(error, exchange.PeerFailedError):
+            if future is not None:
+                future.result()
+            raise error
 
     def _lost(self, attempt, version):
         """A worker left during a segment's ``attempt`` from ``version``: go on without
