@@ -542,6 +542,7 @@ class Spread:
         lost = ", ".join(self.lost) or "none known"
         if attempt < tuning.LOST_TASK_RETRIES and not survivors and (
                 self.collected == version or version == 0 and self.initial):
+            self._await_worker()
             self.run_ref = self.share()  # (waits for a worker to take the graph again)
             self.lost += [a for a in self.cluster.lost_workers() if a not in self.lost]
             survivors = [a for a in self.cluster.cpu_workers if a not in self.lost]
@@ -553,6 +554,17 @@ class Spread:
         log.warning("a worker left during a segment (workers that left: %s); its work "
                     "goes to %d other(s)", lost, len(survivors))
         self.addresses = survivors
+
+    def _await_worker(self):
+        """Wait until the cluster has a CPU worker that did not leave during the run, for
+        ``tuning.WORKER_WAIT_SECONDS`` at most: a direct call learns of a death before
+        the scheduler does, and a nanny starts another worker after it."""
+        deadline = time.monotonic() + tuning.WORKER_WAIT_SECONDS
+        while time.monotonic() < deadline:
+            self.lost += [a for a in self.cluster.lost_workers() if a not in self.lost]
+            if any(a not in self.lost for a in self.cluster.cpu_workers):
+                return
+            time.sleep(tuning.PEER_CHECK_SECONDS / 10)
 
     def collect(self, state, version):
         """Bring the client's ``state`` to ``version`` when a worker holds that version
