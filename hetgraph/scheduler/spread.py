@@ -7,9 +7,14 @@ the program's initial state is made there, not sent). On one worker its segments
 there (:func:`cpu_alone`). On several they run as *spread segments*: one task on each
 CPU worker of the run (its *owners*), all of them running the same iterations: each
 worker owns a contiguous range of the vertices (:func:`.placement.owned_ranges`) and
-keeps a copy of the whole state; a pull iteration pulls the owner's range, sends its
-new values and flags to the peers (:mod:`.exchange`) and takes theirs, so that every
-worker holds the same state after it. Each worker then computes the iteration
+keeps a copy of the whole state; a pull iteration pulls the owner's range (with its
+share of its host's cores), sends its new values and flags to the peers
+(:mod:`.exchange`; through shared memory between the processes of one host,
+:mod:`.hostshare`) and takes theirs, so that every worker holds the same state after
+it. A graph of fewer than ``tuning.SPREAD_ARCS`` arcs runs on one worker: its
+exchange would cost more than its pull. A segment's tasks are called on their workers
+directly (:mod:`.calls`) once these were seen to hold the Dask data among the
+arguments (the placed graph, the kept arrays), else sent as Dask tasks. Each worker then computes the iteration
 constant, the convergence test, the next frontier and where the segment ends
 (converged; the limit; the first owner's time slice, which its part carries) from
 that same state, so they agree without asking the client. The iterations the cost
