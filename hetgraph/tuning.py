@@ -191,6 +191,9 @@ SPREAD_SEGMENTS = True  # a run on CPU worker processes alone keeps its state on
 # bench/processes.py measures beside)
 SPREAD_ARCS = 1 << 20  # a graph of fewer arcs runs on one CPU worker process, not spread:
 # its pull costs less than the owners' exchange of an iteration (docs/tuning.md)
+OWNERS_PER_HOST = 1  # CPU worker processes of one host that a spread segment pulls on
+# (0: every one): one with all the host's cores pulled faster than several exchanging
+# their ranges (docs/tuning.md); spread segments then span hosts
 SHARED_MEMORY_DIR = "/dev/shm"  # where spread owners of one host share their ranges
 # (hetgraph.scheduler.hostshare): a copy through memory, not a socket; "" sends them
 # over Dask's comms instead

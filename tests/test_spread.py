@@ -41,9 +41,28 @@ def graph():
 
 @pytest.fixture(autouse=True)
 def _spread_small_graphs(monkeypatch):
-    """This graph is smaller than the spread runs' least (tuning.SPREAD_ARCS): spread it
-    all the same (the client decides)."""
+    """This graph is smaller than the spread runs' least (tuning.SPREAD_ARCS), and the
+    workers share one host (tuning.OWNERS_PER_HOST): spread it over all the same (the
+    client decides)."""
     monkeypatch.setattr(tuning, "SPREAD_ARCS", 0)
+    monkeypatch.setattr(tuning, "OWNERS_PER_HOST", 0)
+
+
+def test_a_segment_spreads_over_one_worker_a_host_unless_told(monkeypatch):
+    spread = object.__new__(Spread)
+    spread.addresses = ["tcp://10.0.0.1:1", "tcp://10.0.0.1:2", "tcp://10.0.0.2:1",
+                        "tcp://10.0.0.2:2", "tcp://10.0.0.3:1"]
+    spread.holds = {"tcp://10.0.0.1:2": 4, "tcp://10.0.0.2:1": 3}  # (version 3: stale)
+    spread.in_indptr = np.array([0, 100])
+    monkeypatch.setattr(tuning, "OWNERS_PER_HOST", 1)
+    # the holder of version 4 first on its host, the cluster's order kept
+    assert spread.owners(4) == ["tcp://10.0.0.1:2", "tcp://10.0.0.2:1", "tcp://10.0.0.3:1"]
+    monkeypatch.setattr(tuning, "OWNERS_PER_HOST", 2)
+    assert spread.owners(4) == spread.addresses
+    monkeypatch.setattr(tuning, "OWNERS_PER_HOST", 0)
+    assert spread.owners(4) == spread.addresses
+    monkeypatch.setattr(tuning, "SPREAD_ARCS", 101)  # (a small graph: one in all)
+    assert spread.owners(4) == ["tcp://10.0.0.1:2"]
 
 
 @pytest.fixture(scope="module")

@@ -35,6 +35,7 @@ left.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import itertools
 import logging
@@ -359,15 +360,16 @@ class Spread:
         ``frontier``; returns (rows, status, frontier after, seconds the workers spent
         building their contexts). The owners that do not hold that version get it from
         the client (:meth:`_source`). One segment at a time on a cluster: two of them
-        sharing workers would each wait for the other's parts. A graph of fewer than
-        ``tuning.SPREAD_ARCS`` arcs runs on one worker (:meth:`alone`)."""
-        if self.in_indptr[-1] < tuning.SPREAD_ARCS:
+        sharing workers would each wait for the other's parts. On one worker
+        (:meth:`owners`) it is :meth:`alone`."""
+        if len(self.owners(version)) < 2:
             return self.alone(run_ref, state, version, first, last, model, frontier)
         start, self.run_ref = time.perf_counter(), run_ref
         with self.cluster.spreading:
             for attempt in itertools.count():
-                owners = Owners(tuple(self.addresses), tuple(owned_ranges(
-                    self.in_indptr, len(self.addresses))),
+                addresses = self.owners(version)
+                owners = Owners(tuple(addresses), tuple(owned_ranges(
+                    self.in_indptr, len(addresses))),
                     (self.run_id, f"from-{first}-try{attempt}"),
                     tuning.SHARED_MEMORY_DIR)
                 sources = [self._source(a, version, state) for a in owners.addresses]
@@ -384,8 +386,29 @@ class Spread:
                 if reports:
                     break
                 self._lost(attempt, version)
-        self.holds = {a: version + 1 for a, r in zip(self.addresses, reports) if r.held}
+        reporting = [a for a in owners.addresses if a not in self.lost]
+        self.holds = {a: version + 1 for a, r in zip(reporting, reports) if r.held}
         return self._ended(reports, state, version, start)
+
+    def owners(self, version):
+        """The workers a spread segment from ``version`` runs on, in the cluster's
+        order: one for a graph of fewer than ``tuning.SPREAD_ARCS`` arcs (its pull
+        costs less than an exchange), else ``tuning.OWNERS_PER_HOST`` on each host (0:
+        every worker); those holding the state at ``version`` chosen first."""
+        from distributed.comm.addressing import get_address_host
+
+        first = sorted(self.addresses, key=lambda a: self.holds.get(a) != version)
+        if self.in_indptr[-1] < tuning.SPREAD_ARCS:
+            return first[:1]
+        if not tuning.OWNERS_PER_HOST:
+            return list(self.addresses)
+        taken, chosen = collections.Counter(), set()
+        for address in first:
+            host = get_address_host(address)
+            if taken[host] < tuning.OWNERS_PER_HOST:
+                taken[host] += 1
+                chosen.add(address)
+        return [a for a in self.addresses if a in chosen]
 
     def alone(self, run_ref, state, version, first, last, model, frontier):
         """A CPU segment (:func:`cpu_alone`) on the run's one worker (one that holds the
@@ -463,7 +486,7 @@ class Spread:
             return reports
         if reports and len(reports) + len(lost) == len(outcomes) and \
                 all(r.held for r in reports):  # (the survivors hold the whole state)
-            self.addresses = [a for a in addresses if a not in self.lost]
+            self.addresses = [a for a in self.addresses if a not in self.lost]
             return reports
         return None
 
@@ -509,7 +532,7 @@ class Spread:
                 reports = self.client.gather([f for f in futures if f not in left])
                 if not all(r.held for r in reports):  # (the state left with the first)
                     return None
-                self.addresses = [a for a in addresses if a not in self.lost]
+                self.addresses = [a for a in self.addresses if a not in self.lost]
                 return reports
             if left and len(left) == len(futures):
                 return None
