@@ -268,6 +268,11 @@ class Cluster:
             return None
         return f"http://127.0.0.1:{self._cluster.scheduler.http_server.port}/status"
 
+    @property
+    def local(self) -> bool:
+        """Whether the workers run on this machine (a local cluster)."""
+        return self._cluster is not None
+
     def running(self) -> bool:
         """Whether the client is connected and, for a local cluster, the cluster runs."""
         return self.client.status == "running" and (

@@ -78,3 +78,22 @@ def test_sharing_needs_one_host_and_the_directory(tmp_path):
     assert not hostshare.usable(same, str(tmp_path / "missing"))
     assert not hostshare.usable(["tcp://10.0.0.1:4001", "tcp://10.0.0.2:4001"],
                                 str(tmp_path))
+
+
+def test_a_state_handed_over_is_read_whole_and_its_file_removed(tmp_path):
+    rng = np.random.default_rng(2)
+    values, flags = rng.random(5000), rng.integers(0, 2, 5000).astype(np.uint8)
+    handed = hostshare.hand_over(str(tmp_path), "run1", values, flags)
+    assert stat.S_IMODE(os.stat(handed.path).st_mode) == 0o600
+    got, got_flags = np.zeros(5000), np.zeros(5000, np.uint8)
+    hostshare.take(handed, got, got_flags)
+    np.testing.assert_array_equal(got, values)
+    np.testing.assert_array_equal(got_flags, flags)
+    assert _files(tmp_path, "run1") == []
+
+
+def test_a_state_handed_over_that_does_not_fit_is_refused(tmp_path):
+    handed = hostshare.hand_over(str(tmp_path), "run1", np.ones(10), np.ones(10, np.uint8))
+    with pytest.raises(RuntimeError, match="does not fit"):
+        hostshare.take(handed, np.zeros(11), np.zeros(11, np.uint8))
+    assert _files(tmp_path, "run1") == []  # (removed all the same)

@@ -20,9 +20,11 @@ the worker's user's alone (mode 0600).
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import mmap
 import os
+import secrets
 import threading
 
 import numpy as np
@@ -126,6 +128,43 @@ def read(channel, word, values, flags):
     k = (slots.writes - 1) % 2
     values[:] = slots.values[k]
     flags[:] = slots.flags[k]
+
+
+@dataclasses.dataclass(frozen=True)
+class Handed:
+    """A state handed from a worker to the client of its host through a file:
+    ``path``, the vertices and the values' dtype (the flags follow the values)."""
+
+    path: str
+    size: int
+    dtype: str
+
+
+def hand_over(directory, run_id, values, flags):
+    """Write ``values`` and ``flags`` into a new file of run ``run_id`` in ``directory``
+    (a name nobody can guess, mode 0600) for the client to :func:`take`."""
+    path = os.path.join(directory, f"hetgraph-{os.getuid()}-{run_id}-state-"
+                                   f"{secrets.token_hex(8)}")
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
+        f.write(memoryview(values).cast("B"))
+        f.write(memoryview(flags).cast("B"))
+    return Handed(path, len(values), values.dtype.str)
+
+
+def take(handed, values, flags):
+    """Read the state that a worker :func:`hand_over`-ed into ``values`` and ``flags``
+    (arrays of its size and dtype), then remove its file."""
+    try:
+        expected = handed.size * (np.dtype(handed.dtype).itemsize + 1)
+        if len(values) != handed.size or values.dtype != np.dtype(handed.dtype) or \
+                os.path.getsize(handed.path) != expected:
+            raise RuntimeError(f"the state handed over in {handed.path} does not fit the "
+                               f"run's ({len(values)} vertices of {values.dtype})")
+        with open(handed.path, "rb") as f:  # (a buffered reader fills what it reads into)
+            f.readinto(memoryview(values).cast("B"))
+            f.readinto(memoryview(flags).cast("B"))
+    finally:
+        _unlink(handed.path)
 
 
 def _unlink(path):

@@ -39,6 +39,7 @@ import collections
 import dataclasses
 import itertools
 import logging
+import os
 import time
 
 import numba
@@ -102,20 +103,23 @@ def _own_state(run, ctx, state, version, backup=True):
                           f"version {version}: it was lost with a worker")
 
 
-def _whole(run, state):
-    """The whole ``state`` for the client, as :func:`tasks._out` gives it but without a
-    copy (the client takes it before this worker's next task changes it): sent back by
-    a segment after which the run's next step reads it there (the run's end, a
-    checkpoint, or where no peer holds it)."""
+def _whole(run, state, back):
+    """The whole ``state`` for the client, sent back by a segment after which the run's
+    next step reads it there (the run's end, a checkpoint, or where no peer holds it):
+    through a file in the directory ``back`` (a client on this host; "": none, or
+    where this host lacks it), else as :func:`tasks._out` gives it but without a copy
+    (the client takes it before this worker's next task changes it)."""
+    if back and os.path.isdir(back):
+        return hostshare.hand_over(back, run.run_id, state.values, state.flags)
     return False, [(0, len(state.values))], [state.values], [state.flags]
 
 
 @tasks.resolved
-def cpu_alone(run, state, version, first, last, model, frontier, seconds=None):
+def cpu_alone(run, state, version, first, last, model, frontier, back="", seconds=None):
     """A CPU segment (:func:`tasks.cpu_segment`: any CPU mode) on the one worker of a
     run, from ``state`` as :func:`cpu_spread` takes it; the worker then holds the state
     after it, which comes back in the report too (a worker lost later would take it
-    with it)."""
+    with it; ``back``: see :func:`_whole`)."""
     with tasks.numba_threads(run.threads):
         own = _own_state(run, tasks.cpu_context_of(run.run_id), state, version,
                          backup=False)  # (the client holds the one it began from)
@@ -126,11 +130,12 @@ def cpu_alone(run, state, version, first, last, model, frontier, seconds=None):
         ctx.held = version + 1
     return tasks.Report("cpu", [], rows=rows, status=status,
                         build_seconds=ctx.take_build_seconds(), frontier=after,
-                        out=_whole(run, own))
+                        out=_whole(run, own, back))
 
 
 @tasks.resolved
-def cpu_spread(run, state, version, first, last, model, owners, me, frontier, seconds=None):
+def cpu_spread(run, state, version, first, last, model, owners, me, frontier, back="",
+               seconds=None):
     """Iterations ``first``..``last`` of a spread segment on owner ``me`` of ``owners``
     (see the module's docstring), from ``state`` (the client's, :class:`Initial`, or
     None: the one this worker holds at ``version``) whose frontier is ``frontier`` (active vertices, their
@@ -155,7 +160,7 @@ def cpu_spread(run, state, version, first, last, model, owners, me, frontier, se
             raise
         ctx.held = version + 1 if iterations.holds else None
     # (the first owner's copy, when the client reads the state next)
-    out = _whole(run, own) if me == 0 and status in ("converged", "limit") else None
+    out = _whole(run, own, back) if me == 0 and status in ("converged", "limit") else None
     return tasks.Report("cpu", [], rows=rows, status=status,
                         build_seconds=ctx.take_build_seconds(), frontier=after, out=out,
                         held=iterations.holds)
@@ -338,6 +343,9 @@ class Spread:
         self.holds = {}  # worker address -> the state's version its CPU context holds
         self.collected = 0  # the version the client's state was last brought to
         self.lost = []  # addresses of the workers that left during the run
+        # where the workers hand the state over to this process: through a file when
+        # they run on this machine
+        self.back = tuning.SHARED_MEMORY_DIR if cluster.local else ""
         if not cluster.exchanging:  # (once a cluster)
             exchange.install(self.client)
             cluster.exchanging = True
@@ -379,7 +387,7 @@ class Spread:
                 reports = self._attempt(
                     [(address, cpu_spread, (self.run_ref, sent if source is state else
                                             source, version, first, last, model, owners, j,
-                                            frontier))
+                                            frontier, self.back))
                      for j, (address, source) in enumerate(zip(owners.addresses, sources))],
                     f"hetgraph-cpu-spread-{first}-{{}}-{self.run_id}-try{attempt}",
                     owners.channel)
@@ -421,7 +429,8 @@ class Spread:
                 reports = self._attempt(
                     [(address, cpu_alone, (self.run_ref, self._source(address, version,
                                                                       state),
-                                           version, first, last, model, frontier))],
+                                           version, first, last, model, frontier,
+                                           self.back))],
                     f"hetgraph-cpu-iterations-from-{first}-{{}}-{self.run_id}-try{attempt}")
                 if reports:
                     break
@@ -435,7 +444,10 @@ class Spread:
         task's round trip counts as overhead of its last row, as other segments' do."""
         report = reports[0]
         rows = report.rows
-        if report.out is not None:
+        if isinstance(report.out, hostshare.Handed):
+            hostshare.take(report.out, state.values, state.flags)
+            self.collected = version + 1
+        elif report.out is not None:
             _, _, (values,), (flags,) = report.out
             state.values[:], state.flags[:] = values, flags
             self.collected = version + 1
