@@ -16,6 +16,10 @@ client starts a segment after the last one ended everywhere), and the run's end
 (:func:`forget`) removes the run's files from the host, those of a worker that died
 included (from every directory a run of this process shared through). The files are
 the worker's user's alone (mode 0600).
+
+The state a segment sends back to a client on its host goes the same way
+(:func:`hand_over`, :func:`take`): a file of an unguessable name that the client reads
+and removes, not a message of the whole state through a socket.
 """
 
 from __future__ import annotations
