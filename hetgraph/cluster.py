@@ -498,7 +498,11 @@ def _local_cluster(cpu_workers, gpus, processes, dashboard_address, host):
         # the active memory manager would drop the replicas that runs scatter to every
         # worker, and a page rerun after a worker dies would lose its inputs; without a
         # dashboard nobody sees the event loop's profile, whose thread wakes every 10 ms
+        # Dask's MALLOC_TRIM_THRESHOLD_ for worker processes pins glibc's mmap threshold:
+        # every vertex-sized temporary of an iteration would be mapped and faulted anew
         with dask.config.set({"distributed.scheduler.active-memory-manager.start": False,
+                              "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_":
+                                  None,
                               **({} if dashboard else
                                  {"distributed.worker.profile.enabled": False})}):
             return SpecCluster(workers=workers, scheduler=scheduler,
