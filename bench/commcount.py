@@ -16,21 +16,30 @@ Usage::
 
 import sys
 
-_WRITTEN = [0]  # bytes this process wrote to TCP comms since install()
-_READ = [0]  # bytes this process read from TCP comms since install()
+
+def _counts():
+    """[written, read] bytes of this process's TCP comms since :func:`install`: kept on
+    Dask's TCP module, which every process imports (a list of this module's would be
+    sent by value to the workers with the functions, a copy of the client's)."""
+    from distributed.comm import tcp
+
+    if not hasattr(tcp, "hetgraph_comm_bytes"):
+        tcp.hetgraph_comm_bytes = [0, 0]
+    return tcp.hetgraph_comm_bytes
 
 
 def install():
     """Count the bytes every TCP comm of this process writes (once per process)."""
     from distributed.comm import tcp
 
+    counts = _counts()
     if getattr(tcp.TCP.write, "counts_bytes", False):
         return
     original = tcp.TCP.write
 
     async def write(self, msg, serializers=None, on_error="message"):
         n = await original(self, msg, serializers, on_error)
-        _WRITTEN[0] += n
+        counts[0] += n
         return n
 
     write.counts_bytes = True
@@ -38,7 +47,7 @@ def install():
     read_frames = tcp.read_bytes_rw  # (TCP.read reads every frame with it)
 
     async def read_bytes_rw(stream, n):
-        _READ[0] += n
+        counts[1] += n
         return await read_frames(stream, n)
 
     tcp.read_bytes_rw = read_bytes_rw
@@ -46,7 +55,7 @@ def install():
 
 def written():
     """Bytes this process wrote to TCP comms since :func:`install`."""
-    return _WRITTEN[0]
+    return _counts()[0]
 
 
 class CommBytes:
@@ -64,7 +73,7 @@ class CommBytes:
     def through_client(self):
         """Bytes the client's process (a local cluster's scheduler included) wrote to and
         read from TCP comms so far."""
-        return _WRITTEN[0] + _READ[0]
+        return sum(_counts())
 
     def total(self):
         """Bytes written so far, every process together (a worker that restarted counts

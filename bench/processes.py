@@ -7,9 +7,12 @@ Usage: python bench/processes.py [--out bench/results/processes.json] [--scales 
 For each graph (the bundled wiki-Vote and power grid, RMAT at ``--scales``, edge factor
 16) and each CPU worker count, the same calls run on ``hg.Cluster(cpu_workers=k, gpus=0)``
 (in process: ``in_process``) and ``hg.Cluster(cpu_workers=k, gpus=0, processes=True)``
-(``processes``; with several workers also ``processes_old``: the same cluster with
-``tuning.SPREAD_SEGMENTS`` off, the pull iterations as page tasks whose state goes
-through the client every iteration, as before spread segments): PageRank
+(``processes``; with several workers also ``processes_spread``: the same cluster with
+``tuning.OWNERS_PER_HOST`` 0, every worker of the host an owner of the spread pulls of
+a graph of at least ``tuning.SPREAD_ARCS`` arcs, their ranges shared through memory,
+instead of one worker with all the cores; and ``processes_old``: ``tuning.SPREAD_SEGMENTS``
+off, the pull iterations as page tasks whose state goes through the client every
+iteration, as before spread segments): PageRank
 (20 iterations, float32 off: the library's float64, ``tol=None``) and BFS from the vertex
 of most out-edges (vertex 0 of an RMAT graph may reach nothing: a run of one iteration),
 ``devices="cpu"``. Per call kind: the first call on the cluster (``cold``: it places
@@ -100,10 +103,13 @@ def _measure(call, cluster, counter, repeat):
 def _cluster_rows(graph, workers, repeat):
     """{call: {"in_process": row, "processes": row}} for ``workers`` CPU workers."""
     rows, values = {}, {}
-    wheres = ("in_process", "processes", "processes_old")[:3 if workers > 1 else 2]
+    wheres = ("in_process", "processes", "processes_spread",
+              "processes_old")[:4 if workers > 1 else 2]
+    defaults = tuning.SPREAD_SEGMENTS, tuning.OWNERS_PER_HOST
     for where in wheres:
         processes = where != "in_process"
         tuning.SPREAD_SEGMENTS = where != "processes_old"
+        tuning.OWNERS_PER_HOST = 0 if where == "processes_spread" else defaults[1]
         with hg.Cluster(cpu_workers=workers, gpus=0, processes=processes,
                         dashboard_address=None) as cluster:
             counter = CommBytes(cluster.client) if processes else None
@@ -113,7 +119,7 @@ def _cluster_rows(graph, workers, repeat):
                 if name in values:  # the clusters' answers agree
                     np.testing.assert_allclose(out, values[name], rtol=1e-9, err_msg=name)
                 values[name] = out
-    tuning.SPREAD_SEGMENTS = True
+    tuning.SPREAD_SEGMENTS, tuning.OWNERS_PER_HOST = defaults
     return rows
 
 

@@ -202,6 +202,8 @@ class Cluster:
         self._placing = threading.Lock()
         self.spreading = threading.Lock()  # held by a run's spread segment (one at a time)
         self.exchanging = False  # whether the workers take parts from their peers (spread)
+        # and take calls (hetgraph.scheduler.calls)
+        self.holding = set()  # (worker address, key): Dask data a worker was seen to hold
         self.ended = collections.deque(maxlen=8)  # ids of the runs that ended last, whose
         # contexts the workers drop (Cluster.run_soon; a later run's tasks make sure)
         if address is not None:
@@ -265,6 +267,11 @@ class Cluster:
         if not self._dashboard:
             return None
         return f"http://127.0.0.1:{self._cluster.scheduler.http_server.port}/status"
+
+    @property
+    def local(self) -> bool:
+        """Whether the workers run on this machine (a local cluster)."""
+        return self._cluster is not None
 
     def running(self) -> bool:
         """Whether the client is connected and, for a local cluster, the cluster runs."""
@@ -491,7 +498,11 @@ def _local_cluster(cpu_workers, gpus, processes, dashboard_address, host):
         # the active memory manager would drop the replicas that runs scatter to every
         # worker, and a page rerun after a worker dies would lose its inputs; without a
         # dashboard nobody sees the event loop's profile, whose thread wakes every 10 ms
+        # Dask's MALLOC_TRIM_THRESHOLD_ for worker processes pins glibc's mmap threshold:
+        # every vertex-sized temporary of an iteration would be mapped and faulted anew
         with dask.config.set({"distributed.scheduler.active-memory-manager.start": False,
+                              "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_":
+                                  None,
                               **({} if dashboard else
                                  {"distributed.worker.profile.enabled": False})}):
             return SpecCluster(workers=workers, scheduler=scheduler,

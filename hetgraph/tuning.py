@@ -189,6 +189,14 @@ SPREAD_SEGMENTS = True  # a run on CPU worker processes alone keeps its state on
 # workers, pulls on several as spread segments, the state exchanged worker to worker
 # (False: page tasks, the state through the client every iteration: the way before, which
 # bench/processes.py measures beside)
+SPREAD_ARCS = 1 << 20  # a graph of fewer arcs runs on one CPU worker process, not spread:
+# its pull costs less than the owners' exchange of an iteration (docs/tuning.md)
+OWNERS_PER_HOST = 1  # CPU worker processes of one host that a spread segment pulls on
+# (0: every one): one with all the host's cores pulled faster than several exchanging
+# their ranges (docs/tuning.md); spread segments then span hosts
+SHARED_MEMORY_DIR = "/dev/shm"  # where spread owners of one host share their ranges
+# (hetgraph.scheduler.hostshare): a copy through memory, not a socket; "" sends them
+# over Dask's comms instead
 PEER_CHECK_SECONDS = 0.5  # seconds a worker waits for a peer's part before it asks
 # whether the peer still runs: a dead peer ends the wait within about this, a slow one
 # is asked again

@@ -82,10 +82,17 @@ def test_runs_in_several_threads_at_once(graph, weighted, expected):
                 assert_identical(future.result(), expected)
 
 
-def test_two_cpu_workers_share_pull_pages(graph, weighted, expected):
+def test_two_cpu_workers_in_process_pull_every_page(graph, weighted, expected,
+                                                    monkeypatch):
+    from hetgraph.scheduler import tasks
+
+    page_tasks = []  # (segments over the process's one pool of threads, no page task)
+    pages = tasks.cpu_pages
+    monkeypatch.setattr(tasks, "cpu_pages", lambda *a: page_tasks.append(a) or pages(*a))
     with hg.Cluster(cpu_workers=2, gpus=0, dashboard_address=None) as cluster:
         results = run_all(graph, weighted, cluster)
     assert_identical(results, expected)
+    assert page_tasks == []
     h = results["pagerank"].history
     assert (h["placement"] == "cpu").all()
     assert (h["cpu_pages"] > 1).all() and (h["cpu_edges"] == graph.num_arcs).all()

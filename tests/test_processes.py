@@ -142,3 +142,17 @@ def test_workers_that_keep_dying_fail_the_run_naming_them(graph, tmp_path, monke
         result = _bounded(lambda: _pagerank(graph, cluster))
     assert isinstance(error.value, hg.HetGraphError)
     assert result.iterations == 12
+
+
+def _malloc_trim():
+    return os.environ.get("MALLOC_TRIM_THRESHOLD_")
+
+
+@pytest.mark.skipif("MALLOC_TRIM_THRESHOLD_" in os.environ,
+                    reason="this process's environment sets it for every worker")
+def test_worker_processes_keep_glibcs_own_mmap_threshold():
+    """Dask sets MALLOC_TRIM_THRESHOLD_ for the processes its nannies start, which fixes
+    glibc's mmap threshold: every vertex-sized temporary of an iteration would be
+    mapped and faulted anew. A local hetgraph cluster leaves it unset."""
+    with hg.Cluster(cpu_workers=1, gpus=0, processes=True, dashboard_address=None) as cluster:
+        assert set(cluster.client.run(_malloc_trim).values()) == {None}

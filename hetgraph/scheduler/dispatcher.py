@@ -377,6 +377,7 @@ class _Driver:
         self.spec, self.graph, self.state = spec, graph, state
         self.devices = devices
         out_of_core = isinstance(graph, StoredGraph)
+        self._one_pool = self.shared and not out_of_core  # (see _segment_possible)
         small = graph.num_arcs <= tuning.SMALL_ARCS
         self.kinds = _kinds(cluster, devices, out_of_core, small)
         self.inline_left = tuning.INLINE_SECONDS if self.shared else 0.0
@@ -694,10 +695,12 @@ class _Driver:
 
     def _segment_possible(self, kind, f):
         """Whether iterations placed on ``kind`` run as a segment on one worker: always
-        for notify-pull and push on the CPU, else when the run has one worker of that
-        kind (with several, the pull pages are spread over them)."""
-        if kind == "cpu" and self.model.cpu_mode_for(f, self.runspec.rho,
-                                                     self.graph.num_arcs) != "pull":
+        on the CPU in process over a graph in memory (its workers share one pool of
+        threads, which a segment uses whole) and for notify-pull and push on the CPU,
+        else when the run has one worker of that kind (with several, the pull pages
+        are spread over them)."""
+        if kind == "cpu" and (self._one_pool or self.model.cpu_mode_for(
+                f, self.runspec.rho, self.graph.num_arcs) != "pull"):
             return True
         if kind == "gpu" and self.gpu_devices is not None:  # this process's GPUs
             return True
@@ -834,7 +837,8 @@ class _Driver:
         name = f"iterations-from-{first}"
         others = len(self.kinds) > 1
         args = (self.version, first, last, self.model, others) + (
-            (self.kinds["cpu"] > 1, frontier) if kind == "cpu" else (frontier,))
+            (self.kinds["cpu"] > 1 and not self._one_pool, frontier) if kind == "cpu"
+            else (frontier,))
         task = tasks.cpu_segment if kind == "cpu" else tasks.gpu_segment
         inline = self.inline_left > 0
         report = self._run_task(task, kind, name, *args, here=(self.inline_left,),

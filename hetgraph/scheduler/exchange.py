@@ -19,6 +19,7 @@ import time
 
 from .. import tuning
 from ..cluster import WorkerLostError
+from . import calls, hostshare
 
 HANDLER = "hetgraph_put"
 FAILED = ("failed",)  # the tag of a peer's word that it failed
@@ -69,8 +70,9 @@ def _put(channel, tag, sender, payload):
 
 def install(client):
     """Let every worker of ``client``, and every one that joins later (a worker restarted
-    by its nanny), take parts from its peers: before the first part is sent to it (a
-    message to a handler it lacks would never be answered)."""
+    by its nanny), take parts from its peers and calls from the client
+    (:mod:`.calls`): before the first part is sent to it (a message to a handler it
+    lacks would never be answered)."""
     from distributed import WorkerPlugin
 
     class Exchange(WorkerPlugin):
@@ -78,6 +80,7 @@ def install(client):
 
         def setup(self, worker):
             worker.handlers.setdefault(HANDLER, _put)
+            worker.handlers.setdefault(calls.HANDLER, calls.handler(worker))
 
     client.register_plugin(Exchange())
 
@@ -89,6 +92,7 @@ def forget(run_id):
         for key in [k for k in _BOX if k[0][0] == run_id]:
             del _BOX[key]
         _end(run_id, "the run ended")
+    hostshare.forget(run_id)
 
 
 def send(worker, peers, channel, tag, sender, payload):
@@ -105,6 +109,13 @@ def send(worker, peers, channel, tag, sender, payload):
             raise PeerLostError(", ".join(failed), tag)
 
     return asyncio.run_coroutine_threadsafe(everyone(), worker.loop.asyncio_loop)
+
+
+async def tell_failed_from(rpc, peers, channel, sender):
+    """What :func:`tell_failed` does, from a client (``rpc``: its connection pool)."""
+    await asyncio.gather(*(rpc(peer).hetgraph_put(channel=list(channel), tag=list(FAILED),
+                                                  sender=sender, payload=None)
+                           for peer in peers), return_exceptions=True)
 
 
 def tell_failed(worker, peers, channel, sender):

@@ -7,9 +7,14 @@ the program's initial state is made there, not sent). On one worker its segments
 there (:func:`cpu_alone`). On several they run as *spread segments*: one task on each
 CPU worker of the run (its *owners*), all of them running the same iterations: each
 worker owns a contiguous range of the vertices (:func:`.placement.owned_ranges`) and
-keeps a copy of the whole state; a pull iteration pulls the owner's range, sends its
-new values and flags to the peers (:mod:`.exchange`) and takes theirs, so that every
-worker holds the same state after it. Each worker then computes the iteration
+keeps a copy of the whole state; a pull iteration pulls the owner's range (with its
+share of its host's cores), sends its new values and flags to the peers
+(:mod:`.exchange`; through shared memory between the processes of one host,
+:mod:`.hostshare`) and takes theirs, so that every worker holds the same state after
+it. A graph of fewer than ``tuning.SPREAD_ARCS`` arcs runs on one worker: its
+exchange would cost more than its pull. A segment's tasks are called on their workers
+directly (:mod:`.calls`) once these were seen to hold the Dask data among the
+arguments (the placed graph, the kept arrays), else sent as Dask tasks. Each worker then computes the iteration
 constant, the convergence test, the next frontier and where the segment ends
 (converged; the limit; the first owner's time slice, which its part carries) from
 that same state, so they agree without asking the client. The iterations the cost
@@ -30,11 +35,14 @@ left.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import itertools
 import logging
+import os
 import time
 
+import numba
 import numpy as np
 
 from .. import tuning
@@ -42,7 +50,7 @@ from ..cluster import WorkerLostError
 from ..engines.cpu_modes import notify_fraction
 from ..kernels import cpu
 from ..result import SECONDS, history_row, with_overhead
-from . import exchange, tasks
+from . import calls, exchange, hostshare, tasks
 from .placement import owned_ranges
 from .state import VertexState
 
@@ -52,11 +60,14 @@ log = logging.getLogger("hetgraph.scheduler")
 @dataclasses.dataclass(frozen=True)
 class Owners:
     """The workers of one attempt of a spread segment: each one's address and (first,
-    end) vertex, and the segment's :mod:`.exchange` channel (run id, name)."""
+    end) vertex, the segment's :mod:`.exchange` channel (run id, name), and the
+    directory where owners of one host share their ranges (:mod:`.hostshare`; the
+    client's ``tuning.SHARED_MEMORY_DIR``, "": none)."""
 
     addresses: tuple
     ranges: tuple
     channel: tuple
+    shared_dir: str = ""
 
     def peers(self, me):
         """{owner index: address} of every owner but ``me``."""
@@ -92,20 +103,23 @@ def _own_state(run, ctx, state, version, backup=True):
                           f"version {version}: it was lost with a worker")
 
 
-def _whole(run, state):
-    """The whole ``state`` for the client, as :func:`tasks._out` gives it but without a
-    copy (the client takes it before this worker's next task changes it): sent back by
-    a segment after which the run's next step reads it there (the run's end, a
-    checkpoint, or where no peer holds it)."""
+def _whole(run, state, back):
+    """The whole ``state`` for the client, sent back by a segment after which the run's
+    next step reads it there (the run's end, a checkpoint, or where no peer holds it):
+    through a file in the directory ``back`` (a client on this host; "": none, or
+    where this host lacks it), else as :func:`tasks._out` gives it but without a copy
+    (the client takes it before this worker's next task changes it)."""
+    if back and os.path.isdir(back):
+        return hostshare.hand_over(back, run.run_id, state.values, state.flags)
     return False, [(0, len(state.values))], [state.values], [state.flags]
 
 
 @tasks.resolved
-def cpu_alone(run, state, version, first, last, model, frontier, seconds=None):
+def cpu_alone(run, state, version, first, last, model, frontier, back="", seconds=None):
     """A CPU segment (:func:`tasks.cpu_segment`: any CPU mode) on the one worker of a
     run, from ``state`` as :func:`cpu_spread` takes it; the worker then holds the state
     after it, which comes back in the report too (a worker lost later would take it
-    with it)."""
+    with it; ``back``: see :func:`_whole`)."""
     with tasks.numba_threads(run.threads):
         own = _own_state(run, tasks.cpu_context_of(run.run_id), state, version,
                          backup=False)  # (the client holds the one it began from)
@@ -116,25 +130,24 @@ def cpu_alone(run, state, version, first, last, model, frontier, seconds=None):
         ctx.held = version + 1
     return tasks.Report("cpu", [], rows=rows, status=status,
                         build_seconds=ctx.take_build_seconds(), frontier=after,
-                        out=_whole(run, own))
+                        out=_whole(run, own, back))
 
 
 @tasks.resolved
-def cpu_spread(run, state, version, first, last, model, owners, me, frontier, seconds=None):
+def cpu_spread(run, state, version, first, last, model, owners, me, frontier, back="",
+               seconds=None):
     """Iterations ``first``..``last`` of a spread segment on owner ``me`` of ``owners``
     (see the module's docstring), from ``state`` (the client's, :class:`Initial`, or
     None: the one this worker holds at ``version``) whose frontier is ``frontier`` (active vertices, their
     out-degree sum), for about ``seconds`` (default ``tuning.SEGMENT_SECONDS``) as the
     first owner counts them. Returns a Report with the history rows, the status and the
     frontier after the last iteration (None when converged)."""
-    from distributed import get_worker
-
-    worker = get_worker()
+    worker = calls.this_worker()
     if worker.address != owners.addresses[me]:  # Dask ran it again elsewhere: its result
         # was lost with its worker; the segment went on without it
         raise exchange.PeerLostError(owners.addresses[me], (first,))
     seconds = tuning.SEGMENT_SECONDS if seconds is None else seconds
-    with tasks.numba_threads(run.threads):
+    with tasks.numba_threads(run.threads or cores_of_owner(owners.addresses, me)):
         own = _own_state(run, tasks.cpu_context_of(run.run_id), state, version)
         ctx = tasks._cpu_context(run, own)
         ctx.held = ctx.version = None  # (mid-segment; the engine recounts its frontier)
@@ -147,10 +160,21 @@ def cpu_spread(run, state, version, first, last, model, owners, me, frontier, se
             raise
         ctx.held = version + 1 if iterations.holds else None
     # (the first owner's copy, when the client reads the state next)
-    out = _whole(run, own) if me == 0 and status in ("converged", "limit") else None
+    out = _whole(run, own, back) if me == 0 and status in ("converged", "limit") else None
     return tasks.Report("cpu", [], rows=rows, status=status,
                         build_seconds=ctx.take_build_seconds(), frontier=after, out=out,
                         held=iterations.holds)
+
+
+def cores_of_owner(addresses, me, cores=None):
+    """Threads for owner ``me`` of the workers at ``addresses``: this machine's ``cores``
+    (default: Numba's thread count) shared equally by the owners on its host (more
+    threads than cores would slow every owner's pull)."""
+    from distributed.comm.addressing import get_address_host
+
+    cores = numba.config.NUMBA_NUM_THREADS if cores is None else cores
+    host = get_address_host(addresses[me])
+    return max(cores // sum(get_address_host(a) == host for a in addresses), 1)
 
 
 def held_state(run_id, version):
@@ -174,6 +198,8 @@ class _Iterations:
         self.mine = [owners.ranges[me]] if owners.ranges[me][1] > owners.ranges[me][0] \
             else []
         self.began, self.holds = time.perf_counter(), True
+        self.host_shared = bool(self.peers) and hostshare.usable(owners.addresses,
+                                                                 owners.shared_dir)
 
     def run(self, first, last, frontier):
         """(rows, status, frontier after: None when converged) of the iterations."""
@@ -206,11 +232,12 @@ class _Iterations:
             return part["next"], part["status"], part["frontier"]
         run, engine = self.run_, self.engine
         engine.reset_frontier(frontier)  # (pulls changed the state)
-        done, status = tasks.run_iterations(
-            run, engine, "cpu", first, last, tasks._chooser(self.model, run, "cpu", False,
-                                                              True),
-            len(run.page_vertices), None,
-            max(self.seconds - (time.perf_counter() - self.began), 0.0))
+        with tasks.numba_threads(run.threads or numba.config.NUMBA_NUM_THREADS):  # (the
+            # peers wait meanwhile)
+            done, status = tasks.run_iterations(
+                run, engine, "cpu", first, last,
+                tasks._chooser(self.model, run, "cpu", False, True), len(run.page_vertices),
+                None, max(self.seconds - (time.perf_counter() - self.began), 0.0))
         rows += done
         status = None if status == "moved" else status
         after = None if status == "converged" else engine.frontier()
@@ -274,14 +301,22 @@ class _Iterations:
         written = tasks.written_values(state)
         (a, b), channel, tag = self.owners.ranges[self.me], self.owners.channel, \
             (iteration,)
+        if self.host_shared:  # (a word that the range is written, not the range)
+            payload = {"shared": hostshare.write(
+                self.owners.shared_dir, channel, self.owners.addresses[self.me], a, b,
+                written[a:b], state.flags[a:b]) if b > a else None}
+        else:
+            payload = {"values": to_serialize(written[a:b]),
+                       "flags": to_serialize(state.flags[a:b])}
         sending = exchange.send(self.worker, list(self.peers.values()), channel, tag,
-                                self.me, {"values": to_serialize(written[a:b]),
-                                          "flags": to_serialize(state.flags[a:b]),
-                                          "info": list(info)})
+                                self.me, {**payload, "info": list(info)})
         for j, part in exchange.receive(self.worker, channel, tag, self.peers).items():
             x, y = self.owners.ranges[j]
-            written[x:y] = part["values"]
-            state.flags[x:y] = part["flags"]
+            if not self.host_shared:
+                written[x:y] = part["values"]
+                state.flags[x:y] = part["flags"]
+            elif part["shared"] is not None:
+                hostshare.read(channel, part["shared"], written[x:y], state.flags[x:y])
             infos[j] = tuple(part["info"])
         sending.result()  # (our arrays stay as they are until every peer took them)
         return infos
@@ -308,7 +343,10 @@ class Spread:
         self.holds = {}  # worker address -> the state's version its CPU context holds
         self.collected = 0  # the version the client's state was last brought to
         self.lost = []  # addresses of the workers that left during the run
-        if not cluster.exchanging and len(self.addresses) > 1:  # (once a cluster)
+        # where the workers hand the state over to this process: through a file when
+        # they run on this machine
+        self.back = tuning.SHARED_MEMORY_DIR if cluster.local else ""
+        if not cluster.exchanging:  # (once a cluster)
             exchange.install(self.client)
             cluster.exchanging = True
 
@@ -330,30 +368,55 @@ class Spread:
         ``frontier``; returns (rows, status, frontier after, seconds the workers spent
         building their contexts). The owners that do not hold that version get it from
         the client (:meth:`_source`). One segment at a time on a cluster: two of them
-        sharing workers would each wait for the other's parts."""
+        sharing workers would each wait for the other's parts. On one worker
+        (:meth:`owners`) it is :meth:`alone`."""
+        if len(self.owners(version)) < 2:
+            return self.alone(run_ref, state, version, first, last, model, frontier)
         start, self.run_ref = time.perf_counter(), run_ref
         with self.cluster.spreading:
             for attempt in itertools.count():
-                owners = Owners(tuple(self.addresses), tuple(owned_ranges(
-                    self.in_indptr, len(self.addresses))),
-                    (self.run_id, f"from-{first}-try{attempt}"))
+                addresses = self.owners(version)
+                owners = Owners(tuple(addresses), tuple(owned_ranges(
+                    self.in_indptr, len(addresses))),
+                    (self.run_id, f"from-{first}-try{attempt}"),
+                    tuning.SHARED_MEMORY_DIR)
                 sources = [self._source(a, version, state) for a in owners.addresses]
                 needing = [a for a, s in zip(owners.addresses, sources) if s is state]
                 sent = self.client.scatter(state, workers=needing, broadcast=True,
                                            hash=False) if needing else None
-                futures = [self.client.submit(
-                    cpu_spread, self.run_ref, sent if source is state else source, version,
-                    first, last, model, owners, j, frontier,
-                    key=f"hetgraph-cpu-spread-{first}-{j}-{self.run_id}-try{attempt}",
-                    workers=[address], allow_other_workers=False, resources={"CPU": 1},
-                    pure=False) for j, (address, source) in enumerate(zip(owners.addresses,
-                                                                            sources))]
-                reports = self._waited(futures, owners.addresses)
+                reports = self._attempt(
+                    [(address, cpu_spread, (self.run_ref, sent if source is state else
+                                            source, version, first, last, model, owners, j,
+                                            frontier, self.back))
+                     for j, (address, source) in enumerate(zip(owners.addresses, sources))],
+                    f"hetgraph-cpu-spread-{first}-{{}}-{self.run_id}-try{attempt}",
+                    owners.channel)
                 if reports:
                     break
                 self._lost(attempt, version)
-        self.holds = {a: version + 1 for a, r in zip(self.addresses, reports) if r.held}
+        reporting = [a for a in owners.addresses if a not in self.lost]
+        self.holds = {a: version + 1 for a, r in zip(reporting, reports) if r.held}
         return self._ended(reports, state, version, start)
+
+    def owners(self, version):
+        """The workers a spread segment from ``version`` runs on, in the cluster's
+        order: one for a graph of fewer than ``tuning.SPREAD_ARCS`` arcs (its pull
+        costs less than an exchange), else ``tuning.OWNERS_PER_HOST`` on each host (0:
+        every worker); those holding the state at ``version`` chosen first."""
+        from distributed.comm.addressing import get_address_host
+
+        first = sorted(self.addresses, key=lambda a: self.holds.get(a) != version)
+        if self.in_indptr[-1] < tuning.SPREAD_ARCS:
+            return first[:1]
+        if not tuning.OWNERS_PER_HOST:
+            return list(self.addresses)
+        taken, chosen = collections.Counter(), set()
+        for address in first:
+            host = get_address_host(address)
+            if taken[host] < tuning.OWNERS_PER_HOST:
+                taken[host] += 1
+                chosen.add(address)
+        return [a for a in self.addresses if a in chosen]
 
     def alone(self, run_ref, state, version, first, last, model, frontier):
         """A CPU segment (:func:`cpu_alone`) on the run's one worker (one that holds the
@@ -363,13 +426,12 @@ class Spread:
             for attempt in itertools.count():
                 held = [a for a in self.addresses if self.holds.get(a) == version]
                 address = (held or self.addresses)[0]
-                futures = [self.client.submit(
-                    cpu_alone, self.run_ref, self._source(address, version, state),
-                    version, first, last, model, frontier,
-                    key=f"hetgraph-cpu-iterations-from-{first}-{self.run_id}-try{attempt}",
-                    workers=[address], allow_other_workers=False, resources={"CPU": 1},
-                    pure=False)]
-                reports = self._waited(futures, [address])
+                reports = self._attempt(
+                    [(address, cpu_alone, (self.run_ref, self._source(address, version,
+                                                                      state),
+                                           version, first, last, model, frontier,
+                                           self.back))],
+                    f"hetgraph-cpu-iterations-from-{first}-{{}}-{self.run_id}-try{attempt}")
                 if reports:
                     break
                 self._lost(attempt, version)
@@ -382,7 +444,10 @@ class Spread:
         task's round trip counts as overhead of its last row, as other segments' do."""
         report = reports[0]
         rows = report.rows
-        if report.out is not None:
+        if isinstance(report.out, hostshare.Handed):
+            hostshare.take(report.out, state.values, state.flags)
+            self.collected = version + 1
+        elif report.out is not None:
             _, _, (values,), (flags,) = report.out
             state.values[:], state.flags[:] = values, flags
             self.collected = version + 1
@@ -391,6 +456,51 @@ class Spread:
             extra = time.perf_counter() - start - built - sum(row[SECONDS] for row in rows)
             rows[-1] = with_overhead(rows[-1], max(extra, 0.0))
         return rows, report.status, report.frontier, built
+
+    def _attempt(self, work, key, channel=None):
+        """The reports of one attempt's ``work`` ((address, task, args), one task per
+        worker): called on the workers directly (:mod:`.calls`) when each was seen to
+        hold the Dask data among its arguments, else (or when one let go of it since) as
+        Dask tasks named ``key`` with the task's index, which fetch it; None when a
+        worker left (the attempt runs again). ``channel``: the exchange channel of a
+        spread segment, whose owners stop waiting for a task that did not run."""
+        addresses = [w[0] for w in work]
+        needed = {(a, f.key) for a, _, args in work for f in calls.futures_in(args)}
+        if needed <= self.cluster.holding:
+            async def stop_peers():
+                if channel is not None:
+                    await exchange.tell_failed_from(self.client.rpc, addresses, channel,
+                                                    "client")
+            outcomes = calls.call_all(self.client, work, stop_peers)
+            if not any(isinstance(o, calls.Missing) for o in outcomes):
+                return self._outcome(outcomes, addresses)
+            self.cluster.holding -= needed
+            channel = None
+        futures = [self.client.submit(task, *args, key=key.format(j), workers=[address],
+                                      allow_other_workers=False, resources={"CPU": 1},
+                                      pure=False)
+                   for j, (address, task, args) in enumerate(work)]
+        reports = self._waited(futures, addresses)
+        if reports and len(reports) == len(work):
+            self.cluster.holding |= needed
+        return reports
+
+    def _outcome(self, outcomes, addresses):
+        """:meth:`_wait`'s answer for the ``outcomes`` of direct calls to the workers at
+        ``addresses`` (each a Report or the exception its call ended with)."""
+        lost = [a for a, o in zip(addresses, outcomes) if isinstance(o, calls.Lost)]
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException) and not isinstance(outcome, calls.Lost):
+                self._raise_unless_lost(outcome)
+        self.lost += [a for a in lost if a not in self.lost]
+        reports = [o for o in outcomes if not isinstance(o, BaseException)]
+        if len(reports) == len(outcomes):
+            return reports
+        if reports and len(reports) + len(lost) == len(outcomes) and \
+                all(r.held for r in reports):  # (the survivors hold the whole state)
+            self.addresses = [a for a in self.addresses if a not in self.lost]
+            return reports
+        return None
 
     def _waited(self, futures, addresses):
         """:meth:`_wait`, the futures cancelled unless they all gave their reports (else
@@ -434,7 +544,7 @@ class Spread:
                 reports = self.client.gather([f for f in futures if f not in left])
                 if not all(r.held for r in reports):  # (the state left with the first)
                     return None
-                self.addresses = [a for a in addresses if a not in self.lost]
+                self.addresses = [a for a in self.addresses if a not in self.lost]
                 return reports
             if left and len(left) == len(futures):
                 return None
@@ -447,11 +557,18 @@ class Spread:
         if future.status in ("cancelled", "lost"):
             return
         error = future.exception()
+        if not isinstance(error, (CancelledError, KilledWorker)):
+            self._raise_unless_lost(error, future)
+
+    def _raise_unless_lost(self, error, future=None):
+        """Note the peer that a task's ``error`` names as lost; raise any other error
+        but a peer's failure (with its traceback: ``future``'s, when a Dask task's)."""
         if isinstance(error, exchange.PeerLostError):
             self.lost += [a for a in error.peer.split(", ") if a not in self.lost]
-        elif not isinstance(error, (exchange.PeerFailedError, CancelledError,
-                                    KilledWorker)):
-            future.result()  # (raises the task's error with its traceback)
+        elif not isinstance(error, exchange.PeerFailedError):
+            if future is not None:
+                future.result()
+            raise error
 
     def _lost(self, attempt, version):
         """A worker left during a segment's ``attempt`` from ``version``: go on without
@@ -465,6 +582,7 @@ class Spread:
         lost = ", ".join(self.lost) or "none known"
         if attempt < tuning.LOST_TASK_RETRIES and not survivors and (
                 self.collected == version or version == 0 and self.initial):
+            self._await_worker()
             self.run_ref = self.share()  # (waits for a worker to take the graph again)
             self.lost += [a for a in self.cluster.lost_workers() if a not in self.lost]
             survivors = [a for a in self.cluster.cpu_workers if a not in self.lost]
@@ -476,6 +594,17 @@ class Spread:
         log.warning("a worker left during a segment (workers that left: %s); its work "
                     "goes to %d other(s)", lost, len(survivors))
         self.addresses = survivors
+
+    def _await_worker(self):
+        """Wait until the cluster has a CPU worker that did not leave during the run, for
+        ``tuning.WORKER_WAIT_SECONDS`` at most: a direct call learns of a death before
+        the scheduler does, and a nanny starts another worker after it."""
+        deadline = time.monotonic() + tuning.WORKER_WAIT_SECONDS
+        while time.monotonic() < deadline:
+            self.lost += [a for a in self.cluster.lost_workers() if a not in self.lost]
+            if any(a not in self.lost for a in self.cluster.cpu_workers):
+                return
+            time.sleep(tuning.PEER_CHECK_SECONDS / 10)
 
     def collect(self, state, version):
         """Bring the client's ``state`` to ``version`` when a worker holds that version

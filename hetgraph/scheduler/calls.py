@@ -1,0 +1,173 @@
+"""Tasks sent straight to a worker process, not through the Dask scheduler (issue 51).
+
+A Dask task costs two trips through the scheduler and a third for its result (client
+to scheduler to worker, the worker's word back through the scheduler, then the result
+fetched): several milliseconds, more than a warm call's iterations on a small graph. A
+spread run's segments (:mod:`.spread`) go to their workers directly instead: the
+client calls each worker's ``hetgraph_call`` handler over Dask's comms, which runs the
+task in a thread of the worker's process (one at a time) and answers with its result.
+The Dask futures among the task's arguments (the placed graph, the kept arrays, a
+scattered state) are read from the worker's own store; a worker that lacks one
+answers so (:class:`Missing`), and the caller sends the task through the scheduler,
+which fetches it. A call whose worker died ends with :class:`Lost`; the task's own
+error is raised on the client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import threading
+import traceback
+
+HANDLER = "hetgraph_call"
+_POOL: list = []  # this process's one thread for the calls (made on first use)
+_POOL_LOCK = threading.Lock()
+_THREAD = threading.local()  # .worker: the worker whose call this thread runs
+
+
+@dataclasses.dataclass(frozen=True)
+class _Key:
+    """Stands for a Dask future's data in a call's arguments: its key."""
+
+    key: object
+
+
+class Missing(Exception):
+    """The worker does not hold the data of a future among a call's arguments."""
+
+
+class Lost(Exception):
+    """The connection to the called worker closed before it answered: it died."""
+
+    def __init__(self, address):
+        super().__init__(f"worker {address} left during a call")
+        self.address = address
+
+
+def _swapped(value, swap):
+    """``value`` with every leaf ``x`` in its tuples, lists and dicts replaced by
+    ``swap(x)``."""
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return tuple(_swapped(v, swap) for v in value)
+    if isinstance(value, list):
+        return [_swapped(v, swap) for v in value]
+    if isinstance(value, dict):
+        return {k: _swapped(v, swap) for k, v in value.items()}
+    return swap(value)
+
+
+def futures_in(args):
+    """The Dask futures among ``args`` (in their tuples, lists and dicts)."""
+    from distributed import Future
+
+    found = []
+    _swapped(args, lambda v: found.append(v) if isinstance(v, Future) else None)
+    return found
+
+
+def keyed(args):
+    """``args`` with their Dask futures replaced by their keys (the client's side)."""
+    from distributed import Future
+
+    return _swapped(args, lambda v: _Key(v.key) if isinstance(v, Future) else v)
+
+
+def _resolved(args, data):
+    """``args`` with their keys replaced by the data of ``data`` (a worker's store);
+    :class:`Missing` when it lacks one."""
+    def swap(value):
+        if not isinstance(value, _Key):
+            return value
+        try:
+            return data[value.key]
+        except KeyError:
+            raise Missing(str(value.key)) from None
+    return _swapped(args, swap)
+
+
+def _pool():
+    with _POOL_LOCK:
+        if not _POOL:
+            _POOL.append(concurrent.futures.ThreadPoolExecutor(
+                1, thread_name_prefix="hetgraph-call"))
+        return _POOL[0]
+
+
+def _as(worker, function, args):
+    """``function(*args)`` in the call thread of ``worker`` (see :func:`this_worker`)."""
+    _THREAD.worker = worker
+    return function(*args)
+
+
+def this_worker():
+    """The Dask worker that runs this task: a call's (:func:`handler`), else Dask's
+    ``get_worker()``."""
+    worker = getattr(_THREAD, "worker", None)
+    if worker is None:
+        from distributed import get_worker
+
+        worker = get_worker()
+    return worker
+
+
+def _sendable(error, address):
+    """``error`` with the traceback of the call on the worker at ``address`` as a note,
+    or, when it cannot be pickled, a RuntimeError that says what it was."""
+    import pickle
+
+    note = f"(in a call on worker {address}:\n{traceback.format_exc()})"
+    try:
+        pickle.loads(pickle.dumps(error))
+    except Exception:
+        error = RuntimeError(f"{type(error).__name__}: {error}")
+    error.add_note(note)
+    return error
+
+
+def handler(worker):
+    """The ``hetgraph_call`` handler of ``worker``: runs ``task`` = (function, keyed
+    arguments) in this process's call thread; answers ("done", result), ("missing",
+    key) or ("error", the exception)."""
+    from distributed.protocol import to_serialize
+
+    async def call(task):
+        function, args = task
+        try:
+            args = _resolved(args, worker.data)
+            result = await asyncio.get_running_loop().run_in_executor(
+                _pool(), _as, worker, function, args)
+        except Missing as missing:
+            return ("missing", str(missing))
+        except Exception as exc:  # (raised on the client, which decides)
+            return ("error", to_serialize(_sendable(exc, worker.address)))
+        return ("done", to_serialize(result))
+
+    return call
+
+
+def call_all(client, calls, on_missing=None):
+    """Call each (address, function, args) of ``calls`` at once, directly on its worker;
+    returns, in order, each one's result, or the exception it ended with (the task's own
+    error, :class:`Missing`, :class:`Lost`). ``on_missing``: awaited when a worker
+    answers :class:`Missing` (the others may wait for the task it did not run)."""
+    from distributed.comm import CommClosedError
+    from distributed.protocol import to_serialize
+
+    async def one(address, function, args):
+        try:
+            kind, value = await client.rpc(address).hetgraph_call(
+                task=to_serialize((function, keyed(args))))
+        except (CommClosedError, OSError):
+            return Lost(address)
+        if kind == "missing":
+            if on_missing is not None:
+                await on_missing()
+            return Missing(value)
+        return value
+
+    async def every():
+        return await asyncio.gather(*(one(*c) for c in calls))
+
+    return client.sync(every)

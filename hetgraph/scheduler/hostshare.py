@@ -1,0 +1,191 @@
+"""A spread pull's values shared through memory between the worker processes of one host
+(issue 51), instead of sent over Dask's comms (:mod:`.exchange`), which copy them
+through a socket and cost more than the pull on a small machine.
+
+Each owner of a spread segment whose peers all run on its host writes its range's new
+values and flags into its own file in a shared memory directory (the client's
+``tuning.SHARED_MEMORY_DIR``, which the segment's owners carry), and
+sends its peers only a word that it wrote them; a peer copies them from there into its
+state. A file has two slots, used in turn by the owner's writes: its k-th write goes to
+slot k % 2, which the peers read in their k-th exchange; the owner writes that slot
+again (write k + 2) only after every peer's word of exchange k + 1, which a peer sends
+after its exchange k, so a slot is never overwritten while a peer reads it. A file
+serves one attempt of one segment (a channel of :mod:`.exchange`): the next segment of
+the run makes new ones and drops the old (every peer finished reading them: the
+client starts a segment after the last one ended everywhere), and the run's end
+(:func:`forget`) removes the run's files from the host, those of a worker that died
+included (from every directory a run of this process shared through). The files are
+the worker's user's alone (mode 0600).
+
+The state a segment sends back to a client on its host goes the same way
+(:func:`hand_over`, :func:`take`): a file of an unguessable name that the client reads
+and removes, not a message of the whole state through a socket.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import mmap
+import os
+import secrets
+import threading
+
+import numpy as np
+
+_LOCK = threading.Lock()
+_MINE: dict = {}  # run id -> (channel, {range: _Slots}) this process writes
+_THEIRS: dict = {}  # run id -> (channel, {path: _Slots}) this process reads
+_DIRECTORIES: set = set()  # where this process's runs shared files
+
+
+def usable(addresses, directory):
+    """Whether the owners at ``addresses`` (Dask addresses) can share memory files in
+    ``directory`` (a path; "": no): all on one host, which has that directory."""
+    from distributed.comm.addressing import get_address_host
+
+    return bool(directory) and os.path.isdir(directory) and \
+        len({get_address_host(a) for a in addresses}) == 1
+
+
+class _Slots:
+    """A file of two slots, each the values (``dtype``) and flags (uint8) of ``size``
+    vertices, mapped in this process; ``writes``: the slots written or read so far."""
+
+    def __init__(self, path, size, dtype, create):
+        dtype = np.dtype(dtype)
+        slot = -(-(size * (dtype.itemsize + 1)) // 64) * 64  # (each slot 64-byte aligned)
+        if create:  # (one left by a process that died: made again)
+            if os.path.exists(path):
+                os.unlink(path)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        else:
+            fd = os.open(path, os.O_RDONLY)
+        try:
+            if create:
+                os.ftruncate(fd, 2 * slot)
+            self.map = mmap.mmap(fd, 2 * slot, access=mmap.ACCESS_WRITE if create
+                                 else mmap.ACCESS_READ)
+        finally:
+            os.close(fd)
+        whole = np.frombuffer(self.map, np.uint8)
+        end = size * dtype.itemsize
+        self.values = [whole[k * slot:k * slot + end].view(dtype) for k in (0, 1)]
+        self.flags = [whole[k * slot + end:k * slot + end + size] for k in (0, 1)]
+        self.path, self.writes = path, 0
+
+
+def _path(directory, channel, address, first, end):
+    """The file in ``directory`` of the owner at ``address`` for vertices
+    ``first``..``end`` in ``channel`` (run id, name)."""
+    port = address.rsplit(":", 1)[-1]
+    name = "-".join(str(x) for x in channel[1:])
+    return os.path.join(directory,
+                        f"hetgraph-{os.getuid()}-{channel[0]}-{name}-{port}-{first}-{end}")
+
+
+def _of(table, run_id, channel):
+    """The {key: _Slots} of ``run_id`` in ``table`` for ``channel``: those of an older
+    channel of the run dropped (their segment ended everywhere)."""
+    kept = table.get(run_id)
+    if kept is None or kept[0] != channel:
+        if kept is not None and table is _MINE:
+            for slots in kept[1].values():
+                _unlink(slots.path)
+        kept = table[run_id] = (channel, {})
+    return kept[1]
+
+
+def write(directory, channel, address, first, end, values, flags):
+    """Write this owner's new ``values`` and ``flags`` of vertices ``first``..``end``
+    (at ``address``) into its file of ``channel`` in ``directory``; returns the word for
+    its peers."""
+    with _LOCK:
+        _DIRECTORIES.add(directory)
+        mine = _of(_MINE, channel[0], channel)
+        slots = mine.get((first, end))
+        if slots is None:
+            slots = mine[(first, end)] = _Slots(
+                _path(directory, channel, address, first, end), end - first,
+                values.dtype, create=True)
+    k = slots.writes % 2
+    slots.values[k][:] = values
+    slots.flags[k][:] = flags
+    slots.writes += 1
+    return {"path": slots.path, "write": slots.writes}
+
+
+def read(channel, word, values, flags):
+    """Copy the values and flags that a peer's ``word`` (:func:`write`'s) says it wrote
+    into ``values`` and ``flags`` (its range of this owner's state)."""
+    with _LOCK:
+        _DIRECTORIES.add(os.path.dirname(word["path"]))
+        theirs = _of(_THEIRS, channel[0], channel)
+        slots = theirs.get(word["path"])
+        if slots is None:
+            slots = theirs[word["path"]] = _Slots(word["path"], len(values), values.dtype,
+                                                  create=False)
+    slots.writes += 1
+    if slots.writes != word["write"]:  # (would be a broken exchange, never a race)
+        raise RuntimeError(f"shared range {word['path']}: write {word['write']} read as "
+                           f"{slots.writes}")
+    k = (slots.writes - 1) % 2
+    values[:] = slots.values[k]
+    flags[:] = slots.flags[k]
+
+
+@dataclasses.dataclass(frozen=True)
+class Handed:
+    """A state handed from a worker to the client of its host through a file:
+    ``path``, the vertices and the values' dtype (the flags follow the values)."""
+
+    path: str
+    size: int
+    dtype: str
+
+
+def hand_over(directory, run_id, values, flags):
+    """Write ``values`` and ``flags`` into a new file of run ``run_id`` in ``directory``
+    (a name nobody can guess, mode 0600) for the client to :func:`take`."""
+    path = os.path.join(directory, f"hetgraph-{os.getuid()}-{run_id}-state-"
+                                   f"{secrets.token_hex(8)}")
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
+        f.write(memoryview(values).cast("B"))
+        f.write(memoryview(flags).cast("B"))
+    return Handed(path, len(values), values.dtype.str)
+
+
+def take(handed, values, flags):
+    """Read the state that a worker :func:`hand_over`-ed into ``values`` and ``flags``
+    (arrays of its size and dtype), then remove its file."""
+    try:
+        expected = handed.size * (np.dtype(handed.dtype).itemsize + 1)
+        if len(values) != handed.size or values.dtype != np.dtype(handed.dtype) or \
+                os.path.getsize(handed.path) != expected:
+            raise RuntimeError(f"the state handed over in {handed.path} does not fit the "
+                               f"run's ({len(values)} vertices of {values.dtype})")
+        with open(handed.path, "rb") as f:  # (a buffered reader fills what it reads into)
+            f.readinto(memoryview(values).cast("B"))
+            f.readinto(memoryview(flags).cast("B"))
+    finally:
+        _unlink(handed.path)
+
+
+def _unlink(path):
+    try:
+        os.unlink(path)
+    except FileNotFoundError:  # (another process of the host removed it first)
+        pass
+
+
+def forget(run_id):
+    """Let go of run ``run_id``'s files in this process and remove every file of the run
+    on this host (a dead peer's too)."""
+    with _LOCK:
+        _MINE.pop(run_id, None)
+        _THEIRS.pop(run_id, None)
+        directories = sorted(_DIRECTORIES)
+    for directory in directories:
+        for path in glob.glob(os.path.join(directory,
+                                           f"hetgraph-{os.getuid()}-{run_id}-*")):
+            _unlink(path)
