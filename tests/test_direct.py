@@ -245,6 +245,44 @@ def test_small_id_matches_id_of():
         hg.bfs(graph, 11)
 
 
+def test_the_kept_checks_take_the_same_calls(monkeypatch):
+    """small_levels, the BFS's checks kept per graph, takes what applies takes and
+    leaves every other call (and label) to the normal way's own checks."""
+    from hetgraph import cluster
+
+    graph = hg.generate.grid(5, 5)
+
+    def levels(label, options=None):
+        return direct.small_levels(graph, label, options or {}, np.int32, -1, "BFS", 0.0)
+
+    check_levels(graph, 3, levels(3).values)
+    check_levels(graph, 4, levels(np.int64(4)).values)
+    for label in (True, 3.0, 25, -1, None, "3"):
+        assert levels(label) is None
+    assert levels(3, {"threads": 1}) is None and levels(3, {"devices": "cpu"}) is not None
+    monkeypatch.setattr(cluster, "_CURRENT", [object()])
+    assert levels(3) is None
+    monkeypatch.setattr(cluster, "_CURRENT", [])
+    monkeypatch.setattr(tuning, "DIRECT_ARCS", graph.num_arcs - 1)
+    assert levels(3) is None
+    with pytest.raises(hg.GraphError, match="source"):
+        hg.bfs(graph, 25)
+
+
+def test_a_kept_result_keeps_its_history():
+    """Calls reuse the kernel's work array only when no Result holds it: a Result
+    read after later calls from other sources still has its own levels."""
+    graph = hg.generate.grid(9, 3)
+    first = hg.bfs(graph, 0)
+    later = [hg.bfs(graph, source) for source in (13, 26)]
+    del later
+    hg.bfs(graph, 13)
+    reference = hg.bfs(hg.generate.grid(9, 3), 0)  # (another graph: its own arrays)
+    columns = ["active", "edges", "activated"]
+    assert first.history[columns].equals(reference.history[columns])
+    check_levels(graph, 0, first.values)
+
+
 COLD = """
 import hetgraph as hg
 from hetgraph.kernels.cpu import direct

@@ -79,6 +79,10 @@ def bfs(graph, source, **options):
     (5, 2316)
     """
     start = time.perf_counter()
+    found = direct.small_levels(graph, source, options, np.int32, NOT_REACHED,
+                                BreadthFirst.__name__, start)
+    if found is not None:  # (the common call: its checks made once per graph)
+        return found
     graph = as_graph(graph, options.get("host_budget"))
     program = BreadthFirst(vertex_id(graph, source))
     if direct.applies(graph, options):  # (max_iterations given: the dispatcher's)
