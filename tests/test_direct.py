@@ -28,6 +28,7 @@ def dispatcher_run(monkeypatch, call):
     """``call()`` with the direct path off: the dispatcher's run."""
     with monkeypatch.context() as patch:
         patch.setattr(tuning, "DIRECT_ARCS", -1)
+        patch.setattr(tuning, "DIRECT_LEVELS_ARCS", -1)
         return call()
 
 
@@ -267,6 +268,24 @@ def test_the_kept_checks_take_the_same_calls(monkeypatch):
     assert levels(3) is None
     with pytest.raises(hg.GraphError, match="source"):
         hg.bfs(graph, 25)
+
+
+def test_bfs_takes_the_direct_path_on_larger_graphs(monkeypatch):
+    """A BFS runs direct up to tuning.DIRECT_LEVELS_ARCS arcs, the other algorithms up
+    to tuning.DIRECT_ARCS: a grid between the two."""
+    graph = hg.generate.grid(12, 12)
+    monkeypatch.setattr(tuning, "DIRECT_ARCS", graph.num_arcs - 1)
+    monkeypatch.setattr(tuning, "DIRECT_LEVELS_ARCS", graph.num_arcs)
+    assert direct.applies(graph, {}, levels=True) and not direct.applies(graph, {})
+    result = hg.bfs(graph, 5)
+    check_levels(graph, 5, result.values)
+    check_history(result, "push")
+    assert isinstance(result, direct._DirectResult)
+    assert not isinstance(hg.pagerank(graph), direct._DirectResult)
+    monkeypatch.setattr(tuning, "DIRECT_LEVELS_ARCS", graph.num_arcs - 1)
+    engine = hg.bfs(graph, 5)
+    assert not isinstance(engine, direct._DirectResult)
+    np.testing.assert_array_equal(engine.values, result.values)
 
 
 def test_a_kept_result_keeps_its_history():

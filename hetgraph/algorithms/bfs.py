@@ -85,7 +85,7 @@ def bfs(graph, source, **options):
         return found
     graph = as_graph(graph, options.get("host_budget"))
     program = BreadthFirst(vertex_id(graph, source))
-    if direct.applies(graph, options):  # (max_iterations given: the dispatcher's)
+    if direct.applies(graph, options, levels=True):  # (max_iterations: the dispatcher's)
         return direct.levels(graph, program.source, np.empty(graph.num_vertices, np.int32),
                              NOT_REACHED, program.name, start)
     options.setdefault("max_iterations", max(graph.num_vertices, 1))

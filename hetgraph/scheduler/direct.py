@@ -1,7 +1,8 @@
 """The direct path: a built-in algorithm's whole run as one compiled call in the calling
 thread (:mod:`hetgraph.kernels.cpu.direct`), for a graph in memory of at most
 ``tuning.DIRECT_ARCS`` arcs, where the dispatcher's machinery would cost more than
-the edges. It is taken only when the run's options ask for nothing that only the
+the edges (a BFS: ``tuning.DIRECT_LEVELS_ARCS``, where a serial queue still beats the
+engine's passes, one a level). It is taken only when the run's options ask for nothing that only the
 dispatcher gives (a cluster, a GPU, a mode other than "sync", checkpoints, ...): the
 values are those of the dispatcher's run, and the history has a row per iteration
 with placement "cpu".
@@ -30,13 +31,15 @@ _NAN = float("nan")
 _CLUSTER_MODULE = __package__.rpartition(".")[0] + ".cluster"
 
 
-def applies(graph, options) -> bool:
+def applies(graph, options, levels=False) -> bool:
     """Whether a run of a built-in algorithm on ``graph`` (as :func:`as_graph` gave it)
     with ``options`` (the keywords of :func:`hetgraph.run`) takes the direct path: a
-    graph in memory of at most ``tuning.DIRECT_ARCS`` arcs, outside any ``with
-    hg.Cluster()``, every option at a value in :data:`NEUTRAL`."""
+    graph in memory of at most ``tuning.DIRECT_ARCS`` arcs (``tuning.DIRECT_LEVELS_ARCS``
+    for breadth-first ``levels``), outside any ``with hg.Cluster()``, every option at a
+    value in :data:`NEUTRAL`."""
+    most = tuning.DIRECT_LEVELS_ARCS if levels else tuning.DIRECT_ARCS
     if (not isinstance(graph, Graph) or isinstance(graph, StoredGraph)
-            or graph.num_arcs > tuning.DIRECT_ARCS or _inside_cluster()):
+            or graph.num_arcs > most or _inside_cluster()):
         return False
     for name, value in options.items():
         if not any(value is v or (type(value) is type(v) and value == v)
