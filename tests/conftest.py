@@ -27,6 +27,7 @@ def dispatcher_only(monkeypatch):
 
     monkeypatch.setattr(tuning, "DIRECT_ARCS", -1)
     monkeypatch.setattr(tuning, "DIRECT_LEVELS_ARCS", -1)
+    monkeypatch.setattr(tuning, "DIRECT_PAGERANK_ARCS", -1)
 
 
 def data_path(name):

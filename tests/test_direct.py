@@ -29,6 +29,7 @@ def dispatcher_run(monkeypatch, call):
     with monkeypatch.context() as patch:
         patch.setattr(tuning, "DIRECT_ARCS", -1)
         patch.setattr(tuning, "DIRECT_LEVELS_ARCS", -1)
+        patch.setattr(tuning, "DIRECT_PAGERANK_ARCS", -1)
         return call()
 
 
@@ -149,12 +150,13 @@ def test_random_graphs_pagerank_as_the_dispatcher(case, parameters):
     for weighted in (True, False):
         ranks = hg.pagerank(graph, damping, most, tol, weighted=weighted)
         assert ranks.program == "PageRank" and len(ranks.history) == ranks.iterations
-        tuning_before = tuning.DIRECT_ARCS
-        tuning.DIRECT_ARCS = -1
+        tuning_before = tuning.DIRECT_PAGERANK_ARCS
+        tuning.DIRECT_PAGERANK_ARCS = -1
         try:
             engine = hg.pagerank(graph, damping, most, tol, weighted=weighted)
         finally:
-            tuning.DIRECT_ARCS = tuning_before
+            tuning.DIRECT_PAGERANK_ARCS = tuning_before
+        assert not isinstance(engine, direct._DirectResult)
         assert (ranks.iterations, ranks.converged) == (engine.iterations, engine.converged)
         np.testing.assert_allclose(ranks.values, engine.values, rtol=1e-12, atol=1e-15)
 
@@ -270,22 +272,29 @@ def test_the_kept_checks_take_the_same_calls(monkeypatch):
         hg.bfs(graph, 25)
 
 
-def test_bfs_takes_the_direct_path_on_larger_graphs(monkeypatch):
-    """A BFS runs direct up to tuning.DIRECT_LEVELS_ARCS arcs, the other algorithms up
-    to tuning.DIRECT_ARCS: a grid between the two."""
+def test_bfs_and_pagerank_take_the_direct_path_on_larger_graphs(monkeypatch):
+    """A BFS runs direct up to tuning.DIRECT_LEVELS_ARCS arcs, PageRank up to
+    tuning.DIRECT_PAGERANK_ARCS, the others up to tuning.DIRECT_ARCS: a grid above
+    the last, within the first two."""
     graph = hg.generate.grid(12, 12)
     monkeypatch.setattr(tuning, "DIRECT_ARCS", graph.num_arcs - 1)
     monkeypatch.setattr(tuning, "DIRECT_LEVELS_ARCS", graph.num_arcs)
-    assert direct.applies(graph, {}, levels=True) and not direct.applies(graph, {})
-    result = hg.bfs(graph, 5)
+    monkeypatch.setattr(tuning, "DIRECT_PAGERANK_ARCS", graph.num_arcs)
+    assert direct.applies(graph, {}, tuning.DIRECT_LEVELS_ARCS)
+    assert not direct.applies(graph, {})
+    result, ranks = hg.bfs(graph, 5), hg.pagerank(graph)
     check_levels(graph, 5, result.values)
     check_history(result, "push")
-    assert isinstance(result, direct._DirectResult)
-    assert not isinstance(hg.pagerank(graph), direct._DirectResult)
+    check_history(ranks, "pull")
+    assert isinstance(result, direct._DirectResult) and isinstance(ranks, direct._DirectResult)
+    assert not isinstance(hg.connected_components(graph), direct._DirectResult)
     monkeypatch.setattr(tuning, "DIRECT_LEVELS_ARCS", graph.num_arcs - 1)
-    engine = hg.bfs(graph, 5)
+    monkeypatch.setattr(tuning, "DIRECT_PAGERANK_ARCS", graph.num_arcs - 1)
+    engine, engine_ranks = hg.bfs(graph, 5), hg.pagerank(graph)
     assert not isinstance(engine, direct._DirectResult)
+    assert not isinstance(engine_ranks, direct._DirectResult)
     np.testing.assert_array_equal(engine.values, result.values)
+    np.testing.assert_allclose(engine_ranks.values, ranks.values, rtol=1e-12)
 
 
 def test_a_kept_result_keeps_its_history():

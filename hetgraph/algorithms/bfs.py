@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 
+from .. import tuning
 from ..scheduler import direct
 from ..scheduler.entry import run
 from ..io.store import as_graph
@@ -85,7 +86,8 @@ def bfs(graph, source, **options):
         return found
     graph = as_graph(graph, options.get("host_budget"))
     program = BreadthFirst(vertex_id(graph, source))
-    if direct.applies(graph, options, levels=True):  # (max_iterations: the dispatcher's)
+    # (max_iterations given: the dispatcher's)
+    if direct.applies(graph, options, tuning.DIRECT_LEVELS_ARCS):
         return direct.levels(graph, program.source, np.empty(graph.num_vertices, np.int32),
                              NOT_REACHED, program.name, start)
     options.setdefault("max_iterations", max(graph.num_vertices, 1))

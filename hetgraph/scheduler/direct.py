@@ -2,7 +2,7 @@
 thread (:mod:`hetgraph.kernels.cpu.direct`), for a graph in memory of at most
 ``tuning.DIRECT_ARCS`` arcs, where the dispatcher's machinery would cost more than
 the edges (a BFS: ``tuning.DIRECT_LEVELS_ARCS``, where a serial queue still beats the
-engine's passes, one a level). It is taken only when the run's options ask for nothing that only the
+engine's passes, one a level; PageRank: ``tuning.DIRECT_PAGERANK_ARCS``). It is taken only when the run's options ask for nothing that only the
 dispatcher gives (a cluster, a GPU, a mode other than "sync", checkpoints, ...): the
 values are those of the dispatcher's run, and the history has a row per iteration
 with placement "cpu".
@@ -31,13 +31,13 @@ _NAN = float("nan")
 _CLUSTER_MODULE = __package__.rpartition(".")[0] + ".cluster"
 
 
-def applies(graph, options, levels=False) -> bool:
+def applies(graph, options, most=None) -> bool:
     """Whether a run of a built-in algorithm on ``graph`` (as :func:`as_graph` gave it)
     with ``options`` (the keywords of :func:`hetgraph.run`) takes the direct path: a
-    graph in memory of at most ``tuning.DIRECT_ARCS`` arcs (``tuning.DIRECT_LEVELS_ARCS``
-    for breadth-first ``levels``), outside any ``with hg.Cluster()``, every option at a
-    value in :data:`NEUTRAL`."""
-    most = tuning.DIRECT_LEVELS_ARCS if levels else tuning.DIRECT_ARCS
+    graph in memory of at most ``most`` arcs (default ``tuning.DIRECT_ARCS``; a BFS's
+    ``tuning.DIRECT_LEVELS_ARCS``, PageRank's ``tuning.DIRECT_PAGERANK_ARCS``), outside
+    any ``with hg.Cluster()``, every option at a value in :data:`NEUTRAL`."""
+    most = tuning.DIRECT_ARCS if most is None else most
     if (not isinstance(graph, Graph) or isinstance(graph, StoredGraph)
             or graph.num_arcs > most or _inside_cluster()):
         return False
