@@ -297,6 +297,24 @@ def test_bfs_and_pagerank_take_the_direct_path_on_larger_graphs(monkeypatch):
     np.testing.assert_allclose(engine_ranks.values, ranks.values, rtol=1e-12)
 
 
+def test_a_larger_graph_goes_the_normal_way_where_a_gpu_can_run(monkeypatch):
+    """Above tuning.SMALL_ARCS, devices="auto" may place a run on a GPU: the direct
+    path takes it only where none can run, or with devices="cpu"."""
+    from hetgraph.kernels.gpu import device
+
+    graph = hg.generate.grid(12, 12)
+    most = graph.num_arcs
+    monkeypatch.setattr(tuning, "SMALL_ARCS", graph.num_arcs - 1)
+    monkeypatch.setattr(device, "available", lambda: False)
+    assert direct.applies(graph, {}, most)
+    monkeypatch.setattr(device, "available", lambda: True)
+    assert not direct.applies(graph, {}, most)
+    assert not direct.applies(graph, {"devices": "auto"}, most)
+    assert direct.applies(graph, {"devices": "cpu"}, most)
+    monkeypatch.setattr(tuning, "SMALL_ARCS", graph.num_arcs)
+    assert direct.applies(graph, {}, most)
+
+
 def test_a_kept_result_keeps_its_history():
     """Calls reuse the kernel's work array only when no Result holds it: a Result
     read after later calls from other sources still has its own levels."""

@@ -36,11 +36,15 @@ def applies(graph, options, most=None) -> bool:
     with ``options`` (the keywords of :func:`hetgraph.run`) takes the direct path: a
     graph in memory of at most ``most`` arcs (default ``tuning.DIRECT_ARCS``; a BFS's
     ``tuning.DIRECT_LEVELS_ARCS``, PageRank's ``tuning.DIRECT_PAGERANK_ARCS``), outside
-    any ``with hg.Cluster()``, every option at a value in :data:`NEUTRAL`."""
+    any ``with hg.Cluster()``, every option at a value in :data:`NEUTRAL`, and above
+    ``tuning.SMALL_ARCS`` arcs under ``devices="auto"`` only where no GPU can run."""
     most = tuning.DIRECT_ARCS if most is None else most
     if (not isinstance(graph, Graph) or isinstance(graph, StoredGraph)
             or graph.num_arcs > most or _inside_cluster()):
         return False
+    if (graph.num_arcs > tuning.SMALL_ARCS and options.get("devices", "auto") == "auto"
+            and _gpu_available()):
+        return False  # (under "auto" the dispatcher may run it on the GPU)
     for name, value in options.items():
         if not any(value is v or (type(value) is type(v) and value == v)
                    for v in NEUTRAL.get(name, ())):
@@ -118,6 +122,14 @@ def _id_table(labels):
     if labels.dtype.kind not in "iu":
         return None
     return dict(zip(labels.tolist(), range(len(labels))))
+
+
+def _gpu_available() -> bool:
+    """Whether a GPU can run here (found once a process; only for graphs above
+    ``tuning.SMALL_ARCS``, whose calls take milliseconds)."""
+    from ..kernels.gpu.device import available
+
+    return available()
 
 
 def _inside_cluster() -> bool:
