@@ -165,6 +165,14 @@ SMALL_ARCS = 1 << 20
 # whole as one compiled call (scheduler/direct.py): below SERIAL_EDGES the engine's
 # passes are serial too, so one serial call loses nothing and saves the machinery
 DIRECT_ARCS = 150_000
+# a BFS (levels) runs whole as one compiled call on a graph of at most this many arcs: a
+# serial queue reads each arc once and pays nothing per level, where the engine's
+# levels cost a pass each (a grid's 2,000); the engine's threads win only above
+DIRECT_LEVELS_ARCS = 1 << 22
+# PageRank runs whole as one compiled call on a graph of at most this many arcs: its
+# serial pass beat the engine's two threads on astro-ph (243K arcs) and RMAT-14, lost
+# on RMAT-15 (468K), whose ranks no longer fit the cache a thread has
+DIRECT_PAGERANK_ARCS = 1 << 18
 # in process, a run's segments run in the calling thread until they took this long in
 # all, and later ones as tasks: a task's round trip outweighs a short run
 INLINE_SECONDS = 1.0

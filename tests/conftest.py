@@ -26,6 +26,8 @@ def dispatcher_only(monkeypatch):
     from hetgraph import tuning
 
     monkeypatch.setattr(tuning, "DIRECT_ARCS", -1)
+    monkeypatch.setattr(tuning, "DIRECT_LEVELS_ARCS", -1)
+    monkeypatch.setattr(tuning, "DIRECT_PAGERANK_ARCS", -1)
 
 
 def data_path(name):

@@ -28,6 +28,8 @@ def dispatcher_run(monkeypatch, call):
     """``call()`` with the direct path off: the dispatcher's run."""
     with monkeypatch.context() as patch:
         patch.setattr(tuning, "DIRECT_ARCS", -1)
+        patch.setattr(tuning, "DIRECT_LEVELS_ARCS", -1)
+        patch.setattr(tuning, "DIRECT_PAGERANK_ARCS", -1)
         return call()
 
 
@@ -148,12 +150,13 @@ def test_random_graphs_pagerank_as_the_dispatcher(case, parameters):
     for weighted in (True, False):
         ranks = hg.pagerank(graph, damping, most, tol, weighted=weighted)
         assert ranks.program == "PageRank" and len(ranks.history) == ranks.iterations
-        tuning_before = tuning.DIRECT_ARCS
-        tuning.DIRECT_ARCS = -1
+        tuning_before = tuning.DIRECT_PAGERANK_ARCS
+        tuning.DIRECT_PAGERANK_ARCS = -1
         try:
             engine = hg.pagerank(graph, damping, most, tol, weighted=weighted)
         finally:
-            tuning.DIRECT_ARCS = tuning_before
+            tuning.DIRECT_PAGERANK_ARCS = tuning_before
+        assert not isinstance(engine, direct._DirectResult)
         assert (ranks.iterations, ranks.converged) == (engine.iterations, engine.converged)
         np.testing.assert_allclose(ranks.values, engine.values, rtol=1e-12, atol=1e-15)
 
@@ -243,6 +246,87 @@ def test_small_id_matches_id_of():
     assert direct.small_id(graph, True) is None and direct.small_id(graph, 20.0) is None
     with pytest.raises(hg.GraphError, match="not in the graph"):
         hg.bfs(graph, 11)
+
+
+def test_the_kept_checks_take_the_same_calls(monkeypatch):
+    """small_levels, the BFS's checks kept per graph, takes what applies takes and
+    leaves every other call (and label) to the normal way's own checks."""
+    from hetgraph import cluster
+
+    graph = hg.generate.grid(5, 5)
+
+    def levels(label, options=None):
+        return direct.small_levels(graph, label, options or {}, np.int32, -1, "BFS", 0.0)
+
+    check_levels(graph, 3, levels(3).values)
+    check_levels(graph, 4, levels(np.int64(4)).values)
+    for label in (True, 3.0, 25, -1, None, "3"):
+        assert levels(label) is None
+    assert levels(3, {"threads": 1}) is None and levels(3, {"devices": "cpu"}) is not None
+    monkeypatch.setattr(cluster, "_CURRENT", [object()])
+    assert levels(3) is None
+    monkeypatch.setattr(cluster, "_CURRENT", [])
+    monkeypatch.setattr(tuning, "DIRECT_ARCS", graph.num_arcs - 1)
+    assert levels(3) is None
+    with pytest.raises(hg.GraphError, match="source"):
+        hg.bfs(graph, 25)
+
+
+def test_bfs_and_pagerank_take_the_direct_path_on_larger_graphs(monkeypatch):
+    """A BFS runs direct up to tuning.DIRECT_LEVELS_ARCS arcs, PageRank up to
+    tuning.DIRECT_PAGERANK_ARCS, the others up to tuning.DIRECT_ARCS: a grid above
+    the last, within the first two."""
+    graph = hg.generate.grid(12, 12)
+    monkeypatch.setattr(tuning, "DIRECT_ARCS", graph.num_arcs - 1)
+    monkeypatch.setattr(tuning, "DIRECT_LEVELS_ARCS", graph.num_arcs)
+    monkeypatch.setattr(tuning, "DIRECT_PAGERANK_ARCS", graph.num_arcs)
+    assert direct.applies(graph, {}, tuning.DIRECT_LEVELS_ARCS)
+    assert not direct.applies(graph, {})
+    result, ranks = hg.bfs(graph, 5), hg.pagerank(graph)
+    check_levels(graph, 5, result.values)
+    check_history(result, "push")
+    check_history(ranks, "pull")
+    assert isinstance(result, direct._DirectResult) and isinstance(ranks, direct._DirectResult)
+    assert not isinstance(hg.connected_components(graph), direct._DirectResult)
+    monkeypatch.setattr(tuning, "DIRECT_LEVELS_ARCS", graph.num_arcs - 1)
+    monkeypatch.setattr(tuning, "DIRECT_PAGERANK_ARCS", graph.num_arcs - 1)
+    engine, engine_ranks = hg.bfs(graph, 5), hg.pagerank(graph)
+    assert not isinstance(engine, direct._DirectResult)
+    assert not isinstance(engine_ranks, direct._DirectResult)
+    np.testing.assert_array_equal(engine.values, result.values)
+    np.testing.assert_allclose(engine_ranks.values, ranks.values, rtol=1e-12)
+
+
+def test_a_larger_graph_goes_the_normal_way_where_a_gpu_can_run(monkeypatch):
+    """Above tuning.SMALL_ARCS, devices="auto" may place a run on a GPU: the direct
+    path takes it only where none can run, or with devices="cpu"."""
+    from hetgraph.kernels.gpu import device
+
+    graph = hg.generate.grid(12, 12)
+    most = graph.num_arcs
+    monkeypatch.setattr(tuning, "SMALL_ARCS", graph.num_arcs - 1)
+    monkeypatch.setattr(device, "available", lambda: False)
+    assert direct.applies(graph, {}, most)
+    monkeypatch.setattr(device, "available", lambda: True)
+    assert not direct.applies(graph, {}, most)
+    assert not direct.applies(graph, {"devices": "auto"}, most)
+    assert direct.applies(graph, {"devices": "cpu"}, most)
+    monkeypatch.setattr(tuning, "SMALL_ARCS", graph.num_arcs)
+    assert direct.applies(graph, {}, most)
+
+
+def test_a_kept_result_keeps_its_history():
+    """Calls reuse the kernel's work array only when no Result holds it: a Result
+    read after later calls from other sources still has its own levels."""
+    graph = hg.generate.grid(9, 3)
+    first = hg.bfs(graph, 0)
+    later = [hg.bfs(graph, source) for source in (13, 26)]
+    del later
+    hg.bfs(graph, 13)
+    reference = hg.bfs(hg.generate.grid(9, 3), 0)  # (another graph: its own arrays)
+    columns = ["active", "edges", "activated"]
+    assert first.history[columns].equals(reference.history[columns])
+    check_levels(graph, 0, first.values)
 
 
 COLD = """

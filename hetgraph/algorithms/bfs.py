@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 
+from .. import tuning
 from ..scheduler import direct
 from ..scheduler.entry import run
 from ..io.store import as_graph
@@ -79,9 +80,14 @@ def bfs(graph, source, **options):
     (5, 2316)
     """
     start = time.perf_counter()
+    found = direct.small_levels(graph, source, options, np.int32, NOT_REACHED,
+                                BreadthFirst.__name__, start)
+    if found is not None:  # (the common call: its checks made once per graph)
+        return found
     graph = as_graph(graph, options.get("host_budget"))
     program = BreadthFirst(vertex_id(graph, source))
-    if direct.applies(graph, options):  # (max_iterations given: the dispatcher's)
+    # (max_iterations given: the dispatcher's)
+    if direct.applies(graph, options, tuning.DIRECT_LEVELS_ARCS):
         return direct.levels(graph, program.source, np.empty(graph.num_vertices, np.int32),
                              NOT_REACHED, program.name, start)
     options.setdefault("max_iterations", max(graph.num_vertices, 1))

@@ -27,6 +27,7 @@ import time
 
 import numpy as np
 
+from .. import tuning
 from ..errors import GraphError, OutOfCoreError
 from ..io.store import as_graph
 from ..kernels.arrays import in_module, indexed_sum, module_of, on_device_of, \
@@ -409,7 +410,7 @@ def _runs_direct(program, max_iterations, options):
     return (type(program) is PageRank and program.start is None and not program.rescale
             and program.dtype == np.float64 and isinstance(max_iterations, (int, np.integer))
             and max_iterations >= 0 and program.graph.num_vertices > 0
-            and direct.applies(program.graph, options))
+            and direct.applies(program.graph, options, tuning.DIRECT_PAGERANK_ARCS))
 
 
 def _warn_if_tol_stops_at_once(n, tol):

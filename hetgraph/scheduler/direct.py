@@ -1,7 +1,8 @@
 """The direct path: a built-in algorithm's whole run as one compiled call in the calling
 thread (:mod:`hetgraph.kernels.cpu.direct`), for a graph in memory of at most
 ``tuning.DIRECT_ARCS`` arcs, where the dispatcher's machinery would cost more than
-the edges. It is taken only when the run's options ask for nothing that only the
+the edges (a BFS: ``tuning.DIRECT_LEVELS_ARCS``, where a serial queue still beats the
+engine's passes, one a level; PageRank: ``tuning.DIRECT_PAGERANK_ARCS``). It is taken only when the run's options ask for nothing that only the
 dispatcher gives (a cluster, a GPU, a mode other than "sync", checkpoints, ...): the
 values are those of the dispatcher's run, and the history has a row per iteration
 with placement "cpu".
@@ -30,14 +31,20 @@ _NAN = float("nan")
 _CLUSTER_MODULE = __package__.rpartition(".")[0] + ".cluster"
 
 
-def applies(graph, options) -> bool:
+def applies(graph, options, most=None) -> bool:
     """Whether a run of a built-in algorithm on ``graph`` (as :func:`as_graph` gave it)
     with ``options`` (the keywords of :func:`hetgraph.run`) takes the direct path: a
-    graph in memory of at most ``tuning.DIRECT_ARCS`` arcs, outside any ``with
-    hg.Cluster()``, every option at a value in :data:`NEUTRAL`."""
+    graph in memory of at most ``most`` arcs (default ``tuning.DIRECT_ARCS``; a BFS's
+    ``tuning.DIRECT_LEVELS_ARCS``, PageRank's ``tuning.DIRECT_PAGERANK_ARCS``), outside
+    any ``with hg.Cluster()``, every option at a value in :data:`NEUTRAL`, and above
+    ``tuning.SMALL_ARCS`` arcs under ``devices="auto"`` only where no GPU can run."""
+    most = tuning.DIRECT_ARCS if most is None else most
     if (not isinstance(graph, Graph) or isinstance(graph, StoredGraph)
-            or graph.num_arcs > tuning.DIRECT_ARCS or _inside_cluster()):
+            or graph.num_arcs > most or _inside_cluster()):
         return False
+    if (graph.num_arcs > tuning.SMALL_ARCS and options.get("devices", "auto") == "auto"
+            and _gpu_available()):
+        return False  # (under "auto" the dispatcher may run it on the GPU)
     for name, value in options.items():
         if not any(value is v or (type(value) is type(v) and value == v)
                    for v in NEUTRAL.get(name, ())):
@@ -45,18 +52,69 @@ def applies(graph, options) -> bool:
     return True
 
 
+def small_levels(graph, label, options, dtype, unreached, name, program_start):
+    """:func:`levels` from the vertex of ``label`` when a run with ``options`` takes
+    the direct path (:func:`applies`) and ``label`` is an integer label (or, on a graph
+    without labels, an integer id) of ``graph``; None otherwise, which leaves the
+    checks of the label and the choice of the path to the caller. What the call needs
+    of the graph is found once and kept by it (:class:`_Small`)."""
+    if type(graph) is not Graph or (options and not applies(graph, options)):
+        return None  # (a StoredGraph, a subclass: the checks of applies)
+    small = graph.kept(_SMALL, lambda: _Small(graph))
+    if small.size > tuning.DIRECT_ARCS or _inside_cluster():
+        return None
+    source = small.id_of(label)
+    if source is None:
+        return None
+    return levels(graph, source, np.empty(small.vertices, dtype), unreached, name,
+                  program_start, small.work())
+
+
+_SMALL = "direct-small"  # (the key of a graph's _Small in Graph.kept)
+
+
+class _Small:
+    """What a direct call reads of one graph beyond its arrays, found once: its
+    vertices, max(vertices, arcs) (at most ``tuning.DIRECT_ARCS`` on the direct path)
+    and its labels, with {integer label: dense id} made on first use."""
+
+    __slots__ = ("vertices", "size", "_labels", "_ids", "_work")
+
+    def __init__(self, graph):
+        self.vertices = graph.num_vertices
+        self.size = max(self.vertices, graph.num_arcs)
+        self._labels, self._ids, self._work = graph.labels, False, None
+
+    def work(self):
+        """A BFS's ``work`` array (:func:`hetgraph.kernels.cpu.direct.levels`): the one
+        kept here while nothing else holds it (the Result of the call that used it
+        keeps it for its history, alive or not), else a new one, kept instead."""
+        work = self._work
+        if work is None or sys.getrefcount(work) > 3:  # (here, `work` and the argument)
+            work = self._work = np.empty(_kernels().level_work(self.vertices), np.int64)
+        return work
+
+    def id_of(self, label):
+        """The dense id of ``label`` (an int or NumPy integer, never a bool: True is no
+        vertex label here), a Python int; None for any other label, or one not there
+        (:meth:`Graph.id_of` says why). A graph without labels: its ids."""
+        if type(label) is not int and not isinstance(label, np.integer):
+            return None
+        if self._labels is None:
+            return int(label) if 0 <= label < self.vertices else None
+        if self._ids is False:  # (a hash lookup: the label index's is slower)
+            self._ids = _id_table(self._labels)
+        return None if self._ids is None else self._ids.get(label)
+
+
 def small_id(graph, label):
-    """The dense id of ``label`` (an integer, not a bool) on a graph in memory of
-    integer labels and at most ``tuning.DIRECT_ARCS`` vertices and arcs, by a dict the
-    graph keeps (a hash lookup: the label index's is slower, and a small graph's call
-    is short); None otherwise, and for a label not there (:meth:`Graph.id_of` says
-    why)."""
-    labels = getattr(graph, "labels", None)
-    if (labels is None or (type(label) is not int and not isinstance(label, np.integer))
-            or max(graph.num_vertices, graph.num_arcs) > tuning.DIRECT_ARCS):
-        return None  # (a bool's type is not int: True is no vertex label here)
-    ids = graph.kept("direct-ids", lambda: _id_table(labels))
-    return None if ids is None else ids.get(label)
+    """The dense id of ``label`` (see :meth:`_Small.id_of`) on a graph in memory of at
+    most ``tuning.DIRECT_ARCS`` vertices and arcs, by what the graph keeps; None
+    otherwise, and for a label not there."""
+    if not isinstance(graph, Graph):
+        return None
+    small = graph.kept(_SMALL, lambda: _Small(graph))
+    return None if small.size > tuning.DIRECT_ARCS else small.id_of(label)
 
 
 def _id_table(labels):
@@ -64,6 +122,14 @@ def _id_table(labels):
     if labels.dtype.kind not in "iu":
         return None
     return dict(zip(labels.tolist(), range(len(labels))))
+
+
+def _gpu_available() -> bool:
+    """Whether a GPU can run here (found once a process; only for graphs above
+    ``tuning.SMALL_ARCS``, whose calls take milliseconds)."""
+    from ..kernels.gpu.device import available
+
+    return available()
 
 
 def _inside_cluster() -> bool:
@@ -84,18 +150,19 @@ def _kernels():
     return _KERNELS[0]
 
 
-def levels(graph, source, out, unreached, name, program_start):
+def levels(graph, source, out, unreached, name, program_start, work=None):
     """Breadth-first levels from dense id ``source`` into ``out`` (the values' dtype,
     ``unreached`` where the source cannot reach: a Python int or float, which the
     compiled call types faster than a NumPy scalar): a Result of program
     ``name`` whose values are ``out``; ``program_start``: time.perf_counter() when the
-    call began."""
-    n = graph.num_vertices
-    queue, rows = np.empty(n, graph.index_dtype), np.empty((n + 1, 4), np.int64)
-    count = _kernels().levels(graph.out_indptr, graph.out_indices, source, out, unreached,
-                              queue, rows)
-    return _DirectResult(graph, out, name, rows, count, "push", True,
-                         time.perf_counter() - program_start, queue)
+    call began; ``work``: the kernel's (None: a new one)."""
+    kernels = _KERNELS[0] if _KERNELS else _kernels()
+    if work is None:  # (the table, then the queue)
+        work = np.empty(kernels.level_work(len(out)), np.int64)
+    count = kernels.levels(graph.out_indptr, graph.out_indices, source, out, unreached,
+                           work)
+    return _DirectResult(graph, out, name, count, (work, "push", time.perf_counter() -
+                                                   program_start, True))
 
 
 def _level_edges(indptr, queue, rows):
@@ -154,35 +221,40 @@ def components(graph, dtype, program_start):
 def _result(graph, values, name, rows, mode, converged, program_start, count=1):
     """The Result of a direct run, whose history has a row per row of ``rows``
     (active, edges, activated, nanoseconds), the first ``count``."""
-    return _DirectResult(graph, values, name, rows, count, mode, converged,
-                         time.perf_counter() - program_start)
+    result = _DirectResult(graph, values, name, count,
+                           (rows, mode, time.perf_counter() - program_start, False))
+    result.converged = converged
+    return result
 
 
 class _DirectResult(Result):
     """A direct run's Result: its history rows are made when first read (making them
-    would cost as much as a small graph's run); ``table``: active, edges, activated and
-    nanoseconds per iteration in its first ``count`` rows; ``wall``: the call's
-    seconds, those beyond the compiled code counted as the first row's overhead;
-    ``queue``: None, or a BFS's queue, whose vertices' out-degrees give the edges of
-    every row (the table's then unused)."""
+    would cost as much as a small graph's run) from ``call``: (table, the CPU mode of
+    its rows, wall, levels), the table holding active, edges, activated and nanoseconds
+    per iteration in its first ``iterations`` rows, wall the call's seconds (those
+    beyond the compiled code counted as the first row's overhead), and levels whether
+    it is a BFS's ``work`` (:func:`hetgraph.kernels.cpu.direct.levels`), whose queue
+    gives the edges of every row (the table's then unused)."""
 
-    compile_seconds, _history, _made = 0.0, None, None  # (Result's, for every direct run)
+    # (Result's attributes, for every direct run: a small graph's call is short, and
+    # the keywords of Result's __init__ cost as much as the rest of the call's Python)
+    compile_seconds, converged, mode, _history, _made = 0.0, True, "sync", None, None
 
-    def __init__(self, graph, values, name, table, count, mode, converged, wall,
-                 queue=None):
-        # Result's attributes set here, not by its __init__: a small graph's call is
-        # short, and its keywords cost as much as the rest of the call's Python
+    def __init__(self, graph, values, name, count, call):
         self.graph, self.values, self.program, self.iterations = graph, values, name, count
-        self.converged, self.mode = converged, "sync"
-        self._table, self._mode, self._wall, self._queue = table, mode, wall, queue
+        self._call = call
 
     @property
     def _rows(self):
         if self._made is None:
-            table = self._table[:self.iterations]
-            edges = None if self._queue is None else _level_edges(
-                self.graph.out_indptr, self._queue, table)
-            self._made = _rows(table, self._mode, self._wall, self.graph.num_arcs, edges)
+            table, mode, wall, levels = self._call
+            edges = None
+            if levels:
+                n = len(self.values)
+                table, queue = table[:4 * (n + 1)].reshape(n + 1, 4), table[4 * (n + 1):]
+                edges = _level_edges(self.graph.out_indptr, queue, table[:self.iterations])
+            self._made = _rows(table[:self.iterations], mode, wall, self.graph.num_arcs,
+                               edges)
         return self._made
 
     @_rows.setter

@@ -45,14 +45,18 @@ def _visit(indptr, indices, u, out, unreached, value, queue, tail):
 
 
 @numba.njit(nogil=True)
-def levels(indptr, indices, source, out, unreached, queue, rows):
+def levels(indptr, indices, source, out, unreached, work):
     """Breadth-first levels from ``source`` along the CSR (``indptr``, ``indices``) into
-    ``out`` (int or float; ``unreached`` where the source cannot reach), by ``queue``
-    (N ids: it ends holding the vertices reached, level by level), a row of ``rows``
-    (N + 1 of them) per level, whose edges (column 1) are left 0: the caller sums the
-    out-degrees of each level's vertices when it needs them (counting them in the loop
-    slows it). Returns the levels (rows) used."""
+    ``out`` (int or float; ``unreached`` where the source cannot reach), in ``work``
+    (int64, :func:`level_work` of N: one array, since each costs the caller an
+    allocation): first a table of N + 1 rows of 4 (:data:`ROW_FIELDS`), a row per
+    level, whose edges (column 1) are left 0 (the caller sums the out-degrees of each
+    level's vertices when it needs them: counting them in the loop slows it), then the
+    queue (N ids: it ends holding the vertices reached, level by level). Returns the
+    levels (rows) used."""
     n = out.shape[0]
+    rows = work[:4 * (n + 1)].reshape((n + 1, 4))
+    queue = work[4 * (n + 1):]
     for v in range(n):
         out[v] = unreached
     sentinel = out[source]  # (unreached in out's type: a wider compare slows each edge)
@@ -63,17 +67,24 @@ def levels(indptr, indices, source, out, unreached, queue, rows):
     # one loop over the queue, a level's row written after its last vertex (nested
     # loops, a level each, ran slower)
     head, tail, begin, end, level = 0, 1, 0, 1, 0
+    value = out[source] + 1  # (the next level's, in out's type: no load per vertex)
     while head < tail:
         u = _index(queue[head])
         head += 1
-        tail = _visit(indptr, indices, u, out, sentinel, out[u] + 1, queue, tail)
+        tail = _visit(indptr, indices, u, out, sentinel, value, queue, tail)
         if head == end:
             now = nanoseconds(clock)
             rows[level, 0], rows[level, 1], rows[level, 2] = end - begin, 0, tail - end
             rows[level, 3], start = now - start, now
             level += 1
+            value += 1
             begin, end = end, tail
     return level
+
+
+def level_work(n):
+    """The size of :func:`levels`'s ``work`` for N = ``n`` vertices."""
+    return 5 * n + 4
 
 
 @numba.njit(nogil=True, inline="always")

@@ -9,6 +9,13 @@ processes: hetgraph's sources, Numba's, llvmlite's, NumPy's and Python's
 versions, the program's code key (``ProgramSpec.code_key``), the entry point, its
 argument types and the target CPU.
 
+An entry holds, beside the entry point's own compiled code, the code of every
+function it calls that Numba compiled on its own (its linked libraries), loaded first:
+Numba links a copy of each callee into the caller's code, optimized again there, and
+a process that compiles the caller calls the callee's own first-compiled code instead
+(the first definition of a symbol wins); the copy can run slower (docs/tuning.md,
+"Compile cache"), so a loaded entry point runs the same code as a compiled one.
+
 The entries live in hetgraph's cache directory (:mod:`hetgraph.cachedir`: private
 to the user, every file signed). An entry is a Numba compile result, which is a pickle:
 it is unpickled only once the cache directory vouched for it (a private file of the
@@ -104,7 +111,11 @@ class DiskCache(_Cache):
 
     def _rebuild(self, target_context, name, payload):
         try:  # the payload is signed by this user's key: written by this cache
-            return CompileResult._rebuild(target_context, *pickle.loads(payload))
+            reduced, callees = pickle.loads(payload)
+            codegen = target_context.codegen()
+            for state in callees:
+                _load_callee(codegen, state)
+            return CompileResult._rebuild(target_context, *reduced)
         except Exception as exc:  # a signed entry that does not load: compiled again
             log.warning("compile cache: entry %s does not load (%s: %s); compiling again",
                         name, type(exc).__name__, exc)
@@ -114,7 +125,8 @@ class DiskCache(_Cache):
         if data.lifted or data.library.has_dynamic_globals:  # code that holds addresses
             return
         try:
-            self._store.save(self._name(sig, data.codegen), dumps(data._reduce()))
+            payload = dumps((data._reduce(), _callee_states(data.library)))
+            self._store.save(self._name(sig, data.codegen), payload)
             self.saved += 1
         except OSError as exc:  # a full disk: the run goes on, compiled in memory
             log.warning("compile cache: cannot write to %s (%s)", self._store.directory,
@@ -128,6 +140,41 @@ class DiskCache(_Cache):
 
     def flush(self):
         pass
+
+
+# callee libraries loaded by this process, by a digest of their object code: kept for
+# the process's life (a library's code leaves the JIT when the library is collected,
+# and the entry points loaded after it call into it)
+_CALLEES: dict = {}
+
+
+def _callee_states(library) -> tuple:
+    """The serialized libraries ``library`` links in, each after those it links in
+    itself (the order of their compiles); without those whose object code this process
+    does not hold (Numba's runtime, which every process has; a library loaded from a
+    cache: the entry's own copy then serves)."""
+    states, seen = [], set()
+
+    def visit(lib):
+        for callee in lib._linking_libraries:
+            if id(callee) not in seen:
+                seen.add(id(callee))
+                visit(callee)
+                try:
+                    states.append(callee.serialize_using_object_code())
+                except (RuntimeError, ValueError):  # ("no compiled object", "not enabled")
+                    pass
+
+    visit(library)
+    return tuple(states)
+
+
+def _load_callee(codegen, state):
+    """Add the serialized callee library ``state`` to Numba's JIT, once a process:
+    defined first, its functions are those the entry point loaded next calls."""
+    key = hashlib.sha256(state[2][0]).digest()
+    if key not in _CALLEES:
+        _CALLEES[key] = codegen.unserialize_library(state)
 
 
 def attach(dispatchers: dict, key: str, on_miss=None) -> dict:
