@@ -173,6 +173,9 @@ DIRECT_LEVELS_ARCS = 1 << 22
 # serial pass beat the engine's two threads on astro-ph (243K arcs) and RMAT-14, lost
 # on RMAT-15 (468K), whose ranks no longer fit the cache a thread has
 DIRECT_PAGERANK_ARCS = 1 << 18
+# the engine's threads where those two bounds were measured (the 2-core VM): a machine
+# with more scales them down (scheduler/direct.py), never below DIRECT_ARCS
+DIRECT_BOUND_THREADS = 2
 # in process, a run's segments run in the calling thread until they took this long in
 # all, and later ones as tasks: a task's round trip outweighs a short run
 INLINE_SECONDS = 1.0

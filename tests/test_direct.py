@@ -350,3 +350,24 @@ def test_a_new_process_loads_the_compiled_code(tmp_path):
     loaded, saved = counts()
     assert loaded == 0 and saved >= 4
     assert counts() == (saved, 0)
+
+
+def test_the_larger_bounds_shrink_with_the_threads(monkeypatch):
+    """BFS's and PageRank's bounds were measured against the engine on two threads: with
+    sixteen the engine's passes are shorter, and a graph of a few million arcs goes to
+    it; never below DIRECT_ARCS."""
+    import numba
+
+    from hetgraph import tuning
+    from hetgraph.scheduler import direct
+
+    g = hg.generate.rmat(17, edge_factor=8, seed=4)  # (about 1M arcs)
+    assert tuning.DIRECT_ARCS < g.num_arcs <= tuning.DIRECT_LEVELS_ARCS
+    monkeypatch.setattr(direct, "_gpu_available", lambda: False)
+    monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", 2)
+    assert direct.applies(g, {}, tuning.DIRECT_LEVELS_ARCS)
+    monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", 16)
+    assert not direct.applies(g, {}, tuning.DIRECT_LEVELS_ARCS)
+    small = hg.generate.rmat(12, edge_factor=8, seed=4)
+    monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", 1024)
+    assert direct.applies(small, {}, tuning.DIRECT_PAGERANK_ARCS)  # (DIRECT_ARCS's)

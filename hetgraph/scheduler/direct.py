@@ -2,8 +2,9 @@
 thread (:mod:`hetgraph.kernels.cpu.direct`), for a graph in memory of at most
 ``tuning.DIRECT_ARCS`` arcs, where the dispatcher's machinery would cost more than
 the edges (a BFS: ``tuning.DIRECT_LEVELS_ARCS``, where a serial queue still beats the
-engine's passes, one a level; PageRank: ``tuning.DIRECT_PAGERANK_ARCS``). It is taken only when the run's options ask for nothing that only the
-dispatcher gives (a cluster, a GPU, a mode other than "sync", checkpoints, ...): the
+engine's passes, one a level; PageRank: ``tuning.DIRECT_PAGERANK_ARCS``; both scaled
+down on machines with more threads). It is taken only when the run's options ask for
+nothing that only the dispatcher gives (a cluster, a GPU, a mode other than "sync", checkpoints, ...): the
 values are those of the dispatcher's run, and the history has a row per iteration
 with placement "cpu".
 """
@@ -14,6 +15,7 @@ import itertools
 import sys
 import time
 
+import numba
 import numpy as np
 
 from .. import tuning
@@ -38,7 +40,7 @@ def applies(graph, options, most=None) -> bool:
     ``tuning.DIRECT_LEVELS_ARCS``, PageRank's ``tuning.DIRECT_PAGERANK_ARCS``), outside
     any ``with hg.Cluster()``, every option at a value in :data:`NEUTRAL`, and above
     ``tuning.SMALL_ARCS`` arcs under ``devices="auto"`` only where no GPU can run."""
-    most = tuning.DIRECT_ARCS if most is None else most
+    most = tuning.DIRECT_ARCS if most is None else _for_these_threads(most)
     if (not isinstance(graph, Graph) or isinstance(graph, StoredGraph)
             or graph.num_arcs > most or _inside_cluster()):
         return False
@@ -50,6 +52,16 @@ def applies(graph, options, most=None) -> bool:
                    for v in NEUTRAL.get(name, ())):
             return False
     return True
+
+
+def _for_these_threads(most):
+    """A bound of arcs measured against the engine on ``tuning.DIRECT_BOUND_THREADS``
+    threads, for this process's Numba threads: the engine's passes shorten with more
+    threads, a serial call does not (never below ``tuning.DIRECT_ARCS``)."""
+    if most <= tuning.DIRECT_ARCS:  # (a bound set lower, to turn it off, stays)
+        return most
+    threads = max(1, numba.config.NUMBA_NUM_THREADS)
+    return max(tuning.DIRECT_ARCS, most * tuning.DIRECT_BOUND_THREADS // threads)
 
 
 def small_levels(graph, label, options, dtype, unreached, name, program_start):
