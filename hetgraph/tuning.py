@@ -169,12 +169,11 @@ DIRECT_ARCS = 150_000
 # serial queue reads each arc once and pays nothing per level, where the engine's
 # levels cost a pass each (a grid's 2,000); the engine's threads win only above
 DIRECT_LEVELS_ARCS = 1 << 22
-# PageRank runs whole as one compiled call on a graph of at most this many arcs: its
-# serial pass beat the engine's two threads on astro-ph (243K arcs) and RMAT-14, lost
-# on RMAT-15 (468K), whose ranks no longer fit the cache a thread has
+# PageRank runs whole as one compiled call on a graph of at most this many arcs: above,
+# the ranks no longer fit one thread's cache and the engine's threads win (docs/tuning.md)
 DIRECT_PAGERANK_ARCS = 1 << 18
-# the engine's threads where those two bounds were measured (the 2-core VM): a machine
-# with more scales them down (scheduler/direct.py), never below DIRECT_ARCS
+# the engine's threads those two bounds were measured against: a machine with more
+# scales them down (scheduler/direct.py), never below DIRECT_ARCS
 DIRECT_BOUND_THREADS = 2
 # in process, a run's segments run in the calling thread until they took this long in
 # all, and later ones as tasks: a task's round trip outweighs a short run

@@ -96,14 +96,14 @@ def _lay_out(graph, partition, weighted, edge_order, ranges, budget, streams, de
                        degree=graph.out_degree().astype(degree_dtype), pages=owned)
 
 
-def lay_out_ahead(graph, weighted, vertex_bytes, gpu=None):
+def lay_out_ahead(graph, weighted, vertex_bytes, gpu):
     """Lay out on the current device, and keep (:func:`first_pages`: when the device
     keeps no layout yet), the pages that a one-GPU run of ``graph`` given the GPU options
-    ``gpu`` (``hg.run``'s ``gpu=``) looks for first, so that they can be built while the
-    caller does other work. Only when every edge fits half the budget such a run takes
-    (its vertex arrays, allocated first, then cannot change its partition); returns
-    whether it laid them out. ``weighted``:
-    the run reads edge weights; ``vertex_bytes``: its value's itemsize."""
+    ``gpu`` (a dict, ``hg.run``'s ``gpu=``) looks for first, so that they can be built
+    while the caller does other work. Only when every edge fits half the budget such a
+    run takes (its vertex arrays, allocated first, then cannot change its partition);
+    returns whether it laid them out. ``weighted``: the run reads edge weights;
+    ``vertex_bytes``: its value's itemsize."""
     import cupy as cp
 
     memory_budget = gpu.get("memory_budget")
