@@ -204,6 +204,7 @@ class Cluster:
         self.exchanging = False  # whether the workers take parts from their peers (spread)
         # and take calls (hetgraph.scheduler.calls)
         self.holding = set()  # (worker address, key): Dask data a worker was seen to hold
+        # (see hold)
         self.ended = collections.deque(maxlen=8)  # ids of the runs that ended last, whose
         # contexts the workers drop (Cluster.run_soon; a later run's tasks make sure)
         if address is not None:
@@ -303,6 +304,14 @@ class Cluster:
             future = self.scatter(graph)
             self._placed[graph.token] = future
             return future
+
+    def hold(self, pairs):
+        """Note that the workers hold the data of (worker address, key) ``pairs`` (may
+        be empty) in :attr:`holding`, forgetting the pairs whose key the client no
+        longer has a future of: released data the workers may have dropped, which
+        would otherwise stay in the set run after run."""
+        live = self.client.futures
+        self.holding = {pair for pair in self.holding | pairs if pair[1] in live}
 
     def kept_array(self, graph, array):
         """A Dask future of a copy of ``array`` (C-contiguous, an array a run on

@@ -194,6 +194,22 @@ def test_warm_segments_go_straight_to_their_workers(graph, alone, spread2, monke
     assert np.abs(result.values - alone["pagerank"].values).sum() < 1e-6
 
 
+def test_the_data_seen_held_is_forgotten_once_released(graph, alone, spread2):
+    """What the client saw the workers hold (Cluster.holding, which lets segments go
+    straight to them) names live futures only: a run's scattered state, released at
+    its end, leaves no pair behind, so warm calls do not grow the set."""
+    _pagerank(graph, spread2)
+    held = set(spread2.holding)
+    assert held and all(key in spread2.client.futures for _, key in held)
+    address = next(iter(held))[0]
+    released = spread2.client.scatter(np.arange(5), workers=[address])
+    spread2.holding |= {(address, released.key)}
+    released.release()
+    _pagerank(graph, spread2)
+    assert (address, released.key) not in spread2.holding
+    assert held <= spread2.holding
+
+
 def _tasks_seen(dask_scheduler):
     """How many times the scheduler's tasks named for the CPU (hetgraph-cpu-...) changed
     state, ever."""

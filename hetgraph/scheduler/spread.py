@@ -466,6 +466,7 @@ class Spread:
         spread segment, whose owners stop waiting for a task that did not run."""
         addresses = [w[0] for w in work]
         needed = {(a, f.key) for a, _, args in work for f in calls.futures_in(args)}
+        self.cluster.hold(set())  # (forgets the released)
         if needed <= self.cluster.holding:
             async def stop_peers():
                 if channel is not None:
@@ -482,7 +483,7 @@ class Spread:
                    for j, (address, task, args) in enumerate(work)]
         reports = self._waited(futures, addresses)
         if reports and len(reports) == len(work):
-            self.cluster.holding |= needed
+            self.cluster.hold(needed)
         return reports
 
     def _outcome(self, outcomes, addresses):
