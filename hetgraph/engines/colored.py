@@ -49,7 +49,7 @@ class ColorSweep:
         self.sparse = sparse
         self.pending = None  # uint8 marks of the vertices to compute (None: from flags)
         self.whole_left = 0  # the next passes that compute their whole color
-        self.cycle = sum(len(prefix) > 1 for _, prefix, _ in self.passes)  # passes with vertices
+        self.cycle = sum(len(prefix) > 1 for _, prefix, _ in self.passes)  # (non-empty)
 
     def reset(self):
         """Forget the marks: the next iteration marks the out-neighbours of the state's
@@ -107,8 +107,8 @@ class ColorSweep:
         they are many or a large wave left it unmarked (:meth:`_mark`); its marks and
         flags cleared (the pass sets the flags of the vertices it changes)."""
         if self.pending is None:
-            self.pending = np.zeros(len(state.flags), np.uint8)
             n = len(state.flags)
+            self.pending = np.zeros(n, np.uint8)
             self._mark(state, graph, chunks, cpu.ALL_VERTICES, 0, n,
                        cpu.frontier_size(state.flags, graph.out_indptr)[1])
         vertices, prefix, v0 = color

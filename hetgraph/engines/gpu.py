@@ -23,8 +23,8 @@ from ..errors import GraphError
 from ..partition import edge_bytes
 from ..kernels.gpu.device import (GpuMemoryError, on_current_device, pinned_empty,
                                   require_gpu, wait_for_writes)
-from ..kernels.gpu.kept import (device_pages, first_pages, is_kept, kept_bytes, partition_key,
-                               release)
+from ..kernels.gpu.kept import (device_pages, first_pages, is_kept, kept_bytes,
+                               partition_key, release)
 from ..kernels.gpu.launch import PackedLaunch
 from ..kernels.gpu.layout import EDGE_ORDERS, DevicePages, page_bytes_for
 from ..kernels.gpu.reduce import count_frontier_kernel as _count_frontier_kernel
@@ -116,9 +116,9 @@ def lay_out_ahead(graph, weighted, vertex_bytes, gpu):
         return False
     page_bytes = page_bytes_for(total, budget, gpu.get("page_bytes", tuning.PAGE_BYTES),
                                 streams)
+    shared_bytes = gpu.get("shared_bytes", tuning.GPU_SHARED_BYTES)
     partition = graph.partition(page_bytes=page_bytes, replication=gpu.get("replication"),
-                                shared_bytes=gpu.get("shared_bytes", tuning.GPU_SHARED_BYTES),
-                                vertex_bytes=vertex_bytes)
+                                shared_bytes=shared_bytes, vertex_bytes=vertex_bytes)
     degree_dtype = _degree_dtype(graph)
     key = _pages_key(graph, degree_dtype, edge_order, ranges, memory_budget, streams,
                      partition, None)

@@ -46,9 +46,10 @@ def start(program, graph, options):
 
 def _layout_device(graph, options):
     """(the GPU, None: the process's only one) of a run on the GPU alone
-    (``devices="gpu"``), of a graph in memory (a store's run reads its own pages), not colored, in a cluster of this process
-    with one GPU (the embedded one: see :func:`hetgraph.cluster.cluster_for`), else
-    None: the pages this process would lay out are not the run's."""
+    (``devices="gpu"``), of a graph in memory (a store's run reads its own pages), not
+    colored, in a cluster of this process with one GPU (the embedded one: see
+    :func:`hetgraph.cluster.cluster_for`), else None: the pages this process would lay
+    out are not the run's."""
     cluster = options.get("cluster")
     cluster = clusters.current_cluster() if cluster is None else cluster
     if not (options.get("devices") == "gpu" and isinstance(graph, Graph)

@@ -14,8 +14,8 @@ share of its host's cores), sends its new values and flags to the peers
 it. A graph of fewer than ``tuning.SPREAD_ARCS`` arcs runs on one worker: its
 exchange would cost more than its pull. A segment's tasks are called on their workers
 directly (:mod:`.calls`) once these were seen to hold the Dask data among the
-arguments (the placed graph, the kept arrays), else sent as Dask tasks. Each worker then computes the iteration
-constant, the convergence test, the next frontier and where the segment ends
+arguments (the placed graph, the kept arrays), else sent as Dask tasks. Each worker
+then computes the iteration constant, the convergence test, the next frontier and where the segment ends
 (converged; the limit; the first owner's time slice, which its part carries) from
 that same state, so they agree without asking the client. The iterations the cost
 model does not pull (notify-pull, push: small frontiers) run on the first owner alone,
