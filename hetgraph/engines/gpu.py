@@ -96,6 +96,15 @@ def _lay_out(graph, partition, weighted, edge_order, ranges, budget, streams, de
                        degree=graph.out_degree().astype(degree_dtype), pages=owned)
 
 
+def _partition_for(graph, edge_bytes_total, budget, page_bytes, streams, layout):
+    """``graph``'s partition for a ``budget`` of device bytes holding
+    ``edge_bytes_total`` bytes of edges: pages of ``page_bytes``, smaller when the edges
+    do not fit (:func:`page_bytes_for`); ``layout``: ``Graph.partition``'s other
+    options."""
+    page_bytes = page_bytes_for(edge_bytes_total, budget, page_bytes, streams)
+    return graph.partition(page_bytes=page_bytes, **layout)
+
+
 def lay_out_ahead(graph, weighted, vertex_bytes, gpu):
     """Lay out on the current device, and keep (:func:`first_pages`: when the device
     keeps no layout yet), the pages that a one-GPU run of ``graph`` given the GPU options
@@ -106,19 +115,22 @@ def lay_out_ahead(graph, weighted, vertex_bytes, gpu):
     ``vertex_bytes``: its value's itemsize."""
     import cupy as cp
 
+    def option(name, default):  # the engine's default also where None is given
+        value = gpu.get(name)
+        return default if value is None else value
+
     memory_budget = gpu.get("memory_budget")
-    streams = gpu.get("streams", tuning.GPU_STREAMS)
-    edge_order, ranges = gpu.get("edge_order", "source"), gpu.get("source_ranges", 1)
+    streams = option("streams", tuning.GPU_STREAMS)
+    edge_order, ranges = option("edge_order", "source"), option("source_ranges", 1)
     device = cp.cuda.runtime.getDevice()
     budget = _default_budget(device) if memory_budget is None else memory_budget
     total = graph.num_arcs * edge_bytes(graph.index_dtype, weighted)
     if 2 * total > budget:
         return False
-    page_bytes = page_bytes_for(total, budget, gpu.get("page_bytes", tuning.PAGE_BYTES),
-                                streams)
-    shared_bytes = gpu.get("shared_bytes", tuning.GPU_SHARED_BYTES)
-    partition = graph.partition(page_bytes=page_bytes, replication=gpu.get("replication"),
-                                shared_bytes=shared_bytes, vertex_bytes=vertex_bytes)
+    layout = dict(shared_bytes=option("shared_bytes", tuning.GPU_SHARED_BYTES),
+                  replication=gpu.get("replication"), vertex_bytes=vertex_bytes)
+    partition = _partition_for(graph, total, budget, option("page_bytes", tuning.PAGE_BYTES),
+                               streams, layout)
     degree_dtype = _degree_dtype(graph)
     key = _pages_key(graph, degree_dtype, edge_order, ranges, memory_budget, streams,
                      partition, None)
@@ -305,11 +317,9 @@ class GpuEngine(Engine):
                     self._partition(budget, page_bytes, streams)
 
     def _partition(self, budget, page_bytes, streams):
-        """The graph's partition for a ``budget`` of device bytes: pages of
-        ``page_bytes``, smaller when the edges do not fit (:func:`page_bytes_for`)."""
-        page_bytes = page_bytes_for(self.graph.num_arcs * self.per_edge, budget, page_bytes,
-                                    streams)
-        return self.graph.partition(page_bytes=page_bytes, **self.layout)
+        """The graph's partition for a ``budget`` of device bytes (:func:`_partition_for`)."""
+        return _partition_for(self.graph, self.graph.num_arcs * self.per_edge, budget,
+                              page_bytes, streams, self.layout)
 
     def _allocate(self):
         """This run's part beside the shared pages: the staging buffers and streams of
