@@ -1,7 +1,7 @@
 """GPU engine benchmark (run on the GPU machine in one call; writes one JSON).
 
 Usage: python bench/gpu.py [--scales 22 24 26] [--real wiki-vote] [--grid 1000]
-           [--iterations 20] [--out bench/results/gpu.json] [--append]
+           [--iterations 20] [--out bench/results/gpu.json] [--append] [--quick]
 
 Per graph (RMAT scales, a real power-law graph and a road-like grid with shuffled ids;
 hetgraph runs on it renumbered by ``Graph.reorder("auto")``, cuSPARSE on it as given
@@ -166,13 +166,14 @@ def step(what):
     print(f"    [{time.perf_counter() - _STARTED:6.1f} s] {what}", flush=True)
 
 
-def bench_graph(cp, name, given, iterations, bandwidth, upload, save):
+def bench_graph(cp, name, given, iterations, bandwidth, upload, save, sweeps=True):
     """hetgraph on the graph renumbered by ``reorder("auto")`` (as the command line
     runs), cuSPARSE on the graph as given (``ratio_vs_cusparse``) and on the renumbered
     one (``ratio_vs_cusparse_renumbered``: kernel against kernel); every sweep below runs
     on the renumbered graph. Graphs over SWEEP_MAX_ARCS skip the sweeps, the run on the
-    given order and the engine's bare pass (device time). ``save(row)`` is called with
-    the row so far after each measurement (a run cut off keeps what it measured)."""
+    given order and the engine's bare pass (device time), as every graph does without
+    ``sweeps``. ``save(row)`` is called with the row so far after each measurement (a
+    run cut off keeps what it measured)."""
     print(f"{name}: {given.summary()}", flush=True)
     if given.num_arcs < SMALL_ARCS:
         iterations = max(iterations, SMALL_ITERATIONS)
@@ -202,7 +203,7 @@ def bench_graph(cp, name, given, iterations, bandwidth, upload, save):
           f"{spmv_renumbered / ours:.2f}x), floor {floor * 1e3:.3f} ms "
           f"({ours / floor:.2f}x floor), err {error:.1e}", flush=True)
     save(row)
-    if g.num_arcs > SWEEP_MAX_ARCS:
+    if g.num_arcs > SWEEP_MAX_ARCS or not sweeps:
         return streamed_row(g, iterations, upload, result, row, save)
     row["pagerank_given_order_seconds"] = ours if g is given else \
         pagerank_seconds(given, iterations)[0]
@@ -284,6 +285,8 @@ def main():
     parser.add_argument("--out", default=os.path.join("bench", "results", "gpu.json"))
     parser.add_argument("--append", action="store_true",
                         help="keep the rows of other graphs already in --out")
+    parser.add_argument("--quick", action="store_true",
+                        help="PageRank, cuSPARSE and streamed rows only (no sweeps)")
     args = parser.parse_args()
     import cupy as cp
 
@@ -324,7 +327,8 @@ def main():
                            "results": [r for r in kept if r["graph"] not in named] + now},
                           f, indent=1)
 
-        row = bench_graph(cp, name, g, args.iterations, bandwidth, upload, save)
+        row = bench_graph(cp, name, g, args.iterations, bandwidth, upload, save,
+                          sweeps=not args.quick)
         save(row)
         rows.append(row)
         del g
