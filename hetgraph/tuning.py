@@ -52,6 +52,9 @@ SERIAL_EDGES = 150_000
 # edge ranges a thread of a parallel pull claims on average: the threads claim them one at
 # a time, so a thread held back by other work on the machine delays the pass by one range
 PULL_PARTS_PER_THREAD = 4
+# ... while each range keeps this many edges: a range's claim and call hold the GIL,
+# which the threads of a pass over short ranges wait for in turn
+PULL_PART_EDGES = 1 << 18
 # a pull that could run spread over threads runs so or alone by the seconds an edge each
 # way took lately (a machine shared with other work may make one thread faster): the
 # moving average's weight of a new pass, and after how many passes the other way is

@@ -1101,3 +1101,19 @@ def test_a_sync_pull_keeps_the_values_before_it_and_the_whole_cut():
     values, flags, aux = spec.initial_state(g)
     async_engine = CpuEngine(spec, g, VertexState(values, flags, sync=False), aux, threads=1)
     assert not async_engine.keeps_previous(async_engine.frontier())
+
+
+def test_pull_ranges_keep_their_edges():
+    """A parallel pull has a range a thread at least, and up to PULL_PARTS_PER_THREAD a
+    thread only while each range keeps PULL_PART_EDGES edges (short ranges wait for the
+    GIL in turn); below SERIAL_EDGES, or on one thread, one range; partitions= wins."""
+    from hetgraph import tuning
+    from hetgraph.engines.cpu import parts_of
+
+    per, size = tuning.PULL_PARTS_PER_THREAD, tuning.PULL_PART_EDGES
+    assert parts_of(SERIAL_EDGES - 1, 16) == 1 and parts_of(10 * size, 1) == 1
+    assert parts_of(SERIAL_EDGES, 16) == 16  # (short ranges, but one a thread)
+    assert parts_of(32 * size, 16) == 32
+    assert parts_of(1000 * size, 16) == 16 * per
+    assert parts_of(size, 16, partitions=3) == 3
+    assert pull_threads(32 * size, 16) == 16

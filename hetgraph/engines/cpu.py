@@ -33,14 +33,16 @@ def chunk_count(num_vertices, threads):
 
 
 def parts_of(edges, threads, partitions=None):
-    """Edge ranges of a pass over ``edges`` edges: ``partitions`` when given, else
-    :data:`hetgraph.tuning.PULL_PARTS_PER_THREAD` a thread from
-    :data:`hetgraph.tuning.SERIAL_EDGES` edges on (with more than one thread) and 1
-    below."""
+    """Edge ranges of a pass over ``edges`` edges: ``partitions`` when given, else from
+    :data:`hetgraph.tuning.SERIAL_EDGES` edges on (with more than one thread) one a
+    thread, and up to :data:`hetgraph.tuning.PULL_PARTS_PER_THREAD` a thread while each
+    keeps :data:`hetgraph.tuning.PULL_PART_EDGES` edges; 1 below."""
     if partitions:
         return partitions
-    return threads * tuning.PULL_PARTS_PER_THREAD \
-        if threads > 1 and edges >= tuning.SERIAL_EDGES else 1
+    if threads < 2 or edges < tuning.SERIAL_EDGES:
+        return 1
+    return min(threads * tuning.PULL_PARTS_PER_THREAD,
+               max(threads, edges // tuning.PULL_PART_EDGES))
 
 
 def pull_threads(num_arcs, threads, partitions=None) -> int:
