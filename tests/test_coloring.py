@@ -304,6 +304,35 @@ def test_colored_pass_is_gauss_seidel_by_color():
     assert not np.allclose(sync.values, r.values, rtol=1e-6)  # (sync is another sweep)
 
 
+@pytest.mark.parametrize("name", ["wiki-color", "grid-color", "rmat"])
+def test_colored_passes_in_one_call_equal_pass_by_pass(name, monkeypatch):
+    """Where each pass runs in one range (a small graph), the CPU engine runs a colored
+    iteration's passes in one compiled call: bitwise the values and the counts of the
+    passes run one by one, the hybrid partition included."""
+    from hetgraph.kernels.cpu.kernel import CpuKernel
+
+    g = graphs()[name]
+    assert hc.coloring_of(g).contiguous and g.num_arcs < tuning.SERIAL_EDGES
+    calls = []
+    colors = CpuKernel.colors
+    monkeypatch.setattr(CpuKernel, "colors", lambda self, *a: calls.append(1) or
+                        colors(self, *a))
+
+    def run():
+        return hg.pagerank(g, devices="cpu", mode="colored", tol=None, max_iterations=6,
+                           dtype=np.float64)
+
+    fused = run()
+    assert len(calls) >= 6
+    monkeypatch.setattr(ColorSweep, "fusible", property(lambda self: False))
+    before = len(calls)
+    apart = run()
+    assert len(calls) == before
+    assert fused.values.tobytes() == apart.values.tobytes()
+    assert fused.history["activated"].tolist() == apart.history["activated"].tolist()
+    assert fused.history["edges"].tolist() == apart.history["edges"].tolist()
+
+
 def test_color_sweep_on_id_lists_equals_ranges():
     """A graph not in color order runs its colors as id lists: the same values as the
     color-major graph's ranges, label by label."""

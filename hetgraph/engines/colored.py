@@ -50,6 +50,16 @@ class ColorSweep:
         self.pending = None  # uint8 marks of the vertices to compute (None: from flags)
         self.whole_left = 0  # the next passes that compute their whole color
         self.cycle = sum(len(prefix) > 1 for _, prefix, _ in self.passes)  # (non-empty)
+        #: the most in-edges of one color's pass
+        self.largest_pass = max(int(prefix[-1] - prefix[0]) for _, prefix, _ in self.passes)
+        self.bounds = np.asarray(coloring.bounds, np.int64)  # (of a contiguous coloring)
+
+    @property
+    def fusible(self) -> bool:
+        """Whether :meth:`iterate` may run its passes as one call, given that each pass
+        would run in one range: its colors are vertex ranges and every pass computes
+        its whole color."""
+        return self.coloring.contiguous and not self.sparse
 
     def reset(self):
         """Forget the marks: the next iteration marks the out-neighbours of the state's
@@ -57,22 +67,30 @@ class ColorSweep:
         self.pending = None
         self.whole_left = 0
 
-    def iterate(self, step, state, graph, chunks):
+    def iterate(self, step, state, graph, chunks, sweep=None):
         """One colored iteration: ``step(vertices, prefix, v0, written)`` computes the
         ``vertices`` (ids, or the range from ``v0`` when empty; in-degree running total
         ``prefix``) into ``written`` (None: in place) and returns (vertices activated,
         their out-degree sum); ``state``: the run's, on ``graph``; ``chunks``: of the
-        marking's parallel loop. Returns (vertices computed, edges read, vertices
-        activated, their out-degree sum)."""
+        marking's parallel loop. ``sweep(bounds, scratch)``: every pass in one call
+        (the CPU kernel's ``colors``), used when given and :attr:`fusible`. Returns
+        (vertices computed, edges read, vertices activated, their out-degree sum)."""
+        if sweep is not None and self.fusible:
+            on, out = sweep(self.bounds, self._scratch(state))
+            return graph.num_vertices, graph.num_arcs, int(on), int(out)
         totals = np.zeros(4, np.int64)
         *colors, hybrid = self.passes
         for color in colors:
             totals += self._pass(step, state, graph, chunks, color, None)
         if len(hybrid[1]) > 1:
-            if self.scratch is None or self.scratch.dtype != state.values.dtype:
-                self.scratch = np.empty_like(state.values)
-            totals += self._pass(step, state, graph, chunks, hybrid, self.scratch)
+            totals += self._pass(step, state, graph, chunks, hybrid, self._scratch(state))
         return tuple(int(t) for t in totals)
+
+    def _scratch(self, state):
+        """The hybrid pass's written values: an array like the state's, made once."""
+        if self.scratch is None or self.scratch.dtype != state.values.dtype:
+            self.scratch = np.empty_like(state.values)
+        return self.scratch
 
     def _pass(self, step, state, graph, chunks, color, scratch):
         """One color's pass (into ``scratch``, then copied, for the hybrid partition);

@@ -100,6 +100,9 @@ class CpuEngine(Engine):
         self.chunks = chunk_count(graph.num_vertices, threads)
         self.sweep = None if coloring is None else ColorSweep(
             coloring, graph, sparse=spec.incremental and not spec.notify_self)
+        # a colored iteration's passes in one call where each would run in one range
+        self._fused = self.sweep is not None and \
+            parts_of(self.sweep.largest_pass, threads, partitions) == 1
         start = time.perf_counter()
         self.kernel = cpu.compile_program(spec, aux.dtype)
         self.bind(spec, graph, state, aux)
@@ -276,9 +279,17 @@ class CpuEngine(Engine):
         computed, edges, activated, degree = self.sweep.iterate(
             lambda vertices, prefix, v0, written: self._step(
                 constant, vertices, prefix, v0, written=written), self.state, self.graph,
-            self.chunks)
+            self.chunks, sweep=self._sweep_colors(constant) if self._fused else None)
         self._counted = (activated, degree)
         return COLORED, computed, edges, activated
+
+    def _sweep_colors(self, constant):
+        """``ColorSweep.iterate``'s ``sweep``: the kernel's passes of every color in one
+        call, with the iteration ``constant``."""
+        state = self.state
+        return lambda bounds, scratch: self.kernel.colors(
+            self._edges(), self.graph.out_indptr, state.values, state.flags, self.aux,
+            constant, bounds, scratch)
 
     def describe(self):
         """A colored run's coloring and passes per iteration (else nothing)."""
@@ -311,9 +322,7 @@ class CpuEngine(Engine):
         parts = parts if spread or self.sweep is not None else 1
         cut = None
         if edges is None:  # the graph's own edges; a whole pull's cut is kept
-            if self._in_edges is None:
-                self._in_edges = self.kernel.edges(self.graph)
-            edges = self._in_edges
+            edges = self._edges()
             if prefix is self.graph.in_indptr and not len(vertices):
                 cut = self._whole_cut(parts)
         start = time.perf_counter()
@@ -324,6 +333,12 @@ class CpuEngine(Engine):
         if choice is not None:
             choice.record(spread, time.perf_counter() - start, count)
         return counted
+
+    def _edges(self):
+        """The graph's in-edges as the kernel reads them (made once)."""
+        if self._in_edges is None:
+            self._in_edges = self.kernel.edges(self.graph)
+        return self._in_edges
 
     def _whole_cut(self, parts):
         """The cut of a pull over every vertex into ``parts`` ranges (made once per

@@ -100,7 +100,8 @@ class CpuKernel:
     def _entry_points(self) -> dict:
         """{label: jitted function} of the passes that Python calls."""
         pull = self._passes.pull
-        return {"pull.range": pull.gather_range, "pull.merge": pull.merge, "sparse_burst": self._passes.sparse_burst,
+        return {"pull.range": pull.gather_range, "pull.merge": pull.merge,
+                "pull.colors": pull.sweep_colors, "sparse_burst": self._passes.sparse_burst,
                 "push_burst": self._passes.push_burst}
 
     def warm_up(self, edges, values, flags, aux, graph=None, parallel=False):
@@ -253,6 +254,17 @@ class CpuKernel:
             cut = cut_ranges(vertices, prefix, v0, parts, values.dtype)
         return self._passes.pull.run(page, state, cut,
                                      numba.get_num_threads() if parallel else 1)
+
+    def colors(self, edges, out_indptr, values, flags, aux, constant, bounds, scratch):
+        """A colored iteration's passes in one call, in this thread: color c is the
+        vertices ``bounds[c]`` .. ``bounds[c + 1]`` - 1 (int64), each pulled in place in one
+        range (as :meth:`step` with one part pulls it), the last (the hybrid partition)
+        into ``scratch`` and then copied into ``values``. ``edges``: as :meth:`step` reads
+        them. Returns (vertices activated, the sum of their out-degrees)."""
+        in_indptr, indices, weights, base = edges
+        page = (in_indptr, indices, weights, int(base), out_indptr)
+        state = (values, values, flags, aux, float(constant), False)
+        return self._passes.pull.sweep_colors(page, state, bounds, scratch)
 
 
 def _function_key(fn):

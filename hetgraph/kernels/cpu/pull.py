@@ -20,12 +20,15 @@ from .vertexops import VertexOps
 class PullPass(NamedTuple):
     """A program's compiled pull: ``gather_range(t, page, state, cut)`` runs edge range t
     (releasing the GIL), ``merge(out_indptr, state, cut)`` applies the vertices cut at a
-    range boundary. Each returns (vertices activated, their out-degree sum). A compiled
+    range boundary, ``sweep_colors(page, state, bounds, scratch)`` a colored
+    iteration's passes over contiguous colors, each in one range (see
+    :func:`_build_colors`). Each returns (vertices activated, their out-degree sum). A compiled
     entry point takes only the arrays it reads: each array argument adds to its compile
     (its unboxing). They take the Page, State and Cut as plain tuples (see
     :mod:`.structs`), which :meth:`run` passes."""
     gather_range: Callable
     merge: Callable
+    sweep_colors: Callable
 
     def run(self, page, state, cut, threads=1):
         """The pull of ``cut`` (see :func:`cut_ranges`), its ranges claimed by up to
@@ -64,7 +67,9 @@ def cut_ranges(vertices, prefix, v0, parts, dtype) -> tuple:
 
 def build_pull(ops: VertexOps) -> PullPass:
     """The PullPass of a program's VertexOps."""
-    gather, merge = _build_range(ops), _build_merge(ops)
+    complete = _build_complete(ops)
+    gather, merge = _build_range(ops, complete), _build_merge(ops)
+    colors = _build_colors(complete)
 
     @numba.njit(nogil=True)
     def gather_range(t, page, state, cut):
@@ -74,12 +79,16 @@ def build_pull(ops: VertexOps) -> PullPass:
     def merge_cut(out_indptr, state, cut):
         return merge(out_indptr, State(*state), Cut(*cut))
 
-    return PullPass(gather_range, merge_cut)
+    @numba.njit(nogil=True)
+    def sweep_colors(page, state, bounds, scratch):
+        return colors(Page(*page), State(*state), bounds, scratch)
+
+    return PullPass(gather_range, merge_cut, sweep_colors)
 
 
-def _build_range(ops):
-    accumulate, finish, keep, settled, cast, identity = (
-        ops.accumulate, ops.finish, ops.keep, ops.settled, ops.cast, ops.identity)
+def _build_complete(ops):
+    finish, keep, settled, cast, identity = (
+        ops.finish, ops.keep, ops.settled, ops.cast, ops.identity)
     settling, aux_of = ops.settling, ops.aux_of
 
     @numba.njit(nogil=True, inline="always")
@@ -122,6 +131,13 @@ def _build_range(ops):
             degree += on * (out_indptr[v + one] - out_indptr[v])
         return activated, degree
 
+    return complete
+
+
+def _build_range(ops, complete):
+    accumulate, keep, settled, cast, identity = (
+        ops.accumulate, ops.keep, ops.settled, ops.cast, ops.identity)
+
     @numba.njit(nogil=True)
     def gather_range(t, page, state, cut):
         """Edge range t: complete vertices are applied; the partial accumulators of the
@@ -162,6 +178,31 @@ def _build_range(ops):
         return activated, degree
 
     return gather_range
+
+
+def _build_colors(complete):
+    @numba.njit(nogil=True)
+    def colors(page, state, bounds, scratch):
+        """A colored iteration's passes in one call (see :mod:`hetgraph.engines.colored`),
+        each in one range: color c is the vertices ``bounds[c]`` .. ``bounds[c + 1]`` - 1,
+        computed in place in turn (``state``: an async one), the last (the hybrid
+        partition) into ``scratch``, then copied into the values. Returns (vertices
+        activated, their out-degree sum)."""
+        whole = np.empty(0, np.int64)  # (no id list: ranges)
+        last = bounds.shape[0] - 2
+        activated = degree = 0
+        for c in range(last):
+            on, out = complete(page, state, whole, bounds[c], 0, bounds[c + 1] - bounds[c])
+            activated += on
+            degree += out
+        a, b = bounds[last], bounds[last + 1]
+        hybrid = State(state.values, scratch, state.flags, state.aux, state.constant,
+                       state.sync)
+        on, out = complete(page, hybrid, whole, a, 0, b - a)
+        state.values[a:b] = scratch[a:b]
+        return activated + on, degree + out
+
+    return colors
 
 
 def _build_merge(ops):
