@@ -3,6 +3,7 @@ wall of PageRank, BFS and SSSP with ``devices="gpu"`` on an in-process cluster o
 and of every GPU the machine has.
 
 Usage: python bench/multigpu.py [--scale 24] [--repeat 3] [--out bench/results/multigpu.json]
+           [--processes]
 
 The graph is ``hg.generate.rmat(scale, seed=7, weights=(1, 9))``, reordered. Every call is
 warm (two untimed calls first). PageRank runs 20 iterations (float32, tol=None); its
@@ -10,6 +11,10 @@ per-iteration time is the median of the history's ``seconds``; BFS and SSSP are 
 by the wall of the whole call. Answers are checked equal to one GPU's (PageRank within
 1e-6 in L1). ``targets``: PageRank per iteration on N GPUs >= 1.7x one GPU for N = 2
 (>= 3x for N = 4), BFS and SSSP warm calls not slower than on one GPU.
+
+``--processes``: every GPU of the machine as worker processes
+(``hg.Cluster(processes=True)``) against the same GPUs in process; ``targets``: per
+iteration and warm call wall within 1.2x of the in-process cluster's.
 """
 
 import argparse
@@ -37,10 +42,14 @@ def calls(graph):
             "sssp": lambda: hg.sssp(graph, source, devices="gpu")}
 
 
-def measure(graph, gpus, repeat):
-    """{algorithm: {wall_s, per_iteration_s, iterations, values}} on ``gpus`` GPUs."""
+PROCESS_TARGET = 1.2
+
+
+def measure(graph, gpus, repeat, processes=False):
+    """{algorithm: {wall_s, per_iteration_s, iterations, values}} on ``gpus`` GPUs (of
+    worker processes with ``processes``)."""
     rows = {}
-    with hg.Cluster(gpus=gpus):
+    with hg.Cluster(gpus=gpus, processes=processes, dashboard_address=None):
         for name, call in calls(graph).items():
             call()
             call()
@@ -63,6 +72,8 @@ def main():
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--out", default=os.path.join(ROOT, "bench/results/multigpu.json"))
     parser.add_argument("--store", help="read the graph saved there (else build and save it)")
+    parser.add_argument("--processes", action="store_true",
+                        help="worker processes against the in-process cluster")
     args = parser.parse_args()
     gpus = cp.cuda.runtime.getDeviceCount()
     graph, built = built_or_stored(lambda: hg.generate.rmat(
@@ -70,7 +81,12 @@ def main():
     out = {"benchmark": "multigpu", "machine": describe(), "gpus": gpus,
            "graph": f"rmat-{args.scale}", "vertices": graph.num_vertices,
            "arcs": graph.num_arcs, "build_s": built, "rows": []}
-    one, several = measure(graph, 1, args.repeat), measure(graph, gpus, args.repeat)
+    if args.processes:
+        out["processes"] = True
+        one, several = measure(graph, gpus, args.repeat), \
+            measure(graph, gpus, args.repeat, processes=True)
+    else:
+        one, several = measure(graph, 1, args.repeat), measure(graph, gpus, args.repeat)
     targets = []
     for name in one:
         a, b = one[name], several[name]
@@ -80,7 +96,10 @@ def main():
                **{f"one_{k}": v for k, v in a.items() if k != "values"},
                **{f"several_{k}": v for k, v in b.items() if k != "values"}}
         out["rows"].append(row)
-        if name == "pagerank":
+        print(json.dumps(row), flush=True)
+        if args.processes:
+            targets += process_targets(name, a, b, gpus, same)
+        elif name == "pagerank":
             speedup = a["per_iteration_s"] / b["per_iteration_s"]
             want = PAGERANK_TARGET.get(gpus, 1.0)
             targets.append({"name": f"pagerank per iteration, {gpus} GPUs over one",
@@ -91,8 +110,17 @@ def main():
             targets.append({"name": f"{name} warm call, {gpus} GPUs over one",
                             "value": round(ratio, 3), "target": ">= 1.0",
                             "met": bool(ratio >= 1.0 and same)})
-        print(json.dumps(row), flush=True)
     write_results(args.out, out, targets)
+
+
+def process_targets(name, in_process, processes, gpus, same):
+    """Per iteration and warm call wall of worker processes over the in-process
+    cluster's (``--processes``)."""
+    return [{"name": f"{name} {gpus} GPU worker process(es) / in process, {what}",
+             "value": round(processes[key] / in_process[key], 3),
+             "target": f"<= {PROCESS_TARGET}",
+             "met": bool(processes[key] <= PROCESS_TARGET * in_process[key] and same)}
+            for what, key in (("per iteration", "per_iteration_s"), ("warm call", "wall_s"))]
 
 
 if __name__ == "__main__":
