@@ -78,7 +78,10 @@ def main():
     gpus = cp.cuda.runtime.getDeviceCount()
     graph, built = built_or_stored(lambda: hg.generate.rmat(
         args.scale, seed=7, weights=(1.0, 9.0)).reorder("auto"), args.store)
-    out = {"benchmark": "multigpu", "machine": describe(), "gpus": gpus,
+    name = cp.cuda.runtime.getDeviceProperties(0)["name"]
+    name = name.decode() if isinstance(name, bytes) else name
+    out = {"benchmark": "multigpu", "machine": dict(describe(), gpu=f"{gpus} x {name}"),
+           "gpus": gpus,
            "graph": f"rmat-{args.scale}", "vertices": graph.num_vertices,
            "arcs": graph.num_arcs, "build_s": built, "rows": []}
     if args.processes:
