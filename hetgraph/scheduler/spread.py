@@ -49,7 +49,7 @@ from .. import tuning
 from ..cluster import WorkerLostError
 from ..engines.cpu_modes import notify_fraction
 from ..kernels import cpu
-from ..result import SECONDS, history_row, with_overhead
+from ..result import SECONDS, history_row
 from . import calls, exchange, hostshare, tasks
 from .placement import owned_ranges
 from .state import VertexState
@@ -115,11 +115,15 @@ def _whole(run, state, back):
 
 
 @tasks.resolved
-def cpu_alone(run, state, version, first, last, model, frontier, back="", seconds=None):
+def cpu_alone(run, state, version, first, last, model, frontier, back="", seconds=None,
+              final=False):
     """A CPU segment (:func:`tasks.cpu_segment`: any CPU mode) on the one worker of a
     run, from ``state`` as :func:`cpu_spread` takes it; the worker then holds the state
     after it, which comes back in the report too (a worker lost later would take it
-    with it; ``back``: see :func:`_whole`)."""
+    with it; ``back``: see :func:`_whole`). ``final``: the run ends when this segment
+    reaches ``last`` or converges; the worker then drops the run's contexts itself
+    (``Report.dropped``), which spares the client a message to every worker at the
+    run's end."""
     with tasks.numba_threads(run.threads):
         own = _own_state(run, tasks.cpu_context_of(run.run_id), state, version,
                          backup=False)  # (the client holds the one it began from)
@@ -128,9 +132,12 @@ def cpu_alone(run, state, version, first, last, model, frontier, back="", second
         rows, status, after = tasks.cpu_iterations(run, ctx, version, first, last, model,
                                                    False, False, frontier, seconds)
         ctx.held = version + 1
+    dropped = final and status in ("converged", "limit")
+    if dropped:  # (before the hand-over: the drop removes the run's files on this host)
+        tasks.drop_contexts(run.run_id)
     return tasks.Report("cpu", [], rows=rows, status=status,
                         build_seconds=ctx.take_build_seconds(), frontier=after,
-                        out=_whole(run, own, back))
+                        out=_whole(run, own, back), dropped=dropped)
 
 
 @tasks.resolved
@@ -343,6 +350,9 @@ class Spread:
         self.holds = {}  # worker address -> the state's version its CPU context holds
         self.collected = 0  # the version the client's state was last brought to
         self.lost = []  # addresses of the workers that left during the run
+        self.touched = set()  # addresses of the workers sent a segment of the run
+        self.dropped = set()  # those whose last segment dropped the run's contexts
+        self.round_trips = 0.0  # seconds of the segments' calls outside their rows
         # where the workers hand the state over to this process: through a file when
         # they run on this machine
         self.back = tuning.SHARED_MEMORY_DIR if cluster.local else ""
@@ -363,15 +373,16 @@ class Spread:
                               f"lost with its workers (workers that left during the run: "
                               f"{', '.join(self.lost) or 'none known'})")
 
-    def segment(self, run_ref, state, version, first, last, model, frontier):
+    def segment(self, run_ref, state, version, first, last, model, frontier, final=False):
         """Run a spread segment from the state at ``version`` whose frontier is
         ``frontier``; returns (rows, status, frontier after, seconds the workers spent
         building their contexts). The owners that do not hold that version get it from
         the client (:meth:`_source`). One segment at a time on a cluster: two of them
         sharing workers would each wait for the other's parts. On one worker
-        (:meth:`owners`) it is :meth:`alone`."""
+        (:meth:`owners`) it is :meth:`alone` (``final``: see there)."""
         if len(self.owners(version)) < 2:
-            return self.alone(run_ref, state, version, first, last, model, frontier)
+            return self.alone(run_ref, state, version, first, last, model, frontier,
+                              final)
         start, self.run_ref = time.perf_counter(), run_ref
         with self.cluster.spreading:
             for attempt in itertools.count():
@@ -418,9 +429,11 @@ class Spread:
                 chosen.add(address)
         return [a for a in self.addresses if a in chosen]
 
-    def alone(self, run_ref, state, version, first, last, model, frontier):
+    def alone(self, run_ref, state, version, first, last, model, frontier, final=False):
         """A CPU segment (:func:`cpu_alone`) on the run's one worker (one that holds the
-        state at ``version`` when one does); returns what :meth:`segment` returns."""
+        state at ``version`` when one does); returns what :meth:`segment` returns.
+        ``final``: the run ends when the segment reaches ``last`` (or converges), and
+        the worker drops the run's contexts with its last report."""
         start, self.run_ref = time.perf_counter(), run_ref
         with self.cluster.spreading:
             for attempt in itertools.count():
@@ -430,18 +443,27 @@ class Spread:
                     [(address, cpu_alone, (self.run_ref, self._source(address, version,
                                                                       state),
                                            version, first, last, model, frontier,
-                                           self.back))],
+                                           self.back, None, final))],
                     f"hetgraph-cpu-iterations-from-{first}-{{}}-{self.run_id}-try{attempt}")
                 if reports:
                     break
                 self._lost(attempt, version)
         self.holds[address] = version + 1
+        if reports[0].dropped:
+            self.dropped.add(address)
         return self._ended(reports, state, version, start)
+
+    def ended_on_workers(self):
+        """Whether every worker sent a segment of the run dropped the run's contexts
+        with its last report (nothing is left for the run's end to drop there)."""
+        return self.touched <= self.dropped
 
     def _ended(self, reports, state, version, start):
         """(rows, status, frontier after, build seconds) of a segment's ``reports``, the
-        first of them carrying the client's ``state`` after it when it came back; the
-        task's round trip counts as overhead of its last row, as other segments' do."""
+        first of them carrying the client's ``state`` after it when it came back. The
+        calls' round trips (and the workers' work around the iterations) are no
+        iteration's: they count in :attr:`round_trips`, not in the rows, whose seconds
+        are the iterations' as in process."""
         report = reports[0]
         rows = report.rows
         if isinstance(report.out, hostshare.Handed):
@@ -452,9 +474,8 @@ class Spread:
             state.values[:], state.flags[:] = values, flags
             self.collected = version + 1
         built = sum(r.build_seconds for r in reports)
-        if rows:
-            extra = time.perf_counter() - start - built - sum(row[SECONDS] for row in rows)
-            rows[-1] = with_overhead(rows[-1], max(extra, 0.0))
+        extra = time.perf_counter() - start - built - sum(row[SECONDS] for row in rows)
+        self.round_trips += max(extra, 0.0)
         return rows, report.status, report.frontier, built
 
     def _attempt(self, work, key, channel=None):
@@ -465,6 +486,7 @@ class Spread:
         worker left (the attempt runs again). ``channel``: the exchange channel of a
         spread segment, whose owners stop waiting for a task that did not run."""
         addresses = [w[0] for w in work]
+        self.touched.update(addresses)
         needed = {(a, f.key) for a, _, args in work for f in calls.futures_in(args)}
         self.cluster.hold(set())  # (forgets the released)
         if needed <= self.cluster.holding:
