@@ -92,6 +92,8 @@ class Result:
     workers' work around the iterations), which no row counts (0 in process).
     """
 
+    round_trip_seconds = 0.0  # (the class's: a direct run's Result sets no attributes)
+
     def __init__(self, graph, values, *, program, iterations, converged, history, mode,
                  compile_seconds=0.0, round_trip_seconds=0.0):
         self.graph = graph

@@ -959,6 +959,8 @@ class _Driver:
         runs of the graph)."""
         if self._layout is not None:
             self._layout.cancel()
+        if self._spread is not None:
+            self._spread.close()
         if self._memory_key is not None and "gpu" in self.kinds:
             self._remember()
         try:

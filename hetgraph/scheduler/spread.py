@@ -106,16 +106,17 @@ def _own_state(run, ctx, state, version, backup=True):
 def _whole(run, state, back):
     """The whole ``state`` for the client, sent back by a segment after which the run's
     next step reads it there (the run's end, a checkpoint, or where no peer holds it):
-    through a file in the directory ``back`` (a client on this host; "": none, or
-    where this host lacks it), else as :func:`tasks._out` gives it but without a copy
-    (the client takes it before this worker's next task changes it)."""
-    if back and os.path.isdir(back):
-        return hostshare.hand_over(back, run.run_id, state.values, state.flags)
+    through the client's file ``back`` (:class:`hostshare.Back`: a client on this host;
+    None: none, or where this host lacks it), else as :func:`tasks._out` gives it but
+    without a copy (the client takes it before this worker's next task changes it)."""
+    if back is not None and os.path.exists(back.path):
+        hostshare.hand_back(back, state.values, state.flags)
+        return back
     return False, [(0, len(state.values))], [state.values], [state.flags]
 
 
 @tasks.resolved
-def cpu_alone(run, state, version, first, last, model, frontier, back="", seconds=None,
+def cpu_alone(run, state, version, first, last, model, frontier, back=None, seconds=None,
               final=False):
     """A CPU segment (:func:`tasks.cpu_segment`: any CPU mode) on the one worker of a
     run, from ``state`` as :func:`cpu_spread` takes it; the worker then holds the state
@@ -133,7 +134,7 @@ def cpu_alone(run, state, version, first, last, model, frontier, back="", second
                                                    False, False, frontier, seconds)
         ctx.held = version + 1
     dropped = final and status in ("converged", "limit")
-    if dropped:  # (before the hand-over: the drop removes the run's files on this host)
+    if dropped:
         tasks.drop_contexts(run.run_id)
     return tasks.Report("cpu", [], rows=rows, status=status,
                         build_seconds=ctx.take_build_seconds(), frontier=after,
@@ -141,7 +142,7 @@ def cpu_alone(run, state, version, first, last, model, frontier, back="", second
 
 
 @tasks.resolved
-def cpu_spread(run, state, version, first, last, model, owners, me, frontier, back="",
+def cpu_spread(run, state, version, first, last, model, owners, me, frontier, back=None,
                seconds=None):
     """Iterations ``first``..``last`` of a spread segment on owner ``me`` of ``owners``
     (see the module's docstring), from ``state`` (the client's, :class:`Initial`, or
@@ -354,11 +355,26 @@ class Spread:
         self.dropped = set()  # those whose last segment dropped the run's contexts
         self.round_trips = 0.0  # seconds of the segments' calls outside their rows
         # where the workers hand the state over to this process: through a file when
-        # they run on this machine
-        self.back = tuning.SHARED_MEMORY_DIR if cluster.local else ""
+        # they run on this machine (made with the first segment: see _back_for)
+        self.shared_dir = tuning.SHARED_MEMORY_DIR if cluster.local else ""
+        self.back = None
         if not cluster.exchanging:  # (once a cluster)
             exchange.install(self.client)
             cluster.exchanging = True
+
+    def _back_for(self, state):
+        """The file the workers hand ``state`` back through (:func:`_whole`), the run's
+        from its first segment on (None where they cannot: see ``shared_dir``)."""
+        if self.back is None and self.shared_dir and os.path.isdir(self.shared_dir):
+            self.back = hostshare.back_file(self.shared_dir, len(state.values),
+                                            state.values.dtype)
+        return self.back
+
+    def close(self):
+        """The run ended: its state file goes back to the client's for later runs."""
+        if self.back is not None:
+            hostshare.free_back(self.back)
+            self.back = None
 
     def _source(self, address, version, state):
         """What a task on the worker at ``address`` starts from at ``version``: None
@@ -398,7 +414,7 @@ class Spread:
                 reports = self._attempt(
                     [(address, cpu_spread, (self.run_ref, sent if source is state else
                                             source, version, first, last, model, owners, j,
-                                            frontier, self.back))
+                                            frontier, self._back_for(state)))
                      for j, (address, source) in enumerate(zip(owners.addresses, sources))],
                     f"hetgraph-cpu-spread-{first}-{{}}-{self.run_id}-try{attempt}",
                     owners.channel)
@@ -443,7 +459,7 @@ class Spread:
                     [(address, cpu_alone, (self.run_ref, self._source(address, version,
                                                                       state),
                                            version, first, last, model, frontier,
-                                           self.back, None, final))],
+                                           self._back_for(state), None, final))],
                     f"hetgraph-cpu-iterations-from-{first}-{{}}-{self.run_id}-try{attempt}")
                 if reports:
                     break
@@ -466,7 +482,7 @@ class Spread:
         are the iterations' as in process."""
         report = reports[0]
         rows = report.rows
-        if isinstance(report.out, hostshare.Handed):
+        if isinstance(report.out, hostshare.Back):
             hostshare.take(report.out, state.values, state.flags)
             self.collected = version + 1
         elif report.out is not None:
