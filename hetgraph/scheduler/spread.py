@@ -4,9 +4,10 @@ client).
 
 A run on CPU worker processes alone keeps its state on the workers (:class:`Spread`;
 the program's initial state is made there, not sent). On one worker its segments run
-there (:func:`cpu_alone`). On several they run as *spread segments*: one task on each
-CPU worker of the run (its *owners*), all of them running the same iterations: each
-worker owns a contiguous range of the vertices (:func:`.placement.owned_ranges`) and
+there (:func:`cpu_alone`), a warm call's one segment as one direct call, whose worker
+drops the run's contexts with its report (nothing else is sent at the run's end). On
+several they run as *spread segments*: one task on each CPU worker of the run (its
+*owners*), all of them running the same iterations: each worker owns a contiguous range of the vertices (:func:`.placement.owned_ranges`) and
 keeps a copy of the whole state; a pull iteration pulls the owner's range (with its
 share of its host's cores), sends its new values and flags to the peers
 (:mod:`.exchange`; through shared memory between the processes of one host,
@@ -21,8 +22,10 @@ that same state, so they agree without asking the client. The iterations the cos
 model does not pull (notify-pull, push: small frontiers) run on the first owner alone,
 which then sends the others its rows, and the state when they go on. The client gets
 each segment's history rows and frontier, and the whole state with the segment after
-which it reads it (the run's end, a checkpoint; a slice on one worker), else on demand
-(:meth:`Spread.collect`).
+which it reads it (the run's end, a checkpoint; a slice on one worker; through a file
+of the client's when they share its host, :mod:`.hostshare`), else on demand
+(:meth:`Spread.collect`). A segment's round trip is no iteration's: it counts in the
+Result's ``round_trip_seconds``, not in a history row.
 
 A worker that dies in a segment: its peers' waits end with
 :class:`~.exchange.PeerLostError`, and the segment runs again on the survivors from its
