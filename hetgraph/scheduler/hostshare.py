@@ -226,10 +226,13 @@ def _close(mapped):
         pass
 
 
-def _views(back, writable):
+def _views(back, values, writable):
     """(values, flags) arrays over ``back``'s file mapped in this process (kept mapped:
-    the ``tuning.BACK_FILES_KEPT`` newest); RuntimeError when the file does not fit
-    ``back``."""
+    the ``tuning.BACK_FILES_KEPT`` newest); RuntimeError when the state ``values`` or
+    the file does not fit ``back``."""
+    if len(values) != back.size or values.dtype != np.dtype(back.dtype):
+        raise RuntimeError(f"a state of {len(values)} vertices of {values.dtype} does not "
+                           f"fit the state file {back.path}")
     key = (back.path, writable)
     with _LOCK:
         mapped = _MAPS.pop(key, None)
@@ -251,10 +254,7 @@ def _views(back, writable):
 def hand_back(back, values, flags):
     """Write a run's ``values`` and ``flags`` into the client's file ``back`` (on a
     worker of the client's host), for the client to :func:`take`."""
-    if len(values) != back.size or values.dtype != np.dtype(back.dtype):
-        raise RuntimeError(f"a state of {len(values)} vertices of {values.dtype} does not "
-                           f"fit the state file {back.path}")
-    into, into_flags = _views(back, writable=True)
+    into, into_flags = _views(back, values, writable=True)
     into[:] = values
     into_flags[:] = flags
 
@@ -262,10 +262,7 @@ def hand_back(back, values, flags):
 def take(back, values, flags):
     """Read the state that a worker handed back through ``back`` into ``values`` and
     ``flags`` (arrays of its size and dtype)."""
-    if len(values) != back.size or values.dtype != np.dtype(back.dtype):
-        raise RuntimeError(f"the state in {back.path} does not fit the run's "
-                           f"({len(values)} vertices of {values.dtype})")
-    got, got_flags = _views(back, writable=False)
+    got, got_flags = _views(back, values, writable=False)
     values[:] = got
     flags[:] = got_flags
 

@@ -514,6 +514,8 @@ class Spread:
                     await exchange.tell_failed_from(self.client.rpc, addresses, channel,
                                                     "client")
             outcomes = calls.call_all(self.client, work, stop_peers)
+            # (again: the client's loop took the releases queued before the call by now)
+            self.cluster.hold(set())
             if not any(isinstance(o, calls.Missing) for o in outcomes):
                 return self._outcome(outcomes, addresses)
             self.cluster.holding -= needed
