@@ -156,6 +156,7 @@ def test_a_calls_round_trip_is_no_iterations(graph, expected):
         assert result.history["seconds"].max() < SLOW
         assert result.round_trip_seconds >= SLOW
         np.testing.assert_array_equal(result.values, expected["pagerank"].values)
+    assert expected["pagerank"].round_trip_seconds == 0.0  # (in process: none)
 
 
 class KillsItsWorker(PageRank):
