@@ -12,6 +12,7 @@ Usage::
     ...                              # the call
     sent = counter.total() - before  # bytes the call's messages took (all processes)
     counter.through_client()         # bytes the client's process wrote and read so far
+    ops_written()                    # {op: messages} the client's process wrote so far
 """
 
 import sys
@@ -28,16 +29,35 @@ def _counts():
     return tcp.hetgraph_comm_bytes
 
 
-def install():
-    """Count the bytes every TCP comm of this process writes (once per process)."""
+def _ops():
+    """{op: messages} this process's TCP comms wrote since :func:`install` (a batched
+    message counts each of its ops), kept on Dask's TCP module as :func:`_counts` is."""
     from distributed.comm import tcp
 
-    counts = _counts()
+    if not hasattr(tcp, "hetgraph_comm_ops"):
+        tcp.hetgraph_comm_ops = {}
+    return tcp.hetgraph_comm_ops
+
+
+def _count_ops(ops, msg):
+    for one in msg if isinstance(msg, (list, tuple)) else [msg]:
+        op = one.get("op") if isinstance(one, dict) else None
+        if op is not None:
+            ops[op] = ops.get(op, 0) + 1
+
+
+def install():
+    """Count the bytes and the messages (by op) every TCP comm of this process writes
+    (once per process)."""
+    from distributed.comm import tcp
+
+    counts, ops = _counts(), _ops()
     if getattr(tcp.TCP.write, "counts_bytes", False):
         return
     original = tcp.TCP.write
 
     async def write(self, msg, serializers=None, on_error="message"):
+        _count_ops(ops, msg)
         n = await original(self, msg, serializers, on_error)
         counts[0] += n
         return n
@@ -51,6 +71,11 @@ def install():
         return await read_frames(stream, n)
 
     tcp.read_bytes_rw = read_bytes_rw
+
+
+def ops_written():
+    """A copy of {op: messages} this process wrote to TCP comms since :func:`install`."""
+    return dict(_ops())
 
 
 def written():

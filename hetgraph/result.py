@@ -86,11 +86,16 @@ class Result:
     program with priority buckets (see :class:`hetgraph.VertexProgram`; NaN otherwise,
     and where not tracked: a CPU iteration outside a burst, the first of a GPU segment,
     a hybrid one), whose rise per iteration is the run's progress); ``compile_seconds``:
-    time spent compiling the program (0 when it was already compiled in this process).
+    time spent compiling the program (0 when it was already compiled in this process);
+    ``round_trip_seconds``: the wall of the calls to worker processes that held the
+    run's state, beyond the iterations they ran (the calls' round trips and the
+    workers' work around the iterations), which no row counts (0 in process).
     """
 
+    round_trip_seconds = 0.0  # (the class's: a direct run's Result sets no attributes)
+
     def __init__(self, graph, values, *, program, iterations, converged, history, mode,
-                 compile_seconds=0.0):
+                 compile_seconds=0.0, round_trip_seconds=0.0):
         self.graph = graph
         self.values = values
         self.program = program
@@ -98,6 +103,7 @@ class Result:
         self.converged = converged
         self.mode = mode
         self.compile_seconds = compile_seconds
+        self.round_trip_seconds = round_trip_seconds
         self._rows = history
         self._history = None
 

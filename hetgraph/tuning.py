@@ -210,6 +210,9 @@ OWNERS_PER_HOST = 1  # CPU worker processes of one host that a spread segment pu
 SHARED_MEMORY_DIR = "/dev/shm"  # where spread owners of one host share their ranges
 # (hetgraph.scheduler.hostshare): a copy through memory, not a socket; "" sends them
 # over Dask's comms instead
+BACK_FILES_KEPT = 4  # files a client keeps in SHARED_MEMORY_DIR for states handed back
+# by its host's workers (hetgraph.scheduler.hostshare), each a state's size: made once,
+# not a new file a call
 PEER_CHECK_SECONDS = 0.5  # seconds a worker waits for a peer's part before it asks
 # whether the peer still runs: a dead peer ends the wait within about this, a slow one
 # is asked again

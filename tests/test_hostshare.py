@@ -1,6 +1,7 @@
 """Ranges shared through memory files between the worker processes of one host
 (hetgraph.scheduler.hostshare): what one owner writes another reads, slot by slot, the
-files private and removed at the run's end. The spread runs over them are in
+files private and removed at the run's end; the state handed back to the client through
+a file of its own, kept for its later runs. The spread runs over them are in
 tests/test_spread.py."""
 
 import os
@@ -9,6 +10,7 @@ import stat
 import numpy as np
 import pytest
 
+from hetgraph import tuning
 from hetgraph.scheduler import hostshare
 
 
@@ -80,20 +82,46 @@ def test_sharing_needs_one_host_and_the_directory(tmp_path):
                                 str(tmp_path))
 
 
-def test_a_state_handed_over_is_read_whole_and_its_file_removed(tmp_path):
+def _backs(directory):
+    return sorted(p for p in os.listdir(directory) if "-back-" in p)
+
+
+def test_a_state_handed_back_is_read_whole_its_file_kept_for_the_next_run(tmp_path):
     rng = np.random.default_rng(2)
     values, flags = rng.random(5000), rng.integers(0, 2, 5000).astype(np.uint8)
-    handed = hostshare.hand_over(str(tmp_path), "run1", values, flags)
-    assert stat.S_IMODE(os.stat(handed.path).st_mode) == 0o600
-    got, got_flags = np.zeros(5000), np.zeros(5000, np.uint8)
-    hostshare.take(handed, got, got_flags)
-    np.testing.assert_array_equal(got, values)
-    np.testing.assert_array_equal(got_flags, flags)
-    assert _files(tmp_path, "run1") == []
+    back = hostshare.back_file(str(tmp_path), 5000, np.float64)
+    assert stat.S_IMODE(os.stat(back.path).st_mode) == 0o600
+    for k in range(2):  # (the second time through the maps kept)
+        hostshare.hand_back(back, values + k, flags ^ k)
+        got, got_flags = np.zeros(5000), np.zeros(5000, np.uint8)
+        hostshare.take(back, got, got_flags)
+        np.testing.assert_array_equal(got, values + k)
+        np.testing.assert_array_equal(got_flags, flags ^ k)
+    other = hostshare.back_file(str(tmp_path), 5000, np.float64)  # (in use: a new one)
+    assert other.path != back.path
+    hostshare.free_back(back)
+    assert hostshare.back_file(str(tmp_path), 5000, np.float64) == back  # reused
+    assert hostshare.back_file(str(tmp_path), 5000, np.float32) != back  # (its size)
+    hostshare._remove_made()  # (at the process's exit)
+    assert _backs(tmp_path) == []
 
 
-def test_a_state_handed_over_that_does_not_fit_is_refused(tmp_path):
-    handed = hostshare.hand_over(str(tmp_path), "run1", np.ones(10), np.ones(10, np.uint8))
+def test_a_state_that_does_not_fit_its_file_is_refused(tmp_path):
+    back = hostshare.back_file(str(tmp_path), 10, np.float64)
     with pytest.raises(RuntimeError, match="does not fit"):
-        hostshare.take(handed, np.zeros(11), np.zeros(11, np.uint8))
-    assert _files(tmp_path, "run1") == []  # (removed all the same)
+        hostshare.hand_back(back, np.ones(11), np.ones(11, np.uint8))
+    with pytest.raises(RuntimeError, match="does not fit"):
+        hostshare.take(back, np.zeros(10, np.float32), np.zeros(10, np.uint8))
+    os.truncate(back.path, 5)  # (a file changed under it)
+    with pytest.raises(RuntimeError, match="does not fit"):
+        hostshare.take(back, np.zeros(10), np.zeros(10, np.uint8))
+    hostshare._remove_made()
+
+
+def test_the_client_keeps_its_newest_free_state_files(tmp_path, monkeypatch):
+    monkeypatch.setattr(tuning, "BACK_FILES_KEPT", 2)
+    backs = [hostshare.back_file(str(tmp_path), n, np.float64) for n in (10, 20, 30)]
+    for back in backs:
+        hostshare.free_back(back)
+    assert _backs(tmp_path) == sorted(os.path.basename(b.path) for b in backs[1:])
+    hostshare._remove_made()

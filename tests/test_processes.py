@@ -8,6 +8,7 @@ import concurrent.futures
 import os
 import signal
 import sys
+import time
 
 import cloudpickle
 import numpy as np
@@ -20,7 +21,7 @@ from hetgraph.cluster import WorkerLostError
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
     __file__))), "bench"))
-from commcount import CommBytes  # noqa: E402
+from commcount import CommBytes, ops_written  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 # the worker processes run this module's program and functions: send them by value
@@ -88,6 +89,74 @@ def test_a_warm_call_sends_no_edges_and_finds_its_engine(graph, expected):
     assert engines[0] == engines[1] == engines[2] and len(engines[0]) == 1  # kept, reused
     for result in bfs:
         np.testing.assert_array_equal(result.values, expected["bfs"].values)
+
+
+def _noop():
+    return None
+
+
+def _run_contexts():
+    """The runs whose contexts (or unpacked RunSpec) this worker still keeps."""
+    from hetgraph.scheduler import tasks
+
+    return sorted({key[0] for key in tasks._CONTEXTS} | set(tasks._UNPACKED))
+
+
+def test_a_warm_call_is_one_call_to_its_worker(graph, expected):
+    """A warm call on one worker process is one direct call: nothing else goes to the
+    worker (the run's contexts are dropped with its last report, not by a message of
+    the client's at the run's end), and nothing through the scheduler."""
+    with hg.Cluster(cpu_workers=1, gpus=0, processes=True, dashboard_address=None) as cluster:
+        CommBytes(cluster.client)  # (counts the messages of every process)
+        for _ in range(2):  # placed, then called directly
+            _bounded(lambda: _pagerank(graph, cluster))
+        # a client.run goes out after whatever the calls left queued on the client's loop
+        cluster.client.run(_noop)
+        before = ops_written()
+        result = _bounded(lambda: _pagerank(graph, cluster))
+        cluster.client.run(_noop)
+        after = ops_written()
+        left = cluster.client.run(_run_contexts)
+    sent = {op: n - before.get(op, 0) for op, n in after.items() if n > before.get(op, 0)}
+    sent = {op: n for op, n in sent.items() if "heartbeat" not in op}
+    # the call, then our client.run's broadcast to the scheduler and its run on the worker
+    assert sent == {"hetgraph_call": 1, "broadcast": 1, "run": 1}, sent
+    assert list(left.values()) == [[]]  # the worker dropped the run's contexts
+    np.testing.assert_array_equal(result.values, expected["pagerank"].values)
+
+
+SLOW = 1.0  # seconds a worker's segment spends around its iterations (a test's delay)
+
+
+def _slow_hand_over():
+    """Make this worker's segments spend SLOW seconds around their iterations: in the
+    hand-over of the state, after the last iteration."""
+    from hetgraph.scheduler import spread
+
+    if getattr(spread._whole, "slowed", False):
+        return
+    original = spread._whole
+
+    def slowed(*args):
+        time.sleep(SLOW)
+        return original(*args)
+
+    slowed.slowed = True
+    spread._whole = slowed
+
+
+def test_a_calls_round_trip_is_no_iterations(graph, expected):
+    """The time a call to a worker process spends beyond its iterations (here SLOW
+    seconds of a slowed hand-over) is counted in ``round_trip_seconds``, not in the
+    seconds of the segment's last row."""
+    with hg.Cluster(cpu_workers=1, gpus=0, processes=True, dashboard_address=None) as cluster:
+        cluster.client.run(_slow_hand_over)
+        results = [_bounded(lambda: _pagerank(graph, cluster)) for _ in range(2)]
+    for result in results:  # (through a Dask task, then called directly)
+        assert result.history["seconds"].max() < SLOW
+        assert result.round_trip_seconds >= SLOW
+        np.testing.assert_array_equal(result.values, expected["pagerank"].values)
+    assert expected["pagerank"].round_trip_seconds == 0.0  # (in process: none)
 
 
 class KillsItsWorker(PageRank):

@@ -260,7 +260,7 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
     coloring = _coloring(graph, mode, in_memory)
     aux = _NO_AUX if aux is None else aux
     history, converged = _resume(checkpointer, state) if resume else ([], False)
-    compile_seconds = 0.0
+    compile_seconds = round_trips = 0.0
     if not converged:  # (a resumed run that had converged is returned as it was)
         with cluster_for(cluster) as active_cluster:
             driver = _Driver(active_cluster, spec, graph, state, aux, devices,
@@ -276,6 +276,7 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
             finally:
                 driver.close()
         compile_seconds = driver.compile_seconds
+        round_trips = 0.0 if driver._spread is None else driver._spread.round_trips
     if state.on_host:  # (a state kept on the GPU that came to the host)
         xp, device = np, contextlib.nullcontext()
     with device:
@@ -283,7 +284,7 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
             {} if xp is np else {"xp": xp})))
     return Result(graph, values, program=spec.name, iterations=len(history),
                   converged=converged, history=history, mode=mode,
-                  compile_seconds=compile_seconds)
+                  compile_seconds=compile_seconds, round_trip_seconds=round_trips)
 
 
 def _coloring(graph, mode, in_memory):
@@ -799,7 +800,8 @@ class _Driver:
             min(max_iterations, checkpointer.next_due(first))
         segment = self._spread.segment if self.kinds["cpu"] > 1 else self._spread.alone
         rows, status, self.frontier, built = segment(
-            self.run_ref, self.state, self.version, first, last, self.model, frontier)
+            self.run_ref, self.state, self.version, first, last, self.model, frontier,
+            final=last == max_iterations)
         self.compile_seconds += built
         self.version += 1
         return rows, status == "converged"
@@ -957,6 +959,8 @@ class _Driver:
         runs of the graph)."""
         if self._layout is not None:
             self._layout.cancel()
+        if self._spread is not None:
+            self._spread.close()
         if self._memory_key is not None and "gpu" in self.kinds:
             self._remember()
         try:
@@ -965,6 +969,7 @@ class _Driver:
                 tasks.drop_contexts(self.run_id)
             else:  # (not waited for: a later run's tasks drop them first if need be)
                 self.cluster.ended.append(self.run_id)
-                self.cluster.run_soon(tasks.drop_contexts, self.run_id)
+                if self._spread is None or not self._spread.ended_on_workers():
+                    self.cluster.run_soon(tasks.drop_contexts, self.run_id)
         except Exception as exc:  # a closing cluster must not hide the run's own error
             log.debug("could not drop the contexts of run %s: %s", self.run_id, exc)

@@ -18,12 +18,15 @@ included (from every directory a run of this process shared through). The files 
 the worker's user's alone (mode 0600).
 
 The state a segment sends back to a client on its host goes the same way
-(:func:`hand_over`, :func:`take`): a file of an unguessable name that the client reads
-and removes, not a message of the whole state through a socket.
+(:func:`hand_back`, :func:`take`): through a file of an unguessable name that the
+client made (:func:`back_file`) and keeps mapped for its later runs of that size, not
+a message of the whole state through a socket.
 """
 
 from __future__ import annotations
 
+import atexit
+import collections
 import dataclasses
 import glob
 import mmap
@@ -32,6 +35,8 @@ import secrets
 import threading
 
 import numpy as np
+
+from .. import tuning
 
 _LOCK = threading.Lock()
 _MINE: dict = {}  # run id -> (channel, {range: _Slots}) this process writes
@@ -135,40 +140,131 @@ def read(channel, word, values, flags):
 
 
 @dataclasses.dataclass(frozen=True)
-class Handed:
-    """A state handed from a worker to the client of its host through a file:
-    ``path``, the vertices and the values' dtype (the flags follow the values)."""
+class Back:
+    """A file that the client made on its host for a run's state to come back through
+    from a worker of that host: ``path``, the vertices and the values' dtype (the flags
+    follow the values)."""
 
     path: str
     size: int
     dtype: str
 
-
-def hand_over(directory, run_id, values, flags):
-    """Write ``values`` and ``flags`` into a new file of run ``run_id`` in ``directory``
-    (a name nobody can guess, mode 0600) for the client to :func:`take`."""
-    path = os.path.join(directory, f"hetgraph-{os.getuid()}-{run_id}-state-"
-                                   f"{secrets.token_hex(8)}")
-    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
-        f.write(memoryview(values).cast("B"))
-        f.write(memoryview(flags).cast("B"))
-    return Handed(path, len(values), values.dtype.str)
+    @property
+    def nbytes(self):
+        return self.size * (np.dtype(self.dtype).itemsize + 1)
 
 
-def take(handed, values, flags):
-    """Read the state that a worker :func:`hand_over`-ed into ``values`` and ``flags``
-    (arrays of its size and dtype), then remove its file."""
+_FREE: list = []  # the Backs of this process (a client's) that no run uses, newest last
+_MADE: set = set()  # the paths of this process's back files (removed at its exit)
+_MAPS: collections.OrderedDict = collections.OrderedDict()  # (path, writable) -> mmap
+# of a back file in this process, the newest last
+
+
+def back_file(directory, size, dtype):
+    """A :class:`Back` in ``directory`` for one run at a time (:func:`free_back` when
+    it ends): a free one of this size and dtype, else a new file (mode 0600, a name
+    nobody can guess). Kept for later runs, its pages made once: a new file a call
+    cost the worker its pages' faults and the client their release."""
+    dtype = np.dtype(dtype).str
+    with _LOCK:
+        for i, back in enumerate(_FREE):
+            if (os.path.dirname(back.path), back.size, back.dtype) == (directory, size,
+                                                                       dtype):
+                return _FREE.pop(i)
+    back = Back(os.path.join(directory, f"hetgraph-{os.getuid()}-back-"
+                                        f"{secrets.token_hex(8)}"), size, dtype)
+    fd = os.open(back.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        expected = handed.size * (np.dtype(handed.dtype).itemsize + 1)
-        if len(values) != handed.size or values.dtype != np.dtype(handed.dtype) or \
-                os.path.getsize(handed.path) != expected:
-            raise RuntimeError(f"the state handed over in {handed.path} does not fit the "
-                               f"run's ({len(values)} vertices of {values.dtype})")
-        with open(handed.path, "rb") as f:  # (a buffered reader fills what it reads into)
-            f.readinto(memoryview(values).cast("B"))
-            f.readinto(memoryview(flags).cast("B"))
+        os.ftruncate(fd, back.nbytes)
     finally:
-        _unlink(handed.path)
+        os.close(fd)
+    with _LOCK:
+        if not _MADE:
+            atexit.register(_remove_made)
+        _MADE.add(back.path)
+    return back
+
+
+def free_back(back):
+    """Keep ``back`` (its run ended) for a later run, the newest
+    ``tuning.BACK_FILES_KEPT`` of them: older ones are removed."""
+    with _LOCK:
+        _FREE.append(back)
+        dropped = _FREE[:-tuning.BACK_FILES_KEPT] if tuning.BACK_FILES_KEPT else _FREE[:]
+        del _FREE[:len(dropped)]
+        for old in dropped:
+            _MADE.discard(old.path)
+            _unmap(old.path)
+    for old in dropped:
+        _unlink(old.path)
+
+
+def _remove_made():
+    """Remove this process's back files (at its exit)."""
+    with _LOCK:
+        paths = list(_MADE)
+        _MADE.clear()
+        _FREE.clear()
+        for path in paths:
+            _unmap(path)
+    for path in paths:
+        _unlink(path)
+
+
+def _unmap(path):
+    """Let go of this process's maps of ``path`` (callers hold ``_LOCK``)."""
+    for key in [(path, False), (path, True)]:
+        kept = _MAPS.pop(key, None)
+        if kept is not None:
+            _close(kept)
+
+
+def _close(mapped):
+    try:
+        mapped.close()
+    except BufferError:  # (an array over it still lives: unmapped when it goes)
+        pass
+
+
+def _views(back, values, writable):
+    """(values, flags) arrays over ``back``'s file mapped in this process (kept mapped:
+    the ``tuning.BACK_FILES_KEPT`` newest); RuntimeError when the state ``values`` or
+    the file does not fit ``back``."""
+    if len(values) != back.size or values.dtype != np.dtype(back.dtype):
+        raise RuntimeError(f"a state of {len(values)} vertices of {values.dtype} does not "
+                           f"fit the state file {back.path}")
+    key = (back.path, writable)
+    with _LOCK:
+        mapped = _MAPS.pop(key, None)
+        if mapped is None:
+            with open(back.path, "r+b" if writable else "rb") as f:
+                if os.fstat(f.fileno()).st_size != back.nbytes:
+                    raise RuntimeError(f"the state file {back.path} does not fit the "
+                                       f"run's ({back.size} vertices of {back.dtype})")
+                mapped = mmap.mmap(f.fileno(), back.nbytes, access=mmap.ACCESS_WRITE
+                                   if writable else mmap.ACCESS_READ)
+        _MAPS[key] = mapped
+        while len(_MAPS) > max(tuning.BACK_FILES_KEPT, 1):
+            _close(_MAPS.popitem(last=False)[1])
+    whole = np.frombuffer(mapped, np.uint8)
+    end = back.size * np.dtype(back.dtype).itemsize
+    return whole[:end].view(back.dtype), whole[end:]
+
+
+def hand_back(back, values, flags):
+    """Write a run's ``values`` and ``flags`` into the client's file ``back`` (on a
+    worker of the client's host), for the client to :func:`take`."""
+    into, into_flags = _views(back, values, writable=True)
+    into[:] = values
+    into_flags[:] = flags
+
+
+def take(back, values, flags):
+    """Read the state that a worker handed back through ``back`` into ``values`` and
+    ``flags`` (arrays of its size and dtype)."""
+    got, got_flags = _views(back, values, writable=False)
+    values[:] = got
+    flags[:] = got_flags
 
 
 def _unlink(path):

@@ -4,9 +4,10 @@ client).
 
 A run on CPU worker processes alone keeps its state on the workers (:class:`Spread`;
 the program's initial state is made there, not sent). On one worker its segments run
-there (:func:`cpu_alone`). On several they run as *spread segments*: one task on each
-CPU worker of the run (its *owners*), all of them running the same iterations: each
-worker owns a contiguous range of the vertices (:func:`.placement.owned_ranges`) and
+there (:func:`cpu_alone`), a warm call's one segment as one direct call, whose worker
+drops the run's contexts with its report (nothing else is sent at the run's end). On
+several they run as *spread segments*: one task on each CPU worker of the run (its
+*owners*), all of them running the same iterations: each worker owns a contiguous range of the vertices (:func:`.placement.owned_ranges`) and
 keeps a copy of the whole state; a pull iteration pulls the owner's range (with its
 share of its host's cores), sends its new values and flags to the peers
 (:mod:`.exchange`; through shared memory between the processes of one host,
@@ -21,8 +22,10 @@ that same state, so they agree without asking the client. The iterations the cos
 model does not pull (notify-pull, push: small frontiers) run on the first owner alone,
 which then sends the others its rows, and the state when they go on. The client gets
 each segment's history rows and frontier, and the whole state with the segment after
-which it reads it (the run's end, a checkpoint; a slice on one worker), else on demand
-(:meth:`Spread.collect`).
+which it reads it (the run's end, a checkpoint; a slice on one worker; through a file
+of the client's when they share its host, :mod:`.hostshare`), else on demand
+(:meth:`Spread.collect`). A segment's round trip is no iteration's: it counts in the
+Result's ``round_trip_seconds``, not in a history row.
 
 A worker that dies in a segment: its peers' waits end with
 :class:`~.exchange.PeerLostError`, and the segment runs again on the survivors from its
@@ -49,7 +52,7 @@ from .. import tuning
 from ..cluster import WorkerLostError
 from ..engines.cpu_modes import notify_fraction
 from ..kernels import cpu
-from ..result import SECONDS, history_row, with_overhead
+from ..result import SECONDS, history_row
 from . import calls, exchange, hostshare, tasks
 from .placement import owned_ranges
 from .state import VertexState
@@ -106,20 +109,25 @@ def _own_state(run, ctx, state, version, backup=True):
 def _whole(run, state, back):
     """The whole ``state`` for the client, sent back by a segment after which the run's
     next step reads it there (the run's end, a checkpoint, or where no peer holds it):
-    through a file in the directory ``back`` (a client on this host; "": none, or
-    where this host lacks it), else as :func:`tasks._out` gives it but without a copy
-    (the client takes it before this worker's next task changes it)."""
-    if back and os.path.isdir(back):
-        return hostshare.hand_over(back, run.run_id, state.values, state.flags)
+    through the client's file ``back`` (:class:`hostshare.Back`: a client on this host;
+    None: none, or where this host lacks it), else as :func:`tasks._out` gives it but
+    without a copy (the client takes it before this worker's next task changes it)."""
+    if back is not None and os.path.exists(back.path):
+        hostshare.hand_back(back, state.values, state.flags)
+        return back
     return False, [(0, len(state.values))], [state.values], [state.flags]
 
 
 @tasks.resolved
-def cpu_alone(run, state, version, first, last, model, frontier, back="", seconds=None):
+def cpu_alone(run, state, version, first, last, model, frontier, back=None, seconds=None,
+              final=False):
     """A CPU segment (:func:`tasks.cpu_segment`: any CPU mode) on the one worker of a
     run, from ``state`` as :func:`cpu_spread` takes it; the worker then holds the state
     after it, which comes back in the report too (a worker lost later would take it
-    with it; ``back``: see :func:`_whole`)."""
+    with it; ``back``: see :func:`_whole`). ``final``: the run ends when this segment
+    reaches ``last`` or converges; the worker then drops the run's contexts itself
+    (``Report.dropped``), which spares the client a message to every worker at the
+    run's end."""
     with tasks.numba_threads(run.threads):
         own = _own_state(run, tasks.cpu_context_of(run.run_id), state, version,
                          backup=False)  # (the client holds the one it began from)
@@ -128,13 +136,16 @@ def cpu_alone(run, state, version, first, last, model, frontier, back="", second
         rows, status, after = tasks.cpu_iterations(run, ctx, version, first, last, model,
                                                    False, False, frontier, seconds)
         ctx.held = version + 1
+    dropped = final and status in ("converged", "limit")
+    if dropped:
+        tasks.drop_contexts(run.run_id)
     return tasks.Report("cpu", [], rows=rows, status=status,
                         build_seconds=ctx.take_build_seconds(), frontier=after,
-                        out=_whole(run, own, back))
+                        out=_whole(run, own, back), dropped=dropped)
 
 
 @tasks.resolved
-def cpu_spread(run, state, version, first, last, model, owners, me, frontier, back="",
+def cpu_spread(run, state, version, first, last, model, owners, me, frontier, back=None,
                seconds=None):
     """Iterations ``first``..``last`` of a spread segment on owner ``me`` of ``owners``
     (see the module's docstring), from ``state`` (the client's, :class:`Initial`, or
@@ -343,12 +354,30 @@ class Spread:
         self.holds = {}  # worker address -> the state's version its CPU context holds
         self.collected = 0  # the version the client's state was last brought to
         self.lost = []  # addresses of the workers that left during the run
+        self.touched = set()  # addresses of the workers sent a segment of the run
+        self.dropped = set()  # those whose last segment dropped the run's contexts
+        self.round_trips = 0.0  # seconds of the segments' calls outside their rows
         # where the workers hand the state over to this process: through a file when
-        # they run on this machine
-        self.back = tuning.SHARED_MEMORY_DIR if cluster.local else ""
+        # they run on this machine (made with the first segment: see _back_for)
+        self.shared_dir = tuning.SHARED_MEMORY_DIR if cluster.local else ""
+        self.back = None
         if not cluster.exchanging:  # (once a cluster)
             exchange.install(self.client)
             cluster.exchanging = True
+
+    def _back_for(self, state):
+        """The file the workers hand ``state`` back through (:func:`_whole`), the run's
+        from its first segment on (None where they cannot: see ``shared_dir``)."""
+        if self.back is None and self.shared_dir and os.path.isdir(self.shared_dir):
+            self.back = hostshare.back_file(self.shared_dir, len(state.values),
+                                            state.values.dtype)
+        return self.back
+
+    def close(self):
+        """The run ended: its state file goes back to the client's for later runs."""
+        if self.back is not None:
+            hostshare.free_back(self.back)
+            self.back = None
 
     def _source(self, address, version, state):
         """What a task on the worker at ``address`` starts from at ``version``: None
@@ -363,15 +392,16 @@ class Spread:
                               f"lost with its workers (workers that left during the run: "
                               f"{', '.join(self.lost) or 'none known'})")
 
-    def segment(self, run_ref, state, version, first, last, model, frontier):
+    def segment(self, run_ref, state, version, first, last, model, frontier, final=False):
         """Run a spread segment from the state at ``version`` whose frontier is
         ``frontier``; returns (rows, status, frontier after, seconds the workers spent
         building their contexts). The owners that do not hold that version get it from
         the client (:meth:`_source`). One segment at a time on a cluster: two of them
         sharing workers would each wait for the other's parts. On one worker
-        (:meth:`owners`) it is :meth:`alone`."""
+        (:meth:`owners`) it is :meth:`alone` (``final``: see there)."""
         if len(self.owners(version)) < 2:
-            return self.alone(run_ref, state, version, first, last, model, frontier)
+            return self.alone(run_ref, state, version, first, last, model, frontier,
+                              final)
         start, self.run_ref = time.perf_counter(), run_ref
         with self.cluster.spreading:
             for attempt in itertools.count():
@@ -387,7 +417,7 @@ class Spread:
                 reports = self._attempt(
                     [(address, cpu_spread, (self.run_ref, sent if source is state else
                                             source, version, first, last, model, owners, j,
-                                            frontier, self.back))
+                                            frontier, self._back_for(state)))
                      for j, (address, source) in enumerate(zip(owners.addresses, sources))],
                     f"hetgraph-cpu-spread-{first}-{{}}-{self.run_id}-try{attempt}",
                     owners.channel)
@@ -418,9 +448,11 @@ class Spread:
                 chosen.add(address)
         return [a for a in self.addresses if a in chosen]
 
-    def alone(self, run_ref, state, version, first, last, model, frontier):
+    def alone(self, run_ref, state, version, first, last, model, frontier, final=False):
         """A CPU segment (:func:`cpu_alone`) on the run's one worker (one that holds the
-        state at ``version`` when one does); returns what :meth:`segment` returns."""
+        state at ``version`` when one does); returns what :meth:`segment` returns.
+        ``final``: the run ends when the segment reaches ``last`` (or converges), and
+        the worker drops the run's contexts with its last report."""
         start, self.run_ref = time.perf_counter(), run_ref
         with self.cluster.spreading:
             for attempt in itertools.count():
@@ -430,21 +462,30 @@ class Spread:
                     [(address, cpu_alone, (self.run_ref, self._source(address, version,
                                                                       state),
                                            version, first, last, model, frontier,
-                                           self.back))],
+                                           self._back_for(state), None, final))],
                     f"hetgraph-cpu-iterations-from-{first}-{{}}-{self.run_id}-try{attempt}")
                 if reports:
                     break
                 self._lost(attempt, version)
         self.holds[address] = version + 1
+        if reports[0].dropped:
+            self.dropped.add(address)
         return self._ended(reports, state, version, start)
+
+    def ended_on_workers(self):
+        """Whether every worker sent a segment of the run dropped the run's contexts
+        with its last report (nothing is left for the run's end to drop there)."""
+        return self.touched <= self.dropped
 
     def _ended(self, reports, state, version, start):
         """(rows, status, frontier after, build seconds) of a segment's ``reports``, the
-        first of them carrying the client's ``state`` after it when it came back; the
-        task's round trip counts as overhead of its last row, as other segments' do."""
+        first of them carrying the client's ``state`` after it when it came back. The
+        calls' round trips (and the workers' work around the iterations) are no
+        iteration's: they count in :attr:`round_trips`, not in the rows, whose seconds
+        are the iterations' as in process."""
         report = reports[0]
         rows = report.rows
-        if isinstance(report.out, hostshare.Handed):
+        if isinstance(report.out, hostshare.Back):
             hostshare.take(report.out, state.values, state.flags)
             self.collected = version + 1
         elif report.out is not None:
@@ -452,9 +493,8 @@ class Spread:
             state.values[:], state.flags[:] = values, flags
             self.collected = version + 1
         built = sum(r.build_seconds for r in reports)
-        if rows:
-            extra = time.perf_counter() - start - built - sum(row[SECONDS] for row in rows)
-            rows[-1] = with_overhead(rows[-1], max(extra, 0.0))
+        extra = time.perf_counter() - start - built - sum(row[SECONDS] for row in rows)
+        self.round_trips += max(extra, 0.0)
         return rows, report.status, report.frontier, built
 
     def _attempt(self, work, key, channel=None):
@@ -465,6 +505,7 @@ class Spread:
         worker left (the attempt runs again). ``channel``: the exchange channel of a
         spread segment, whose owners stop waiting for a task that did not run."""
         addresses = [w[0] for w in work]
+        self.touched.update(addresses)
         needed = {(a, f.key) for a, _, args in work for f in calls.futures_in(args)}
         self.cluster.hold(set())  # (forgets the released)
         if needed <= self.cluster.holding:
@@ -473,6 +514,8 @@ class Spread:
                     await exchange.tell_failed_from(self.client.rpc, addresses, channel,
                                                     "client")
             outcomes = calls.call_all(self.client, work, stop_peers)
+            # (again: the client's loop took the releases queued before the call by now)
+            self.cluster.hold(set())
             if not any(isinstance(o, calls.Missing) for o in outcomes):
                 return self._outcome(outcomes, addresses)
             self.cluster.holding -= needed

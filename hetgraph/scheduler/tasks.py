@@ -118,6 +118,7 @@ class Report:
     frontier: tuple | None = None
     stored: object = None
     held: bool = True  # a spread segment's worker holds the state after it (.spread)
+    dropped: bool = False  # the run's last segment dropped its contexts (.spread)
 
     def wait_stored(self):
         """Wait for the state's copy to the host (see ``stored``)."""
