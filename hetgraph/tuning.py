@@ -264,6 +264,16 @@ CC_PARALLEL_ARCS = 1 << 18  # fewer arcs: the serial passes (a parallel pass's t
 # start-up costs more than linking them; docs/tuning.md)
 CC_PARALLEL_MIN_THREADS = 4  # fewer Numba threads (and no threads= given): the serial
 # passes, whose union-find reads less than the threaded one's (two threads lost to one)
+CC_TRAVERSE_DEGREE = 5.0  # edges read per vertex (in and out if directed) up to which a
+# large graph of hostile order takes the traversal (scheduler/direct.py) over serial
+# union-find: beyond, union-find skips more edges than its cache misses cost
+CC_TRAVERSE_SPAN = 1 << 15  # median arc span (ids) above which union-find's parent reads
+# are taken as scattered: a span within it keeps them within a core's cache
+CC_SPAN_SAMPLES = 1024  # arcs read to find that median: a hostile order shows in a few
+CC_CACHED_VERTICES = 1 << 17  # more vertices: a components traversal marks them in bits,
+# not bytes, and prefetches rows (a byte each no longer stays in a core's cache)
+CC_TRAVERSE_AHEAD = 32  # queue places ahead whose rows such a traversal prefetches (the
+# rows of a hostile order are scattered; docs/tuning.md)
 CC_GPU_MIN_ARCS = 1 << 22  # fewer arcs: devices="auto" stays on the CPU (copying the
 # edges to the GPU costs more than the CPU's whole run)
 CC_GPU_MEMORY_FRACTION = 0.8  # of the GPU's free memory the edges and labels may take

@@ -21,6 +21,7 @@ import numpy as np
 from .. import tuning
 from ..graph import Graph
 from ..io.store import StoredGraph
+from ..order import median_arc_span
 from ..result import Result, device_row
 
 # the options of a run the direct path takes, with the values it takes for each; any
@@ -52,6 +53,26 @@ def applies(graph, options, most=None) -> bool:
                    for v in NEUTRAL.get(name, ())):
             return False
     return True
+
+
+def traverses_components(graph, options) -> bool:
+    """Whether connected components of ``graph`` with ``options`` take the direct
+    path (:func:`components`): where :func:`applies`, or on a larger graph in memory
+    that union-find would link on one thread (fewer Numba threads than
+    ``tuning.CC_PARALLEL_MIN_THREADS``), with at most ``tuning.CC_TRAVERSE_DEGREE``
+    edges to read per vertex (in and out on a directed graph) and a median arc span
+    (:func:`hetgraph.order.median_arc_span`) above ``tuning.CC_TRAVERSE_SPAN`` ids:
+    there union-find's dependent reads miss the caches one after another, where a
+    traversal's are known ahead (docs/tuning.md)."""
+    if applies(graph, options):
+        return True
+    if (numba.get_num_threads() >= tuning.CC_PARALLEL_MIN_THREADS
+            or not applies(graph, options, most=sys.maxsize)):
+        return False
+    read = graph.num_arcs * (2 if graph.directed else 1)
+    return (read <= tuning.CC_TRAVERSE_DEGREE * graph.num_vertices
+            and median_arc_span(graph, samples=tuning.CC_SPAN_SAMPLES)
+            > tuning.CC_TRAVERSE_SPAN)
 
 
 def _for_these_threads(most):
@@ -221,10 +242,14 @@ def components(graph, dtype, program_start):
     """Weakly connected components: each vertex gets the smallest id of its component,
     in ``dtype``, by breadth-first traversals in id order; a Result of program "BFS" in
     mode "direct", one row ("traverse")."""
-    labels = np.empty(graph.num_vertices, dtype)
+    n = graph.num_vertices
+    labels = np.empty(n, dtype)
     rows = np.empty((1, 4), np.int64)
+    large = n > tuning.CC_CACHED_VERTICES  # (bit marks, rows prefetched: see the kernel)
+    seen = np.zeros((n + 63) >> 6, np.uint64) if large else np.zeros(n, np.bool_)
     _kernels().components(graph.in_indptr, graph.in_indices, graph.out_indptr,
-                          graph.out_indices, graph.directed, labels, rows)
+                          graph.out_indices, graph.directed, labels, rows, seen,
+                          tuning.CC_TRAVERSE_AHEAD if large else 0)
     result = _result(graph, labels, "BFS", rows, "traverse", True, program_start)
     result.mode = "direct"
     return result

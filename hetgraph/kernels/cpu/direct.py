@@ -13,13 +13,17 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from numba.core import types
+from numba.extending import overload
 
 from .clock import nanoseconds
+from .components import prefetch
 from .diskcache import attach
 
 # the columns of ``rows``: vertices active, edges read, vertices activated, nanoseconds
 ROW_FIELDS = ("active", "edges", "activated", "nanoseconds")
 _ONE = numba.uint64(1)
+_SIX, _LOW = numba.uint64(6), numba.uint64(63)  # (a bit's word, and its place in it)
 
 
 @numba.njit(nogil=True, inline="always")
@@ -240,30 +244,79 @@ def pagerank(indptr, indices, weights, scale, dangling, damping, bound, max_iter
     return done, converged
 
 
+def _push(seen, w, queue, tail):
+    """Mark vertex ``w`` in ``seen`` and append it to ``queue`` at ``tail`` if it was
+    not marked yet; returns the new tail. ``seen`` holds a bool per vertex (a graph
+    whose arrays stay in cache), or a bit per vertex in uint64 words (a large one: N
+    bits stay in a core's cache where N bytes would not), whose step is branch-free:
+    on a graph of hostile order whether a neighbour is new is a coin toss, and a
+    mispredicted branch cost more than the store."""
+
+
+@overload(_push, inline="always")
+def _push_marks(seen, w, queue, tail):
+    if seen.dtype == types.uint64:
+        def bits(seen, w, queue, tail):
+            word, bit = w >> _SIX, _ONE << (w & _LOW)
+            old = seen[word]
+            seen[word] = old | bit
+            queue[tail] = w
+            return tail + ((old & bit) == 0)
+        return bits
+
+    def flags(seen, w, queue, tail):
+        if seen[w]:
+            return tail
+        seen[w] = True
+        queue[tail] = w
+        return tail + 1
+    return flags
+
+
+@numba.njit(nogil=True, inline="always")
+def _reach(indptr, indices, u, seen, queue, tail):
+    """:func:`_push` every neighbour of ``u``; returns the new tail."""
+    for j in range(_index(indptr[u]), _index(indptr[u + 1])):
+        tail = _push(seen, _index(indices[j]), queue, tail)
+    return tail
+
+
 @numba.njit(nogil=True)
-def components(in_indptr, in_indices, out_indptr, out_indices, directed, labels, rows):
-    """Weakly connected components into ``labels``: from each vertex not yet labelled,
+def components(in_indptr, in_indices, out_indptr, out_indices, directed, labels, rows,
+               seen, ahead):
+    """Weakly connected components into ``labels``: from each vertex not yet reached,
     in id order, a breadth-first traversal gives its component the vertex's id, the
-    smallest there (a smaller one would have labelled it first). It follows the
-    in-edges, and on a ``directed`` graph the out-edges too. One row of ``rows``."""
+    smallest there (a smaller one would have reached it first). It follows the
+    in-edges, and on a ``directed`` graph the out-edges too, marking the vertices it
+    reached in ``seen`` (zeros: see :func:`_push`), and prefetches the rows of the
+    vertex ``ahead`` places on in its queue (0: none; a large graph's rows are
+    scattered, and the queue says which come next); a component's labels are written
+    from the queue once it is whole. One row of ``rows``."""
     n = labels.shape[0]
     clock = np.zeros(2, np.int64)
     start = nanoseconds(clock)
-    for v in range(n):
-        labels[v] = -1
-    queue = np.empty(max(n, 1), in_indices.dtype)
+    queue = np.empty(n + 1, in_indices.dtype)  # (+1: a branch-free push stores one past)
+    half = ahead >> 1
     for s in range(n):
-        if labels[s] >= 0:
+        if _push(seen, _index(s), queue, 0) == 0:
             continue
-        labels[s] = s
-        queue[0] = s
         head, tail = 0, 1
         while head < tail:
+            if ahead and head + ahead < tail:  # (a helper function ran slower)
+                prefetch(in_indptr, queue[head + ahead])
+                if directed:
+                    prefetch(out_indptr, queue[head + ahead])
+            if ahead and head + half < tail:
+                prefetch(in_indices, in_indptr[queue[head + half]])
+                if directed:
+                    prefetch(out_indices, out_indptr[queue[head + half]])
             u = _index(queue[head])
             head += 1
-            tail = _visit(in_indptr, in_indices, u, labels, -1, s, queue, tail)
+            tail = _reach(in_indptr, in_indices, u, seen, queue, tail)
             if directed:
-                tail = _visit(out_indptr, out_indices, u, labels, -1, s, queue, tail)
+                tail = _reach(out_indptr, out_indices, u, seen, queue, tail)
+        for i in range(tail):
+            labels[queue[i]] = s
     edges = in_indices.shape[0] * (2 if directed else 1)
     rows[0, 0], rows[0, 1], rows[0, 2] = n, edges, n
     rows[0, 3] = nanoseconds(clock) - start
