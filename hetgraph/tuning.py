@@ -175,6 +175,14 @@ DIRECT_PAGERANK_ARCS = 1 << 18
 # the engine's threads those two bounds were measured against: a machine with more
 # scales them down (scheduler/direct.py), never below DIRECT_ARCS
 DIRECT_BOUND_THREADS = 2
+# a direct traversal (BFS levels, components) of a graph of more vertices whose median
+# arc spans more ids marks the vertices it reached in bits and prefetches the rows its
+# queue names: N bytes or ints no longer stay in a core's cache, and the rows of a
+# hostile order are scattered; an order of shorter spans keeps its reads near
+DIRECT_CACHED_VERTICES = 1 << 17
+DIRECT_HOSTILE_SPAN = 1 << 15  # (ids: 128 KB of int32 values)
+DIRECT_SPAN_SAMPLES = 1024  # arcs read to find that median: a hostile order shows in a few
+DIRECT_AHEAD = 64  # queue places ahead whose rows such a traversal prefetches
 # in process, a run's segments run in the calling thread until they took this long in
 # all, and later ones as tasks: a task's round trip outweighs a short run
 INLINE_SECONDS = 1.0
@@ -265,15 +273,8 @@ CC_PARALLEL_ARCS = 1 << 18  # fewer arcs: the serial passes (a parallel pass's t
 CC_PARALLEL_MIN_THREADS = 4  # fewer Numba threads (and no threads= given): the serial
 # passes, whose union-find reads less than the threaded one's (two threads lost to one)
 CC_TRAVERSE_DEGREE = 5.0  # edges read per vertex (in and out if directed) up to which a
-# large graph of hostile order takes the traversal (scheduler/direct.py) over serial
-# union-find: beyond, union-find skips more edges than its cache misses cost
-CC_TRAVERSE_SPAN = 1 << 15  # median arc span (ids) above which union-find's parent reads
-# are taken as scattered: a span within it keeps them within a core's cache
-CC_SPAN_SAMPLES = 1024  # arcs read to find that median: a hostile order shows in a few
-CC_CACHED_VERTICES = 1 << 17  # more vertices: a components traversal marks them in bits,
-# not bytes, and prefetches rows (a byte each no longer stays in a core's cache)
-CC_TRAVERSE_AHEAD = 32  # queue places ahead whose rows such a traversal prefetches (the
-# rows of a hostile order are scattered; docs/tuning.md)
+# large graph of hostile order (DIRECT_HOSTILE_SPAN) takes the direct path's traversal
+# over serial union-find: beyond, union-find skips more edges than its misses cost
 CC_GPU_MIN_ARCS = 1 << 22  # fewer arcs: devices="auto" stays on the CPU (copying the
 # edges to the GPU costs more than the CPU's whole run)
 CC_GPU_MEMORY_FRACTION = 0.8  # of the GPU's free memory the edges and labels may take

@@ -84,8 +84,9 @@ def test_traversal_equals_scipy_on_random_graphs(edges, variant):
     cached, ahead = variant  # (bit marks and prefetched rows at these sizes too, or not)
     g = hg.from_arrays(src, dst, num_vertices=n, directed=directed, dedup=None)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(tuning, "CC_CACHED_VERTICES", cached)
-        patch.setattr(tuning, "CC_TRAVERSE_AHEAD", ahead)
+        patch.setattr(tuning, "DIRECT_CACHED_VERTICES", cached)
+        patch.setattr(tuning, "DIRECT_HOSTILE_SPAN", -1)
+        patch.setattr(tuning, "DIRECT_AHEAD", ahead)
         result = direct.components(g, np.int32, 0.0)
     check(g, result.values)
     assert result.program == "BFS" and result.history["edges"].sum() == \
@@ -96,9 +97,9 @@ def traversal_on(monkeypatch, span, cores):
     """Components of large graphs traverse where union-find would run on one thread
     (fewer Numba threads than ``cores``), the median arc spans more than ``span``."""
     monkeypatch.setattr(tuning, "CC_TRAVERSE_DEGREE", 5.0)
-    monkeypatch.setattr(tuning, "CC_TRAVERSE_SPAN", span)
+    monkeypatch.setattr(tuning, "DIRECT_HOSTILE_SPAN", span)
     monkeypatch.setattr(tuning, "CC_PARALLEL_MIN_THREADS", cores)
-    monkeypatch.setattr(tuning, "CC_CACHED_VERTICES", 1000)  # (bits and prefetch)
+    monkeypatch.setattr(tuning, "DIRECT_CACHED_VERTICES", 1000)  # (bits and prefetch)
 
 
 def test_hostile_sparse_graphs_traverse(monkeypatch):

@@ -61,9 +61,9 @@ def traverses_components(graph, options) -> bool:
     that union-find would link on one thread (fewer Numba threads than
     ``tuning.CC_PARALLEL_MIN_THREADS``), with at most ``tuning.CC_TRAVERSE_DEGREE``
     edges to read per vertex (in and out on a directed graph) and a median arc span
-    (:func:`hetgraph.order.median_arc_span`) above ``tuning.CC_TRAVERSE_SPAN`` ids:
-    there union-find's dependent reads miss the caches one after another, where a
-    traversal's are known ahead (docs/tuning.md)."""
+    above ``tuning.DIRECT_HOSTILE_SPAN`` ids: there union-find's dependent reads
+    miss the caches one after another, where a traversal's are known ahead
+    (docs/tuning.md)."""
     if applies(graph, options):
         return True
     if (numba.get_num_threads() >= tuning.CC_PARALLEL_MIN_THREADS
@@ -71,8 +71,22 @@ def traverses_components(graph, options) -> bool:
         return False
     read = graph.num_arcs * (2 if graph.directed else 1)
     return (read <= tuning.CC_TRAVERSE_DEGREE * graph.num_vertices
-            and median_arc_span(graph, samples=tuning.CC_SPAN_SAMPLES)
-            > tuning.CC_TRAVERSE_SPAN)
+            and _span(graph) > tuning.DIRECT_HOSTILE_SPAN)
+
+
+def _span(graph):
+    """The median arc span of ``graph`` (:func:`hetgraph.order.median_arc_span` of
+    ``tuning.DIRECT_SPAN_SAMPLES`` arcs), found once and kept by the graph."""
+    return graph.kept(_SPAN, lambda: median_arc_span(graph,
+                                                     samples=tuning.DIRECT_SPAN_SAMPLES))
+
+
+def _scattered(graph):
+    """Whether a traversal of ``graph`` marks vertices in bits and prefetches rows:
+    more than ``tuning.DIRECT_CACHED_VERTICES`` vertices, a median arc span above
+    ``tuning.DIRECT_HOSTILE_SPAN`` (see the kernels' :func:`far_levels`)."""
+    return (graph.num_vertices > tuning.DIRECT_CACHED_VERTICES
+            and _span(graph) > tuning.DIRECT_HOSTILE_SPAN)
 
 
 def _for_these_threads(most):
@@ -103,7 +117,8 @@ def small_levels(graph, label, options, dtype, unreached, name, program_start):
                   program_start, small.work())
 
 
-_SMALL = "direct-small"  # (the key of a graph's _Small in Graph.kept)
+_SMALL = "direct-small"  # (the keys of a graph's _Small and its arc span in Graph.kept)
+_SPAN = "direct-span"
 
 
 class _Small:
@@ -192,10 +207,21 @@ def levels(graph, source, out, unreached, name, program_start, work=None):
     kernels = _KERNELS[0] if _KERNELS else _kernels()
     if work is None:  # (the table, then the queue)
         work = np.empty(kernels.level_work(len(out)), np.int64)
-    count = kernels.levels(graph.out_indptr, graph.out_indices, source, out, unreached,
-                           work)
+    if len(out) > tuning.DIRECT_CACHED_VERTICES and _scattered(graph):
+        count = kernels.far_levels(graph.out_indptr, graph.out_indices, source, out,
+                                   unreached, work, _marks(graph, True), tuning.DIRECT_AHEAD)
+    else:
+        count = kernels.levels(graph.out_indptr, graph.out_indices, source, out, unreached,
+                               work)
     return _DirectResult(graph, out, name, count, (work, "push", time.perf_counter() -
                                                    program_start, True))
+
+
+def _marks(graph, bits):
+    """A traversal's marks of the vertices it reached, all clear: a bit a vertex
+    (uint64 words) or a bool."""
+    n = graph.num_vertices
+    return np.zeros((n + 63) >> 6, np.uint64) if bits else np.zeros(n, np.bool_)
 
 
 def _level_edges(indptr, queue, rows):
@@ -242,14 +268,12 @@ def components(graph, dtype, program_start):
     """Weakly connected components: each vertex gets the smallest id of its component,
     in ``dtype``, by breadth-first traversals in id order; a Result of program "BFS" in
     mode "direct", one row ("traverse")."""
-    n = graph.num_vertices
-    labels = np.empty(n, dtype)
+    labels = np.empty(graph.num_vertices, dtype)
     rows = np.empty((1, 4), np.int64)
-    large = n > tuning.CC_CACHED_VERTICES  # (bit marks, rows prefetched: see the kernel)
-    seen = np.zeros((n + 63) >> 6, np.uint64) if large else np.zeros(n, np.bool_)
+    far = _scattered(graph)
     _kernels().components(graph.in_indptr, graph.in_indices, graph.out_indptr,
-                          graph.out_indices, graph.directed, labels, rows, seen,
-                          tuning.CC_TRAVERSE_AHEAD if large else 0)
+                          graph.out_indices, graph.directed, labels, rows, _marks(graph, far),
+                          tuning.DIRECT_AHEAD if far else 0)
     result = _result(graph, labels, "BFS", rows, "traverse", True, program_start)
     result.mode = "direct"
     return result

@@ -86,9 +86,52 @@ def levels(indptr, indices, source, out, unreached, work):
     return level
 
 
+@numba.njit(nogil=True)
+def far_levels(indptr, indices, source, out, unreached, work, seen, ahead):
+    """:func:`levels` for a graph beyond the caches whose ids say nothing of where a
+    vertex is: the vertices reached are marked in ``seen`` (zeros, a bit a vertex:
+    see :func:`_push`), not by ``out``'s values, whose reads would each miss the
+    caches; the rows of the vertex ``ahead`` places on in the queue are prefetched
+    (its rows are scattered, and the queue says which come next); ``out`` is written
+    from the queue, level by level, once the traversal ends. Returns the levels."""
+    n = out.shape[0]
+    rows = work[:4 * (n + 1)].reshape((n + 1, 4))
+    queue = work[4 * (n + 1):]
+    for v in range(n):
+        out[v] = unreached
+    clock = np.zeros(2, np.int64)
+    start = nanoseconds(clock)
+    out[source] = 0
+    _push(seen, _index(source), queue, 0)
+    half = ahead >> 1
+    head, tail, begin, end, level = 0, 1, 0, 1, 0
+    while head < tail:
+        if head + ahead < tail:  # (a helper function for the prefetches ran slower)
+            prefetch(indptr, queue[head + ahead])
+        if head + half < tail:
+            prefetch(indices, indptr[queue[head + half]])
+        u = _index(queue[head])
+        head += 1
+        tail = _reach(indptr, indices, u, seen, queue, tail)
+        if head == end:
+            now = nanoseconds(clock)
+            rows[level, 0], rows[level, 1], rows[level, 2] = end - begin, 0, tail - end
+            rows[level, 3], start = now - start, now
+            level += 1
+            begin, end = end, tail
+    value, i = out[source], 0  # (0 in out's type)
+    for at in range(level):
+        for _ in range(rows[at, 0]):
+            out[queue[i]] = value
+            i += 1
+        value += 1
+    return level
+
+
 def level_work(n):
-    """The size of :func:`levels`'s ``work`` for N = ``n`` vertices."""
-    return 5 * n + 4
+    """The size of :func:`levels`'s (and :func:`far_levels`'s) ``work`` for N = ``n``
+    vertices (the queue one longer than N: a branch-free step stores one past it)."""
+    return 5 * n + 5
 
 
 @numba.njit(nogil=True, inline="always")
@@ -323,5 +366,5 @@ def components(in_indptr, in_indices, out_indptr, out_indices, directed, labels,
     return 1
 
 
-CACHES = attach({"levels": levels, "dijkstra": dijkstra, "pagerank": pagerank,
-                 "components": components}, "direct")
+CACHES = attach({"levels": levels, "far_levels": far_levels, "dijkstra": dijkstra,
+                 "pagerank": pagerank, "components": components}, "direct")
