@@ -16,6 +16,8 @@ LOAD_THREADS = 8  # threads reading and checking a store's page blocks as it loa
 SKEW_FOR_DEGREE_ORDER = 4.0  # order="auto": degree order when sum(d^2)/|E| >= this * mean degree
 RCM_SPAN_GAIN = 4.0  # order="auto", no hubs: RCM's order when it cuts the median arc span this much
 SPAN_SAMPLES = 1 << 16  # arcs median_arc_span reads at most: the median is stable long before
+ORDER_SERIAL_ARCS = 1 << 20  # fewer arcs: reorder on one Numba thread (its parallel passes
+# saved less than waking the pool costs, and a busy core made each wait a time slice)
 WEIGHT_SAMPLE = 65_536  # edge weights sssp reads to choose its bucket width (their mean)
 
 # --- input limits (hetgraph.io.limits, hetgraph.scheduler.checkpoint) -------------------------
