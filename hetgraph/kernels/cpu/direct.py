@@ -325,6 +325,24 @@ def _reach(indptr, indices, u, seen, queue, tail):
 
 
 @numba.njit(nogil=True)
+def _label(queue, firsts, count, labels):
+    """Give every vertex the first vertex of its component: component c holds
+    queue[firsts[c]:firsts[c + 1]], its first the smallest; the largest's by a pass
+    in id order, the others' over it."""
+    largest = 0
+    for c in range(1, count):
+        if firsts[c + 1] - firsts[c] > firsts[largest + 1] - firsts[largest]:
+            largest = c
+    if count:
+        labels[:] = queue[firsts[largest]]
+    for c in range(count):
+        if c != largest:
+            root = queue[firsts[c]]
+            for i in range(firsts[c], firsts[c + 1]):
+                labels[queue[i]] = root
+
+
+@numba.njit(nogil=True)
 def components(in_indptr, in_indices, out_indptr, out_indices, directed, labels, rows,
                seen, ahead):
     """Weakly connected components into ``labels``: from each vertex not yet reached,
@@ -333,17 +351,24 @@ def components(in_indptr, in_indices, out_indptr, out_indices, directed, labels,
     in-edges, and on a ``directed`` graph the out-edges too, marking the vertices it
     reached in ``seen`` (zeros: see :func:`_push`), and prefetches the rows of the
     vertex ``ahead`` places on in its queue (0: none; a large graph's rows are
-    scattered, and the queue says which come next); a component's labels are written
-    from the queue once it is whole. One row of ``rows``."""
+    scattered, and the queue says which come next). The queue keeps every component,
+    one after the other; at the end the largest one's label is written to every
+    vertex in id order, and the others' over it from the queue: a random write a
+    vertex of the largest, a cache line read and written back each, would cost about
+    as much as its traversal. One row of ``rows``."""
     n = labels.shape[0]
     clock = np.zeros(2, np.int64)
     start = nanoseconds(clock)
     queue = np.empty(n + 1, in_indices.dtype)  # (+1: a branch-free push stores one past)
+    firsts = np.empty(n + 1, np.int64)  # (where each component starts in the queue)
     half = ahead >> 1
+    tail = count = 0
     for s in range(n):
-        if _push(seen, _index(s), queue, 0) == 0:
+        if _push(seen, _index(s), queue, tail) == tail:
             continue
-        head, tail = 0, 1
+        firsts[count] = tail
+        count += 1
+        head, tail = tail, tail + 1
         while head < tail:
             if ahead and head + ahead < tail:  # (a helper function ran slower)
                 prefetch(in_indptr, queue[head + ahead])
@@ -358,8 +383,8 @@ def components(in_indptr, in_indices, out_indptr, out_indices, directed, labels,
             tail = _reach(in_indptr, in_indices, u, seen, queue, tail)
             if directed:
                 tail = _reach(out_indptr, out_indices, u, seen, queue, tail)
-        for i in range(tail):
-            labels[queue[i]] = s
+    firsts[count] = n
+    _label(queue, firsts, count, labels)
     edges = in_indices.shape[0] * (2 if directed else 1)
     rows[0, 0], rows[0, 1], rows[0, 2] = n, edges, n
     rows[0, 3] = nanoseconds(clock) - start
