@@ -1,7 +1,10 @@
-"""Connected components: hetgraph's union-find (Afforest on the CPU) against its label
-propagation (the vertex program it ran before), scipy.sparse.csgraph, igraph and
-networkit, on the bundled graphs, a 1000x1000 grid with its ids shuffled (and as
-generated) and RMAT-20.
+"""Connected components: hetgraph's default (union-find, Afforest on the CPU; the direct
+path's traversals on small graphs and on sparse ones of hostile order, where it runs
+serially) against its label propagation (the vertex program it ran before),
+scipy.sparse.csgraph, igraph and networkit, on the bundled graphs, a 1000x1000 grid
+with its ids shuffled (and as generated) and RMAT-20. Each row's history says which
+ran ("traverse", or Afforest's phases); "hetgraph-1-thread" (``threads=1``) and
+"hetgraph-kernel" are Afforest's.
 
 Usage: python bench/cc.py [--rounds 5] [--grid 1000] [--scale 20] [--out bench/results/cc.json]
 
@@ -27,13 +30,13 @@ import numba
 import numpy as np
 import scipy.sparse.csgraph as csgraph
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.dirname(os.path.abspath(__file__)), ROOT]  # this checkout's hetgraph
 import hetgraph as hg  # noqa: E402
 from hetgraph.algorithms.cc import _afforest  # noqa: E402
 from hetgraph.order import renumber  # noqa: E402
 from machine import describe, settle, write_results  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MIN_BATCH = 0.05  # seconds of calls a short call's round measures
 LP_MAX_SECONDS = 3.0
 POWER_KERNEL_TARGET = 950e-6 / 50  # issue 49: NetworkX's time on power over 50

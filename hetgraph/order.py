@@ -20,6 +20,8 @@ calls it.
 
 from __future__ import annotations
 
+import contextlib
+
 import numba
 import numpy as np
 
@@ -285,16 +287,34 @@ def reorder(graph, order="degree"):
         return graph
     if order == "auto":
         return auto_reordered(graph)[0]
-    if order == "color":
-        return color_major(graph)
-    return renumber(graph, degree_order(graph) if order == "degree" else rcm_order(graph))
+    with _threads_for(graph):
+        if order == "color":
+            return color_major(graph)
+        return renumber(graph, degree_order(graph) if order == "degree" else rcm_order(graph))
 
 
 def auto_reordered(graph):
     """(``graph`` in the order "auto" chooses, that order: "degree", "rcm" or "none")."""
-    if is_skewed(graph):
-        return renumber(graph, degree_order(graph)), "degree"
-    perm = rcm_order(graph)
-    if median_arc_span(graph, perm) * tuning.RCM_SPAN_GAIN > median_arc_span(graph):
-        return graph, "none"
-    return renumber(graph, perm), "rcm"
+    with _threads_for(graph):
+        if is_skewed(graph):
+            return renumber(graph, degree_order(graph)), "degree"
+        perm = rcm_order(graph)
+        if median_arc_span(graph, perm) * tuning.RCM_SPAN_GAIN > median_arc_span(graph):
+            return graph, "none"
+        return renumber(graph, perm), "rcm"
+
+
+@contextlib.contextmanager
+def _threads_for(graph):
+    """The reorder of ``graph`` on one Numba thread (of the calling thread: Numba's
+    count is per thread) when it has fewer than ``tuning.ORDER_SERIAL_ARCS`` arcs, on
+    all of them otherwise."""
+    if graph.num_arcs >= tuning.ORDER_SERIAL_ARCS:
+        yield
+        return
+    before = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)

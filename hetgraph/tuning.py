@@ -16,6 +16,8 @@ LOAD_THREADS = 8  # threads reading and checking a store's page blocks as it loa
 SKEW_FOR_DEGREE_ORDER = 4.0  # order="auto": degree order when sum(d^2)/|E| >= this * mean degree
 RCM_SPAN_GAIN = 4.0  # order="auto", no hubs: RCM's order when it cuts the median arc span this much
 SPAN_SAMPLES = 1 << 16  # arcs median_arc_span reads at most: the median is stable long before
+ORDER_SERIAL_ARCS = 1 << 20  # fewer arcs: reorder on one Numba thread (its parallel passes
+# saved less than waking the pool costs, and a busy core made each wait a time slice)
 WEIGHT_SAMPLE = 65_536  # edge weights sssp reads to choose its bucket width (their mean)
 
 # --- input limits (hetgraph.io.limits, hetgraph.scheduler.checkpoint) -------------------------
@@ -178,6 +180,14 @@ DIRECT_PAGERANK_ARCS = 1 << 18
 # the engine's threads those two bounds were measured against: a machine with more
 # scales them down (scheduler/direct.py), never below DIRECT_ARCS
 DIRECT_BOUND_THREADS = 2
+# a direct traversal (BFS levels, components) of a graph of more vertices whose median
+# arc spans more ids marks the vertices it reached in bits and prefetches the rows its
+# queue names: N bytes or ints no longer stay in a core's cache, and the rows of a
+# hostile order are scattered; an order of shorter spans keeps its reads near
+DIRECT_CACHED_VERTICES = 1 << 17
+DIRECT_HOSTILE_SPAN = 1 << 15  # (ids: 128 KB of int32 values)
+DIRECT_SPAN_SAMPLES = 1024  # arcs read to find that median: a hostile order shows in a few
+DIRECT_AHEAD = 64  # queue places ahead whose rows such a traversal prefetches
 # in process, a run's segments run in the calling thread until they took this long in
 # all, and later ones as tasks: a task's round trip outweighs a short run
 INLINE_SECONDS = 1.0
@@ -270,6 +280,9 @@ CC_PARALLEL_ARCS = 1 << 18  # fewer arcs: the serial passes (a parallel pass's t
 # start-up costs more than linking them; docs/tuning.md)
 CC_PARALLEL_MIN_THREADS = 4  # fewer Numba threads (and no threads= given): the serial
 # passes, whose union-find reads less than the threaded one's (two threads lost to one)
+CC_TRAVERSE_DEGREE = 5.0  # edges read per vertex (in and out if directed) up to which a
+# large graph of hostile order (DIRECT_HOSTILE_SPAN) takes the direct path's traversal
+# over serial union-find: beyond, union-find skips more edges than its misses cost
 CC_GPU_MIN_ARCS = 1 << 22  # fewer arcs: devices="auto" stays on the CPU (copying the
 # edges to the GPU costs more than the CPU's whole run)
 CC_GPU_MEMORY_FRACTION = 0.8  # of the GPU's free memory the edges and labels may take

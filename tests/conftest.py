@@ -28,6 +28,7 @@ def dispatcher_only(monkeypatch):
     monkeypatch.setattr(tuning, "DIRECT_ARCS", -1)
     monkeypatch.setattr(tuning, "DIRECT_LEVELS_ARCS", -1)
     monkeypatch.setattr(tuning, "DIRECT_PAGERANK_ARCS", -1)
+    monkeypatch.setattr(tuning, "CC_TRAVERSE_DEGREE", -1)  # (components' traversal)
 
 
 def data_path(name):

@@ -15,7 +15,8 @@ from hetgraph import tuning
 from hetgraph.algorithms.cc import MinLabel, _blocks
 from hetgraph.io.store import StoredGraph
 from hetgraph.kernels.cpu import components
-from hetgraph.order import renumber
+from hetgraph.order import median_arc_span, renumber
+from hetgraph.scheduler import direct
 
 pytestmark = pytest.mark.usefixtures("dispatcher_only")  # (union-find itself)
 
@@ -74,6 +75,57 @@ def test_connected_components_equals_scipy_on_random_graphs(edges):
     result = hg.connected_components(g)
     check(g, result.values)
     assert result.converged and result.mode == "union-find" and result.graph is g
+
+
+@settings(max_examples=150, deadline=None)
+@given(edge_lists(), st.sampled_from([(0, 0), (1 << 62, 0), (0, 2), (0, 5)]))
+def test_traversal_equals_scipy_on_random_graphs(edges, variant):
+    src, dst, n, directed = edges
+    cached, ahead = variant  # (bit marks and prefetched rows at these sizes too, or not)
+    g = hg.from_arrays(src, dst, num_vertices=n, directed=directed, dedup=None)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tuning, "DIRECT_CACHED_VERTICES", cached)
+        patch.setattr(tuning, "DIRECT_HOSTILE_SPAN", -1)
+        patch.setattr(tuning, "DIRECT_AHEAD", ahead)
+        result = direct.components(g, np.int32, 0.0)
+    check(g, result.values)
+    assert result.program == "BFS" and result.history["edges"].sum() == \
+        g.num_arcs * (2 if directed else 1)
+
+
+def traversal_on(monkeypatch, span, cores):
+    """Components of large graphs traverse where union-find would run on one thread
+    (fewer Numba threads than ``cores``), the median arc spans more than ``span``."""
+    monkeypatch.setattr(tuning, "CC_TRAVERSE_DEGREE", 5.0)
+    monkeypatch.setattr(tuning, "DIRECT_HOSTILE_SPAN", span)
+    monkeypatch.setattr(tuning, "CC_PARALLEL_MIN_THREADS", cores)
+    monkeypatch.setattr(tuning, "DIRECT_CACHED_VERTICES", 1000)  # (bits and prefetch)
+
+
+def test_hostile_sparse_graphs_traverse(monkeypatch):
+    traversal_on(monkeypatch, 1000, 1 << 20)
+    for g in (shuffled_grid(150), hg.generate.erdos_renyi(30_000, m=35_000, seed=4, directed=False),
+              hg.generate.erdos_renyi(30_000, m=20_000, seed=5, directed=True)):
+        assert median_arc_span(g) > 1000
+        result = hg.connected_components(g)
+        check(g, result.values)
+        assert result.program == "BFS" and result.mode == "direct"
+        assert list(result.history["mode"]) == ["traverse"]
+
+
+def test_union_find_where_the_traversal_loses(monkeypatch):
+    traversal_on(monkeypatch, 1000, 1 << 20)
+    ordered = hg.generate.grid(150, 150, weights=None)  # (a median span of 1)
+    dense = hg.generate.erdos_renyi(3000, p=0.01, seed=6)  # (60 arcs a vertex)
+    for g in (ordered, dense):
+        assert hg.connected_components(g).program == "Afforest"
+    g = shuffled_grid(150)
+    for options in ({"threads": 1}, {"devices": "cpu", "progress": True}):
+        assert hg.connected_components(g, **options).program == "Afforest"
+    traversal_on(monkeypatch, 1000, 1)  # threads enough for the threaded union-find
+    assert hg.connected_components(g).program == "Afforest"
+    traversal_on(monkeypatch, 1 << 40, 1 << 20)  # any order taken as friendly
+    assert hg.connected_components(g).program == "Afforest"
 
 
 @pytest.mark.parametrize("name", ["wiki-vote", "power"])

@@ -141,6 +141,39 @@ def test_random_graphs_against_scipy(case):
     check_components(graph, hg.connected_components(graph).values)
 
 
+@settings(max_examples=120, deadline=None)
+@given(small_graphs(), st.sampled_from([0, 2, 64]))
+def test_far_levels_against_scipy(case, ahead):
+    """BFS levels and unweighted SSSP by the kernel for large graphs of hostile order
+    (bit marks, rows prefetched ``ahead``, levels written from the queue)."""
+    graph, source = case
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tuning, "DIRECT_CACHED_VERTICES", -1)
+        patch.setattr(tuning, "DIRECT_HOSTILE_SPAN", -1)
+        patch.setattr(tuning, "DIRECT_AHEAD", ahead)
+        levels = direct.levels(graph, source, np.empty(graph.num_vertices, np.int32), -1,
+                               "BreadthFirst", 0.0)
+        dist = direct.levels(graph, source, np.empty(graph.num_vertices), np.inf, "SSSP",
+                             0.0)
+    check_levels(graph, source, levels.values)
+    np.testing.assert_array_equal(dist.values, scipy_distances(graph, source, True))
+    assert levels.history["edges"].sum() == graph.out_degree()[levels.values >= 0].sum()
+
+
+def test_a_shuffled_grid_takes_the_far_levels(monkeypatch):
+    grid = hg.generate.grid(400, 400, weights=None)  # (above DIRECT_CACHED_VERTICES)
+    graph = hg.order.renumber(grid, np.random.default_rng(3).permutation(160_000))
+    assert direct._scattered(graph) and not direct._scattered(grid)
+    calls = []
+    far = direct._kernels().far_levels
+    monkeypatch.setattr(direct._kernels(), "far_levels", lambda *a: calls.append(1) or far(*a))
+    for g in (graph, grid):
+        result = hg.bfs(g, 7)  # (a label: the renumbered grid keeps the grid's)
+        check_levels(g, int(g.id_of(7)), result.values)
+        assert isinstance(result, direct._DirectResult)
+    assert calls == [1]
+
+
 @settings(max_examples=60, deadline=None)
 @given(small_graphs(), st.sampled_from([(0.85, 1e-6, 100), (0.5, None, 7), (1.0, 1e-3, 0),
                                         (0.85, 1e-12, 3)]))

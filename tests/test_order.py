@@ -1,6 +1,7 @@
 """Vertex renumbering (hetgraph.order): the renumbered graph is the same graph under
 its labels, and every algorithm keyed by label gives the same answer on it."""
 
+import numba
 import numpy as np
 import pytest
 import scipy.sparse.csgraph as csgraph
@@ -9,6 +10,8 @@ from hypothesis import strategies as st
 
 import hetgraph as hg
 from conftest import assert_csr_matches_csc, edge_set
+from hetgraph import order as order_module
+from hetgraph import tuning
 from hetgraph.order import (auto_reordered, degree_order, is_skewed, median_arc_span,
                                rcm_order, renumber)
 
@@ -155,3 +158,24 @@ def test_a_graph_read_page_by_page_is_not_renumbered(tmp_path):
     graph = hg.io.store.as_graph(store, store.data_bytes // 4)
     with pytest.raises(hg.OutOfCoreError, match="reorder before saving"):
         graph.reorder()
+
+
+@pytest.mark.parametrize("order", ["auto", "degree", "rcm", "color"])
+def test_a_small_graph_is_reordered_on_one_thread(order, monkeypatch):
+    g = hg.generate.rmat(10, seed=4, directed=False)
+    seen = []
+    for name in ("renumber", "median_arc_span", "hybrid_coloring"):
+        original = getattr(order_module, name)
+        monkeypatch.setattr(order_module, name, lambda *a, f=original, **k: seen.append(
+            numba.get_num_threads()) or f(*a, **k))
+    threads = numba.get_num_threads()
+    results = []
+    for serial_arcs in (g.num_arcs + 1, g.num_arcs):  # (one thread, then all of them)
+        monkeypatch.setattr(tuning, "ORDER_SERIAL_ARCS", serial_arcs)
+        seen.clear()
+        results.append(g.reorder(order))
+        assert seen and set(seen) == {1 if serial_arcs > g.num_arcs else threads}
+        assert numba.get_num_threads() == threads
+    one, many = results
+    np.testing.assert_array_equal(one.labels, many.labels)  # (the same order)
+    np.testing.assert_array_equal(one.in_indices, many.in_indices)

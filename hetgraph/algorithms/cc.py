@@ -78,7 +78,9 @@ def connected_components(graph, algorithm="auto", **options):
         memory of at most ``hetgraph.tuning.DIRECT_ARCS`` arcs with ``devices``
         "auto" or "cpu" and no ``threads``, one breadth-first traversal per
         component in one compiled call (:mod:`hetgraph.scheduler.direct`: program
-        "BFS", mode "direct", one history row).
+        "BFS", mode "direct", one history row); so too a larger sparse graph of
+        hostile vertex order where union-find would run on one thread
+        (:func:`hetgraph.scheduler.direct.traverses_components`).
     **options
         As above.
 
@@ -114,7 +116,7 @@ def connected_components(graph, algorithm="auto", **options):
     if algorithm == "auto" and options.get("host_budget") is None:
         start = time.perf_counter()
         graph = as_graph(graph)
-        if direct.applies(graph, options):  # (an option it lacks: the checks below)
+        if direct.traverses_components(graph, options):  # (an option it lacks: below)
             return direct.components(graph, _label_dtype(graph), start)
     run_options = _run_defaults()
     unknown = sorted(set(options) - set(run_options))

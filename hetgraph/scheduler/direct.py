@@ -21,6 +21,7 @@ import numpy as np
 from .. import tuning
 from ..graph import Graph
 from ..io.store import StoredGraph
+from ..order import median_arc_span
 from ..result import Result, device_row
 
 # the options of a run the direct path takes, with the values it takes for each; any
@@ -54,6 +55,40 @@ def applies(graph, options, most=None) -> bool:
     return True
 
 
+def traverses_components(graph, options) -> bool:
+    """Whether connected components of ``graph`` with ``options`` take the direct
+    path (:func:`components`): where :func:`applies`, or on a larger graph in memory
+    that union-find would link on one thread (fewer Numba threads than
+    ``tuning.CC_PARALLEL_MIN_THREADS``), with at most ``tuning.CC_TRAVERSE_DEGREE``
+    edges to read per vertex (in and out on a directed graph) and a median arc span
+    above ``tuning.DIRECT_HOSTILE_SPAN`` ids: there union-find's dependent reads
+    miss the caches one after another, where a traversal's are known ahead
+    (docs/tuning.md)."""
+    if applies(graph, options):
+        return True
+    if (numba.get_num_threads() >= tuning.CC_PARALLEL_MIN_THREADS
+            or not applies(graph, options, most=sys.maxsize)):
+        return False
+    read = graph.num_arcs * (2 if graph.directed else 1)
+    return (read <= tuning.CC_TRAVERSE_DEGREE * graph.num_vertices
+            and _span(graph) > tuning.DIRECT_HOSTILE_SPAN)
+
+
+def _span(graph):
+    """The median arc span of ``graph`` (:func:`hetgraph.order.median_arc_span` of
+    ``tuning.DIRECT_SPAN_SAMPLES`` arcs), found once and kept by the graph."""
+    return graph.kept(_SPAN, lambda: median_arc_span(graph,
+                                                     samples=tuning.DIRECT_SPAN_SAMPLES))
+
+
+def _scattered(graph):
+    """Whether a traversal of ``graph`` marks vertices in bits and prefetches rows:
+    more than ``tuning.DIRECT_CACHED_VERTICES`` vertices, a median arc span above
+    ``tuning.DIRECT_HOSTILE_SPAN`` (see the kernels' :func:`far_levels`)."""
+    return (graph.num_vertices > tuning.DIRECT_CACHED_VERTICES
+            and _span(graph) > tuning.DIRECT_HOSTILE_SPAN)
+
+
 def _for_these_threads(most):
     """A bound of arcs measured against the engine on ``tuning.DIRECT_BOUND_THREADS``
     threads, for this process's Numba threads: the engine's passes shorten with more
@@ -82,7 +117,8 @@ def small_levels(graph, label, options, dtype, unreached, name, program_start):
                   program_start, small.work())
 
 
-_SMALL = "direct-small"  # (the key of a graph's _Small in Graph.kept)
+_SMALL = "direct-small"  # (the keys of a graph's _Small and its arc span in Graph.kept)
+_SPAN = "direct-span"
 
 
 class _Small:
@@ -171,10 +207,21 @@ def levels(graph, source, out, unreached, name, program_start, work=None):
     kernels = _KERNELS[0] if _KERNELS else _kernels()
     if work is None:  # (the table, then the queue)
         work = np.empty(kernels.level_work(len(out)), np.int64)
-    count = kernels.levels(graph.out_indptr, graph.out_indices, source, out, unreached,
-                           work)
+    if len(out) > tuning.DIRECT_CACHED_VERTICES and _scattered(graph):
+        count = kernels.far_levels(graph.out_indptr, graph.out_indices, source, out,
+                                   unreached, work, _marks(graph, True), tuning.DIRECT_AHEAD)
+    else:
+        count = kernels.levels(graph.out_indptr, graph.out_indices, source, out, unreached,
+                               work)
     return _DirectResult(graph, out, name, count, (work, "push", time.perf_counter() -
                                                    program_start, True))
+
+
+def _marks(graph, bits):
+    """A traversal's marks of the vertices it reached, all clear: a bit a vertex
+    (uint64 words) or a bool."""
+    n = graph.num_vertices
+    return np.zeros((n + 63) >> 6, np.uint64) if bits else np.zeros(n, np.bool_)
 
 
 def _level_edges(indptr, queue, rows):
@@ -223,8 +270,10 @@ def components(graph, dtype, program_start):
     mode "direct", one row ("traverse")."""
     labels = np.empty(graph.num_vertices, dtype)
     rows = np.empty((1, 4), np.int64)
+    far = _scattered(graph)
     _kernels().components(graph.in_indptr, graph.in_indices, graph.out_indptr,
-                          graph.out_indices, graph.directed, labels, rows)
+                          graph.out_indices, graph.directed, labels, rows, _marks(graph, far),
+                          tuning.DIRECT_AHEAD if far else 0)
     result = _result(graph, labels, "BFS", rows, "traverse", True, program_start)
     result.mode = "direct"
     return result

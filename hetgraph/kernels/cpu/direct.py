@@ -13,13 +13,17 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from numba.core import types
+from numba.extending import overload
 
 from .clock import nanoseconds
+from .components import prefetch
 from .diskcache import attach
 
 # the columns of ``rows``: vertices active, edges read, vertices activated, nanoseconds
 ROW_FIELDS = ("active", "edges", "activated", "nanoseconds")
 _ONE = numba.uint64(1)
+_SIX, _LOW = numba.uint64(6), numba.uint64(63)  # (a bit's word, and its place in it)
 
 
 @numba.njit(nogil=True, inline="always")
@@ -82,9 +86,52 @@ def levels(indptr, indices, source, out, unreached, work):
     return level
 
 
+@numba.njit(nogil=True)
+def far_levels(indptr, indices, source, out, unreached, work, seen, ahead):
+    """:func:`levels` for a graph beyond the caches whose ids say nothing of where a
+    vertex is: the vertices reached are marked in ``seen`` (zeros, a bit a vertex:
+    see :func:`_push`), not by ``out``'s values, whose reads would each miss the
+    caches; the rows of the vertex ``ahead`` places on in the queue are prefetched
+    (its rows are scattered, and the queue says which come next); ``out`` is written
+    from the queue, level by level, once the traversal ends. Returns the levels."""
+    n = out.shape[0]
+    rows = work[:4 * (n + 1)].reshape((n + 1, 4))
+    queue = work[4 * (n + 1):]
+    for v in range(n):
+        out[v] = unreached
+    clock = np.zeros(2, np.int64)
+    start = nanoseconds(clock)
+    out[source] = 0
+    _push(seen, _index(source), queue, 0)
+    half = ahead >> 1
+    head, tail, begin, end, level = 0, 1, 0, 1, 0
+    while head < tail:
+        if head + ahead < tail:  # (a helper function for the prefetches ran slower)
+            prefetch(indptr, queue[head + ahead])
+        if head + half < tail:
+            prefetch(indices, indptr[queue[head + half]])
+        u = _index(queue[head])
+        head += 1
+        tail = _reach(indptr, indices, u, seen, queue, tail)
+        if head == end:
+            now = nanoseconds(clock)
+            rows[level, 0], rows[level, 1], rows[level, 2] = end - begin, 0, tail - end
+            rows[level, 3], start = now - start, now
+            level += 1
+            begin, end = end, tail
+    value, i = out[source], 0  # (0 in out's type)
+    for at in range(level):
+        for _ in range(rows[at, 0]):
+            out[queue[i]] = value
+            i += 1
+        value += 1
+    return level
+
+
 def level_work(n):
-    """The size of :func:`levels`'s ``work`` for N = ``n`` vertices."""
-    return 5 * n + 4
+    """The size of :func:`levels`'s (and :func:`far_levels`'s) ``work`` for N = ``n``
+    vertices (the queue one longer than N: a branch-free step stores one past it)."""
+    return 5 * n + 5
 
 
 @numba.njit(nogil=True, inline="always")
@@ -240,35 +287,109 @@ def pagerank(indptr, indices, weights, scale, dangling, damping, bound, max_iter
     return done, converged
 
 
+def _push(seen, w, queue, tail):
+    """Mark vertex ``w`` in ``seen`` and append it to ``queue`` at ``tail`` if it was
+    not marked yet; returns the new tail. ``seen`` holds a bool per vertex (a graph
+    whose arrays stay in cache), or a bit per vertex in uint64 words (a large one: N
+    bits stay in a core's cache where N bytes would not), whose step is branch-free:
+    on a graph of hostile order whether a neighbour is new is a coin toss, and a
+    mispredicted branch cost more than the store."""
+
+
+@overload(_push, inline="always")
+def _push_marks(seen, w, queue, tail):
+    if seen.dtype == types.uint64:
+        def bits(seen, w, queue, tail):
+            word, bit = w >> _SIX, _ONE << (w & _LOW)
+            old = seen[word]
+            seen[word] = old | bit
+            queue[tail] = w
+            return tail + ((old & bit) == 0)
+        return bits
+
+    def flags(seen, w, queue, tail):
+        if seen[w]:
+            return tail
+        seen[w] = True
+        queue[tail] = w
+        return tail + 1
+    return flags
+
+
+@numba.njit(nogil=True, inline="always")
+def _reach(indptr, indices, u, seen, queue, tail):
+    """:func:`_push` every neighbour of ``u``; returns the new tail."""
+    for j in range(_index(indptr[u]), _index(indptr[u + 1])):
+        tail = _push(seen, _index(indices[j]), queue, tail)
+    return tail
+
+
 @numba.njit(nogil=True)
-def components(in_indptr, in_indices, out_indptr, out_indices, directed, labels, rows):
-    """Weakly connected components into ``labels``: from each vertex not yet labelled,
+def _label(queue, firsts, count, labels):
+    """Give every vertex the first vertex of its component: component c holds
+    queue[firsts[c]:firsts[c + 1]], its first the smallest; the largest's by a pass
+    in id order, the others' over it."""
+    largest = 0
+    for c in range(1, count):
+        if firsts[c + 1] - firsts[c] > firsts[largest + 1] - firsts[largest]:
+            largest = c
+    if count:
+        labels[:] = queue[firsts[largest]]
+    for c in range(count):
+        if c != largest:
+            root = queue[firsts[c]]
+            for i in range(firsts[c], firsts[c + 1]):
+                labels[queue[i]] = root
+
+
+@numba.njit(nogil=True)
+def components(in_indptr, in_indices, out_indptr, out_indices, directed, labels, rows,
+               seen, ahead):
+    """Weakly connected components into ``labels``: from each vertex not yet reached,
     in id order, a breadth-first traversal gives its component the vertex's id, the
-    smallest there (a smaller one would have labelled it first). It follows the
-    in-edges, and on a ``directed`` graph the out-edges too. One row of ``rows``."""
+    smallest there (a smaller one would have reached it first). It follows the
+    in-edges, and on a ``directed`` graph the out-edges too, marking the vertices it
+    reached in ``seen`` (zeros: see :func:`_push`), and prefetches the rows of the
+    vertex ``ahead`` places on in its queue (0: none; a large graph's rows are
+    scattered, and the queue says which come next). The queue keeps every component,
+    one after the other; at the end the largest one's label is written to every
+    vertex in id order, and the others' over it from the queue: a random write a
+    vertex of the largest, a cache line read and written back each, would cost about
+    as much as its traversal. One row of ``rows``."""
     n = labels.shape[0]
     clock = np.zeros(2, np.int64)
     start = nanoseconds(clock)
-    for v in range(n):
-        labels[v] = -1
-    queue = np.empty(max(n, 1), in_indices.dtype)
+    queue = np.empty(n + 1, in_indices.dtype)  # (+1: a branch-free push stores one past)
+    firsts = np.empty(n + 1, np.int64)  # (where each component starts in the queue)
+    half = ahead >> 1
+    tail = count = 0
     for s in range(n):
-        if labels[s] >= 0:
+        if _push(seen, _index(s), queue, tail) == tail:
             continue
-        labels[s] = s
-        queue[0] = s
-        head, tail = 0, 1
+        firsts[count] = tail
+        count += 1
+        head, tail = tail, tail + 1
         while head < tail:
+            if ahead and head + ahead < tail:  # (a helper function ran slower)
+                prefetch(in_indptr, queue[head + ahead])
+                if directed:
+                    prefetch(out_indptr, queue[head + ahead])
+            if ahead and head + half < tail:
+                prefetch(in_indices, in_indptr[queue[head + half]])
+                if directed:
+                    prefetch(out_indices, out_indptr[queue[head + half]])
             u = _index(queue[head])
             head += 1
-            tail = _visit(in_indptr, in_indices, u, labels, -1, s, queue, tail)
+            tail = _reach(in_indptr, in_indices, u, seen, queue, tail)
             if directed:
-                tail = _visit(out_indptr, out_indices, u, labels, -1, s, queue, tail)
+                tail = _reach(out_indptr, out_indices, u, seen, queue, tail)
+    firsts[count] = n
+    _label(queue, firsts, count, labels)
     edges = in_indices.shape[0] * (2 if directed else 1)
     rows[0, 0], rows[0, 1], rows[0, 2] = n, edges, n
     rows[0, 3] = nanoseconds(clock) - start
     return 1
 
 
-CACHES = attach({"levels": levels, "dijkstra": dijkstra, "pagerank": pagerank,
-                 "components": components}, "direct")
+CACHES = attach({"levels": levels, "far_levels": far_levels, "dijkstra": dijkstra,
+                 "pagerank": pagerank, "components": components}, "direct")
