@@ -283,6 +283,15 @@ def _store_id(path):
     return store_id if isinstance(store_id, str) else None
 
 
+def _identity(path):
+    """(device, inode) of the directory at ``path``; None when there is none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino) if stat.S_ISDIR(st.st_mode) else None
+
+
 def _save_under_way(path) -> bool:
     """Whether a save to ``path`` has left its marks beside it (a temporary root or a
     replaced store): a reader that found no store may have come between its renames."""
@@ -415,8 +424,9 @@ class PageStore:
 
     def __init__(self, path, key=None):
         self.path = os.path.abspath(os.fspath(path))
+        found = _identity(self.path)
         try:
-            if not os.path.isdir(self.path):
+            if found is None:
                 # between a save's two renames: its marks beside it, or a store by now
                 if _save_under_way(self.path) or os.path.isdir(self.path):
                     raise StoreError(f"{self.path}: {RETRY} (a save is replacing it)")
@@ -424,7 +434,10 @@ class PageStore:
                                  "write one with Graph.save or `hetgraph convert`")
             m = manifests.load(os.path.join(self.path, MANIFEST))
         except StoreError as exc:
-            if not os.path.isdir(self.path) and _save_under_way(self.path):
+            # (a save may have replaced the directory since it was found: its marks
+            # gone by now, the path a new store)
+            if found is not None and (_identity(self.path) != found or
+                                      _save_under_way(self.path)):
                 raise StoreError(f"{self.path}: {RETRY} (a save is replacing it)") from exc
             raise
         if key is not None:

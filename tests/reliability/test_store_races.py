@@ -133,6 +133,33 @@ def test_a_store_removed_after_opening_is_a_retry_error(tmp_path, graphs):
         PageStore(tmp_path / "s")
 
 
+def test_a_store_replaced_while_its_manifest_is_read_is_a_retry_error(tmp_path, graphs,
+                                                                       monkeypatch):
+    """A save that replaces the store between the reader's finding it and its reading
+    the manifest, and is done by the time the reader looks again (no marks left): the
+    directory is another one, so the missing manifest is a retry error."""
+    import shutil
+
+    graphs[0].save(tmp_path / "s", page_bytes=4000)
+    load = store_mod.manifests.load
+
+    def replaced_meanwhile(path):
+        monkeypatch.setattr(store_mod.manifests, "load", load)
+        os.rename(tmp_path / "s", tmp_path / "gone")
+        graphs[2].save(tmp_path / "s", page_bytes=4000)
+        shutil.rmtree(tmp_path / "gone")
+        return load(os.path.join(tmp_path, "gone", "manifest.json"))  # (as it was)
+
+    monkeypatch.setattr(store_mod.manifests, "load", replaced_meanwhile)
+    with pytest.raises(hg.StoreError, match=RETRY):
+        PageStore(tmp_path / "s")
+    assert PageStore(tmp_path / "s").num_vertices == graphs[2].num_vertices
+    # a store whose manifest is missing, not replaced, still says so
+    os.remove(tmp_path / "s" / "manifest.json")
+    with pytest.raises(hg.StoreError, match="manifest is missing"):
+        PageStore(tmp_path / "s")
+
+
 def test_out_of_core_reads_of_a_replaced_store_are_a_retry_error(tmp_path, graphs):
     graphs[0].save(tmp_path / "s", page_bytes=4000)
     stored = PageStore(tmp_path / "s").stored_graph()
