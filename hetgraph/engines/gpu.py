@@ -129,8 +129,8 @@ def lay_out_ahead(graph, weighted, vertex_bytes, gpu):
         return False
     layout = dict(shared_bytes=option("shared_bytes", tuning.GPU_SHARED_BYTES),
                   replication=gpu.get("replication"), vertex_bytes=vertex_bytes)
-    partition = _partition_for(graph, total, budget, option("page_bytes", tuning.PAGE_BYTES),
-                               streams, layout)
+    partition = _partition_for(graph, total, budget,
+                               option("page_bytes", tuning.PAGE_BYTES), streams, layout)
     degree_dtype = _degree_dtype(graph)
     key = _pages_key(graph, degree_dtype, edge_order, ranges, memory_budget, streams,
                      partition, None)
@@ -317,7 +317,8 @@ class GpuEngine(Engine):
                     self._partition(budget, page_bytes, streams)
 
     def _partition(self, budget, page_bytes, streams):
-        """The graph's partition for a ``budget`` of device bytes (:func:`_partition_for`)."""
+        """The graph's partition for a ``budget`` of device bytes
+        (:func:`_partition_for`)."""
         return _partition_for(self.graph, self.graph.num_arcs * self.per_edge, budget,
                               page_bytes, streams, self.layout)
 

@@ -7,8 +7,9 @@ the program's initial state is made there, not sent). On one worker its segments
 there (:func:`cpu_alone`), a warm call's one segment as one direct call, whose worker
 drops the run's contexts with its report (nothing else is sent at the run's end). On
 several they run as *spread segments*: one task on each CPU worker of the run (its
-*owners*), all of them running the same iterations: each worker owns a contiguous range of the vertices (:func:`.placement.owned_ranges`) and
-keeps a copy of the whole state; a pull iteration pulls the owner's range (with its
+*owners*), all of them running the same iterations: each worker owns a contiguous
+range of the vertices (:func:`.placement.owned_ranges`) and keeps a copy of the whole
+state; a pull iteration pulls the owner's range (with its
 share of its host's cores), sends its new values and flags to the peers
 (:mod:`.exchange`; through shared memory between the processes of one host,
 :mod:`.hostshare`) and takes theirs, so that every worker holds the same state after

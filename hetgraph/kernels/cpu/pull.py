@@ -22,9 +22,9 @@ class PullPass(NamedTuple):
     (releasing the GIL), ``merge(out_indptr, state, cut)`` applies the vertices cut at a
     range boundary, ``sweep_colors(page, state, bounds, scratch)`` a colored
     iteration's passes over contiguous colors, each in one range (see
-    :func:`_build_colors`). Each returns (vertices activated, their out-degree sum). A compiled
-    entry point takes only the arrays it reads: each array argument adds to its compile
-    (its unboxing). They take the Page, State and Cut as plain tuples (see
+    :func:`_build_colors`). Each returns (vertices activated, their out-degree sum). A
+    compiled entry point takes only the arrays it reads: each array argument adds to its
+    compile (its unboxing). They take the Page, State and Cut as plain tuples (see
     :mod:`.structs`), which :meth:`run` passes."""
     gather_range: Callable
     merge: Callable
