@@ -20,8 +20,6 @@ calls it.
 
 from __future__ import annotations
 
-import contextlib
-
 import numba
 import numpy as np
 
@@ -29,6 +27,7 @@ from . import tuning
 from .coloring import KEPT, hybrid_coloring
 from .csr import sort_segments, transpose
 from .errors import GraphError
+from .threadcount import numba_threads
 
 ORDERS = ("auto", "degree", "rcm", "color", "none")
 
@@ -304,17 +303,7 @@ def auto_reordered(graph):
         return renumber(graph, perm), "rcm"
 
 
-@contextlib.contextmanager
 def _threads_for(graph):
-    """The reorder of ``graph`` on one Numba thread (of the calling thread: Numba's
-    count is per thread) when it has fewer than ``tuning.ORDER_SERIAL_ARCS`` arcs, on
-    all of them otherwise."""
-    if graph.num_arcs >= tuning.ORDER_SERIAL_ARCS:
-        yield
-        return
-    before = numba.get_num_threads()
-    numba.set_num_threads(1)
-    try:
-        yield
-    finally:
-        numba.set_num_threads(before)
+    """The Numba threads of a reorder of ``graph`` (:func:`numba_threads`): one when it
+    has fewer than ``tuning.ORDER_SERIAL_ARCS`` arcs, all of them otherwise."""
+    return numba_threads(1 if graph.num_arcs < tuning.ORDER_SERIAL_ARCS else None)

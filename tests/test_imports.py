@@ -96,7 +96,7 @@ LAYERS = (
                "hetgraph.coloring",
                "hetgraph.program", "hetgraph.result", "hetgraph.events", "hetgraph.plot")),
     ("base", ("hetgraph.errors", "hetgraph.registry", "hetgraph.tuning", "hetgraph.version",
-              "hetgraph.cachedir")),
+              "hetgraph.cachedir", "hetgraph.threadcount")),
 )
 
 

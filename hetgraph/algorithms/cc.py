@@ -26,6 +26,7 @@ from ..registry import algorithm
 from ..result import Result, history_row
 from ..scheduler import direct
 from ..scheduler.entry import run
+from ..threadcount import numba_threads
 from .common import MinRelaxation
 
 ALGORITHMS = ("auto", "union-find", "label-propagation")
@@ -208,16 +209,11 @@ def _afforest(graph, threads, clock):
     parallel = many and graph.num_arcs >= tuning.CC_PARALLEL_ARCS
     sample = graph.num_arcs >= tuning.CC_SAMPLE_ARCS
     out = (graph.out_indptr, _blocks(graph, out=True)) if graph.directed else None
-    before = numba.get_num_threads()
-    if threads is not None:
-        numba.set_num_threads(int(threads))
-    try:
+    with numba_threads(threads):
         return afforest(graph.num_vertices, graph.in_indptr, _blocks(graph), out=out,
                         k=tuning.CC_SAMPLE_NEIGHBOURS if sample else 0,
                         samples=tuning.CC_FREQUENT_SAMPLES, parallel=parallel,
                         dtype=_label_dtype(graph), clock=clock)
-    finally:
-        numba.set_num_threads(before)
 
 
 def _device(graph, devices):

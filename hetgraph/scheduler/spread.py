@@ -9,8 +9,8 @@ drops the run's contexts with its report (nothing else is sent at the run's end)
 several they run as *spread segments*: one task on each CPU worker of the run (its
 *owners*), all of them running the same iterations: each worker owns a contiguous
 range of the vertices (:func:`.placement.owned_ranges`) and keeps a copy of the whole
-state; a pull iteration pulls the owner's range (with its
-share of its host's cores), sends its new values and flags to the peers
+state; a pull iteration pulls the owner's range (with its share of its host's cores),
+sends its new values and flags to the peers
 (:mod:`.exchange`; through shared memory between the processes of one host,
 :mod:`.hostshare`) and takes theirs, so that every worker holds the same state after
 it. A graph of fewer than ``tuning.SPREAD_ARCS`` arcs runs on one worker: its
@@ -54,6 +54,7 @@ from ..cluster import WorkerLostError
 from ..engines.cpu_modes import notify_fraction
 from ..kernels import cpu
 from ..result import SECONDS, history_row
+from ..threadcount import numba_threads
 from . import calls, exchange, hostshare, tasks
 from .placement import owned_ranges
 from .state import VertexState
@@ -129,7 +130,7 @@ def cpu_alone(run, state, version, first, last, model, frontier, back=None, seco
     reaches ``last`` or converges; the worker then drops the run's contexts itself
     (``Report.dropped``), which spares the client a message to every worker at the
     run's end."""
-    with tasks.numba_threads(run.threads):
+    with numba_threads(run.threads):
         own = _own_state(run, tasks.cpu_context_of(run.run_id), state, version,
                          backup=False)  # (the client holds the one it began from)
         ctx = tasks._cpu_context(run, own)
@@ -159,7 +160,7 @@ def cpu_spread(run, state, version, first, last, model, owners, me, frontier, ba
         # was lost with its worker; the segment went on without it
         raise exchange.PeerLostError(owners.addresses[me], (first,))
     seconds = tuning.SEGMENT_SECONDS if seconds is None else seconds
-    with tasks.numba_threads(run.threads or cores_of_owner(owners.addresses, me)):
+    with numba_threads(run.threads or cores_of_owner(owners.addresses, me)):
         own = _own_state(run, tasks.cpu_context_of(run.run_id), state, version)
         ctx = tasks._cpu_context(run, own)
         ctx.held = ctx.version = None  # (mid-segment; the engine recounts its frontier)
@@ -244,7 +245,7 @@ class _Iterations:
             return part["next"], part["status"], part["frontier"]
         run, engine = self.run_, self.engine
         engine.reset_frontier(frontier)  # (pulls changed the state)
-        with tasks.numba_threads(run.threads or numba.config.NUMBA_NUM_THREADS):  # (the
+        with numba_threads(run.threads or numba.config.NUMBA_NUM_THREADS):  # (the
             # peers wait meanwhile)
             done, status = tasks.run_iterations(
                 run, engine, "cpu", first, last,

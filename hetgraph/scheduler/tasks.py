@@ -23,7 +23,6 @@ not page tasks), the state kept in the workers' CPU contexts.
 from __future__ import annotations
 
 import collections
-import contextlib
 import dataclasses
 import functools
 import io
@@ -44,6 +43,7 @@ from ..io.store import StoredGraph
 from ..kernels import cpu
 from ..kernels.gpu import kept as kept_layouts
 from ..result import COLUMN, device_row, with_overhead
+from ..threadcount import numba_threads
 from . import exchange
 
 ACTIVATED = COLUMN["activated"]
@@ -281,20 +281,6 @@ def drop_contexts(run_id):
             else:  # (one idle engine a kind: a second, of runs at once, is dropped)
                 ctx.engine.unbind()
                 ctx.idle.setdefault(ctx.idle_key, ctx.engine)
-
-
-@contextlib.contextmanager
-def numba_threads(threads):
-    """Numba's thread count for this thread (it is per thread) while the block runs."""
-    if threads is None:
-        yield numba.get_num_threads()
-        return
-    before = numba.get_num_threads()
-    numba.set_num_threads(int(threads))
-    try:
-        yield int(threads)
-    finally:
-        numba.set_num_threads(before)
 
 
 def cpu_context_of(run_id):
