@@ -207,7 +207,7 @@ def levels(graph, source, out, unreached, name, program_start, work=None):
     kernels = _KERNELS[0] if _KERNELS else _kernels()
     if work is None:  # (the table, then the queue)
         work = np.empty(kernels.level_work(len(out)), np.int64)
-    if len(out) > tuning.DIRECT_CACHED_VERTICES and _scattered(graph):
+    if _scattered(graph):
         count = kernels.far_levels(graph.out_indptr, graph.out_indices, source, out,
                                    unreached, work, _marks(graph, True), tuning.DIRECT_AHEAD)
     else:
