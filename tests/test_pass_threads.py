@@ -89,6 +89,27 @@ def test_spread_choice_follows_the_faster_way_and_probes_the_other(monkeypatch):
     assert run(3) == "SSS"  # (alone confirmed slower: the next try after 4)
 
 
+def test_one_slow_first_spread_pass_is_forgotten_at_the_first_try(monkeypatch):
+    """A first spread pass 30x slow (threads starting, pages first touched) sends the
+    choice alone; the first try of spreading, SPREAD_PROBE passes on, measures it
+    faster and spreading resumes there, not after hundreds of passes of averaging."""
+    from hetgraph import tuning
+    from hetgraph.engines.cpu_modes import SpreadChoice
+
+    monkeypatch.setattr(tuning, "SPREAD_PROBE", 8)
+    monkeypatch.setattr(tuning, "SPREAD_WEIGHT", 0.3)
+    choice = SpreadChoice()
+    speed = {True: 1.4, False: 4.5}  # milliseconds a pass: spread is faster
+    ways = []
+    for i in range(40):
+        way = choice.spread()
+        choice.record(way, 42.0 if i == 0 else speed[way], 100)
+        ways.append("S" if way else "a")
+    ways = "".join(ways)
+    assert ways[:17] == "Sa" + "a" * 7 + "S" * 8  # the try, 8 passes on, turns it
+    assert ways[17:] == "a" + "S" * 15 + "a" + "S" * 6  # alone tried, after 16 passes
+
+
 def test_an_engine_on_a_busy_machine_pulls_alone(monkeypatch):
     """A graph over SERIAL_EDGES on 2 threads: when spread passes are slower, the engine's
     later pulls run alone (parts=1), and PageRank still equals SciPy's."""

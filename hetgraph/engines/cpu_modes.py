@@ -20,12 +20,15 @@ from .. import tuning
 class SpreadChoice:
     """Whether a pull pass that could run on several threads (its ranges claimed by
     helper threads) runs spread or in the calling thread alone, by the seconds an edge
-    each way took lately (a moving average of weight ``tuning.SPREAD_WEIGHT``): where
-    other work holds the cores, threads wait for each other and one thread is faster.
-    Each way is tried first once; then the way not taken is tried again after
-    ``tuning.SPREAD_PROBE`` passes, so that a change of the machine's load is seen, and
-    after twice as many each time a try confirms the choice (up to
-    ``tuning.SPREAD_PROBE_MAX``): a try of the slower way costs a pass's time."""
+    each way took lately: where other work holds the cores, threads wait for each other
+    and one thread is faster. Each way is tried first once; then the way not taken is
+    tried again after ``tuning.SPREAD_PROBE`` passes, so that a change of the machine's
+    load is seen, and after twice as many each time a try confirms the choice (up to
+    ``tuning.SPREAD_PROBE_MAX``): a try of the slower way costs a pass's time. The way
+    taken keeps a moving average of its rate (weight ``tuning.SPREAD_WEIGHT``); a try
+    replaces the other way's rate with what it measured, so that one slow first pass
+    (helper threads starting, pages first touched) is forgotten at the next try, not
+    averaged away over hundreds of passes."""
 
     def __init__(self):
         self.rates = {True: None, False: None}  # {spread: seconds an edge}
@@ -46,17 +49,15 @@ class SpreadChoice:
     def record(self, spread: bool, seconds: float, edges: int):
         """A pass ran (``spread`` or not) over ``edges`` edges in ``seconds``."""
         rate, old = seconds / max(edges, 1), self.rates[spread]
-        if old is None:
-            self.rates[spread] = rate
-            return
         other = self.rates[not spread]
-        was_better = other is None or old <= other
-        self.rates[spread] = new = old + tuning.SPREAD_WEIGHT * (rate - old)
-        if not was_better:  # a try of the other way: back off while it stays slower
-            confirmed = other is not None and new > other
-            self.interval = min(2 * self.interval, tuning.SPREAD_PROBE_MAX) \
-                if confirmed else tuning.SPREAD_PROBE
-            self.wait = self.interval
+        if old is None or other is None or old <= other:  # the way taken (or a first)
+            self.rates[spread] = rate if old is None else \
+                old + tuning.SPREAD_WEIGHT * (rate - old)
+            return
+        self.rates[spread] = rate  # a try of the other way: back off while it stays slower
+        self.interval = min(2 * self.interval, tuning.SPREAD_PROBE_MAX) \
+            if rate > other else tuning.SPREAD_PROBE
+        self.wait = self.interval
 
 
 def push_factor(incremental: bool, threads: int) -> float:
