@@ -110,6 +110,25 @@ def test_one_slow_first_spread_pass_is_forgotten_at_the_first_try(monkeypatch):
     assert ways[17:] == "a" + "S" * 15 + "a" + "S" * 6  # alone tried, after 16 passes
 
 
+def test_passes_of_other_sizes_learn_apart():
+    """Notify-pulls over a few vertices, whose spread passes are dear, run alone; the
+    whole pulls of the same engine still spread (the choice is kept by powers of 4
+    edges)."""
+    from hetgraph.engines.cpu_modes import SpreadBySize
+
+    sizes = SpreadBySize()
+    assert sizes.choice(200_000) is sizes.choice(250_000)
+    assert sizes.choice(200_000) is not sizes.choice(4_000_000)
+    seconds = {(200_000, True): 3.0, (200_000, False): 1.0,  # small: alone is faster
+               (4_000_000, True): 1.5, (4_000_000, False): 10.0}
+    for _ in range(3):
+        for edges in (200_000, 4_000_000):
+            choice = sizes.choice(edges)
+            way = choice.spread()
+            choice.record(way, seconds[edges, way], edges)
+    assert sizes.choice(4_000_000).spread() and not sizes.choice(200_000).spread()
+
+
 def test_an_engine_on_a_busy_machine_pulls_alone(monkeypatch):
     """A graph over SERIAL_EDGES on 2 threads: when spread passes are slower, the engine's
     later pulls run alone (parts=1), and PageRank still equals SciPy's."""
@@ -129,7 +148,7 @@ def test_an_engine_on_a_busy_machine_pulls_alone(monkeypatch):
         calls.append(args[-1])
         return step(*args, **kwargs)
     monkeypatch.setattr(engine.kernel, "step", slow_when_spread)
-    engine.spread.rates = {True: 1.0, False: 1e-12}  # spread passes were far slower
+    engine.spread.choice(g.num_arcs).rates = {True: 1.0, False: 1e-12}  # spread passes were far slower
     before = values.copy()
     engine.iterate(spec.program.iteration_constant(g, values), engine.frontier())
     assert calls == [False]

@@ -23,7 +23,7 @@ from ..kernels import cpu
 from ..kernels.cpu.pull import cut_ranges
 from .base import Engine
 from .colored import MODE as COLORED, ColorSweep
-from .cpu_modes import SpreadChoice, choose_cpu_mode, notify_fraction, push_factor
+from .cpu_modes import SpreadBySize, choose_cpu_mode, notify_fraction, push_factor
 
 
 def chunk_count(num_vertices, threads):
@@ -92,7 +92,7 @@ class CpuEngine(Engine):
         self.pull_threads = pull_threads(graph.num_arcs, threads, partitions)
         self.parallel = self.pull_threads > 1  # passes may run on several threads
         # spread or alone, by their speed lately (partitions= given: always spread)
-        self.spread = SpreadChoice() if self.parallel and not partitions else None
+        self.spread = SpreadBySize() if self.parallel and not partitions else None
         self.sparse_edges = tuning.SPARSE_EDGES  # (read once: see _from_ids)
         self.sparse = notify_fraction(self.sparse_edges, graph.num_arcs)  # (choose_cpu_mode's)
         self._seen = None  # scratch of a push, made by the first
@@ -309,13 +309,13 @@ class CpuEngine(Engine):
 
     def _step(self, constant, vertices, prefix, v0, edges=None, written=None):
         """The kernel over ``vertices`` (or the range from v0) counted by ``prefix``, its
-        edges cut over the threads or run in this one (see :class:`SpreadChoice`);
+        edges cut over the threads or run in this one (see :class:`.cpu_modes.SpreadChoice`);
         ``edges``: what :meth:`CpuKernel.step` reads (default: the graph's in-edges);
         ``written``: the array written (default the state's new values). Returns
         (vertices activated, their out-degree sum)."""
         count = int(prefix[-1] - prefix[0])
         parts = parts_of(count, self.threads, self.partitions)
-        choice = self.spread if parts > 1 else None
+        choice = self.spread.choice(count) if parts > 1 and self.spread is not None else None
         spread = self.parallel and (choice is None or choice.spread())
         state = self.state
         # (a colored run's cuts stay whichever way it runs: bitwise the same sums)

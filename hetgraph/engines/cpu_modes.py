@@ -60,6 +60,24 @@ class SpreadChoice:
         self.wait = self.interval
 
 
+class SpreadBySize:
+    """A :class:`SpreadChoice` for each size of pass, in powers of 4 edges: a spread
+    pass pays a fixed cost for waking its threads, so its seconds an edge depend on
+    its edges, and a whole pull must not learn from a notify-pull over a few vertices
+    (whose spread passes are dear) to run alone."""
+
+    def __init__(self):
+        self._choices = {}  # {edges' bit length // 2: SpreadChoice}
+
+    def choice(self, edges: int) -> SpreadChoice:
+        """The SpreadChoice of a pass over ``edges`` edges."""
+        size = int(edges).bit_length() // 2
+        choice = self._choices.get(size)
+        if choice is None:
+            choice = self._choices[size] = SpreadChoice()
+        return choice
+
+
 def push_factor(incremental: bool, threads: int) -> float:
     """A push's cost per frontier edge in pull passes over |E| edges, for a program
     that can push (0: it cannot). The push runs in one thread, the pull on ``threads``
