@@ -177,10 +177,14 @@ class CostModel:
     progress : dict
         By device kind, the rise of the history's priority column per iteration,
         smoothed (with ``buckets``).
-    share : float or None
-        The CPU pushes' edges relaxed over their frontier's out-edges (the bucket's
-        part), smoothed (with ``buckets``): a push is predicted from the edges it
-        relaxes, share f |E|, not from its frontier's out-degree (:meth:`cpu_seconds`).
+    shares : dict
+        With ``buckets``, by CPU frontier mode ("push", "notify-pull"), the edges its
+        iterations read over their frontier's out-edges, smoothed: an iteration of
+        priority buckets reads only the lowest bucket's part of its frontier (a push
+        the bucket's out-edges, a notify-pull the in-edges of the vertices the bucket
+        notified), so it is fitted against the edges it read and predicted from
+        shares[mode] f |E| of them, not from its frontier's out-degree
+        (:meth:`cpu_seconds`). ``share`` is the push's: the bucket's part itself.
     errors : dict
         By (placement, mode), the relative error of the model's predictions of such
         iterations, |measured - predicted| / predicted, smoothed from
@@ -204,7 +208,7 @@ class CostModel:
         self.cpu_mode = cpu_mode
         self.buckets = bool(buckets)
         self.progress: dict = {}
-        self.share = None
+        self.shares: dict = {}
         self.skew = float(skew)
         self.threads = threads
         self.sparse_edges = sparse_edges
@@ -223,6 +227,12 @@ class CostModel:
         self.regret = 0.0
         self.lead = None  # (current, the other side's lead at the last call, its trend)
         self.waiting = None
+
+    @property
+    def share(self):
+        """The CPU pushes' edges relaxed over their frontier's out-edges (the lowest
+        bucket's part), smoothed; None before any (see ``shares``)."""
+        return self.shares.get("push")
 
     def observe_iteration(self, placement, seconds):
         """Fold the measured seconds of a full-pull iteration placed on "gpu" or
@@ -254,9 +264,22 @@ class CostModel:
     def _estimate(self, placement, predicted):
         """Seconds of an iteration on ``placement`` whose prediction is ``predicted``
         now: its measured time, scaled by how the prediction moved since that
-        measurement's (the model's inputs changed), else the prediction. A hybrid
-        iteration that lost to the GPU alone is so not tried again while the inputs
-        stay as they were, in this run and in later runs that :meth:`recall` it."""
+        measurement's (``basis``: the model's inputs changed), else the prediction.
+
+        The inputs of a hybrid iteration's prediction are the rates of both devices'
+        page tasks (their pulls' until measured), the hybrid overhead, and, for what
+        it must beat, the GPU alone's measured iteration; they are kept per graph,
+        program, options and workers (the dispatcher's calibration key: the GPU's
+        budget and page size among the options). "The inputs changed" means that the
+        prediction made from them now differs from the one the measured iteration was
+        placed by; the measurement counts scaled by their ratio. So a hybrid iteration
+        that took ``measured`` seconds, placed by a prediction of ``basis``, against a
+        GPU alone of ``gpu`` seconds, is tried again only once ``gpu`` exceeds
+        ``measured * predicted / basis`` by more than the hybrid's error
+        (:meth:`_gpu_or_hybrid`): the prediction fell below ``basis * gpu /
+        (measured * (1 + error))``, or the GPU alone became slower by as much; with
+        the inputs as they were, never, in this run and in later runs that
+        :meth:`recall` it."""
         measured = self.iteration.get(placement)
         if measured is None:
             return predicted
@@ -394,10 +417,12 @@ class CostModel:
         ``ends`` (:func:`_priority_ends`; None: none measured), the progress and the CPU
         pushes' share; first, the error of what the model predicted of them."""
         if ends is not None:
-            self._observe_progress(ends, fitted.get("push"))
+            self._observe_progress(ends, fitted)
         for mode, (count, edges, seconds, rho, relaxed) in fitted.items():
             size = (relaxed if self._relaxes(mode) else edges) / count
-            prior = self._prior(mode, size / num_arcs, rho, num_arcs) / size if size else 0.0
+            part = relaxed / edges if mode == "push" and edges else None  # (measured)
+            prior = self._bucket_prior(mode, edges / count / num_arcs, rho, num_arcs,
+                                       part) / size if size else 0.0
             fit = self.fits[mode]
             self._observe_error("cpu", mode, fit.predict(size, prior), seconds / count)
             fit.observe(size, seconds / count, prior)
@@ -411,9 +436,10 @@ class CostModel:
             self.observe("gpu", "pull", gpu_edges, gpu_seconds)
 
     def _relaxes(self, mode):
-        """Whether the CPU's ``mode`` is fitted against the edges it relaxes, not its
-        frontier's out-edges: a push of priority buckets relaxes the bucket's part."""
-        return self.buckets and mode == "push"
+        """Whether the CPU's ``mode`` is fitted against the edges it reads, not its
+        frontier's out-edges: with priority buckets, a push or notify-pull runs the
+        lowest bucket's part of its frontier (see ``shares``)."""
+        return self.buckets and mode in self.fits
 
     def _measured_seconds(self, kind, mode, edges):
         """Predicted seconds of ``edges`` at a measured rate (None: none, or the
@@ -424,17 +450,22 @@ class CostModel:
             return None
         return edges * self.per_edge[key]
 
-    def _observe_progress(self, ends, pushes):
+    def _observe_progress(self, ends, fitted):
         """Fold into ``progress`` each device kind's rise of the priority per iteration
-        between its ``ends`` (see :func:`_priority_ends`), and into ``share`` the CPU
-        pushes' edges over their frontier's (``pushes``: the push rows' totals, see
-        :meth:`observe_rows`)."""
+        between its ``ends`` (see :func:`_priority_ends`), and into ``shares`` each
+        bucketed mode's edges read over its frontier's out-edges (``fitted``: the rows'
+        totals by mode, see :meth:`_row_totals`; a push's at most 1: it reads no more
+        than its frontier's out-edges, a notify-pull's as measured: the in-edges of
+        the vertices notified)."""
         for kind, (first, low, last, high) in ends.items():
             if last > first:
                 rise = max(high - low, 0.0) / (last - first)
                 self.progress[kind] = _smoothed(self.progress.get(kind), rise)
-        if pushes is not None and pushes[1]:
-            self.share = _smoothed(self.share, min(pushes[4] / pushes[1], 1.0))
+        for mode, totals in fitted.items():
+            if totals[1]:
+                share = totals[4] / totals[1]
+                self.shares[mode] = _smoothed(self.shares.get(mode),
+                                              min(share, 1.0) if mode == "push" else share)
 
     def progress_ratio(self):
         """How many CPU iterations one GPU iteration's progress takes (1 without
@@ -529,15 +560,23 @@ class CostModel:
         """Predicted seconds of the CPU's iteration in the mode the engine will run it
         in (:meth:`cpu_mode_for`), not the cheapest of the modes predicted: a mode the
         engine does not run may be predicted far cheaper than the one it runs."""
-        pull = self.seconds("cpu", num_arcs)
         mode = self.cpu_mode_for(f, rho, num_arcs)
         if mode == "pull":
-            return pull
-        if self._relaxes(mode):  # (the edges it relaxes: the bucket's part)
-            f *= self.share or 1.0
-        prior = self._prior(mode, f, rho, num_arcs)
-        fitted = self.fits[mode].predict(f * num_arcs, prior / (f * num_arcs) if f else 0.0)
+            return self.seconds("cpu", num_arcs)
+        prior = self._bucket_prior(mode, f, rho, num_arcs)
+        size = f * num_arcs
+        if self._relaxes(mode):  # (the edges it reads: of the lowest bucket)
+            size *= self.shares.get(mode, self.share or 1.0)
+        fitted = self.fits[mode].predict(size, prior / size if size else 0.0)
         return prior if fitted is None else fitted
+
+    def _bucket_prior(self, mode, f, rho, num_arcs, part=None):
+        """:meth:`_prior` of a frontier of notify fraction ``f`` of which, with
+        ``buckets``, the lowest bucket's ``part`` runs (default ``share``, once
+        measured, else all)."""
+        if self._relaxes(mode):
+            f *= part if part is not None else self.share or 1.0
+        return self._prior(mode, f, rho, num_arcs)
 
     def alpha(self, f, rho, num_arcs):
         """The CPU's predicted iteration time over the GPU's pull: Garaph's eq. 3,
@@ -570,13 +609,15 @@ class CostModel:
                 high = middle
         return low
 
-    def _gpu_or_hybrid(self, gpu, pull):
+    def _gpu_or_hybrid(self, gpu, num_arcs):
         """"hybrid" when a hybrid iteration's estimate (:meth:`_estimate` of the balanced
-        split of a pull of ``gpu`` and ``pull`` seconds plus the overhead) beats the GPU
-        alone (its measured iteration, else ``gpu``) by more than the hybrid's measured
-        error (:meth:`error`), else "gpu"; the estimate is then what the model expects
-        of it (``expected``)."""
-        predicted = gpu * pull / (gpu + pull) + self.overhead
+        split of its ``num_arcs`` edges at the rates of both devices' page tasks, what
+        a hybrid iteration runs (:meth:`page_seconds`), plus the overhead) beats the
+        GPU alone (its measured iteration, else ``gpu`` seconds) by more than the
+        hybrid's measured error (:meth:`error`), else "gpu"; the estimate is then what
+        the model expects of it (``expected``)."""
+        on_gpu, on_cpu = (self.page_seconds(kind, num_arcs) for kind in ("gpu", "cpu"))
+        predicted = on_gpu * on_cpu / (on_gpu + on_cpu) + self.overhead
         hybrid = self._estimate("hybrid", predicted)
         if self.iteration.get("gpu", gpu) - hybrid <= self.error("hybrid", "pull") * hybrid:
             self.expected.pop("hybrid", None)
@@ -658,8 +699,8 @@ class CostModel:
         cpu = self.cpu_seconds(f, rho, num_arcs) * ratio
         a = cpu / gpu  # as alpha()
         # (a hybrid iteration pulls every page: against active subgraphs, the GPU alone)
-        device = self._gpu_or_hybrid(gpu, pull) if gpu == self.seconds("gpu", num_arcs) \
-            else "gpu"
+        device = self._gpu_or_hybrid(gpu, num_arcs) \
+            if gpu == self.seconds("gpu", num_arcs) else "gpu"
         if start:  # the CPU must win this iteration and the next, or move; else the GPU
             ahead = self.cpu_seconds(min(f * self.growth, 1.0), rho, num_arcs) * ratio
             return ("cpu" if cpu + min(ahead, self.switch + gpu) < 2 * gpu else "gpu"), a
