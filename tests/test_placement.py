@@ -290,6 +290,69 @@ def test_a_segment_asks_the_model_at_most_every_choose_seconds(monkeypatch):
     assert len(asked) == 7  # one device kind: never asked
 
 
+def test_a_segment_calls_its_chooser_only_once_the_last_answer_is_due(monkeypatch):
+    """Between the model's questions a segment does not call its chooser (the answer to
+    stay stands until ``choose.due``): an iteration of a run placed by the model pays
+    what one of a run on one device kind pays (issue 59). The same iterations and
+    weights reach the model as when every iteration called it."""
+    from types import SimpleNamespace
+
+    from hetgraph.scheduler import tasks
+
+    step = tuning.CHOOSE_SECONDS / 10  # clock reads: 2 an iteration, 5 iterations a ms
+    now = [0.0]
+
+    def clock():
+        now[0] += step
+        return now[0]
+
+    class Engine(base.Engine):
+        queued, read_bytes, front, values = 1, 0, float("nan"), None
+
+        def frontier(self):
+            return 10, 100
+
+        def launch(self, constant, frontier=None):
+            return 0
+
+        def wait(self, ticket):
+            return "gpu-pull", 10, 100, 10, step
+
+    class Model:
+        def alpha(self, f, rho, num_arcs):
+            return 1.5
+
+        def placement(self, f, rho, num_arcs, current, weight, seconds):
+            asked.append(weight)
+            return "gpu", 1.5
+
+        def observe_rows(self, rows, num_arcs):
+            pass
+
+    monkeypatch.setattr(tasks, "time", SimpleNamespace(perf_counter=clock))
+    run = SimpleNamespace(spec=SimpleNamespace(program=None, uses_constant=False,
+                                               has_converged=False),
+                          graph=SimpleNamespace(num_arcs=100), rho=1.0, cpu_mode="auto")
+    for others in (True, False):
+        asked, calls = [], []
+        choose = tasks._chooser(Model(), run, "gpu", others)
+
+        def counted(f, ran=1):
+            calls.append(ran)
+            return choose(f, ran)
+
+        counted.__dict__ = choose.__dict__  # (its due: the chooser's)
+        rows, status = tasks.run_iterations(run, Engine(), "gpu", 1, 100, counted, 1,
+                                            Model() if others else None, float("inf"))
+        assert status == "limit" and len(rows) == 100
+        if others:  # asked about every 5th iteration, each call a question whose
+            # weight is the iterations since the last (the first: the driver's)
+            assert calls == asked and 15 <= len(asked) <= 25
+            assert 99 - 6 < sum(asked) <= 99
+        else:
+            assert calls == [] and asked == []
+
+
 def test_a_gpu_segment_far_ahead_asks_less_often_while_its_iterations_are_short(
         monkeypatch):
     """A GPU segment whose answer to stay had alpha > 2 (the GPU that much faster) asks
@@ -1354,3 +1417,40 @@ def test_a_bucketed_notify_pull_is_predicted_from_the_edges_it_reads():
         unbucketed.observe_rows([notify(1000, 2.4, i)], 10**6)
         unbucketed.observe_rows([notify(40000, 0.3, i + 2)], 10**6)
     assert unbucketed.cpu_seconds(0.002, 1.0, 10**6) > 15e-6
+
+
+def test_auto_on_cpu_workers_alone_runs_as_the_cpu_alone(dispatcher_only, monkeypatch):
+    """With no GPU worker, devices="auto" is devices="cpu": the cost model is neither
+    calibrated nor asked where to go nor fed rows, its calls those of the CPU alone
+    (issue 59: no bookkeeping that the CPU alone does not pay), and the answers are
+    SciPy's."""
+    import hetgraph as hg
+    from scipy.sparse.csgraph import dijkstra
+
+    from hetgraph.io.generate import grid
+    from hetgraph.scheduler import costmodel
+
+    calls = []
+    for name in ("placement", "alpha", "observe", "observe_rows", "observe_burst",
+                 "observe_iteration", "lead_degree"):
+        def counted(self, *args, name=name, **kwargs):
+            calls.append(name)
+
+        monkeypatch.setattr(costmodel.CostModel, name, counted)
+    g = grid(30, 30, seed=4)
+    source = 17
+    with hg.Cluster(gpus=0, dashboard_address=None) as cluster:
+        if cluster.gpu_workers:
+            pytest.skip("a GPU worker")
+        runs, made = {}, {}
+        for devices in ("cpu", "auto"):
+            calls.clear()
+            runs[devices] = hg.sssp(g, source, cluster=cluster, devices=devices)
+            made[devices] = list(calls)
+    assert made["auto"] == made["cpu"]
+    assert set(made["auto"]) <= {"alpha"}  # (nan: a run's one kind has nothing to weigh)
+    expected = dijkstra(g.to_scipy(), indices=source)
+    for result in runs.values():
+        assert np.allclose(result.values, expected)
+        assert set(result.history["placement"]) == {"cpu"}
+    assert runs["auto"].history["mode"].tolist() == runs["cpu"].history["mode"].tolist()
