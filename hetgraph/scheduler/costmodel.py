@@ -636,11 +636,12 @@ class CostModel:
         """Where an iteration with both device kinds available runs.
 
         "cpu" when the CPU alone is predicted faster (alpha < 1, Garaph), else "hybrid"
-        when the balanced split of a pull over CPU and GPU plus the hybrid overhead
-        beats the GPU alone by more than the hybrid's measured prediction error
-        (measured iteration times replace both predictions once there are some, a
-        hybrid's scaled by how its prediction moved since: one that lost is not tried
-        again while the model's inputs stay), else "gpu". The CPU's times are for a
+        when the balanced split of a pull over CPU and GPU page tasks (at their rates)
+        plus the hybrid overhead beats the GPU alone by more than the hybrid's
+        measured prediction error (measured iteration times replace both predictions
+        once there are some, a hybrid's scaled by how its prediction moved since: one
+        that lost is not tried again until the model's inputs change, as
+        :meth:`_estimate` defines), else "gpu". The CPU's times are for a
         GPU iteration's progress (:meth:`progress_ratio` of its iterations), and so
         are the iterations ``weight`` counts on the CPU.
 
