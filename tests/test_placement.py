@@ -1454,3 +1454,36 @@ def test_auto_on_cpu_workers_alone_runs_as_the_cpu_alone(dispatcher_only, monkey
         assert np.allclose(result.values, expected)
         assert set(result.history["placement"]) == {"cpu"}
     assert runs["auto"].history["mode"].tolist() == runs["cpu"].history["mode"].tolist()
+
+
+def test_the_gpus_errors_are_kept_per_mode_and_guard_a_move_in_that_mode():
+    """The GPU's pulls and its pushes of active subgraphs (rows "gpu-push") are both
+    predicted by its one rate; their errors are kept apart, and a move to the GPU
+    needs the error of the mode it is predicted to run (a push while f is under
+    SUBGRAPH_ACTIVE_EDGES with active subgraphs)."""
+    def push_row(seconds, edges):
+        return history_row(placement="gpu", mode="gpu-push", edges=edges,
+                           gpu_seconds=seconds, seconds=seconds)
+
+    m = CostModel()
+    m.observe("cpu", "pull", 10**6, 8e-3)
+    m.observe("gpu", "pull", 10**6, 1e-3)  # measured: 1 ns an edge
+    m.observe_rows([gpu_row(1e-3)], 10**6)  # as predicted
+    assert m.error("gpu", "pull") == pytest.approx(0.7 * 0.2)
+    # pushes of 10,000 edges predicted at 10 us took 30: 200% over, capped at 100%
+    m.observe_rows([push_row(30e-6, 10_000)], 10**6)
+    assert m.error("gpu", "push") == pytest.approx(0.7 * 0.2 + 0.3 * 1.0)
+    assert m.error("gpu", "pull") == pytest.approx(0.7 * 0.2)
+    # the rate took the pushes in too: 0.7 * 1 + 0.3 * 3 = 1.6 ns an edge
+    assert m.per_edge["gpu", "pull"] == pytest.approx(1.6e-9)
+    # both in one batch, each against its own edges: pulls 2 ms for 1.6 (25% over),
+    # pushes 10 us for 16 (37.5% under)
+    m.observe_rows([gpu_row(2e-3), push_row(10e-6, 10_000)], 10**6)
+    assert m.error("gpu", "pull") == pytest.approx(0.7 * 0.14 + 0.3 * 0.25)
+    assert m.error("gpu", "push") == pytest.approx(0.7 * 0.44 + 0.3 * 0.375)
+    # a move's margin: the push's error at a small frontier with active subgraphs
+    m.errors["gpu", "push"], m.errors["gpu", "pull"] = 0.6, 0.1
+    assert m._margin("gpu", 0.5, 1.0, 10**6) == pytest.approx(0.2)  # (no subgraphs)
+    m.subgraph = 0.5
+    assert m._margin("gpu", 0.001, 1.0, 10**6) == pytest.approx(0.6)
+    assert m._margin("gpu", 1.0, 1.0, 10**6) == pytest.approx(0.2)  # a pull: 0.1 < 0.2

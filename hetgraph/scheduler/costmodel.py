@@ -360,15 +360,16 @@ class CostModel:
         a batch of short iterations costs the run's host time in proportion to them."""
         if len(rows) > tuning.FOLD_ROWS:
             rows = rows[-tuning.FOLD_ROWS:]
-        fitted, other, gpu_edges, gpu_seconds = self._row_totals(rows, num_arcs)
+        fitted, other, gpu = self._row_totals(rows, num_arcs)
         ends = _priority_ends(rows) if self.buckets and progress else None
-        self._fold(fitted, other, gpu_edges, gpu_seconds, ends, num_arcs)
+        self._fold(fitted, other, gpu, ends, num_arcs)
 
     def _row_totals(self, rows, num_arcs):
-        """(fitted, other, GPU edges, GPU seconds) of history ``rows``: ``fitted`` maps
-        a CPU mode of ``fits`` to [rows, frontier edges, seconds, rho, edges],
-        ``other`` the other CPU modes to [edges, seconds]."""
-        gpu_edges = gpu_seconds = 0.0
+        """(fitted, other, gpu) of history ``rows``: ``fitted`` maps a CPU mode of
+        ``fits`` to [rows, frontier edges, seconds, rho, edges], ``other`` the other
+        CPU modes to [edges, seconds]; ``gpu`` is [edges, seconds] of the GPU rows,
+        then of those that pushed an active subgraph ("gpu-push")."""
+        gpu_edges = gpu_seconds = pushed = push_seconds = 0.0
         fitted = {}
         other = {}
         # (column indices as module constants, a GPU row first: the loop runs for every
@@ -376,8 +377,12 @@ class CostModel:
         for row in rows:  # (history rows: tuples, see hetgraph.result.COLUMN)
             seconds = row[_SECONDS]
             if row[_PLACEMENT] == "gpu":
+                seconds = max(seconds, row[_GPU_SECONDS])
                 gpu_edges += row[_EDGES]
-                gpu_seconds += max(seconds, row[_GPU_SECONDS])
+                gpu_seconds += seconds
+                if row[_MODE] == "gpu-push":
+                    pushed += row[_EDGES]
+                    push_seconds += seconds
                 continue
             seconds = max(seconds, row[_CPU_SECONDS])
             mode = row[_MODE]
@@ -392,7 +397,7 @@ class CostModel:
                 totals = other.setdefault(mode, [0, 0.0])
                 totals[0] += row[_EDGES]
                 totals[1] += seconds
-        return fitted, other, gpu_edges, gpu_seconds
+        return fitted, other, (gpu_edges, gpu_seconds, pushed, push_seconds)
 
     def observe_burst(self, burst, first, rho, seconds, num_arcs):
         """Fold a CPU burst (mode, stats, fronts) of :meth:`.CpuEngine.burst` whose
@@ -410,12 +415,14 @@ class CostModel:
             if len(finite):
                 a, b = finite[0], finite[-1]
                 ends["cpu"] = [first + a, float(fronts[a]), first + b, float(fronts[b])]
-        self._fold(fitted, {}, 0.0, 0.0, ends, num_arcs)
+        self._fold(fitted, {}, (0.0,) * 4, ends, num_arcs)
 
-    def _fold(self, fitted, other, gpu_edges, gpu_seconds, ends, num_arcs):
+    def _fold(self, fitted, other, gpu, ends, num_arcs):
         """Fold the totals of :meth:`observe_rows` into the rates, the fits and, with
-        ``ends`` (:func:`_priority_ends`; None: none measured), the progress and the CPU
-        pushes' share; first, the error of what the model predicted of them."""
+        ``ends`` (:func:`_priority_ends`; None: none measured), the progress and the
+        bucketed modes' shares; first, the error of what the model predicted of them,
+        per mode (the GPU's: its pulls, and its pushes of active subgraphs, which its
+        one rate predicts alike)."""
         if ends is not None:
             self._observe_progress(ends, fitted)
         for mode, (count, edges, seconds, rho, relaxed) in fitted.items():
@@ -430,10 +437,15 @@ class CostModel:
             self._observe_error("cpu", mode, self._measured_seconds("cpu", mode, edges),
                                 seconds)
             self.observe("cpu", mode, edges, seconds)
-        if gpu_edges:
-            self._observe_error("gpu", "pull",
-                                self._measured_seconds("gpu", "pull", gpu_edges), gpu_seconds)
-            self.observe("gpu", "pull", gpu_edges, gpu_seconds)
+        edges, seconds, pushed, push_seconds = gpu
+        if edges:
+            if pushed:
+                self._observe_error("gpu", "push", self._measured_seconds(
+                    "gpu", "pull", pushed), push_seconds)
+            if edges > pushed:
+                self._observe_error("gpu", "pull", self._measured_seconds(
+                    "gpu", "pull", edges - pushed), seconds - push_seconds)
+            self.observe("gpu", "pull", edges, seconds)
 
     def _relaxes(self, mode):
         """Whether the CPU's ``mode`` is fitted against the edges it reads, not its
@@ -520,7 +532,7 @@ class CostModel:
         less, while f is under ``tuning.SUBGRAPH_ACTIVE_EDGES`` with active subgraphs,
         the streamed edges that are not active: (1 - subgraph (1 - f)) of a pull."""
         pull = self.seconds("gpu", num_arcs)
-        if self.subgraph and f < tuning.SUBGRAPH_ACTIVE_EDGES:
+        if self._pushes(f):
             return pull * (1.0 - self.subgraph * (1.0 - f))
         return pull
 
@@ -531,7 +543,8 @@ class CostModel:
         values back, so it is kept apart from the GPU's pull, which predicts whole
         iterations on the GPU: counted as a pull, it would make the GPU alone look
         slower than it is."""
-        return self.seconds(kind, edges, "pages" if self.has_rate(kind, "pages") else "pull")
+        rates = self.per_edge  # (as seconds(): its pages' rate, else its pull's)
+        return edges * rates.get((kind, "pages"), rates.get((kind, "pull"), 0.0))
 
     def has_rate(self, kind, mode):
         """Whether ``kind`` has a rate in ``mode`` (measured or calibrated)."""
@@ -616,7 +629,7 @@ class CostModel:
         GPU alone (its measured iteration, else ``gpu`` seconds) by more than the
         hybrid's measured error (:meth:`error`), else "gpu"; the estimate is then what
         the model expects of it (``expected``)."""
-        on_gpu, on_cpu = (self.page_seconds(kind, num_arcs) for kind in ("gpu", "cpu"))
+        on_gpu, on_cpu = self.page_seconds("gpu", num_arcs), self.page_seconds("cpu", num_arcs)
         predicted = on_gpu * on_cpu / (on_gpu + on_cpu) + self.overhead
         hybrid = self._estimate("hybrid", predicted)
         if self.iteration.get("gpu", gpu) - hybrid <= self.error("hybrid", "pull") * hybrid:
@@ -628,9 +641,18 @@ class CostModel:
     def _margin(self, best, f, rho, num_arcs):
         """How much faster ``best`` ("cpu" or the GPU's) must be predicted, as a share of
         the slower side's time, for staying to count as a loss: ``tuning.SWITCH_MARGIN``,
-        or the measured error of its predictions (:meth:`error`) if more."""
-        mode = self.cpu_mode_for(f, rho, num_arcs) if best == "cpu" else "pull"
+        or the measured error of its predictions in the mode it would run in
+        (:meth:`error`; the GPU's: a push of its active subgraph or a pull) if more."""
+        if best == "cpu":
+            mode = self.cpu_mode_for(f, rho, num_arcs)
+        else:
+            mode = "push" if self._pushes(f) else "pull"
         return max(tuning.SWITCH_MARGIN, self.error("cpu" if best == "cpu" else "gpu", mode))
+
+    def _pushes(self, f):
+        """Whether a GPU iteration of notify fraction ``f`` is predicted to push its
+        active subgraph (:meth:`gpu_seconds`), not pull every page."""
+        return bool(self.subgraph) and f < tuning.SUBGRAPH_ACTIVE_EDGES
 
     def placement(self, f, rho, num_arcs, current=None, start=False, weight=1, seconds=0.0):
         """Where an iteration with both device kinds available runs.
