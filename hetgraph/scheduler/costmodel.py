@@ -192,11 +192,13 @@ class CostModel:
         its predicted gain exceeds it.
     expected : dict
         By placement, the seconds the model expected of the last iteration it placed
-        there and the prediction that estimate rests on (see :meth:`observe_iteration`).
+        there, the prediction that estimate rests on and the graph's arcs (see
+        :meth:`observe_iteration`).
     basis : dict
         By placement, the prediction that its measured iteration time in ``iteration``
-        stands against: the estimate is the measurement scaled by how the prediction
-        moved since (the model's inputs changed), see :meth:`_estimate`.
+        stands against, made from the inputs that iteration measured: the estimate is
+        the measurement scaled by how the prediction moved since (the model's inputs
+        changed), see :meth:`_estimate`.
     waiting : object or None
         What says (its ``done()``) whether the GPU's page layout, which a run's
         calibration of the GPU waits for and its CPU does not, is there (None: none;
@@ -238,11 +240,13 @@ class CostModel:
         """Fold the measured seconds of a full-pull iteration placed on "gpu" or
         "hybrid" into the model; placement then compares measurements. A hybrid
         iteration also measures the error of what the model expected of it, and its
-        time is kept against the prediction it was placed by (``basis``)."""
+        time is kept against the prediction that the inputs it measured (its page
+        tasks' rates and overhead, folded in before this call) make (``basis``): the
+        inputs change from there on."""
         expected = self.expected.pop(placement, None)
         if expected is not None:
             self._observe_error(placement, "pull", expected[0], seconds)
-            self.basis[placement] = expected[1]
+            self.basis[placement] = self._hybrid_prediction(expected[2])
         self.iteration[placement] = _smoothed(self.iteration.get(placement), seconds)
 
     def error(self, placement, mode):
@@ -268,18 +272,20 @@ class CostModel:
 
         The inputs of a hybrid iteration's prediction are the rates of both devices'
         page tasks (their pulls' until measured), the hybrid overhead, and, for what
-        it must beat, the GPU alone's measured iteration; they are kept per graph,
-        program, options and workers (the dispatcher's calibration key: the GPU's
-        budget and page size among the options). "The inputs changed" means that the
-        prediction made from them now differs from the one the measured iteration was
-        placed by; the measurement counts scaled by their ratio. So a hybrid iteration
-        that took ``measured`` seconds, placed by a prediction of ``basis``, against a
-        GPU alone of ``gpu`` seconds, is tried again only once ``gpu`` exceeds
-        ``measured * predicted / basis`` by more than the hybrid's error
-        (:meth:`_gpu_or_hybrid`): the prediction fell below ``basis * gpu /
+        it must beat, the GPU alone's measured iteration; they are kept, with the
+        measurement, per graph, program, options and workers (the dispatcher's
+        calibration key: the GPU's budget and page size among the options;
+        :meth:`remembered`). "The inputs changed" means that the prediction made from
+        them now differs from ``basis``, the one they made right after the measured
+        iteration (its page tasks' rates and overhead folded in); the measurement
+        counts scaled by their ratio. So a hybrid iteration that took ``measured``
+        seconds against a GPU alone of ``gpu`` seconds is tried again only once
+        ``gpu`` exceeds ``measured * predicted / basis`` by more than the hybrid's
+        error (:meth:`_gpu_or_hybrid`): the prediction fell below ``basis * gpu /
         (measured * (1 + error))``, or the GPU alone became slower by as much; with
         the inputs as they were, never, in this run and in later runs that
-        :meth:`recall` it."""
+        :meth:`recall` it. (The CPU's and GPU's pull rates are not among the inputs
+        once page tasks were measured: a hybrid iteration runs page tasks.)"""
         measured = self.iteration.get(placement)
         if measured is None:
             return predicted
@@ -288,11 +294,15 @@ class CostModel:
 
     def remembered(self) -> dict:
         """What later runs on the same graph, program and budget start from
-        (:meth:`recall`): the hybrid iterations' measured time and its basis, the
+        (:meth:`recall`): the hybrid iterations' measured time and its basis, with the
+        inputs it was measured with (the page tasks' rates, the hybrid overhead), the
         prediction errors and the cost of a move between devices (``switch``)."""
         kept = {p: self.iteration[p] for p in ("hybrid",) if p in self.iteration}
+        pages = {key: self.per_edge[key] for key in (("cpu", "pages"), ("gpu", "pages"))
+                 if key in self.per_edge}
         return {"iteration": kept, "basis": {p: self.basis[p] for p in kept
                                              if p in self.basis},
+                "pages": pages, "overhead": self.overhead if kept else None,
                 "errors": dict(self.errors), "switch": self.switch}
 
     def recall(self, memory):
@@ -300,6 +310,9 @@ class CostModel:
         if memory:
             self.iteration.update(memory["iteration"])
             self.basis.update(memory["basis"])
+            self.per_edge.update(memory["pages"])
+            if memory["overhead"] is not None:
+                self.overhead = memory["overhead"]
             self.errors.update(memory["errors"])
             self.switch = memory["switch"]
 
@@ -629,14 +642,20 @@ class CostModel:
         GPU alone (its measured iteration, else ``gpu`` seconds) by more than the
         hybrid's measured error (:meth:`error`), else "gpu"; the estimate is then what
         the model expects of it (``expected``)."""
-        on_gpu, on_cpu = self.page_seconds("gpu", num_arcs), self.page_seconds("cpu", num_arcs)
-        predicted = on_gpu * on_cpu / (on_gpu + on_cpu) + self.overhead
+        predicted = self._hybrid_prediction(num_arcs)
         hybrid = self._estimate("hybrid", predicted)
         if self.iteration.get("gpu", gpu) - hybrid <= self.error("hybrid", "pull") * hybrid:
             self.expected.pop("hybrid", None)
             return "gpu"
-        self.expected["hybrid"] = (hybrid, predicted)
+        self.expected["hybrid"] = (hybrid, predicted, num_arcs)
         return "hybrid"
+
+    def _hybrid_prediction(self, num_arcs):
+        """Seconds of a hybrid iteration over ``num_arcs`` edges: their balanced split
+        at the rates of both devices' page tasks (:meth:`page_seconds`), plus the
+        overhead."""
+        on_gpu, on_cpu = self.page_seconds("gpu", num_arcs), self.page_seconds("cpu", num_arcs)
+        return on_gpu * on_cpu / (on_gpu + on_cpu) + self.overhead
 
     def _margin(self, best, f, rho, num_arcs):
         """How much faster ``best`` ("cpu" or the GPU's) must be predicted, as a share of
