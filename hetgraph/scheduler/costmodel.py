@@ -380,8 +380,9 @@ class CostModel:
     def _row_totals(self, rows, num_arcs):
         """(fitted, other, gpu) of history ``rows``: ``fitted`` maps a CPU mode of
         ``fits`` to [rows, frontier edges, seconds, rho, edges], ``other`` the other
-        CPU modes to [edges, seconds]; ``gpu`` is [edges, seconds] of the GPU rows,
-        then of those that pushed an active subgraph ("gpu-push")."""
+        CPU modes to [edges, seconds]; ``gpu`` is (edges, seconds) of the GPU rows,
+        then (edges, seconds) of those of them that pushed an active subgraph
+        ("gpu-push")."""
         gpu_edges = gpu_seconds = pushed = push_seconds = 0.0
         fitted = {}
         other = {}
