@@ -290,6 +290,69 @@ def test_a_segment_asks_the_model_at_most_every_choose_seconds(monkeypatch):
     assert len(asked) == 7  # one device kind: never asked
 
 
+def test_a_segment_calls_its_chooser_only_once_the_last_answer_is_due(monkeypatch):
+    """Between the model's questions a segment does not call its chooser (the answer to
+    stay stands until ``choose.due``): an iteration of a run placed by the model pays
+    what one of a run on one device kind pays (issue 59). The same iterations and
+    weights reach the model as when every iteration called it."""
+    from types import SimpleNamespace
+
+    from hetgraph.scheduler import tasks
+
+    step = tuning.CHOOSE_SECONDS / 10  # clock reads: 2 an iteration, 5 iterations a ms
+    now = [0.0]
+
+    def clock():
+        now[0] += step
+        return now[0]
+
+    class Engine(base.Engine):
+        queued, read_bytes, front, values = 1, 0, float("nan"), None
+
+        def frontier(self):
+            return 10, 100
+
+        def launch(self, constant, frontier=None):
+            return 0
+
+        def wait(self, ticket):
+            return "gpu-pull", 10, 100, 10, step
+
+    class Model:
+        def alpha(self, f, rho, num_arcs):
+            return 1.5
+
+        def placement(self, f, rho, num_arcs, current, weight, seconds):
+            asked.append(weight)
+            return "gpu", 1.5
+
+        def observe_rows(self, rows, num_arcs):
+            pass
+
+    monkeypatch.setattr(tasks, "time", SimpleNamespace(perf_counter=clock))
+    run = SimpleNamespace(spec=SimpleNamespace(program=None, uses_constant=False,
+                                               has_converged=False),
+                          graph=SimpleNamespace(num_arcs=100), rho=1.0, cpu_mode="auto")
+    for others in (True, False):
+        asked, calls = [], []
+        choose = tasks._chooser(Model(), run, "gpu", others)
+
+        def counted(f, ran=1):
+            calls.append(ran)
+            return choose(f, ran)
+
+        counted.__dict__ = choose.__dict__  # (its due: the chooser's)
+        rows, status = tasks.run_iterations(run, Engine(), "gpu", 1, 100, counted, 1,
+                                            Model() if others else None, float("inf"))
+        assert status == "limit" and len(rows) == 100
+        if others:  # asked about every 5th iteration, each call a question whose
+            # weight is the iterations since the last (the first: the driver's)
+            assert calls == asked and 15 <= len(asked) <= 25
+            assert 99 - 6 < sum(asked) <= 99
+        else:
+            assert calls == [] and asked == []
+
+
 def test_a_gpu_segment_far_ahead_asks_less_often_while_its_iterations_are_short(
         monkeypatch):
     """A GPU segment whose answer to stay had alpha > 2 (the GPU that much faster) asks
@@ -1003,12 +1066,24 @@ def test_a_cpu_batch_ends_before_the_gpu_would_finish_the_rest():
     assert 0.01 + (k + 1) * 2.4e-3 > gpu_rest - 0.6e-3  # with one more page it would not
 
 
-def test_hybrid_page_times_deal_pages_but_do_not_place_iterations():
+def test_hybrid_iterations_are_predicted_from_their_page_tasks_rates():
+    """A hybrid iteration runs page tasks: its split is predicted at their rates (their
+    pulls' until measured), the GPU alone at its pull's (issue 59: what each device
+    actually does)."""
     m = model(8e-9, 2e-9, cpu_pages=False)
-    placed = [m.placement(f, 1.0, 10**6)[0] for f in (0.05, 0.5, 1.0)]
+    # split of 8 and 2 ms: 1.6 ms, 0.4 faster than the GPU's 2, above 0.2 * 1.6
+    assert [m.placement(f, 1.0, 10**6)[0] for f in (0.05, 1.0)] == ["cpu", "hybrid"]
     # GPU page tasks of a hybrid iteration also load and store the state: slower
-    m.observe("gpu", "pages", 1000, 1000 * 40e-9)
-    assert [m.placement(f, 1.0, 10**6)[0] for f in (0.05, 0.5, 1.0)] == placed
+    m.observe("gpu", "pages", 1000, 1000 * 40e-9)  # split 40 * 8 / 48 = 6.7 ms
+    assert [m.placement(f, 1.0, 10**6)[0] for f in (0.05, 1.0)] == ["cpu", "gpu"]
+    assert m.seconds("gpu", 10**6) == pytest.approx(2e-3)  # (the GPU alone's: its pull)
+    m.per_edge["gpu", "pages"] = 2.2e-9  # split 2.2 * 8 / 10.2 = 1.725 ms: 0.275 faster,
+    assert m.placement(1.0, 1.0, 10**6)[0] == "gpu"  # under 0.2 * 1.725 = 0.345
+    m.per_edge["cpu", "pages"] = 4e-9  # split 2.2 * 4 / 6.2 = 1.42 ms: 0.58 faster
+    assert m.placement(1.0, 1.0, 10**6)[0] == "hybrid"
+    assert m.expected["hybrid"][1] == pytest.approx(2.2e-3 * 4 / 6.2)
+    m.per_edge["gpu", "pages"] = 40e-9
+    del m.per_edge["cpu", "pages"]
     assert m.page_seconds("gpu", 1000) == pytest.approx(40e-6)
     assert m.page_seconds("cpu", 1000) == pytest.approx(8e-6)  # its pull until measured
     # with the GPU's page rate, the CPU takes a page it would refuse at the pull rate
@@ -1109,7 +1184,7 @@ def test_a_gain_below_the_measured_error_is_not_tried():
     the gain a hybrid iteration must be predicted to bring."""
     m = model(8e-9, 2e-9)  # GPU 2 ms, balanced split 1.6 ms
     assert m.placement(1.0, 1.0, 10**6)[0] == "hybrid"
-    assert m.expected["hybrid"] == (pytest.approx(1.6e-3), pytest.approx(1.6e-3))
+    assert m.expected["hybrid"] == (pytest.approx(1.6e-3), pytest.approx(1.6e-3), 10**6)
     m.observe_iteration("hybrid", 1.6e-3 * 1.5)  # 50% over what it expected
     assert m.error("hybrid", "pull") == pytest.approx(0.7 * 0.2 + 0.3 * 0.5)
     # measured 2.4 ms; the GPU alone measured at 2.8 ms: 0.4 ms faster, under the
@@ -1165,14 +1240,18 @@ def test_a_hybrid_iteration_that_lost_is_not_tried_again_until_the_inputs_change
         ["gpu"] * 5
     later.recall(None)  # (nothing to recall: nothing changes)
     assert later.placement(1.0, 1.0, 10**6)[0] == "gpu"
-    # the inputs changed: a CPU 3.6 times as fast predicts a split of 1.05 ms against
-    # the 1.6 it lost by: 2.2 * 1.05 / 1.6 = 1.44 ms estimated against the GPU's 2 ms
+    # a CPU whose pull calibrates 3.6 times as fast is not an input: the memory keeps
+    # the page tasks' rates that the lost iteration measured (8 ns an edge)
     faster = model(2.2e-9, 2e-9)
     faster.recall(memory)
+    assert faster.placement(1.0, 1.0, 10**6)[0] == "gpu"
+    # the inputs changed: the CPU's page tasks 3.6 times as fast predict a split of
+    # 1.05 ms against the 1.6 it lost by: 2.2 * 1.05 / 1.6 = 1.44 ms against 2
+    faster.per_edge["cpu", "pages"] = 2.2e-9
     assert faster.placement(1.0, 1.0, 10**6)[0] == "hybrid"
     split = 2.2 * 2 / 4.2 * 1e-3
     assert faster.expected["hybrid"] == (pytest.approx(2.2e-3 * split / 1.6e-3),
-                                         pytest.approx(split))
+                                         pytest.approx(split), 10**6)
     # and so did the GPU alone's, measured slower than the hybrid iteration was
     later.observe_iteration("gpu", 3e-3)
     assert later.placement(1.0, 1.0, 10**6)[0] == "hybrid"
@@ -1223,7 +1302,7 @@ def test_a_bucketed_push_is_predicted_from_the_edges_it_relaxes():
         m.observe_rows([push(1000, 0.6, i), push(1000, 0.6, i + 1)], 10**6)
         m.observe_rows([push(40000, 0.1, i + 2), push(40000, 0.1, i + 3)], 10**6)
     assert 0.1 < m.share < 0.6  # (the pushes' edges over their frontiers', smoothed)
-    m.share = 0.5
+    m.shares["push"] = 0.5
     assert m.cpu_seconds(0.02, 1.0, 10**6) == pytest.approx(1e-6 + 10e-9 * 10000, rel=0.01)
     # a GPU iteration runs the whole frontier: the CPU's time for its progress is
     # 1 / share CPU iterations
@@ -1238,3 +1317,203 @@ def test_a_batch_of_many_rows_folds_as_its_newest(monkeypatch):
     newest.observe_rows(rows[-4:], 10**6)
     assert sampled.per_edge == newest.per_edge
     assert sampled.seconds("gpu", 10**6) == pytest.approx(1e-3)
+
+
+def test_a_lost_hybrid_is_tried_again_exactly_when_its_inputs_moved_past_the_loss():
+    """Hand-checked: a hybrid placed by a prediction of 1.6 ms took 2.2 against the
+    GPU alone's 2 ms; its error is then 0.7 * 0.2 + 0.3 * 0.6 / 1.6 = 0.2525. It is
+    tried again only once its prediction (the split of the page tasks' rates plus the
+    overhead) falls below 1.6 * 2 / (2.2 * 1.2525) = 1.161 ms, or the GPU alone
+    becomes slower by as much; a rate that drifts by 5% either way changes nothing."""
+    def lost():
+        m = model(8e-9, 2e-9)
+        assert m.placement(1.0, 1.0, 10**6)[0] == "hybrid"
+        m.observe_iteration("hybrid", 2.2e-3)
+        assert m.error("hybrid", "pull") == pytest.approx(0.2525)
+        return m
+
+    for cpu, gpu in ((8e-9 * 0.95, 2e-9), (8e-9 * 1.05, 2e-9), (8e-9, 2e-9 * 0.95),
+                     (8e-9, 2e-9 * 1.05)):
+        m = lost()
+        m.per_edge["cpu", "pages"], m.per_edge["gpu", "pull"] = cpu, gpu
+        assert m.placement(1.0, 1.0, 10**6, current="gpu")[0] == "gpu"
+    # the CPU's page tasks measured faster: a split of 2 c / (2 + c) ms
+    for c, placed in ((2.878, "gpu"), (2.651, "hybrid")):  # split 1.18, 1.14 ms
+        m = lost()
+        m.per_edge["cpu", "pages"] = c * 1e-9
+        assert m.placement(1.0, 1.0, 10**6, current="gpu")[0] == placed
+    # placed with an overhead of 0.45 ms (a prediction of 2.05 ms), the line is
+    # 2.05 * 2 / (2.2 * 1.2525) = 1.488 ms: the overhead measured at 0 (1.6 ms) is not
+    # enough, with the CPU's page tasks at 6 ns an edge (1.5 ms) neither, at 5.5 it is
+    m = model(8e-9, 2e-9, overhead=0.45e-3)
+    m.iteration["hybrid"], m.basis["hybrid"] = 2.2e-3, 1.6e-3 + 0.45e-3
+    m.errors["hybrid", "pull"] = 0.2525
+    assert m.placement(1.0, 1.0, 10**6, current="gpu")[0] == "gpu"
+    m.overhead = 0.0
+    assert m.placement(1.0, 1.0, 10**6, current="gpu")[0] == "gpu"
+    m.per_edge["cpu", "pages"] = 6e-9
+    assert m.placement(1.0, 1.0, 10**6, current="gpu")[0] == "gpu"
+    m.per_edge["cpu", "pages"] = 5.5e-9
+    assert m.placement(1.0, 1.0, 10**6, current="gpu")[0] == "hybrid"
+    # the GPU alone measured slower: 2.2 * 1.2525 = 2.756 ms is the line
+    for seconds, placed in ((2.74e-3, "gpu"), (2.78e-3, "hybrid")):
+        m = lost()
+        m.iteration["gpu"] = seconds
+        assert m.placement(1.0, 1.0, 10**6, current="gpu")[0] == placed
+
+
+def test_the_models_memory_is_kept_apart_per_budget_and_options():
+    """A hybrid that lost with one GPU budget is not remembered for another: the
+    memory's key (the calibration's) holds the GPU options, the page size, the
+    program's parameters and the workers."""
+    from types import SimpleNamespace
+
+    from hetgraph.algorithms.bfs import BreadthFirst
+    from hetgraph.io.generate import grid
+    from hetgraph.program import ProgramSpec
+    from hetgraph.scheduler.dispatcher import _Driver
+
+    g = grid(4, 4, seed=1)
+
+    def key(source=0, **options):
+        driver = SimpleNamespace(graph=g, spec=ProgramSpec(BreadthFirst(source)),
+                                 state=SimpleNamespace(sync=True),
+                                 cluster=SimpleNamespace(cpu_workers=["a"],
+                                                         gpu_workers=["b"]))
+        given = dict(coloring=None, threads=None, partitions=None, cpu_mode="auto",
+                     rho=1.0, page_bytes=None, gpu={}) | options
+        return _Driver._calibration_key(driver, given)
+
+    assert key() == key()
+    assert len({key(), key(gpu={"memory_budget": 1 << 20}),
+                key(gpu={"memory_budget": 1 << 21}), key(page_bytes=1 << 16),
+                key(source=3)}) == 5
+
+
+def test_a_bucketed_notify_pull_is_predicted_from_the_edges_it_reads():
+    """With buckets, a notify-pull runs the lowest bucket's part of its frontier and
+    pulls the in-edges of the vertices that part notified: it is fitted against the
+    edges it read (here 2 us + 5 ns an edge) and predicted from shares["notify-pull"]
+    f |E| of them. Small frontiers below read 2.4 times their out-edges, large ones 0.3
+    times: fitted against the frontier's out-edges, 2,000 of them reading 1,000 would
+    be predicted at 14 + 48 / 39,000 * 1,000 = 15.2 us, not 7."""
+    def notify(frontier, ratio, i):
+        read = int(frontier * ratio)
+        return history_row(iteration=i, placement="cpu", mode="notify-pull",
+                           f=frontier / 10**6, rho=1.0, edges=read,
+                           cpu_seconds=2e-6 + 5e-9 * read, seconds=2e-6 + 5e-9 * read,
+                           priority=float(i))
+
+    m = CostModel(buckets=True, skew=4.0)  # (push 0: an out-of-core run's notify-pull)
+    m.observe("cpu", "pull", 10**6, 1e-3)
+    m.observe("gpu", "pull", 10**6, 1e-4)
+    for i in range(0, 40, 4):
+        m.observe_rows([notify(1000, 2.4, i), notify(1000, 2.4, i + 1)], 10**6)
+        m.observe_rows([notify(40000, 0.3, i + 2), notify(40000, 0.3, i + 3)], 10**6)
+    assert 0.3 < m.shares["notify-pull"] < 2.4  # (smoothed over both)
+    assert m.share is None  # (the push's: none ran)
+    assert m.cpu_mode_for(0.002, 1.0, 10**6) == "notify-pull"
+    m.shares["notify-pull"] = 0.5
+    assert m.cpu_seconds(0.002, 1.0, 10**6) == pytest.approx(2e-6 + 5e-9 * 1000, rel=0.01)
+    unbucketed = CostModel(skew=4.0)  # (its fit: seconds against the frontier's edges)
+    unbucketed.observe("cpu", "pull", 10**6, 1e-3)
+    for i in range(0, 40, 4):
+        unbucketed.observe_rows([notify(1000, 2.4, i)], 10**6)
+        unbucketed.observe_rows([notify(40000, 0.3, i + 2)], 10**6)
+    assert unbucketed.cpu_seconds(0.002, 1.0, 10**6) > 15e-6
+
+
+def test_auto_on_cpu_workers_alone_runs_as_the_cpu_alone(dispatcher_only, monkeypatch):
+    """With no GPU worker, devices="auto" is devices="cpu": the cost model is neither
+    calibrated nor asked where to go nor fed rows, its calls those of the CPU alone
+    (issue 59: no bookkeeping that the CPU alone does not pay), and the answers are
+    SciPy's."""
+    import hetgraph as hg
+    from scipy.sparse.csgraph import dijkstra
+
+    from hetgraph.io.generate import grid
+    from hetgraph.scheduler import costmodel
+
+    calls = []
+    for name in ("placement", "alpha", "observe", "observe_rows", "observe_burst",
+                 "observe_iteration", "lead_degree"):
+        def counted(self, *args, name=name, **kwargs):
+            calls.append(name)
+
+        monkeypatch.setattr(costmodel.CostModel, name, counted)
+    g = grid(30, 30, seed=4)
+    source = 17
+    with hg.Cluster(gpus=0, dashboard_address=None) as cluster:
+        if cluster.gpu_workers:
+            pytest.skip("a GPU worker")
+        runs, made = {}, {}
+        for devices in ("cpu", "auto"):
+            calls.clear()
+            runs[devices] = hg.sssp(g, source, cluster=cluster, devices=devices)
+            made[devices] = list(calls)
+    assert made["auto"] == made["cpu"]
+    assert set(made["auto"]) <= {"alpha"}  # (nan: a run's one kind has nothing to weigh)
+    expected = dijkstra(g.to_scipy(), indices=source)
+    for result in runs.values():
+        assert np.allclose(result.values, expected)
+        assert set(result.history["placement"]) == {"cpu"}
+    assert runs["auto"].history["mode"].tolist() == runs["cpu"].history["mode"].tolist()
+
+
+def test_the_gpus_errors_are_kept_per_mode_and_guard_a_move_in_that_mode():
+    """The GPU's pulls and its pushes of active subgraphs (rows "gpu-push") are both
+    predicted by its one rate; their errors are kept apart, and a move to the GPU
+    needs the error of the mode it is predicted to run (a push while f is under
+    SUBGRAPH_ACTIVE_EDGES with active subgraphs)."""
+    def push_row(seconds, edges):
+        return history_row(placement="gpu", mode="gpu-push", edges=edges,
+                           gpu_seconds=seconds, seconds=seconds)
+
+    m = CostModel()
+    m.observe("cpu", "pull", 10**6, 8e-3)
+    m.observe("gpu", "pull", 10**6, 1e-3)  # measured: 1 ns an edge
+    m.observe_rows([gpu_row(1e-3)], 10**6)  # as predicted
+    assert m.error("gpu", "pull") == pytest.approx(0.7 * 0.2)
+    # pushes of 10,000 edges predicted at 10 us took 30: 200% over, capped at 100%
+    m.observe_rows([push_row(30e-6, 10_000)], 10**6)
+    assert m.error("gpu", "push") == pytest.approx(0.7 * 0.2 + 0.3 * 1.0)
+    assert m.error("gpu", "pull") == pytest.approx(0.7 * 0.2)
+    # the rate took the pushes in too: 0.7 * 1 + 0.3 * 3 = 1.6 ns an edge
+    assert m.per_edge["gpu", "pull"] == pytest.approx(1.6e-9)
+    # both in one batch, each against its own edges: pulls 2 ms for 1.6 (25% over),
+    # pushes 10 us for 16 (37.5% under)
+    m.observe_rows([gpu_row(2e-3), push_row(10e-6, 10_000)], 10**6)
+    assert m.error("gpu", "pull") == pytest.approx(0.7 * 0.14 + 0.3 * 0.25)
+    assert m.error("gpu", "push") == pytest.approx(0.7 * 0.44 + 0.3 * 0.375)
+    # a move's margin: the push's error at a small frontier with active subgraphs
+    m.errors["gpu", "push"], m.errors["gpu", "pull"] = 0.6, 0.1
+    assert m._margin("gpu", 0.5, 1.0, 10**6) == pytest.approx(0.2)  # (no subgraphs)
+    m.subgraph = 0.5
+    assert m._margin("gpu", 0.001, 1.0, 10**6) == pytest.approx(0.6)
+    assert m._margin("gpu", 1.0, 1.0, 10**6) == pytest.approx(0.2)  # a pull: 0.1 < 0.2
+
+
+def test_a_hybrids_basis_is_what_the_inputs_it_measured_predict():
+    """Hand-checked: placed by 1.6 ms (page tasks at 8 and 2 ns an edge, no overhead),
+    the iteration measured the GPU's page tasks at 4 ns, the CPU's at 12 (smoothed to
+    9.2), an overhead of 0.5 ms (smoothed to 0.15) and took 3.5 ms. Its basis is what
+    those inputs predict, 4 * 9.2 / 13.2 + 0.15 = 2.938 ms, so the estimate is the
+    measurement until they move; a later run that recalls it starts from the same
+    inputs and the same 3.5 ms."""
+    m = model(8e-9, 2e-9)
+    assert m.placement(1.0, 1.0, 10**6)[0] == "hybrid"
+    m.observe("gpu", "pages", 10**6, 4e-3)
+    m.observe("cpu", "pages", 10**6, 12e-3)
+    m.observe_overhead(0.5e-3)
+    m.observe_iteration("hybrid", 3.5e-3)
+    assert m.basis["hybrid"] == pytest.approx(4 * 9.2 / 13.2 * 1e-3 + 0.15e-3)
+    assert m.error("hybrid", "pull") == pytest.approx(0.7 * 0.2 + 0.3 * 1.0)  # (capped)
+    assert m._estimate("hybrid", m._hybrid_prediction(10**6)) == pytest.approx(3.5e-3)
+    assert m.placement(1.0, 1.0, 10**6, current="gpu")[0] == "gpu"
+    later = model(8e-9, 2e-9)
+    later.recall(m.remembered())
+    assert later.overhead == pytest.approx(0.15e-3)
+    assert later._estimate("hybrid", later._hybrid_prediction(10**6)) == pytest.approx(3.5e-3)
+    assert later.placement(1.0, 1.0, 10**6)[0] == "gpu"
+    # a run that never ran a hybrid iteration leaves the overhead as it found it
+    assert CostModel(overhead=1e-3).remembered()["overhead"] is None

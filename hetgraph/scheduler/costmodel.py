@@ -177,10 +177,14 @@ class CostModel:
     progress : dict
         By device kind, the rise of the history's priority column per iteration,
         smoothed (with ``buckets``).
-    share : float or None
-        The CPU pushes' edges relaxed over their frontier's out-edges (the bucket's
-        part), smoothed (with ``buckets``): a push is predicted from the edges it
-        relaxes, share f |E|, not from its frontier's out-degree (:meth:`cpu_seconds`).
+    shares : dict
+        With ``buckets``, by CPU frontier mode ("push", "notify-pull"), the edges its
+        iterations read over their frontier's out-edges, smoothed: an iteration of
+        priority buckets reads only the lowest bucket's part of its frontier (a push
+        the bucket's out-edges, a notify-pull the in-edges of the vertices the bucket
+        notified), so it is fitted against the edges it read and predicted from
+        shares[mode] f |E| of them, not from its frontier's out-degree
+        (:meth:`cpu_seconds`). ``share`` is the push's: the bucket's part itself.
     errors : dict
         By (placement, mode), the relative error of the model's predictions of such
         iterations, |measured - predicted| / predicted, smoothed from
@@ -188,11 +192,13 @@ class CostModel:
         its predicted gain exceeds it.
     expected : dict
         By placement, the seconds the model expected of the last iteration it placed
-        there and the prediction that estimate rests on (see :meth:`observe_iteration`).
+        there, the prediction that estimate rests on and the graph's arcs (see
+        :meth:`observe_iteration`).
     basis : dict
         By placement, the prediction that its measured iteration time in ``iteration``
-        stands against: the estimate is the measurement scaled by how the prediction
-        moved since (the model's inputs changed), see :meth:`_estimate`.
+        stands against, made from the inputs that iteration measured: the estimate is
+        the measurement scaled by how the prediction moved since (the model's inputs
+        changed), see :meth:`_estimate`.
     waiting : object or None
         What says (its ``done()``) whether the GPU's page layout, which a run's
         calibration of the GPU waits for and its CPU does not, is there (None: none;
@@ -204,7 +210,7 @@ class CostModel:
         self.cpu_mode = cpu_mode
         self.buckets = bool(buckets)
         self.progress: dict = {}
-        self.share = None
+        self.shares: dict = {}
         self.skew = float(skew)
         self.threads = threads
         self.sparse_edges = sparse_edges
@@ -224,15 +230,23 @@ class CostModel:
         self.lead = None  # (current, the other side's lead at the last call, its trend)
         self.waiting = None
 
+    @property
+    def share(self):
+        """The CPU pushes' edges relaxed over their frontier's out-edges (the lowest
+        bucket's part), smoothed; None before any (see ``shares``)."""
+        return self.shares.get("push")
+
     def observe_iteration(self, placement, seconds):
         """Fold the measured seconds of a full-pull iteration placed on "gpu" or
         "hybrid" into the model; placement then compares measurements. A hybrid
         iteration also measures the error of what the model expected of it, and its
-        time is kept against the prediction it was placed by (``basis``)."""
+        time is kept against the prediction that the inputs it measured (its page
+        tasks' rates and overhead, folded in before this call) make (``basis``): the
+        inputs change from there on."""
         expected = self.expected.pop(placement, None)
         if expected is not None:
             self._observe_error(placement, "pull", expected[0], seconds)
-            self.basis[placement] = expected[1]
+            self.basis[placement] = self._hybrid_prediction(expected[2])
         self.iteration[placement] = _smoothed(self.iteration.get(placement), seconds)
 
     def error(self, placement, mode):
@@ -254,9 +268,24 @@ class CostModel:
     def _estimate(self, placement, predicted):
         """Seconds of an iteration on ``placement`` whose prediction is ``predicted``
         now: its measured time, scaled by how the prediction moved since that
-        measurement's (the model's inputs changed), else the prediction. A hybrid
-        iteration that lost to the GPU alone is so not tried again while the inputs
-        stay as they were, in this run and in later runs that :meth:`recall` it."""
+        measurement's (``basis``: the model's inputs changed), else the prediction.
+
+        The inputs of a hybrid iteration's prediction are the rates of both devices'
+        page tasks (their pulls' until measured), the hybrid overhead, and, for what
+        it must beat, the GPU alone's measured iteration; they are kept, with the
+        measurement, per graph, program, options and workers (the dispatcher's
+        calibration key: the GPU's budget and page size among the options;
+        :meth:`remembered`). "The inputs changed" means that the prediction made from
+        them now differs from ``basis``, the one they made right after the measured
+        iteration (its page tasks' rates and overhead folded in); the measurement
+        counts scaled by their ratio. So a hybrid iteration that took ``measured``
+        seconds against a GPU alone of ``gpu`` seconds is tried again only once
+        ``gpu`` exceeds ``measured * predicted / basis`` by more than the hybrid's
+        error (:meth:`_gpu_or_hybrid`): the prediction fell below ``basis * gpu /
+        (measured * (1 + error))``, or the GPU alone became slower by as much; with
+        the inputs as they were, never, in this run and in later runs that
+        :meth:`recall` it. (The CPU's and GPU's pull rates are not among the inputs
+        once page tasks were measured: a hybrid iteration runs page tasks.)"""
         measured = self.iteration.get(placement)
         if measured is None:
             return predicted
@@ -265,11 +294,15 @@ class CostModel:
 
     def remembered(self) -> dict:
         """What later runs on the same graph, program and budget start from
-        (:meth:`recall`): the hybrid iterations' measured time and its basis, the
+        (:meth:`recall`): the hybrid iterations' measured time and its basis, with the
+        inputs it was measured with (the page tasks' rates, the hybrid overhead), the
         prediction errors and the cost of a move between devices (``switch``)."""
         kept = {p: self.iteration[p] for p in ("hybrid",) if p in self.iteration}
+        pages = {key: self.per_edge[key] for key in (("cpu", "pages"), ("gpu", "pages"))
+                 if key in self.per_edge}
         return {"iteration": kept, "basis": {p: self.basis[p] for p in kept
                                              if p in self.basis},
+                "pages": pages, "overhead": self.overhead if kept else None,
                 "errors": dict(self.errors), "switch": self.switch}
 
     def recall(self, memory):
@@ -277,6 +310,9 @@ class CostModel:
         if memory:
             self.iteration.update(memory["iteration"])
             self.basis.update(memory["basis"])
+            self.per_edge.update(memory["pages"])
+            if memory["overhead"] is not None:
+                self.overhead = memory["overhead"]
             self.errors.update(memory["errors"])
             self.switch = memory["switch"]
 
@@ -337,15 +373,17 @@ class CostModel:
         a batch of short iterations costs the run's host time in proportion to them."""
         if len(rows) > tuning.FOLD_ROWS:
             rows = rows[-tuning.FOLD_ROWS:]
-        fitted, other, gpu_edges, gpu_seconds = self._row_totals(rows, num_arcs)
+        fitted, other, gpu = self._row_totals(rows, num_arcs)
         ends = _priority_ends(rows) if self.buckets and progress else None
-        self._fold(fitted, other, gpu_edges, gpu_seconds, ends, num_arcs)
+        self._fold(fitted, other, gpu, ends, num_arcs)
 
     def _row_totals(self, rows, num_arcs):
-        """(fitted, other, GPU edges, GPU seconds) of history ``rows``: ``fitted`` maps
-        a CPU mode of ``fits`` to [rows, frontier edges, seconds, rho, edges],
-        ``other`` the other CPU modes to [edges, seconds]."""
-        gpu_edges = gpu_seconds = 0.0
+        """(fitted, other, gpu) of history ``rows``: ``fitted`` maps a CPU mode of
+        ``fits`` to [rows, frontier edges, seconds, rho, edges], ``other`` the other
+        CPU modes to [edges, seconds]; ``gpu`` is (edges, seconds) of the GPU rows,
+        then (edges, seconds) of those of them that pushed an active subgraph
+        ("gpu-push")."""
+        gpu_edges = gpu_seconds = pushed = push_seconds = 0.0
         fitted = {}
         other = {}
         # (column indices as module constants, a GPU row first: the loop runs for every
@@ -353,8 +391,12 @@ class CostModel:
         for row in rows:  # (history rows: tuples, see hetgraph.result.COLUMN)
             seconds = row[_SECONDS]
             if row[_PLACEMENT] == "gpu":
+                seconds = max(seconds, row[_GPU_SECONDS])
                 gpu_edges += row[_EDGES]
-                gpu_seconds += max(seconds, row[_GPU_SECONDS])
+                gpu_seconds += seconds
+                if row[_MODE] == "gpu-push":
+                    pushed += row[_EDGES]
+                    push_seconds += seconds
                 continue
             seconds = max(seconds, row[_CPU_SECONDS])
             mode = row[_MODE]
@@ -369,7 +411,7 @@ class CostModel:
                 totals = other.setdefault(mode, [0, 0.0])
                 totals[0] += row[_EDGES]
                 totals[1] += seconds
-        return fitted, other, gpu_edges, gpu_seconds
+        return fitted, other, (gpu_edges, gpu_seconds, pushed, push_seconds)
 
     def observe_burst(self, burst, first, rho, seconds, num_arcs):
         """Fold a CPU burst (mode, stats, fronts) of :meth:`.CpuEngine.burst` whose
@@ -387,17 +429,21 @@ class CostModel:
             if len(finite):
                 a, b = finite[0], finite[-1]
                 ends["cpu"] = [first + a, float(fronts[a]), first + b, float(fronts[b])]
-        self._fold(fitted, {}, 0.0, 0.0, ends, num_arcs)
+        self._fold(fitted, {}, (0.0,) * 4, ends, num_arcs)
 
-    def _fold(self, fitted, other, gpu_edges, gpu_seconds, ends, num_arcs):
+    def _fold(self, fitted, other, gpu, ends, num_arcs):
         """Fold the totals of :meth:`observe_rows` into the rates, the fits and, with
-        ``ends`` (:func:`_priority_ends`; None: none measured), the progress and the CPU
-        pushes' share; first, the error of what the model predicted of them."""
+        ``ends`` (:func:`_priority_ends`; None: none measured), the progress and the
+        bucketed modes' shares; first, the error of what the model predicted of them,
+        per mode (the GPU's: its pulls, and its pushes of active subgraphs, which its
+        one rate predicts alike)."""
         if ends is not None:
-            self._observe_progress(ends, fitted.get("push"))
+            self._observe_progress(ends, fitted)
         for mode, (count, edges, seconds, rho, relaxed) in fitted.items():
             size = (relaxed if self._relaxes(mode) else edges) / count
-            prior = self._prior(mode, size / num_arcs, rho, num_arcs) / size if size else 0.0
+            part = relaxed / edges if mode == "push" and edges else None  # (measured)
+            prior = self._bucket_prior(mode, edges / count / num_arcs, rho, num_arcs,
+                                       part) / size if size else 0.0
             fit = self.fits[mode]
             self._observe_error("cpu", mode, fit.predict(size, prior), seconds / count)
             fit.observe(size, seconds / count, prior)
@@ -405,15 +451,21 @@ class CostModel:
             self._observe_error("cpu", mode, self._measured_seconds("cpu", mode, edges),
                                 seconds)
             self.observe("cpu", mode, edges, seconds)
-        if gpu_edges:
-            self._observe_error("gpu", "pull",
-                                self._measured_seconds("gpu", "pull", gpu_edges), gpu_seconds)
-            self.observe("gpu", "pull", gpu_edges, gpu_seconds)
+        edges, seconds, pushed, push_seconds = gpu
+        if edges:
+            if pushed:
+                self._observe_error("gpu", "push", self._measured_seconds(
+                    "gpu", "pull", pushed), push_seconds)
+            if edges > pushed:
+                self._observe_error("gpu", "pull", self._measured_seconds(
+                    "gpu", "pull", edges - pushed), seconds - push_seconds)
+            self.observe("gpu", "pull", edges, seconds)
 
     def _relaxes(self, mode):
-        """Whether the CPU's ``mode`` is fitted against the edges it relaxes, not its
-        frontier's out-edges: a push of priority buckets relaxes the bucket's part."""
-        return self.buckets and mode == "push"
+        """Whether the CPU's ``mode`` is fitted against the edges it reads, not its
+        frontier's out-edges: with priority buckets, a push or notify-pull runs the
+        lowest bucket's part of its frontier (see ``shares``)."""
+        return self.buckets and mode in self.fits
 
     def _measured_seconds(self, kind, mode, edges):
         """Predicted seconds of ``edges`` at a measured rate (None: none, or the
@@ -424,17 +476,22 @@ class CostModel:
             return None
         return edges * self.per_edge[key]
 
-    def _observe_progress(self, ends, pushes):
+    def _observe_progress(self, ends, fitted):
         """Fold into ``progress`` each device kind's rise of the priority per iteration
-        between its ``ends`` (see :func:`_priority_ends`), and into ``share`` the CPU
-        pushes' edges over their frontier's (``pushes``: the push rows' totals, see
-        :meth:`observe_rows`)."""
+        between its ``ends`` (see :func:`_priority_ends`), and into ``shares`` each
+        bucketed mode's edges read over its frontier's out-edges (``fitted``: the rows'
+        totals by mode, see :meth:`_row_totals`; a push's at most 1: it reads no more
+        than its frontier's out-edges, a notify-pull's as measured: the in-edges of
+        the vertices notified)."""
         for kind, (first, low, last, high) in ends.items():
             if last > first:
                 rise = max(high - low, 0.0) / (last - first)
                 self.progress[kind] = _smoothed(self.progress.get(kind), rise)
-        if pushes is not None and pushes[1]:
-            self.share = _smoothed(self.share, min(pushes[4] / pushes[1], 1.0))
+        for mode, totals in fitted.items():
+            if totals[1]:
+                share = totals[4] / totals[1]
+                self.shares[mode] = _smoothed(self.shares.get(mode),
+                                              min(share, 1.0) if mode == "push" else share)
 
     def progress_ratio(self):
         """How many CPU iterations one GPU iteration's progress takes (1 without
@@ -489,7 +546,7 @@ class CostModel:
         less, while f is under ``tuning.SUBGRAPH_ACTIVE_EDGES`` with active subgraphs,
         the streamed edges that are not active: (1 - subgraph (1 - f)) of a pull."""
         pull = self.seconds("gpu", num_arcs)
-        if self.subgraph and f < tuning.SUBGRAPH_ACTIVE_EDGES:
+        if self._pushes(f):
             return pull * (1.0 - self.subgraph * (1.0 - f))
         return pull
 
@@ -500,7 +557,8 @@ class CostModel:
         values back, so it is kept apart from the GPU's pull, which predicts whole
         iterations on the GPU: counted as a pull, it would make the GPU alone look
         slower than it is."""
-        return self.seconds(kind, edges, "pages" if self.has_rate(kind, "pages") else "pull")
+        rates = self.per_edge  # (as seconds(): its pages' rate, else its pull's)
+        return edges * rates.get((kind, "pages"), rates.get((kind, "pull"), 0.0))
 
     def has_rate(self, kind, mode):
         """Whether ``kind`` has a rate in ``mode`` (measured or calibrated)."""
@@ -529,15 +587,23 @@ class CostModel:
         """Predicted seconds of the CPU's iteration in the mode the engine will run it
         in (:meth:`cpu_mode_for`), not the cheapest of the modes predicted: a mode the
         engine does not run may be predicted far cheaper than the one it runs."""
-        pull = self.seconds("cpu", num_arcs)
         mode = self.cpu_mode_for(f, rho, num_arcs)
         if mode == "pull":
-            return pull
-        if self._relaxes(mode):  # (the edges it relaxes: the bucket's part)
-            f *= self.share or 1.0
-        prior = self._prior(mode, f, rho, num_arcs)
-        fitted = self.fits[mode].predict(f * num_arcs, prior / (f * num_arcs) if f else 0.0)
+            return self.seconds("cpu", num_arcs)
+        prior = self._bucket_prior(mode, f, rho, num_arcs)
+        size = f * num_arcs
+        if self._relaxes(mode):  # (the edges it reads: of the lowest bucket)
+            size *= self.shares.get(mode, self.share or 1.0)
+        fitted = self.fits[mode].predict(size, prior / size if size else 0.0)
         return prior if fitted is None else fitted
+
+    def _bucket_prior(self, mode, f, rho, num_arcs, part=None):
+        """:meth:`_prior` of a frontier of notify fraction ``f`` of which, with
+        ``buckets``, the lowest bucket's ``part`` runs (default ``share``, once
+        measured, else all)."""
+        if self._relaxes(mode):
+            f *= part if part is not None else self.share or 1.0
+        return self._prior(mode, f, rho, num_arcs)
 
     def alpha(self, f, rho, num_arcs):
         """The CPU's predicted iteration time over the GPU's pull: Garaph's eq. 3,
@@ -570,36 +636,54 @@ class CostModel:
                 high = middle
         return low
 
-    def _gpu_or_hybrid(self, gpu, pull):
+    def _gpu_or_hybrid(self, gpu, num_arcs):
         """"hybrid" when a hybrid iteration's estimate (:meth:`_estimate` of the balanced
-        split of a pull of ``gpu`` and ``pull`` seconds plus the overhead) beats the GPU
-        alone (its measured iteration, else ``gpu``) by more than the hybrid's measured
-        error (:meth:`error`), else "gpu"; the estimate is then what the model expects
-        of it (``expected``)."""
-        predicted = gpu * pull / (gpu + pull) + self.overhead
+        split of its ``num_arcs`` edges at the rates of both devices' page tasks, what
+        a hybrid iteration runs (:meth:`page_seconds`), plus the overhead) beats the
+        GPU alone (its measured iteration, else ``gpu`` seconds) by more than the
+        hybrid's measured error (:meth:`error`), else "gpu"; the estimate is then what
+        the model expects of it (``expected``)."""
+        predicted = self._hybrid_prediction(num_arcs)
         hybrid = self._estimate("hybrid", predicted)
         if self.iteration.get("gpu", gpu) - hybrid <= self.error("hybrid", "pull") * hybrid:
             self.expected.pop("hybrid", None)
             return "gpu"
-        self.expected["hybrid"] = (hybrid, predicted)
+        self.expected["hybrid"] = (hybrid, predicted, num_arcs)
         return "hybrid"
+
+    def _hybrid_prediction(self, num_arcs):
+        """Seconds of a hybrid iteration over ``num_arcs`` edges: their balanced split
+        at the rates of both devices' page tasks (:meth:`page_seconds`), plus the
+        overhead."""
+        on_gpu, on_cpu = self.page_seconds("gpu", num_arcs), self.page_seconds("cpu", num_arcs)
+        return on_gpu * on_cpu / (on_gpu + on_cpu) + self.overhead
 
     def _margin(self, best, f, rho, num_arcs):
         """How much faster ``best`` ("cpu" or the GPU's) must be predicted, as a share of
         the slower side's time, for staying to count as a loss: ``tuning.SWITCH_MARGIN``,
-        or the measured error of its predictions (:meth:`error`) if more."""
-        mode = self.cpu_mode_for(f, rho, num_arcs) if best == "cpu" else "pull"
+        or the measured error of its predictions in the mode it would run in
+        (:meth:`error`; the GPU's: a push of its active subgraph or a pull) if more."""
+        if best == "cpu":
+            mode = self.cpu_mode_for(f, rho, num_arcs)
+        else:
+            mode = "push" if self._pushes(f) else "pull"
         return max(tuning.SWITCH_MARGIN, self.error("cpu" if best == "cpu" else "gpu", mode))
+
+    def _pushes(self, f):
+        """Whether a GPU iteration of notify fraction ``f`` is predicted to push its
+        active subgraph (:meth:`gpu_seconds`), not pull every page."""
+        return bool(self.subgraph) and f < tuning.SUBGRAPH_ACTIVE_EDGES
 
     def placement(self, f, rho, num_arcs, current=None, start=False, weight=1, seconds=0.0):
         """Where an iteration with both device kinds available runs.
 
         "cpu" when the CPU alone is predicted faster (alpha < 1, Garaph), else "hybrid"
-        when the balanced split of a pull over CPU and GPU plus the hybrid overhead
-        beats the GPU alone by more than the hybrid's measured prediction error
-        (measured iteration times replace both predictions once there are some, a
-        hybrid's scaled by how its prediction moved since: one that lost is not tried
-        again while the model's inputs stay), else "gpu". The CPU's times are for a
+        when the balanced split of a pull over CPU and GPU page tasks (at their rates)
+        plus the hybrid overhead beats the GPU alone by more than the hybrid's
+        measured prediction error (measured iteration times replace both predictions
+        once there are some, a hybrid's scaled by how its prediction moved since: one
+        that lost is not tried again until the model's inputs change, as
+        :meth:`_estimate` defines), else "gpu". The CPU's times are for a
         GPU iteration's progress (:meth:`progress_ratio` of its iterations), and so
         are the iterations ``weight`` counts on the CPU.
 
@@ -658,8 +742,8 @@ class CostModel:
         cpu = self.cpu_seconds(f, rho, num_arcs) * ratio
         a = cpu / gpu  # as alpha()
         # (a hybrid iteration pulls every page: against active subgraphs, the GPU alone)
-        device = self._gpu_or_hybrid(gpu, pull) if gpu == self.seconds("gpu", num_arcs) \
-            else "gpu"
+        device = self._gpu_or_hybrid(gpu, num_arcs) \
+            if gpu == self.seconds("gpu", num_arcs) else "gpu"
         if start:  # the CPU must win this iteration and the next, or move; else the GPU
             ahead = self.cpu_seconds(min(f * self.growth, 1.0), rho, num_arcs) * ratio
             return ("cpu" if cpu + min(ahead, self.switch + gpu) < 2 * gpu else "gpu"), a

@@ -563,7 +563,7 @@ class Segment:
                  "rows", "clock", "frontier_of", "launch", "wait", "began", "finished",
                  "folded", "iteration", "status", "observed", "bursts", "may_burst",
                  "burst_seconds", "burst_degree", "ran", "alpha", "limits_of",
-                 "choose_seconds", "lead_seconds", "max_burst")
+                 "choose_seconds", "lead_seconds", "max_burst", "answer")
 
     def __init__(self, run, engine, kind, first, last, choose, pages, model, slice_seconds,
                  max_degree=cpu.NO_LIMIT):
@@ -575,6 +575,9 @@ class Segment:
         self.rho, self.uses_constant, self.has_converged = run.rho, spec.uses_constant, \
             spec.has_converged
         self.first, self.last, self.choose, self.pages = first, last, choose, pages
+        # a chooser of _chooser says until when its last answer stands (``due``): no
+        # call until then, which a run on one device kind does not pay either
+        self.answer = choose if hasattr(choose, "due") else None
         self.model, self.slice_seconds = model, slice_seconds
         self.depth = queue_depth(spec, engine)
         self.launched = collections.deque()
@@ -675,6 +678,9 @@ class Segment:
         if iteration == self.first:
             placement = self.kind
             alpha = float("nan") if model is None else model.alpha(f, self.rho, self.arcs)
+        elif self.answer is not None and start < self.answer.due:  # (as choose's stay)
+            placement, alpha = self.kind, self.alpha
+            self.ran += 1
         else:
             placement, alpha = self.choose(f, self.ran + 1)
             self.ran = 0
@@ -808,11 +814,17 @@ def _chooser(model, run, kind, others, spread_pull=False):
             stay = answer
             if kind == "gpu" and short and answer[1] > 2.0:  # (alpha: nan, or > 1)
                 choose.interval *= min(answer[1] / 2.0, backoff)
+        choose.due = asked + choose.interval
         return answer
 
     choose.interval = every  # until the next question (see CHOOSE_BACKOFF)
+    choose.due = -float("inf")  # (the clock before which the last answer stands)
     if not others and not spread_pull:
-        return lambda f, ran=1: stay
+        def same(f, ran=1):
+            return stay
+
+        same.due = float("inf")
+        return same
     return choose
 
 
