@@ -100,6 +100,11 @@ TOCAB_BUILD_CHUNK = 1 << 26
 # this share of the arcs (Subway's 80%): beyond it, building the subgraph costs more than
 # streaming the pages saves
 SUBGRAPH_ACTIVE_EDGES = 0.8
+# streamed iterations under that threshold, streamed because a subgraph iteration was
+# predicted slower, before one is tried again (twice as many after each try it loses, up
+# to the most): a prediction from one slow push must not hold for the engine's life
+SUBGRAPH_PROBE = 4
+SUBGRAPH_PROBE_MAX = 64
 # async-subgraph mode: pushes over one loaded subgraph at most, however long its
 # vertices keep changing each other (a bound on a chunk's stay, not a tuned speed)
 SUBGRAPH_INNER_PASSES = 10_000

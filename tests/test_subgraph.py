@@ -217,6 +217,8 @@ def test_subgraph_choice_follows_the_measured_seconds():
     choice = SubgraphChoice(arcs=1000, large=100, stream=0.010)
     limit = tuning.SUBGRAPH_ACTIVE_EDGES * 1000
     assert choice.wanted(limit - 1) and not choice.wanted(limit)
+    choice.observe(5, 0.5, pushed=True)  # the first: it compiled the push, not measured
+    assert choice.fixed is None and choice.slope is None
     choice.observe(5, 0.001, pushed=True)  # small: the fixed part, no slope yet
     choice.observe(50, 0.002, pushed=True)
     assert choice.fixed == 0.001 and choice.slope is None and choice.wanted(700)
@@ -227,6 +229,31 @@ def test_subgraph_choice_follows_the_measured_seconds():
     assert choice.wanted(700)
     choice.observe(600, 0.001 + 600 * 4e-5, pushed=True)  # a slower push: the slope rises
     assert 2e-5 < choice.slope < 4e-5
+
+
+def test_a_slow_push_does_not_keep_the_pages_streaming(monkeypatch):
+    """A push measured slow (10x, once) makes small frontiers stream; after
+    SUBGRAPH_PROBE of them one is pushed again, its time replaces the fixed part, and
+    pushes resume; a try that loses backs off to twice as many."""
+    from hetgraph import tuning
+    from hetgraph.engines.subway import SubgraphChoice
+
+    monkeypatch.setattr(tuning, "SUBGRAPH_PROBE", 4)
+    choice = SubgraphChoice(arcs=10_000, large=100, stream=0.010)
+    choice.observe(5, 0.2, pushed=True)  # (the compile)
+    choice.observe(5, 0.030, pushed=True)  # slow once: 30 ms against streaming's 10
+    choice.observe(1000, 0.030 + 1000 * 1e-6, pushed=True)
+    ways = [choice.wanted(20) for _ in range(4)]
+    assert ways == [False, False, False, True]  # streamed 3 times, then a try
+    choice.observe(20, 0.001, pushed=True)  # the try: 1 ms
+    assert choice.fixed == 0.001 and all(choice.wanted(20) for _ in range(5))
+    choice.observe(20, 0.040, pushed=True)  # (not a try: the fastest stays the fixed part)
+    assert choice.fixed == 0.001
+    choice.observe(0, 0.0005, pushed=False)  # streaming got faster than any push
+    ways = [choice.wanted(20) for _ in range(4)]
+    assert ways == [False, False, False, True]
+    choice.observe(20, 0.002, pushed=True)  # the try loses: next one after 8
+    assert [choice.wanted(20) for _ in range(8)] == [False] * 7 + [True]
 
 
 def test_page_locked_buffers_handed_back_are_reused(monkeypatch):

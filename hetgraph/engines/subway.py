@@ -51,26 +51,38 @@ class SubgraphChoice:
     """Whether a streamed iteration runs over the active subgraph, by what the two ways
     took: never from ``tuning.SUBGRAPH_ACTIVE_EDGES`` of the ``arcs`` (Subway's
     threshold); below it while a subgraph iteration is predicted faster than streaming
-    the pages. A subgraph iteration is predicted as a fixed part (the fastest measured)
-    plus seconds per frontier out-edge (from those of more than ``large``, smoothed by
-    ``tuning.COST_SMOOTHING``); a streamed one as the last measured, before any as
-    ``stream`` seconds (the pages' copy, see :meth:`ActiveSubgraphs._build`). Until a
-    slope is measured, the threshold alone decides."""
+    the pages. A subgraph iteration is predicted as a fixed part (the fastest measured
+    from a frontier of at most ``large`` out-edges) plus seconds per frontier out-edge
+    (from those of more than ``large``, smoothed by ``tuning.COST_SMOOTHING``); a
+    streamed one as the last measured, before any as ``stream`` seconds (the pages'
+    copy, see :meth:`ActiveSubgraphs._build`). Until a slope is measured, the threshold
+    alone decides. An engine's first subgraph iteration pays for compiling the push and
+    is not measured. While streaming is predicted faster, a subgraph iteration is tried
+    again after ``tuning.SUBGRAPH_PROBE`` streamed ones under the threshold, after
+    twice as many each time it loses (up to ``tuning.SUBGRAPH_PROBE_MAX``); a try
+    replaces the part of the prediction it measures, so that one slow iteration does
+    not keep the pages streaming for good (the engine, and this choice, outlive a
+    run)."""
 
     def __init__(self, arcs, large, stream=None):
         self.limit = tuning.SUBGRAPH_ACTIVE_EDGES * arcs
         self.large = large
         self.stream = stream
         self.fixed = self.slope = None
+        self.measured = self.trying = False  # (the first push was seen; the next is a try)
+        self.interval = self.wait = tuning.SUBGRAPH_PROBE
 
     def wanted(self, degree):
         """Whether an iteration from a frontier of ``degree`` out-edges runs over the
         active subgraph."""
         if degree >= self.limit:
             return False
-        if self.slope is None or self.stream is None:
+        if self.slope is None or self.stream is None or \
+                (self.fixed or 0.0) + self.slope * degree < self.stream:
             return True
-        return self.fixed + self.slope * degree < self.stream
+        self.wait -= 1
+        self.trying = self.wait <= 0
+        return self.trying
 
     def observe(self, degree, seconds, pushed):
         """Fold in an iteration from a frontier of ``degree`` out-edges that took
@@ -78,11 +90,21 @@ class SubgraphChoice:
         if not pushed:
             self.stream = seconds
             return
-        self.fixed = seconds if self.fixed is None else min(self.fixed, seconds)
-        if degree > self.large:
-            slope = (seconds - self.fixed) / degree
-            self.slope = slope if self.slope is None else \
-                self.slope + tuning.COST_SMOOTHING * (slope - self.slope)
+        if not self.measured:  # (the push's compile)
+            self.measured = True
+            return
+        trying, self.trying = self.trying, False
+        if trying:  # back off while tries lose to streaming
+            lost = self.stream is not None and seconds >= self.stream
+            self.interval = min(2 * self.interval, tuning.SUBGRAPH_PROBE_MAX) \
+                if lost else tuning.SUBGRAPH_PROBE
+            self.wait = self.interval
+        if degree <= self.large:
+            self.fixed = seconds if self.fixed is None or trying else min(self.fixed, seconds)
+            return
+        slope = max(seconds - (self.fixed or 0.0), 0.0) / degree
+        self.slope = slope if self.slope is None or trying else \
+            self.slope + tuning.COST_SMOOTHING * (slope - self.slope)
 
 
 # page-locked host buffers that finished runs handed back, by (size, dtype): pinning
