@@ -57,6 +57,10 @@ PULL_PARTS_PER_THREAD = 4
 # ... while each range keeps this many edges: a range's claim and call hold the GIL,
 # which the threads of a pass over short ranges wait for in turn
 PULL_PART_EDGES = 1 << 18
+# a sync pull that stops reading a vertex once settled (bottom-up BFS) is cut into ranges
+# of equal cost, a vertex costing its in-degree up to this many edges: a hub settles
+# after a few, while the low-degree end reads all of its own
+PULL_STOP_EDGES = 8
 # a pull that could run spread over threads runs so or alone by the seconds an edge each
 # way took lately (a machine shared with other work may make one thread faster): the
 # moving average's weight of a new pass, and after how many passes the other way is

@@ -155,3 +155,40 @@ def test_an_engine_on_a_busy_machine_pulls_alone(monkeypatch):
     want = (spec.program.iteration_constant(g, before) +
             sp.csr_matrix(g.to_scipy()).T.tocsr() @ before) * aux
     np.testing.assert_allclose(engine.values, want, rtol=1e-6)
+
+
+def test_a_pull_that_stops_is_cut_by_capped_in_degrees():
+    """Hand-checked: in-degrees 10, 0, 1, 2, 20, 3 cost 9, 1, 2, 3, 9, 4 with a cap of
+    8 (28 in all); two ranges of 14 split before vertex 4 (running costs 9, 10, 12,
+    15), at a vertex boundary: no vertex is cut."""
+    from hetgraph.kernels.cpu.pull import cut_by_cost
+
+    in_indptr = np.concatenate(([0], np.cumsum([10, 0, 1, 2, 20, 3])))
+    vertices, prefix, v0, bounds, owned, head, tail, has_tail = cut_by_cost(
+        in_indptr, 2, 8, np.float64)
+    assert owned.tolist() == [0, 4, 6] and bounds.tolist() == [0, 13, 36]
+    assert len(vertices) == 0 and prefix is in_indptr and v0 == 0
+    assert len(head) == len(tail) == len(has_tail) == 2
+
+
+@pytest.mark.parametrize("threads, partitions", [(2, None), (2, 7), (1, 5)])
+def test_bfs_pulls_cut_by_cost_equal_scipy(threads, partitions, monkeypatch):
+    """BFS (a sync pull that stops at a settled vertex) on a reordered RMAT graph whose
+    dense iterations pull: its pulls are cut by capped in-degrees, and its levels equal
+    SciPy's breadth-first levels."""
+    from scipy.sparse import csgraph
+    from hetgraph.engines import cpu as cpu_engine
+
+    monkeypatch.setattr(hg.tuning, "SERIAL_EDGES", 1000)  # (ranges on a small graph)
+    cuts = []
+    real = cpu_engine.cut_by_cost
+    monkeypatch.setattr(cpu_engine, "cut_by_cost",
+                        lambda *args: cuts.append(args[1]) or real(*args))
+    g = hg.generate.rmat(14, seed=3).reorder("auto")
+    source = g.label_of(int(np.argmax(g.out_degree())))
+    result = hg.bfs(g, source, devices="cpu", threads=threads, partitions=partitions)
+    assert "pull" in set(result.history["mode"]) and cuts
+    want = csgraph.shortest_path(g.to_scipy(), unweighted=True,
+                                 indices=g.id_of(source))
+    want[~np.isfinite(want)] = -1  # (hetgraph's level of an unreached vertex)
+    assert np.array_equal(np.asarray(result.values), want)

@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import tuning
 from ..kernels import cpu
-from ..kernels.cpu.pull import cut_ranges
+from ..kernels.cpu.pull import cut_by_cost, cut_ranges
 from .base import Engine
 from .colored import MODE as COLORED, ColorSweep
 from .cpu_modes import SpreadBySize, choose_cpu_mode, notify_fraction, push_factor
@@ -128,7 +128,7 @@ class CpuEngine(Engine):
             self.sweep.reset()
         if self._bound_to() is not graph:  # what depends on the graph alone, kept
             self._bound_to = weakref.ref(graph)  # (weakly: the graph keeps its engines)
-            self._cuts = {}  # {parts: a whole pull's cut_ranges}
+            self._cuts = {}  # {(parts, stops): a whole pull's cut (see _whole_cut)}
             self._in_edges = None  # the graph's in-edges as the pull reads them, once asked
 
     def unbind(self):
@@ -342,11 +342,17 @@ class CpuEngine(Engine):
 
     def _whole_cut(self, parts):
         """The cut of a pull over every vertex into ``parts`` ranges (made once per
-        graph and part count; its replica arrays are scratch that each pass rewrites)."""
-        cut = self._cuts.get(parts)
+        graph, part count and kind; its replica arrays are scratch that each pass
+        rewrites): equal edge ranges, or, for a sync pull that stops reading a settled
+        vertex's in-edges, ranges of equal cost (:func:`cut_by_cost`, in-degrees capped
+        at ``tuning.PULL_STOP_EDGES``)."""
+        stops = self.kernel.stops and self.state.sync
+        cut = self._cuts.get((parts, stops))
         if cut is None:
-            cut = self._cuts[parts] = cut_ranges(cpu.ALL_VERTICES, self.graph.in_indptr, 0,
-                                                 parts, self.state.values.dtype)
+            graph, dtype = self.graph, self.state.values.dtype
+            cut = cut_by_cost(graph.in_indptr, parts, tuning.PULL_STOP_EDGES, dtype) if \
+                stops else cut_ranges(cpu.ALL_VERTICES, graph.in_indptr, 0, parts, dtype)
+            self._cuts[parts, stops] = cut
         return cut
 
     def _dense_pass(self, constant, chosen):

@@ -86,6 +86,7 @@ class CpuKernel:
         ops, check = compile_ops(spec, aux_dtype)
         self.spec = spec
         self.identity = ops.identity
+        self.stops = ops.stops  # (a sync pull's work is then not its edges: see _whole_cut)
         self._warmed = set()  # the kinds of arrays warm_up compiled for
         # (the last graph, weakly; {push: its frontier passes' arrays}), see _graph
         self._arrays_of = (lambda: None, {})

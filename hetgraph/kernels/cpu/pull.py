@@ -12,7 +12,7 @@ from typing import Callable, NamedTuple
 import numba
 import numpy as np
 
-from .structs import Cut, Page, State
+from .structs import ALL_VERTICES, Cut, Page, State
 from .threads import run_parts
 from .vertexops import VertexOps
 
@@ -62,6 +62,21 @@ def cut_ranges(vertices, prefix, v0, parts, dtype) -> tuple:
         owned = np.searchsorted(prefix[:-1], bounds)
         owned[0], owned[-1] = 0, n
     return (vertices, prefix, v0, bounds, owned, np.empty(parts, dtype),
+            np.empty(parts, dtype), np.zeros(parts, np.bool_))
+
+
+def cut_by_cost(in_indptr, parts, cap, dtype) -> tuple:
+    """The Cut of a pull over every vertex into ``parts`` ranges of equal cost at vertex
+    boundaries (no vertex cut), a vertex costing 1 plus its in-degree up to ``cap``
+    edges: the work of a sync pull that stops reading a vertex once it is settled
+    (Beamer's bottom-up BFS), where a hub settles after a few edges and a low-degree
+    vertex reads them all, so that equal edge ranges would leave the low-degree end's
+    ranges most of the work."""
+    degree = np.diff(in_indptr)
+    cost = np.concatenate(([0], np.cumsum(np.minimum(degree, cap) + 1)))
+    owned = np.searchsorted(cost, cost[-1] * np.arange(parts + 1) // parts)
+    owned[0], owned[-1] = 0, len(degree)
+    return (ALL_VERTICES, in_indptr, 0, in_indptr[owned], owned, np.empty(parts, dtype),
             np.empty(parts, dtype), np.zeros(parts, np.bool_))
 
 

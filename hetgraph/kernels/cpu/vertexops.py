@@ -91,6 +91,7 @@ class VertexOps(NamedTuple):
     identity: object
     on_change: bool
     buckets: bool
+    stops: bool           # a sync pull stops reading v's in-edges once v is settled
     accumulate: Callable  # (indices, weights, values, first, last, dst_value, acc) -> acc
     settling: Callable    # accumulate in a pull, stopping once v is settled (see there)
     aux_of: Callable      # (aux, v) -> v's aux value
@@ -169,7 +170,7 @@ def build_ops(gather, combine, apply, activate, settled, priority, cast, identit
         return store(new_values, flags, v, values[v], values[v])
 
     return VertexOps(gather, combine, apply_with, activate, settled, priority, cast,
-                     identity, on_change, priority is not no_priority, accumulate,
+                     identity, on_change, priority is not no_priority, stops, accumulate,
                      settling, aux_of, finish, keep, vertex)
 
 
