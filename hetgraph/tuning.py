@@ -64,6 +64,12 @@ PULL_PART_EDGES = 1 << 18
 SPREAD_WEIGHT = 0.3
 SPREAD_PROBE = 8
 SPREAD_PROBE_MAX = 256
+# a whole pull of a graph of hostile order (more vertices than DIRECT_CACHED_VERTICES, a
+# median arc span above DIRECT_HOSTILE_SPAN) without hubs (in-degree skew at most
+# PULL_AHEAD_SKEW) prefetches the source values of the edges this many places ahead:
+# each of a vertex's few in-edges reads a value far from the last (docs/tuning.md)
+PULL_AHEAD = 64
+PULL_AHEAD_SKEW = 8.0
 
 # --- GPU engine (hetgraph.kernels.gpu, hetgraph.engines.gpu) ----------------------------------
 

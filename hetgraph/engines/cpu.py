@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import tuning
 from ..kernels import cpu
-from ..kernels.cpu.pull import cut_ranges
+from ..kernels.cpu.pull import cut_ranges, pull_ahead
 from .base import Engine
 from .colored import MODE as COLORED, ColorSweep
 from .cpu_modes import SpreadBySize, choose_cpu_mode, notify_fraction, push_factor
@@ -130,6 +130,7 @@ class CpuEngine(Engine):
             self._bound_to = weakref.ref(graph)  # (weakly: the graph keeps its engines)
             self._cuts = {}  # {parts: a whole pull's cut_ranges}
             self._in_edges = None  # the graph's in-edges as the pull reads them, once asked
+            self._ahead = pull_ahead(graph)  # edges a whole pull prefetches ahead
 
     def unbind(self):
         """See :meth:`Engine.unbind`."""
@@ -346,7 +347,7 @@ class CpuEngine(Engine):
         cut = self._cuts.get(parts)
         if cut is None:
             cut = self._cuts[parts] = cut_ranges(cpu.ALL_VERTICES, self.graph.in_indptr, 0,
-                                                 parts, self.state.values.dtype)
+                                                 parts, self.state.values.dtype, self._ahead)
         return cut
 
     def _dense_pass(self, constant, chosen):

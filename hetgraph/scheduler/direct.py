@@ -21,7 +21,7 @@ import numpy as np
 from .. import tuning
 from ..graph import Graph
 from ..io.store import StoredGraph
-from ..order import median_arc_span
+from ..kernels.cpu.pull import arc_span as _span
 from ..result import Result, device_row
 
 # the options of a run the direct path takes, with the values it takes for each; any
@@ -74,13 +74,6 @@ def traverses_components(graph, options) -> bool:
             and _span(graph) > tuning.DIRECT_HOSTILE_SPAN)
 
 
-def _span(graph):
-    """The median arc span of ``graph`` (:func:`hetgraph.order.median_arc_span` of
-    ``tuning.DIRECT_SPAN_SAMPLES`` arcs), found once and kept by the graph."""
-    return graph.kept(_SPAN, lambda: median_arc_span(graph,
-                                                     samples=tuning.DIRECT_SPAN_SAMPLES))
-
-
 def _scattered(graph):
     """Whether a traversal of ``graph`` marks vertices in bits and prefetches rows:
     more than ``tuning.DIRECT_CACHED_VERTICES`` vertices, a median arc span above
@@ -117,8 +110,7 @@ def small_levels(graph, label, options, dtype, unreached, name, program_start):
                   program_start, small.work())
 
 
-_SMALL = "direct-small"  # (the keys of a graph's _Small and its arc span in Graph.kept)
-_SPAN = "direct-span"
+_SMALL = "direct-small"  # (the key of a graph's _Small in Graph.kept)
 
 
 class _Small:
