@@ -194,6 +194,9 @@ DIRECT_CACHED_VERTICES = 1 << 17
 DIRECT_HOSTILE_SPAN = 1 << 15  # (ids: 128 KB of int32 values)
 DIRECT_SPAN_SAMPLES = 1024  # arcs read to find that median: a hostile order shows in a few
 DIRECT_AHEAD = 64  # queue places ahead whose rows such a traversal prefetches
+# the direct PageRank sums 4 vertices' in-edges side by side, the vertices sorted by
+# in-degree within runs of this many ids: alike degrees pad a group's shorter ones little
+DIRECT_LANES_WINDOW = 256
 # in process, a run's segments run in the calling thread until they took this long in
 # all, and later ones as tasks: a task's round trip outweighs a short run
 INLINE_SECONDS = 1.0
