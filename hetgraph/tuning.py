@@ -68,6 +68,12 @@ PULL_STOP_EDGES = 8
 SPREAD_WEIGHT = 0.3
 SPREAD_PROBE = 8
 SPREAD_PROBE_MAX = 256
+# a whole pull of a graph of hostile order (more vertices than DIRECT_CACHED_VERTICES, a
+# median arc span above DIRECT_HOSTILE_SPAN) without hubs (in-degree skew at most
+# PULL_AHEAD_SKEW) prefetches the source values of the edges this many places ahead:
+# each of a vertex's few in-edges reads a value far from the last (docs/tuning.md)
+PULL_AHEAD = 64
+PULL_AHEAD_SKEW = 8.0
 
 # --- GPU engine (hetgraph.kernels.gpu, hetgraph.engines.gpu) ----------------------------------
 
@@ -197,6 +203,9 @@ DIRECT_CACHED_VERTICES = 1 << 17
 DIRECT_HOSTILE_SPAN = 1 << 15  # (ids: 128 KB of int32 values)
 DIRECT_SPAN_SAMPLES = 1024  # arcs read to find that median: a hostile order shows in a few
 DIRECT_AHEAD = 64  # queue places ahead whose rows such a traversal prefetches
+# the direct PageRank sums 4 vertices' in-edges side by side, the vertices sorted by
+# in-degree within runs of this many ids: alike degrees pad a group's shorter ones little
+DIRECT_LANES_WINDOW = 256
 # in process, a run's segments run in the calling thread until they took this long in
 # all, and later ones as tasks: a task's round trip outweighs a short run
 INLINE_SECONDS = 1.0

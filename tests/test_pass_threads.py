@@ -164,10 +164,10 @@ def test_a_pull_that_stops_is_cut_by_capped_in_degrees():
     from hetgraph.kernels.cpu.pull import cut_by_cost
 
     in_indptr = np.concatenate(([0], np.cumsum([10, 0, 1, 2, 20, 3])))
-    vertices, prefix, v0, bounds, owned, head, tail, has_tail = cut_by_cost(
+    vertices, prefix, v0, bounds, owned, head, tail, has_tail, ahead = cut_by_cost(
         in_indptr, 2, 8, np.float64)
     assert owned.tolist() == [0, 4, 6] and bounds.tolist() == [0, 13, 36]
-    assert len(vertices) == 0 and prefix is in_indptr and v0 == 0
+    assert len(vertices) == 0 and prefix is in_indptr and v0 == 0 and ahead == 0
     assert len(head) == len(tail) == len(has_tail) == 2
 
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import tuning
 from ..kernels import cpu
-from ..kernels.cpu.pull import cut_by_cost, cut_ranges
+from ..kernels.cpu.pull import cut_by_cost, cut_ranges, pull_ahead
 from .base import Engine
 from .colored import MODE as COLORED, ColorSweep
 from .cpu_modes import SpreadBySize, choose_cpu_mode, notify_fraction, push_factor
@@ -130,6 +130,7 @@ class CpuEngine(Engine):
             self._bound_to = weakref.ref(graph)  # (weakly: the graph keeps its engines)
             self._cuts = {}  # {(parts, stops): a whole pull's cut (see _whole_cut)}
             self._in_edges = None  # the graph's in-edges as the pull reads them, once asked
+            self._ahead = pull_ahead(graph)  # edges a whole pull prefetches ahead
 
     def unbind(self):
         """See :meth:`Engine.unbind`."""
@@ -350,8 +351,9 @@ class CpuEngine(Engine):
         cut = self._cuts.get((parts, stops))
         if cut is None:
             graph, dtype = self.graph, self.state.values.dtype
-            cut = cut_by_cost(graph.in_indptr, parts, tuning.PULL_STOP_EDGES, dtype) if \
-                stops else cut_ranges(cpu.ALL_VERTICES, graph.in_indptr, 0, parts, dtype)
+            cut = cut_by_cost(graph.in_indptr, parts, tuning.PULL_STOP_EDGES, dtype,
+                              self._ahead) if stops else \
+                cut_ranges(cpu.ALL_VERTICES, graph.in_indptr, 0, parts, dtype, self._ahead)
             self._cuts[parts, stops] = cut
         return cut
 

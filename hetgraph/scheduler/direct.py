@@ -21,7 +21,7 @@ import numpy as np
 from .. import tuning
 from ..graph import Graph
 from ..io.store import StoredGraph
-from ..order import median_arc_span
+from ..kernels.cpu.pull import arc_span as _span
 from ..result import Result, device_row
 
 # the options of a run the direct path takes, with the values it takes for each; any
@@ -74,13 +74,6 @@ def traverses_components(graph, options) -> bool:
             and _span(graph) > tuning.DIRECT_HOSTILE_SPAN)
 
 
-def _span(graph):
-    """The median arc span of ``graph`` (:func:`hetgraph.order.median_arc_span` of
-    ``tuning.DIRECT_SPAN_SAMPLES`` arcs), found once and kept by the graph."""
-    return graph.kept(_SPAN, lambda: median_arc_span(graph,
-                                                     samples=tuning.DIRECT_SPAN_SAMPLES))
-
-
 def _scattered(graph):
     """Whether a traversal of ``graph`` marks vertices in bits and prefetches rows:
     more than ``tuning.DIRECT_CACHED_VERTICES`` vertices, a median arc span above
@@ -117,8 +110,7 @@ def small_levels(graph, label, options, dtype, unreached, name, program_start):
                   program_start, small.work())
 
 
-_SMALL = "direct-small"  # (the keys of a graph's _Small and its arc span in Graph.kept)
-_SPAN = "direct-span"
+_SMALL = "direct-small"  # (the key of a graph's _Small in Graph.kept)
 
 
 class _Small:
@@ -255,13 +247,26 @@ def pagerank(program, graph, max_iterations, name, program_start):
     if isinstance(dangling, slice):
         dangling = np.arange(dangling.start, dangling.stop)
     bound = -1.0 if program.tol is None else graph.num_vertices * program.tol
-    weights = graph.in_weights if program.needs_weights and graph.weighted else None
+    weighted = program.needs_weights and graph.weighted
     ranks = np.empty(graph.num_vertices)
     rows = np.empty((max(max_iterations, 0), 4), np.int64)
     count, converged = _kernels().pagerank(
-        graph.in_indptr, graph.in_indices, weights, scale, dangling, program.damping, bound,
+        *_lanes(graph, weighted), graph.num_arcs, scale, dangling, program.damping, bound,
         max(max_iterations, 0), ranks, rows)
     return _result(graph, ranks, name, rows, "pull", converged, program_start, count)
+
+
+def _lanes(graph, weighted):
+    """``graph``'s in-edges (with their weights when ``weighted``) as the direct
+    PageRank reads them (:func:`hetgraph.kernels.cpu.direct.lanes`, vertices sorted
+    within runs of ``tuning.DIRECT_LANES_WINDOW`` ids), made once and kept by the
+    graph (about 4 bytes an edge, 8 with weights)."""
+    return graph.kept((_LANES, weighted), lambda: _kernels().lanes(
+        graph.in_indptr, graph.in_indices, graph.in_weights if weighted else None,
+        tuning.DIRECT_LANES_WINDOW))
+
+
+_LANES = "direct-lanes"
 
 
 def components(graph, dtype, program_start):

@@ -22,7 +22,7 @@ from .diskcache import attach
 
 # the columns of ``rows``: vertices active, edges read, vertices activated, nanoseconds
 ROW_FIELDS = ("active", "edges", "activated", "nanoseconds")
-_ONE = numba.uint64(1)
+_ONE, _TWO, _THREE = numba.uint64(1), numba.uint64(2), numba.uint64(3)
 _SIX, _LOW = numba.uint64(6), numba.uint64(63)  # (a bit's word, and its place in it)
 
 
@@ -206,18 +206,56 @@ def dijkstra(indptr, indices, weights, source, dist, rows):
     return 1
 
 
+LANES = 4  # vertices a PageRank pass sums side by side (see lanes)
+
+
+@numba.njit(nogil=True)
+def lanes(indptr, indices, weights, window):
+    """The in-edges of the CSC (``indptr``, ``indices``, ``weights``: None or one per
+    edge) as :func:`pagerank` reads them: the vertices in groups of :data:`LANES`,
+    each group's edges interleaved (the j-th edge of its k-th vertex at ``starts[c] +
+    LANES * j + k``), a vertex's edges in their order, the group as long as its
+    longest and the rest padded with the id N (whose value is 0) and weight 0; the
+    vertices sorted by decreasing in-degree within each run of ``window`` ids, so
+    that a group's are alike. Returns (``order``: the vertex of each place, N for the
+    padding places, ``starts``, ``sources``, ``factors``: the weights, empty when
+    None). A group's vertices are summed at once, each in its own register: their
+    adds do not wait for each other, and the loop's end is one guess a group, not
+    one a vertex (the branch a CPU mispredicts)."""
+    n = indptr.shape[0] - 1
+    groups = (n + LANES - 1) // LANES
+    order = np.full(groups * LANES, n, np.int64)
+    for w0 in range(0, n, window):
+        w1 = min(n, w0 + window)
+        degrees = indptr[w0 + 1:w1 + 1] - indptr[w0:w1]
+        order[w0:w1] = w0 + np.argsort(-degrees, kind="mergesort")
+    starts = np.zeros(groups + 1, np.int64)
+    for c in range(groups):
+        longest = 0
+        for k in range(LANES):
+            v = order[c * LANES + k]
+            if v < n:
+                longest = max(longest, indptr[v + 1] - indptr[v])
+        starts[c + 1] = starts[c] + LANES * longest
+    sources = np.full(starts[groups], n, indices.dtype)
+    factors = np.zeros(starts[groups] if weights is not None else 0, np.float32)
+    for c in range(groups):
+        for k in range(LANES):
+            v = order[c * LANES + k]
+            if v < n:
+                place = starts[c] + k
+                for e in range(indptr[v], indptr[v + 1]):
+                    sources[place] = indices[e]
+                    if weights is not None:
+                        factors[place] = weights[e]
+                    place += LANES
+    return order, starts, sources, factors
+
+
 @numba.njit(nogil=True, inline="always")
-def _rank(v, indptr, indices, weights, x, rank, new_x, new_rank, scale, constant):
-    """v's new rank, constant + sum_{u -> v} x[u] * w_uv, into ``new_rank`` and its
-    internal value (rank * scale[v]) into ``new_x``; returns v's change of rank."""
-    acc = 0.0
-    first, last = _index(indptr[v]), _index(indptr[v + 1])
-    while first < last:
-        if weights is None:
-            acc += x[_index(indices[first])]
-        else:
-            acc += x[_index(indices[first])] * weights[first]
-        first += _ONE
+def _apply(v, acc, x, rank, new_x, new_rank, scale, constant):
+    """v's new rank, constant + ``acc``, into ``new_rank`` and its internal value (rank
+    * scale[v]) into ``new_x``; returns v's change of rank."""
     value = constant + acc
     new_rank[v] = value
     new_x[v] = value * scale[v]
@@ -225,42 +263,57 @@ def _rank(v, indptr, indices, weights, x, rank, new_x, new_rank, scale, constant
 
 
 @numba.njit(nogil=True)
-def _pull(indptr, indices, weights, x, rank, new_x, new_rank, scale, constant):
-    """One PageRank iteration over every vertex (:func:`_rank`); returns the sum of the
-    changes of rank. (A function of its own, not inlined: beside the clock's call in
-    the iteration loop, the compiled pass ran slower.)"""
-    n = x.shape[0]
-    # four sums of the change: one would wait for each add before the next
-    c0 = c1 = c2 = c3 = 0.0
-    v = 0
-    while v + 4 <= n:
-        c0 += _rank(v, indptr, indices, weights, x, rank, new_x, new_rank, scale, constant)
-        c1 += _rank(v + 1, indptr, indices, weights, x, rank, new_x, new_rank, scale,
-                    constant)
-        c2 += _rank(v + 2, indptr, indices, weights, x, rank, new_x, new_rank, scale,
-                    constant)
-        c3 += _rank(v + 3, indptr, indices, weights, x, rank, new_x, new_rank, scale,
-                    constant)
-        v += 4
-    while v < n:
-        c0 += _rank(v, indptr, indices, weights, x, rank, new_x, new_rank, scale, constant)
-        v += 1
+def _pull(order, starts, sources, factors, x, rank, new_x, new_rank, scale, constant):
+    """One PageRank iteration over every vertex, :data:`LANES` vertices at once (see
+    :func:`lanes`): each sums x[u] * w_uv over its in-edges in their order (the
+    padding adds x[N] = 0); returns the sum of the changes of rank. (A function of its
+    own, not inlined: beside the clock's call in the iteration loop, the compiled pass
+    ran slower.)"""
+    n = rank.shape[0]
+    weighted = factors.shape[0] > 0
+    c0 = c1 = c2 = c3 = 0.0  # (the changes a lane: one sum would wait for each add)
+    for c in range(starts.shape[0] - 1):
+        a0 = a1 = a2 = a3 = 0.0
+        for p in range(_index(starts[c]), _index(starts[c + 1]), _index(LANES)):
+            if weighted:
+                a0 += x[_index(sources[p])] * factors[p]
+                a1 += x[_index(sources[p + _ONE])] * factors[p + _ONE]
+                a2 += x[_index(sources[p + _TWO])] * factors[p + _TWO]
+                a3 += x[_index(sources[p + _THREE])] * factors[p + _THREE]
+            else:
+                a0 += x[_index(sources[p])]
+                a1 += x[_index(sources[p + _ONE])]
+                a2 += x[_index(sources[p + _TWO])]
+                a3 += x[_index(sources[p + _THREE])]
+        base = c * LANES  # (its first place is a vertex; the last group's others may not)
+        c0 += _apply(_index(order[base]), a0, x, rank, new_x, new_rank, scale, constant)
+        if order[base + 1] < n:
+            c1 += _apply(_index(order[base + 1]), a1, x, rank, new_x, new_rank, scale,
+                         constant)
+        if order[base + 2] < n:
+            c2 += _apply(_index(order[base + 2]), a2, x, rank, new_x, new_rank, scale,
+                         constant)
+        if order[base + 3] < n:
+            c3 += _apply(_index(order[base + 3]), a3, x, rank, new_x, new_rank, scale,
+                         constant)
     return (c0 + c1) + (c2 + c3)
 
 
 @numba.njit(nogil=True)
-def pagerank(indptr, indices, weights, scale, dangling, damping, bound, max_iterations,
-             out, rows):
+def pagerank(order, starts, sources, factors, edges, scale, dangling, damping, bound,
+             max_iterations, out, rows):
     """PageRank's power iteration as :class:`hetgraph.algorithms.pagerank.PageRank`
     runs it, from uniform ranks, into ``out`` (the ranks, float64): every iteration
     the constant (1 - d) / N + (sum of x over ``dangling``) / N, where x = rank * scale
     (the program's internal values), then rank'[v] = constant + sum_{u -> v} x[u] *
-    w_uv over the CSC (weights: None, or one per in-edge), until sum |rank' - rank| <
-    ``bound`` (N * tol; a negative bound: never) or ``max_iterations``. One pass over
-    the vertices does the pull, the new x and the change (keeping the ranks beside x
-    saves the program's division by scale). Returns (iterations, converged)."""
+    w_uv over the ``edges`` in-edges as :func:`lanes` lays them out (``factors``: their
+    weights, empty when unweighted), until sum |rank' - rank| < ``bound`` (N * tol; a
+    negative bound: never) or ``max_iterations``. One pass over the vertices does the pull, the
+    new x and the change (keeping the ranks beside x saves the program's division by
+    scale). Returns (iterations, converged)."""
     n = out.shape[0]
-    x, new_x, rank, new_rank = np.empty(n), np.empty(n), np.empty(n), out
+    # (x[N] = 0: the value the padding reads)
+    x, new_x, rank, new_rank = np.zeros(n + 1), np.zeros(n + 1), np.empty(n), out
     for v in range(n):
         rank[v] = 1.0 / n
         x[v] = rank[v] * scale[v]
@@ -273,11 +326,12 @@ def pagerank(indptr, indices, weights, scale, dangling, damping, bound, max_iter
         for i in range(dangling.shape[0]):
             lost += x[dangling[i]]
         constant = teleport + (1.0 / n) * lost
-        change = _pull(indptr, indices, weights, x, rank, new_x, new_rank, scale, constant)
+        change = _pull(order, starts, sources, factors, x, rank, new_x, new_rank, scale,
+                       constant)
         x, new_x = new_x, x  # (no copy: the arrays change roles)
         rank, new_rank = new_rank, rank
         now = nanoseconds(clock)
-        rows[it, 0], rows[it, 1], rows[it, 2] = n, indices.shape[0], n
+        rows[it, 0], rows[it, 1], rows[it, 2] = n, edges, n
         rows[it, 3], start = now - start, now
         if change < bound:
             done, converged = it + 1, True
@@ -392,4 +446,4 @@ def components(in_indptr, in_indices, out_indptr, out_indices, directed, labels,
 
 
 CACHES = attach({"levels": levels, "far_levels": far_levels, "dijkstra": dijkstra,
-                 "pagerank": pagerank, "components": components}, "direct")
+                 "lanes": lanes, "pagerank": pagerank, "components": components}, "direct")

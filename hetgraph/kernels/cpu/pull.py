@@ -12,6 +12,9 @@ from typing import Callable, NamedTuple
 import numba
 import numpy as np
 
+from ... import tuning
+from ...order import median_arc_span
+from .components import prefetch
 from .structs import ALL_VERTICES, Cut, Page, State
 from .threads import run_parts
 from .vertexops import VertexOps
@@ -50,10 +53,12 @@ class PullPass(NamedTuple):
         return int(sum(c[0] for c in counts)), int(sum(c[1] for c in counts))
 
 
-def cut_ranges(vertices, prefix, v0, parts, dtype) -> tuple:
+def cut_ranges(vertices, prefix, v0, parts, dtype, ahead=0) -> tuple:
     """The Cut of a pull's vertices (ids, or v0.. when empty; in-degree running total
     ``prefix``) into ``parts`` equal edge ranges, with replicas of value type ``dtype``,
-    as a plain tuple of its fields (what the compiled pull takes)."""
+    as a plain tuple of its fields (what the compiled pull takes); ``ahead``: edges
+    ahead whose source values a pull over a contiguous range prefetches (0: none; see
+    :func:`pull_ahead`)."""
     n = len(prefix) - 1
     if parts == 1:  # (the arithmetic below gives these; microseconds of a small pass)
         bounds, owned = np.array([prefix[0], prefix[-1]]), np.array([0, n])
@@ -62,22 +67,46 @@ def cut_ranges(vertices, prefix, v0, parts, dtype) -> tuple:
         owned = np.searchsorted(prefix[:-1], bounds)
         owned[0], owned[-1] = 0, n
     return (vertices, prefix, v0, bounds, owned, np.empty(parts, dtype),
-            np.empty(parts, dtype), np.zeros(parts, np.bool_))
+            np.empty(parts, dtype), np.zeros(parts, np.bool_), ahead)
 
 
-def cut_by_cost(in_indptr, parts, cap, dtype) -> tuple:
+def arc_span(graph) -> float:
+    """The median arc span of ``graph`` in memory (:func:`hetgraph.order.median_arc_span`
+    of ``tuning.DIRECT_SPAN_SAMPLES`` arcs), found once and kept by the graph."""
+    return graph.kept(_SPAN, lambda: median_arc_span(graph,
+                                                        samples=tuning.DIRECT_SPAN_SAMPLES))
+
+
+_SPAN = "direct-span"  # (its key in Graph.kept)
+
+
+def pull_ahead(graph) -> int:
+    """Edges ahead whose source values a whole pull of ``graph`` prefetches:
+    ``tuning.PULL_AHEAD`` on a graph in memory whose values outgrow a core's cache (more
+    than ``tuning.DIRECT_CACHED_VERTICES`` vertices), whose ids say nothing of where a
+    vertex is (a median arc span above ``tuning.DIRECT_HOSTILE_SPAN``) and without
+    hubs (an in-degree skew of at most ``tuning.PULL_AHEAD_SKEW``): there each of a
+    few in-edges reads a value far from the last, which the CPU cannot guess; hubs'
+    values stay cached and an ordered graph's reads are near. Else 0."""
+    if (graph.in_indices is None or graph.num_vertices <= tuning.DIRECT_CACHED_VERTICES
+            or graph.in_degree_skew() > tuning.PULL_AHEAD_SKEW):
+        return 0
+    return tuning.PULL_AHEAD if arc_span(graph) > tuning.DIRECT_HOSTILE_SPAN else 0
+
+
+def cut_by_cost(in_indptr, parts, cap, dtype, ahead=0) -> tuple:
     """The Cut of a pull over every vertex into ``parts`` ranges of equal cost at vertex
     boundaries (no vertex cut), a vertex costing 1 plus its in-degree up to ``cap``
     edges: the work of a sync pull that stops reading a vertex once it is settled
     (Beamer's bottom-up BFS), where a hub settles after a few edges and a low-degree
     vertex reads them all, so that equal edge ranges would leave the low-degree end's
-    ranges most of the work."""
+    ranges most of the work. ``ahead``: as :func:`cut_ranges`'s."""
     degree = np.diff(in_indptr)
     cost = np.concatenate(([0], np.cumsum(np.minimum(degree, cap) + 1)))
     owned = np.searchsorted(cost, cost[-1] * np.arange(parts + 1) // parts)
     owned[0], owned[-1] = 0, len(degree)
     return (ALL_VERTICES, in_indptr, 0, in_indptr[owned], owned, np.empty(parts, dtype),
-            np.empty(parts, dtype), np.zeros(parts, np.bool_))
+            np.empty(parts, dtype), np.zeros(parts, np.bool_), ahead)
 
 
 def build_pull(ops: VertexOps) -> PullPass:
@@ -107,11 +136,12 @@ def _build_complete(ops):
     settling, aux_of = ops.settling, ops.aux_of
 
     @numba.njit(nogil=True, inline="always")
-    def complete(page, state, vertices, v0, lo, end):
+    def complete(page, state, vertices, v0, lo, end, ahead=0):
         """Apply the vertices lo..end-1 of a pull (none cut by a range boundary); returns
         (vertices activated, their out-degree sum). A contiguous range (``vertices``
         empty) carries its edge and out-edge positions from one vertex to the next: one
-        read of each index array a vertex, and a loop the compiler keeps tight."""
+        read of each index array a vertex, and a loop the compiler keeps tight; there
+        the source values of the edges ``ahead`` places on are prefetched (0: none)."""
         in_indptr, in_indices, weights = page.indptr, page.indices, page.weights
         base, out_indptr = page.base, page.out_indptr
         values, new_values, flags = state.values, state.new_values, state.flags
@@ -120,8 +150,12 @@ def _build_complete(ops):
         one = np.uint64(1)  # (unsigned ids: no negative-index wrap-around test on each)
         if vertices.shape[0] == 0:
             first, out_first = in_indptr[v0 + lo] - base, out_indptr[v0 + lo]
+            stop, step = np.uint64(in_indices.shape[0]), np.uint64(ahead)
             for v in range(np.uint64(v0 + lo), np.uint64(v0 + end)):
                 last, out_last = in_indptr[v + one] - base, out_indptr[v + one]
+                if step > 0:  # (v's edges shifted by ahead: every edge's once)
+                    for e in range(np.uint64(first) + step, min(np.uint64(last) + step, stop)):
+                        prefetch(values, in_indices[e])
                 if sync and settled(values[v]):
                     on = keep(values, new_values, flags, v)
                 else:
@@ -178,7 +212,7 @@ def _build_range(ops, complete):
         # only the last vertex owned can run past the range's end (owned: see cut_ranges)
         cut_last = hi > lo and prefix[hi] > b
         activated, degree = complete(page, state, vertices, v0, lo,
-                                     hi - 1 if cut_last else hi)
+                                     hi - 1 if cut_last else hi, cut.ahead)
         if cut_last:  # the tail, or a settled vertex kept whole by its owner
             v = vertices[hi - 1] if vertices.shape[0] > 0 else v0 + hi - 1
             if sync and settled(values[v]):

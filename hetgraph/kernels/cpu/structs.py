@@ -71,6 +71,7 @@ class Cut(NamedTuple):
     head: np.ndarray
     tail: np.ndarray
     has_tail: np.ndarray
+    ahead: int
 
 
 class Scratch(NamedTuple):
