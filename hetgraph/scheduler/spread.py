@@ -5,8 +5,9 @@ client).
 A run on CPU worker processes alone keeps its state on the workers (:class:`Spread`;
 the program's initial state is made there, not sent). On one worker its segments run
 there (:func:`cpu_alone`), a warm call's one segment as one direct call, whose worker
-drops the run's contexts with its report (nothing else is sent at the run's end). On
-several they run as *spread segments*: one task on each CPU worker of the run (its
+drops the run's contexts with its report (nothing else is sent at the run's end; the
+same on several: each owner of the last segment drops its own). On several they run
+as *spread segments*: one task on each CPU worker of the run (its
 *owners*), all of them running the same iterations: each worker owns a contiguous
 range of the vertices (:func:`.placement.owned_ranges`) and keeps a copy of the whole
 state; a pull iteration pulls the owner's range (with its share of its host's cores),
@@ -148,13 +149,16 @@ def cpu_alone(run, state, version, first, last, model, frontier, back=None, seco
 
 @tasks.resolved
 def cpu_spread(run, state, version, first, last, model, owners, me, frontier, back=None,
-               seconds=None):
+               seconds=None, final=False):
     """Iterations ``first``..``last`` of a spread segment on owner ``me`` of ``owners``
     (see the module's docstring), from ``state`` (the client's, :class:`Initial`, or
-    None: the one this worker holds at ``version``) whose frontier is ``frontier`` (active vertices, their
-    out-degree sum), for about ``seconds`` (default ``tuning.SEGMENT_SECONDS``) as the
-    first owner counts them. Returns a Report with the history rows, the status and the
-    frontier after the last iteration (None when converged)."""
+    None: the one this worker holds at ``version``) whose frontier is ``frontier``
+    (active vertices, their out-degree sum), for about ``seconds`` (default
+    ``tuning.SEGMENT_SECONDS``) as the first owner counts them. Returns a Report with
+    the history rows, the status and the frontier after the last iteration (None when
+    converged). ``final``: as :func:`cpu_alone`'s, every owner dropping its own
+    contexts (they agree on the status); its shared files stay for the peers' reads
+    (:func:`.hostshare.forget`)."""
     worker = calls.this_worker()
     if worker.address != owners.addresses[me]:  # Dask ran it again elsewhere: its result
         # was lost with its worker; the segment went on without it
@@ -174,9 +178,12 @@ def cpu_spread(run, state, version, first, last, model, owners, me, frontier, ba
         ctx.held = version + 1 if iterations.holds else None
     # (the first owner's copy, when the client reads the state next)
     out = _whole(run, own, back) if me == 0 and status in ("converged", "limit") else None
+    dropped = final and status in ("converged", "limit")
+    if dropped:
+        tasks.drop_contexts(run.run_id, files=False)
     return tasks.Report("cpu", [], rows=rows, status=status,
                         build_seconds=ctx.take_build_seconds(), frontier=after, out=out,
-                        held=iterations.holds)
+                        held=iterations.holds, dropped=dropped)
 
 
 def cores_of_owner(addresses, me, cores=None):
@@ -317,7 +324,7 @@ class _Iterations:
         if self.host_shared:  # (a word that the range is written, not the range)
             payload = {"shared": hostshare.write(
                 self.owners.shared_dir, channel, self.owners.addresses[self.me], a, b,
-                written[a:b], state.flags[a:b]) if b > a else None}
+                written[a:b], state.flags[a:b], list(self.peers)) if b > a else None}
         else:
             payload = {"values": to_serialize(written[a:b]),
                        "flags": to_serialize(state.flags[a:b])}
@@ -329,7 +336,8 @@ class _Iterations:
                 written[x:y] = part["values"]
                 state.flags[x:y] = part["flags"]
             elif part["shared"] is not None:
-                hostshare.read(channel, part["shared"], written[x:y], state.flags[x:y])
+                hostshare.read(channel, part["shared"], written[x:y], state.flags[x:y],
+                               self.me)
             infos[j] = tuple(part["info"])
         sending.result()  # (our arrays stay as they are until every peer took them)
         return infos
@@ -400,7 +408,9 @@ class Spread:
         building their contexts). The owners that do not hold that version get it from
         the client (:meth:`_source`). One segment at a time on a cluster: two of them
         sharing workers would each wait for the other's parts. On one worker
-        (:meth:`owners`) it is :meth:`alone` (``final``: see there)."""
+        (:meth:`owners`) it is :meth:`alone`. ``final``: the run ends when the segment
+        reaches ``last`` (or converges), and each owner drops the run's contexts with
+        its report."""
         if len(self.owners(version)) < 2:
             return self.alone(run_ref, state, version, first, last, model, frontier,
                               final)
@@ -419,7 +429,7 @@ class Spread:
                 reports = self._attempt(
                     [(address, cpu_spread, (self.run_ref, sent if source is state else
                                             source, version, first, last, model, owners, j,
-                                            frontier, self._back_for(state)))
+                                            frontier, self._back_for(state), None, final))
                      for j, (address, source) in enumerate(zip(owners.addresses, sources))],
                     f"hetgraph-cpu-spread-{first}-{{}}-{self.run_id}-try{attempt}",
                     owners.channel)
@@ -428,6 +438,7 @@ class Spread:
                 self._lost(attempt, version)
         reporting = [a for a in owners.addresses if a not in self.lost]
         self.holds = {a: version + 1 for a, r in zip(reporting, reports) if r.held}
+        self.dropped.update(a for a, r in zip(reporting, reports) if r.dropped)
         return self._ended(reports, state, version, start)
 
     def owners(self, version):
