@@ -156,7 +156,32 @@ def test_a_calls_round_trip_is_no_iterations(graph, expected):
         assert result.history["seconds"].max() < SLOW
         assert result.round_trip_seconds >= SLOW
         np.testing.assert_array_equal(result.values, expected["pagerank"].values)
-    assert expected["pagerank"].round_trip_seconds == 0.0  # (in process: none)
+
+
+@pytest.mark.parametrize("inline", [True, False])
+def test_an_in_process_segments_round_trip_is_no_iterations(graph, expected, monkeypatch,
+                                                            inline):
+    """In process too (a segment run in the calling thread, or as a task of the
+    process's cluster after tuning.INLINE_SECONDS): what a segment spends beyond its
+    iterations (SLOW seconds of a slowed hand-over of its report) is counted in
+    ``round_trip_seconds``, not in its last row."""
+    from hetgraph.scheduler import tasks
+
+    segment = tasks.cpu_segment
+
+    def slowed(*args, **kwargs):
+        report = segment(*args, **kwargs)
+        time.sleep(SLOW)
+        return report
+
+    monkeypatch.setattr(tasks, "cpu_segment", slowed)
+    if not inline:
+        monkeypatch.setattr(tuning, "INLINE_SECONDS", 0.0)
+    with hg.Cluster(gpus=0, dashboard_address=None) as cluster:
+        result = _bounded(lambda: _pagerank(graph, cluster))
+    assert result.history["seconds"].max() < SLOW
+    assert result.round_trip_seconds >= SLOW
+    np.testing.assert_array_equal(result.values, expected["pagerank"].values)
 
 
 class KillsItsWorker(PageRank):
