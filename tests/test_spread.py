@@ -26,8 +26,8 @@ from hetgraph.scheduler.spread import Spread
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
     __file__))), "bench"))
-from commcount import CommBytes, ops_written  # noqa: E402
-from test_processes import KillsItsWorker, _bounded, _noop, _run_contexts  # noqa: E402
+from commcount import CommBytes  # noqa: E402
+from test_processes import KillsItsWorker, _bounded, warm_call_messages  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -201,17 +201,7 @@ def test_a_warm_spread_call_is_one_call_to_each_owner(graph, alone, spread2, tmp
     leaves no shared file of the run behind (a peer removes its name of an owner's file
     once it mapped it, so an owner that ended first removes none that a peer reads)."""
     monkeypatch.setattr(tuning, "SHARED_MEMORY_DIR", str(tmp_path))
-    CommBytes(spread2.client)  # (counts the messages of every process)
-    for _ in range(2):  # (placed, then called directly)
-        _pagerank(graph, spread2)
-    spread2.client.run(_noop)  # (after what the calls left queued on the client's loop)
-    before = ops_written()
-    result = _pagerank(graph, spread2)
-    spread2.client.run(_noop)
-    after = ops_written()
-    left = spread2.client.run(_run_contexts)
-    sent = {op: n - before.get(op, 0) for op, n in after.items() if n > before.get(op, 0)}
-    sent = {op: n for op, n in sent.items() if "heartbeat" not in op}
+    sent, left, result = warm_call_messages(spread2, lambda: _pagerank(graph, spread2))
     # the calls, then our client.run's broadcast to the scheduler and its runs
     assert sent == {"hetgraph_call": 2, "broadcast": 1, "run": 2}, sent
     assert list(left.values()) == [[], []]  # both owners dropped the run's contexts
