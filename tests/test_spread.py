@@ -334,6 +334,40 @@ def test_a_worker_killed_mid_spread_leaves_its_range_to_the_survivors(graph, alo
     assert np.abs(again.values - alone["pagerank"].values).sum() < 1e-6
 
 
+def _kill_first_owner_at_hand_back(marker):
+    """Make this worker's process die (SIGKILL) when it hands the state back to the
+    client (the first owner, after a run's last spread segment), once (``marker``)."""
+    from hetgraph.scheduler import spread
+
+    original = spread._whole
+
+    def dies(*args):
+        try:
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL))
+        except FileExistsError:
+            return original(*args)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    spread._whole = dies
+
+
+def test_the_state_survives_its_first_owner_lost_at_the_runs_end(graph, alone,
+                                                                 tmp_path):
+    """The owners of a run's last segment drop their contexts as they end; should the
+    first, which sends the state back, die after its last exchange, another owner
+    still gives the client the state after it."""
+    marker = tmp_path / "killed"
+    with hg.Cluster(cpu_workers=2, gpus=0, processes=True, dashboard_address=None) as c:
+        _pagerank(graph, c, iterations=3)  # placed and warm before the kill
+        c.client.run(_kill_first_owner_at_hand_back, str(marker))
+        result = _pagerank(graph, c)
+        assert marker.exists(), "no worker was killed: the test did not test"
+        again = _pagerank(graph, c)
+    assert np.abs(result.values - alone["pagerank"].values).sum() < 1e-6
+    assert result.history["iteration"].tolist() == list(range(1, 21))
+    assert np.abs(again.values - alone["pagerank"].values).sum() < 1e-6
+
+
 class KilledAlone(BreadthFirst):
     """BFS whose convergence test (called every iteration) kills the worker process
     running it (SIGKILL) at its first call on a worker: the first owner's, in a spread

@@ -158,7 +158,8 @@ def cpu_spread(run, state, version, first, last, model, owners, me, frontier, ba
     the history rows, the status and the frontier after the last iteration (None when
     converged). ``final``: as :func:`cpu_alone`'s, every owner dropping its own
     contexts (they agree on the status); its shared files stay for the peers' reads
-    (:func:`.hostshare.forget`)."""
+    (:func:`.hostshare.forget`), and an owner but the first keeps the state after it
+    for the client, should the first owner's report be lost (:func:`held_state`)."""
     worker = calls.this_worker()
     if worker.address != owners.addresses[me]:  # Dask ran it again elsewhere: its result
         # was lost with its worker; the segment went on without it
@@ -180,6 +181,10 @@ def cpu_spread(run, state, version, first, last, model, owners, me, frontier, ba
     out = _whole(run, own, back) if me == 0 and status in ("converged", "limit") else None
     dropped = final and status in ("converged", "limit")
     if dropped:
+        if me != 0 and iterations.holds:  # (for the client, should the first owner's
+            # report with the state be lost with it)
+            _FINAL.clear()
+            _FINAL[run.run_id] = (version + 1, own.values, own.flags)
         tasks.drop_contexts(run.run_id, files=False)
     return tasks.Report("cpu", [], rows=rows, status=status,
                         build_seconds=ctx.take_build_seconds(), frontier=after, out=out,
@@ -197,12 +202,18 @@ def cores_of_owner(addresses, me, cores=None):
     return max(cores // sum(get_address_host(a) == host for a in addresses), 1)
 
 
+_FINAL: dict = {}  # run id -> (version, values, flags): the state after a run's last
+# spread segment on an owner but the first, which dropped its contexts (the newest run's)
+
+
 def held_state(run_id, version):
     """(values, flags) of the state this worker holds for run ``run_id`` at
-    ``version`` (None when it holds none)."""
+    ``version`` (None when it holds none): its context's, or the one it kept after the
+    run's last segment."""
     ctx = tasks.cpu_context_of(run_id)
     if ctx is None or ctx.held != version:
-        return None
+        kept = _FINAL.get(run_id)
+        return None if kept is None or kept[0] != version else kept[1:]
     return ctx.engine.state.values, ctx.engine.state.flags
 
 
@@ -684,6 +695,6 @@ class Spread:
                 state.values[:], state.flags[:] = got
                 self.collected = version
                 return
+        left = dict.fromkeys(self.lost + self.cluster.lost_workers())  # (once each)
         raise WorkerLostError(f"the state of run {self.run_id} was lost with its workers "
-                              f"(workers that left during the run: "
-                              f"{', '.join(self.lost + self.cluster.lost_workers())})")
+                              f"(workers that left during the run: {', '.join(left)})")
