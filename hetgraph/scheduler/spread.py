@@ -102,8 +102,10 @@ def _own_state(run, ctx, state, version, backup=True):
         if backup:
             ctx.backup = (version, held.values.copy(), held.flags.copy())
         return held
-    if ctx is not None and ctx.backup is not None and ctx.backup[0] == version:
-        _, values, flags = ctx.backup
+    kept = ctx.backup if ctx is not None else _FINAL.get(run.run_id)
+    if kept is not None and kept[0] == version:  # (a backup, or what a run's last
+        # segment left: see cpu_spread)
+        _, values, flags = kept
         return VertexState(values.copy(), flags.copy(), sync=run.sync)
     raise WorkerLostError(f"this worker does not hold the state of run {run.run_id} at "
                           f"version {version}: it was lost with a worker")
@@ -181,10 +183,10 @@ def cpu_spread(run, state, version, first, last, model, owners, me, frontier, ba
     out = _whole(run, own, back) if me == 0 and status in ("converged", "limit") else None
     dropped = final and status in ("converged", "limit")
     if dropped:
-        if me != 0 and iterations.holds:  # (for the client, should the first owner's
-            # report with the state be lost with it)
-            _FINAL.clear()
-            _FINAL[run.run_id] = (version + 1, own.values, own.flags)
+        if me != 0:  # (should the first owner's report with the state be lost with it:
+            # the state after the segment for the client, else the one it began from)
+            _keep_final(run.run_id, (version + 1, own.values, own.flags)
+                        if iterations.holds else ctx.backup, version)
         tasks.drop_contexts(run.run_id, files=False)
     return tasks.Report("cpu", [], rows=rows, status=status,
                         build_seconds=ctx.take_build_seconds(), frontier=after, out=out,
@@ -203,7 +205,17 @@ def cores_of_owner(addresses, me, cores=None):
 
 
 _FINAL: dict = {}  # run id -> (version, values, flags): the state after a run's last
-# spread segment on an owner but the first, which dropped its contexts (the newest run's)
+# spread segment, or the one it began from, on an owner but the first, which dropped its
+# contexts (the newest run's)
+
+
+def _keep_final(run_id, kept, version):
+    """Keep ``kept`` (version, values, flags) for run ``run_id``, whose last segment
+    from ``version`` ended here, in place of the last run's: the state after it, or
+    its backup (None, or one of an older version: nothing)."""
+    _FINAL.clear()
+    if kept is not None and kept[0] >= version:
+        _FINAL[run_id] = kept
 
 
 def held_state(run_id, version):
