@@ -87,9 +87,10 @@ class Result:
     and where not tracked: a CPU iteration outside a burst, the first of a GPU segment,
     a hybrid one), whose rise per iteration is the run's progress); ``compile_seconds``:
     time spent compiling the program (0 when it was already compiled in this process);
-    ``round_trip_seconds``: the wall of the calls to worker processes that held the
-    run's state, beyond the iterations they ran (the calls' round trips and the
-    workers' work around the iterations), which no row counts (0 in process).
+    ``round_trip_seconds``: the wall of a run's segments beyond the iterations they ran
+    (their tasks' round trips, the calls to worker processes that held the run's state,
+    the workers' work around the iterations, the state's moves between devices), which
+    no row counts (0 on the direct path).
     """
 
     round_trip_seconds = 0.0  # (the class's: a direct run's Result sets no attributes)

@@ -30,43 +30,83 @@ def test_a_peer_reads_what_an_owner_wrote_each_exchange(tmp_path):
     rng = np.random.default_rng(1)
     for k in range(5):  # (slots used in turn: writes 3 and 5 reuse the first)
         values, flags = rng.random(1000), rng.integers(0, 2, 1000).astype(np.uint8)
-        word = hostshare.write(str(tmp_path), channel, address, 200, 1200, values, flags)
+        word = hostshare.write(str(tmp_path), channel, address, 200, 1200, values, flags,
+                               [1])
         assert word["write"] == k + 1
+        if k == 0:  # (made for its reader, the owner's own name gone)
+            (name,) = _files(tmp_path, "run1")
+            assert name.endswith("-4001-200-1200-for-1")
+            assert stat.S_IMODE(os.stat(tmp_path / name).st_mode) == 0o600  # the user's
         got, got_flags = np.zeros(1000), np.zeros(1000, np.uint8)
-        hostshare.read(channel, word, got, got_flags)
+        hostshare.read(channel, word, got, got_flags, 1)
         np.testing.assert_array_equal(got, values)
         np.testing.assert_array_equal(got_flags, flags)
-    (name,) = _files(tmp_path, "run1")
-    assert name.endswith("-4001-200-1200")
-    assert stat.S_IMODE(os.stat(tmp_path / name).st_mode) == 0o600  # the user's alone
+    assert _files(tmp_path, "run1") == []  # (mapped by its reader: no name needed)
+
+
+def _as_another_process(run_id):
+    """Forget this process's reads of ``run_id`` (the next read maps the file anew, as
+    a second peer's process would)."""
+    hostshare._THEIRS.pop(run_id, None)
+
+
+def test_each_peer_removes_its_own_name_once_it_mapped_the_file(tmp_path):
+    """An owner's file has a name for each of its peers, which only that peer removes
+    (at its first read): no process removes a name another has yet to open."""
+    channel, address = ("run1", "from-1-try0"), "tcp://127.0.0.1:4001"
+    word = hostshare.write(str(tmp_path), channel, address, 0, 10, np.full(10, 1.0),
+                           np.ones(10, np.uint8), [0, 2])
+    assert [n.rsplit("-", 2)[1:] for n in _files(tmp_path, "run1")] == [["for", "0"],
+                                                                         ["for", "2"]]
+    got, flags = np.zeros(10), np.zeros(10, np.uint8)
+    hostshare.read(channel, word, got, flags, 2)
+    assert [n.rsplit("-", 1)[1] for n in _files(tmp_path, "run1")] == ["0"]
+    _as_another_process("run1")
+    hostshare.read(channel, word, got, flags, 0)
+    assert _files(tmp_path, "run1") == [] and (got == 1.0).all()
+
+
+def test_an_owner_that_ended_leaves_its_last_write_to_its_peers(tmp_path):
+    """An owner of a run's last segment drops its contexts as it ends (a spread run's
+    end is no message to the workers): its last write stays readable by a peer that
+    has not read it yet, and the peer's read removes the last name."""
+    channel, address = ("run1", "from-1-try0"), "tcp://127.0.0.1:4001"
+    word = hostshare.write(str(tmp_path), channel, address, 0, 10, np.full(10, 3.0),
+                           np.ones(10, np.uint8), [1])
+    hostshare.forget("run1", files=False)  # (the owner's end of the run)
+    got, flags = np.zeros(10), np.zeros(10, np.uint8)
+    hostshare.read(channel, word, got, flags, 1)
+    assert (got == 3.0).all() and (flags == 1).all()
+    assert _files(tmp_path, "run1") == []
 
 
 def test_a_slot_stays_as_written_until_the_write_after_next(tmp_path):
     channel, address = ("run1", "from-1-try0"), "tcp://127.0.0.1:4001"
     first = hostshare.write(str(tmp_path), channel, address, 0, 10, np.full(10, 1.0),
-                            np.ones(10, np.uint8))
+                            np.ones(10, np.uint8), [1])
     hostshare.write(str(tmp_path), channel, address, 0, 10, np.full(10, 2.0),
-                    np.zeros(10, np.uint8))
+                    np.zeros(10, np.uint8), [1])
     got, flags = np.zeros(10), np.zeros(10, np.uint8)
-    hostshare.read(channel, first, got, flags)  # (a peer late by one write)
+    hostshare.read(channel, first, got, flags, 1)  # (a peer late by one write)
     assert (got == 1.0).all() and (flags == 1).all()
 
 
 def test_a_word_read_out_of_turn_is_an_error(tmp_path):
     channel, address = ("run1", "from-1-try0"), "tcp://127.0.0.1:4001"
     words = [hostshare.write(str(tmp_path), channel, address, 0, 10, np.full(10, float(i)),
-                             np.ones(10, np.uint8)) for i in range(2)]
+                             np.ones(10, np.uint8), [1]) for i in range(2)]
     with pytest.raises(RuntimeError, match="write 2 read as 1"):
-        hostshare.read(channel, words[1], np.zeros(10), np.zeros(10, np.uint8))
+        hostshare.read(channel, words[1], np.zeros(10), np.zeros(10, np.uint8), 1)
 
 
 def test_a_new_segment_drops_the_last_ones_files_and_the_run_end_all(tmp_path):
     directory, address = str(tmp_path), "tcp://127.0.0.1:4001"
     values, flags = np.ones(10), np.ones(10, np.uint8)
-    hostshare.write(directory, ("run1", "from-1-try0"), address, 0, 10, values, flags)
-    hostshare.write(directory, ("run2", "from-1-try0"), address, 0, 10, values, flags)
-    hostshare.write(directory, ("run1", "from-9-try0"), address, 0, 10, values, flags)
-    assert _files(tmp_path, "run1") == [f"hetgraph-{os.getuid()}-run1-from-9-try0-4001-0-10"]
+    for run_id, name in (("run1", "from-1-try0"), ("run2", "from-1-try0"),
+                         ("run1", "from-9-try0")):  # (names no peer read)
+        hostshare.write(directory, (run_id, name), address, 0, 10, values, flags, [1])
+    assert _files(tmp_path, "run1") == [
+        f"hetgraph-{os.getuid()}-run1-from-9-try0-4001-0-10-for-1"]
     dead = tmp_path / f"hetgraph-{os.getuid()}-run1-from-9-try0-4002-10-20"
     dead.write_bytes(b"x")  # (a peer's that died: its process never removed it)
     hostshare.forget("run1")

@@ -102,23 +102,36 @@ def _run_contexts():
     return sorted({key[0] for key in tasks._CONTEXTS} | set(tasks._UNPACKED))
 
 
+def warm_call_messages(cluster, call):
+    """({op: messages} the client's process wrote for a warm ``call()`` on ``cluster``
+    (those sent on a timer aside: PERIODIC), then a client.run's: a broadcast to the scheduler and its run on
+    each worker; {worker: the runs whose contexts it keeps} after; the call's result)."""
+    CommBytes(cluster.client)  # (counts the messages of every process)
+    for _ in range(2):  # placed, then called directly
+        _bounded(call)
+    # a client.run goes out after whatever the calls left queued on the client's loop
+    cluster.client.run(_noop)
+    before = ops_written()
+    result = _bounded(call)
+    cluster.client.run(_noop)
+    after = ops_written()
+    left = cluster.client.run(_run_contexts)
+    sent = {op: n - before.get(op, 0) for op, n in after.items() if n > before.get(op, 0)}
+    return {op: n for op, n in sent.items() if not any(
+        periodic in op for periodic in PERIODIC)}, left, result
+
+
+# ops the client's process sends on a timer, whatever the calls: heartbeats, and the
+# local cluster manager's sync of its info with the scheduler (every second)
+PERIODIC = ("heartbeat", "set_metadata")
+
+
 def test_a_warm_call_is_one_call_to_its_worker(graph, expected):
     """A warm call on one worker process is one direct call: nothing else goes to the
     worker (the run's contexts are dropped with its last report, not by a message of
     the client's at the run's end), and nothing through the scheduler."""
     with hg.Cluster(cpu_workers=1, gpus=0, processes=True, dashboard_address=None) as cluster:
-        CommBytes(cluster.client)  # (counts the messages of every process)
-        for _ in range(2):  # placed, then called directly
-            _bounded(lambda: _pagerank(graph, cluster))
-        # a client.run goes out after whatever the calls left queued on the client's loop
-        cluster.client.run(_noop)
-        before = ops_written()
-        result = _bounded(lambda: _pagerank(graph, cluster))
-        cluster.client.run(_noop)
-        after = ops_written()
-        left = cluster.client.run(_run_contexts)
-    sent = {op: n - before.get(op, 0) for op, n in after.items() if n > before.get(op, 0)}
-    sent = {op: n for op, n in sent.items() if "heartbeat" not in op}
+        sent, left, result = warm_call_messages(cluster, lambda: _pagerank(graph, cluster))
     # the call, then our client.run's broadcast to the scheduler and its run on the worker
     assert sent == {"hetgraph_call": 1, "broadcast": 1, "run": 1}, sent
     assert list(left.values()) == [[]]  # the worker dropped the run's contexts
@@ -156,7 +169,32 @@ def test_a_calls_round_trip_is_no_iterations(graph, expected):
         assert result.history["seconds"].max() < SLOW
         assert result.round_trip_seconds >= SLOW
         np.testing.assert_array_equal(result.values, expected["pagerank"].values)
-    assert expected["pagerank"].round_trip_seconds == 0.0  # (in process: none)
+
+
+@pytest.mark.parametrize("inline", [True, False])
+def test_an_in_process_segments_round_trip_is_no_iterations(graph, expected, monkeypatch,
+                                                            inline):
+    """In process too (a segment run in the calling thread, or as a task of the
+    process's cluster after tuning.INLINE_SECONDS): what a segment spends beyond its
+    iterations (SLOW seconds of a slowed hand-over of its report) is counted in
+    ``round_trip_seconds``, not in its last row."""
+    from hetgraph.scheduler import tasks
+
+    segment = tasks.cpu_segment
+
+    def slowed(*args, **kwargs):
+        report = segment(*args, **kwargs)
+        time.sleep(SLOW)
+        return report
+
+    monkeypatch.setattr(tasks, "cpu_segment", slowed)
+    if not inline:
+        monkeypatch.setattr(tuning, "INLINE_SECONDS", 0.0)
+    with hg.Cluster(gpus=0, dashboard_address=None) as cluster:
+        result = _bounded(lambda: _pagerank(graph, cluster))
+    assert result.history["seconds"].max() < SLOW
+    assert result.round_trip_seconds >= SLOW
+    np.testing.assert_array_equal(result.values, expected["pagerank"].values)
 
 
 class KillsItsWorker(PageRank):

@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
     __file__))), "bench"))
 from commcount import CommBytes  # noqa: E402
-from test_processes import KillsItsWorker, _bounded  # noqa: E402
+from test_processes import KillsItsWorker, _bounded, warm_call_messages  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -194,6 +194,22 @@ def test_warm_segments_go_straight_to_their_workers(graph, alone, spread2, monke
     assert np.abs(result.values - alone["pagerank"].values).sum() < 1e-6
 
 
+def test_a_warm_spread_call_is_one_call_to_each_owner(graph, alone, spread2, tmp_path,
+                                                      monkeypatch):
+    """A warm spread call is one direct call to each owner: each drops the run's contexts
+    with its last report (nothing at the run's end, not a message to every worker), and
+    leaves no shared file of the run behind (a peer removes its name of an owner's file
+    once it mapped it, so an owner that ended first removes none that a peer reads)."""
+    monkeypatch.setattr(tuning, "SHARED_MEMORY_DIR", str(tmp_path))
+    sent, left, result = warm_call_messages(spread2, lambda: _pagerank(graph, spread2))
+    # the calls, then our client.run's broadcast to the scheduler and its runs
+    assert sent == {"hetgraph_call": 2, "broadcast": 1, "run": 2}, sent
+    assert list(left.values()) == [[], []]  # both owners dropped the run's contexts
+    assert [p for p in os.listdir(tmp_path) if "-back-" not in p] == []
+    assert set(result.history["mode"]) == {"pull"}  # (every iteration spread)
+    assert np.abs(result.values - alone["pagerank"].values).sum() < 1e-6
+
+
 def test_the_data_seen_held_is_forgotten_once_released(graph, alone, spread2):
     """What the client saw the workers hold (Cluster.holding, which lets segments go
     straight to them) names live futures only: a run's scattered state, released at
@@ -316,6 +332,58 @@ def test_a_worker_killed_mid_spread_leaves_its_range_to_the_survivors(graph, alo
     assert np.abs(result.values - alone["long"].values).sum() < 1e-6
     assert result.history["iteration"].tolist() == list(range(1, 41))
     assert np.abs(again.values - alone["pagerank"].values).sum() < 1e-6
+
+
+def _kill_first_owner_at_hand_back(marker):
+    """Make this worker's process die (SIGKILL) when it hands the state back to the
+    client (the first owner, after a run's last spread segment), once (``marker``)."""
+    from hetgraph.scheduler import spread
+
+    original = spread._whole
+
+    def dies(*args):
+        try:
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL))
+        except FileExistsError:
+            return original(*args)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    spread._whole = dies
+
+
+def _short_segments():
+    """Make this worker's spread segments end after their first iteration (a slice)."""
+    tuning.SEGMENT_SECONDS = 0.0
+
+
+@pytest.mark.parametrize("call", ["pagerank", "bfs"])
+def test_the_state_survives_its_first_owner_lost_at_the_runs_end(graph, alone, tmp_path,
+                                                                 call):
+    """The owners of a run's last segment drop their contexts as they end; should the
+    first, which sends the state back, die after its last exchange, another owner
+    still gives the client the state after it (PageRank: the segment ends with a
+    spread pull, which left the state on every owner), or runs the segment again from
+    the state it began from (BFS: it ends with iterations on the first owner alone)."""
+    marker = tmp_path / "killed"
+    source = graph.label_of(_hub(graph))
+    run = {"pagerank": lambda c: _pagerank(graph, c),
+           "bfs": lambda c: _bounded(lambda: hg.bfs(graph, source, cluster=c,
+                                                    devices="cpu"))}[call]
+    with hg.Cluster(cpu_workers=2, gpus=0, processes=True, dashboard_address=None) as c:
+        run(c)  # placed and warm before the kill
+        c.client.run(_kill_first_owner_at_hand_back, str(marker))
+        c.client.run(_short_segments)  # (the last segment starts from a held state)
+        result = run(c)
+        assert marker.exists(), "no worker was killed: the test did not test"
+        again = run(c)
+    for got in (result, again):
+        if call == "pagerank":
+            assert np.abs(got.values - alone[call].values).sum() < 1e-6
+        else:
+            np.testing.assert_array_equal(got.values, alone[call].values)
+    assert result.history["iteration"].tolist() == alone[call].history["iteration"].tolist()
+    last = result.history["mode"].iloc[-1]
+    assert last == "pull" if call == "pagerank" else last != "pull"  # (both ways tested)
 
 
 class KilledAlone(BreadthFirst):

@@ -276,7 +276,8 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
             finally:
                 driver.close()
         compile_seconds = driver.compile_seconds
-        round_trips = 0.0 if driver._spread is None else driver._spread.round_trips
+        round_trips = driver.round_trips + (
+            0.0 if driver._spread is None else driver._spread.round_trips)
     if state.on_host:  # (a state kept on the GPU that came to the host)
         xp, device = np, contextlib.nullcontext()
     with device:
@@ -437,6 +438,7 @@ class _Driver:
         self.frontier = None  # (active vertices, out-degree sum) the last segment left
         self.version = 0
         self.compile_seconds = 0.0
+        self.round_trips = 0.0  # seconds of the segments' tasks outside their rows
         self._layout = None  # the GPU's page layout the calibration waits for
         self._memory_key = None  # what the model's memory of earlier runs is kept under
         if len(self.kinds) == 2:
@@ -858,10 +860,10 @@ class _Driver:
             self.model.observe_iteration("gpu", sum(row[SECONDS] for row in newest) /
                                          len(newest))
         report.wait_stored()  # (the work above overlapped the state's copy)
-        if rows:  # the task's round trip counts as overhead of its last iteration
+        if rows:  # the task's round trip is no iteration's (Result.round_trip_seconds)
             extra = time.perf_counter() - start - report.build_seconds - \
                 sum(row[SECONDS] for row in rows)
-            rows[-1] = with_overhead(rows[-1], max(extra, 0.0))
+            self.round_trips += max(extra, 0.0)
             if len(self.kinds) > 1:  # what moving to or from this device costs
                 self.model.observe_switch(extra)
                 if inline and self.inline_left <= 0:  # moves are tasks from now on

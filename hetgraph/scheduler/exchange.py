@@ -85,14 +85,14 @@ def install(client):
     client.register_plugin(Exchange())
 
 
-def forget(run_id):
+def forget(run_id, files=True):
     """Drop the parts this process holds for run ``run_id`` and end its waits (the run
-    ended)."""
+    ended); ``files``: see :func:`.hostshare.forget`."""
     with _MAIL:
         for key in [k for k in _BOX if k[0][0] == run_id]:
             del _BOX[key]
         _end(run_id, "the run ended")
-    hostshare.forget(run_id)
+    hostshare.forget(run_id, files)
 
 
 def send(worker, peers, channel, tag, sender, payload):

@@ -10,12 +10,16 @@ state. A file has two slots, used in turn by the owner's writes: its k-th write 
 slot k % 2, which the peers read in their k-th exchange; the owner writes that slot
 again (write k + 2) only after every peer's word of exchange k + 1, which a peer sends
 after its exchange k, so a slot is never overwritten while a peer reads it. A file
-serves one attempt of one segment (a channel of :mod:`.exchange`): the next segment of
-the run makes new ones and drops the old (every peer finished reading them: the
-client starts a segment after the last one ended everywhere), and the run's end
-(:func:`forget`) removes the run's files from the host, those of a worker that died
-included (from every directory a run of this process shared through). The files are
-the worker's user's alone (mode 0600).
+serves one attempt of one segment (a channel of :mod:`.exchange`). Its names are its
+readers': the owner makes it, links it once for each peer (``<file>-for-<peer>``) and
+removes its own name; a peer removes its name once it mapped the file, at its first
+read. So no process removes a name another still opens: an owner whose run ended can
+go (:func:`forget` with ``files=False``) while its peers read its last write. A name
+is left only by a process that died, or a peer that never read: the next segment's
+writes remove those of the last (the client starts a segment after the last one ended
+everywhere), and the client's end of a run that lost a worker (:func:`forget`) every
+file of the run on the host (from every directory a run of this process shared
+through). The files are the worker's user's alone (mode 0600).
 
 The state a segment sends back to a client on its host goes the same way
 (:func:`hand_back`, :func:`take`): through a file of an unguessable name that the
@@ -55,14 +59,18 @@ def usable(addresses, directory):
 
 class _Slots:
     """A file of two slots, each the values (``dtype``) and flags (uint8) of ``size``
-    vertices, mapped in this process; ``writes``: the slots written or read so far."""
+    vertices, mapped in this process; ``writes``: the slots written or read so far.
+    ``readers``: the owner indices of the peers it is made for (an owner's file, named
+    ``path`` for each of them: :func:`_reader_path`); None: a peer's, opened by the
+    name ``path`` and that name removed once mapped."""
 
-    def __init__(self, path, size, dtype, create):
+    def __init__(self, path, size, dtype, readers=None):
         dtype = np.dtype(dtype)
         slot = -(-(size * (dtype.itemsize + 1)) // 64) * 64  # (each slot 64-byte aligned)
+        create = readers is not None
+        self.names = [_reader_path(path, j) for j in readers] if create else []
         if create:  # (one left by a process that died: made again)
-            if os.path.exists(path):
-                os.unlink(path)
+            _unlink(path)
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         else:
             fd = os.open(path, os.O_RDONLY)
@@ -73,6 +81,10 @@ class _Slots:
                                  else mmap.ACCESS_READ)
         finally:
             os.close(fd)
+        for name in self.names:
+            _unlink(name)
+            os.link(path, name)
+        _unlink(path)  # (the readers' names keep it; the maps keep it after them)
         whole = np.frombuffer(self.map, np.uint8)
         end = size * dtype.itemsize
         self.values = [whole[k * slot:k * slot + end].view(dtype) for k in (0, 1)]
@@ -89,22 +101,29 @@ def _path(directory, channel, address, first, end):
                         f"hetgraph-{os.getuid()}-{channel[0]}-{name}-{port}-{first}-{end}")
 
 
+def _reader_path(path, reader):
+    """The name of the file ``path`` that owner index ``reader`` opens."""
+    return f"{path}-for-{reader}"
+
+
 def _of(table, run_id, channel):
     """The {key: _Slots} of ``run_id`` in ``table`` for ``channel``: those of an older
-    channel of the run dropped (their segment ended everywhere)."""
+    channel of the run dropped, with the names of them that a peer left (their segment
+    ended everywhere: a peer that did not read them never will)."""
     kept = table.get(run_id)
     if kept is None or kept[0] != channel:
         if kept is not None and table is _MINE:
             for slots in kept[1].values():
-                _unlink(slots.path)
+                for name in slots.names:
+                    _unlink(name)
         kept = table[run_id] = (channel, {})
     return kept[1]
 
 
-def write(directory, channel, address, first, end, values, flags):
+def write(directory, channel, address, first, end, values, flags, readers):
     """Write this owner's new ``values`` and ``flags`` of vertices ``first``..``end``
-    (at ``address``) into its file of ``channel`` in ``directory``; returns the word for
-    its peers."""
+    (at ``address``) into its file of ``channel`` in ``directory``, made on the first
+    write for the peers of owner indices ``readers``; returns the word for them."""
     with _LOCK:
         _DIRECTORIES.add(directory)
         mine = _of(_MINE, channel[0], channel)
@@ -112,7 +131,7 @@ def write(directory, channel, address, first, end, values, flags):
         if slots is None:
             slots = mine[(first, end)] = _Slots(
                 _path(directory, channel, address, first, end), end - first,
-                values.dtype, create=True)
+                values.dtype, readers=list(readers))
     k = slots.writes % 2
     slots.values[k][:] = values
     slots.flags[k][:] = flags
@@ -120,16 +139,18 @@ def write(directory, channel, address, first, end, values, flags):
     return {"path": slots.path, "write": slots.writes}
 
 
-def read(channel, word, values, flags):
+def read(channel, word, values, flags, me):
     """Copy the values and flags that a peer's ``word`` (:func:`write`'s) says it wrote
-    into ``values`` and ``flags`` (its range of this owner's state)."""
+    into ``values`` and ``flags`` (its range of the state of this owner, of index
+    ``me``)."""
     with _LOCK:
         _DIRECTORIES.add(os.path.dirname(word["path"]))
         theirs = _of(_THEIRS, channel[0], channel)
         slots = theirs.get(word["path"])
         if slots is None:
-            slots = theirs[word["path"]] = _Slots(word["path"], len(values), values.dtype,
-                                                  create=False)
+            slots = theirs[word["path"]] = _Slots(_reader_path(word["path"], me),
+                                                  len(values), values.dtype)
+            _unlink(slots.path)  # (mapped: this reader's name is needed no more)
     slots.writes += 1
     if slots.writes != word["write"]:  # (would be a broken exchange, never a race)
         raise RuntimeError(f"shared range {word['path']}: write {word['write']} read as "
@@ -274,13 +295,15 @@ def _unlink(path):
         pass
 
 
-def forget(run_id):
-    """Let go of run ``run_id``'s files in this process and remove every file of the run
-    on this host (a dead peer's too)."""
+def forget(run_id, files=True):
+    """Let go of run ``run_id``'s files in this process and, with ``files``, remove
+    every file of the run on this host (a dead peer's too: where no owner of the run
+    still runs, at the client's end of the run). Without: the run's last segment ended
+    here, its peers may still read this owner's last write (their names do not go)."""
     with _LOCK:
         _MINE.pop(run_id, None)
         _THEIRS.pop(run_id, None)
-        directories = sorted(_DIRECTORIES)
+        directories = sorted(_DIRECTORIES) if files else []
     for directory in directories:
         for path in glob.glob(os.path.join(directory,
                                            f"hetgraph-{os.getuid()}-{run_id}-*")):

@@ -88,7 +88,8 @@ class SchedulerLog:
     """Posts messages to the event log of ``client``'s scheduler under :data:`TOPIC`, in
     the order given (every run of one client shares one: :meth:`of`).
     ``post(message)`` only queues it: the client's event loop sends what is queued
-    every ``period`` seconds (default ``tuning.EVENT_SEND_PERIOD``). Waiting for the
+    every ``period`` seconds (default ``tuning.EVENT_SEND_PERIOD``), in one round trip
+    to a scheduler elsewhere (:meth:`_post`), not one a message. Waiting for the
     scheduler, or even waking the loop from this thread, would cost a post as much as a
     small graph's whole run. A message that cannot be sent is logged at debug level:
     monitoring never stops a run."""
@@ -157,11 +158,32 @@ class SchedulerLog:
             self._sending = asyncio.Lock()
         async with self._sending:  # one sender at a time: the queue's order holds
             while self.queue:
-                message = self.queue.popleft()
+                messages = [self.queue.popleft() for _ in range(len(self.queue))]
                 try:
-                    await self.client.scheduler.log_event(topic=TOPIC, msg=message)
+                    await self._post(messages)
                 except Exception as exc:
-                    log.debug("run event %s not sent: %s", message["event"], exc)
+                    log.debug("run events %s not sent: %s",
+                              ", ".join(m["event"] for m in messages), exc)
+
+    async def _post(self, messages):
+        """Log ``messages`` at the scheduler in one round trip: written in order on one
+        connection of the client's pool (the scheduler takes them in that order), none
+        answered but the last, whose answer says it took them all."""
+        from distributed.core import send_recv
+
+        scheduler = self.client.scheduler
+        comm = await scheduler.pool.connect(scheduler.address)
+        try:
+            for i, message in enumerate(messages):
+                await send_recv(comm, op="log_event", topic=TOPIC, msg=message,
+                                reply=i == len(messages) - 1,
+                                serializers=scheduler.serializers,
+                                deserializers=scheduler.deserializers)
+        except BaseException:  # (a message half written: the connection is spoilt)
+            comm.abort()
+            raise
+        finally:
+            scheduler.pool.reuse(scheduler.address, comm)
 
 
 class RunEvents:

@@ -5,8 +5,9 @@ client).
 A run on CPU worker processes alone keeps its state on the workers (:class:`Spread`;
 the program's initial state is made there, not sent). On one worker its segments run
 there (:func:`cpu_alone`), a warm call's one segment as one direct call, whose worker
-drops the run's contexts with its report (nothing else is sent at the run's end). On
-several they run as *spread segments*: one task on each CPU worker of the run (its
+drops the run's contexts with its report (nothing else is sent at the run's end; the
+same on several: each owner of the last segment drops its own). On several they run
+as *spread segments*: one task on each CPU worker of the run (its
 *owners*), all of them running the same iterations: each worker owns a contiguous
 range of the vertices (:func:`.placement.owned_ranges`) and keeps a copy of the whole
 state; a pull iteration pulls the owner's range (with its share of its host's cores),
@@ -101,8 +102,10 @@ def _own_state(run, ctx, state, version, backup=True):
         if backup:
             ctx.backup = (version, held.values.copy(), held.flags.copy())
         return held
-    if ctx is not None and ctx.backup is not None and ctx.backup[0] == version:
-        _, values, flags = ctx.backup
+    kept = ctx.backup if ctx is not None else _FINAL.get(run.run_id)
+    if kept is not None and kept[0] == version:  # (a backup, or what a run's last
+        # segment left: see cpu_spread)
+        _, values, flags = kept
         return VertexState(values.copy(), flags.copy(), sync=run.sync)
     raise WorkerLostError(f"this worker does not hold the state of run {run.run_id} at "
                           f"version {version}: it was lost with a worker")
@@ -148,13 +151,17 @@ def cpu_alone(run, state, version, first, last, model, frontier, back=None, seco
 
 @tasks.resolved
 def cpu_spread(run, state, version, first, last, model, owners, me, frontier, back=None,
-               seconds=None):
+               seconds=None, final=False):
     """Iterations ``first``..``last`` of a spread segment on owner ``me`` of ``owners``
     (see the module's docstring), from ``state`` (the client's, :class:`Initial`, or
-    None: the one this worker holds at ``version``) whose frontier is ``frontier`` (active vertices, their
-    out-degree sum), for about ``seconds`` (default ``tuning.SEGMENT_SECONDS``) as the
-    first owner counts them. Returns a Report with the history rows, the status and the
-    frontier after the last iteration (None when converged)."""
+    None: the one this worker holds at ``version``) whose frontier is ``frontier``
+    (active vertices, their out-degree sum), for about ``seconds`` (default
+    ``tuning.SEGMENT_SECONDS``) as the first owner counts them. Returns a Report with
+    the history rows, the status and the frontier after the last iteration (None when
+    converged). ``final``: as :func:`cpu_alone`'s, every owner dropping its own
+    contexts (they agree on the status); its shared files stay for the peers' reads
+    (:func:`.hostshare.forget`), and an owner but the first keeps the state after it
+    for the client, should the first owner's report be lost (:func:`held_state`)."""
     worker = calls.this_worker()
     if worker.address != owners.addresses[me]:  # Dask ran it again elsewhere: its result
         # was lost with its worker; the segment went on without it
@@ -174,9 +181,16 @@ def cpu_spread(run, state, version, first, last, model, owners, me, frontier, ba
         ctx.held = version + 1 if iterations.holds else None
     # (the first owner's copy, when the client reads the state next)
     out = _whole(run, own, back) if me == 0 and status in ("converged", "limit") else None
+    dropped = final and status in ("converged", "limit")
+    if dropped:
+        if me != 0:  # (should the first owner's report with the state be lost with it:
+            # the state after the segment for the client, else the one it began from)
+            _keep_final(run.run_id, (version + 1, own.values, own.flags)
+                        if iterations.holds else ctx.backup, version)
+        tasks.drop_contexts(run.run_id, files=False)
     return tasks.Report("cpu", [], rows=rows, status=status,
                         build_seconds=ctx.take_build_seconds(), frontier=after, out=out,
-                        held=iterations.holds)
+                        held=iterations.holds, dropped=dropped)
 
 
 def cores_of_owner(addresses, me, cores=None):
@@ -190,12 +204,28 @@ def cores_of_owner(addresses, me, cores=None):
     return max(cores // sum(get_address_host(a) == host for a in addresses), 1)
 
 
+_FINAL: dict = {}  # run id -> (version, values, flags): the state after a run's last
+# spread segment, or the one it began from, on an owner but the first, which dropped its
+# contexts (the newest run's)
+
+
+def _keep_final(run_id, kept, version):
+    """Keep ``kept`` (version, values, flags) for run ``run_id``, whose last segment
+    from ``version`` ended here, in place of the last run's: the state after it, or
+    its backup (None, or one of an older version: nothing)."""
+    _FINAL.clear()
+    if kept is not None and kept[0] >= version:
+        _FINAL[run_id] = kept
+
+
 def held_state(run_id, version):
     """(values, flags) of the state this worker holds for run ``run_id`` at
-    ``version`` (None when it holds none)."""
+    ``version`` (None when it holds none): its context's, or the one it kept after the
+    run's last segment."""
     ctx = tasks.cpu_context_of(run_id)
     if ctx is None or ctx.held != version:
-        return None
+        kept = _FINAL.get(run_id)
+        return None if kept is None or kept[0] != version else kept[1:]
     return ctx.engine.state.values, ctx.engine.state.flags
 
 
@@ -317,7 +347,7 @@ class _Iterations:
         if self.host_shared:  # (a word that the range is written, not the range)
             payload = {"shared": hostshare.write(
                 self.owners.shared_dir, channel, self.owners.addresses[self.me], a, b,
-                written[a:b], state.flags[a:b]) if b > a else None}
+                written[a:b], state.flags[a:b], list(self.peers)) if b > a else None}
         else:
             payload = {"values": to_serialize(written[a:b]),
                        "flags": to_serialize(state.flags[a:b])}
@@ -329,7 +359,8 @@ class _Iterations:
                 written[x:y] = part["values"]
                 state.flags[x:y] = part["flags"]
             elif part["shared"] is not None:
-                hostshare.read(channel, part["shared"], written[x:y], state.flags[x:y])
+                hostshare.read(channel, part["shared"], written[x:y], state.flags[x:y],
+                               self.me)
             infos[j] = tuple(part["info"])
         sending.result()  # (our arrays stay as they are until every peer took them)
         return infos
@@ -400,7 +431,9 @@ class Spread:
         building their contexts). The owners that do not hold that version get it from
         the client (:meth:`_source`). One segment at a time on a cluster: two of them
         sharing workers would each wait for the other's parts. On one worker
-        (:meth:`owners`) it is :meth:`alone` (``final``: see there)."""
+        (:meth:`owners`) it is :meth:`alone`. ``final``: the run ends when the segment
+        reaches ``last`` (or converges), and each owner drops the run's contexts with
+        its report."""
         if len(self.owners(version)) < 2:
             return self.alone(run_ref, state, version, first, last, model, frontier,
                               final)
@@ -419,7 +452,7 @@ class Spread:
                 reports = self._attempt(
                     [(address, cpu_spread, (self.run_ref, sent if source is state else
                                             source, version, first, last, model, owners, j,
-                                            frontier, self._back_for(state)))
+                                            frontier, self._back_for(state), None, final))
                      for j, (address, source) in enumerate(zip(owners.addresses, sources))],
                     f"hetgraph-cpu-spread-{first}-{{}}-{self.run_id}-try{attempt}",
                     owners.channel)
@@ -428,6 +461,7 @@ class Spread:
                 self._lost(attempt, version)
         reporting = [a for a in owners.addresses if a not in self.lost]
         self.holds = {a: version + 1 for a, r in zip(reporting, reports) if r.held}
+        self.dropped.update(a for a, r in zip(reporting, reports) if r.dropped)
         return self._ended(reports, state, version, start)
 
     def owners(self, version):
@@ -673,6 +707,6 @@ class Spread:
                 state.values[:], state.flags[:] = got
                 self.collected = version
                 return
+        left = dict.fromkeys(self.lost + self.cluster.lost_workers())  # (once each)
         raise WorkerLostError(f"the state of run {self.run_id} was lost with its workers "
-                              f"(workers that left during the run: "
-                              f"{', '.join(self.lost + self.cluster.lost_workers())})")
+                              f"(workers that left during the run: {', '.join(left)})")

@@ -268,10 +268,11 @@ class _Context:
         return seconds
 
 
-def drop_contexts(run_id):
+def drop_contexts(run_id, files=True):
     """Forget every context of ``run_id`` in this process (device memory included); a
-    CPU engine over a graph in memory goes back to its graph's idle engines."""
-    exchange.forget(run_id)
+    CPU engine over a graph in memory goes back to its graph's idle engines.
+    ``files``: see :func:`.hostshare.forget`."""
+    exchange.forget(run_id, files)
     with _LOCK:
         _UNPACKED.pop(run_id, None)
         for key in [k for k in _CONTEXTS if k[0] == run_id]:
