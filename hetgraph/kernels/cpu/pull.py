@@ -66,6 +66,13 @@ def cut_ranges(vertices, prefix, v0, parts, dtype, ahead=0) -> tuple:
         bounds = prefix[0] + ((prefix[-1] - prefix[0]) * np.arange(parts + 1)) // parts
         owned = np.searchsorted(prefix[:-1], bounds)
         owned[0], owned[-1] = 0, n
+    return _cut(vertices, prefix, v0, bounds, owned, dtype, ahead)
+
+
+def _cut(vertices, prefix, v0, bounds, owned, dtype, ahead) -> tuple:
+    """A Cut's fields as a plain tuple: its ranges' ``bounds`` (edges) and ``owned``
+    (vertices), with fresh replica scratch of value type ``dtype``."""
+    parts = len(bounds) - 1
     return (vertices, prefix, v0, bounds, owned, np.empty(parts, dtype),
             np.empty(parts, dtype), np.zeros(parts, np.bool_), ahead)
 
@@ -105,8 +112,7 @@ def cut_by_cost(in_indptr, parts, cap, dtype, ahead=0) -> tuple:
     cost = np.concatenate(([0], np.cumsum(np.minimum(degree, cap) + 1)))
     owned = np.searchsorted(cost, cost[-1] * np.arange(parts + 1) // parts)
     owned[0], owned[-1] = 0, len(degree)
-    return (ALL_VERTICES, in_indptr, 0, in_indptr[owned], owned, np.empty(parts, dtype),
-            np.empty(parts, dtype), np.zeros(parts, np.bool_), ahead)
+    return _cut(ALL_VERTICES, in_indptr, 0, in_indptr[owned], owned, dtype, ahead)
 
 
 def build_pull(ops: VertexOps) -> PullPass:
