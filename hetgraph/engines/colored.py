@@ -1,15 +1,19 @@
 """Colored execution (``mode="colored"``, Frog's asynchronous model): an iteration is one
-pass per color of the graph's hybrid coloring (:mod:`hetgraph.coloring`), in order.
+pass per color of the graph's hybrid coloring (:mod:`hetgraph.coloring`): the hybrid
+partition first, then the colors from the last to the first.
 
 A color's vertices are pairwise not adjacent, so its pass writes their values in place
 while it reads only values no one writes during it: each pass sees the values the
-colors before it wrote in this iteration (Gauss-Seidel by color), and the answer does
-not depend on the threads. The hybrid partition, last, may hold adjacent vertices: its
-pass reads the values before it and writes a second array, copied into the values once
-it is done (Jacobi within the partition; Frog uses atomics there), so that reruns on
-the CPU are bitwise identical too (the GPU's shard kernel adds a vertex's gathered
-values in any order: its sums may differ in the last bits from run to run, as a sync
-GPU run's do).
+passes before it wrote in this iteration (Gauss-Seidel by color), and the answer does
+not depend on the threads. The hybrid partition may hold adjacent vertices: its pass
+reads the values before it and writes a second array, copied into the values once it
+is done (Jacobi within the partition; Frog uses atomics there), so that reruns on the
+CPU are bitwise identical too (the GPU's shard kernel adds a vertex's gathered values
+in any order: its sums may differ in the last bits from run to run, as a sync GPU
+run's do). The order is the hubs' first: the hybrid partition and the later colors
+hold the vertices with most neighbours (each level's pass colors them last), whose
+values feed the most others (power-law PageRank converges in fewer iterations so than
+in color order: docs/tuning.md, "Colored execution").
 
 For a program whose values change only through its in-neighbours' (incremental, no
 iteration constant: BFS, SSSP, components), a CPU pass computes only its color's
@@ -80,10 +84,10 @@ class ColorSweep:
             return graph.num_vertices, graph.num_arcs, int(on), int(out)
         totals = np.zeros(4, np.int64)
         *colors, hybrid = self.passes
-        for color in colors:
-            totals += self._pass(step, state, graph, chunks, color, None)
         if len(hybrid[1]) > 1:
             totals += self._pass(step, state, graph, chunks, hybrid, self._scratch(state))
+        for color in reversed(colors):
+            totals += self._pass(step, state, graph, chunks, color, None)
         return tuple(int(t) for t in totals)
 
     def _scratch(self, state):
@@ -160,8 +164,8 @@ def _vertices_of(coloring, contiguous, in_indptr, c):
 
 
 def color_shards(shard_start, coloring):
-    """[(first shard, end shard)] of each color (the hybrid partition last) of a
-    contiguous ``coloring`` over a partition whose shards begin at ``shard_start``
+    """[(first shard, end shard)] of each color (in color order, the hybrid partition
+    last) of a contiguous ``coloring`` over a partition whose shards begin at ``shard_start``
     (plus N); None when the coloring is not contiguous or a color does not begin at a
     shard's start (a partition not cut at its colors)."""
     if coloring is None or not coloring.contiguous:

@@ -653,14 +653,19 @@ class GpuEngine(Engine):
                 main.wait_event(stream.record())
 
     def _run_colors(self, stream):
-        """A colored pass on ``stream``: the colors' shards one launch after the other
-        (per source range), in place; the hybrid partition's, last, into a second array
-        copied back into the values after it (see :mod:`.colored`)."""
+        """A colored pass on ``stream`` (see :mod:`.colored`): the hybrid partition's
+        shards first, into a second array copied back into the values after them, then
+        each color's from the last to the first, one launch after the other (per source
+        range), in place."""
         first = self.plan.first_edge
         *colors, hybrid = self._colors
-        for s0, s1 in colors:
+        self._run_hybrid(hybrid, first, stream)
+        for s0, s1 in reversed(colors):
             for k in range(self.ranges):
                 self._launch(s1 - s0, s0, first, self.pages.resident, stream, k, k + 1)
+
+    def _run_hybrid(self, hybrid, first, stream):
+        """The hybrid partition's pass of :meth:`_run_colors` (shards ``hybrid``)."""
         s0, s1 = hybrid
         if s1 == s0:
             return
