@@ -357,6 +357,42 @@ def test_colored_passes_in_one_call_equal_pass_by_pass(name, monkeypatch):
     assert fused.history["edges"].tolist() == apart.history["edges"].tolist()
 
 
+@pytest.mark.parametrize("name", ["wiki-color", "rmat"])
+def test_colored_runs_of_one_range_passes_in_one_call_equal_pass_by_pass(name, monkeypatch):
+    """Where some passes run in several ranges and others in one, each run of
+    consecutive one-range colors is one compiled call (between the others' passes):
+    bitwise the values and counts of the passes run one by one."""
+    from hetgraph.kernels.cpu.kernel import CpuKernel
+
+    g = graphs()[name]
+    coloring = hc.coloring_of(g)
+    edges = np.diff(g.in_indptr[coloring.bounds])
+    monkeypatch.setattr(tuning, "SERIAL_EDGES", int(np.sort(edges)[-3]))  # (3 spread)
+    calls = []
+    colors = CpuKernel.colors
+    monkeypatch.setattr(CpuKernel, "colors", lambda self, *a: calls.append(a[-2].copy()) or
+                        colors(self, *a))
+
+    def run():
+        return hg.pagerank(g, devices="cpu", mode="colored", tol=None, max_iterations=5,
+                           threads=2)
+
+    runs = run()
+    assert calls and all(len(bounds) < coloring.count + 1 for bounds in calls)
+    # each call's colors: consecutive ones, an empty pair last (no hybrid pass)
+    assert all(bounds[-1] == bounds[-2] for bounds in calls)
+    swept = {int(b) for bounds in calls[:len(calls) // 5] for b in bounds[:-2]}
+    assert swept and swept < set(coloring.cuts[:-2])
+    monkeypatch.setattr(ColorSweep, "fusible", property(lambda self: False))
+    before = len(calls)
+    apart = run()
+    assert len(calls) == before
+    assert runs.values.tobytes() == apart.values.tobytes()
+    assert runs.history["activated"].tolist() == apart.history["activated"].tolist()
+    assert runs.history["edges"].tolist() == apart.history["edges"].tolist()
+    assert runs.history["computed"].tolist() == apart.history["computed"].tolist()
+
+
 def test_color_sweep_on_id_lists_equals_ranges():
     """A graph not in color order runs its colors as id lists: the same values as the
     color-major graph's ranges, label by label."""

@@ -42,11 +42,13 @@ class ColorSweep:
     computes only its color's vertices that an in-neighbour's change since their last
     pass marked (a program whose values change only through its in-neighbours': an
     incremental one that reads no iteration constant), all of them when they are at
-    least ``tuning.COLORED_SPARSE_SHARE`` of the color."""
+    least ``tuning.COLORED_SPARSE_SHARE`` of the color. ``alone(edges)``: whether a
+    pass over that many in-edges runs in one range (the engine's rule; None: none
+    does), whose passes :meth:`iterate` may run together in one call."""
 
-    def __init__(self, coloring, graph, sparse=False):
+    def __init__(self, coloring, graph, sparse=False, alone=None):
         self.coloring = coloring
-        contiguous = coloring.contiguous
+        self.contiguous = contiguous = coloring.contiguous  # (a pass over N colors: once)
         self.passes = [_vertices_of(coloring, contiguous, graph.in_indptr, c)
                        for c in range(coloring.count)]
         self.scratch = None  # the hybrid pass's written values (made by the first)
@@ -54,16 +56,18 @@ class ColorSweep:
         self.pending = None  # uint8 marks of the vertices to compute (None: from flags)
         self.whole_left = 0  # the next passes that compute their whole color
         self.cycle = sum(len(prefix) > 1 for _, prefix, _ in self.passes)  # (non-empty)
-        #: the most in-edges of one color's pass
-        self.largest_pass = max(int(prefix[-1] - prefix[0]) for _, prefix, _ in self.passes)
         self.bounds = np.asarray(coloring.bounds, np.int64)  # (of a contiguous coloring)
+        alone = alone or (lambda edges: False)
+        #: whether every pass runs in one range: the iteration is one call of its sweep
+        self.whole = all(alone(int(prefix[-1] - prefix[0])) for _, prefix, _ in self.passes)
+        self.runs = _runs(self.passes[:-1], self.bounds, alone)
 
     @property
     def fusible(self) -> bool:
         """Whether :meth:`iterate` may run its passes as one call, given that each pass
         would run in one range: its colors are vertex ranges and every pass computes
         its whole color."""
-        return self.coloring.contiguous and not self.sparse
+        return self.contiguous and not self.sparse
 
     def reset(self):
         """Forget the marks: the next iteration marks the out-neighbours of the state's
@@ -76,18 +80,29 @@ class ColorSweep:
         ``vertices`` (ids, or the range from ``v0`` when empty; in-degree running total
         ``prefix``) into ``written`` (None: in place) and returns (vertices activated,
         their out-degree sum); ``state``: the run's, on ``graph``; ``chunks``: of the
-        marking's parallel loop. ``sweep(bounds, scratch)``: every pass in one call
-        (the CPU kernel's ``colors``), used when given and :attr:`fusible`. Returns
-        (vertices computed, edges read, vertices activated, their out-degree sum)."""
-        if sweep is not None and self.fusible:
+        marking's parallel loop. ``sweep(bounds, scratch)``: the passes of the colors
+        ``bounds`` delimit in one call, the last pair's into ``scratch`` first (the CPU
+        kernel's ``colors``), used when given and :attr:`fusible`: for the whole
+        iteration where every pass runs in one range, else for each run of
+        consecutive colors that do (:func:`_runs`). Returns (vertices computed, edges
+        read, vertices activated, their out-degree sum)."""
+        fused = sweep is not None and self.fusible
+        if fused and self.whole:
             on, out = sweep(self.bounds, self._scratch(state))
             return graph.num_vertices, graph.num_arcs, int(on), int(out)
         totals = np.zeros(4, np.int64)
         *colors, hybrid = self.passes
         if len(hybrid[1]) > 1:
             totals += self._pass(step, state, graph, chunks, hybrid, self._scratch(state))
-        for color in reversed(colors):
-            totals += self._pass(step, state, graph, chunks, color, None)
+        if not fused:
+            for color in reversed(colors):
+                totals += self._pass(step, state, graph, chunks, color, None)
+            return tuple(int(t) for t in totals)
+        for c, bounds, computed, edges in self.runs:
+            if bounds is None:
+                totals += self._pass(step, state, graph, chunks, colors[c], None)
+            else:  # (its empty last pair: no hybrid pass, nothing copied)
+                totals += (computed, edges, *sweep(bounds, self._scratch(state)))
         return tuple(int(t) for t in totals)
 
     def _scratch(self, state):
@@ -151,6 +166,32 @@ class ColorSweep:
     def describe(self) -> dict:
         """The coloring's :meth:`Coloring.describe`."""
         return self.coloring.describe()
+
+
+def _runs(colors, bounds, alone):
+    """The passes of ``colors`` (all but the hybrid partition's, contiguous) in sweep
+    order, last to first: (color, None, 0, 0) for a pass of its own, or (None, sweep
+    bounds, vertices, edges) for a run of consecutive colors whose passes each run in
+    one range (``alone``): their bounds and the last repeated (an empty hybrid pair)."""
+    out, run = [], []
+
+    def close():
+        if run:
+            lo, hi = run[-1], run[0]
+            edges = int(colors[hi][1][-1] - colors[lo][1][0])
+            out.append((None, np.append(bounds[lo:hi + 2], bounds[hi + 1]),
+                        int(bounds[hi + 1] - bounds[lo]), edges))
+            run.clear()
+
+    for c in range(len(colors) - 1, -1, -1):
+        edges = int(colors[c][1][-1] - colors[c][1][0])
+        if alone(edges):
+            run.append(c)
+        else:
+            close()
+            out.append((c, None, 0, 0))
+    close()
+    return out
 
 
 def _vertices_of(coloring, contiguous, in_indptr, c):
