@@ -405,6 +405,21 @@ def test_color_sweep_on_id_lists_equals_ranges():
                                b.to_series().sort_index().values, rtol=1e-12)
     sweep = ColorSweep(hc.coloring_of(g), g)
     assert sum(len(p) - 1 for _, p, _ in sweep.passes) == g.num_vertices
+    # a sparse sweep: the first level's colors, then one pass over the later levels'
+    # colors and the hybrid partition (ids sorted, or a range)
+    for graph in (g, r):
+        coloring = hc.coloring_of(graph)
+        assert coloring.count > coloring.level + 1  # (wiki-Vote: several levels)
+        sparse = ColorSweep(coloring, graph, sparse=True)
+        assert len(sparse.passes) == coloring.level + 1
+        assert sparse.describe()["passes_per_iteration"] == coloring.level + 1
+        vertices, prefix, v0 = sparse.passes[-1]
+        later = np.flatnonzero(coloring.colors >= coloring.level)
+        if len(vertices):
+            np.testing.assert_array_equal(vertices, later)
+        else:
+            np.testing.assert_array_equal(np.arange(v0, v0 + len(prefix) - 1), later)
+        assert prefix[-1] - prefix[0] == np.diff(graph.in_indptr)[later].sum()
 
 
 def test_colored_history_and_description():

@@ -42,15 +42,21 @@ class ColorSweep:
     computes only its color's vertices that an in-neighbour's change since their last
     pass marked (a program whose values change only through its in-neighbours': an
     incremental one that reads no iteration constant), all of them when they are at
-    least ``tuning.COLORED_SPARSE_SHARE`` of the color. ``alone(edges)``: whether a
-    pass over that many in-edges runs in one range (the engine's rule; None: none
-    does), whose passes :meth:`iterate` may run together in one call."""
+    least ``tuning.COLORED_SPARSE_SHARE`` of the color; its passes are the first
+    level's colors and one Jacobi pass over the rest (a sparse pass costs its marks'
+    calls however few vertices it has, and the later levels' colors have few).
+    ``alone(edges)``: whether a pass over that many in-edges runs in one range (the
+    engine's rule; None: none does), whose passes :meth:`iterate` may run together in
+    one call."""
 
     def __init__(self, coloring, graph, sparse=False, alone=None):
         self.coloring = coloring
         self.contiguous = contiguous = coloring.contiguous  # (a pass over N colors: once)
-        self.passes = [_vertices_of(coloring, contiguous, graph.in_indptr, c)
-                       for c in range(coloring.count)]
+        last = coloring.level if sparse else coloring.count - 1  # (the Jacobi pass's)
+        self.passes = [_vertices_of(coloring, contiguous, graph.in_indptr, c, c + 1)
+                       for c in range(last)]
+        self.passes.append(_vertices_of(coloring, contiguous, graph.in_indptr, last,
+                                        coloring.count))
         self.scratch = None  # the hybrid pass's written values (made by the first)
         self.sparse = sparse
         self.pending = None  # uint8 marks of the vertices to compute (None: from flags)
@@ -164,8 +170,9 @@ class ColorSweep:
         return marked, cpu.edge_prefix(graph.in_indptr, marked), 0
 
     def describe(self) -> dict:
-        """The coloring's :meth:`Coloring.describe`."""
-        return self.coloring.describe()
+        """The coloring's :meth:`Coloring.describe`, with this sweep's passes an
+        iteration."""
+        return {**self.coloring.describe(), "passes_per_iteration": self.cycle}
 
 
 def _runs(colors, bounds, alone):
@@ -194,13 +201,14 @@ def _runs(colors, bounds, alone):
     return out
 
 
-def _vertices_of(coloring, contiguous, in_indptr, c):
-    """(vertices, in-degree running total, v0) of color ``c``'s pass: its range from v0
-    (vertices empty) where the coloring is ``contiguous``, else its sorted ids."""
-    b0, b1 = int(coloring.bounds[c]), int(coloring.bounds[c + 1])
+def _vertices_of(coloring, contiguous, in_indptr, c, end):
+    """(vertices, in-degree running total, v0) of the pass over colors ``c`` ..
+    ``end`` - 1: their range from v0 (vertices empty) where the coloring is
+    ``contiguous``, else their sorted ids."""
+    b0, b1 = int(coloring.bounds[c]), int(coloring.bounds[end])
     if contiguous:
         return cpu.ALL_VERTICES, np.ascontiguousarray(in_indptr[b0:b1 + 1], np.int64), b0
-    vertices = coloring.order[b0:b1]
+    vertices = np.sort(coloring.order[b0:b1])
     return vertices, cpu.edge_prefix(in_indptr, vertices), 0
 
 
