@@ -348,13 +348,20 @@ def test_colored_passes_in_one_call_equal_pass_by_pass(name, monkeypatch):
 
     fused = run()
     assert len(calls) >= 6
+    assert_equal_pass_by_pass(run, fused, calls, monkeypatch)
+
+
+def assert_equal_pass_by_pass(run, together, calls, monkeypatch):
+    """``together`` (a result of ``run()``) equals ``run()`` with every pass on its own
+    (``ColorSweep.fusible`` off: no call recorded in ``calls``), bitwise: the values and
+    the counts of every iteration."""
     monkeypatch.setattr(ColorSweep, "fusible", property(lambda self: False))
     before = len(calls)
     apart = run()
     assert len(calls) == before
-    assert fused.values.tobytes() == apart.values.tobytes()
-    assert fused.history["activated"].tolist() == apart.history["activated"].tolist()
-    assert fused.history["edges"].tolist() == apart.history["edges"].tolist()
+    assert together.values.tobytes() == apart.values.tobytes()
+    for column in ("activated", "edges", "computed"):
+        assert together.history[column].tolist() == apart.history[column].tolist()
 
 
 @pytest.mark.parametrize("name", ["wiki-color", "rmat"])
@@ -383,14 +390,7 @@ def test_colored_runs_of_one_range_passes_in_one_call_equal_pass_by_pass(name, m
     assert all(bounds[-1] == bounds[-2] for bounds in calls)
     swept = {int(b) for bounds in calls[:len(calls) // 5] for b in bounds[:-2]}
     assert swept and swept < set(coloring.cuts[:-2])
-    monkeypatch.setattr(ColorSweep, "fusible", property(lambda self: False))
-    before = len(calls)
-    apart = run()
-    assert len(calls) == before
-    assert runs.values.tobytes() == apart.values.tobytes()
-    assert runs.history["activated"].tolist() == apart.history["activated"].tolist()
-    assert runs.history["edges"].tolist() == apart.history["edges"].tolist()
-    assert runs.history["computed"].tolist() == apart.history["computed"].tolist()
+    assert_equal_pass_by_pass(run, runs, calls, monkeypatch)
 
 
 def test_color_sweep_on_id_lists_equals_ranges():
