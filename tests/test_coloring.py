@@ -204,6 +204,11 @@ def test_partition_cuts_fall_on_color_bounds(options):
     assert part.options["cuts"] == coloring.cuts and "cuts" not in plain.options
     shards = color_shards(part.shard_start, coloring)
     assert [part.shard_start[a] for a, _ in shards] == list(coloring.cuts[:-1])
+    # an incremental program's passes: the first level's colors, then the rest as one
+    level = coloring.level
+    sparse = color_shards(part.shard_start, coloring, sparse=True)
+    assert coloring.count > level + 1 and sparse[:level] == shards[:level]
+    assert sparse[level] == (shards[level][0], shards[-1][1]) and len(sparse) == level + 1
     # each run between cuts is cut as the graph alone would be: no more shards than
     # the plain partition plus one a cut
     assert part.num_shards <= plain.num_shards + len(coloring.cuts)

@@ -212,14 +212,18 @@ def _vertices_of(coloring, contiguous, in_indptr, c, end):
     return vertices, cpu.edge_prefix(in_indptr, vertices), 0
 
 
-def color_shards(shard_start, coloring):
+def color_shards(shard_start, coloring, sparse=False):
     """[(first shard, end shard)] of each color (in color order, the hybrid partition
-    last) of a contiguous ``coloring`` over a partition whose shards begin at ``shard_start``
-    (plus N); None when the coloring is not contiguous or a color does not begin at a
-    shard's start (a partition not cut at its colors)."""
+    last) of a contiguous ``coloring`` over a partition whose shards begin at
+    ``shard_start`` (plus N); ``sparse``: the later levels' colors and the hybrid
+    partition as one, last (an incremental program's passes, as :class:`ColorSweep`
+    runs them). None when the coloring is not contiguous or a color does not begin at
+    a shard's start (a partition not cut at its colors)."""
     if coloring is None or not coloring.contiguous:
         return None
     bounds = np.asarray(coloring.bounds, np.int64)
+    if sparse:
+        bounds = np.append(bounds[:coloring.level + 1], bounds[-1])
     at = np.searchsorted(shard_start, bounds)
     if np.any(at >= len(shard_start)) or np.any(shard_start[at] != bounds):
         return None

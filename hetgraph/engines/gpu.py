@@ -404,7 +404,8 @@ class GpuEngine(Engine):
         coloring: the pass runs as async does, logged)."""
         if self.coloring is None:
             return None
-        runs = color_shards(self.partition.shard_start, self.coloring)
+        runs = color_shards(self.partition.shard_start, self.coloring,
+                            sparse=self.spec.incremental and not self.spec.notify_self)
         if runs is None or len(self.plan.streamed_pages) or self.owned is not None:
             log.warning("mode='colored' runs as 'async' on this GPU: it needs a "
                         "color-major graph (graph.reorder('color')) whose pages are all "
@@ -804,4 +805,5 @@ class GpuEngine(Engine):
                 "tocab": None if self._tocab is None else self._tocab.describe(),
                 "subgraph": None if self._subgraphs is None else self._subgraphs.describe(),
                 **({} if self._colors is None else
-                   {"mode": self.mode, **self.coloring.describe()})}
+                   {"mode": self.mode, **self.coloring.describe(),
+                    "passes_per_iteration": sum(b > a for a, b in self._colors)})}
