@@ -8,6 +8,14 @@ vertex forbids nothing). The neighbours are those a pull pass links: a vertex re
 in-neighbours and is read by its out-neighbours, so the pass marks both of a directed
 graph. O(|V| + |E|) time and n |V| bytes.
 
+On a power-law graph that first level leaves most edges in the hybrid partition (the
+hubs, adjacent to one another). Frog updates that partition in place with atomics;
+hetgraph's is a Jacobi pass (reruns bitwise equal), where Gauss-Seidel gains nothing.
+So the same pass colors the hybrid partition again, among its own vertices, with
+n - 1 further colors, up to ``levels`` times (the hybrid partition is then what the
+last level leaves): the colored share of the first n - 1 colors is Frog's,
+:attr:`Coloring.first_share`.
+
 :func:`verify` then checks every arc: no two vertices of one of the first n-1 colors
 may be adjacent (Frog's own heuristic, over the out-edges alone, leaves such pairs on a
 directed graph), and :func:`repair` moves the later vertex of each such pair to a later
@@ -32,6 +40,7 @@ from .errors import GraphError
 
 MAX_COLORS = 64  # a pass per color: more would cost more passes than they save
 KEPT = "hybrid-coloring"  # the key under which a graph keeps its coloring (Graph.kept)
+_UNCOLORED = 255  # a vertex no level has colored yet (beyond MAX_COLORS)
 
 
 @dataclass(frozen=True)
@@ -41,13 +50,22 @@ class Coloring:
     ``colors``: uint8 color of every vertex, 0 .. ``count`` - 1, the last the hybrid
     partition; ``order``: the vertex ids sorted by color (stably: ids increase within a
     color); ``bounds``: int64, ``count`` + 1 offsets into ``order``, color c's vertices
-    at ``order[bounds[c]:bounds[c + 1]]``.
+    at ``order[bounds[c]:bounds[c + 1]]``; ``level``: the colors each level of
+    :func:`hybrid_coloring` adds (Frog's n - 1; ``count`` - 1 for one level).
     """
 
     colors: np.ndarray
     count: int
     order: np.ndarray
     bounds: np.ndarray
+    level: int
+
+    @property
+    def first_share(self) -> float:
+        """The share of the vertices in the first level's colors (Frog's n - 1 colors;
+        1 without vertices)."""
+        n = len(self.colors)
+        return float(self.bounds[self.level]) / n if n else 1.0
 
     @property
     def hybrid(self) -> int:
@@ -80,20 +98,21 @@ class Coloring:
 
     def renamed(self, perm) -> "Coloring":
         """The same coloring of the graph renumbered by ``perm`` (new id -> old id)."""
-        return from_colors(self.colors[perm], self.count)
+        return from_colors(self.colors[perm], self.count, self.level)
 
     def describe(self) -> dict:
-        """Colors, vertices per color, the colored share and the passes of a colored
-        iteration (one per color that has vertices), for logs, run events and
-        benchmarks (plain numbers)."""
+        """Colors, vertices per color, the colored share, Frog's share (the first
+        level's) and the passes of a colored iteration (one per color that has
+        vertices), for logs, run events and benchmarks (plain numbers)."""
         return {"colors": self.count, "color_sizes": [int(s) for s in self.sizes],
                 "colored_share": round(self.colored_share, 6),
+                "first_share": round(self.first_share, 6),
                 "passes_per_iteration": int(np.count_nonzero(self.sizes))}
 
 
-def from_colors(colors, count) -> Coloring:
+def from_colors(colors, count, level=None) -> Coloring:
     """The :class:`Coloring` of a color per vertex (0 .. ``count`` - 1, the last the
-    hybrid partition)."""
+    hybrid partition); ``level``: the colors a level added (default ``count`` - 1)."""
     colors = np.ascontiguousarray(colors, np.uint8)
     sizes = np.bincount(colors, minlength=count).astype(np.int64)
     if len(sizes) > count:
@@ -102,7 +121,8 @@ def from_colors(colors, count) -> Coloring:
     bounds = np.zeros(count + 1, np.int64)
     np.cumsum(sizes, out=bounds[1:])
     order = np.argsort(colors, kind="stable").astype(np.int64)
-    return Coloring(colors, int(count), order, bounds)
+    return Coloring(colors, int(count), order, bounds,
+                    int(count) - 1 if level is None else int(level))
 
 
 def check_count(count):
@@ -120,30 +140,56 @@ def _neighbour_arrays(graph):
             *((graph.in_indptr, graph.in_indices) if graph.directed else none))
 
 
-def hybrid_coloring(graph, colors=None) -> Coloring:
-    """Frog's hybrid coloring of ``graph`` (in memory) with ``colors`` colors, the last
-    the hybrid partition (default ``tuning.FROG_COLORS``, 5): the one pass of the
-    conflict table, then :func:`verify`, and :func:`repair` of what it finds (this pass
-    marks the arcs both ways: nothing, unless the pass is wrong), so that no two
-    vertices of one of the first ``colors`` - 1 colors are adjacent.
+def hybrid_coloring(graph, colors=None, levels=None) -> Coloring:
+    """Frog's hybrid coloring of ``graph`` (in memory) with ``colors`` colors a level,
+    the last the hybrid partition (default ``tuning.FROG_COLORS``, 5): the one pass of
+    the conflict table, repeated on the hybrid partition's vertices up to ``levels``
+    times (default ``tuning.FROG_LEVELS``; fewer once it is empty), then
+    :func:`verify`, and :func:`repair` of what it finds (the pass marks the arcs both
+    ways: nothing, unless the pass is wrong), so that no two vertices of one color
+    but the last are adjacent. ``count`` is ``levels`` x (``colors`` - 1) + 1 at
+    most.
 
     Raises
     ------
     GraphError
-        When ``colors`` is not an integer in 2 .. 64, or the graph is read out of
-        core.
+        When ``colors`` is not an integer in 2 .. 64, ``levels`` not one from 1 with
+        at most 64 colors in all, or the graph is read out of core.
     """
     count = tuning.FROG_COLORS if colors is None else colors
+    levels = tuning.FROG_LEVELS if levels is None else levels
     check_count(count)
+    if not isinstance(levels, (int, np.integer)) or not \
+            1 <= levels <= (MAX_COLORS - 1) // (count - 1):
+        raise GraphError(f"levels={levels!r} must be an integer from 1 to "
+                         f"{(MAX_COLORS - 1) // (count - 1)} with colors={count} (at "
+                         f"most {MAX_COLORS} colors in all)")
     if graph.in_indices is None:
         raise GraphError("a hybrid coloring needs the graph's edges in memory; open the "
                          "store with hg.open_store or raise host_budget")
-    arrays = _neighbour_arrays(graph)
-    table = np.zeros((graph.num_vertices, count - 1), np.uint8)  # + the color: n x |V|
-    assigned = _conflict_table_pass(*arrays, table)
-    if verify(graph, assigned, count):
-        repair(graph, assigned, count)
-    return from_colors(assigned, count)
+    assigned, total = _levels(_neighbour_arrays(graph), graph.num_vertices, count, levels)
+    if verify(graph, assigned, total):
+        repair(graph, assigned, total)
+    return from_colors(assigned, total, count - 1)
+
+
+def _levels(arrays, n, count, levels):
+    """(uint8 colors, colors in all) of :func:`hybrid_coloring`'s levels over the
+    neighbour ``arrays``: each colors the vertices left so far with ``count`` - 1 new
+    colors; the hybrid partition (those left at the end) gets the last color."""
+    width = count - 1
+    table = np.zeros((n, width), np.uint8)  # + the colors: n x |V| a level
+    assigned = np.full(n, _UNCOLORED, np.uint8)
+    done = 0
+    while done < levels:
+        left = _conflict_table_pass(*arrays, table, assigned, done * width)
+        done += 1
+        if left == 0:
+            break
+        table[:] = 0
+    total = done * width + 1
+    assigned[assigned == _UNCOLORED] = total - 1
+    return assigned, total
 
 
 def coloring_of(graph) -> Coloring:
@@ -161,34 +207,41 @@ def frog_pass(graph, colors=None) -> np.ndarray:
     count = tuning.FROG_COLORS if colors is None else colors
     check_count(count)
     table = np.zeros((graph.num_vertices, count - 1), np.uint8)
-    return _conflict_table_pass(graph.out_indptr, graph.out_indices, np.zeros(1, np.int64),
-                                np.zeros(0, graph.index_dtype), table)
+    assigned = np.full(graph.num_vertices, _UNCOLORED, np.uint8)
+    _conflict_table_pass(graph.out_indptr, graph.out_indices, np.zeros(1, np.int64),
+                         np.zeros(0, graph.index_dtype), table, assigned, 0)
+    assigned[assigned == _UNCOLORED] = count - 1
+    return assigned
 
 
 @numba.njit(cache=True, nogil=True)
-def _conflict_table_pass(out_ptr, out_idx, in_ptr, in_idx, table):
-    """Color the vertices in id order: table[v, i] = 1 once a neighbour of v took color
-    i; v takes the first i with table[v, i] = 0, else the hybrid color (the table's
-    width), and marks i in the rows of its out-neighbours and (unless ``in_ptr`` is
-    empty) in-neighbours. Returns the colors (uint8)."""
+def _conflict_table_pass(out_ptr, out_idx, in_ptr, in_idx, table, colors, base):
+    """Color the vertices not yet colored (``colors`` 255) in id order: table[v, i] = 1
+    once a neighbour of v took color ``base`` + i; v takes the first i with
+    table[v, i] = 0, else stays uncolored (this level's hybrid partition: it forbids
+    nothing), and marks i in the rows of its out-neighbours and (unless ``in_ptr`` is
+    empty) in-neighbours. Returns the vertices left uncolored."""
     n, width = table.shape
-    colors = np.empty(n, np.uint8)
     both = in_ptr.shape[0] > 1
+    left = 0
     for v in range(n):
+        if colors[v] != 255:
+            continue
         c = width
         for i in range(width):
             if table[v, i] == 0:
                 c = i
                 break
-        colors[v] = c
-        if c == width:  # a hybrid vertex forbids nothing
+        if c == width:
+            left += 1
             continue
+        colors[v] = base + c
         for e in range(out_ptr[v], out_ptr[v + 1]):
             table[out_idx[e], c] = 1
         if both:
             for e in range(in_ptr[v], in_ptr[v + 1]):
                 table[in_idx[e], c] = 1
-    return colors
+    return left
 
 
 def verify(graph, colors, count) -> int:

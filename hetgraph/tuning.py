@@ -312,5 +312,7 @@ CC_GPU_MAX_BLOCKS = 1 << 16  # blocks of a launch at most; kernels loop over the
 # --- colored execution (hetgraph.coloring, mode="colored") ------------------------------------
 FROG_COLORS = 5  # colors of a hybrid coloring, the last the hybrid partition: Frog's 5, whose
 # first four hold most vertices of real graphs (DBLP 82.8%); more add passes of few vertices
+FROG_LEVELS = 8  # times the coloring pass colors what the last left in the hybrid partition
+# (whose Jacobi pass holds Gauss-Seidel back on power-law graphs: docs/tuning.md)
 COLORED_SPARSE_SHARE = 0.25  # a color's marked vertices from which its pass computes it whole
 # (an id list's pass costs its gather and its prefix: docs/tuning.md, "Colored execution")

@@ -68,9 +68,10 @@ def test_gpu_engine_launches_each_color():
     for _ in range(2):
         mode, computed, edges, _ = engine.iterate(0.0)
     assert (mode, computed, edges) == ("gpu-colored", g.num_vertices, g.num_arcs)
-    # the source's color, then the other: two hops an iteration (a sync pass: one)
+    # the other color (the last), then the source's: two hops an iteration (a sync
+    # pass: one), from the first
     levels = engine.result()
-    assert levels[levels < UNREACHED].max() == 3
+    assert levels[levels < UNREACHED].max() == 4
 
 
 def test_gpu_colored_on_a_graph_not_in_color_order_runs_as_async(caplog):

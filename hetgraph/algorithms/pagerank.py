@@ -89,7 +89,8 @@ class PageRank(PowerIteration):
     """PageRank program (see the module docstring); ``tol=None`` runs all iterations.
     ``rescale``: every iteration first scales the values so that the ranks sum to 1,
     which a sync pass keeps and a colored one (``mode="colored"``) does not: there the
-    sum's slow return to 1 would set the pace where many vertices are dangling."""
+    sum's slow return to 1 would set the pace where many vertices are dangling (where
+    none is, nothing: the sweep then converges to ranks that sum to 1)."""
 
     def __init__(self, damping=0.85, tol=1e-6, dtype=np.float64, weighted=True, start=None,
                  rescale=False):
@@ -135,7 +136,10 @@ class PageRank(PowerIteration):
     # the hooks get the values on the device that holds them (NumPy or CuPy arrays)
     def iteration_constant(self, graph, values):
         n = graph.num_vertices
-        if self.rescale:  # (the run's own values, in place, before it reads them)
+        # rescaled in place (the run's own values, before it reads them) unless no vertex
+        # is dangling: a colored sweep is then Gauss-Seidel on the linear system
+        # (I - dP) rank = (1 - d) / N, whose ranks sum to 1
+        if self.rescale and not _empty(self._dangling):
             rank_of = on_device_of(values, self._rank_of)
             total = np.einsum("i,i->", values, rank_of) if isinstance(values, np.ndarray) \
                 else values @ rank_of
@@ -165,6 +169,11 @@ def _derived(graph, damping, dtype, weighted):
     for array in (rank_of,) + ((dangling,) if isinstance(dangling, np.ndarray) else ()):
         array.flags.writeable = False
     return dangling, scale, rank_of
+
+
+def _empty(dangling):
+    """Whether ``dangling`` (as :func:`_as_range` gives it) holds no vertex."""
+    return isinstance(dangling, slice) and dangling.stop == dangling.start
 
 
 def _as_range(index):

@@ -1,15 +1,19 @@
 """Colored execution (``mode="colored"``, Frog's asynchronous model): an iteration is one
-pass per color of the graph's hybrid coloring (:mod:`hetgraph.coloring`), in order.
+pass per color of the graph's hybrid coloring (:mod:`hetgraph.coloring`): the hybrid
+partition first, then the colors from the last to the first.
 
 A color's vertices are pairwise not adjacent, so its pass writes their values in place
 while it reads only values no one writes during it: each pass sees the values the
-colors before it wrote in this iteration (Gauss-Seidel by color), and the answer does
-not depend on the threads. The hybrid partition, last, may hold adjacent vertices: its
-pass reads the values before it and writes a second array, copied into the values once
-it is done (Jacobi within the partition; Frog uses atomics there), so that reruns on
-the CPU are bitwise identical too (the GPU's shard kernel adds a vertex's gathered
-values in any order: its sums may differ in the last bits from run to run, as a sync
-GPU run's do).
+passes before it wrote in this iteration (Gauss-Seidel by color), and the answer does
+not depend on the threads. The hybrid partition may hold adjacent vertices: its pass
+reads the values before it and writes a second array, copied into the values once it
+is done (Jacobi within the partition; Frog uses atomics there), so that reruns on the
+CPU are bitwise identical too (the GPU's shard kernel adds a vertex's gathered values
+in any order: its sums may differ in the last bits from run to run, as a sync GPU
+run's do). The order is the hubs' first: the hybrid partition and the later colors
+hold the vertices with most neighbours (each level's pass colors them last), whose
+values feed the most others (power-law PageRank converges in fewer iterations so than
+in color order: docs/tuning.md, "Colored execution").
 
 For a program whose values change only through its in-neighbours' (incremental, no
 iteration constant: BFS, SSSP, components), a CPU pass computes only its color's
@@ -38,28 +42,38 @@ class ColorSweep:
     computes only its color's vertices that an in-neighbour's change since their last
     pass marked (a program whose values change only through its in-neighbours': an
     incremental one that reads no iteration constant), all of them when they are at
-    least ``tuning.COLORED_SPARSE_SHARE`` of the color."""
+    least ``tuning.COLORED_SPARSE_SHARE`` of the color; its passes are the first
+    level's colors and one Jacobi pass over the rest (a sparse pass costs its marks'
+    calls however few vertices it has, and the later levels' colors have few).
+    ``alone(edges)``: whether a pass over that many in-edges runs in one range (the
+    engine's rule; None: none does), whose passes :meth:`iterate` may run together in
+    one call."""
 
-    def __init__(self, coloring, graph, sparse=False):
+    def __init__(self, coloring, graph, sparse=False, alone=None):
         self.coloring = coloring
-        contiguous = coloring.contiguous
-        self.passes = [_vertices_of(coloring, contiguous, graph.in_indptr, c)
-                       for c in range(coloring.count)]
+        self.contiguous = contiguous = coloring.contiguous  # (a pass over N colors: once)
+        last = coloring.level if sparse else coloring.count - 1  # (the Jacobi pass's)
+        self.passes = [_vertices_of(coloring, contiguous, graph.in_indptr, c, c + 1)
+                       for c in range(last)]
+        self.passes.append(_vertices_of(coloring, contiguous, graph.in_indptr, last,
+                                        coloring.count))
         self.scratch = None  # the hybrid pass's written values (made by the first)
         self.sparse = sparse
         self.pending = None  # uint8 marks of the vertices to compute (None: from flags)
         self.whole_left = 0  # the next passes that compute their whole color
         self.cycle = sum(len(prefix) > 1 for _, prefix, _ in self.passes)  # (non-empty)
-        #: the most in-edges of one color's pass
-        self.largest_pass = max(int(prefix[-1] - prefix[0]) for _, prefix, _ in self.passes)
         self.bounds = np.asarray(coloring.bounds, np.int64)  # (of a contiguous coloring)
+        alone = alone or (lambda edges: False)
+        #: whether every pass runs in one range: the iteration is one call of its sweep
+        self.whole = all(alone(int(prefix[-1] - prefix[0])) for _, prefix, _ in self.passes)
+        self.runs = _runs(self.passes[:-1], self.bounds, alone)
 
     @property
     def fusible(self) -> bool:
         """Whether :meth:`iterate` may run its passes as one call, given that each pass
         would run in one range: its colors are vertex ranges and every pass computes
         its whole color."""
-        return self.coloring.contiguous and not self.sparse
+        return self.contiguous and not self.sparse
 
     def reset(self):
         """Forget the marks: the next iteration marks the out-neighbours of the state's
@@ -72,18 +86,29 @@ class ColorSweep:
         ``vertices`` (ids, or the range from ``v0`` when empty; in-degree running total
         ``prefix``) into ``written`` (None: in place) and returns (vertices activated,
         their out-degree sum); ``state``: the run's, on ``graph``; ``chunks``: of the
-        marking's parallel loop. ``sweep(bounds, scratch)``: every pass in one call
-        (the CPU kernel's ``colors``), used when given and :attr:`fusible`. Returns
-        (vertices computed, edges read, vertices activated, their out-degree sum)."""
-        if sweep is not None and self.fusible:
+        marking's parallel loop. ``sweep(bounds, scratch)``: the passes of the colors
+        ``bounds`` delimit in one call, the last pair's into ``scratch`` first (the CPU
+        kernel's ``colors``), used when given and :attr:`fusible`: for the whole
+        iteration where every pass runs in one range, else for each run of
+        consecutive colors that do (:func:`_runs`). Returns (vertices computed, edges
+        read, vertices activated, their out-degree sum)."""
+        fused = sweep is not None and self.fusible
+        if fused and self.whole:
             on, out = sweep(self.bounds, self._scratch(state))
             return graph.num_vertices, graph.num_arcs, int(on), int(out)
         totals = np.zeros(4, np.int64)
         *colors, hybrid = self.passes
-        for color in colors:
-            totals += self._pass(step, state, graph, chunks, color, None)
         if len(hybrid[1]) > 1:
             totals += self._pass(step, state, graph, chunks, hybrid, self._scratch(state))
+        if not fused:
+            for color in reversed(colors):
+                totals += self._pass(step, state, graph, chunks, color, None)
+            return tuple(int(t) for t in totals)
+        for c, bounds, computed, edges in self.runs:
+            if bounds is None:
+                totals += self._pass(step, state, graph, chunks, colors[c], None)
+            else:  # (its empty last pair: no hybrid pass, nothing copied)
+                totals += (computed, edges, *sweep(bounds, self._scratch(state)))
         return tuple(int(t) for t in totals)
 
     def _scratch(self, state):
@@ -145,28 +170,60 @@ class ColorSweep:
         return marked, cpu.edge_prefix(graph.in_indptr, marked), 0
 
     def describe(self) -> dict:
-        """The coloring's :meth:`Coloring.describe`."""
-        return self.coloring.describe()
+        """The coloring's :meth:`Coloring.describe`, with this sweep's passes an
+        iteration."""
+        return {**self.coloring.describe(), "passes_per_iteration": self.cycle}
 
 
-def _vertices_of(coloring, contiguous, in_indptr, c):
-    """(vertices, in-degree running total, v0) of color ``c``'s pass: its range from v0
-    (vertices empty) where the coloring is ``contiguous``, else its sorted ids."""
-    b0, b1 = int(coloring.bounds[c]), int(coloring.bounds[c + 1])
+def _runs(colors, bounds, alone):
+    """The passes of ``colors`` (all but the hybrid partition's, contiguous) in sweep
+    order, last to first: (color, None, 0, 0) for a pass of its own, or (None, sweep
+    bounds, vertices, edges) for a run of consecutive colors whose passes each run in
+    one range (``alone``): their bounds and the last repeated (an empty hybrid pair)."""
+    out, run = [], []
+
+    def close():
+        if run:
+            lo, hi = run[-1], run[0]
+            edges = int(colors[hi][1][-1] - colors[lo][1][0])
+            out.append((None, np.append(bounds[lo:hi + 2], bounds[hi + 1]),
+                        int(bounds[hi + 1] - bounds[lo]), edges))
+            run.clear()
+
+    for c in range(len(colors) - 1, -1, -1):
+        edges = int(colors[c][1][-1] - colors[c][1][0])
+        if alone(edges):
+            run.append(c)
+        else:
+            close()
+            out.append((c, None, 0, 0))
+    close()
+    return out
+
+
+def _vertices_of(coloring, contiguous, in_indptr, c, end):
+    """(vertices, in-degree running total, v0) of the pass over colors ``c`` ..
+    ``end`` - 1: their range from v0 (vertices empty) where the coloring is
+    ``contiguous``, else their sorted ids."""
+    b0, b1 = int(coloring.bounds[c]), int(coloring.bounds[end])
     if contiguous:
         return cpu.ALL_VERTICES, np.ascontiguousarray(in_indptr[b0:b1 + 1], np.int64), b0
-    vertices = coloring.order[b0:b1]
+    vertices = np.sort(coloring.order[b0:b1])
     return vertices, cpu.edge_prefix(in_indptr, vertices), 0
 
 
-def color_shards(shard_start, coloring):
-    """[(first shard, end shard)] of each color (the hybrid partition last) of a
-    contiguous ``coloring`` over a partition whose shards begin at ``shard_start``
-    (plus N); None when the coloring is not contiguous or a color does not begin at a
-    shard's start (a partition not cut at its colors)."""
+def color_shards(shard_start, coloring, sparse=False):
+    """[(first shard, end shard)] of each color (in color order, the hybrid partition
+    last) of a contiguous ``coloring`` over a partition whose shards begin at
+    ``shard_start`` (plus N); ``sparse``: the later levels' colors and the hybrid
+    partition as one, last (an incremental program's passes, as :class:`ColorSweep`
+    runs them). None when the coloring is not contiguous or a color does not begin at
+    a shard's start (a partition not cut at its colors)."""
     if coloring is None or not coloring.contiguous:
         return None
     bounds = np.asarray(coloring.bounds, np.int64)
+    if sparse:
+        bounds = np.append(bounds[:coloring.level + 1], bounds[-1])
     at = np.searchsorted(shard_start, bounds)
     if np.any(at >= len(shard_start)) or np.any(shard_start[at] != bounds):
         return None

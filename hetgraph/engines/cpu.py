@@ -98,11 +98,10 @@ class CpuEngine(Engine):
         self._seen = None  # scratch of a push, made by the first
         self._deferred = None  # scratch of the buckets, made by the first burst
         self.chunks = chunk_count(graph.num_vertices, threads)
+        # (a colored iteration's passes that would each run in one range: in one call)
         self.sweep = None if coloring is None else ColorSweep(
-            coloring, graph, sparse=spec.incremental and not spec.notify_self)
-        # a colored iteration's passes in one call where each would run in one range
-        self._fused = self.sweep is not None and \
-            parts_of(self.sweep.largest_pass, threads, partitions) == 1
+            coloring, graph, sparse=spec.incremental and not spec.notify_self,
+            alone=lambda edges: parts_of(edges, threads, partitions) == 1)
         start = time.perf_counter()
         self.kernel = cpu.compile_program(spec, aux.dtype)
         self.bind(spec, graph, state, aux)
@@ -280,13 +279,13 @@ class CpuEngine(Engine):
         computed, edges, activated, degree = self.sweep.iterate(
             lambda vertices, prefix, v0, written: self._step(
                 constant, vertices, prefix, v0, written=written), self.state, self.graph,
-            self.chunks, sweep=self._sweep_colors(constant) if self._fused else None)
+            self.chunks, sweep=self._sweep_colors(constant))
         self._counted = (activated, degree)
         return COLORED, computed, edges, activated
 
     def _sweep_colors(self, constant):
-        """``ColorSweep.iterate``'s ``sweep``: the kernel's passes of every color in one
-        call, with the iteration ``constant``."""
+        """``ColorSweep.iterate``'s ``sweep``: the kernel's passes of the colors its
+        bounds delimit in one call, with the iteration ``constant``."""
         state = self.state
         return lambda bounds, scratch: self.kernel.colors(
             self._edges(), self.graph.out_indptr, state.values, state.flags, self.aux,

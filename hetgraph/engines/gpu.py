@@ -404,7 +404,8 @@ class GpuEngine(Engine):
         coloring: the pass runs as async does, logged)."""
         if self.coloring is None:
             return None
-        runs = color_shards(self.partition.shard_start, self.coloring)
+        runs = color_shards(self.partition.shard_start, self.coloring,
+                            sparse=self.spec.incremental and not self.spec.notify_self)
         if runs is None or len(self.plan.streamed_pages) or self.owned is not None:
             log.warning("mode='colored' runs as 'async' on this GPU: it needs a "
                         "color-major graph (graph.reorder('color')) whose pages are all "
@@ -653,14 +654,19 @@ class GpuEngine(Engine):
                 main.wait_event(stream.record())
 
     def _run_colors(self, stream):
-        """A colored pass on ``stream``: the colors' shards one launch after the other
-        (per source range), in place; the hybrid partition's, last, into a second array
-        copied back into the values after it (see :mod:`.colored`)."""
+        """A colored pass on ``stream`` (see :mod:`.colored`): the hybrid partition's
+        shards first, into a second array copied back into the values after them, then
+        each color's from the last to the first, one launch after the other (per source
+        range), in place."""
         first = self.plan.first_edge
         *colors, hybrid = self._colors
-        for s0, s1 in colors:
+        self._run_hybrid(hybrid, first, stream)
+        for s0, s1 in reversed(colors):
             for k in range(self.ranges):
                 self._launch(s1 - s0, s0, first, self.pages.resident, stream, k, k + 1)
+
+    def _run_hybrid(self, hybrid, first, stream):
+        """The hybrid partition's pass of :meth:`_run_colors` (shards ``hybrid``)."""
         s0, s1 = hybrid
         if s1 == s0:
             return
@@ -799,4 +805,5 @@ class GpuEngine(Engine):
                 "tocab": None if self._tocab is None else self._tocab.describe(),
                 "subgraph": None if self._subgraphs is None else self._subgraphs.describe(),
                 **({} if self._colors is None else
-                   {"mode": self.mode, **self.coloring.describe()})}
+                   {"mode": self.mode, **self.coloring.describe(),
+                    "passes_per_iteration": sum(b > a for a, b in self._colors)})}

@@ -258,11 +258,11 @@ class CpuKernel:
 
     def colors(self, edges, out_indptr, values, flags, aux, constant, bounds, scratch):
         """A colored iteration's passes in one call, in this thread: color c is the
-        vertices ``bounds[c]`` .. ``bounds[c + 1]`` - 1 (int64), each pulled in place in
-        one range (as :meth:`step` with one part pulls it), the last (the hybrid
-        partition) into ``scratch`` and then copied into ``values``. ``edges``: as
-        :meth:`step` reads them. Returns (vertices activated, the sum of their
-        out-degrees)."""
+        vertices ``bounds[c]`` .. ``bounds[c + 1]`` - 1 (int64), each pulled in one
+        range (as :meth:`step` with one part pulls it): the last (the hybrid
+        partition) first, into ``scratch`` and then copied into ``values``, then the
+        others from the last to the first, in place. ``edges``: as :meth:`step` reads
+        them. Returns (vertices activated, the sum of their out-degrees)."""
         in_indptr, indices, weights, base = edges
         page = (in_indptr, indices, weights, int(base), out_indptr)
         state = (values, values, flags, aux, float(constant), False)

@@ -239,23 +239,22 @@ def _build_colors(complete):
     @numba.njit(nogil=True)
     def colors(page, state, bounds, scratch):
         """A colored iteration's passes in one call (see :mod:`hetgraph.engines.colored`),
-        each in one range: color c is the vertices ``bounds[c]`` .. ``bounds[c + 1]`` - 1,
-        computed in place in turn (``state``: an async one), the last (the hybrid
-        partition) into ``scratch``, then copied into the values. Returns (vertices
-        activated, their out-degree sum)."""
+        each in one range: color c is the vertices ``bounds[c]`` .. ``bounds[c + 1]`` - 1;
+        the last (the hybrid partition) first, into ``scratch``, then copied into the
+        values, then the others from the last to the first, in place (``state``: an
+        async one). Returns (vertices activated, their out-degree sum)."""
         whole = np.empty(0, np.int64)  # (no id list: ranges)
         last = bounds.shape[0] - 2
-        activated = degree = 0
-        for c in range(last):
-            on, out = complete(page, state, whole, bounds[c], 0, bounds[c + 1] - bounds[c])
-            activated += on
-            degree += out
         a, b = bounds[last], bounds[last + 1]
         hybrid = State(state.values, scratch, state.flags, state.aux, state.constant,
                        state.sync)
-        on, out = complete(page, hybrid, whole, a, 0, b - a)
+        activated, degree = complete(page, hybrid, whole, a, 0, b - a)
         state.values[a:b] = scratch[a:b]
-        return activated + on, degree + out
+        for c in range(last - 1, -1, -1):
+            on, out = complete(page, state, whole, bounds[c], 0, bounds[c + 1] - bounds[c])
+            activated += on
+            degree += out
+        return activated, degree
 
     return colors
 
