@@ -82,6 +82,25 @@ def _check(graph, oracle, cluster):
     return pagerank, bfs, sssp
 
 
+def test_gpu_owners_share_the_pages_in_contiguous_ranges():
+    from hetgraph.scheduler.spread import Spread
+
+    spread = object.__new__(Spread)
+    spread.kind, spread.holds = "gpu", {"tcp://h:2": 3}
+    spread.addresses = ["tcp://h:1", "tcp://h:2", "tcp://h:3"]
+    spread.in_indptr = np.array([0, 10, 10, 40, 45, 90, 100])  # 6 vertices
+    spread.pages = np.array([[0, 2], [2, 3], [3, 5], [5, 6]])  # 4 pages
+    ranges, pages = spread._shares(2)
+    assert pages[0][0] == 0 and pages[0][1] == pages[1][0] and pages[1][1] == 4
+    assert ranges == tuple((int(spread.pages[a][0]), int(spread.pages[b - 1][1]))
+                           for a, b in pages)
+    assert spread.owners(3) == spread.addresses  # every GPU worker, in order
+    spread.pages = spread.pages[:2]  # (two pages: two owners, the holder first)
+    assert spread.owners(3) == ["tcp://h:1", "tcp://h:2"]
+    spread.holds = {"tcp://h:3": 3}
+    assert spread.owners(3) == ["tcp://h:1", "tcp://h:3"]
+
+
 # --- one GPU worker process ---------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -238,3 +257,66 @@ def test_gpu_workers_that_keep_dying_fail_the_run_naming_them(graph, monkeypatch
         with pytest.raises(WorkerLostError, match="was lost 2 times") as error:
             _pagerank(graph, cluster, KillsItsWorker())
         assert first in str(error.value)
+
+
+# --- on the device (marked gpu): the real GpuEngine in GPU worker processes ---------------
+
+DEVICE_PAGE_BYTES = 1 << 20  # RMAT-16's pages: a few for each of two GPUs
+
+
+@pytest.fixture(scope="module")
+def device_graph():
+    return hg.generate.rmat(16, edge_factor=16, seed=5, weights=(1.0, 10.0))
+
+
+def _device_calls(graph, cluster, **options):
+    """PageRank (20 iterations), BFS and SSSP from the hub with ``devices="gpu"``."""
+    source = graph.label_of(_hub(graph))
+    options = dict(cluster=cluster, devices="gpu", **options)
+    return {"pagerank": _bounded(lambda: hg.run(PageRank(0.85, None), graph,
+                                                max_iterations=ITERATIONS, **options)),
+            "bfs": _bounded(lambda: hg.bfs(graph, source, **options)),
+            "sssp": _bounded(lambda: hg.sssp(graph, source, **options))}
+
+
+@pytest.fixture(scope="module")
+def one_gpu_in_process(device_graph):
+    with hg.Cluster(gpus=1, dashboard_address=None) as cluster:
+        return _device_calls(device_graph, cluster)
+
+
+def _equal_to_one_gpu(results, expected):
+    assert np.abs(results["pagerank"].values - expected["pagerank"].values).sum() < 1e-6
+    for name in ("bfs", "sssp"):
+        np.testing.assert_array_equal(results[name].values, expected[name].values,
+                                      err_msg=name)
+    for result in results.values():
+        assert set(result.history["placement"]) == {"gpu"}
+
+
+@pytest.mark.gpu
+def test_one_gpu_worker_process_on_the_device(device_graph, one_gpu_in_process):
+    with hg.Cluster(gpus=1, processes=True, dashboard_address=None) as cluster:
+        _equal_to_one_gpu(_device_calls(device_graph, cluster), one_gpu_in_process)
+        sent, left, result = warm_call_messages(cluster, lambda: hg.run(
+            PageRank(0.85, None), device_graph, cluster=cluster, devices="gpu",
+            max_iterations=ITERATIONS))
+    assert sent == {"hetgraph_call": 1, "broadcast": 1, "run": 2}, sent
+    assert all(runs == [] for runs in left.values()), left
+    assert np.abs(result.values - one_gpu_in_process["pagerank"].values).sum() < 1e-6
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(hg.cluster.gpu_count() < 2, reason="needs two GPUs")
+def test_two_gpu_worker_processes_on_the_device(device_graph, one_gpu_in_process):
+    with hg.Cluster(gpus=2, processes=True, dashboard_address=None) as cluster:
+        results = _device_calls(device_graph, cluster, page_bytes=DEVICE_PAGE_BYTES)
+        _equal_to_one_gpu(results, one_gpu_in_process)
+        for result in results.values():  # (spread: both owners' pages pulled)
+            assert set(result.history["mode"]) == {"gpu-pull"}
+        sent, left, result = warm_call_messages(cluster, lambda: hg.run(
+            PageRank(0.85, None), device_graph, cluster=cluster, devices="gpu",
+            max_iterations=ITERATIONS, page_bytes=DEVICE_PAGE_BYTES))
+    assert sent == {"hetgraph_call": 2, "broadcast": 1, "run": 3}, sent
+    assert all(runs == [] for runs in left.values()), left
+    assert np.abs(result.values - one_gpu_in_process["pagerank"].values).sum() < 1e-6

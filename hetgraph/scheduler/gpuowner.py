@@ -50,30 +50,31 @@ def context(run, pages=None):
     one of the graph for these options, else built. An engine over other pages (the
     owners changed: a peer left) goes back first; the context then holds no state
     (``version`` None) but its backup."""
-    key = (run.run_id, "gpu", DEVICE)
+    key, owned = (run.run_id, "gpu", DEVICE), None if pages is None else (pages.start,
+                                                                          pages.stop)
     with tasks._LOCK:
         ctx = tasks._CONTEXTS.get(key)
-        if ctx is None:
-            ctx = tasks._CONTEXTS[key] = tasks._Context()
-            ctx.device, ctx.owned, ctx.engine = DEVICE, (), None
-        owned = None if pages is None else (pages.start, pages.stop)
-        if ctx.engine is None or ctx.owned != owned:
-            start = time.perf_counter()
-            with on_device():
-                _let_go(ctx)
-                kept = tasks._gpu_engine_key(run, DEVICE)
-                ctx.engine = make_engine(run, pages) if kept is None else \
-                    tasks._kept_engine(ctx, run, None, (*kept, owned),
-                                       lambda: make_engine(run, pages))
-            ctx.owned, ctx.version = owned, None
-            ctx.build_seconds += time.perf_counter() - start
+        if ctx is not None and getattr(ctx, "owned", ()) == owned:
+            return ctx
+        # (out of the table until its engine is built: the run's end closes engines)
+        ctx = tasks._CONTEXTS.pop(key, None) or tasks._Context()
+        start = time.perf_counter()
+        with on_device():
+            _let_go(ctx)
+            kept = tasks._gpu_engine_key(run, DEVICE)
+            ctx.engine = make_engine(run, pages) if kept is None else \
+                tasks._kept_engine(ctx, run, None, (*kept, owned),
+                                   lambda: make_engine(run, pages))
+        ctx.device, ctx.owned, ctx.version = DEVICE, owned, None
+        ctx.build_seconds += time.perf_counter() - start
+        tasks._CONTEXTS[key] = ctx
     return ctx
 
 
 def _let_go(ctx):
     """Give ``ctx``'s engine back to its graph's idle engines (closed where it cannot
     serve another run), as the run's end would."""
-    engine, ctx.engine = ctx.engine, None
+    engine, ctx.engine = getattr(ctx, "engine", None), None
     if engine is None:
         return
     if ctx.idle is None or not engine.reusable:

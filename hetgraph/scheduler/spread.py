@@ -1,6 +1,12 @@
-"""CPU iterations on worker processes that hold the run's vertex state between segments
+"""Iterations on worker processes that hold the run's vertex state between segments
 (issue 51; the design's rule: state exchanged worker to worker, never through the
 client).
+
+GPU worker processes alone (``devices="gpu"``) do as the CPU workers below, with the
+state on their devices (:mod:`.gpuowner`): one runs whole segments (:func:`gpu_alone`)
+and hands the state back only when the client reads it; several run spread segments
+(:func:`gpu_spread`), each owning a contiguous range of the run's pages, every
+iteration a pull of them and an exchange of its range.
 
 A run on CPU worker processes alone keeps its state on the workers (:class:`Spread`;
 the program's initial state is made there, not sent). On one worker its segments run
