@@ -320,3 +320,24 @@ def test_two_gpu_worker_processes_on_the_device(device_graph, one_gpu_in_process
     assert sent == {"hetgraph_call": 2, "broadcast": 1, "run": 3}, sent
     assert all(runs == [] for runs in left.values()), left
     assert np.abs(result.values - one_gpu_in_process["pagerank"].values).sum() < 1e-6
+
+
+def test_the_state_survives_its_first_gpu_owner_lost_at_the_runs_end(graph, oracle,
+                                                                     tmp_path):
+    """Should the first GPU owner, which hands the state back, die after the run's last
+    exchange, the other owner (which dropped its contexts) still gives the client the
+    state after it, kept from its device."""
+    from test_spread import _kill_first_owner_at_hand_back
+
+    marker = tmp_path / "killed"
+    with stand_in_cluster(gpus=2) as cluster:
+        _spread_call(graph, cluster)  # (placed and warm)
+        cluster.client.run(_kill_first_owner_at_hand_back, str(marker),
+                           workers=cluster.gpu_workers)
+        cluster.client.run(_short_segments, workers=cluster.gpu_workers)
+        result = _spread_call(graph, cluster)
+        assert marker.exists(), "no worker was killed: the test did not test"
+        again = _spread_call(graph, cluster)
+    for got in (result, again):
+        np.testing.assert_allclose(got.values, oracle["pagerank"], rtol=1e-10)
+    assert result.history["iteration"].tolist() == list(range(1, ITERATIONS + 1))

@@ -48,8 +48,9 @@ def context(run, pages=None):
     """This worker's GPU context of ``run`` (the tasks' own: the run's end drops it),
     its engine over ``pages`` (None: every page; see :func:`make_engine`): the kept
     one of the graph for these options, else built. An engine over other pages (the
-    owners changed: a peer left) goes back first; the context then holds no state
-    (``version`` None) but its backup."""
+    owners changed: a peer left) goes back first, the state it held kept as the
+    context's backup; the context then holds no state (``version`` None) but that
+    backup."""
     key, owned = (run.run_id, "gpu", DEVICE), None if pages is None else (pages.start,
                                                                           pages.stop)
     with tasks._LOCK:
@@ -60,6 +61,10 @@ def context(run, pages=None):
         ctx = tasks._CONTEXTS.pop(key, None) or tasks._Context()
         start = time.perf_counter()
         with on_device():
+            if getattr(ctx, "version", None) is not None:  # (the state it holds, kept
+                # for the new engine: see spread._own_gpu_state)
+                ctx.backup = (ctx.version, ctx.engine.values.copy(),
+                              ctx.engine.flags.copy())
             _let_go(ctx)
             kept = tasks._gpu_engine_key(run, DEVICE)
             ctx.engine = make_engine(run, pages) if kept is None else \
