@@ -225,6 +225,29 @@ def test_a_warm_spread_gpu_call_is_one_call_to_each_owner(graph, oracle, gpu2, t
     assert (through[25] - through[5]) / 20 < state_bytes / 20, through
 
 
+def test_gpu_workers_checkpoint_and_run_async(graph, oracle, gpu1, gpu2, tmp_path):
+    """A checkpointed run hands the state back at every checkpoint and goes on from the
+    one its workers hold; an async run's owners exchange the values they wrote in
+    place. On one GPU worker and on two."""
+    source = graph.label_of(_hub(graph))
+    reached = np.isfinite(oracle["bfs"])
+    for name, cluster in (("one", gpu1), ("two", gpu2)):
+        saved = _bounded(lambda: hg.run(
+            PageRank(0.85, None), graph, cluster=cluster, devices="gpu",
+            max_iterations=ITERATIONS, page_bytes=PAGE_BYTES,
+            checkpoint=str(tmp_path / name), checkpoint_every=7))
+        np.testing.assert_allclose(saved.values, oracle["pagerank"], rtol=1e-10)
+        assert saved.iterations == ITERATIONS
+        resumed = _bounded(lambda: hg.run(
+            PageRank(0.85, None), graph, cluster=cluster, devices="gpu",
+            max_iterations=ITERATIONS, page_bytes=PAGE_BYTES,
+            checkpoint=str(tmp_path / name), resume=True))
+        np.testing.assert_allclose(resumed.values, saved.values, rtol=1e-12)
+        levels = _bounded(lambda: hg.bfs(graph, source, cluster=cluster, devices="gpu",
+                                         mode="async", page_bytes=PAGE_BYTES))
+        np.testing.assert_array_equal(levels.values[reached], oracle["bfs"][reached])
+
+
 # --- faults -------------------------------------------------------------------------------
 
 def test_a_gpu_owner_killed_mid_run_leaves_its_range_to_the_survivor(graph, oracle, tmp_path):
