@@ -64,7 +64,6 @@ from ..kernels.arrays import module_of
 from ..result import SECONDS, history_row
 from ..threadcount import numba_threads
 from . import calls, exchange, gpuowner, hostshare, tasks
-from ..engines.multigpu import page_ranges
 from .placement import owned_ranges
 from .state import VertexState
 
@@ -649,6 +648,8 @@ class Spread:
         GPUs of one process share them: :func:`.multigpu.page_ranges`)."""
         if self.kind != "gpu":
             return tuple(owned_ranges(self.in_indptr, count)), ()
+        from ..engines.multigpu import page_ranges  # (the GPU engine's modules: only here)
+
         bounds = np.asarray(self.pages, np.int64)
         work = np.diff(self.in_indptr[bounds], axis=1)[:, 0] + np.diff(bounds, axis=1)[:, 0]
         pages = [(r.start, r.stop) for r in page_ranges(work, [1.0] * count)]
@@ -663,11 +664,9 @@ class Spread:
         the state at ``version`` chosen first."""
         from distributed.comm.addressing import get_address_host
 
-        if self.kind == "gpu":
-            first = sorted(self.addresses, key=lambda a: self.holds.get(a) != version)
-            return [a for a in self.addresses if a in first[:len(self.pages)]]
-
         first = sorted(self.addresses, key=lambda a: self.holds.get(a) != version)
+        if self.kind == "gpu":
+            return [a for a in self.addresses if a in first[:len(self.pages)]]
         if self.in_indptr[-1] < tuning.SPREAD_ARCS:
             return first[:1]
         if not tuning.OWNERS_PER_HOST:
