@@ -226,8 +226,8 @@ KEPT_ARRAY_BYTES = 16 << 10  # a run's arrays of at least this size (aux, a prog
 # each call: smaller ones cost less to send than to compare with the kept copy
 ARRAYS_KEPT = 16  # such arrays a Cluster keeps per graph (the oldest let go first)
 # spread runs on worker processes (hetgraph.scheduler.spread, .exchange)
-SPREAD_SEGMENTS = True  # a run on CPU worker processes alone keeps its state on the
-# workers, pulls on several as spread segments, the state exchanged worker to worker
+SPREAD_SEGMENTS = True  # a run on CPU (or GPU) worker processes alone keeps its state
+# on the workers, pulls on several as spread segments, the state exchanged worker to worker
 # (False: page tasks, the state through the client every iteration: the way before, which
 # bench/processes.py measures beside)
 SPREAD_ARCS = 1 << 20  # a graph of fewer arcs runs on one CPU worker process, not spread:

@@ -146,6 +146,34 @@ def test_a_state_handed_back_is_read_whole_its_file_kept_for_the_next_run(tmp_pa
     assert _backs(tmp_path) == []
 
 
+def test_a_device_fills_its_slot_and_the_clients_file_itself(tmp_path):
+    """A GPU owner copies its range from the device into the slot that
+    :func:`slot_to_write` gives, and a peer copies it from :func:`slot_to_read`'s
+    arrays to its device; a GPU worker hands the state back into
+    :func:`back_arrays`."""
+    channel, address = ("run2", "from-1-try0"), "tcp://127.0.0.1:4002"
+    rng = np.random.default_rng(3)
+    for k in range(3):
+        values, flags = rng.random(300).astype(np.float32), \
+            rng.integers(0, 2, 300).astype(np.uint8)
+        into, into_flags, word = hostshare.slot_to_write(str(tmp_path), channel, address,
+                                                         10, 310, np.float32, [1])
+        into[:], into_flags[:] = values, flags
+        got, got_flags = hostshare.slot_to_read(channel, word, 300, np.float32, 1)
+        np.testing.assert_array_equal(got, values)
+        np.testing.assert_array_equal(got_flags, flags)
+    back = hostshare.back_file(str(tmp_path), 300, np.float32)
+    into, into_flags = hostshare.back_arrays(back, 300, np.float32)
+    into[:], into_flags[:] = values, flags
+    got, got_flags = np.zeros(300, np.float32), np.zeros(300, np.uint8)
+    hostshare.take(back, got, got_flags)
+    np.testing.assert_array_equal(got, values)
+    np.testing.assert_array_equal(got_flags, flags)
+    with pytest.raises(RuntimeError, match="does not fit"):
+        hostshare.back_arrays(back, 300, np.float64)
+    hostshare._remove_made()
+
+
 def test_a_state_that_does_not_fit_its_file_is_refused(tmp_path):
     back = hostshare.back_file(str(tmp_path), 10, np.float64)
     with pytest.raises(RuntimeError, match="does not fit"):

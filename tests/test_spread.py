@@ -52,6 +52,7 @@ def _spread_small_graphs(monkeypatch):
 
 def test_a_segment_spreads_over_one_worker_a_host_unless_told(monkeypatch):
     spread = object.__new__(Spread)
+    spread.kind = "cpu"
     spread.addresses = ["tcp://10.0.0.1:1", "tcp://10.0.0.1:2", "tcp://10.0.0.2:1",
                         "tcp://10.0.0.2:2", "tcp://10.0.0.3:1"]
     spread.holds = {"tcp://10.0.0.1:2": 4, "tcp://10.0.0.2:1": 3}  # (version 3: stale)

@@ -414,10 +414,10 @@ class _Driver:
                                  options["cpu_mode"], options["rho"], gpu,
                                  options["host_budget"], options["coloring"])
         self._share_run()
-        # CPU worker processes alone: the workers hold the state between segments
+        # worker processes of one kind alone: they hold the state between segments
         self._spread = Spread(cluster, self.run_id, graph.in_indptr, fresh,
-                              self._reshared) \
-            if not self.shared and not out_of_core and set(self.kinds) == {"cpu"} \
+                              self._reshared, kind=next(iter(self.kinds)), pages=pages) \
+            if not self.shared and not out_of_core and len(self.kinds) == 1 \
             and tuning.SPREAD_SEGMENTS else None
         self.page_edges = np.diff(graph.in_indptr[pages], axis=1)[:, 0] if len(pages) > 1 \
             else np.array([graph.num_arcs], np.int64)  # (the pages cover every vertex)
@@ -789,18 +789,20 @@ class _Driver:
         return bool(history) and history[-1][COLUMN["activated"]] == 0
 
     def _spread_segment(self, placement, f, first, max_iterations, checkpointer, frontier):
-        """(rows, done) of a segment on CPU worker processes that hold the run's state
+        """(rows, done) of a segment on worker processes that hold the run's state
         (:mod:`.spread`) from iteration ``first``: a spread one on several (its pull
-        iterations spread over them), else on the one; ([], False) for a step
-        elsewhere, with the host state brought up to date from the workers first."""
+        iterations spread over them; a colored run's GPU iterations on one), else on the
+        one; ([], False) for a step elsewhere, with the host state brought up to date
+        from the workers first."""
         if self._spread is None:
             return [], False
-        if placement != "cpu":
+        if placement != self._spread.kind:
             self._host_state()
             return [], False
         last = max_iterations if checkpointer is None else \
             min(max_iterations, checkpointer.next_due(first))
-        segment = self._spread.segment if self.kinds["cpu"] > 1 else self._spread.alone
+        segment = self._spread.segment if self.kinds[placement] > 1 and not (
+            placement == "gpu" and self.runspec.coloring is not None) else self._spread.alone
         rows, status, self.frontier, built = segment(
             self.run_ref, self.state, self.version, first, last, self.model, frontier,
             final=last == max_iterations)

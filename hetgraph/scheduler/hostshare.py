@@ -124,40 +124,56 @@ def write(directory, channel, address, first, end, values, flags, readers):
     """Write this owner's new ``values`` and ``flags`` of vertices ``first``..``end``
     (at ``address``) into its file of ``channel`` in ``directory``, made on the first
     write for the peers of owner indices ``readers``; returns the word for them."""
+    into, into_flags, word = slot_to_write(directory, channel, address, first, end,
+                                           values.dtype, readers)
+    into[:] = values
+    into_flags[:] = flags
+    return word
+
+
+def slot_to_write(directory, channel, address, first, end, dtype, readers):
+    """(values, flags, word): the arrays of this owner's next slot for vertices
+    ``first``..``end`` of ``dtype`` (see :func:`write`), which the caller fills before
+    it sends its peers the word (a GPU owner copies its range there from the device)."""
     with _LOCK:
         _DIRECTORIES.add(directory)
         mine = _of(_MINE, channel[0], channel)
         slots = mine.get((first, end))
         if slots is None:
             slots = mine[(first, end)] = _Slots(
-                _path(directory, channel, address, first, end), end - first,
-                values.dtype, readers=list(readers))
+                _path(directory, channel, address, first, end), end - first, dtype,
+                readers=list(readers))
     k = slots.writes % 2
-    slots.values[k][:] = values
-    slots.flags[k][:] = flags
     slots.writes += 1
-    return {"path": slots.path, "write": slots.writes}
+    return slots.values[k], slots.flags[k], {"path": slots.path, "write": slots.writes}
 
 
 def read(channel, word, values, flags, me):
     """Copy the values and flags that a peer's ``word`` (:func:`write`'s) says it wrote
     into ``values`` and ``flags`` (its range of the state of this owner, of index
     ``me``)."""
+    got, got_flags = slot_to_read(channel, word, len(values), values.dtype, me)
+    values[:] = got
+    flags[:] = got_flags
+
+
+def slot_to_read(channel, word, size, dtype, me):
+    """(values, flags): the arrays of ``size`` vertices of ``dtype`` that a peer's
+    ``word`` says it wrote, for owner index ``me`` to copy from (see :func:`read`)."""
     with _LOCK:
         _DIRECTORIES.add(os.path.dirname(word["path"]))
         theirs = _of(_THEIRS, channel[0], channel)
         slots = theirs.get(word["path"])
         if slots is None:
-            slots = theirs[word["path"]] = _Slots(_reader_path(word["path"], me),
-                                                  len(values), values.dtype)
+            slots = theirs[word["path"]] = _Slots(_reader_path(word["path"], me), size,
+                                                  dtype)
             _unlink(slots.path)  # (mapped: this reader's name is needed no more)
     slots.writes += 1
     if slots.writes != word["write"]:  # (would be a broken exchange, never a race)
         raise RuntimeError(f"shared range {word['path']}: write {word['write']} read as "
                            f"{slots.writes}")
     k = (slots.writes - 1) % 2
-    values[:] = slots.values[k]
-    flags[:] = slots.flags[k]
+    return slots.values[k], slots.flags[k]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -249,10 +265,11 @@ def _close(mapped):
 
 def _views(back, values, writable):
     """(values, flags) arrays over ``back``'s file mapped in this process (kept mapped:
-    the ``tuning.BACK_FILES_KEPT`` newest); RuntimeError when the state ``values`` or
-    the file does not fit ``back``."""
-    if len(values) != back.size or values.dtype != np.dtype(back.dtype):
-        raise RuntimeError(f"a state of {len(values)} vertices of {values.dtype} does not "
+    the ``tuning.BACK_FILES_KEPT`` newest); RuntimeError when the state ``values`` (an
+    array, or (size, dtype)) or the file does not fit ``back``."""
+    size, dtype = (len(values), values.dtype) if hasattr(values, "dtype") else values
+    if size != back.size or np.dtype(dtype) != np.dtype(back.dtype):
+        raise RuntimeError(f"a state of {size} vertices of {np.dtype(dtype)} does not "
                            f"fit the state file {back.path}")
     key = (back.path, writable)
     with _LOCK:
@@ -278,6 +295,13 @@ def hand_back(back, values, flags):
     into, into_flags = _views(back, values, writable=True)
     into[:] = values
     into_flags[:] = flags
+
+
+def back_arrays(back, size, dtype):
+    """Writable (values, flags) arrays over the client's file ``back`` for a state of
+    ``size`` vertices of ``dtype`` (on a worker of the client's host), which a GPU
+    fills from the device itself, for the client to :func:`take`."""
+    return _views(back, (size, dtype), writable=True)
 
 
 def take(back, values, flags):

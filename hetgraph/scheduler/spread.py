@@ -1,6 +1,12 @@
-"""CPU iterations on worker processes that hold the run's vertex state between segments
+"""Iterations on worker processes that hold the run's vertex state between segments
 (issue 51; the design's rule: state exchanged worker to worker, never through the
 client).
+
+GPU worker processes alone (``devices="gpu"``) do as the CPU workers below, with the
+state on their devices (:mod:`.gpuowner`): one runs whole segments (:func:`gpu_alone`)
+and hands the state back only when the client reads it; several run spread segments
+(:func:`gpu_spread`), each owning a contiguous range of the run's pages, every
+iteration a pull of them and an exchange of its range.
 
 A run on CPU worker processes alone keeps its state on the workers (:class:`Spread`;
 the program's initial state is made there, not sent). On one worker its segments run
@@ -54,9 +60,10 @@ from .. import tuning
 from ..cluster import WorkerLostError
 from ..engines.cpu_modes import notify_fraction
 from ..kernels import cpu
+from ..kernels.arrays import module_of
 from ..result import SECONDS, history_row
 from ..threadcount import numba_threads
-from . import calls, exchange, hostshare, tasks
+from . import calls, exchange, gpuowner, hostshare, tasks
 from .placement import owned_ranges
 from .state import VertexState
 
@@ -66,12 +73,14 @@ log = logging.getLogger("hetgraph.scheduler")
 @dataclasses.dataclass(frozen=True)
 class Owners:
     """The workers of one attempt of a spread segment: each one's address and (first,
-    end) vertex, the segment's :mod:`.exchange` channel (run id, name), and the
+    end) vertex (and page, for GPU owners), the segment's :mod:`.exchange` channel (run
+    id, name), and the
     directory where owners of one host share their ranges (:mod:`.hostshare`; the
     client's ``tuning.SHARED_MEMORY_DIR``, "": none)."""
 
     addresses: tuple
     ranges: tuple
+    pages: tuple  # each GPU owner's (first, end) page of the run's pages; CPU: ()
     channel: tuple
     shared_dir: str = ""
 
@@ -116,11 +125,21 @@ def _whole(run, state, back):
     next step reads it there (the run's end, a checkpoint, or where no peer holds it):
     through the client's file ``back`` (:class:`hostshare.Back`: a client on this host;
     None: none, or where this host lacks it), else as :func:`tasks._out` gives it but
-    without a copy (the client takes it before this worker's next task changes it)."""
+    without a copy (the client takes it before this worker's next task changes it).
+    ``state``: a host VertexState, or a GPU engine, whose arrays are copied from the
+    device straight into the file."""
     if back is not None and os.path.exists(back.path):
-        hostshare.hand_back(back, state.values, state.flags)
+        if isinstance(state.values, np.ndarray):
+            hostshare.hand_back(back, state.values, state.flags)
+        else:
+            values, flags = hostshare.back_arrays(back, len(state.values),
+                                                  state.values.dtype)
+            gpuowner.to_host(state.values, values)
+            gpuowner.to_host(state.flags, flags)
         return back
-    return False, [(0, len(state.values))], [state.values], [state.flags]
+    values, flags = (state.values, state.flags) if isinstance(state.values, np.ndarray) \
+        else (gpuowner.host_copy(state.values), gpuowner.host_copy(state.flags))
+    return False, [(0, len(values))], [values], [flags]
 
 
 @tasks.resolved
@@ -147,6 +166,60 @@ def cpu_alone(run, state, version, first, last, model, frontier, back=None, seco
     return tasks.Report("cpu", [], rows=rows, status=status,
                         build_seconds=ctx.take_build_seconds(), frontier=after,
                         out=_whole(run, own, back), dropped=dropped)
+
+
+def _own_gpu_state(run, ctx, state, version, backup=False):
+    """Make the engine of this worker's GPU context ``ctx`` hold the state at
+    ``version``, as :func:`_own_state` does for a CPU: ``state`` loaded (the client's),
+    the program's :class:`Initial` one made on the device, or (None) the one it holds,
+    else its backup of that version; ``backup``: keep a copy (on the device) of the
+    state the segment begins from, should it run again after a peer left."""
+    engine, everything = ctx.engine, [(0, run.graph.num_vertices)]
+    if isinstance(state, Initial):
+        xp = module_of(engine.values) if run.spec.any_device else np
+        values, flags, _ = run.spec.initial_state(run.graph, xp)
+        engine.load(values, flags, everything)
+    elif state is not None:
+        engine.load(state.values, state.flags, everything)
+    elif ctx.version != version:
+        if ctx.backup is None or ctx.backup[0] != version:
+            raise WorkerLostError(f"this worker does not hold the state of run "
+                                  f"{run.run_id} at version {version}: it was lost with "
+                                  f"a worker")
+        engine.load(ctx.backup[1], ctx.backup[2], everything)
+    ctx.version = None  # (changing: held again once the segment ends)
+    if backup:
+        ctx.backup = (version, engine.values.copy(), engine.flags.copy())
+
+
+@tasks.resolved
+def gpu_alone(run, state, version, first, last, model, frontier, back=None, seconds=None,
+              final=False):
+    """A GPU segment on the one GPU worker process of a run, as :func:`tasks.gpu_segment`
+    runs it, from ``state`` as :func:`cpu_alone` takes it (the program's initial state
+    made on the device). The worker then holds the state after it on the device
+    (:mod:`.gpuowner`), which comes back (``back``: see :func:`_whole`) only when the
+    client reads it next: the segment reached ``last`` (the run's end, a checkpoint) or
+    converged. ``final``: as :func:`cpu_alone`'s."""
+    seconds = tuning.SEGMENT_SECONDS if seconds is None else seconds
+    ctx = gpuowner.context(run)
+    engine = ctx.engine
+    with gpuowner.on_device():
+        _own_gpu_state(run, ctx, state, version)
+        engine.reset_frontier(frontier)
+        rows, status = tasks.run_iterations(
+            run, engine, "gpu", first, last, tasks._chooser(model, run, "gpu", False),
+            engine.partition.num_pages, None, seconds)
+        after = None if status == "converged" else engine.frontier()
+        ends = status in ("converged", "limit")
+        out = _whole(run, engine, back) if ends else None
+    tasks._holds(run, ctx, version + 1)
+    dropped = final and ends
+    if dropped:
+        tasks.drop_contexts(run.run_id)
+    return tasks.Report("gpu", [], rows=rows, status=status,
+                        build_seconds=ctx.take_build_seconds(), frontier=after, out=out,
+                        dropped=dropped)
 
 
 @tasks.resolved
@@ -193,6 +266,95 @@ def cpu_spread(run, state, version, first, last, model, owners, me, frontier, ba
                         held=iterations.holds, dropped=dropped)
 
 
+@tasks.resolved
+def gpu_spread(run, state, version, first, last, model, owners, me, frontier, back=None,
+               seconds=None, final=False):
+    """Iterations ``first``..``last`` of a spread segment on GPU owner ``me`` of
+    ``owners``, as :func:`cpu_spread` runs them (same arguments and Report) but each a
+    pull of the owner's pages (``owners.pages[me]``) on its GPU, with the state on the
+    device, after which its range goes to its peers and theirs come in
+    (:func:`.gpuowner.exchange`). Each owner keeps a copy on the device of the state
+    the segment began from, should it run again after a peer left; an owner but the
+    first keeps the state after the run's last segment for the client, should the
+    first owner's report be lost."""
+    worker = calls.this_worker()
+    if worker.address != owners.addresses[me]:  # (see cpu_spread)
+        raise exchange.PeerLostError(owners.addresses[me], (first,))
+    seconds = tuning.SEGMENT_SECONDS if seconds is None else seconds
+    ctx = gpuowner.context(run, range(*owners.pages[me]))
+    engine = ctx.engine
+    with gpuowner.on_device():
+        _own_gpu_state(run, ctx, state, version, backup=True)
+        try:
+            rows, status, after = _GpuIterations(run, engine, worker, owners, me, model,
+                                                 seconds).run(first, last, frontier)
+        except BaseException:  # (the peers would wait for this owner's parts)
+            exchange.tell_failed(worker, list(owners.peers(me).values()), owners.channel,
+                                 me)
+            raise
+        ends = status in ("converged", "limit")
+        out = _whole(run, engine, back) if me == 0 and ends else None
+        dropped = final and ends
+        if dropped and me != 0:
+            _keep_final(run.run_id, (version + 1, engine.values.copy(),
+                                     engine.flags.copy()), version)
+    tasks._holds(run, ctx, version + 1)
+    if dropped:
+        tasks.drop_contexts(run.run_id, files=False)
+    return tasks.Report("gpu", [], rows=rows, status=status,
+                        build_seconds=ctx.take_build_seconds(), frontier=after, out=out,
+                        dropped=dropped)
+
+
+class _GpuIterations:
+    """The iterations of GPU owner ``me`` in a spread segment (see :func:`gpu_spread`):
+    each a pull of its pages and an exchange of its range, after which every owner
+    holds the same state and decides alike where the segment ends (converged, the
+    limit, the first owner's time slice)."""
+
+    def __init__(self, run, engine, worker, owners, me, model, seconds):
+        self.run_, self.engine, self.worker = run, engine, worker
+        self.owners, self.me, self.model, self.seconds = owners, me, model, seconds
+        self.began = time.perf_counter()
+        self.host_shared = hostshare.usable(owners.addresses, owners.shared_dir)
+
+    def run(self, first, last, frontier):
+        """(rows, status, frontier after: None when converged) of the iterations from
+        ``frontier`` (active vertices, their out-degree sum, of the whole graph)."""
+        run, engine = self.run_, self.engine
+        graph, spec = run.graph, run.spec
+        program, arcs, rows = spec.program, graph.num_arcs, []
+        for iteration in itertools.count(first):
+            start = time.perf_counter()
+            active, f = int(frontier[0]), notify_fraction(frontier[1], arcs)
+            constant = program.iteration_constant(graph, engine.values) \
+                if spec.uses_constant else 0.0
+            previous = engine.values.copy() if spec.has_converged else None
+            mode, _, edges, activated, kernel = engine.wait(
+                engine.launch(constant, None, chained=False))
+            stop = self.me == 0 and time.perf_counter() - self.began > self.seconds
+            infos = gpuowner.exchange(self.worker, self.owners, self.me, engine,
+                                      (iteration,), (activated, engine.frontier()[1],
+                                                     edges, kernel, stop),
+                                      self.host_shared)
+            frontier = tuple(sum(int(i[k]) for i in infos.values()) for k in (0, 1))
+            finished = spec.has_converged and bool(program.converged(graph, previous,
+                                                                     engine.values))
+            status = "converged" if frontier[0] == 0 or finished else "limit" \
+                if iteration >= last else "slice" if infos[0][4] else None
+            wall = time.perf_counter() - start
+            gpu_seconds = max(float(i[3]) for i in infos.values())
+            rows.append(history_row(
+                iteration=iteration, placement="gpu", mode=mode, f=f, rho=run.rho,
+                alpha=self.model.alpha(f, run.rho, arcs), active=active,
+                computed=graph.num_vertices, edges=arcs, activated=frontier[0],
+                gpu_pages=len(run.page_vertices),
+                gpu_edges=sum(int(i[2]) for i in infos.values()), gpu_seconds=gpu_seconds,
+                seconds=wall, overhead=max(wall - gpu_seconds, 0.0)))
+            if status is not None:
+                return rows, status, None if status == "converged" else frontier
+
+
 def cores_of_owner(addresses, me, cores=None):
     """Threads for owner ``me`` of the workers at ``addresses``: this machine's ``cores``
     (default: Numba's thread count) shared equally by the owners on its host (more
@@ -220,13 +382,20 @@ def _keep_final(run_id, kept, version):
 
 def held_state(run_id, version):
     """(values, flags) of the state this worker holds for run ``run_id`` at
-    ``version`` (None when it holds none): its context's, or the one it kept after the
-    run's last segment."""
+    ``version`` (None when it holds none): its CPU or GPU context's, or the one it kept
+    after the run's last segment, as host arrays."""
     ctx = tasks.cpu_context_of(run_id)
-    if ctx is None or ctx.held != version:
-        kept = _FINAL.get(run_id)
-        return None if kept is None or kept[0] != version else kept[1:]
-    return ctx.engine.state.values, ctx.engine.state.flags
+    if ctx is not None and ctx.held == version:
+        return ctx.engine.state.values, ctx.engine.state.flags
+    on_gpu = gpuowner.of_run(run_id)
+    kept = (version, on_gpu.engine.values, on_gpu.engine.flags) \
+        if on_gpu is not None and on_gpu.version == version else _FINAL.get(run_id)
+    if kept is None or kept[0] != version:
+        return None
+    if isinstance(kept[1], np.ndarray):
+        return kept[1:]
+    with gpuowner.on_device():  # (a GPU owner's)
+        return gpuowner.host_copy(kept[1]), gpuowner.host_copy(kept[2])
 
 
 class _Iterations:
@@ -369,20 +538,23 @@ class _Iterations:
 # --- on the client ----------------------------------------------------------------------------
 
 class Spread:
-    """The client's side of a run whose state the CPU worker processes of ``cluster``
-    hold between its segments: spread segments (several workers, each owning a range of
-    the vertices of a graph of in-edge offsets ``in_indptr``) and segments on one worker
-    (:func:`cpu_alone`); which version of the state each worker holds, the state brought
-    back when the client needs it, a segment sent again after a worker left.
-    ``initial``: the state at version 0 is the program's initial one, which the workers
-    make themselves; ``share()``: the run's reference for tasks shared again (after a
-    worker left: the graph and the kept arrays may have left with it)."""
+    """The client's side of a run whose state the worker processes of ``kind`` ("cpu" or
+    "gpu") of ``cluster`` hold between its segments: spread segments (several workers,
+    each owning a range of the vertices of a graph of in-edge offsets ``in_indptr``; a
+    GPU owner a range of the run's ``pages``, their (first, end) vertices) and segments
+    on one worker (:func:`cpu_alone`, :func:`gpu_alone`); which version of the state
+    each worker holds, the state brought back when the client needs it, a segment sent
+    again after a worker left. ``initial``: the state at version 0 is the program's
+    initial one, which the workers make themselves; ``share()``: the run's reference
+    for tasks shared again (after a worker left: the graph and the kept arrays may have
+    left with it)."""
 
-    def __init__(self, cluster, run_id, in_indptr, initial, share):
+    def __init__(self, cluster, run_id, in_indptr, initial, share, kind="cpu", pages=None):
         self.cluster, self.client, self.run_id = cluster, cluster.client, run_id
         self.in_indptr, self.share = in_indptr, share
+        self.kind, self.pages = kind, pages
         self.run_ref = None  # the run's reference for the tasks of this segment
-        self.addresses = list(cluster.cpu_workers)
+        self.addresses = self._workers()
         self.initial = initial
         self.holds = {}  # worker address -> the state's version its CPU context holds
         self.collected = 0  # the version the client's state was last brought to
@@ -397,6 +569,11 @@ class Spread:
         if not cluster.exchanging:  # (once a cluster)
             exchange.install(self.client)
             cluster.exchanging = True
+
+    def _workers(self):
+        """The addresses of the cluster's workers of the run's kind now."""
+        return list(self.cluster.gpu_workers if self.kind == "gpu" else
+                    self.cluster.cpu_workers)
 
     def _back_for(self, state):
         """The file the workers hand ``state`` back through (:func:`_whole`), the run's
@@ -438,23 +615,23 @@ class Spread:
             return self.alone(run_ref, state, version, first, last, model, frontier,
                               final)
         start, self.run_ref = time.perf_counter(), run_ref
+        task = gpu_spread if self.kind == "gpu" else cpu_spread
         with self.cluster.spreading:
             for attempt in itertools.count():
                 addresses = self.owners(version)
-                owners = Owners(tuple(addresses), tuple(owned_ranges(
-                    self.in_indptr, len(addresses))),
-                    (self.run_id, f"from-{first}-try{attempt}"),
-                    tuning.SHARED_MEMORY_DIR)
+                owners = Owners(tuple(addresses), *self._shares(len(addresses)),
+                                (self.run_id, f"from-{first}-try{attempt}"),
+                                tuning.SHARED_MEMORY_DIR)
                 sources = [self._source(a, version, state) for a in owners.addresses]
                 needing = [a for a, s in zip(owners.addresses, sources) if s is state]
                 sent = self.client.scatter(state, workers=needing, broadcast=True,
                                            hash=False) if needing else None
                 reports = self._attempt(
-                    [(address, cpu_spread, (self.run_ref, sent if source is state else
-                                            source, version, first, last, model, owners, j,
-                                            frontier, self._back_for(state), None, final))
+                    [(address, task, (self.run_ref, sent if source is state else
+                                      source, version, first, last, model, owners, j,
+                                      frontier, self._back_for(state), None, final))
                      for j, (address, source) in enumerate(zip(owners.addresses, sources))],
-                    f"hetgraph-cpu-spread-{first}-{{}}-{self.run_id}-try{attempt}",
+                    f"hetgraph-{self.kind}-spread-{first}-{{}}-{self.run_id}-try{attempt}",
                     owners.channel)
                 if reports:
                     break
@@ -464,14 +641,32 @@ class Spread:
         self.dropped.update(a for a, r in zip(reporting, reports) if r.dropped)
         return self._ended(reports, state, version, start)
 
+    def _shares(self, count):
+        """(vertex ranges, page ranges) of ``count`` owners, each a (first, end) pair:
+        CPU owners by equal work (:func:`owned_ranges`; no pages), GPU owners by
+        contiguous ranges of the run's pages of about equal edges and vertices (as the
+        GPUs of one process share them: :func:`.multigpu.page_ranges`)."""
+        if self.kind != "gpu":
+            return tuple(owned_ranges(self.in_indptr, count)), ()
+        from ..engines.multigpu import page_ranges  # (the GPU engine's modules: only here)
+
+        bounds = np.asarray(self.pages, np.int64)
+        work = np.diff(self.in_indptr[bounds], axis=1)[:, 0] + np.diff(bounds, axis=1)[:, 0]
+        pages = [(r.start, r.stop) for r in page_ranges(work, [1.0] * count)]
+        return tuple((int(bounds[a][0]), int(bounds[b - 1][1])) for a, b in pages), \
+            tuple(pages)
+
     def owners(self, version):
         """The workers a spread segment from ``version`` runs on, in the cluster's
-        order: one for a graph of fewer than ``tuning.SPREAD_ARCS`` arcs (its pull
-        costs less than an exchange), else ``tuning.OWNERS_PER_HOST`` on each host (0:
-        every worker); those holding the state at ``version`` chosen first."""
+        order: every GPU worker (but one a page), or CPU workers: one for a graph of
+        fewer than ``tuning.SPREAD_ARCS`` arcs (its pull costs less than an exchange),
+        else ``tuning.OWNERS_PER_HOST`` on each host (0: every worker); those holding
+        the state at ``version`` chosen first."""
         from distributed.comm.addressing import get_address_host
 
         first = sorted(self.addresses, key=lambda a: self.holds.get(a) != version)
+        if self.kind == "gpu":
+            return [a for a in self.addresses if a in first[:len(self.pages)]]
         if self.in_indptr[-1] < tuning.SPREAD_ARCS:
             return first[:1]
         if not tuning.OWNERS_PER_HOST:
@@ -485,8 +680,9 @@ class Spread:
         return [a for a in self.addresses if a in chosen]
 
     def alone(self, run_ref, state, version, first, last, model, frontier, final=False):
-        """A CPU segment (:func:`cpu_alone`) on the run's one worker (one that holds the
-        state at ``version`` when one does); returns what :meth:`segment` returns.
+        """A segment on the run's one worker (:func:`cpu_alone`, :func:`gpu_alone`; one
+        that holds the state at ``version`` when one does); returns what :meth:`segment`
+        returns.
         ``final``: the run ends when the segment reaches ``last`` (or converges), and
         the worker drops the run's contexts with its last report."""
         start, self.run_ref = time.perf_counter(), run_ref
@@ -495,11 +691,12 @@ class Spread:
                 held = [a for a in self.addresses if self.holds.get(a) == version]
                 address = (held or self.addresses)[0]
                 reports = self._attempt(
-                    [(address, cpu_alone, (self.run_ref, self._source(address, version,
-                                                                      state),
-                                           version, first, last, model, frontier,
-                                           self._back_for(state), None, final))],
-                    f"hetgraph-cpu-iterations-from-{first}-{{}}-{self.run_id}-try{attempt}")
+                    [(address, gpu_alone if self.kind == "gpu" else cpu_alone, (
+                        self.run_ref, self._source(address, version, state), version,
+                        first, last, model, frontier, self._back_for(state), None,
+                        final))],
+                    f"hetgraph-{self.kind}-iterations-from-{first}-{{}}-{self.run_id}-"
+                    f"try{attempt}")
                 if reports:
                     break
                 self._lost(attempt, version)
@@ -557,7 +754,8 @@ class Spread:
             self.cluster.holding -= needed
             channel = None
         futures = [self.client.submit(task, *args, key=key.format(j), workers=[address],
-                                      allow_other_workers=False, resources={"CPU": 1},
+                                      allow_other_workers=False,
+                                      resources={self.kind.upper(): 1},
                                       pure=False)
                    for j, (address, task, args) in enumerate(work)]
         reports = self._waited(futures, addresses)
@@ -665,7 +863,7 @@ class Spread:
             self._await_worker()
             self.run_ref = self.share()  # (waits for a worker to take the graph again)
             self.lost += [a for a in self.cluster.lost_workers() if a not in self.lost]
-            survivors = [a for a in self.cluster.cpu_workers if a not in self.lost]
+            survivors = [a for a in self._workers() if a not in self.lost]
         if attempt >= tuning.LOST_TASK_RETRIES or not survivors:
             raise WorkerLostError(f"a spread segment of run {self.run_id} was lost "
                                   f"{attempt + 1} times with its workers (workers that "
@@ -682,7 +880,7 @@ class Spread:
         deadline = time.monotonic() + tuning.WORKER_WAIT_SECONDS
         while time.monotonic() < deadline:
             self.lost += [a for a in self.cluster.lost_workers() if a not in self.lost]
-            if any(a not in self.lost for a in self.cluster.cpu_workers):
+            if any(a not in self.lost for a in self._workers()):
                 return
             time.sleep(tuning.PEER_CHECK_SECONDS / 10)
 

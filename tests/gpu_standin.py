@@ -1,0 +1,131 @@
+"""The CPU engine standing in for the GPU engine on "GPU" worker processes (issue 51), so
+that the plumbing of GPU workers that hold a run's state (hetgraph.scheduler.spread,
+gpuowner) runs on a machine without a GPU: the client is told the machine has GPUs
+(``cluster.gpu_count``), and a worker plugin replaces, in every worker process,
+``gpuowner.make_engine`` (the GPU engine's factory) with :class:`StandIn` and the
+GPU's device context with nothing. A StandIn keeps its own copy of the state (the
+"device" arrays), loads and stores it as the GPU engine does and, given a range of
+the partition's pages, computes only their vertices and counts only their frontier,
+as a GpuEngine with ``pages=`` does."""
+
+import contextlib
+import sys
+import time
+import types
+
+import cloudpickle
+import numpy as np
+from distributed.diagnostics.plugin import WorkerPlugin
+
+import hetgraph as hg
+from hetgraph.engines.cpu import CpuEngine
+from hetgraph.kernels import cpu
+from hetgraph.scheduler.state import VertexState
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+class StandIn(CpuEngine):
+    """A CPU engine with the GPU engine's calls that the GPU worker tasks make."""
+
+    def __init__(self, run, pages):
+        n = run.graph.num_vertices
+        self.device = VertexState(np.zeros(n, run.spec.dtype), np.zeros(n, np.uint8),
+                                  sync=run.sync)
+        super().__init__(run.spec, run.graph, self.device, run.aux, threads=1)
+        self.owned = pages
+        pv = run.page_vertices
+        self.vertices = (0, n) if pages is None else (int(pv[pages.start][0]),
+                                                      int(pv[pages.stop - 1][1]))
+        self.partition = types.SimpleNamespace(
+            num_pages=len(pv) if pages is None else len(pages))
+        self._own = None
+        _built().append(None if pages is None else (pages.start, pages.stop))
+
+    def bind(self, spec, graph, state, aux):  # (the "device" state stays its own)
+        super().bind(spec, graph, self.device, aux)
+
+    @property
+    def flags(self):
+        return self.state.flags
+
+    def load(self, values, flags, ranges):
+        for a, b in ranges:
+            self.state.values[a:b] = values[a:b]
+            if flags is not None:
+                self.state.flags[a:b] = flags[a:b]
+
+    def store(self, values, flags, ranges, written=True, wait=True):
+        source = self.state.new_values if written else self.state.values
+        for a, b in ranges:
+            values[a:b] = source[a:b]
+            flags[a:b] = self.state.flags[a:b]
+
+    # an owner of part of the pages computes its vertices only (GpuEngine(pages=))
+    def launch(self, constant, frontier=None, chained=True):
+        if self.owned is None:
+            return super().launch(constant, frontier)
+        a, b = self.vertices
+        start = time.perf_counter()
+        edges, activated = self.pull_pages([(a, b)], float(constant))
+        self.state.swap()
+        self._own = cpu.frontier_size(self.state.flags[a:b].copy(),
+                                      self.graph.out_indptr[a:b + 1].copy())
+        return ("gpu-pull", b - a, edges, self._own[0], time.perf_counter() - start)
+
+    def frontier(self):
+        if self.owned is None or self._own is None:
+            return super().frontier()
+        return self._own
+
+    def reset_frontier(self, counted=None):
+        self._own = None
+        super().reset_frontier(counted)
+
+
+def stand_in_engine(run, pages):
+    return StandIn(run, pages)
+
+
+def _built():
+    """[pages] of every StandIn this process built, kept on a module of the package
+    (this module's globals are a copy in every function sent by value)."""
+    from hetgraph.scheduler import gpuowner
+
+    return gpuowner.__dict__.setdefault("stand_ins_built", [])
+
+
+def built():
+    """The pages of every StandIn this worker built (run there by client.run)."""
+    return list(_built())
+
+
+class StandInPlugin(WorkerPlugin):
+    """Puts :class:`StandIn` in place of the GPU engine in a worker (and in every worker
+    that joins later: a nanny's replacement of a killed one)."""
+
+    name = "hetgraph-gpu-stand-in"
+
+    def setup(self, worker):
+        from hetgraph.kernels.gpu import device
+        from hetgraph.scheduler import gpuowner
+
+        gpuowner.make_engine = stand_in_engine
+        device.use_device = lambda index: contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def stand_in_cluster(gpus, cpu_workers=1):
+    """A local cluster of worker processes with ``gpus`` "GPU" workers, whose GPU engine
+    is a :class:`StandIn`."""
+    from hetgraph import cluster as clusters
+
+    original = clusters.gpu_count
+    clusters.gpu_count = lambda: gpus
+    try:
+        with hg.Cluster(cpu_workers=cpu_workers, gpus=gpus, processes=True,
+                        dashboard_address=None) as c:
+            c.client.register_plugin(StandInPlugin())
+            yield c
+    finally:
+        clusters.gpu_count = original

@@ -1,0 +1,366 @@
+"""GPU worker processes that hold a run's vertex state (issue 51): one runs a whole
+segment with the state kept on its device (made there, handed back once), so a warm
+call is one call to it and sends neither edges nor state; several own ranges of the
+pages and exchange their ranges worker to worker; a GPU worker lost mid-run leaves the
+segment to the survivors. The plumbing runs here with the CPU engine standing in for
+the GPU engine (tests/gpu_standin.py); the tests marked gpu run the real GpuEngine on
+the device (``CUDA_VISIBLE_DEVICES`` two GPUs for the two-worker ones). Answers against
+SciPy; no test here times anything."""
+
+import os
+import sys
+
+import cloudpickle
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import scipy.sparse.csgraph as csgraph
+
+import hetgraph as hg
+from hetgraph import tuning
+from hetgraph.algorithms.pagerank import PageRank
+from hetgraph.cluster import WorkerLostError
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))), "bench"))
+from commcount import CommBytes, ops_written  # noqa: E402
+from gpu_standin import built, stand_in_cluster  # noqa: E402
+from test_processes import KillsItsWorker, _bounded, warm_call_messages  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+CLIENT_PID = os.getpid()
+ITERATIONS = 20
+
+
+@pytest.fixture(scope="module")
+def graph():
+    # 2**15 vertices, 8 edges a vertex, weighted (SSSP): a state of about 300 kB
+    return hg.generate.rmat(15, edge_factor=8, seed=3, weights=(1.0, 10.0))
+
+
+def _hub(graph):
+    return int(np.argmax(graph.out_degree()))
+
+
+@pytest.fixture(scope="module")
+def oracle(graph):
+    """SciPy's answers: PageRank by power iteration (ITERATIONS), BFS levels and
+    Dijkstra's distances from the hub."""
+    n = graph.num_vertices
+    matrix = graph.to_scipy().astype(np.float64)  # A[u, v] = w for u -> v
+    out = np.asarray(matrix.sum(axis=1)).ravel()
+    dangling = out == 0
+    walk = sp.diags(np.where(dangling, 0, 1 / np.where(dangling, 1, out))) @ matrix
+    ranks = np.full(n, 1 / n)
+    for _ in range(ITERATIONS):
+        ranks = 0.15 / n + 0.85 * (walk.T @ ranks + ranks[dangling].sum() / n)
+    levels = csgraph.shortest_path(matrix, unweighted=True, indices=_hub(graph))
+    return {"pagerank": ranks, "bfs": levels,
+            "sssp": csgraph.dijkstra(matrix, indices=_hub(graph))}
+
+
+def _pagerank(graph, cluster, program=None, iterations=ITERATIONS):
+    return _bounded(lambda: hg.run(program or PageRank(0.85, None), graph, cluster=cluster,
+                                   devices="gpu", max_iterations=iterations))
+
+
+def _check(graph, oracle, cluster):
+    """Every algorithm on ``cluster``'s GPU workers against SciPy; the results."""
+    source = graph.label_of(_hub(graph))
+    pagerank = _pagerank(graph, cluster)
+    bfs = _bounded(lambda: hg.bfs(graph, source, cluster=cluster, devices="gpu"))
+    sssp = _bounded(lambda: hg.sssp(graph, source, cluster=cluster, devices="gpu"))
+    np.testing.assert_allclose(pagerank.values, oracle["pagerank"], rtol=1e-10)
+    reached = np.isfinite(oracle["bfs"])
+    np.testing.assert_array_equal(bfs.values[reached], oracle["bfs"][reached])
+    assert np.isinf(sssp.values[~reached]).all()
+    np.testing.assert_allclose(sssp.values[reached], oracle["sssp"][reached], rtol=1e-12)
+    for result in (pagerank, bfs, sssp):
+        assert set(result.history["placement"]) == {"gpu"}
+    return pagerank, bfs, sssp
+
+
+def test_gpu_owners_share_the_pages_in_contiguous_ranges():
+    from hetgraph.scheduler.spread import Spread
+
+    spread = object.__new__(Spread)
+    spread.kind, spread.holds = "gpu", {"tcp://h:2": 3}
+    spread.addresses = ["tcp://h:1", "tcp://h:2", "tcp://h:3"]
+    spread.in_indptr = np.array([0, 10, 10, 40, 45, 90, 100])  # 6 vertices
+    spread.pages = np.array([[0, 2], [2, 3], [3, 5], [5, 6]])  # 4 pages
+    ranges, pages = spread._shares(2)
+    assert pages[0][0] == 0 and pages[0][1] == pages[1][0] and pages[1][1] == 4
+    assert ranges == tuple((int(spread.pages[a][0]), int(spread.pages[b - 1][1]))
+                           for a, b in pages)
+    assert spread.owners(3) == spread.addresses  # every GPU worker, in order
+    spread.pages = spread.pages[:2]  # (two pages: two owners, the holder first)
+    assert spread.owners(3) == ["tcp://h:1", "tcp://h:2"]
+    spread.holds = {"tcp://h:3": 3}
+    assert spread.owners(3) == ["tcp://h:1", "tcp://h:3"]
+
+
+# --- one GPU worker process ---------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def gpu1():
+    with stand_in_cluster(gpus=1) as cluster:
+        yield cluster
+
+
+def test_one_gpu_worker_answers_equal_scipy(graph, oracle, gpu1):
+    _check(graph, oracle, gpu1)
+
+
+def test_a_warm_gpu_call_is_one_call_sending_no_edges_nor_state(graph, oracle, gpu1):
+    """A warm call on one GPU worker process is one direct call to it (the run's
+    contexts dropped with its report), sends neither edges nor the state (made on the
+    worker, kept on its device, back through the client's file) and finds the engine
+    the worker kept for the graph."""
+    state_bytes = graph.num_vertices * 9  # float64 values and uint8 flags
+    engines = len(gpu1.client.run(built)[gpu1.gpu_workers[0]])
+    sent, left, result = warm_call_messages(gpu1, lambda: _pagerank(graph, gpu1))
+    # the call, then our client.run's broadcast to the scheduler and its runs
+    assert sent == {"hetgraph_call": 1, "broadcast": 1, "run": 2}, sent
+    assert all(runs == [] for runs in left.values()), left  # contexts dropped
+    np.testing.assert_allclose(result.values, oracle["pagerank"], rtol=1e-10)
+    counter = CommBytes(gpu1.client)
+    before = counter.total()
+    _pagerank(graph, gpu1)
+    assert counter.total() - before < state_bytes / 4
+    # the first call of the program built the engine; the warm ones took it again
+    assert len(gpu1.client.run(built)[gpu1.gpu_workers[0]]) <= max(engines, 1)
+
+
+def _short_segments():
+    tuning.SEGMENT_SECONDS = 0.0  # (every segment one iteration: in this worker)
+
+
+def _default_segments(seconds):
+    tuning.SEGMENT_SECONDS = seconds
+
+
+def test_the_state_stays_on_the_device_between_segments(graph, gpu1):
+    """With segments of one iteration each, the state stays on the worker's device
+    between them: a segment's call carries no state (the client gets it once, at the
+    end, through its file)."""
+    state_bytes = graph.num_vertices * 9
+    counter = CommBytes(gpu1.client)
+    gpu1.client.run(_short_segments, workers=gpu1.gpu_workers)
+    sent, results, calls = {}, {}, {}
+    try:
+        _pagerank(graph, gpu1, iterations=5)  # (warm)
+        for iterations in (5, 25):
+            before, called = counter.total(), ops_written().get("hetgraph_call", 0)
+            results[iterations] = _pagerank(graph, gpu1, iterations=iterations)
+            sent[iterations] = counter.total() - before
+            calls[iterations] = ops_written().get("hetgraph_call", 0) - called
+    finally:
+        gpu1.client.run(_default_segments, tuning.SEGMENT_SECONDS)
+    assert calls[25] - calls[5] == 20  # (a segment an iteration)
+    per_segment = (sent[25] - sent[5]) / 20
+    assert per_segment < state_bytes / 4, (per_segment, state_bytes)
+    expected = hg.pagerank(graph, tol=None, max_iterations=25)  # (the direct path)
+    np.testing.assert_allclose(results[25].values, expected.values, rtol=1e-10)
+    assert results[25].iterations == 25
+
+
+# --- several GPU worker processes -----------------------------------------------------------
+
+PAGE_BYTES = 64 << 10  # pages small enough for this graph to have tens of them
+
+
+def _spread_call(graph, cluster, program=None, iterations=ITERATIONS):
+    return _bounded(lambda: hg.run(program or PageRank(0.85, None), graph, cluster=cluster,
+                                   devices="gpu", max_iterations=iterations,
+                                   page_bytes=PAGE_BYTES))
+
+
+@pytest.fixture(scope="module")
+def gpu2():
+    with stand_in_cluster(gpus=2) as cluster:
+        yield cluster
+
+
+def test_gpu_owners_answer_equal_scipy(graph, oracle, gpu2):
+    source = graph.label_of(_hub(graph))
+    pagerank = _spread_call(graph, gpu2)
+    options = dict(cluster=gpu2, devices="gpu", page_bytes=PAGE_BYTES)
+    bfs = _bounded(lambda: hg.bfs(graph, source, **options))
+    sssp = _bounded(lambda: hg.sssp(graph, source, **options))
+    np.testing.assert_allclose(pagerank.values, oracle["pagerank"], rtol=1e-10)
+    reached = np.isfinite(oracle["bfs"])
+    np.testing.assert_array_equal(bfs.values[reached], oracle["bfs"][reached])
+    np.testing.assert_allclose(sssp.values[reached], oracle["sssp"][reached], rtol=1e-12)
+    for result in (pagerank, bfs, sssp):  # (pulls of both owners' pages, exchanged)
+        assert set(result.history["mode"]) == {"gpu-pull"}
+        assert (result.history["gpu_edges"] == graph.num_arcs).all()
+    # each owner built one engine over its own half of the pages, kept for later calls
+    owned = [gpu2.client.run(built)[a] for a in gpu2.gpu_workers]
+    assert all(pages is not None for kept in owned for pages in kept)
+    (a0, b0), (a1, b1) = owned[0][0], owned[1][0]
+    assert a0 == 0 and b0 == a1 < b1
+
+
+def test_a_warm_spread_gpu_call_is_one_call_to_each_owner(graph, oracle, gpu2, tmp_path,
+                                                         monkeypatch):
+    """A warm call on two GPU owners is one direct call to each: their ranges go worker
+    to worker (through shared memory), the state never through the client per
+    iteration, and no shared file of the run is left behind."""
+    monkeypatch.setattr(tuning, "SHARED_MEMORY_DIR", str(tmp_path))
+    state_bytes = graph.num_vertices * 9
+    sent, left, result = warm_call_messages(gpu2, lambda: _spread_call(graph, gpu2))
+    # the calls, then our client.run's broadcast to the scheduler and its runs
+    assert sent == {"hetgraph_call": 2, "broadcast": 1, "run": 3}, sent
+    assert all(runs == [] for runs in left.values()), left
+    assert [p for p in os.listdir(tmp_path) if "-back-" not in p] == []
+    np.testing.assert_allclose(result.values, oracle["pagerank"], rtol=1e-10)
+    counter = CommBytes(gpu2.client)
+    through = {}
+    for iterations in (5, 25):
+        before = counter.total()
+        _spread_call(graph, gpu2, iterations=iterations)
+        through[iterations] = counter.total() - before
+    assert (through[25] - through[5]) / 20 < state_bytes / 20, through
+
+
+def test_gpu_workers_checkpoint_and_run_async(graph, oracle, gpu1, gpu2, tmp_path):
+    """A checkpointed run hands the state back at every checkpoint and goes on from the
+    one its workers hold; an async run's owners exchange the values they wrote in
+    place. On one GPU worker and on two."""
+    source = graph.label_of(_hub(graph))
+    reached = np.isfinite(oracle["bfs"])
+    for name, cluster in (("one", gpu1), ("two", gpu2)):
+        saved = _bounded(lambda: hg.run(
+            PageRank(0.85, None), graph, cluster=cluster, devices="gpu",
+            max_iterations=ITERATIONS, page_bytes=PAGE_BYTES,
+            checkpoint=str(tmp_path / name), checkpoint_every=7))
+        np.testing.assert_allclose(saved.values, oracle["pagerank"], rtol=1e-10)
+        assert saved.iterations == ITERATIONS
+        resumed = _bounded(lambda: hg.run(
+            PageRank(0.85, None), graph, cluster=cluster, devices="gpu",
+            max_iterations=ITERATIONS, page_bytes=PAGE_BYTES,
+            checkpoint=str(tmp_path / name), resume=True))
+        np.testing.assert_allclose(resumed.values, saved.values, rtol=1e-12)
+        levels = _bounded(lambda: hg.bfs(graph, source, cluster=cluster, devices="gpu",
+                                         mode="async", page_bytes=PAGE_BYTES))
+        np.testing.assert_array_equal(levels.values[reached], oracle["bfs"][reached])
+
+
+# --- faults -------------------------------------------------------------------------------
+
+def test_a_gpu_owner_killed_mid_run_leaves_its_range_to_the_survivor(graph, oracle, tmp_path):
+    marker = tmp_path / "killed"
+    with stand_in_cluster(gpus=2) as cluster:
+        _spread_call(graph, cluster)  # (placed and warm)
+        result = _spread_call(graph, cluster, KillsItsWorker(str(marker)))
+        assert marker.exists(), "no worker was killed: the test did not test"
+        again = _spread_call(graph, cluster)
+    np.testing.assert_allclose(result.values, oracle["pagerank"], rtol=1e-10)
+    assert result.history["iteration"].tolist() == list(range(1, ITERATIONS + 1))
+    np.testing.assert_allclose(again.values, oracle["pagerank"], rtol=1e-10)
+
+
+def test_a_lone_gpu_worker_killed_mid_run_is_replaced(graph, oracle, tmp_path):
+    marker = tmp_path / "killed"
+    with stand_in_cluster(gpus=1) as cluster:
+        _pagerank(graph, cluster)  # (placed and warm)
+        first = cluster.gpu_workers[0]
+        result = _pagerank(graph, cluster, KillsItsWorker(str(marker)))
+        assert marker.exists(), "no worker was killed: the test did not test"
+        assert cluster.gpu_workers and first not in cluster.gpu_workers  # replaced
+    np.testing.assert_allclose(result.values, oracle["pagerank"], rtol=1e-10)
+
+
+def test_gpu_workers_that_keep_dying_fail_the_run_naming_them(graph, monkeypatch):
+    monkeypatch.setattr(tuning, "LOST_TASK_RETRIES", 1)
+    with stand_in_cluster(gpus=1) as cluster:
+        first = cluster.gpu_workers[0]
+        with pytest.raises(WorkerLostError, match="was lost 2 times") as error:
+            _pagerank(graph, cluster, KillsItsWorker())
+        assert first in str(error.value)
+
+
+# --- on the device (marked gpu): the real GpuEngine in GPU worker processes ---------------
+
+DEVICE_PAGE_BYTES = 1 << 20  # RMAT-16's pages: a few for each of two GPUs
+
+
+@pytest.fixture(scope="module")
+def device_graph():
+    return hg.generate.rmat(16, edge_factor=16, seed=5, weights=(1.0, 10.0))
+
+
+def _device_calls(graph, cluster, **options):
+    """PageRank (20 iterations), BFS and SSSP from the hub with ``devices="gpu"``."""
+    source = graph.label_of(_hub(graph))
+    options = dict(cluster=cluster, devices="gpu", **options)
+    return {"pagerank": _bounded(lambda: hg.run(PageRank(0.85, None), graph,
+                                                max_iterations=ITERATIONS, **options)),
+            "bfs": _bounded(lambda: hg.bfs(graph, source, **options)),
+            "sssp": _bounded(lambda: hg.sssp(graph, source, **options))}
+
+
+@pytest.fixture(scope="module")
+def one_gpu_in_process(device_graph):
+    with hg.Cluster(gpus=1, dashboard_address=None) as cluster:
+        return _device_calls(device_graph, cluster)
+
+
+def _equal_to_one_gpu(results, expected):
+    assert np.abs(results["pagerank"].values - expected["pagerank"].values).sum() < 1e-6
+    for name in ("bfs", "sssp"):
+        np.testing.assert_array_equal(results[name].values, expected[name].values,
+                                      err_msg=name)
+    for result in results.values():
+        assert set(result.history["placement"]) == {"gpu"}
+
+
+@pytest.mark.gpu
+def test_one_gpu_worker_process_on_the_device(device_graph, one_gpu_in_process):
+    with hg.Cluster(gpus=1, processes=True, dashboard_address=None) as cluster:
+        _equal_to_one_gpu(_device_calls(device_graph, cluster), one_gpu_in_process)
+        sent, left, result = warm_call_messages(cluster, lambda: hg.run(
+            PageRank(0.85, None), device_graph, cluster=cluster, devices="gpu",
+            max_iterations=ITERATIONS))
+    assert sent == {"hetgraph_call": 1, "broadcast": 1, "run": 2}, sent
+    assert all(runs == [] for runs in left.values()), left
+    assert np.abs(result.values - one_gpu_in_process["pagerank"].values).sum() < 1e-6
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(hg.cluster.gpu_count() < 2, reason="needs two GPUs")
+def test_two_gpu_worker_processes_on_the_device(device_graph, one_gpu_in_process):
+    with hg.Cluster(gpus=2, processes=True, dashboard_address=None) as cluster:
+        results = _device_calls(device_graph, cluster, page_bytes=DEVICE_PAGE_BYTES)
+        _equal_to_one_gpu(results, one_gpu_in_process)
+        for result in results.values():  # (spread: both owners' pages pulled)
+            assert set(result.history["mode"]) == {"gpu-pull"}
+        sent, left, result = warm_call_messages(cluster, lambda: hg.run(
+            PageRank(0.85, None), device_graph, cluster=cluster, devices="gpu",
+            max_iterations=ITERATIONS, page_bytes=DEVICE_PAGE_BYTES))
+    assert sent == {"hetgraph_call": 2, "broadcast": 1, "run": 3}, sent
+    assert all(runs == [] for runs in left.values()), left
+    assert np.abs(result.values - one_gpu_in_process["pagerank"].values).sum() < 1e-6
+
+
+def test_the_state_survives_its_first_gpu_owner_lost_at_the_runs_end(graph, oracle,
+                                                                     tmp_path):
+    """Should the first GPU owner, which hands the state back, die after the run's last
+    exchange, the other owner (which dropped its contexts) still gives the client the
+    state after it, kept from its device."""
+    from test_spread import _kill_first_owner_at_hand_back
+
+    marker = tmp_path / "killed"
+    with stand_in_cluster(gpus=2) as cluster:
+        _spread_call(graph, cluster)  # (placed and warm)
+        cluster.client.run(_kill_first_owner_at_hand_back, str(marker),
+                           workers=cluster.gpu_workers)
+        cluster.client.run(_short_segments, workers=cluster.gpu_workers)
+        result = _spread_call(graph, cluster)
+        assert marker.exists(), "no worker was killed: the test did not test"
+        again = _spread_call(graph, cluster)
+    for got in (result, again):
+        np.testing.assert_allclose(got.values, oracle["pagerank"], rtol=1e-10)
+    assert result.history["iteration"].tolist() == list(range(1, ITERATIONS + 1))
