@@ -39,6 +39,30 @@ def test_an_error_in_a_part_reaches_the_caller():
     assert run_parts(lambda t: t, 4, 2) == [0, 1, 2, 3]  # the helpers still serve
 
 
+def test_passes_from_several_threads_share_the_helpers():
+    """Passes started at once from four threads (a cluster's workers) each get every
+    part's result, in order; the helpers are reused from pass to pass: 200 passes of
+    2 helpers each make at most 2 more, and every helper made is alive."""
+    from hetgraph.kernels.cpu import threads
+
+    made = threads._COUNT[0]
+
+    def pass_of(k, out):
+        for r in range(50):
+            out.append(run_parts(lambda t: (k, r, t), 6, 3) == [(k, r, t) for t in range(6)])
+
+    outs = [[] for _ in range(4)]
+    callers = [threading.Thread(target=pass_of, args=(k, outs[k])) for k in range(4)]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join()
+    assert all(len(out) == 50 and all(out) for out in outs)
+    assert threads._COUNT[0] <= max(made, 2)
+    alive = [t for t in threading.enumerate() if t.name == "hetgraph-pass"]
+    assert len(alive) == threads._COUNT[0]
+
+
 def test_parallel_pull_equals_scipy_on_shuffled_ids():
     """One PageRank step (x' = (c + A^T x) * aux) over a grid with shuffled ids, its edges
     cut into 8 ranges claimed by 2 threads, against SciPy's CSR product."""

@@ -3,26 +3,20 @@ helpers claim the parts one at a time until none is left, so that a thread the
 operating system holds back (a machine shared with other work) delays the pass by one
 part at most, not by a fixed share of it. The parts run compiled code that releases the
 GIL (``nogil``); a waiting thread sleeps, never spins (spinning threads on a busy
-machine take the cores that the working ones need)."""
+machine take the cores that the working ones need).
+
+The helpers are the process's own threads, each asleep on a lock of its own: a pass
+wakes the idle ones with one release each, where a queue of tasks would cost the
+calling thread several microseconds a helper before it starts its own part."""
 
 from __future__ import annotations
 
 import itertools
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
-_LOCK = threading.Lock()
-_POOL: list = []  # [the process's executor], made on first use, grown when asked
-
-
-def _executor(helpers: int) -> ThreadPoolExecutor:
-    """The process's helper threads, at least ``helpers`` of them."""
-    with _LOCK:
-        if not _POOL or _POOL[0]._max_workers < helpers:
-            if _POOL:  # (its idle threads end; a part it runs still finishes)
-                _POOL.pop().shutdown(wait=False)
-            _POOL.append(ThreadPoolExecutor(helpers, thread_name_prefix="hetgraph-pass"))
-        return _POOL[0]
+_LOCK = threading.Lock()  # guards _IDLE and _COUNT
+_IDLE: list = []  # helpers asleep, ready for a pass
+_COUNT = [0]  # helpers made so far
 
 
 class _Parts:
@@ -51,17 +45,48 @@ class _Parts:
                     self.done.set()
 
 
+class _Helper:
+    """One helper thread: asleep on ``wake`` until a pass hands it its parts."""
+
+    def __init__(self):
+        self.wake = threading.Lock()
+        self.wake.acquire()
+        self.parts = None
+        threading.Thread(target=self._serve, name="hetgraph-pass", daemon=True).start()
+
+    def start(self, parts):
+        self.parts = parts
+        self.wake.release()
+
+    def _serve(self):
+        while True:
+            self.wake.acquire()
+            parts, self.parts = self.parts, None
+            parts.drain()
+            with _LOCK:
+                _IDLE.append(self)
+
+
+def _helpers(wanted: int) -> list:
+    """Up to ``wanted`` idle helpers, taken from the idle ones, new ones made while the
+    process has fewer than ``wanted`` (a helper busy with another pass is not waited
+    for: the cores are busy then anyway)."""
+    with _LOCK:
+        taken = _IDLE[-wanted:] if wanted else []
+        del _IDLE[len(_IDLE) - len(taken):]
+        new = max(0, min(wanted - len(taken), wanted - _COUNT[0]))
+        _COUNT[0] += new
+    return taken + [_Helper() for _ in range(new)]
+
+
 def run_parts(work, count: int, threads: int) -> list:
     """[work(t) for t in range(count)], the parts run by this thread and up to
-    ``threads - 1`` helper threads, each claiming the next part when it is free (a
-    helper busy with another pass joins late or not at all: this thread runs what is
-    left). ``work`` must release the GIL to gain from the helpers."""
+    ``threads - 1`` helper threads, each claiming the next part when it is free (helpers
+    busy with another pass leave theirs to this thread). ``work`` must release the GIL
+    to gain from the helpers."""
     parts = _Parts(work, count)
-    helpers = min(threads, count) - 1
-    if helpers > 0:
-        submit = _executor(helpers).submit
-        for _ in range(helpers):
-            submit(parts.drain)
+    for helper in _helpers(min(threads, count) - 1):
+        helper.start(parts)
     parts.drain()
     parts.done.wait()
     if parts.error is not None:
