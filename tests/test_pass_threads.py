@@ -63,6 +63,35 @@ def test_passes_from_several_threads_share_the_helpers():
     assert len(alive) == threads._COUNT[0]
 
 
+def _two_threads_meet():
+    """Whether two parts of one pass ran at once on two threads (each waits up to 20 s
+    for the other)."""
+    meet = threading.Barrier(2, timeout=20)
+    try:
+        run_parts(lambda t: meet.wait(), 2, 2)
+    except threading.BrokenBarrierError:
+        return False
+    return True
+
+
+def _in_child(queue):
+    queue.put(_two_threads_meet())
+
+
+def test_a_forked_child_makes_its_own_helpers():
+    """After a fork the parent's helper threads are gone: a pass in the child still
+    gets a helper (it makes its own) rather than waiting for one that never comes."""
+    import multiprocessing
+
+    assert _two_threads_meet()  # (the parent has a helper now)
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_in_child, args=(queue,))
+    child.start()
+    child.join(60)
+    assert child.exitcode == 0 and queue.get(timeout=5)
+
+
 def test_parallel_pull_equals_scipy_on_shuffled_ids():
     """One PageRank step (x' = (c + A^T x) * aux) over a grid with shuffled ids, its edges
     cut into 8 ranges claimed by 2 threads, against SciPy's CSR product."""

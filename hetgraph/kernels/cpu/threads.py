@@ -12,6 +12,7 @@ calling thread several microseconds a helper before it starts its own part."""
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 
 _LOCK = threading.Lock()  # guards _IDLE and _COUNT
@@ -65,6 +66,17 @@ class _Helper:
             parts.drain()
             with _LOCK:
                 _IDLE.append(self)
+
+
+def _forget_helpers():
+    """In a child process made by ``fork``: the parent's helpers did not come along."""
+    global _LOCK
+    _LOCK = threading.Lock()
+    _IDLE.clear()
+    _COUNT[0] = 0
+
+
+os.register_at_fork(after_in_child=_forget_helpers)
 
 
 def _helpers(wanted: int) -> list:
