@@ -13,6 +13,7 @@ from hetgraph import coloring as hc
 from hetgraph import tuning
 from hetgraph.kernels.cpu import direct as kernels
 from hetgraph.scheduler import direct
+from test_coloring import exact_pagerank
 from test_direct_lanes import graphs as random_graphs
 
 
@@ -71,24 +72,6 @@ def test_colored_direct_pagerank_on_random_graphs(graph, tol):
     finally:
         tuning.DIRECT_PAGERANK_ARCS = saved
     assert_same_run(fast, slow)
-
-
-def exact_pagerank(g, d=0.85):
-    """SciPy's float64 power iteration (NetworkX's formula) to an L1 change of 1e-15."""
-    import scipy.sparse as sp
-
-    n = g.num_vertices
-    out = g.out_weight_sums()
-    per = np.where(out == 0, 0.0, 1.0 / np.where(out == 0, 1.0, out))
-    weights = per[g.in_indices] * (1.0 if g.in_weights is None else g.in_weights)
-    matrix = sp.csr_matrix((weights, g.in_indices, g.in_indptr), shape=(n, n))
-    rank = np.full(n, 1.0 / n)
-    for _ in range(5000):
-        new = (1 - d) / n + d * (matrix @ rank + rank[out == 0].sum() / n)
-        if np.abs(new - rank).sum() < 1e-15:
-            break
-        rank = new
-    return new
 
 
 @pytest.mark.parametrize("name", ["wiki-color", "rmat", "grid-color"])

@@ -5,8 +5,9 @@ the edges (a BFS: ``tuning.DIRECT_LEVELS_ARCS``, where a serial queue still beat
 engine's passes, one a level; PageRank: ``tuning.DIRECT_PAGERANK_ARCS``; both scaled
 down on machines with more threads). It is taken only when the run's options ask for
 nothing that only the dispatcher gives (a cluster, a GPU, a mode other than "sync",
-checkpoints, ...): the values are those of the dispatcher's run, and the history has
-a row per iteration with placement "cpu".
+checkpoints, ...; a colored PageRank is taken too, where each color's pass would run
+in one range): the values are those of the dispatcher's run, and the history has a
+row per iteration with placement "cpu".
 """
 
 from __future__ import annotations
