@@ -334,7 +334,7 @@ def test_colored_pass_is_gauss_seidel_by_color():
 
 
 @pytest.mark.parametrize("name", ["wiki-color", "grid-color", "rmat"])
-def test_colored_passes_in_one_call_equal_pass_by_pass(name, monkeypatch):
+def test_colored_passes_in_one_call_equal_pass_by_pass(name, monkeypatch, dispatcher_only):
     """Where each pass runs in one range (a small graph), the CPU engine runs a colored
     iteration's passes in one compiled call: bitwise the values and the counts of the
     passes run one by one, the hybrid partition included."""

@@ -138,16 +138,19 @@ class PageRank(PowerIteration):
         n = graph.num_vertices
         # rescaled in place (the run's own values, before it reads them) unless no vertex
         # is dangling: a colored sweep is then Gauss-Seidel on the linear system
-        # (I - dP) rank = (1 - d) / N, whose ranks sum to 1
+        # (I - dP) rank = (1 - d) / N, whose ranks sum to 1; on the CPU by the direct
+        # path's compiled sums (its colored runs are then this one's, bit for bit)
+        if self.rescale and isinstance(values, np.ndarray):
+            return direct.colored_constant(self, values)
         if self.rescale and not _empty(self._dangling):
-            rank_of = on_device_of(values, self._rank_of)
-            total = np.einsum("i,i->", values, rank_of) if isinstance(values, np.ndarray) \
-                else values @ rank_of
-            values *= 1.0 / total
+            values *= 1.0 / (values @ on_device_of(values, self._rank_of))
         # a 0-d device array on the GPU: no wait for the device here
         return indexed_sum(values, self._dangling, 1.0 / n, (1.0 - self.damping) / n)
 
     def converged(self, graph, previous, values):
+        if self.rescale and isinstance(values, np.ndarray):  # (the direct path's sum)
+            return direct.colored_change(values, previous, self._rank_of) < \
+                graph.num_vertices * self.tol
         change = weighted_change(values, previous, on_device_of(values, self._rank_of))
         return float(change) < graph.num_vertices * self.tol
 
@@ -403,7 +406,8 @@ def pagerank(graph, damping=0.85, max_iterations=100, tol=1e-6, *, personalizati
     program = _program(graph, damping, tol, dtype, weighted, personalization, nstart,
                        dangling, options.get("mode") == "colored")
     if _runs_direct(program, max_iterations, options):
-        result = direct.pagerank(program, program.graph, max_iterations, program.name, start)
+        path = direct.colored_pagerank if program.rescale else direct.pagerank
+        result = path(program, program.graph, max_iterations, program.name, start)
     else:
         result = run(program, program.graph, max_iterations=max_iterations, **options)
     if program.graph.num_vertices > graph.num_vertices:  # T of a teleport graph
@@ -415,11 +419,17 @@ def pagerank(graph, damping=0.85, max_iterations=100, tol=1e-6, *, personalizati
 
 def _runs_direct(program, max_iterations, options):
     """Whether the run takes the direct path (:mod:`hetgraph.scheduler.direct`): plain
-    PageRank in float64 from uniform ranks, ``max_iterations`` valid."""
-    return (type(program) is PageRank and program.start is None and not program.rescale
+    PageRank in float64 from uniform ranks, ``max_iterations`` valid; sync, or colored
+    (``rescale``) where each pass of the engine's would run in one range."""
+    colored = options.get("mode") == "colored"
+    if colored:  # (the other options as a sync run's)
+        options = {key: value for key, value in options.items() if key != "mode"}
+    return (type(program) is PageRank and program.start is None
+            and program.rescale == colored
             and program.dtype == np.float64 and isinstance(max_iterations, (int, np.integer))
             and max_iterations >= 0 and program.graph.num_vertices > 0
-            and direct.applies(program.graph, options, tuning.DIRECT_PAGERANK_ARCS))
+            and direct.applies(program.graph, options, tuning.DIRECT_PAGERANK_ARCS)
+            and (not colored or direct.colored_applies(program.graph)))
 
 
 def _warn_if_tol_stops_at_once(n, tol):

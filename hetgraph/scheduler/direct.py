@@ -5,8 +5,9 @@ the edges (a BFS: ``tuning.DIRECT_LEVELS_ARCS``, where a serial queue still beat
 engine's passes, one a level; PageRank: ``tuning.DIRECT_PAGERANK_ARCS``; both scaled
 down on machines with more threads). It is taken only when the run's options ask for
 nothing that only the dispatcher gives (a cluster, a GPU, a mode other than "sync",
-checkpoints, ...): the values are those of the dispatcher's run, and the history has
-a row per iteration with placement "cpu".
+checkpoints, ...; a colored PageRank is taken too, where each color's pass would run
+in one range): the values are those of the dispatcher's run, and the history has a
+row per iteration with placement "cpu".
 """
 
 from __future__ import annotations
@@ -267,6 +268,114 @@ def _lanes(graph, weighted):
 
 
 _LANES = "direct-lanes"
+
+
+def colored_pagerank(program, graph, max_iterations, name, program_start):
+    """The colored run (``mode="colored"``) of ``program`` (as :func:`pagerank`'s, with
+    ``rescale``) on ``graph``, whose every pass runs in one range
+    (:func:`colored_applies`): its ranks, bitwise the engine's (its iteration constant
+    and test by :func:`colored_constant` and :func:`colored_change`, as the program's
+    own on the CPU)."""
+    dangling, scale, rank_of = program.derived(graph)
+    order, starts, sources, factors, groups = _color_lanes(
+        graph, program.needs_weights and graph.weighted)
+    bound = -1.0 if program.tol is None else graph.num_vertices * program.tol
+    ranks = np.empty(graph.num_vertices)
+    rows = np.empty((max(max_iterations, 0), 4), np.int64)
+    count, converged = _kernels().colored_pagerank(
+        order, starts, sources, factors, groups, graph.num_arcs, scale, rank_of,
+        *_dangling_args(dangling), _rescales(program, dangling), program.damping, bound,
+        max(max_iterations, 0), ranks, rows)
+    result = _result(graph, ranks, name, rows, COLORED, converged, program_start, count)
+    result.mode = COLORED
+    return result
+
+
+COLORED = "colored"  # (the run's mode and its rows', as an engine's colored run has)
+
+
+def colored_applies(graph) -> bool:
+    """Whether every pass of a colored iteration on ``graph`` (in memory) runs in one
+    range on this process's threads (the engine's rule, ``parts_of``, for the pass of
+    most in-edges): there the engine sums each vertex's in-edges in order, and so does
+    :func:`colored_pagerank`."""
+    from ..engines.cpu import parts_of
+
+    return parts_of(_colors_kept(graph)["most"], numba.config.NUMBA_NUM_THREADS) == 1
+
+
+def _colors_kept(graph):
+    """What the direct path keeps of :func:`hetgraph.coloring.coloring_of` (``graph``),
+    kept by the graph and made again for a new coloring: {"coloring", "most": the
+    in-edges of its largest color, and per weighted or not, the in-edges as
+    :func:`_color_lanes` gives them}."""
+    from ..coloring import coloring_of
+
+    coloring = coloring_of(graph)
+    kept = graph.kept(_COLOR_LANES, dict)
+    if kept.get("coloring") is not coloring:
+        prefix = np.concatenate(([0], np.cumsum(np.diff(graph.in_indptr)[coloring.order])))
+        most = int(np.diff(prefix[coloring.bounds]).max())
+        kept.clear()
+        kept.update(coloring=coloring, most=most)
+    return kept
+
+
+def _sweep_order(coloring):
+    """The vertices of each color of ``coloring`` in the order a colored iteration
+    sweeps them: the hybrid partition, then the colors from the last to the first."""
+    return [coloring.order[coloring.bounds[c]:coloring.bounds[c + 1]]
+            for c in (coloring.count - 1, *range(coloring.count - 2, -1, -1))]
+
+
+def _color_lanes(graph, weighted):
+    """The in-edges (with their weights when ``weighted``) of the graph's colors in
+    sweep order (:func:`_sweep_order`), one segment a color, as ``segment_lanes`` lays
+    them out (vertices sorted within runs of ``tuning.DIRECT_LANES_WINDOW`` places),
+    made once for the graph's coloring."""
+    kept = _colors_kept(graph)
+    if weighted not in kept:
+        colors = _sweep_order(kept["coloring"])
+        cuts = np.zeros(len(colors) + 1, np.int64)
+        np.cumsum([len(ids) for ids in colors], out=cuts[1:])
+        kept[weighted] = _kernels().segment_lanes(
+            graph.in_indptr, graph.in_indices, graph.in_weights if weighted else None,
+            np.concatenate(colors).astype(np.int64), cuts, tuning.DIRECT_LANES_WINDOW)
+    return kept[weighted]
+
+
+_COLOR_LANES = "direct-color-lanes"
+
+
+def _rescales(program, dangling):
+    """Whether a colored PageRank ``program`` rescales its values (see
+    :meth:`PageRank.iteration_constant`): ``rescale`` and some vertex dangling."""
+    return program.rescale and not (isinstance(dangling, slice) and
+                                    dangling.stop == dangling.start)
+
+
+def _dangling_args(dangling):
+    """(ids, lo, hi) of the dangling vertices (an id array, or a slice: its range)."""
+    if isinstance(dangling, slice):
+        return _NO_IDS, dangling.start, dangling.stop
+    return dangling, 0, 0
+
+
+_NO_IDS = np.zeros(0, np.int64)
+
+
+def colored_constant(program, values):
+    """A colored PageRank ``program``'s iteration constant on the CPU, rescaling
+    ``values`` in place (:func:`hetgraph.kernels.cpu.direct.rescaled_constant`, the
+    direct path's)."""
+    dangling = program._dangling
+    return _kernels().rescaled_constant(values, program._rank_of, *_dangling_args(dangling),
+                                        _rescales(program, dangling), program.damping)
+
+
+def colored_change(values, previous, rank_of):
+    """A colored PageRank's L1 change of the ranks on the CPU (the direct path's)."""
+    return _kernels().lane_change(values, previous, rank_of)
 
 
 def components(graph, dtype, program_start):

@@ -209,37 +209,56 @@ def dijkstra(indptr, indices, weights, source, dist, rows):
 LANES = 4  # vertices a PageRank pass sums side by side (see lanes)
 
 
-@numba.njit(nogil=True)
 def lanes(indptr, indices, weights, window):
     """The in-edges of the CSC (``indptr``, ``indices``, ``weights``: None or one per
-    edge) as :func:`pagerank` reads them: the vertices in groups of :data:`LANES`,
-    each group's edges interleaved (the j-th edge of its k-th vertex at ``starts[c] +
-    LANES * j + k``), a vertex's edges in their order, the group as long as its
-    longest and the rest padded with the id N (whose value is 0) and weight 0; the
-    vertices sorted by decreasing in-degree within each run of ``window`` ids, so
-    that a group's are alike. Returns (``order``: the vertex of each place, N for the
-    padding places, ``starts``, ``sources``, ``factors``: the weights, empty when
-    None). A group's vertices are summed at once, each in its own register: their
-    adds do not wait for each other, and the loop's end is one guess a group, not
-    one a vertex (the branch a CPU mispredicts)."""
+    edge) as :func:`pagerank` reads them: :func:`segment_lanes` of every vertex in id
+    order, one segment. Returns its (order, starts, sources, factors)."""
     n = indptr.shape[0] - 1
-    groups = (n + LANES - 1) // LANES
-    order = np.full(groups * LANES, n, np.int64)
-    for w0 in range(0, n, window):
-        w1 = min(n, w0 + window)
-        degrees = indptr[w0 + 1:w1 + 1] - indptr[w0:w1]
-        order[w0:w1] = w0 + np.argsort(-degrees, kind="mergesort")
-    starts = np.zeros(groups + 1, np.int64)
-    for c in range(groups):
+    return segment_lanes(indptr, indices, weights, np.arange(n, dtype=np.int64),
+                         np.array([0, n], np.int64), window)[:4]
+
+
+@numba.njit(nogil=True)
+def segment_lanes(indptr, indices, weights, vertices, cuts, window):
+    """The in-edges of the CSC (``indptr``, ``indices``, ``weights``: None or one per
+    edge) of ``vertices`` (ids, cut into segments at the positions ``cuts``) as the
+    direct PageRanks read them: the vertices in groups of :data:`LANES`, no group
+    across a segment's end, each group's edges interleaved (the j-th edge of its k-th
+    vertex at ``starts[c] + LANES * j + k``), a vertex's edges in their order, the
+    group as long as its longest and the rest padded with the id N (whose value is 0)
+    and weight 0; the vertices sorted by decreasing in-degree within each run of
+    ``window`` places of a segment, so that a group's are alike. Returns (``order``:
+    the vertex of each place, N for the padding places, ``starts``, ``sources``,
+    ``factors``: the weights, empty when None, ``groups``: each segment's first group
+    and the groups in all). A group's vertices are summed at once, each in its own
+    register: their adds do not wait for each other, and the loop's end is one guess a
+    group, not one a vertex (the branch a CPU mispredicts)."""
+    n = indptr.shape[0] - 1
+    segments = cuts.shape[0] - 1
+    groups = np.zeros(segments + 1, np.int64)
+    for s in range(segments):
+        groups[s + 1] = groups[s] + (cuts[s + 1] - cuts[s] + LANES - 1) // LANES
+    order = np.full(groups[segments] * LANES, n, np.int64)
+    for s in range(segments):
+        place = groups[s] * LANES
+        for w0 in range(cuts[s], cuts[s + 1], window):
+            w1 = min(cuts[s + 1], w0 + window)
+            ids = vertices[w0:w1]
+            degrees = indptr[ids + 1] - indptr[ids]
+            order[place:place + w1 - w0] = ids[np.argsort(-degrees, kind="mergesort")]
+            place += w1 - w0
+    total = groups[segments]
+    starts = np.zeros(total + 1, np.int64)
+    for c in range(total):
         longest = 0
         for k in range(LANES):
             v = order[c * LANES + k]
             if v < n:
                 longest = max(longest, indptr[v + 1] - indptr[v])
         starts[c + 1] = starts[c] + LANES * longest
-    sources = np.full(starts[groups], n, indices.dtype)
-    factors = np.zeros(starts[groups] if weights is not None else 0, np.float32)
-    for c in range(groups):
+    sources = np.full(starts[total], n, indices.dtype)
+    factors = np.zeros(starts[total] if weights is not None else 0, np.float32)
+    for c in range(total):
         for k in range(LANES):
             v = order[c * LANES + k]
             if v < n:
@@ -249,30 +268,34 @@ def lanes(indptr, indices, weights, window):
                     if weights is not None:
                         factors[place] = weights[e]
                     place += LANES
-    return order, starts, sources, factors
+    return order, starts, sources, factors, groups
 
 
 @numba.njit(nogil=True, inline="always")
 def _apply(v, acc, x, rank, new_x, new_rank, scale, constant):
     """v's new rank, constant + ``acc``, into ``new_rank`` and its internal value (rank
-    * scale[v]) into ``new_x``; returns v's change of rank."""
+    * scale[v]) into ``new_x``; returns v's change of rank. Without ranks (``rank`` and
+    ``new_rank`` None: a colored sweep, which keeps x alone) only x, and 0."""
     value = constant + acc
-    new_rank[v] = value
     new_x[v] = value * scale[v]
+    if rank is None:  # (pruned when compiled: a run keeps ranks or not)
+        return 0.0
+    new_rank[v] = value
     return abs(value - rank[v])
 
 
 @numba.njit(nogil=True)
-def _pull(order, starts, sources, factors, x, rank, new_x, new_rank, scale, constant):
-    """One PageRank iteration over every vertex, :data:`LANES` vertices at once (see
-    :func:`lanes`): each sums x[u] * w_uv over its in-edges in their order (the
-    padding adds x[N] = 0); returns the sum of the changes of rank. (A function of its
-    own, not inlined: beside the clock's call in the iteration loop, the compiled pass
-    ran slower.)"""
-    n = rank.shape[0]
+def _pull(order, starts, sources, factors, g0, g1, x, rank, new_x, new_rank, scale,
+          constant):
+    """A PageRank pass over the groups ``g0`` .. ``g1`` - 1, :data:`LANES` vertices at
+    once (see :func:`segment_lanes`): each sums x[u] * w_uv over its in-edges in their
+    order (the padding adds x[N] = 0); returns the sum of the changes of rank (see
+    :func:`_apply`). (A function of its own, not inlined: beside the clock's call in
+    the iteration loop, the compiled pass ran slower.)"""
+    n = scale.shape[0]
     weighted = factors.shape[0] > 0
     c0 = c1 = c2 = c3 = 0.0  # (the changes a lane: one sum would wait for each add)
-    for c in range(starts.shape[0] - 1):
+    for c in range(g0, g1):
         a0 = a1 = a2 = a3 = 0.0
         for p in range(_index(starts[c]), _index(starts[c + 1]), _index(LANES)):
             if weighted:
@@ -326,8 +349,8 @@ def pagerank(order, starts, sources, factors, edges, scale, dangling, damping, b
         for i in range(dangling.shape[0]):
             lost += x[dangling[i]]
         constant = teleport + (1.0 / n) * lost
-        change = _pull(order, starts, sources, factors, x, rank, new_x, new_rank, scale,
-                       constant)
+        change = _pull(order, starts, sources, factors, 0, starts.shape[0] - 1, x, rank,
+                       new_x, new_rank, scale, constant)
         x, new_x = new_x, x  # (no copy: the arrays change roles)
         rank, new_rank = new_rank, rank
         now = nanoseconds(clock)
@@ -338,6 +361,141 @@ def pagerank(order, starts, sources, factors, edges, scale, dangling, damping, b
             break
     if done % 2 == 0:  # (the ranks ended in the kernel's own array)
         out[:] = rank
+    return done, converged
+
+
+DOT, CHANGE, BOTH = 1, 2, 3  # (what _lane_sums adds)
+
+
+@numba.njit(nogil=True, inline="always")
+def _terms(a, b, weights, ids, j, what):
+    """:func:`_lane_sums`'s j-th terms (0 for a sum not asked)."""
+    i = ids[j] if ids.shape[0] > 0 else j
+    w = weights[i] if weights.shape[0] > 0 else 1.0
+    dot = a[i] * w if what & DOT else 0.0
+    change = abs(a[i] - b[i]) * w if what & CHANGE else 0.0
+    return dot, change
+
+
+@numba.njit(nogil=True, inline="always")
+def _lane_sums(a, b, weights, ids, lo, hi, what):
+    """(sum of a[i] * weights[i], sum of |a[i] - b[i]| * weights[i]), the first where
+    ``what`` & DOT, the second where & CHANGE, else 0, over i = ids[j] (``ids`` empty:
+    i = j) for j in lo .. hi - 1: each in :data:`LANES` interleaved sums (j's the
+    (j - lo) % LANES-th), added in pairs at the end (the adds of one sum wait for each
+    other, four need not); ``weights`` empty: 1. A colored PageRank's sums, on either
+    path, are these."""
+    d0 = d1 = d2 = d3 = c0 = c1 = c2 = c3 = 0.0
+    j = lo
+    while j + LANES <= hi:
+        d, c = _terms(a, b, weights, ids, j, what)
+        d0, c0 = d0 + d, c0 + c
+        d, c = _terms(a, b, weights, ids, j + 1, what)
+        d1, c1 = d1 + d, c1 + c
+        d, c = _terms(a, b, weights, ids, j + 2, what)
+        d2, c2 = d2 + d, c2 + c
+        d, c = _terms(a, b, weights, ids, j + 3, what)
+        d3, c3 = d3 + d, c3 + c
+        j += LANES
+    if j < hi:
+        d, c = _terms(a, b, weights, ids, j, what)
+        d0, c0 = d0 + d, c0 + c
+    if j + 1 < hi:
+        d, c = _terms(a, b, weights, ids, j + 1, what)
+        d1, c1 = d1 + d, c1 + c
+    if j + 2 < hi:
+        d, c = _terms(a, b, weights, ids, j + 2, what)
+        d2, c2 = d2 + d, c2 + c
+    return (d0 + d1) + (d2 + d3), (c0 + c1) + (c2 + c3)
+
+
+_NOTHING = np.zeros(0)  # (an empty array: no weights, no ids)
+_NO_IDS = np.zeros(0, np.int64)
+
+
+@numba.njit(nogil=True)
+def rescaled_constant(x, rank_of, dangling, lo, hi, rescale, damping):
+    """A colored PageRank's iteration constant on the CPU (see
+    :meth:`hetgraph.algorithms.pagerank.PageRank.iteration_constant`): where
+    ``rescale``, the internal values ``x`` (the first N of them) scaled in place so
+    that the ranks x * ``rank_of`` sum to 1, then :func:`_colored_constant`. The sums
+    are :func:`_lane_sums`', whichever path runs it."""
+    n = rank_of.shape[0]
+    if rescale:
+        inverse = 1.0 / _lane_sums(x, x, rank_of, _NO_IDS, 0, n, DOT)[0]
+        for v in range(n):
+            x[v] *= inverse
+    return _colored_constant(x, n, dangling, lo, hi, damping)
+
+
+@numba.njit(nogil=True, inline="always")
+def _colored_constant(x, n, dangling, lo, hi, damping):
+    """(1 - d) / N + (sum of x over the dangling vertices) / N: the ids ``dangling``,
+    or (empty) the range ``lo`` .. ``hi`` - 1."""
+    lost = _lane_sums(x, x, _NOTHING, dangling, 0, dangling.shape[0], DOT)[0] \
+        if dangling.shape[0] > 0 else _lane_sums(x, x, _NOTHING, _NO_IDS, lo, hi, DOT)[0]
+    return (1.0 - damping) / n + (1.0 / n) * lost
+
+
+@numba.njit(nogil=True)
+def lane_change(values, previous, weights):
+    """sum |values - previous| * weights over the N = len(``weights``) vertices, by
+    :func:`_lane_sums`: a colored PageRank's stopping test on the CPU, whichever path
+    runs it."""
+    return _lane_sums(values, previous, weights, _NO_IDS, 0, weights.shape[0], CHANGE)[1]
+
+
+@numba.njit(nogil=True)
+def colored_pagerank(order, starts, sources, factors, groups, edges, scale, rank_of,
+                     dangling, lo, hi, rescale, damping, bound, max_iterations, out, rows):
+    """PageRank's colored run (``mode="colored"``, :mod:`hetgraph.engines.colored`) as
+    the engine runs it, from uniform ranks, into ``out`` (the ranks): every iteration
+    :func:`rescaled_constant`'s constant (``rescale``, ``dangling``, ``lo``, ``hi`` as
+    there; its rank total summed with the last iteration's change, its scaling with
+    the copy of x the change reads), then a pass per color over the in-edges laid out by :func:`segment_lanes`, one
+    segment a color in sweep order (``groups``: each one's first group): the first
+    (the hybrid partition) reads the values before it and writes a second array,
+    copied into x once it is done (Jacobi), the others write x in place, each seeing
+    those before it (Gauss-Seidel by color); x'[v] = (constant + sum_{u -> v} x[u] *
+    w_uv) * scale[v]; until :func:`lane_change` of x, weighted by ``rank_of``, is below
+    ``bound`` (N * tol; negative: never) or ``max_iterations``; the ranks x / scale.
+    The engine's values, bit for bit, wherever each of its passes runs in one range
+    (the arithmetic of a vertex is its pull's). ``edges``, ``rows``: as
+    :func:`pagerank`'s. Returns (iterations, converged)."""
+    n = out.shape[0]
+    x, previous, scratch = np.zeros(n + 1), np.empty(n), np.empty(n)  # (x[N] = 0)
+    for v in range(n):
+        x[v] = (1.0 / n) * scale[v]
+    clock = np.zeros(2, np.int64)
+    start = nanoseconds(clock)
+    jacobi, total = groups[1], groups[groups.shape[0] - 1]
+    # the rank total for the next rescale, summed with each iteration's change
+    sums = _lane_sums(x, x, rank_of, _NO_IDS, 0, n, DOT)
+    done, converged = max_iterations, False
+    for it in range(max_iterations):
+        inverse = 1.0 / sums[0] if rescale else 1.0  # (rescaled_constant's, and the copy)
+        for v in range(n):
+            if rescale:
+                x[v] *= inverse
+            previous[v] = x[v]
+        constant = _colored_constant(x, n, dangling, lo, hi, damping)
+        _pull(order, starts, sources, factors, 0, jacobi, x, None, scratch, None, scale,
+              constant)  # (no ranks: the sweep keeps x alone)
+        for p in range(jacobi * LANES):
+            v = order[p]
+            if v < n:
+                x[v] = scratch[v]
+        _pull(order, starts, sources, factors, jacobi, total, x, None, x, None, scale,
+              constant)
+        sums = _lane_sums(x, previous, rank_of, _NO_IDS, 0, n, BOTH)
+        now = nanoseconds(clock)
+        rows[it, 0], rows[it, 1], rows[it, 2] = n, edges, n
+        rows[it, 3], start = now - start, now
+        if sums[1] < bound:
+            done, converged = it + 1, True
+            break
+    for v in range(n):
+        out[v] = x[v] / scale[v]
     return done, converged
 
 
@@ -446,4 +604,6 @@ def components(in_indptr, in_indices, out_indptr, out_indices, directed, labels,
 
 
 CACHES = attach({"levels": levels, "far_levels": far_levels, "dijkstra": dijkstra,
-                 "lanes": lanes, "pagerank": pagerank, "components": components}, "direct")
+                 "segment_lanes": segment_lanes, "pagerank": pagerank,
+                 "colored_pagerank": colored_pagerank, "rescaled_constant": rescaled_constant,
+                 "lane_change": lane_change, "components": components}, "direct")
