@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
     __file__))), "bench"))
 from commcount import CommBytes, ops_written  # noqa: E402
-from gpu_standin import built, stand_in_cluster  # noqa: E402
+from gpu_standin import built, spied, stand_in_cluster  # noqa: E402
 from test_processes import KillsItsWorker, _bounded, warm_call_messages  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -131,6 +131,27 @@ def test_a_warm_gpu_call_is_one_call_sending_no_edges_nor_state(graph, oracle, g
     assert counter.total() - before < state_bytes / 4
     # the first call of the program built the engine; the warm ones took it again
     assert len(gpu1.client.run(built)[gpu1.gpu_workers[0]]) <= max(engines, 1)
+
+
+def test_a_warm_gpu_call_copies_no_vertex_array_to_the_device_nor_locks_memory(
+        graph, oracle, gpu1):
+    """The engine of a warm call binds the copy of the run's aux that its worker keeps on
+    the device (a GpuEngine bound to the host array would copy it every call), and the
+    state goes back into the client's file through the worker's map of it, page-locked
+    by the run that first handed a state of its size back, once."""
+    n, workers = graph.num_vertices, gpu1.gpu_workers
+    program = PageRank(0.85, None, dtype=np.float32)  # (a state file of its own)
+    gpu1.client.run(spied, workers=workers)  # (emptied)
+    first = _pagerank(graph, gpu1, program)
+    cold = gpu1.client.run(spied, workers=workers)[workers[0]]
+    assert [size for _, size in cold["pinned"]] == [n * 5], cold  # the whole file
+    assert cold["uploads"].count(n * 4) == 1, cold  # the aux, kept on the device
+    warm = [_pagerank(graph, gpu1, program) for _ in range(3)]
+    got = gpu1.client.run(spied, workers=workers)[workers[0]]
+    assert [size for size in got["uploads"] if size >= n] == [], got
+    assert got["pinned"] == [] and got["unpinned"] == [], got
+    for result in [first] + warm:
+        np.testing.assert_allclose(result.values, oracle["pagerank"], rtol=1e-4)
 
 
 def _short_segments():
