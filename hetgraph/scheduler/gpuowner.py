@@ -1,9 +1,11 @@
 """The GPU side of a run on GPU worker processes that hold its vertex state between
 segments (issue 51; :mod:`.spread` runs the segments): this worker's GPU context of
 the run, its engine over every page (the one the graph keeps for later runs, as the
-in-process GPU path keeps it) or over an owner's range of the pages, the state copied
-between that engine and host arrays, and a spread iteration's exchange of an owner's
-range with its peers (:func:`exchange`, the one function that GPU-to-GPU copies,
+in-process GPU path keeps it) or over an owner's range of the pages, bound to the
+device copy this worker keeps of the run's aux, the state copied between that engine
+and host arrays (handed back to the client through this worker's map of the client's
+file, page-locked once: :func:`hand_back`), and a spread iteration's exchange of an
+owner's range with its peers (:func:`exchange`, the one function that GPU-to-GPU copies,
 CUDA IPC or NCCL, would replace: today each owner's range goes device to host into its
 shared-memory file, :mod:`.hostshare`, and its peers copy it host to device).
 
