@@ -338,6 +338,13 @@ def _equal_to_one_gpu(results, expected):
         assert set(result.history["placement"]) == {"gpu"}
 
 
+def _page_locked_files():
+    """Whether each state file this worker handed a state back through is page-locked."""
+    from hetgraph.scheduler import gpuowner
+
+    return [kept[1] is not None for kept in gpuowner._LOCKED.values()]
+
+
 @pytest.mark.gpu
 def test_one_gpu_worker_process_on_the_device(device_graph, one_gpu_in_process):
     with hg.Cluster(gpus=1, processes=True, dashboard_address=None) as cluster:
@@ -345,9 +352,12 @@ def test_one_gpu_worker_process_on_the_device(device_graph, one_gpu_in_process):
         sent, left, result = warm_call_messages(cluster, lambda: hg.run(
             PageRank(0.85, None), device_graph, cluster=cluster, devices="gpu",
             max_iterations=ITERATIONS))
+        locked = cluster.client.run(_page_locked_files, workers=cluster.gpu_workers)
     assert sent == {"hetgraph_call": 1, "broadcast": 1, "run": 2}, sent
     assert all(runs == [] for runs in left.values()), left
     assert np.abs(result.values - one_gpu_in_process["pagerank"].values).sum() < 1e-6
+    # the worker's maps of the client's state files: page-locked (cudaHostRegister)
+    assert all(files and all(files) for files in locked.values()), locked
 
 
 @pytest.mark.gpu
