@@ -154,6 +154,17 @@ def test_a_warm_gpu_call_copies_no_vertex_array_to_the_device_nor_locks_memory(
         np.testing.assert_allclose(result.values, oracle["pagerank"], rtol=1e-4)
 
 
+def test_a_warm_call_compares_each_kept_array_once(graph, oracle, gpu1, monkeypatch):
+    """A call finds the arrays its workers keep (:meth:`Cluster.kept_array`: a byte
+    compare of a writeable one) once each, though PageRank's aux is also one of the
+    program's arrays (twice before: a compare of V values more a call)."""
+    met, keep = [], gpu1.kept_array
+    monkeypatch.setattr(gpu1, "kept_array", lambda g, a: met.append(id(a)) or keep(g, a))
+    result = _pagerank(graph, gpu1)
+    assert met and len(met) == len(set(met)), met
+    np.testing.assert_allclose(result.values, oracle["pagerank"], rtol=1e-10)
+
+
 def _short_segments():
     tuning.SEGMENT_SECONDS = 0.0  # (every segment one iteration: in this worker)
 
