@@ -6,7 +6,9 @@ gpuowner) runs on a machine without a GPU: the client is told the machine has GP
 GPU's device context with nothing. A StandIn keeps its own copy of the state (the
 "device" arrays), loads and stores it as the GPU engine does and, given a range of
 the partition's pages, computes only their vertices and counts only their frontier,
-as a GpuEngine with ``pages=`` does."""
+as a GpuEngine with ``pages=`` does. A spy counts what a GpuEngine would copy to its
+device (a host aux it is built or bound with) and the host memory the worker
+page-locks (:func:`spied`)."""
 
 import contextlib
 import sys
@@ -32,6 +34,7 @@ class StandIn(CpuEngine):
         n = run.graph.num_vertices
         self.device = VertexState(np.zeros(n, run.spec.dtype), np.zeros(n, np.uint8),
                                   sync=run.sync)
+        _count_upload(run.aux)
         super().__init__(run.spec, run.graph, self.device, run.aux, threads=1)
         self.owned = pages
         pv = run.page_vertices
@@ -43,6 +46,7 @@ class StandIn(CpuEngine):
         _built().append(None if pages is None else (pages.start, pages.stop))
 
     def bind(self, spec, graph, state, aux):  # (the "device" state stays its own)
+        _count_upload(aux)
         super().bind(spec, graph, self.device, aux)
 
     @property
@@ -87,6 +91,51 @@ def stand_in_engine(run, pages):
     return StandIn(run, pages)
 
 
+# --- what a GpuEngine would copy to the device, what a GPU worker page-locks ----------------
+
+def _spied():
+    """This process's spy records, kept on a module of the package (see :func:`_built`):
+    "on_device" {id: (host array, its "device" copy)}, "uploads" [bytes of each host
+    array an engine copied to its device], "pinned" [(address, bytes)] and "unpinned"
+    [address] of the host memory page-locked and let go."""
+    from hetgraph.scheduler import gpuowner
+
+    return gpuowner.__dict__.setdefault("stand_in_spied", {
+        "on_device": {}, "uploads": [], "pinned": [], "unpinned": []})
+
+
+def _count_upload(aux):
+    """A GpuEngine built or bound with ``aux`` copies it to its device unless it is a
+    device array already (here: a copy that :func:`stand_in_kept_on_device` made)."""
+    if not any(copy is aux for _, copy in _spied()["on_device"].values()):
+        _spied()["uploads"].append(aux.nbytes)
+
+
+def stand_in_kept_on_device(array):
+    """gpuowner.kept_on_device with a host copy for the device's: made once per array
+    (counted as an upload), for arrays the worker keeps."""
+    from hetgraph import tuning
+
+    if array.nbytes < tuning.KEPT_ARRAY_BYTES:
+        return array
+    kept = _spied()["on_device"]
+    entry = kept.get(id(array))
+    if entry is None or entry[0] is not array:
+        _spied()["uploads"].append(array.nbytes)
+        entry = kept[id(array)] = (array, array.copy())
+    return entry[1]
+
+
+def spied():
+    """{record: list} of this worker's spy (see :func:`_spied`; run there by client.run),
+    emptied."""
+    records = _spied()
+    out = {k: list(records[k]) for k in ("uploads", "pinned", "unpinned")}
+    for k in out:
+        records[k].clear()
+    return out
+
+
 def _built():
     """[pages] of every StandIn this process built, kept on a module of the package
     (this module's globals are a copy in every function sent by value)."""
@@ -111,6 +160,10 @@ class StandInPlugin(WorkerPlugin):
         from hetgraph.scheduler import gpuowner
 
         gpuowner.make_engine = stand_in_engine
+        gpuowner.kept_on_device = stand_in_kept_on_device
+        gpuowner.pin_host = lambda address, nbytes: _spied()["pinned"].append(
+            (address, nbytes))
+        gpuowner.unpin_host = lambda address: _spied()["unpinned"].append(address)
         device.use_device = lambda index: contextlib.nullcontext()
 
 

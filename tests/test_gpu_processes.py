@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
     __file__))), "bench"))
 from commcount import CommBytes, ops_written  # noqa: E402
-from gpu_standin import built, stand_in_cluster  # noqa: E402
+from gpu_standin import built, spied, stand_in_cluster  # noqa: E402
 from test_processes import KillsItsWorker, _bounded, warm_call_messages  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -131,6 +131,38 @@ def test_a_warm_gpu_call_is_one_call_sending_no_edges_nor_state(graph, oracle, g
     assert counter.total() - before < state_bytes / 4
     # the first call of the program built the engine; the warm ones took it again
     assert len(gpu1.client.run(built)[gpu1.gpu_workers[0]]) <= max(engines, 1)
+
+
+def test_a_warm_gpu_call_copies_no_vertex_array_to_the_device_nor_locks_memory(
+        graph, oracle, gpu1):
+    """The engine of a warm call binds the copy of the run's aux that its worker keeps on
+    the device (a GpuEngine bound to the host array would copy it every call), and the
+    state goes back into the client's file through the worker's map of it, page-locked
+    by the run that first handed a state of its size back, once."""
+    n, workers = graph.num_vertices, gpu1.gpu_workers
+    program = PageRank(0.85, None, dtype=np.float32)  # (a state file of its own)
+    gpu1.client.run(spied, workers=workers)  # (emptied)
+    first = _pagerank(graph, gpu1, program)
+    cold = gpu1.client.run(spied, workers=workers)[workers[0]]
+    assert [size for _, size in cold["pinned"]] == [n * 5], cold  # the whole file
+    assert cold["uploads"].count(n * 4) == 1, cold  # the aux, kept on the device
+    warm = [_pagerank(graph, gpu1, program) for _ in range(3)]
+    got = gpu1.client.run(spied, workers=workers)[workers[0]]
+    assert [size for size in got["uploads"] if size >= n] == [], got
+    assert got["pinned"] == [] and got["unpinned"] == [], got
+    for result in [first] + warm:
+        np.testing.assert_allclose(result.values, oracle["pagerank"], rtol=1e-4)
+
+
+def test_a_warm_call_compares_each_kept_array_once(graph, oracle, gpu1, monkeypatch):
+    """A call finds the arrays its workers keep (:meth:`Cluster.kept_array`: a byte
+    compare of a writeable one) once each, though PageRank's aux is also one of the
+    program's arrays (twice before: a compare of V values more a call)."""
+    met, keep = [], gpu1.kept_array
+    monkeypatch.setattr(gpu1, "kept_array", lambda g, a: met.append(id(a)) or keep(g, a))
+    result = _pagerank(graph, gpu1)
+    assert met and len(met) == len(set(met)), met
+    np.testing.assert_allclose(result.values, oracle["pagerank"], rtol=1e-10)
 
 
 def _short_segments():
@@ -317,6 +349,13 @@ def _equal_to_one_gpu(results, expected):
         assert set(result.history["placement"]) == {"gpu"}
 
 
+def _page_locked_files():
+    """Whether each state file this worker handed a state back through is page-locked."""
+    from hetgraph.scheduler import gpuowner
+
+    return [kept[1] is not None for kept in gpuowner._LOCKED.values()]
+
+
 @pytest.mark.gpu
 def test_one_gpu_worker_process_on_the_device(device_graph, one_gpu_in_process):
     with hg.Cluster(gpus=1, processes=True, dashboard_address=None) as cluster:
@@ -324,9 +363,12 @@ def test_one_gpu_worker_process_on_the_device(device_graph, one_gpu_in_process):
         sent, left, result = warm_call_messages(cluster, lambda: hg.run(
             PageRank(0.85, None), device_graph, cluster=cluster, devices="gpu",
             max_iterations=ITERATIONS))
+        locked = cluster.client.run(_page_locked_files, workers=cluster.gpu_workers)
     assert sent == {"hetgraph_call": 1, "broadcast": 1, "run": 2}, sent
     assert all(runs == [] for runs in left.values()), left
     assert np.abs(result.values - one_gpu_in_process["pagerank"].values).sum() < 1e-6
+    # the worker's maps of the client's state files: page-locked (cudaHostRegister)
+    assert all(files and all(files) for files in locked.values()), locked
 
 
 @pytest.mark.gpu

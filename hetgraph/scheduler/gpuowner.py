@@ -1,9 +1,11 @@
 """The GPU side of a run on GPU worker processes that hold its vertex state between
 segments (issue 51; :mod:`.spread` runs the segments): this worker's GPU context of
 the run, its engine over every page (the one the graph keeps for later runs, as the
-in-process GPU path keeps it) or over an owner's range of the pages, the state copied
-between that engine and host arrays, and a spread iteration's exchange of an owner's
-range with its peers (:func:`exchange`, the one function that GPU-to-GPU copies,
+in-process GPU path keeps it) or over an owner's range of the pages, bound to the
+device copy this worker keeps of the run's aux, the state copied between that engine
+and host arrays (handed back to the client through this worker's map of the client's
+file, page-locked once: :func:`hand_back`), and a spread iteration's exchange of an
+owner's range with its peers (:func:`exchange`, the one function that GPU-to-GPU copies,
 CUDA IPC or NCCL, would replace: today each owner's range goes device to host into its
 shared-memory file, :mod:`.hostshare`, and its peers copy it host to device).
 
@@ -12,11 +14,18 @@ imported only by the functions that build an engine or copy arrays of one."""
 
 from __future__ import annotations
 
+import collections
+import dataclasses
+import logging
+import threading
 import time
 
 import numpy as np
 
+from .. import tuning
 from . import exchange as comms, hostshare, tasks
+
+log = logging.getLogger("hetgraph.scheduler")
 
 DEVICE = 0  # the GPU of a GPU worker process, as it sees it
 
@@ -57,6 +66,9 @@ def context(run, pages=None):
         ctx = tasks._CONTEXTS.get(key)
         if ctx is not None and getattr(ctx, "owned", ()) == owned:
             return ctx
+        # (the engine binds the device copy this worker keeps of the run's aux, not a
+        # new copy of the host array each call)
+        run = dataclasses.replace(run, aux=kept_on_device(run.aux))
         # (out of the table until its engine is built: the run's end closes engines)
         ctx = tasks._CONTEXTS.pop(key, None) or tasks._Context()
         start = time.perf_counter()
@@ -89,6 +101,20 @@ def _let_go(ctx):
         ctx.idle.setdefault(ctx.idle_key, engine)
 
 
+def kept_on_device(array):
+    """A run's aux ``array`` on this worker's GPU where this worker keeps it across runs
+    (one of ``tuning.KEPT_ARRAY_BYTES`` or more, held by content:
+    :meth:`hetgraph.cluster.Cluster.kept_array`): a copy made once and kept while
+    ``array`` lives; a smaller one as it is (sent with each call, copied by the
+    engine)."""
+    if not isinstance(array, np.ndarray) or array.nbytes < tuning.KEPT_ARRAY_BYTES:
+        return array
+    from ..kernels.gpu.device import device_copy
+
+    with on_device():
+        return device_copy(array)
+
+
 def of_run(run_id):
     """This worker's GPU context of run ``run_id`` (None: none)."""
     return tasks._CONTEXTS.get((run_id, "gpu", DEVICE))
@@ -110,6 +136,73 @@ def to_device(host, device):
         device[:] = host
     else:
         device.set(host)
+
+
+_LOCKED: collections.OrderedDict = collections.OrderedDict()  # back file path ->
+# (address of this process's map of it, that address once page-locked (None: it could
+# not be), an array over the map that keeps it mapped), the newest last
+_LOCKED_LOCK = threading.Lock()
+
+
+def pin_host(address, nbytes):
+    """Page-lock ``nbytes`` of host memory at ``address`` for this worker's GPU
+    (cudaHostRegister): copies between it and the device then run at the bus's
+    speed."""
+    import cupy
+
+    with on_device():
+        cupy.cuda.runtime.hostRegister(address, nbytes, 0)
+
+
+def unpin_host(address):
+    """Undo :func:`pin_host` at ``address``."""
+    import cupy
+
+    with on_device():
+        cupy.cuda.runtime.hostUnregister(address)
+
+
+def hand_back(back, values, flags):
+    """Copy an engine's ``values`` and ``flags`` (device arrays of the whole state) into
+    the client's file ``back`` (:class:`.hostshare.Back`) through this worker's map of
+    it, page-locked once for every later call that hands a state back through it: a
+    copy from the device into pageable memory runs at a fraction of the bus's speed,
+    and locking the pages each call would cost more than the copy."""
+    into, into_flags = hostshare.back_arrays(back, len(values), values.dtype)
+    _locked(back, into)
+    to_host(values, into)
+    to_host(flags, into_flags)
+
+
+def _locked(back, into):
+    """Page-lock this process's map of ``back`` (whose values ``into`` starts), unless
+    done for this map; the oldest beyond ``tuning.BACK_FILES_KEPT`` let go."""
+    address = into.ctypes.data
+    with _LOCKED_LOCK:
+        kept = _LOCKED.pop(back.path, None)
+        if kept is not None and kept[0] == address:
+            _LOCKED[back.path] = kept
+            return
+        if kept is not None:  # (another map of the file: the last one went)
+            _unpinned(kept)
+        try:
+            pin_host(address, back.nbytes)
+            pinned = address
+        except Exception as exc:  # (a host that limits locked memory): pageable copies
+            log.debug("could not page-lock the state file %s: %s", back.path, exc)
+            pinned = None
+        _LOCKED[back.path] = (address, pinned, into)
+        while len(_LOCKED) > max(tuning.BACK_FILES_KEPT, 1):
+            _unpinned(_LOCKED.popitem(last=False)[1])
+
+
+def _unpinned(kept):
+    """Undo :func:`_locked`'s lock of ``kept`` (its array then lets the map go)."""
+    if kept[1] is not None:
+        try:
+            unpin_host(kept[1])
+        except Exception as exc:  # (a device gone: nothing left to unlock)
+            log.debug("could not unlock a state file's pages: %s", exc)
 
 
 def host_copy(array):

@@ -129,13 +129,10 @@ def _whole(run, state, back):
     ``state``: a host VertexState, or a GPU engine, whose arrays are copied from the
     device straight into the file."""
     if back is not None and os.path.exists(back.path):
-        if isinstance(state.values, np.ndarray):
+        if isinstance(state, VertexState):
             hostshare.hand_back(back, state.values, state.flags)
-        else:
-            values, flags = hostshare.back_arrays(back, len(state.values),
-                                                  state.values.dtype)
-            gpuowner.to_host(state.values, values)
-            gpuowner.to_host(state.flags, flags)
+        else:  # (from the device, into this worker's page-locked map of the file)
+            gpuowner.hand_back(back, state.values, state.flags)
         return back
     values, flags = (state.values, state.flags) if isinstance(state.values, np.ndarray) \
         else (gpuowner.host_copy(state.values), gpuowner.host_copy(state.flags))

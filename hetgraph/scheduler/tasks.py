@@ -179,16 +179,19 @@ class Packed:
 class _GraphOut(cloudpickle.Pickler):
     def __init__(self, file, graph, keep):
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
-        self.graph, self.keep, self.kept = graph, keep, {}
+        self.graph, self.keep, self.kept, self.ids = graph, keep, {}, {}
 
     def persistent_id(self, obj):
         if obj is self.graph:
             return "graph"
         if type(obj) is np.ndarray and obj.nbytes >= tuning.KEPT_ARRAY_BYTES and \
                 not obj.dtype.hasobject and obj.flags.c_contiguous:
-            future = self.keep(obj)
-            self.kept[future.key] = future
-            return ("array", future.key)
+            if id(obj) not in self.ids:  # (an array met twice, compared with the
+                # kept one's contents once: the aux is a program's array too)
+                future = self.keep(obj)
+                self.kept[future.key] = future
+                self.ids[id(obj)] = ("array", future.key)
+            return self.ids[id(obj)]
         return None
 
 
