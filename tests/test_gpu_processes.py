@@ -13,7 +13,6 @@ import sys
 import cloudpickle
 import numpy as np
 import pytest
-import scipy.sparse as sp
 import scipy.sparse.csgraph as csgraph
 
 import hetgraph as hg
@@ -25,6 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
     __file__))), "bench"))
 from commcount import CommBytes, ops_written  # noqa: E402
+from conftest import power_pagerank  # noqa: E402
 from gpu_standin import built, spied, stand_in_cluster  # noqa: E402
 from test_processes import KillsItsWorker, _bounded, warm_call_messages  # noqa: E402
 
@@ -48,14 +48,8 @@ def _hub(graph):
 def oracle(graph):
     """SciPy's answers: PageRank by power iteration (ITERATIONS), BFS levels and
     Dijkstra's distances from the hub."""
-    n = graph.num_vertices
     matrix = graph.to_scipy().astype(np.float64)  # A[u, v] = w for u -> v
-    out = np.asarray(matrix.sum(axis=1)).ravel()
-    dangling = out == 0
-    walk = sp.diags(np.where(dangling, 0, 1 / np.where(dangling, 1, out))) @ matrix
-    ranks = np.full(n, 1 / n)
-    for _ in range(ITERATIONS):
-        ranks = 0.15 / n + 0.85 * (walk.T @ ranks + ranks[dangling].sum() / n)
+    ranks = power_pagerank(graph, ITERATIONS)
     levels = csgraph.shortest_path(matrix, unweighted=True, indices=_hub(graph))
     return {"pagerank": ranks, "bfs": levels,
             "sssp": csgraph.dijkstra(matrix, indices=_hub(graph))}
