@@ -84,8 +84,8 @@ def _helpers(wanted: int) -> list:
     process has fewer than ``wanted`` (a helper busy with another pass is not waited
     for: the cores are busy then anyway)."""
     with _LOCK:
-        taken = _IDLE[-wanted:] if wanted else []
-        del _IDLE[len(_IDLE) - len(taken):]
+        keep = max(len(_IDLE) - wanted, 0)
+        taken, _IDLE[keep:] = _IDLE[keep:], []
         new = max(0, min(wanted - len(taken), wanted - _COUNT[0]))
         _COUNT[0] += new
     return taken + [_Helper() for _ in range(new)]
