@@ -116,8 +116,13 @@ def _own_state(run, ctx, state, version, backup=True):
         # segment left: see cpu_spread)
         _, values, flags = kept
         return VertexState(values.copy(), flags.copy(), sync=run.sync)
-    raise WorkerLostError(f"this worker does not hold the state of run {run.run_id} at "
-                          f"version {version}: it was lost with a worker")
+    raise _not_held(run, version)
+
+
+def _not_held(run, version):
+    """The error of a segment asked for a state this worker does not hold."""
+    return WorkerLostError(f"this worker does not hold the state of run {run.run_id} at "
+                           f"version {version}: it was lost with a worker")
 
 
 def _whole(run, state, back):
@@ -180,9 +185,7 @@ def _own_gpu_state(run, ctx, state, version, backup=False):
         engine.load(state.values, state.flags, everything)
     elif ctx.version != version:
         if ctx.backup is None or ctx.backup[0] != version:
-            raise WorkerLostError(f"this worker does not hold the state of run "
-                                  f"{run.run_id} at version {version}: it was lost with "
-                                  f"a worker")
+            raise _not_held(run, version)
         engine.load(ctx.backup[1], ctx.backup[2], everything)
     ctx.version = None  # (changing: held again once the segment ends)
     if backup:
