@@ -227,6 +227,18 @@ def test_frontier_size_counts_the_set_flags_and_their_out_degrees(n, density, on
         (len(active), int(np.diff(indptr)[active].sum()))
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 300), st.floats(0.0, 1.0), st.sampled_from(["int32", "int64"]),
+       st.integers(0, 2**31))
+def test_edge_prefix_is_the_running_in_degree_of_the_vertices(n, share, dtype, seed):
+    rng = np.random.default_rng(seed)
+    indptr = np.concatenate([[0], np.cumsum(rng.integers(0, 40, n))]).astype(np.int64)
+    vertices = np.flatnonzero(rng.random(n) < share).astype(dtype)
+    prefix = cpu.edge_prefix(indptr, vertices)
+    degrees = [indptr[v + 1] - indptr[v] for v in vertices.tolist()]
+    assert prefix.dtype == np.int64 and prefix.tolist() == [0] + np.cumsum(degrees).tolist()
+
+
 def test_warm_up_compiles_once_per_kind_of_arrays(monkeypatch):
     """A run's engine warms the kernel up (a pass over no vertex) only for arrays of a
     kind it has not seen: read-only edges (a store's, mapped) are another Numba type."""

@@ -170,7 +170,19 @@ def commit(values, new_values, vertices):
 
 
 def edge_prefix(in_indptr, vertices):
-    """Running total of the in-degrees of ``vertices`` (length len(vertices) + 1)."""
-    prefix = np.zeros(len(vertices) + 1, np.int64)
-    np.cumsum(in_indptr[vertices + 1] - in_indptr[vertices], out=prefix[1:])
+    """Running total of the in-degrees of ``vertices`` (length len(vertices) + 1), in
+    one compiled loop: NumPy's gathers and sum make four temporary arrays a call, each
+    as long as ``vertices``, on a notify-pull's every iteration."""
+    prefix = np.empty(len(vertices) + 1, np.int64)
+    _edge_prefix(in_indptr, vertices, prefix)
     return prefix
+
+
+@numba.njit(nogil=True, cache=True)
+def _edge_prefix(in_indptr, vertices, prefix):
+    total = 0
+    prefix[0] = 0
+    for i in range(vertices.shape[0]):
+        v = vertices[i]
+        total += in_indptr[v + 1] - in_indptr[v]
+        prefix[i + 1] = total
