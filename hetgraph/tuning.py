@@ -68,6 +68,10 @@ PULL_STOP_EDGES = 8
 SPREAD_WEIGHT = 0.3
 SPREAD_PROBE = 8
 SPREAD_PROBE_MAX = 256
+# from this many threads a spread pass may also run on Numba's OpenMP threads (no GIL
+# hand-over, but spinning waits), chosen by speed as above; fewer keep the helper
+# threads alone and never compile the parallel pull (docs/tuning.md)
+OPENMP_MIN_THREADS = 4
 # a whole pull of a graph of hostile order (more vertices than DIRECT_CACHED_VERTICES, a
 # median arc span above DIRECT_HOSTILE_SPAN) without hubs (in-degree skew at most
 # PULL_AHEAD_SKEW) prefetches the source values of the edges this many places ahead:

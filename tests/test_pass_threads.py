@@ -104,13 +104,51 @@ def test_parallel_pull_equals_scipy_on_shuffled_ids():
     aux = np.random.default_rng(5).random(g.num_vertices)
     kernel = cpu.compile_program(spec, aux.dtype)
     want = (0.25 + sp.csr_matrix(g.to_scipy()).T.tocsr() @ x) * aux
-    for parts, parallel in ((1, False), (8, False), (8, True)):
+    results = {}
+    for parts, parallel, openmp in ((1, False, False), (8, False, False), (8, True, False),
+                                    (8, True, True)):
         new, flags = np.zeros_like(x), np.zeros(g.num_vertices, np.uint8)
         activated, degree = kernel.step(kernel.edges(g), g.out_indptr, x, new, flags, aux,
                                         0.25, cpu.ALL_VERTICES, g.in_indptr, 0, parts,
-                                        True, parallel)
+                                        True, parallel, openmp=openmp)
         np.testing.assert_allclose(new, want, rtol=1e-6)  # (float32 weights)
         assert activated == g.num_vertices and degree == g.num_arcs and flags.all()
+        results[parallel, openmp] = new
+    # the same ranges on OpenMP's threads or the helpers: bitwise the same sums
+    assert np.array_equal(results[True, True], results[True, False])
+
+
+@pytest.mark.parametrize("openmp", [False, True])
+def test_parallel_pull_of_listed_vertices_equals_the_least_in_neighbour(openmp, monkeypatch):
+    """A notify-pull's pass over listed vertices (minimum label over in-neighbours),
+    cut into 6 ranges run by the helpers or on OpenMP's threads: each listed vertex
+    gets the least label among itself and its in-neighbours, the others stay."""
+    from hetgraph.algorithms.cc import MinLabel
+
+    g = hg.generate.rmat(11, seed=4)
+    spec = ProgramSpec(MinLabel())
+    labels = np.random.default_rng(6).permutation(g.num_vertices).astype(np.int64)
+    vertices = np.flatnonzero(np.random.default_rng(7).random(g.num_vertices) < 0.3)
+    kernel = cpu.compile_program(spec, np.dtype(np.float32))
+    pull, parallel_calls = kernel._passes.pull, []
+
+    def gather_all(*args):  # (the parallel loop, counted)
+        parallel_calls.append(1)
+        return pull.gather_all(*args)
+    monkeypatch.setattr(kernel, "_passes", kernel._passes._replace(
+        pull=pull._replace(gather_all=gather_all)))
+    new, flags = labels.copy(), np.zeros(g.num_vertices, np.uint8)
+    kernel.step(kernel.edges(g), g.out_indptr, labels, new, flags, np.zeros(1, np.float32),
+                0.0, vertices, cpu.edge_prefix(g.in_indptr, vertices), 0, 6, True, True,
+                openmp=openmp)
+    csc = sp.csr_matrix(g.to_scipy()).tocsc()
+    want = labels.copy()
+    for v in vertices:
+        sources = csc.indices[csc.indptr[v]:csc.indptr[v + 1]]
+        want[v] = min(labels[v], labels[sources].min()) if len(sources) else labels[v]
+    assert np.array_equal(new[vertices], want[vertices])
+    assert np.array_equal(flags[vertices] != 0, want[vertices] != labels[vertices])
+    assert len(parallel_calls) == openmp
 
 
 def test_spread_choice_follows_the_faster_way_and_probes_the_other(monkeypatch):
@@ -129,7 +167,7 @@ def test_spread_choice_follows_the_faster_way_and_probes_the_other(monkeypatch):
     def run(passes):
         ways = []
         for _ in range(passes):
-            way = choice.spread()
+            way = choice.way()
             choice.record(way, speed[way], 100)
             ways.append(way)
         return "".join("S" if way else "a" for way in ways)
@@ -155,7 +193,7 @@ def test_one_slow_first_spread_pass_is_forgotten_at_the_first_try(monkeypatch):
     speed = {True: 1.4, False: 4.5}  # milliseconds a pass: spread is faster
     ways = []
     for i in range(40):
-        way = choice.spread()
+        way = choice.way()
         choice.record(way, 42.0 if i == 0 else speed[way], 100)
         ways.append("S" if way else "a")
     ways = "".join(ways)
@@ -170,16 +208,75 @@ def test_passes_of_other_sizes_learn_apart():
     from hetgraph.engines.cpu_modes import SpreadBySize
 
     sizes = SpreadBySize()
-    assert sizes.choice(200_000) is sizes.choice(250_000)
-    assert sizes.choice(200_000) is not sizes.choice(4_000_000)
-    seconds = {(200_000, True): 3.0, (200_000, False): 1.0,  # small: alone is faster
-               (4_000_000, True): 1.5, (4_000_000, False): 10.0}
+    seconds = {(200_000, "helpers"): 3.0, (200_000, "alone"): 1.0,  # small: alone faster
+               (4_000_000, "helpers"): 1.5, (4_000_000, "alone"): 10.0}
     for _ in range(3):
         for edges in (200_000, 4_000_000):
-            choice = sizes.choice(edges)
-            way = choice.spread()
-            choice.record(way, seconds[edges, way], edges)
-    assert sizes.choice(4_000_000).spread() and not sizes.choice(200_000).spread()
+            way = sizes.way(edges)
+            sizes.record(way, seconds[edges, way], edges)
+    assert sizes.way(4_000_000) == "helpers" and sizes.way(250_000) == "alone"
+
+
+def test_spread_passes_learn_openmp_or_the_helpers_by_speed(monkeypatch):
+    """With OpenMP allowed: spread or alone is learnt first, then among spread passes
+    OpenMP or the helpers, each way tried again after SPREAD_PROBE passes; without,
+    a spread pass always takes the helpers."""
+    from hetgraph import tuning
+    from hetgraph.engines.cpu_modes import SpreadBySize
+
+    monkeypatch.setattr(tuning, "SPREAD_PROBE", 2)
+    monkeypatch.setattr(tuning, "SPREAD_PROBE_MAX", 4)
+    monkeypatch.setattr(tuning, "SPREAD_WEIGHT", 1.0)
+    seconds = {"alone": 10.0, "helpers": 3.0, "openmp": 1.0}
+
+    def run(sizes, passes):
+        ways = []
+        for _ in range(passes):
+            way = sizes.way(1000)
+            sizes.record(way, seconds[way], 1000)
+            ways.append(way[0])
+        return "".join(ways)
+
+    sizes = SpreadBySize(openmp=True)
+    assert run(sizes, 4) == "haoa"  # helpers (spread), alone, OpenMP, a try of alone
+    ways = run(sizes, 40)
+    assert set(ways) == {"o", "h", "a"}  # tries of the other ways between
+    assert ways.count("o") >= 2 * ways.count("h") and ways.count("o") >= 2 * ways.count("a")
+    seconds["helpers"] = 0.5  # the helpers turn faster: seen at their next try
+    run(sizes, 10)
+    ways = run(sizes, 40)
+    assert ways.count("h") >= 2 * ways.count("o") and ways.count("h") >= 2 * ways.count("a")
+    assert "o" not in run(SpreadBySize(openmp=False), 20)
+
+
+def test_an_engine_spreads_on_openmp_where_it_is_faster(monkeypatch):
+    """An engine on 2 threads with OpenMP allowed from 2: once OpenMP's passes were the
+    faster spread way, its pulls run there (kernel.step told openmp=True), and PageRank
+    still equals SciPy's product."""
+    from hetgraph.engines.cpu import CpuEngine
+    from hetgraph.scheduler.state import VertexState
+    from hetgraph import tuning
+
+    monkeypatch.setattr(tuning, "OPENMP_MIN_THREADS", 2)
+    g = hg.generate.grid(300, 300, seed=2)
+    spec = ProgramSpec(PageRank(tol=None))
+    values, flags, aux = spec.initial_state(g)
+    engine = CpuEngine(spec, g, VertexState(values, flags, sync=True), aux, threads=2)
+    step, calls = engine.kernel.step, []
+
+    def spy(*args, **kwargs):
+        calls.append((args[-1], kwargs["openmp"]))
+        return step(*args, **kwargs)
+    monkeypatch.setattr(engine.kernel, "step", spy)
+    spread, team = engine.spread.choices(g.num_arcs)
+    spread.rates = {True: 1e-12, False: 1.0}
+    team.rates = {True: 1e-12, False: 1.0}  # OpenMP's passes were faster
+    before = values.copy()
+    engine.iterate(spec.program.iteration_constant(g, values), engine.frontier())
+    assert calls == [(True, True)]
+    want = (spec.program.iteration_constant(g, before) +
+            sp.csr_matrix(g.to_scipy()).T.tocsr() @ before) * aux
+    np.testing.assert_allclose(engine.values, want, rtol=1e-6)
 
 
 def test_an_engine_on_a_busy_machine_pulls_alone(monkeypatch):
@@ -201,7 +298,7 @@ def test_an_engine_on_a_busy_machine_pulls_alone(monkeypatch):
         calls.append(args[-1])
         return step(*args, **kwargs)
     monkeypatch.setattr(engine.kernel, "step", slow_when_spread)
-    engine.spread.choice(g.num_arcs).rates = {True: 1.0, False: 1e-12}  # spread passes were far slower
+    engine.spread.choices(g.num_arcs)[0].rates = {True: 1.0, False: 1e-12}  # spread: slower
     before = values.copy()
     engine.iterate(spec.program.iteration_constant(g, values), engine.frontier())
     assert calls == [False]

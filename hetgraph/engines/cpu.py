@@ -23,7 +23,8 @@ from ..kernels import cpu
 from ..kernels.cpu.pull import cut_by_cost, cut_ranges, pull_ahead
 from .base import Engine
 from .colored import MODE as COLORED, ColorSweep
-from .cpu_modes import SpreadBySize, choose_cpu_mode, notify_fraction, push_factor
+from .cpu_modes import (ALONE, HELPERS, OPENMP, SpreadBySize, choose_cpu_mode,
+                        notify_fraction, push_factor)
 
 
 def chunk_count(num_vertices, threads):
@@ -92,7 +93,8 @@ class CpuEngine(Engine):
         self.pull_threads = pull_threads(graph.num_arcs, threads, partitions)
         self.parallel = self.pull_threads > 1  # passes may run on several threads
         # spread or alone, by their speed lately (partitions= given: always spread)
-        self.spread = SpreadBySize() if self.parallel and not partitions else None
+        self.spread = SpreadBySize(openmp=threads >= tuning.OPENMP_MIN_THREADS) \
+            if self.parallel and not partitions else None
         self.sparse_edges = tuning.SPARSE_EDGES  # (read once: see _from_ids)
         self.sparse = notify_fraction(self.sparse_edges, graph.num_arcs)  # (choose_cpu_mode's)
         self._seen = None  # scratch of a push, made by the first
@@ -309,14 +311,15 @@ class CpuEngine(Engine):
 
     def _step(self, constant, vertices, prefix, v0, edges=None, written=None):
         """The kernel over ``vertices`` (or the range from v0) counted by ``prefix``, its
-        edges cut over the threads or run in this one (see :class:`.cpu_modes.SpreadChoice`);
+        edges cut over the threads or run in this one (see :class:`.cpu_modes.SpreadBySize`);
         ``edges``: what :meth:`CpuKernel.step` reads (default: the graph's in-edges);
         ``written``: the array written (default the state's new values). Returns
         (vertices activated, their out-degree sum)."""
         count = int(prefix[-1] - prefix[0])
         parts = parts_of(count, self.threads, self.partitions)
-        choice = self.spread.choice(count) if parts > 1 and self.spread is not None else None
-        spread = self.parallel and (choice is None or choice.spread())
+        learn = parts > 1 and self.spread is not None
+        way = self.spread.way(count) if learn else HELPERS if self.parallel else ALONE
+        spread = way != ALONE
         state = self.state
         # (a colored run's cuts stay whichever way it runs: bitwise the same sums)
         parts = parts if spread or self.sweep is not None else 1
@@ -329,9 +332,9 @@ class CpuEngine(Engine):
         counted = self.kernel.step(edges, self.graph.out_indptr, state.values,
                                    state.new_values if written is None else written,
                                    state.flags, self.aux, constant, vertices, prefix, v0,
-                                   parts, state.sync, spread, cut=cut)
-        if choice is not None:
-            choice.record(spread, time.perf_counter() - start, count)
+                                   parts, state.sync, spread, cut=cut, openmp=way == OPENMP)
+        if learn:
+            self.spread.record(way, time.perf_counter() - start, count)
         return counted
 
     def _edges(self):

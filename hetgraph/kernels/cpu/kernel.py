@@ -102,7 +102,8 @@ class CpuKernel:
         """{label: jitted function} of the passes that Python calls."""
         pull = self._passes.pull
         return {"pull.range": pull.gather_range, "pull.merge": pull.merge,
-                "pull.colors": pull.sweep_colors, "sparse_burst": self._passes.sparse_burst,
+                "pull.colors": pull.sweep_colors, "pull.all": pull.gather_all,
+                "sparse_burst": self._passes.sparse_burst,
                 "push_burst": self._passes.push_burst}
 
     def warm_up(self, edges, values, flags, aux, graph=None, parallel=False):
@@ -236,17 +237,19 @@ class CpuKernel:
         return indices.view(_UNSIGNED[indices.dtype.itemsize])
 
     def step(self, edges, out_indptr, values, new_values, flags, aux, constant, vertices,
-             prefix, v0, parts, sync, parallel=False, cut=None):
+             prefix, v0, parts, sync, parallel=False, cut=None, openmp=False):
         """Compute the vertices ``vertices`` (ids; empty = the range v0..v0+len(prefix)-2)
         whose in-edges are counted by ``prefix``, reading ``edges`` = (in_indptr, indices,
         weights, base): v's in-edges are indices[in_indptr[v] - base ...] (see
         :meth:`edges`; a page read from disk holds its own edges only). The in-edges are
         cut into ``parts`` equal ranges, claimed by Numba's thread count of threads (see
-        :mod:`.threads`) when ``parallel``, else run one after the other in this thread. ``sync``: new_values is not values (a sync
-        run), where the program's settled vertices are skipped. Writes new_values and
-        flags; returns (vertices activated, the sum of their out-degrees by
-        ``out_indptr``). ``cut``: these vertices' :func:`cut_ranges` into ``parts``, when
-        the caller keeps it (a whole graph's pull cuts the same ranges every time)."""
+        :mod:`.threads`) when ``parallel``, or run on Numba's OpenMP threads when also
+        ``openmp`` (see :meth:`PullPass.run`), else one after the other in this thread.
+        ``sync``: new_values is not values (a sync run), where the program's settled
+        vertices are skipped. Writes new_values and flags; returns (vertices activated,
+        the sum of their out-degrees by ``out_indptr``). ``cut``: these vertices'
+        :func:`cut_ranges` into ``parts``, when the caller keeps it (a whole graph's pull
+        cuts the same ranges every time)."""
         in_indptr, indices, weights, base = edges
         # a Page's and a State's fields, as the compiled pull takes them (see .structs)
         page = (in_indptr, indices, weights, int(base), out_indptr)
@@ -254,7 +257,7 @@ class CpuKernel:
         if cut is None:
             cut = cut_ranges(vertices, prefix, v0, parts, values.dtype)
         return self._passes.pull.run(page, state, cut,
-                                     numba.get_num_threads() if parallel else 1)
+                                     numba.get_num_threads() if parallel else 1, openmp)
 
     def colors(self, edges, out_indptr, values, flags, aux, constant, bounds, scratch):
         """A colored iteration's passes in one call, in this thread: color c is the

@@ -28,21 +28,31 @@ class PullPass(NamedTuple):
     :func:`_build_colors`). Each returns (vertices activated, their out-degree sum). A
     compiled entry point takes only the arrays it reads: each array argument adds to its
     compile (its unboxing). They take the Page, State and Cut as plain tuples (see
-    :mod:`.structs`), which :meth:`run` passes."""
+    :mod:`.structs`), which :meth:`run` passes. ``gather_all(page, state, cut, counts)``
+    runs every range on Numba's OpenMP threads (a parallel loop, compiled on first use),
+    writing each range's two counts into a row of ``counts``."""
     gather_range: Callable
     merge: Callable
     sweep_colors: Callable
+    gather_all: Callable
 
-    def run(self, page, state, cut, threads=1):
+    def run(self, page, state, cut, threads=1, openmp=False):
         """The pull of ``cut`` (see :func:`cut_ranges`), its ranges claimed by up to
-        ``threads`` threads (see :mod:`.threads`: Numba's own threads would wait for
-        each other spinning, and a static share of a range each leaves the pass waiting
-        for the slowest thread); ``page``, ``state``, ``cut``: a Page's, a State's and a
-        Cut's fields as plain tuples. Returns (vertices activated, their out-degree
-        sum)."""
+        ``threads`` threads (see :mod:`.threads`), or with ``openmp`` (and ``threads``
+        > 1) run on Numba's OpenMP threads, a static share each: no hand-over through
+        the GIL, but their waits spin, which a machine busy with other work punishes
+        (the engines choose by speed, :class:`hetgraph.engines.cpu_modes.SpreadBySize`).
+        ``page``, ``state``, ``cut``: a Page's, a State's and a Cut's fields as plain
+        tuples. Returns (vertices activated, their out-degree sum)."""
         parts = len(cut[5])  # (the Cut's head: one replica a range)
         if parts == 1:  # one range cuts no vertex: nothing to merge
             activated, degree = self.gather_range(0, page, state, cut)
+            return int(activated), int(degree)
+        if threads > 1 and openmp:
+            counts = np.zeros((parts + 1, 2), np.int64)
+            self.gather_all(page, state, cut, counts)
+            counts[parts] = self.merge(page[4], state, cut)
+            activated, degree = counts.sum(axis=0)
             return int(activated), int(degree)
         if threads > 1:
             gather_range = self.gather_range
@@ -133,7 +143,12 @@ def build_pull(ops: VertexOps) -> PullPass:
     def sweep_colors(page, state, bounds, scratch):
         return colors(Page(*page), State(*state), bounds, scratch)
 
-    return PullPass(gather_range, merge_cut, sweep_colors)
+    @numba.njit(nogil=True, parallel=True)
+    def gather_all(page, state, cut, counts):
+        for t in numba.prange(len(cut[5])):
+            counts[t, 0], counts[t, 1] = gather(t, Page(*page), State(*state), Cut(*cut))
+
+    return PullPass(gather_range, merge_cut, sweep_colors, gather_all)
 
 
 def _build_complete(ops):
