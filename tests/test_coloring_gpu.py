@@ -107,7 +107,8 @@ def test_gpu_colored_pagerank_sums_the_dangling_rank_after_each_color(name):
 
 def test_gpu_swept_sums_equal_the_cpu_sums():
     """SweptSums (the GPU's constant summed again after a color) gives the CPU's
-    constants (swept_begin, swept_after) to rounding, and the same bits on a rerun."""
+    constants (``direct.swept_entry``: a whole iteration's first, then color 1's again) to
+    rounding, and the same bits on a rerun."""
     import cupy
 
     from hetgraph.engines.colored import swept_of
@@ -127,13 +128,13 @@ def test_gpu_swept_sums_equal_the_cpu_sums():
     device = SweptSums(swept_of(Terms(), g, coloring), cupy.asarray(values))
     stream = cupy.cuda.get_current_stream()
     x = cupy.asarray(values)
-    want = direct.swept_begin(values, swept)
+    want = direct.swept_entry(values, swept, -1, 0.0)
     device.begin(x, stream)
     first = float(device.constant.get()[0])
     assert first == pytest.approx(want, rel=1e-13)
     values[coloring.bounds[1]:coloring.bounds[2]] *= 3.0
     x = cupy.asarray(values)
-    want = direct.swept_after(values, swept, 1, want)
+    want = direct.swept_entry(values, swept, 1, want)
     device.after(x, 1, stream)
     assert float(device.constant.get()[0]) == pytest.approx(want, rel=1e-13)
     device.begin(x, stream)

@@ -102,7 +102,7 @@ class ColorSweep:
         fused = sweep is not None and self.fusible
         swept = self.swept
         if swept is not None:
-            constant = direct.swept_begin(state.values, swept)
+            constant = direct.swept_entry(state.values, swept, -1, constant)
         if fused and self.whole:
             on, out = sweep(self.bounds, self._scratch(state), constant, 0)
             return graph.num_vertices, graph.num_arcs, int(on), int(out)
@@ -124,14 +124,14 @@ class ColorSweep:
             else:  # (its empty last pair: no hybrid pass, nothing copied)
                 totals += (computed, edges, *sweep(bounds, self._scratch(state), constant,
                                                    c))
-                constant = constant if swept is None else direct.swept_constant(swept)
+                constant = constant if swept is None else direct.swept_total(swept)
         return tuple(int(t) for t in totals)
 
     def _after(self, state, c, constant):
         """The constant of the pass after color ``c``'s (see :attr:`swept`)."""
         if self.swept is None:
             return constant
-        return direct.swept_after(state.values, self.swept, c, constant)
+        return direct.swept_entry(state.values, self.swept, c, constant)
 
     def _scratch(self, state):
         """The hybrid pass's written values: an array like the state's, made once."""

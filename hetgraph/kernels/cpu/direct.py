@@ -438,22 +438,31 @@ def _colored_constant(x, n, dangling, lo, hi, damping):
 
 
 @numba.njit(nogil=True, inline="always")
+def _color_sum(x, ids, at, c):
+    """The sum of x over color ``c``'s ids, ids[at[c]:at[c + 1]], in their order."""
+    total = 0.0
+    for j in range(at[c], at[c + 1]):
+        total += x[ids[j]]
+    return total
+
+
+@numba.njit(nogil=True, inline="always")
 def swept_pass(x, swept, c, constant):
     """A colored iteration's constant after the pass of color ``c`` (a PageRank's
     dangling rank summed again, so that the passes after it see the rank its
     vertices just got: Gauss-Seidel for the constant too): ``swept`` = (ids, at,
     sums, offset, factor), color c's vertices of the constant at ids[at[c]:at[c + 1]],
-    sums[c] their x summed again (:func:`_lane_sums`), the constant
-    :func:`swept_constant`; ``constant`` as it is where color c holds none of them or
-    ``at`` is empty (one constant an iteration)."""
+    sums[c] their x summed again, the constant :func:`swept_constant`; ``constant`` as
+    it is where color c holds none of them or ``at`` is empty (one constant an
+    iteration)."""
     ids, at, sums = swept[0], swept[1], swept[2]
     if at.shape[0] == 0 or at[c] == at[c + 1]:
         return constant
-    sums[c] = _lane_sums(x, x, _NOTHING, ids, at[c], at[c + 1], DOT)[0]
+    sums[c] = _color_sum(x, ids, at, c)
     return swept_constant(swept)
 
 
-@numba.njit(nogil=True)
+@numba.njit(nogil=True, inline="always")
 def swept_constant(swept):
     """offset + factor * (``swept``'s sums added in color order: the same bits on every
     path), ``swept`` as :func:`swept_pass`'s."""
@@ -464,20 +473,27 @@ def swept_constant(swept):
     return offset + factor * total
 
 
-@numba.njit(nogil=True)
+@numba.njit(nogil=True, inline="always")
 def swept_begin(x, swept):
     """A colored iteration's first constant (``swept`` as :func:`swept_pass`'s): each
     color's sum of x over its vertices of the constant, then :func:`swept_constant`."""
     ids, at, sums = swept[0], swept[1], swept[2]
     for c in range(sums.shape[0]):
-        sums[c] = _lane_sums(x, x, _NOTHING, ids, at[c], at[c + 1], DOT)[0]
+        sums[c] = _color_sum(x, ids, at, c)
     return swept_constant(swept)
 
 
 @numba.njit(nogil=True)
-def swept_after(x, swept, c, constant):
-    """:func:`swept_pass` as an entry point (the engine's passes run from Python)."""
-    return swept_pass(x, swept, c, constant)
+def swept_entry(x, swept, c, constant):
+    """The engine's :func:`swept_begin` (``c`` negative) or :func:`swept_pass` (color
+    ``c``), from Python."""
+    return swept_begin(x, swept) if c < 0 else swept_pass(x, swept, c, constant)
+
+
+@numba.njit(nogil=True)
+def swept_total(swept):
+    """:func:`swept_constant`, from Python."""
+    return swept_constant(swept)
 
 
 @numba.njit(nogil=True)
@@ -655,6 +671,5 @@ def components(in_indptr, in_indices, out_indptr, out_indices, directed, labels,
 CACHES = attach({"levels": levels, "far_levels": far_levels, "dijkstra": dijkstra,
                  "segment_lanes": segment_lanes, "pagerank": pagerank,
                  "colored_pagerank": colored_pagerank, "rescaled_constant": rescaled_constant,
-                 "lane_change": lane_change, "swept_begin": swept_begin,
-                 "swept_after": swept_after, "swept_constant": swept_constant,
-                 "components": components}, "direct")
+                 "lane_change": lane_change, "swept_entry": swept_entry,
+                 "swept_total": swept_total, "components": components}, "direct")
