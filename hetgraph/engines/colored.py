@@ -232,14 +232,14 @@ def swept_of(program, graph, coloring):
     the earlier ones wrote), from the program's optional ``swept_constant(graph)``
     hook: (offset, factor, vertices) of a constant offset + factor * (sum of the
     values over the vertices); None without one (one constant an iteration). Its
-    sums are one run's."""
+    sums (each color's and their total) are one run's."""
     hook = getattr(program, "swept_constant", None)
     terms = None if hook is None else hook(graph)
     if terms is None:
         return None
     offset, factor, vertices = terms
     ids, at = coloring.grouped(vertices)
-    return ids, at, np.zeros(coloring.count), float(offset), float(factor)
+    return ids, at, np.zeros(coloring.count + 1), float(offset), float(factor)
 
 
 NO_SWEPT = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), 0.0, 0.0)

@@ -452,35 +452,33 @@ def swept_pass(x, swept, c, constant):
     dangling rank summed again, so that the passes after it see the rank its
     vertices just got: Gauss-Seidel for the constant too): ``swept`` = (ids, at,
     sums, offset, factor), color c's vertices of the constant at ids[at[c]:at[c + 1]],
-    sums[c] their x summed again, the constant :func:`swept_constant`; ``constant`` as
-    it is where color c holds none of them or ``at`` is empty (one constant an
-    iteration)."""
-    ids, at, sums = swept[0], swept[1], swept[2]
+    sums[c] their x summed again (:func:`_color_sum`) and sums[-1] the colors' total
+    (less the old sum, plus the new: one add a pass, not one a color), the constant
+    offset + factor * total; ``constant`` as it is where color c holds none of them
+    or ``at`` is empty (one constant an iteration)."""
+    ids, at, sums, offset, factor = swept
     if at.shape[0] == 0 or at[c] == at[c + 1]:
         return constant
-    sums[c] = _color_sum(x, ids, at, c)
-    return swept_constant(swept)
-
-
-@numba.njit(nogil=True, inline="always")
-def swept_constant(swept):
-    """offset + factor * (``swept``'s sums added in color order: the same bits on every
-    path), ``swept`` as :func:`swept_pass`'s."""
-    sums, offset, factor = swept[2], swept[3], swept[4]
-    total = 0.0
-    for k in range(sums.shape[0]):
-        total += sums[k]
-    return offset + factor * total
+    new = _color_sum(x, ids, at, c)
+    last = sums.shape[0] - 1
+    sums[last] = (sums[last] - sums[c]) + new
+    sums[c] = new
+    return offset + factor * sums[last]
 
 
 @numba.njit(nogil=True, inline="always")
 def swept_begin(x, swept):
     """A colored iteration's first constant (``swept`` as :func:`swept_pass`'s): each
-    color's sum of x over its vertices of the constant, then :func:`swept_constant`."""
-    ids, at, sums = swept[0], swept[1], swept[2]
-    for c in range(sums.shape[0]):
+    color's sum of x over its vertices of the constant and their total (added in
+    color order), then offset + factor * total."""
+    ids, at, sums, offset, factor = swept
+    last = sums.shape[0] - 1
+    total = 0.0
+    for c in range(last):
         sums[c] = _color_sum(x, ids, at, c)
-    return swept_constant(swept)
+        total += sums[c]
+    sums[last] = total
+    return offset + factor * total
 
 
 @numba.njit(nogil=True)
@@ -492,8 +490,9 @@ def swept_entry(x, swept, c, constant):
 
 @numba.njit(nogil=True)
 def swept_total(swept):
-    """:func:`swept_constant`, from Python."""
-    return swept_constant(swept)
+    """The constant of ``swept``'s sums as they are (:func:`swept_pass`), from Python."""
+    sums, offset, factor = swept[2], swept[3], swept[4]
+    return offset + factor * sums[sums.shape[0] - 1]
 
 
 @numba.njit(nogil=True)

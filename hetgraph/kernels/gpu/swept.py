@@ -6,7 +6,7 @@ One kernel: each block sums a share of one color's vertices of the constant (a t
 shared memory), writes its partial sum, and the last block to finish adds the partial
 sums in a fixed order into the colors' sums and writes the constant, offset + factor *
 (the sums added in color order): no atomic add of values, so reruns are bitwise equal
-(the CPU's sums interleave four lanes: the two agree to rounding).
+(the CPU keeps a running total of the sums instead: the two agree to rounding).
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ class SweptSums:
 
         ids, at, sums, offset, factor = swept
         self.at = np.asarray(at, np.int64)
-        self.count = len(sums)
+        self.count = len(sums) - 1  # (the colors; the CPU's sums end with their total)
         self.constant = cupy.zeros(1, cupy.float64)
         self._ids, self._at = cupy.asarray(ids, cupy.int64), cupy.asarray(self.at)
         self._sums = cupy.zeros(self.count, cupy.float64)
