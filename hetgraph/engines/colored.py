@@ -225,17 +225,19 @@ def _runs(colors, bounds, alone):
     return out
 
 
-def swept_of(program, graph, coloring):
+def swept_of(program, graph, coloring, empty=False):
     """The ``swept`` of a colored run of ``program`` on ``graph`` (its ``coloring``) as
     the compiled passes take it (:func:`hetgraph.kernels.cpu.direct.swept_pass`: the
     constant summed again after each pass, so that the later passes see the values
     the earlier ones wrote), from the program's optional ``swept_constant(graph)``
     hook: (offset, factor, vertices) of a constant offset + factor * (sum of the
-    values over the vertices); None without one (one constant an iteration). Its
-    sums (each color's and their total) are one run's."""
+    values over the vertices); None without one (one constant an iteration), or where
+    it has no vertex unless ``empty`` (the iteration's constant is then every pass's;
+    the direct path's compiled call takes a ``swept`` always). Its sums (each color's
+    and their total) are one run's."""
     hook = getattr(program, "swept_constant", None)
     terms = None if hook is None else hook(graph)
-    if terms is None:
+    if terms is None or not (empty or len(terms[2])):
         return None
     offset, factor, vertices = terms
     ids, at = coloring.grouped(vertices)

@@ -419,10 +419,9 @@ class GpuEngine(Engine):
     def _swept_sums(self, passes):
         """The program's constant summed again after each color's launch
         (:class:`hetgraph.kernels.gpu.swept.SweptSums` of :func:`swept_of`), or None: one
-        constant an iteration (or passes that are not one a color, or no vertex of the
-        constant: the iteration's is then every pass's)."""
+        constant an iteration (or passes that are not one a color)."""
         swept = swept_of(self.spec.program, self.graph, self.coloring)
-        if swept is None or passes != self.coloring.count or not len(swept[0]):
+        if swept is None or passes != self.coloring.count:
             return None
         from ..kernels.gpu.swept import SweptSums
 

@@ -286,7 +286,7 @@ def colored_pagerank(program, graph, max_iterations, name, program_start):
     rows = np.empty((max(max_iterations, 0), 4), np.int64)
     count, converged = _kernels().colored_pagerank(
         order, starts, sources, factors, groups, graph.num_arcs, scale, rank_of,
-        swept_of(program, graph, _colors_kept(graph)["coloring"]),
+        swept_of(program, graph, _colors_kept(graph)["coloring"], empty=True),
         _rescales(program, dangling), bound, max(max_iterations, 0), ranks, rows)
     result = _result(graph, ranks, name, rows, COLORED, converged, program_start, count)
     result.mode = COLORED
