@@ -152,12 +152,12 @@ class PageRank(PowerIteration):
         (1 - d) / N + (sum of the values over the dangling vertices) / N, which a
         colored iteration sums again after each color's pass (the later colors then
         read the dangling rank the earlier ones gave: Gauss-Seidel for the dangling
-        term too); None outside colored runs (one constant an iteration)."""
+        term too), the dangling vertices as the graph keeps them (ids or a slice);
+        None outside colored runs (one constant an iteration)."""
         if not self.rescale:
             return None
         n = graph.num_vertices
-        dangling = self.derived(graph)[0]
-        return (1.0 - self.damping) / n, 1.0 / n, np.arange(n, dtype=np.int64)[dangling]
+        return (1.0 - self.damping) / n, 1.0 / n, self.derived(graph)[0]
 
     def converged(self, graph, previous, values):
         if self.rescale and isinstance(values, np.ndarray):  # (the direct path's sum)

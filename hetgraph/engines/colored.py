@@ -230,18 +230,34 @@ def swept_of(program, graph, coloring, empty=False):
     the compiled passes take it (:func:`hetgraph.kernels.cpu.direct.swept_pass`: the
     constant summed again after each pass, so that the later passes see the values
     the earlier ones wrote), from the program's optional ``swept_constant(graph)``
-    hook: (offset, factor, vertices) of a constant offset + factor * (sum of the
-    values over the vertices); None without one (one constant an iteration), or where
-    it has no vertex unless ``empty`` (the iteration's constant is then every pass's;
-    the direct path's compiled call takes a ``swept`` always). Its sums (each color's
-    and their total) are one run's."""
+    hook: (offset, factor, vertices: ids or a slice) of a constant offset + factor *
+    (sum of the values over the vertices); None without one (one constant an
+    iteration), or where it has no vertex unless ``empty`` (the iteration's constant
+    is then every pass's; the direct path's compiled call takes a ``swept`` always).
+    Its sums (each color's and their total) are one run's."""
     hook = getattr(program, "swept_constant", None)
     terms = None if hook is None else hook(graph)
-    if terms is None or not (empty or len(terms[2])):
+    if terms is None:
         return None
     offset, factor, vertices = terms
-    ids, at = coloring.grouped(vertices)
+    ids, at = _grouped(graph, coloring, vertices)
+    if not (empty or len(ids)):
+        return None
     return ids, at, np.zeros(coloring.count + 1), float(offset), float(factor)
+
+
+def _grouped(graph, coloring, vertices):
+    """``coloring.grouped`` of ``vertices`` (ids or a slice), kept by ``graph`` for its
+    last coloring and vertices (the same objects: a program's kept arrays), so that a
+    call pays for the grouping once (a run's first iteration waited for it)."""
+    kept = graph.kept(_GROUPED, dict)
+    if kept.get("coloring") is not coloring or kept.get("vertices") is not vertices:
+        ids = np.arange(len(coloring.colors), dtype=np.int64)[vertices]
+        kept.update(coloring=coloring, vertices=vertices, grouped=coloring.grouped(ids))
+    return kept["grouped"]
+
+
+_GROUPED = "colored-swept"  # (its key in Graph.kept)
 
 
 NO_SWEPT = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), 0.0, 0.0)
