@@ -309,11 +309,16 @@ def test_colored_reruns_are_bitwise_identical(threads):
     assert one.tobytes() == runs[0].tobytes() or threads is None
 
 
-def test_colored_pass_is_gauss_seidel_by_color():
+@pytest.mark.parametrize("spread", [False, True])
+def test_colored_pass_is_gauss_seidel_by_color(spread, monkeypatch):
     """A colored PageRank iteration equals NumPy's sweep: the ranks scaled to sum 1,
     then the hybrid partition over the values before it, then each color from the last
     to the first in place over the values of the passes before it, each pass's
-    constant from the dangling rank the passes before it left."""
+    constant from the dangling rank the passes before it left; in one compiled call
+    (the direct path), or (``spread``) the larger colors' passes cut over two threads,
+    the others in runs of one call."""
+    if spread:
+        monkeypatch.setattr(tuning, "SERIAL_EDGES", 2000)
     g = graphs()["wiki-color"]
     coloring = hc.coloring_of(g)
     n, d = g.num_vertices, 0.85
@@ -328,7 +333,8 @@ def test_colored_pass_is_gauss_seidel_by_color():
             read = x.copy() if k == coloring.hybrid else x
             for v in range(coloring.bounds[k], coloring.bounds[k + 1]):
                 x[v] = (c + read[src[ptr[v]:ptr[v + 1]]].sum()) * aux[v]
-    r = hg.pagerank(g, devices="cpu", mode="colored", tol=None, max_iterations=3)
+    r = hg.pagerank(g, devices="cpu", mode="colored", tol=None, max_iterations=3,
+                    threads=2 if spread else None)
     np.testing.assert_allclose(r.values, x / aux, rtol=1e-12)
     sync = hg.pagerank(g, devices="cpu", mode="sync", tol=None, max_iterations=3)
     assert not np.allclose(sync.values, r.values, rtol=1e-6)  # (sync is another sweep)
