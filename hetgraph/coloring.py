@@ -96,6 +96,15 @@ class Coloring:
         shards and pages begin (only where :attr:`contiguous`)."""
         return tuple(int(b) for b in self.bounds)
 
+    def grouped(self, ids) -> tuple:
+        """(``ids`` ordered by color, then id, as int64; ``at``: int64, ``count`` + 1
+        offsets, color c's at [at[c], at[c + 1])) of the distinct vertex ids ``ids``."""
+        ids = np.sort(np.asarray(ids, np.int64))
+        colors = self.colors[ids]
+        at = np.zeros(self.count + 1, np.int64)
+        np.cumsum(np.bincount(colors, minlength=self.count), out=at[1:])
+        return ids[np.argsort(colors, kind="stable")], at
+
     def renamed(self, perm) -> "Coloring":
         """The same coloring of the graph renumbered by ``perm`` (new id -> old id)."""
         return from_colors(self.colors[perm], self.count, self.level)

@@ -147,6 +147,18 @@ class PageRank(PowerIteration):
         # a 0-d device array on the GPU: no wait for the device here
         return indexed_sum(values, self._dangling, 1.0 / n, (1.0 - self.damping) / n)
 
+    def swept_constant(self, graph):
+        """A colored run's constant (``rescale``) as (offset, factor, vertices):
+        (1 - d) / N + (sum of the values over the dangling vertices) / N, which a
+        colored iteration sums again after each color's pass (the later colors then
+        read the dangling rank the earlier ones gave: Gauss-Seidel for the dangling
+        term too), the dangling vertices as the graph keeps them (ids or a slice);
+        None outside colored runs (one constant an iteration)."""
+        if not self.rescale:
+            return None
+        n = graph.num_vertices
+        return (1.0 - self.damping) / n, 1.0 / n, self.derived(graph)[0]
+
     def converged(self, graph, previous, values):
         if self.rescale and isinstance(values, np.ndarray):  # (the direct path's sum)
             return direct.colored_change(values, previous, self._rank_of) < \

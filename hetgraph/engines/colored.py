@@ -31,6 +31,7 @@ import numpy as np
 
 from .. import tuning
 from ..kernels import cpu
+from ..kernels.cpu import direct
 
 MODE = "colored"  # an iteration's mode in the history (the GPU's: "gpu-colored")
 
@@ -67,6 +68,9 @@ class ColorSweep:
         #: whether every pass runs in one range: the iteration is one call of its sweep
         self.whole = all(alone(int(prefix[-1] - prefix[0])) for _, prefix, _ in self.passes)
         self.runs = _runs(self.passes[:-1], self.bounds, alone)
+        #: the constant summed again after each pass (:func:`swept_of`; None: one an
+        #: iteration), set for each run by the engine
+        self.swept = None
 
     @property
     def fusible(self) -> bool:
@@ -81,35 +85,53 @@ class ColorSweep:
         self.pending = None
         self.whole_left = 0
 
-    def iterate(self, step, state, graph, chunks, sweep=None):
-        """One colored iteration: ``step(vertices, prefix, v0, written)`` computes the
-        ``vertices`` (ids, or the range from ``v0`` when empty; in-degree running total
-        ``prefix``) into ``written`` (None: in place) and returns (vertices activated,
-        their out-degree sum); ``state``: the run's, on ``graph``; ``chunks``: of the
-        marking's parallel loop. ``sweep(bounds, scratch)``: the passes of the colors
-        ``bounds`` delimit in one call, the last pair's into ``scratch`` first (the CPU
-        kernel's ``colors``), used when given and :attr:`fusible`: for the whole
-        iteration where every pass runs in one range, else for each run of
-        consecutive colors that do (:func:`_runs`). Returns (vertices computed, edges
-        read, vertices activated, their out-degree sum)."""
+    def iterate(self, step, state, graph, chunks, constant, sweep=None):
+        """One colored iteration: ``step(vertices, prefix, v0, written, constant)``
+        computes the ``vertices`` (ids, or the range from ``v0`` when empty; in-degree
+        running total ``prefix``) into ``written`` (None: in place) with the iteration
+        ``constant`` and returns (vertices activated, their out-degree sum); ``state``:
+        the run's, on ``graph``; ``chunks``: of the marking's parallel loop.
+        ``sweep(bounds, scratch, constant, first)``: the passes of the colors
+        ``bounds`` delimit in one call (color ``first`` the first pair's), the last
+        pair's into ``scratch`` first (the CPU kernel's ``colors``), used when given and
+        :attr:`fusible`: for the whole iteration where every pass runs in one range,
+        else for each run of consecutive colors that do (:func:`_runs`). With
+        :attr:`swept` the passes' constant is its own, summed again after each pass
+        (``constant`` unused). Returns (vertices computed, edges read, vertices
+        activated, their out-degree sum)."""
         fused = sweep is not None and self.fusible
+        swept = self.swept
+        if swept is not None:
+            constant = direct.swept_entry(state.values, swept, -1, constant)
         if fused and self.whole:
-            on, out = sweep(self.bounds, self._scratch(state))
+            on, out = sweep(self.bounds, self._scratch(state), constant, 0)
             return graph.num_vertices, graph.num_arcs, int(on), int(out)
         totals = np.zeros(4, np.int64)
         *colors, hybrid = self.passes
         if len(hybrid[1]) > 1:
-            totals += self._pass(step, state, graph, chunks, hybrid, self._scratch(state))
+            totals += self._pass(step, state, graph, chunks, hybrid, self._scratch(state),
+                                 constant)
+            constant = self._after(state, len(colors), constant)
         if not fused:
-            for color in reversed(colors):
-                totals += self._pass(step, state, graph, chunks, color, None)
+            for c in range(len(colors) - 1, -1, -1):
+                totals += self._pass(step, state, graph, chunks, colors[c], None, constant)
+                constant = self._after(state, c, constant)
             return tuple(int(t) for t in totals)
         for c, bounds, computed, edges in self.runs:
             if bounds is None:
-                totals += self._pass(step, state, graph, chunks, colors[c], None)
+                totals += self._pass(step, state, graph, chunks, colors[c], None, constant)
+                constant = self._after(state, c, constant)
             else:  # (its empty last pair: no hybrid pass, nothing copied)
-                totals += (computed, edges, *sweep(bounds, self._scratch(state)))
+                totals += (computed, edges, *sweep(bounds, self._scratch(state), constant,
+                                                   c))
+                constant = constant if swept is None else direct.swept_total(swept)
         return tuple(int(t) for t in totals)
+
+    def _after(self, state, c, constant):
+        """The constant of the pass after color ``c``'s (see :attr:`swept`)."""
+        if self.swept is None:
+            return constant
+        return direct.swept_entry(state.values, self.swept, c, constant)
 
     def _scratch(self, state):
         """The hybrid pass's written values: an array like the state's, made once."""
@@ -117,16 +139,17 @@ class ColorSweep:
             self.scratch = np.empty_like(state.values)
         return self.scratch
 
-    def _pass(self, step, state, graph, chunks, color, scratch):
-        """One color's pass (into ``scratch``, then copied, for the hybrid partition);
-        returns its (computed, edges, activated, out-degree sum)."""
+    def _pass(self, step, state, graph, chunks, color, scratch, constant):
+        """One color's pass with the iteration ``constant`` (into ``scratch``, then
+        copied, for the hybrid partition); returns its (computed, edges, activated,
+        out-degree sum)."""
         vertices, prefix, v0 = color
         if len(prefix) == 1:
             return 0, 0, 0, 0
         if self.sparse:
             vertices, prefix, v0 = self._marked(state, graph, chunks, color)
         count = len(prefix) - 1
-        on, out = step(vertices, prefix, v0, scratch) if count else (0, 0)
+        on, out = step(vertices, prefix, v0, scratch, constant) if count else (0, 0)
         if scratch is not None:
             where = slice(v0, v0 + count) if len(vertices) == 0 else vertices
             state.values[where] = scratch[where]
@@ -177,16 +200,17 @@ class ColorSweep:
 
 def _runs(colors, bounds, alone):
     """The passes of ``colors`` (all but the hybrid partition's, contiguous) in sweep
-    order, last to first: (color, None, 0, 0) for a pass of its own, or (None, sweep
-    bounds, vertices, edges) for a run of consecutive colors whose passes each run in
-    one range (``alone``): their bounds and the last repeated (an empty hybrid pair)."""
+    order, last to first: (color, None, 0, 0) for a pass of its own, or (first color,
+    sweep bounds, vertices, edges) for a run of consecutive colors whose passes each
+    run in one range (``alone``): their bounds and the last repeated (an empty hybrid
+    pair)."""
     out, run = [], []
 
     def close():
         if run:
             lo, hi = run[-1], run[0]
             edges = int(colors[hi][1][-1] - colors[lo][1][0])
-            out.append((None, np.append(bounds[lo:hi + 2], bounds[hi + 1]),
+            out.append((lo, np.append(bounds[lo:hi + 2], bounds[hi + 1]),
                         int(bounds[hi + 1] - bounds[lo]), edges))
             run.clear()
 
@@ -199,6 +223,44 @@ def _runs(colors, bounds, alone):
             out.append((c, None, 0, 0))
     close()
     return out
+
+
+def swept_of(program, graph, coloring, empty=False):
+    """The ``swept`` of a colored run of ``program`` on ``graph`` (its ``coloring``) as
+    the compiled passes take it (:func:`hetgraph.kernels.cpu.direct.swept_pass`: the
+    constant summed again after each pass, so that the later passes see the values
+    the earlier ones wrote), from the program's optional ``swept_constant(graph)``
+    hook: (offset, factor, vertices: ids or a slice) of a constant offset + factor *
+    (sum of the values over the vertices); None without one (one constant an
+    iteration), or where it has no vertex unless ``empty`` (the iteration's constant
+    is then every pass's; the direct path's compiled call takes a ``swept`` always).
+    Its sums (each color's and their total) are one run's."""
+    hook = getattr(program, "swept_constant", None)
+    terms = None if hook is None else hook(graph)
+    if terms is None:
+        return None
+    offset, factor, vertices = terms
+    ids, at = _grouped(graph, coloring, vertices)
+    if not (empty or len(ids)):
+        return None
+    return ids, at, np.zeros(coloring.count + 1), float(offset), float(factor)
+
+
+def _grouped(graph, coloring, vertices):
+    """``coloring.grouped`` of ``vertices`` (ids or a slice), kept by ``graph`` for its
+    last coloring and vertices (the same objects: a program's kept arrays), so that a
+    call pays for the grouping once (a run's first iteration waited for it)."""
+    kept = graph.kept(_GROUPED, dict)
+    if kept.get("coloring") is not coloring or kept.get("vertices") is not vertices:
+        ids = np.arange(len(coloring.colors), dtype=np.int64)[vertices]
+        kept.update(coloring=coloring, vertices=vertices, grouped=coloring.grouped(ids))
+    return kept["grouped"]
+
+
+_GROUPED = "colored-swept"  # (its key in Graph.kept)
+
+
+NO_SWEPT = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), 0.0, 0.0)
 
 
 def _vertices_of(coloring, contiguous, in_indptr, c, end):

@@ -22,7 +22,7 @@ from .. import tuning
 from ..kernels import cpu
 from ..kernels.cpu.pull import cut_by_cost, cut_ranges, pull_ahead
 from .base import Engine
-from .colored import MODE as COLORED, ColorSweep
+from .colored import MODE as COLORED, NO_SWEPT, ColorSweep, swept_of
 from .cpu_modes import (ALONE, HELPERS, OPENMP, SpreadBySize, choose_cpu_mode,
                         notify_fraction, push_factor)
 
@@ -127,6 +127,8 @@ class CpuEngine(Engine):
         self._counted = None  # (active vertices, their out-degree sum), when known
         if self.sweep is not None:
             self.sweep.reset()
+            self.sweep.swept = None if self.sweep.sparse else \
+                swept_of(spec.program, graph, self.sweep.coloring)
         if self._bound_to() is not graph:  # what depends on the graph alone, kept
             self._bound_to = weakref.ref(graph)  # (weakly: the graph keeps its engines)
             self._cuts = {}  # {(parts, stops): a whole pull's cut (see _whole_cut)}
@@ -279,19 +281,20 @@ class CpuEngine(Engine):
         """A colored iteration (:class:`ColorSweep`); returns :meth:`iterate`'s result."""
         self._frontier = None
         computed, edges, activated, degree = self.sweep.iterate(
-            lambda vertices, prefix, v0, written: self._step(
+            lambda vertices, prefix, v0, written, constant: self._step(
                 constant, vertices, prefix, v0, written=written), self.state, self.graph,
-            self.chunks, sweep=self._sweep_colors(constant))
+            self.chunks, constant, sweep=self._sweep_colors())
         self._counted = (activated, degree)
         return COLORED, computed, edges, activated
 
-    def _sweep_colors(self, constant):
+    def _sweep_colors(self):
         """``ColorSweep.iterate``'s ``sweep``: the kernel's passes of the colors its
-        bounds delimit in one call, with the iteration ``constant``."""
-        state = self.state
-        return lambda bounds, scratch: self.kernel.colors(
+        bounds delimit in one call, from the given constant (its ``swept``'s after
+        each pass, if any)."""
+        state, swept = self.state, self.sweep.swept or NO_SWEPT
+        return lambda bounds, scratch, constant, first: self.kernel.colors(
             self._edges(), self.graph.out_indptr, state.values, state.flags, self.aux,
-            constant, bounds, scratch)
+            constant, bounds, scratch, swept, first)
 
     def describe(self):
         """A colored run's coloring and passes per iteration (else nothing)."""

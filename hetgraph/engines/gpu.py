@@ -33,7 +33,7 @@ from ..kernels.gpu.tocab import BlockedPass, KernelChoice, compile_tocab, l2_byt
 from ..kernels.transpile import c_type
 from .base import Engine
 from .subway import SUBGRAPH_MODES, active_subgraphs
-from .colored import color_shards
+from .colored import color_shards, swept_of
 
 log = logging.getLogger(__name__)
 
@@ -413,7 +413,19 @@ class GpuEngine(Engine):
             return None
         self.mode = "gpu-colored"
         self._hybrid_values = self.cupy.empty_like(self.values)
+        self._swept = self._swept_sums(len(runs))
         return runs
+
+    def _swept_sums(self, passes):
+        """The program's constant summed again after each color's launch
+        (:class:`hetgraph.kernels.gpu.swept.SweptSums` of :func:`swept_of`), or None: one
+        constant an iteration (or passes that are not one a color)."""
+        swept = swept_of(self.spec.program, self.graph, self.coloring)
+        if swept is None or passes != self.coloring.count:
+            return None
+        from ..kernels.gpu.swept import SweptSums
+
+        return SweptSums(swept, self.values)
 
     def resident_runs(self, count):
         """The resident pages as up to ``count`` runs of consecutive shards
@@ -462,6 +474,8 @@ class GpuEngine(Engine):
         self.spec, self.graph = spec, graph
         self.aux = on_current_device(aux)
         self._pass.update(aux=self.aux, aux_per_vertex=int(self.aux.size > 1))
+        if self._colors is not None:  # (this run's program's constant)
+            self._swept = self._swept_sums(len(self._colors))
         if self._tocab is not None:
             self._tocab.set_aux(self.aux)
         self._chain, self._counting, self.front = None, False, float("nan")
@@ -657,13 +671,22 @@ class GpuEngine(Engine):
         """A colored pass on ``stream`` (see :mod:`.colored`): the hybrid partition's
         shards first, into a second array copied back into the values after them, then
         each color's from the last to the first, one launch after the other (per source
-        range), in place."""
-        first = self.plan.first_edge
+        range), in place; with a constant summed again after each color (``_swept``),
+        the launches read it instead of the iteration's."""
+        first, swept = self.plan.first_edge, self._swept
         *colors, hybrid = self._colors
+        if swept is not None:
+            swept.begin(self.values, stream)
+            self._constant_at = swept.constant
         self._run_hybrid(hybrid, first, stream)
-        for s0, s1 in reversed(colors):
+        if swept is not None:
+            swept.after(self.values, len(colors), stream)
+        for c in range(len(colors) - 1, -1, -1):
+            s0, s1 = colors[c]
             for k in range(self.ranges):
                 self._launch(s1 - s0, s0, first, self.pages.resident, stream, k, k + 1)
+            if swept is not None:
+                swept.after(self.values, c, stream)
 
     def _run_hybrid(self, hybrid, first, stream):
         """The hybrid partition's pass of :meth:`_run_colors` (shards ``hybrid``)."""

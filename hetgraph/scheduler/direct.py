@@ -273,9 +273,11 @@ _LANES = "direct-lanes"
 def colored_pagerank(program, graph, max_iterations, name, program_start):
     """The colored run (``mode="colored"``) of ``program`` (as :func:`pagerank`'s, with
     ``rescale``) on ``graph``, whose every pass runs in one range
-    (:func:`colored_applies`): its ranks, bitwise the engine's (its iteration constant
-    and test by :func:`colored_constant` and :func:`colored_change`, as the program's
-    own on the CPU)."""
+    (:func:`colored_applies`): its ranks, bitwise the engine's (its rescale, its
+    constants, summed again after each pass (``swept_of``), and its test as the
+    engine's on the CPU)."""
+    from ..engines.colored import swept_of
+
     dangling, scale, rank_of = program.derived(graph)
     order, starts, sources, factors, groups = _color_lanes(
         graph, program.needs_weights and graph.weighted)
@@ -284,8 +286,8 @@ def colored_pagerank(program, graph, max_iterations, name, program_start):
     rows = np.empty((max(max_iterations, 0), 4), np.int64)
     count, converged = _kernels().colored_pagerank(
         order, starts, sources, factors, groups, graph.num_arcs, scale, rank_of,
-        *_dangling_args(dangling), _rescales(program, dangling), program.damping, bound,
-        max(max_iterations, 0), ranks, rows)
+        swept_of(program, graph, _colors_kept(graph)["coloring"], empty=True),
+        _rescales(program, dangling), bound, max(max_iterations, 0), ranks, rows)
     result = _result(graph, ranks, name, rows, COLORED, converged, program_start, count)
     result.mode = COLORED
     return result

@@ -437,6 +437,64 @@ def _colored_constant(x, n, dangling, lo, hi, damping):
     return (1.0 - damping) / n + (1.0 / n) * lost
 
 
+@numba.njit(nogil=True, inline="always")
+def _color_sum(x, ids, at, c):
+    """The sum of x over color ``c``'s ids, ids[at[c]:at[c + 1]], in their order."""
+    total = 0.0
+    for j in range(at[c], at[c + 1]):
+        total += x[ids[j]]
+    return total
+
+
+@numba.njit(nogil=True, inline="always")
+def swept_pass(x, swept, c, constant):
+    """A colored iteration's constant after the pass of color ``c`` (a PageRank's
+    dangling rank summed again, so that the passes after it see the rank its
+    vertices just got: Gauss-Seidel for the constant too): ``swept`` = (ids, at,
+    sums, offset, factor), color c's vertices of the constant at ids[at[c]:at[c + 1]],
+    sums[c] their x summed again (:func:`_color_sum`) and sums[-1] the colors' total
+    (less the old sum, plus the new: one add a pass, not one a color), the constant
+    offset + factor * total; ``constant`` as it is where color c holds none of them
+    or ``at`` is empty (one constant an iteration)."""
+    ids, at, sums, offset, factor = swept
+    if at.shape[0] == 0 or at[c] == at[c + 1]:
+        return constant
+    new = _color_sum(x, ids, at, c)
+    last = sums.shape[0] - 1
+    sums[last] = (sums[last] - sums[c]) + new
+    sums[c] = new
+    return offset + factor * sums[last]
+
+
+@numba.njit(nogil=True, inline="always")
+def swept_begin(x, swept):
+    """A colored iteration's first constant (``swept`` as :func:`swept_pass`'s): each
+    color's sum of x over its vertices of the constant and their total (added in
+    color order), then offset + factor * total."""
+    ids, at, sums, offset, factor = swept
+    last = sums.shape[0] - 1
+    total = 0.0
+    for c in range(last):
+        sums[c] = _color_sum(x, ids, at, c)
+        total += sums[c]
+    sums[last] = total
+    return offset + factor * total
+
+
+@numba.njit(nogil=True)
+def swept_entry(x, swept, c, constant):
+    """The engine's :func:`swept_begin` (``c`` negative) or :func:`swept_pass` (color
+    ``c``), from Python."""
+    return swept_begin(x, swept) if c < 0 else swept_pass(x, swept, c, constant)
+
+
+@numba.njit(nogil=True)
+def swept_total(swept):
+    """The constant of ``swept``'s sums as they are (:func:`swept_pass`), from Python."""
+    sums, offset, factor = swept[2], swept[3], swept[4]
+    return offset + factor * sums[sums.shape[0] - 1]
+
+
 @numba.njit(nogil=True)
 def lane_change(values, previous, weights):
     """sum |values - previous| * weights over the N = len(``weights``) vertices, by
@@ -447,28 +505,31 @@ def lane_change(values, previous, weights):
 
 @numba.njit(nogil=True)
 def colored_pagerank(order, starts, sources, factors, groups, edges, scale, rank_of,
-                     dangling, lo, hi, rescale, damping, bound, max_iterations, out, rows):
+                     swept, rescale, bound, max_iterations, out, rows):
     """PageRank's colored run (``mode="colored"``, :mod:`hetgraph.engines.colored`) as
     the engine runs it, from uniform ranks, into ``out`` (the ranks): every iteration
-    :func:`rescaled_constant`'s constant (``rescale``, ``dangling``, ``lo``, ``hi`` as
-    there; its rank total summed with the last iteration's change, its scaling with
-    the copy of x the change reads), then a pass per color over the in-edges laid out by :func:`segment_lanes`, one
-    segment a color in sweep order (``groups``: each one's first group): the first
-    (the hybrid partition) reads the values before it and writes a second array,
-    copied into x once it is done (Jacobi), the others write x in place, each seeing
-    those before it (Gauss-Seidel by color); x'[v] = (constant + sum_{u -> v} x[u] *
-    w_uv) * scale[v]; until :func:`lane_change` of x, weighted by ``rank_of``, is below
-    ``bound`` (N * tol; negative: never) or ``max_iterations``; the ranks x / scale.
-    The engine's values, bit for bit, wherever each of its passes runs in one range
-    (the arithmetic of a vertex is its pull's). ``edges``, ``rows``: as
-    :func:`pagerank`'s. Returns (iterations, converged)."""
+    the values rescaled where ``rescale`` (:func:`rescaled_constant`'s; its rank total
+    summed with the last iteration's change, its scaling with the copy of x the change
+    reads), then a pass per color over the in-edges laid out by
+    :func:`segment_lanes`, one segment a color in sweep order (``groups``: each one's
+    first group): the first (the hybrid partition, the last color) reads the values
+    before it and writes a second array, copied into x once it is done (Jacobi), the
+    others (the colors from the last to the first) write x in place, each seeing those
+    before it (Gauss-Seidel by color); x'[v] = (constant + sum_{u -> v} x[u] * w_uv) *
+    scale[v], the constant :func:`swept_begin`'s, then :func:`swept_pass`'s after each
+    pass (``swept``: the dangling vertices by color, as there); until
+    :func:`lane_change` of x, weighted by ``rank_of``, is below ``bound`` (N * tol;
+    negative: never) or ``max_iterations``; the ranks x / scale. The engine's values,
+    bit for bit, wherever each of its passes runs in one range (the arithmetic of a
+    vertex is its pull's). ``edges``, ``rows``: as :func:`pagerank`'s. Returns
+    (iterations, converged)."""
     n = out.shape[0]
     x, previous, scratch = np.zeros(n + 1), np.empty(n), np.empty(n)  # (x[N] = 0)
     for v in range(n):
         x[v] = (1.0 / n) * scale[v]
     clock = np.zeros(2, np.int64)
     start = nanoseconds(clock)
-    jacobi, total = groups[1], groups[groups.shape[0] - 1]
+    count = groups.shape[0] - 1  # (colors: one segment each)
     # the rank total for the next rescale, summed with each iteration's change
     sums = _lane_sums(x, x, rank_of, _NO_IDS, 0, n, DOT)
     done, converged = max_iterations, False
@@ -478,15 +539,18 @@ def colored_pagerank(order, starts, sources, factors, groups, edges, scale, rank
             if rescale:
                 x[v] *= inverse
             previous[v] = x[v]
-        constant = _colored_constant(x, n, dangling, lo, hi, damping)
-        _pull(order, starts, sources, factors, 0, jacobi, x, None, scratch, None, scale,
+        constant = swept_begin(x, swept)
+        _pull(order, starts, sources, factors, 0, groups[1], x, None, scratch, None, scale,
               constant)  # (no ranks: the sweep keeps x alone)
-        for p in range(jacobi * LANES):
+        for p in range(groups[1] * LANES):
             v = order[p]
             if v < n:
                 x[v] = scratch[v]
-        _pull(order, starts, sources, factors, jacobi, total, x, None, x, None, scale,
-              constant)
+        constant = swept_pass(x, swept, count - 1, constant)
+        for s in range(1, count):  # (segment s: color count - 1 - s)
+            _pull(order, starts, sources, factors, groups[s], groups[s + 1], x, None, x,
+                  None, scale, constant)
+            constant = swept_pass(x, swept, count - 1 - s, constant)
         sums = _lane_sums(x, previous, rank_of, _NO_IDS, 0, n, BOTH)
         now = nanoseconds(clock)
         rows[it, 0], rows[it, 1], rows[it, 2] = n, edges, n
@@ -606,4 +670,5 @@ def components(in_indptr, in_indices, out_indptr, out_indices, directed, labels,
 CACHES = attach({"levels": levels, "far_levels": far_levels, "dijkstra": dijkstra,
                  "segment_lanes": segment_lanes, "pagerank": pagerank,
                  "colored_pagerank": colored_pagerank, "rescaled_constant": rescaled_constant,
-                 "lane_change": lane_change, "components": components}, "direct")
+                 "lane_change": lane_change, "swept_entry": swept_entry,
+                 "swept_total": swept_total, "components": components}, "direct")

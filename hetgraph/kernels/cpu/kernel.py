@@ -259,17 +259,21 @@ class CpuKernel:
         return self._passes.pull.run(page, state, cut,
                                      numba.get_num_threads() if parallel else 1, openmp)
 
-    def colors(self, edges, out_indptr, values, flags, aux, constant, bounds, scratch):
+    def colors(self, edges, out_indptr, values, flags, aux, constant, bounds, scratch,
+               swept, first=0):
         """A colored iteration's passes in one call, in this thread: color c is the
         vertices ``bounds[c]`` .. ``bounds[c + 1]`` - 1 (int64), each pulled in one
         range (as :meth:`step` with one part pulls it): the last (the hybrid
         partition) first, into ``scratch`` and then copied into ``values``, then the
         others from the last to the first, in place. ``edges``: as :meth:`step` reads
-        them. Returns (vertices activated, the sum of their out-degrees)."""
+        them. ``constant``: the first pass's; ``swept``: the constant after each pass
+        (:func:`hetgraph.kernels.cpu.direct.swept_pass`, color ``first`` + c for the
+        pair c). Returns (vertices activated, the sum of their out-degrees)."""
         in_indptr, indices, weights, base = edges
         page = (in_indptr, indices, weights, int(base), out_indptr)
         state = (values, values, flags, aux, float(constant), False)
-        return self._passes.pull.sweep_colors(page, state, bounds, scratch)
+        return self._passes.pull.sweep_colors(page, state, bounds, scratch, swept,
+                                              int(first))
 
 
 def _function_key(fn):

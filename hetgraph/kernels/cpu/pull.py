@@ -15,6 +15,7 @@ import numpy as np
 from ... import tuning
 from ...order import median_arc_span
 from .components import prefetch
+from .direct import swept_pass
 from .structs import ALL_VERTICES, Cut, Page, State
 from .threads import run_parts
 from .vertexops import VertexOps
@@ -23,7 +24,7 @@ from .vertexops import VertexOps
 class PullPass(NamedTuple):
     """A program's compiled pull: ``gather_range(t, page, state, cut)`` runs edge range t
     (releasing the GIL), ``merge(out_indptr, state, cut)`` applies the vertices cut at a
-    range boundary, ``sweep_colors(page, state, bounds, scratch)`` a colored
+    range boundary, ``sweep_colors(page, state, bounds, scratch, swept, first)`` a colored
     iteration's passes over contiguous colors, each in one range (see
     :func:`_build_colors`). Each returns (vertices activated, their out-degree sum). A
     compiled entry point takes only the arrays it reads: each array argument adds to its
@@ -140,8 +141,8 @@ def build_pull(ops: VertexOps) -> PullPass:
         return merge(out_indptr, State(*state), Cut(*cut))
 
     @numba.njit(nogil=True)
-    def sweep_colors(page, state, bounds, scratch):
-        return colors(Page(*page), State(*state), bounds, scratch)
+    def sweep_colors(page, state, bounds, scratch, swept, first):
+        return colors(Page(*page), State(*state), bounds, scratch, swept, first)
 
     @numba.njit(nogil=True, parallel=True)
     def gather_all(page, state, cut, counts):
@@ -252,23 +253,30 @@ def _build_range(ops, complete):
 
 def _build_colors(complete):
     @numba.njit(nogil=True)
-    def colors(page, state, bounds, scratch):
+    def colors(page, state, bounds, scratch, swept, first):
         """A colored iteration's passes in one call (see :mod:`hetgraph.engines.colored`),
         each in one range: color c is the vertices ``bounds[c]`` .. ``bounds[c + 1]`` - 1;
         the last (the hybrid partition) first, into ``scratch``, then copied into the
         values, then the others from the last to the first, in place (``state``: an
-        async one). Returns (vertices activated, their out-degree sum)."""
+        async one, its constant the first pass's); after each pass the constant
+        :func:`~hetgraph.kernels.cpu.direct.swept_pass` gives for the pass's color,
+        ``first`` + c (``swept``: as there). Returns (vertices activated, their
+        out-degree sum)."""
         whole = np.empty(0, np.int64)  # (no id list: ranges)
+        values, flags, aux, sync = state.values, state.flags, state.aux, state.sync
         last = bounds.shape[0] - 2
         a, b = bounds[last], bounds[last + 1]
-        hybrid = State(state.values, scratch, state.flags, state.aux, state.constant,
-                       state.sync)
-        activated, degree = complete(page, hybrid, whole, a, 0, b - a)
-        state.values[a:b] = scratch[a:b]
+        activated, degree = complete(page, State(values, scratch, flags, aux,
+                                                 state.constant, sync), whole, a, 0, b - a)
+        values[a:b] = scratch[a:b]
+        constant = swept_pass(values, swept, first + last, state.constant) if a < b \
+            else state.constant
         for c in range(last - 1, -1, -1):
-            on, out = complete(page, state, whole, bounds[c], 0, bounds[c + 1] - bounds[c])
+            on, out = complete(page, State(values, values, flags, aux, constant, sync),
+                               whole, bounds[c], 0, bounds[c + 1] - bounds[c])
             activated += on
             degree += out
+            constant = swept_pass(values, swept, first + c, constant)
         return activated, degree
 
     return colors
