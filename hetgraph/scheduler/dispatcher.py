@@ -356,8 +356,8 @@ def _held_on_workers(cluster, devices, graph):
     if isinstance(graph, StoredGraph):
         return False
     with cluster_for(cluster) as active:
-        return _holds_state(active, _kinds(active, devices, False,
-                                           graph.num_arcs <= tuning.SMALL_ARCS), False)
+        return not active.in_process and _holds_state(active, _kinds(
+            active, devices, False, graph.num_arcs <= tuning.SMALL_ARCS), False)
 
 
 def _holds_state(cluster, kinds, out_of_core):
