@@ -189,9 +189,11 @@ def _own_gpu_state(run, ctx, state, version, backup=False, count=False):
         if ctx.backup is None or ctx.backup[0] != version:
             raise _not_held(run, version)
         engine.load(ctx.backup[1], ctx.backup[2], everything)
-    flags = engine.flags if isinstance(engine.flags, np.ndarray) or not count else \
-        gpuowner.host_copy(engine.flags)
-    counted = cpu.frontier_size(flags, run.graph.out_indptr) if count else None
+    counted = None
+    if count:
+        flags = engine.flags
+        counted = cpu.frontier_size(flags if isinstance(flags, np.ndarray) else
+                                    gpuowner.host_copy(flags), run.graph.out_indptr)
     ctx.version = None  # (changing: held again once the segment ends)
     if backup:
         ctx.backup = (version, engine.values.copy(), engine.flags.copy())
