@@ -323,21 +323,24 @@ class Cluster:
         go with the graph (``tuning.ARRAYS_KEPT`` per graph, the oldest first)."""
         import numpy as np
 
+        same = unchanged or not array.flags.writeable  # (the object: its contents)
         with self._placing:
             kept = self._arrays.get(graph.token)
             if kept is None:
                 kept = self._arrays[graph.token] = []
                 weakref.finalize(graph, self._arrays.pop, graph.token, None)
-            for i, (held, future) in enumerate(kept):
-                if future.status == "finished" and (
-                        held is array and (unchanged or not array.flags.writeable) or
-                        held.dtype == array.dtype and held.shape == array.shape and
-                        np.array_equal(_as_words(held), _as_words(array))):
-                    kept.append(kept.pop(i))  # (the newest last)
-                    return future
+            for compare in (False, True):  # (the same object first: no compare)
+                for i, (held, future) in enumerate(kept):
+                    if future.status == "finished" and (
+                            held.dtype == array.dtype and held.shape == array.shape and
+                            np.array_equal(_as_words(held), _as_words(array)) if compare
+                            else held is array and same):
+                        # (the newest last; found by identity next time)
+                        kept.pop(i)
+                        kept.append((array if same else held, future))
+                        return future
             future = self.scatter(array)
-            kept.append((array if unchanged or not array.flags.writeable else array.copy(),
-                         future))
+            kept.append((array if same else array.copy(), future))
             del kept[:-tuning.ARRAYS_KEPT]
             return future
 

@@ -271,9 +271,8 @@ class Reach(hg.VertexProgram):
     """1 where ``source`` reaches (a user's program); ``init`` only returns its arrays."""
 
     dtype = np.int32
-    reduce = "max"
+    reduce = "or"
     incremental = True
-    activates_on_change = True
     init_side_effects = False
 
     def __init__(self, source):
@@ -285,11 +284,11 @@ class Reach(hg.VertexProgram):
 
     @staticmethod
     def apply(old, acc, aux):
-        return max(old, acc)
+        return old | acc
 
     @staticmethod
     def activate(new, old):
-        return new > old
+        return new != old
 
     def init(self, graph):
         values = np.zeros(graph.num_vertices, np.int32)
