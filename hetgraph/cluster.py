@@ -313,29 +313,34 @@ class Cluster:
         live = self.client.futures
         self.holding = {pair for pair in self.holding | pairs if pair[1] in live}
 
-    def kept_array(self, graph, array):
+    def kept_array(self, graph, array, unchanged=False):
         """A Dask future of a copy of ``array`` (C-contiguous, an array a run on
         ``graph`` refers to: its aux, a program's array derived from the graph) held by
         every worker: sent by the first run that refers to it, found again by later runs
         whose array has the same contents (compared byte for byte with the copy kept
-        here; a read-only array that is the same object is not compared), let go with
-        the graph (``tuning.ARRAYS_KEPT`` per graph, the oldest first)."""
+        here; a read-only array, or one that nothing writes (``unchanged``: a program's
+        derived array, kept by the graph), that is the same object is not compared), let
+        go with the graph (``tuning.ARRAYS_KEPT`` per graph, the oldest first)."""
         import numpy as np
 
+        same = unchanged or not array.flags.writeable  # (the object: its contents)
         with self._placing:
             kept = self._arrays.get(graph.token)
             if kept is None:
                 kept = self._arrays[graph.token] = []
                 weakref.finalize(graph, self._arrays.pop, graph.token, None)
-            for i, (held, future) in enumerate(kept):
-                if future.status == "finished" and (
-                        held is array and not array.flags.writeable or
-                        held.dtype == array.dtype and held.shape == array.shape and
-                        np.array_equal(_as_words(held), _as_words(array))):
-                    kept.append(kept.pop(i))  # (the newest last)
-                    return future
+            for compare in (False, True):  # (the same object first: no compare)
+                for i, (held, future) in enumerate(kept):
+                    if future.status == "finished" and (
+                            held.dtype == array.dtype and held.shape == array.shape and
+                            np.array_equal(_as_words(held), _as_words(array)) if compare
+                            else held is array and same):
+                        # (the newest last; found by identity next time)
+                        kept.pop(i)
+                        kept.append((array if same else held, future))
+                        return future
             future = self.scatter(array)
-            kept.append((array if not array.flags.writeable else array.copy(), future))
+            kept.append((array if same else array.copy(), future))
             del kept[:-tuning.ARRAYS_KEPT]
             return future
 

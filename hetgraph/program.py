@@ -122,6 +122,12 @@ class VertexProgram:
         keeps there (``graph.kept``), made again by ``init`` when missing. Not defined
         by default; where defined, a process's first run makes them in a thread while
         it imports its scheduler (PageRank's dangling set and scales).
+    init_side_effects : bool, default True
+        ``init`` sets what ``aux`` or ``finalize`` read (beyond what ``derived`` sets).
+        Set it False when ``init`` only returns its arrays: a run whose worker
+        processes make the initial state themselves then does not call ``init`` in
+        the calling process, which builds no V-sized arrays for it (it calls
+        ``derived``, when defined, then ``aux``); the built-in programs set it.
 
     Examples
     --------
@@ -162,6 +168,7 @@ class VertexProgram:
     notify_self = False
     incremental = False
     activates_on_change = False
+    init_side_effects = True
 
     @staticmethod
     def gather(src, weight, dst):
@@ -472,6 +479,8 @@ class ProgramSpec:
         self.any_device = all(_takes_xp(getattr(program, hook))
                               for hook in ("init", "aux", "finalize"))
         self.needs_weights = bool(program.needs_weights)
+        # whether the initial state may be made elsewhere alone (see initial_aux)
+        self.init_apart = not program.init_side_effects
         self.notify_self = bool(program.notify_self)
         self.incremental = bool(program.incremental)
         if self.incremental and (self.reduce == "add" or self.notify_self or
@@ -561,14 +570,41 @@ class ProgramSpec:
                                    f" and dtype {active.dtype}; it must be a bool array of "
                                    f"length {n} or None")
             flags = (active != 0).view(np.uint8)  # a new array: no copy
-        aux = self.program.aux(graph, **on)
+        return values, flags, self._checked_aux(graph, xp)
+
+    def initial_aux(self, graph):
+        """The checked aux array (NumPy, or None) for ``graph`` without the initial
+        values and flags, for a run whose workers make those themselves: the program's
+        ``derived`` arrays made first (what its ``aux`` may read). Only for a program
+        whose ``init`` has no side effects (:attr:`init_apart`)."""
+        if not self.init_apart:
+            raise ProgramError(f"{self.name}.init may set what aux reads "
+                               f"(init_side_effects is True): call initial_state")
+        self.derived_arrays(graph)
+        return self._checked_aux(graph, np)
+
+    def derived_arrays(self, graph):
+        """The NumPy arrays among what the program's ``derived(graph)`` returns (made,
+        or found kept by the graph); () when it defines none. The graph keeps them and
+        nothing writes them: the same object has the same contents."""
+        derived = getattr(self.program, "derived", None)
+        if not callable(derived):
+            return ()
+        made = derived(graph)
+        made = made if isinstance(made, (tuple, list)) else (made,)
+        return tuple(a for a in made if isinstance(a, np.ndarray))
+
+    def _checked_aux(self, graph, xp):
+        """The program's aux for ``graph`` built with ``xp``, checked (None: none)."""
+        n = graph.num_vertices
+        aux = self.program.aux(graph, **({} if xp is np else {"xp": xp}))
         if aux is not None:
             aux = xp.asarray(aux)
             if aux.shape != (n,) or aux.dtype.kind not in "buif":
                 raise ProgramError(f"{self.name}.aux must return a numeric array of length "
                                    f"{n}, got shape {aux.shape} and dtype {aux.dtype}")
             aux = xp.ascontiguousarray(aux)
-        return values, flags, aux
+        return aux
 
 
 class UnstableValue(Exception):

@@ -153,7 +153,8 @@ def test_a_warm_call_compares_each_kept_array_once(graph, oracle, gpu1, monkeypa
     compare of a writeable one) once each, though PageRank's aux is also one of the
     program's arrays (twice before: a compare of V values more a call)."""
     met, keep = [], gpu1.kept_array
-    monkeypatch.setattr(gpu1, "kept_array", lambda g, a: met.append(id(a)) or keep(g, a))
+    monkeypatch.setattr(gpu1, "kept_array",
+                        lambda g, a, *more: met.append(id(a)) or keep(g, a, *more))
     result = _pagerank(graph, gpu1)
     assert met and len(met) == len(set(met)), met
     np.testing.assert_allclose(result.values, oracle["pagerank"], rtol=1e-10)
@@ -400,3 +401,33 @@ def test_the_state_survives_its_first_gpu_owner_lost_at_the_runs_end(graph, orac
     for got in (result, again):
         np.testing.assert_allclose(got.values, oracle["pagerank"], rtol=1e-10)
     assert result.history["iteration"].tolist() == list(range(1, ITERATIONS + 1))
+
+
+@pytest.mark.parametrize("gpus", ["gpu1", "gpu2"])
+def test_a_warm_gpu_call_makes_no_initial_state_here_nor_compares_derived_arrays(
+        graph, oracle, gpus, request, monkeypatch):
+    """A warm call on GPU worker processes, which make the initial state on their
+    devices, makes none in the calling process (V-sized arrays a call, before), nor
+    compares PageRank's derived arrays (kept by the graph, never written) byte for
+    byte with the copies its workers keep; on one worker and on two owners (which
+    count the first frontier themselves). Answers against SciPy."""
+    from test_processes import _initial_states_made_here
+
+    cluster = request.getfixturevalue(gpus)
+    call = _pagerank if gpus == "gpu1" else _spread_call
+    call(graph, cluster)  # (the arrays kept on the workers)
+    made = _initial_states_made_here(monkeypatch)
+    compared, equal = [], np.array_equal
+    monkeypatch.setattr(np, "array_equal", lambda a, b, *more: compared.append(
+        np.size(a)) or equal(a, b, *more))
+    source = graph.label_of(_hub(graph))
+    options = dict(cluster=cluster, devices="gpu", page_bytes=PAGE_BYTES)
+    pagerank = call(graph, cluster)
+    bfs = _bounded(lambda: hg.bfs(graph, source, **options))
+    sssp = _bounded(lambda: hg.sssp(graph, source, **options))
+    assert made == [], made
+    assert [size for size in compared if size >= graph.num_vertices] == [], compared
+    np.testing.assert_allclose(pagerank.values, oracle["pagerank"], rtol=1e-10)
+    reached = np.isfinite(oracle["bfs"])
+    np.testing.assert_array_equal(bfs.values[reached], oracle["bfs"][reached])
+    np.testing.assert_allclose(sssp.values[reached], oracle["sssp"][reached], rtol=1e-12)

@@ -263,3 +263,138 @@ def test_worker_processes_keep_glibcs_own_mmap_threshold():
     mapped and faulted anew. A local hetgraph cluster leaves it unset."""
     with hg.Cluster(cpu_workers=1, gpus=0, processes=True, dashboard_address=None) as cluster:
         assert set(cluster.client.run(_malloc_trim).values()) == {None}
+
+
+# --- the initial state made on the workers alone (issue 51) ----------------------------------
+
+class Reach(hg.VertexProgram):
+    """1 where ``source`` reaches (a user's program); ``init`` only returns its arrays."""
+
+    dtype = np.int32
+    reduce = "or"
+    incremental = True
+    init_side_effects = False
+
+    def __init__(self, source):
+        self.source = source
+
+    @staticmethod
+    def gather(src, weight, dst):
+        return src
+
+    @staticmethod
+    def apply(old, acc, aux):
+        return old | acc
+
+    @staticmethod
+    def activate(new, old):
+        return new != old
+
+    def init(self, graph):
+        values = np.zeros(graph.num_vertices, np.int32)
+        values[self.source] = 1
+        return values, values == 1
+
+
+class HalfReach(Reach):
+    """Reach's values halved by ``finalize`` with what ``init`` set: a program whose init
+    has side effects (the default), which the calling process must run."""
+
+    init_side_effects = True
+
+    def init(self, graph):
+        self.halve = 2.0
+        return super().init(graph)
+
+    def finalize(self, graph, values):
+        return values / self.halve
+
+
+@pytest.fixture(scope="module")
+def directed():
+    # weighted and directed, with dangling vertices: every algorithm's oracle differs
+    rng = np.random.default_rng(11)
+    pairs = np.unique(rng.integers(0, 400, (3000, 2)), axis=0)  # (no parallel edges)
+    return hg.from_arrays(pairs[:, 0], pairs[:, 1], weight=rng.integers(1, 9, len(pairs)),
+                          num_vertices=400)
+
+
+@pytest.fixture(scope="module")
+def two_cpu_processes():
+    with hg.Cluster(cpu_workers=2, gpus=0, processes=True, dashboard_address=None) as c:
+        yield c
+
+
+def _initial_states_made_here(monkeypatch):
+    """[program name] of every initial state this process makes from now on (the
+    program's ``init`` called by :meth:`ProgramSpec.initial_state`)."""
+    from hetgraph.program import ProgramSpec
+
+    made, make = [], ProgramSpec.initial_state
+    monkeypatch.setattr(ProgramSpec, "initial_state",
+                        lambda spec, *a, **k: made.append(spec.name) or make(spec, *a, **k))
+    return made
+
+
+@pytest.mark.parametrize("owners", [1, 2])
+def test_workers_that_make_the_initial_state_leave_it_unmade_here(
+        directed, two_cpu_processes, monkeypatch, owners):
+    """A run on worker processes that make its initial state themselves does not make it
+    in the calling process too (V-sized arrays built and dropped a call), on one owner
+    and on two (the spread pulls' owners count its frontier themselves); the answers of
+    every built-in program and of a user's against SciPy and NetworkX. A user's program
+    whose init may set what finalize reads (the default) still has it run here."""
+    import networkx as nx
+    import scipy.sparse.csgraph as csgraph
+
+    if owners == 2:  # (every worker of the host an owner, whatever the graph's size)
+        monkeypatch.setattr(tuning, "OWNERS_PER_HOST", 0)
+        monkeypatch.setattr(tuning, "SPREAD_ARCS", 0)
+    cluster, graph = two_cpu_processes, directed
+    options = dict(cluster=cluster, devices="cpu")
+    hub = int(np.argmax(graph.out_degree()))
+    source = graph.label_of(hub)
+    reference = nx.DiGraph()
+    reference.add_nodes_from(graph.label_of(v) for v in range(graph.num_vertices))
+    matrix = graph.to_scipy().astype(np.float64)
+    edges = matrix.tocoo()
+    reference.add_weighted_edges_from(
+        (graph.label_of(u), graph.label_of(v), w) for u, v, w in
+        zip(edges.row, edges.col, edges.data))
+    nodes = list(reference)
+    personal = {nodes[0]: 1.0, nodes[7]: 3.0, nodes[-1]: 0.5}
+    dangling = {nodes[3]: 1.0, nodes[9]: 2.0}
+    made = _initial_states_made_here(monkeypatch)
+    runs = [_bounded(lambda: hg.pagerank(graph, tol=1e-10, personalization=personal,
+                                         dangling=dangling, **options)),
+            _bounded(lambda: hg.pagerank(graph, tol=1e-10, **options)),
+            _bounded(lambda: hg.bfs(graph, source, **options)),
+            _bounded(lambda: hg.sssp(graph, source, **options)),
+            _bounded(lambda: hg.connected_components(graph, algorithm="label-propagation",
+                                                     **options)),
+            _bounded(lambda: hg.run(Reach(hub), graph, **options))]
+    assert made == [], made
+    half = _bounded(lambda: hg.run(HalfReach(hub), graph, **options))
+    assert made == ["HalfReach"], made
+    personalized, plain, bfs, sssp, cc, reach = runs
+    for ours, theirs in ((personalized, nx.pagerank(reference, tol=1e-12,
+                                                    personalization=personal,
+                                                    dangling=dangling)),
+                         (plain, nx.pagerank(reference, tol=1e-12))):
+        assert ours.converged
+        got = np.array([ours[label] for label in nodes])
+        np.testing.assert_allclose(got, [theirs[label] for label in nodes], rtol=1e-6,
+                                   atol=1e-9)
+    levels = csgraph.shortest_path(matrix, unweighted=True, indices=hub)
+    reached = np.isfinite(levels)
+    np.testing.assert_array_equal(bfs.values[reached], levels[reached])
+    assert (bfs.values[~reached] == -1).all()
+    np.testing.assert_allclose(sssp.values, csgraph.dijkstra(matrix, indices=hub),
+                               rtol=1e-12)
+    np.testing.assert_array_equal(reach.values, reached.astype(np.int32))
+    np.testing.assert_array_equal(half.values, reached / 2.0)
+    components = list(nx.weakly_connected_components(reference))
+    assert all(len({cc[label] for label in c}) == 1 for c in components)
+    assert len(set(cc.values.tolist())) == len(components)
+    for result in runs + [half]:
+        assert set(result.history["placement"]) == {"cpu"}

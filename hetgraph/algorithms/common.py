@@ -55,6 +55,7 @@ class MinRelaxation(VertexProgram):
     reduce = "min"
     incremental = True
     activates_on_change = True  # a value changed by min decreased: new < old
+    init_side_effects = False  # (init returns its arrays and sets nothing)
 
     @staticmethod
     def apply(old, acc, aux):

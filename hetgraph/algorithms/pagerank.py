@@ -92,6 +92,8 @@ class PageRank(PowerIteration):
     sum's slow return to 1 would set the pace where many vertices are dangling (where
     none is, nothing: the sweep then converges to ranks that sum to 1)."""
 
+    init_side_effects = False  # (init sets only what derived sets)
+
     def __init__(self, damping=0.85, tol=1e-6, dtype=np.float64, weighted=True, start=None,
                  rescale=False):
         _check_parameters(damping, tol)
@@ -218,6 +220,8 @@ class PersonalizedPageRank(PowerIteration):
     that is not dangling rank (None: 1 - d, the teleport along ``weights``);
     ``vertices``: the vertices of the convergence test (None: the graph's; T's value
     does not change)."""
+
+    init_side_effects = False  # (aux is the weights given)
 
     def __init__(self, weights, dangling, damping=0.85, tol=1e-6, start=None, *,
                  offset=None, vertices=None):

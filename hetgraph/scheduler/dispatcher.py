@@ -22,7 +22,6 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import dataclasses
-import functools
 import itertools
 import logging
 import time
@@ -248,14 +247,22 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
         rho = 1.0 if in_memory else graph.store.read_ratio()
     checkpointer = _checkpointer(checkpoint, checkpoint_every, resume, spec, graph, mode)
     xp, device = _state_module(cluster, devices, spec, checkpointer, graph)
-    try:
-        with device:
+    # the workers make the initial state: here only the room it comes back to
+    made_there = xp is np and not resume and max_iterations > 0 and spec.init_apart \
+        and _held_on_workers(cluster, devices, graph)
+    if made_there:
+        n = graph.num_vertices
+        values, flags, aux = np.empty(n, spec.dtype), np.empty(n, np.uint8), \
+            spec.initial_aux(graph)
+    else:
+        try:
+            with device:
+                values, flags, aux = spec.initial_state(graph, xp)
+        except MemoryError:  # (CuPy's OutOfMemoryError) the cost model may use the CPU
+            if devices != "auto":
+                raise
+            xp, device = np, contextlib.nullcontext()
             values, flags, aux = spec.initial_state(graph, xp)
-    except MemoryError:  # (CuPy's OutOfMemoryError) the cost model may use the CPU
-        if devices != "auto":
-            raise
-        xp, device = np, contextlib.nullcontext()
-        values, flags, aux = spec.initial_state(graph, xp)
     state = VertexState(values, flags, sync=mode == "sync")
     coloring = _coloring(graph, mode, in_memory)
     aux = _NO_AUX if aux is None else aux
@@ -268,7 +275,7 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
                                   rho=float(rho), page_bytes=page_bytes,
                                   gpu=dict(gpu or {}), host_budget=host_budget,
                                   coloring=coloring),
-                             fresh=not history)
+                             fresh=not history, made_there=made_there)
             bar = ProgressBar(spec.name, max_iterations) if show_progress(progress) else None
             try:
                 history, converged = driver.run(max_iterations, history, checkpointer,
@@ -343,6 +350,23 @@ def _resume(checkpointer, state):
     return saved["history"], saved["converged"]
 
 
+def _held_on_workers(cluster, devices, graph):
+    """Whether a run's state lives on worker processes from its start (:mod:`.spread`),
+    which make the initial state themselves."""
+    if isinstance(graph, StoredGraph):
+        return False
+    with cluster_for(cluster) as active:
+        return not active.in_process and _holds_state(active, _kinds(
+            active, devices, False, graph.num_arcs <= tuning.SMALL_ARCS), False)
+
+
+def _holds_state(cluster, kinds, out_of_core):
+    """Whether the workers of ``kinds`` of ``cluster`` hold a run's state between its
+    segments: worker processes of one kind alone, over a graph in memory."""
+    return not cluster.in_process and not out_of_core and len(kinds) == 1 and \
+        tuning.SPREAD_SEGMENTS
+
+
 def _kinds(cluster, devices, out_of_core, small):
     """{kind: worker count} of the devices the run may use (CPU workers only for a
     ``small`` graph with devices "auto"; out of core, one GPU worker at most: its pages
@@ -371,9 +395,11 @@ def _kinds(cluster, devices, out_of_core, small):
 
 class _Driver:
     """One run's iteration loop on a cluster; ``fresh``: the state is the program's
-    initial one (not a resumed run's)."""
+    initial one (not a resumed run's); ``made_there``: ``state`` holds nothing yet, the
+    workers that hold the run's state make the initial one (:func:`_held_on_workers`)."""
 
-    def __init__(self, cluster, spec, graph, state, aux, devices, options, fresh=True):
+    def __init__(self, cluster, spec, graph, state, aux, devices, options, fresh=True,
+                 made_there=False):
         self.client = cluster.client
         self.shared = cluster.in_process
         self.spec, self.graph, self.state = spec, graph, state
@@ -417,8 +443,10 @@ class _Driver:
         # worker processes of one kind alone: they hold the state between segments
         self._spread = Spread(cluster, self.run_id, graph.in_indptr, fresh,
                               self._reshared, kind=next(iter(self.kinds)), pages=pages) \
-            if not self.shared and not out_of_core and len(self.kinds) == 1 \
-            and tuning.SPREAD_SEGMENTS else None
+            if _holds_state(cluster, self.kinds, out_of_core) else None
+        self._made_there = made_there and self._spread is not None
+        if made_there and not self._made_there:  # (the cluster changed meanwhile)
+            state.values[:], state.flags[:] = spec.initial_state(graph)[:2]
         self.page_edges = np.diff(graph.in_indptr[pages], axis=1)[:, 0] if len(pages) > 1 \
             else np.array([graph.num_arcs], np.int64)  # (the pages cover every vertex)
         threads = options["threads"] or numba.config.NUMBA_NUM_THREADS
@@ -528,8 +556,16 @@ class _Driver:
         if self.shared:
             self.run_ref = tasks.share(self.runspec, self.state)
             return
-        packed, arrays = tasks.pack(self.runspec, functools.partial(
-            self.cluster.kept_array, self.graph), self.cluster.ended)
+        # the graph's arrays and the program's derived ones are never written: the
+        # same object has the same contents, not compared again (a partition refers
+        # to the graph's in-edge offsets)
+        unchanged = {id(a) for a in self.spec.derived_arrays(self.graph)} | {
+            id(a) for a in vars(self.graph).values() if isinstance(a, np.ndarray)}
+
+        def keep(array):
+            return self.cluster.kept_array(self.graph, array, id(array) in unchanged)
+
+        packed, arrays = tasks.pack(self.runspec, keep, self.cluster.ended)
         self.run_ref = (packed, self.cluster.placed(self.graph), arrays)
 
     def _reshared(self):
@@ -761,7 +797,7 @@ class _Driver:
             lead = time.perf_counter() - start  # counted in the first row (overhead)
             rows, done = self._spread_segment(placement, f, iteration, max_iterations,
                                               checkpointer, frontier)
-            if not rows and self._segment_possible(placement, f):
+            if not rows and not done and self._segment_possible(placement, f):
                 last = max_iterations if checkpointer is None else \
                     min(max_iterations, checkpointer.next_due(iteration))
                 rows, status = self._segment(placement, iteration, last, frontier)
@@ -806,6 +842,7 @@ class _Driver:
         rows, status, self.frontier, built = segment(
             self.run_ref, self.state, self.version, first, last, self.model, frontier,
             final=last == max_iterations)
+        self._made_there = False
         self.compile_seconds += built
         self.version += 1
         return rows, status == "converged"
@@ -822,8 +859,8 @@ class _Driver:
         the device, after the copy of the state); counted on the GPU in a run with
         one while segments run in this thread (:func:`tasks.gpu_frontier`: the copy and
         the count there take less than the count on the host), else on the host."""
-        if self.kinds == {"gpu": 1} or self.gpu_devices is not None:
-            return None
+        if self.kinds == {"gpu": 1} or self.gpu_devices is not None or self._made_there:
+            return None  # (the workers count it; made there: where the state is)
         if "gpu" in self.kinds and self._layout is None and (
                 self.inline_left > 0 or not self.state.on_host):
             self._pin_state()

@@ -170,12 +170,14 @@ def cpu_alone(run, state, version, first, last, model, frontier, back=None, seco
                         out=_whole(run, own, back), dropped=dropped)
 
 
-def _own_gpu_state(run, ctx, state, version, backup=False):
+def _own_gpu_state(run, ctx, state, version, backup=False, count=False):
     """Make the engine of this worker's GPU context ``ctx`` hold the state at
     ``version``, as :func:`_own_state` does for a CPU: ``state`` loaded (the client's),
     the program's :class:`Initial` one made on the device, or (None) the one it holds,
     else its backup of that version; ``backup``: keep a copy (on the device) of the
-    state the segment begins from, should it run again after a peer left."""
+    state the segment begins from, should it run again after a peer left. Returns,
+    with ``count``, the frontier of the whole state made or loaded (active vertices,
+    their out-degree sum; an owner's engine counts only its own pages), else None."""
     engine, everything = ctx.engine, [(0, run.graph.num_vertices)]
     if isinstance(state, Initial):
         xp = module_of(engine.values) if run.spec.any_device else np
@@ -187,9 +189,15 @@ def _own_gpu_state(run, ctx, state, version, backup=False):
         if ctx.backup is None or ctx.backup[0] != version:
             raise _not_held(run, version)
         engine.load(ctx.backup[1], ctx.backup[2], everything)
+    counted = None
+    if count:
+        flags = engine.flags
+        counted = cpu.frontier_size(flags if isinstance(flags, np.ndarray) else
+                                    gpuowner.host_copy(flags), run.graph.out_indptr)
     ctx.version = None  # (changing: held again once the segment ends)
     if backup:
         ctx.backup = (version, engine.values.copy(), engine.flags.copy())
+    return counted
 
 
 @tasks.resolved
@@ -284,7 +292,9 @@ def gpu_spread(run, state, version, first, last, model, owners, me, frontier, ba
     ctx = gpuowner.context(run, range(*owners.pages[me]))
     engine = ctx.engine
     with gpuowner.on_device():
-        _own_gpu_state(run, ctx, state, version, backup=True)
+        counted = _own_gpu_state(run, ctx, state, version, backup=True,
+                                 count=frontier is None)
+        frontier = counted if frontier is None else frontier
         try:
             rows, status, after = _GpuIterations(run, engine, worker, owners, me, model,
                                                  seconds).run(first, last, frontier)
@@ -414,9 +424,12 @@ class _Iterations:
                                                                  owners.shared_dir)
 
     def run(self, first, last, frontier):
-        """(rows, status, frontier after: None when converged) of the iterations."""
+        """(rows, status, frontier after: None when converged) of the iterations from
+        ``frontier`` (None: counted here, the same on every owner)."""
         run, rows, iteration, status = self.run_, [], first, None
         arcs = run.graph.num_arcs
+        if frontier is None:  # (every owner holds the whole state)
+            frontier = cpu.frontier_size(self.engine.state.flags, run.graph.out_indptr)
         while status is None:
             pulls = self.model.cpu_mode_for(notify_fraction(frontier[1], arcs), run.rho,
                                             arcs) == "pull"
