@@ -234,6 +234,7 @@ class Cluster:
             self.client = Client(self._cluster, direct_to_workers=processes)
             self.in_process = not processes
             _reduce_latency(self._cluster, self.client)
+        self._gone = set()  # addresses a call found gone (see left)
         self.cpu_workers, self.gpu_workers, self.gpu_devices = self._workers()
         if not self.cpu_workers and not self.gpu_workers:
             self.close()
@@ -245,7 +246,8 @@ class Cluster:
     def _workers(self):
         """(CPU worker addresses, GPU worker addresses, the device of each GPU worker
         of an in-process cluster, see :func:`gpu_index`)."""
-        workers = self.client.scheduler_info(n_workers=-1)["workers"]
+        workers = {a: w for a, w in self.client.scheduler_info(n_workers=-1)[
+            "workers"].items() if a not in self._gone}
         cpu = sorted(a for a, w in workers.items() if w.get("resources", {}).get("CPU"))
         gpu = sorted(a for a, w in workers.items() if w.get("resources", {}).get("GPU"))
         return cpu, gpu, [gpu_index(workers[a].get("name")) for a in gpu]
@@ -380,6 +382,18 @@ class Cluster:
         if gpu:
             self.gpu_workers, self.gpu_devices = gpu, devices
         return sorted(before - set(cpu) - set(gpu))
+
+    def left(self, addresses):
+        """The workers at ``addresses``, which a call found gone, leave
+        ``cpu_workers`` and ``gpu_workers`` now, though the scheduler may list them a
+        moment longer: a later run must not call them (Dask retries a refused
+        connection until its connect timeout, 30 s by default). The lists are read
+        again from the scheduler (a worker its nanny restarted comes back at another
+        address, once it has joined)."""
+        self._gone.update(addresses)
+        cpu, gpu, devices = self._workers()
+        self.cpu_workers = cpu
+        self.gpu_workers, self.gpu_devices = gpu, devices
 
     def close(self):
         """Stop the client and, for a local cluster, its scheduler and workers.

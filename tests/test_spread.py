@@ -372,10 +372,14 @@ def test_the_state_survives_its_first_owner_lost_at_the_runs_end(graph, alone, t
                                                     devices="cpu"))}[call]
     with hg.Cluster(cpu_workers=2, gpus=0, processes=True, dashboard_address=None) as c:
         run(c)  # placed and warm before the kill
+        before = set(c.cpu_workers)
         c.client.run(_kill_first_owner_at_hand_back, str(marker))
         c.client.run(_short_segments)  # (the last segment starts from a held state)
         result = run(c)
         assert marker.exists(), "no worker was killed: the test did not test"
+        # the dead worker left the cluster's list: the next run does not call it (a
+        # refused connection would be retried for Dask's connect timeout)
+        assert len(before - set(c.cpu_workers)) == 1
         again = run(c)
     for got in (result, again):
         if call == "pagerank":

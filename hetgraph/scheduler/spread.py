@@ -780,6 +780,8 @@ class Spread:
         """:meth:`_wait`'s answer for the ``outcomes`` of direct calls to the workers at
         ``addresses`` (each a Report or the exception its call ended with)."""
         lost = [a for a, o in zip(addresses, outcomes) if isinstance(o, calls.Lost)]
+        if lost:
+            self.cluster.left(lost)
         for outcome in outcomes:
             if isinstance(outcome, BaseException) and not isinstance(outcome, calls.Lost):
                 self._raise_unless_lost(outcome)
