@@ -388,12 +388,10 @@ class Cluster:
         ``cpu_workers`` and ``gpu_workers`` now, though the scheduler may list them a
         moment longer: a later run must not call them (Dask retries a refused
         connection until its connect timeout, 30 s by default). The lists are read
-        again from the scheduler (a worker its nanny restarted comes back at another
-        address, once it has joined)."""
+        again as :meth:`lost_workers` reads them (a kind left with none keeps its list
+        until one is back: a run then waits for a worker, as after any loss)."""
         self._gone.update(addresses)
-        cpu, gpu, devices = self._workers()
-        self.cpu_workers = cpu
-        self.gpu_workers, self.gpu_devices = gpu, devices
+        self.lost_workers()
 
     def close(self):
         """Stop the client and, for a local cluster, its scheduler and workers.
