@@ -242,6 +242,10 @@ OWNERS_PER_HOST = 1  # CPU worker processes of one host that a spread segment pu
 SHARED_MEMORY_DIR = "/dev/shm"  # where spread owners of one host share their ranges
 # (hetgraph.scheduler.hostshare): a copy through memory, not a socket; "" sends them
 # over Dask's comms instead
+GPU_PEER_COPIES = True  # GPU worker processes of one host exchange their ranges GPU to
+# GPU (CUDA IPC, hetgraph.scheduler.gpupeers); False: through host memory as CPU owners do
+GPU_PEER_STAGES = 4  # range sizes whose staging buffers a GPU worker keeps for later runs
+GPU_PEER_MAPPINGS = 64  # peers' staging buffers a GPU worker keeps mapped (the oldest unmapped)
 BACK_FILES_KEPT = 4  # files a client keeps in SHARED_MEMORY_DIR for states handed back
 # by its host's workers (hetgraph.scheduler.hostshare), each a state's size: made once,
 # not a new file a call

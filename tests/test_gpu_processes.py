@@ -382,6 +382,34 @@ def test_two_gpu_worker_processes_on_the_device(device_graph, one_gpu_in_process
     assert np.abs(result.values - one_gpu_in_process["pagerank"].values).sum() < 1e-6
 
 
+def _peer_copies(on):
+    """Turn this worker's GPU-to-GPU exchange on or off; returns the range sizes it
+    staged for its peers so far and the peers' buffers it mapped."""
+    from hetgraph.scheduler import gpupeers
+
+    tuning.GPU_PEER_COPIES = on
+    return len(gpupeers._STAGES), len(gpupeers._OPENED)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(hg.cluster.gpu_count() < 2, reason="needs two GPUs")
+def test_two_gpu_worker_processes_exchange_gpu_to_gpu(device_graph, one_gpu_in_process):
+    """Two GPU owners on one host send their ranges GPU to GPU (each staged a range and
+    mapped the other's); through host memory instead, the same answers."""
+    with hg.Cluster(gpus=2, processes=True, dashboard_address=None) as cluster:
+        workers = cluster.gpu_workers
+        before = cluster.client.run(_peer_copies, True, workers=workers)
+        peer = _device_calls(device_graph, cluster, page_bytes=DEVICE_PAGE_BYTES)
+        used = cluster.client.run(_peer_copies, False, workers=workers)
+        host = _device_calls(device_graph, cluster, page_bytes=DEVICE_PAGE_BYTES)
+    assert all(tuple(counts) == (0, 0) for counts in before.values()), before
+    assert all(staged >= 1 and mapped >= 2 for staged, mapped in used.values()), used
+    _equal_to_one_gpu(peer, one_gpu_in_process)
+    for name in ("bfs", "sssp"):
+        np.testing.assert_array_equal(peer[name].values, host[name].values, err_msg=name)
+    np.testing.assert_allclose(peer["pagerank"].values, host["pagerank"].values, rtol=1e-9)
+
+
 def test_the_state_survives_its_first_gpu_owner_lost_at_the_runs_end(graph, oracle,
                                                                      tmp_path):
     """Should the first GPU owner, which hands the state back, die after the run's last

@@ -5,9 +5,9 @@ in-process GPU path keeps it) or over an owner's range of the pages, bound to th
 device copy this worker keeps of the run's aux, the state copied between that engine
 and host arrays (handed back to the client through this worker's map of the client's
 file, page-locked once: :func:`hand_back`), and a spread iteration's exchange of an
-owner's range with its peers (:func:`exchange`, the one function that GPU-to-GPU copies,
-CUDA IPC or NCCL, would replace: today each owner's range goes device to host into its
-shared-memory file, :mod:`.hostshare`, and its peers copy it host to device).
+owner's range with its peers (:func:`exchange`: GPU to GPU through CUDA IPC between the
+processes of one host, :mod:`.gpupeers`; else through host memory, :mod:`.hostshare`, or
+the messages).
 
 A GPU worker process sees its own GPU first (:mod:`hetgraph.cluster`): device 0. CuPy is
 imported only by the functions that build an engine or copy arrays of one."""
@@ -23,7 +23,7 @@ import time
 import numpy as np
 
 from .. import tuning
-from . import exchange as comms, hostshare, tasks
+from . import exchange as comms, gpupeers, hostshare, tasks
 
 log = logging.getLogger("hetgraph.scheduler")
 
@@ -215,43 +215,70 @@ def host_copy(array):
 def exchange(worker, owners, me, engine, tag, info, host_shared):
     """Send this owner's range (``owners.ranges[me]``) of ``engine``'s current values and
     flags to its peers, and copy theirs into the engine; ``info``: this owner's numbers
-    for the peers. Through this owner's shared-memory file where ``host_shared`` (every
-    owner on this host, :func:`.hostshare.usable`), else in the messages. Returns
+    for the peers. Where every owner is on this host (``host_shared``,
+    :func:`.hostshare.usable`): GPU to GPU (:mod:`.gpupeers`, unless
+    ``tuning.GPU_PEER_COPIES`` is off or this GPU cannot export memory), else through
+    this owner's shared-memory file; between hosts in the messages. Returns
     {owner: info}."""
-    from distributed.protocol import to_serialize
-
     peers = owners.peers(me)
     if not peers:  # (the survivor of a segment run again)
         return {me: info}
     (a, b), channel = owners.ranges[me], owners.channel
     values, flags = engine.values, engine.flags
-    if host_shared:
-        word = None
-        if b > a:
-            into, into_flags, word = hostshare.slot_to_write(
-                owners.shared_dir, channel, owners.addresses[me], a, b, values.dtype,
-                list(peers))
-            to_host(values[a:b], into)
-            to_host(flags[a:b], into_flags)
-        payload = {"shared": word}
-    else:
-        payload = {"values": to_serialize(host_copy(values[a:b])),
-                   "flags": to_serialize(host_copy(flags[a:b]))}
+    payload = _payload(owners, me, values[a:b], flags[a:b], host_shared)
     sending = comms.send(worker, list(peers.values()), channel, tag, me,
                          {**payload, "info": list(info)})
     infos = {me: info}
     for j, part in comms.receive(worker, channel, tag, peers).items():
         x, y = owners.ranges[j]
-        if not host_shared:
-            got, got_flags = part["values"], part["flags"]
-        elif part["shared"] is not None:
-            got, got_flags = hostshare.slot_to_read(channel, part["shared"], y - x,
-                                                    values.dtype, me)
-        else:
-            got = None
-        if got is not None:
-            to_device(got, values[x:y])
-            to_device(got_flags, flags[x:y])
+        _take(part, values[x:y], flags[x:y], channel, me)
         infos[j] = tuple(part["info"])
     sending.result()  # (our slot stays as it is until every peer took it)
     return infos
+
+
+def _payload(owners, me, values, flags, host_shared):
+    """What this owner's message carries of its range ``values``, ``flags`` (see
+    :func:`exchange`)."""
+    from distributed.protocol import to_serialize
+
+    on_gpu = not isinstance(values, np.ndarray)  # (a stand-in engine's are host arrays)
+    if host_shared and on_gpu and len(values) and tuning.GPU_PEER_COPIES and _peer_copies[0]:
+        try:
+            return {"peer": list(gpupeers.stage(values, flags))}
+        except Exception as exc:  # (a GPU that cannot export memory: host copies)
+            _peer_copies[0] = False
+            log.warning("GPU-to-GPU copies of the run's state are off on this worker "
+                        "(%s): its ranges go through host memory", exc)
+    if not host_shared:
+        return {"values": to_serialize(host_copy(values)),
+                "flags": to_serialize(host_copy(flags))}
+    word = None
+    if len(values):
+        (a, b), peers = owners.ranges[me], owners.peers(me)
+        into, into_flags, word = hostshare.slot_to_write(
+            owners.shared_dir, owners.channel, owners.addresses[me], a, b, values.dtype,
+            list(peers))
+        to_host(values, into)
+        to_host(flags, into_flags)
+    return {"shared": word}
+
+
+_peer_copies = [True]  # whether this worker's GPU exported its staged ranges so far
+
+
+def _take(part, values, flags, channel, me):
+    """Copy a peer's ``part`` of the exchange (see :func:`_payload`) into ``values``,
+    ``flags`` (this engine's slices of the peer's range)."""
+    if "peer" in part:
+        gpupeers.fetch([bytes(h) for h in part["peer"]], values, flags)
+        return
+    if "values" in part:
+        got, got_flags = part["values"], part["flags"]
+    elif part["shared"] is not None:
+        got, got_flags = hostshare.slot_to_read(channel, part["shared"], len(values),
+                                                values.dtype, me)
+    else:
+        return
+    to_device(got, values)
+    to_device(got_flags, flags)
