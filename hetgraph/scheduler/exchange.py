@@ -13,13 +13,14 @@ when the run ended (the client dropped its contexts).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import socket
 import threading
 import time
 
 from .. import tuning
 from ..cluster import WorkerLostError
-from . import calls, hostshare
+from . import calls, datagrams, hostshare
 
 HANDLER = "hetgraph_put"
 FAILED = ("failed",)  # the tag of a peer's word that it failed
@@ -81,6 +82,10 @@ def install(client):
         def setup(self, worker):
             worker.handlers.setdefault(HANDLER, _put)
             worker.handlers.setdefault(calls.HANDLER, calls.handler(worker))
+            datagrams.listen(tuning.SHARED_MEMORY_DIR, worker.address, _put)
+
+        def teardown(self, worker):
+            datagrams.close(worker.address)
 
     client.register_plugin(Exchange())
 
@@ -95,11 +100,22 @@ def forget(run_id, files=True):
     hostshare.forget(run_id, files)
 
 
-def send(worker, peers, channel, tag, sender, payload):
+def send(worker, peers, channel, tag, sender, payload, directory=""):
     """Start sending ``payload`` (wrap its arrays with ``distributed.protocol.
     to_serialize``) to the workers at ``peers`` from ``worker``'s event loop; returns a
     concurrent future done when every peer took it (its error: :class:`PeerLostError`
-    naming those that did not). The payload's arrays must not change until then."""
+    naming those that did not). The payload's arrays must not change until then.
+    ``directory``: the peers are on this host and listen in that directory
+    (:mod:`.datagrams`; a payload of plain MessagePack types): sent from this thread
+    at once, through Dask only to a peer without a socket there."""
+    if directory:
+        try:
+            peers = datagrams.send(directory, peers, channel, tag, sender, payload)
+        except datagrams.Unreachable as gone:
+            return _done(PeerLostError(str(gone), tag))
+        if not peers:
+            return _done()
+
     async def everyone():
         answers = await asyncio.gather(*(worker.rpc(peer).hetgraph_put(
             channel=list(channel), tag=list(tag), sender=sender, payload=payload)
@@ -109,6 +125,41 @@ def send(worker, peers, channel, tag, sender, payload):
             raise PeerLostError(", ".join(failed), tag)
 
     return asyncio.run_coroutine_threadsafe(everyone(), worker.loop.asyncio_loop)
+
+
+def _done(error=None):
+    """A concurrent future already done (with ``error``)."""
+    future = concurrent.futures.Future()
+    if error is None:
+        future.set_result(None)
+    else:
+        future.set_exception(error)
+    return future
+
+
+class Sending:
+    """An owner's parts of an exchange still on their way (:func:`send`'s futures).
+    An owner need not wait for its peers to take a part before it receives theirs:
+    they send their next part only after they took every owner's, and an owner writes
+    the arrays (or slot) of a part again two exchanges later, after their next parts
+    came. That holds for a part sent as a copy, or in a slot or buffer of two taking
+    turns, not for views of arrays the next iteration writes in place (a state's
+    flags): settle those at once. :meth:`start` notes a part and settles the one
+    before (its peers' error, :class:`PeerLostError`, raised there); :meth:`settle`
+    waits for the last, before the owner changes what it sent outside the exchanges'
+    turns."""
+
+    def __init__(self):
+        self._pending = None
+
+    def start(self, future):
+        self.settle()
+        self._pending = future
+
+    def settle(self):
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
 
 
 async def tell_failed_from(rpc, peers, channel, sender):

@@ -212,13 +212,14 @@ def host_copy(array):
     return host
 
 
-def exchange(worker, owners, me, engine, tag, info, host_shared):
+def exchange(worker, owners, me, engine, tag, info, host_shared, sending):
     """Send this owner's range (``owners.ranges[me]``) of ``engine``'s current values and
     flags to its peers, and copy theirs into the engine; ``info``: this owner's numbers
     for the peers. Where every owner is on this host (``host_shared``,
     :func:`.hostshare.usable`): GPU to GPU (:mod:`.gpupeers`, unless
     ``tuning.GPU_PEER_COPIES`` is off or this GPU cannot export memory), else through
-    this owner's shared-memory file; between hosts in the messages. Returns
+    this owner's shared-memory file; between hosts in the messages. ``sending``: the
+    owner's :class:`.exchange.Sending`, which this message joins. Returns
     {owner: info}."""
     peers = owners.peers(me)
     if not peers:  # (the survivor of a segment run again)
@@ -226,14 +227,14 @@ def exchange(worker, owners, me, engine, tag, info, host_shared):
     (a, b), channel = owners.ranges[me], owners.channel
     values, flags = engine.values, engine.flags
     payload = _payload(owners, me, values[a:b], flags[a:b], host_shared)
-    sending = comms.send(worker, list(peers.values()), channel, tag, me,
-                         {**payload, "info": list(info)})
+    sending.start(comms.send(worker, list(peers.values()), channel, tag, me,
+                             {**payload, "info": list(info)},
+                             owners.shared_dir if host_shared else ""))
     infos = {me: info}
     for j, part in comms.receive(worker, channel, tag, peers).items():
         x, y = owners.ranges[j]
         _take(part, values[x:y], flags[x:y], channel, me)
         infos[j] = tuple(part["info"])
-    sending.result()  # (our slot stays as it is until every peer took it)
     return infos
 
 

@@ -327,6 +327,7 @@ class _GpuIterations:
         self.owners, self.me, self.model, self.seconds = owners, me, model, seconds
         self.began = time.perf_counter()
         self.host_shared = hostshare.usable(owners.addresses, owners.shared_dir)
+        self.sending = exchange.Sending()
 
     def run(self, first, last, frontier):
         """(rows, status, frontier after: None when converged) of the iterations from
@@ -346,7 +347,7 @@ class _GpuIterations:
             infos = gpuowner.exchange(self.worker, self.owners, self.me, engine,
                                       (iteration,), (activated, engine.frontier()[1],
                                                      edges, kernel, stop),
-                                      self.host_shared)
+                                      self.host_shared, self.sending)
             frontier = tuple(sum(int(i[k]) for i in infos.values()) for k in (0, 1))
             finished = spec.has_converged and bool(program.converged(graph, previous,
                                                                      engine.values))
@@ -362,6 +363,7 @@ class _GpuIterations:
                 gpu_edges=sum(int(i[2]) for i in infos.values()), gpu_seconds=gpu_seconds,
                 seconds=wall, overhead=max(wall - gpu_seconds, 0.0)))
             if status is not None:
+                self.sending.settle()
                 return rows, status, None if status == "converged" else frontier
 
 
@@ -422,6 +424,7 @@ class _Iterations:
         self.began, self.holds = time.perf_counter(), True
         self.host_shared = bool(self.peers) and hostshare.usable(owners.addresses,
                                                                  owners.shared_dir)
+        self.sending = exchange.Sending()
 
     def run(self, first, last, frontier):
         """(rows, status, frontier after: None when converged) of the iterations from
@@ -511,6 +514,7 @@ class _Iterations:
                 cpu_edges=sum(int(i[1]) for i in infos.values()), cpu_seconds=cpu_seconds,
                 seconds=wall, overhead=max(wall - cpu_seconds, 0.0)))
             if status is not None:
+                self.sending.settle()  # (the state changes next: our part must be taken)
                 return iteration + 1, None if status == "moved" else status, frontier
 
     def _exchange(self, iteration, info):
@@ -533,8 +537,10 @@ class _Iterations:
         else:
             payload = {"values": to_serialize(written[a:b]),
                        "flags": to_serialize(state.flags[a:b])}
-        sending = exchange.send(self.worker, list(self.peers.values()), channel, tag,
-                                self.me, {**payload, "info": list(info)})
+        self.sending.start(exchange.send(
+            self.worker, list(self.peers.values()), channel, tag, self.me,
+            {**payload, "info": list(info)},
+            self.owners.shared_dir if self.host_shared else ""))
         for j, part in exchange.receive(self.worker, channel, tag, self.peers).items():
             x, y = self.owners.ranges[j]
             if not self.host_shared:
@@ -544,7 +550,8 @@ class _Iterations:
                 hostshare.read(channel, part["shared"], written[x:y], state.flags[x:y],
                                self.me)
             infos[j] = tuple(part["info"])
-        sending.result()  # (our arrays stay as they are until every peer took them)
+        if not self.host_shared:  # (our message holds views of the flags, which the
+            self.sending.settle()  # next pull writes in place)
         return infos
 
 

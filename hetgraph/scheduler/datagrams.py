@@ -1,0 +1,141 @@
+"""Small messages between the worker processes of one host over Unix datagram sockets
+(issue 51): the word each spread owner sends its peers every iteration (its range is in
+shared memory or staged on its GPU; the message only says so, with a few numbers).
+
+A message through Dask's comms costs hundreds of microseconds each way on a local
+cluster (an event-loop hop on each side, a TCP connection, the framing); an
+iteration of a spread pull waits for one from every peer. A datagram goes from the
+sending thread straight to a thread of the peer's process blocked on its socket.
+Each worker process listens on a socket named after its Dask address in the
+shared-memory directory (mode 0600: only its user's processes reach it); messages are
+MessagePack, never pickles, and one that does not unpack is dropped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import socket
+import threading
+
+import msgpack
+import numpy as np
+
+from .. import tuning
+
+log = logging.getLogger("hetgraph.scheduler")
+
+MAX_BYTES = 1 << 16  # a message's size at most (a word and a few numbers: far less)
+_LISTENING: dict = {}  # Dask address -> (socket, path) this process listens on
+_LOCK = threading.Lock()
+_SENDER: list = []  # this process's one unbound socket for sending (made on first use)
+
+
+class Unreachable(Exception):
+    """No process listens at the peer's socket any more (its process died)."""
+
+
+def path_of(directory, address):
+    """The socket of the worker at Dask ``address`` in ``directory``."""
+    digest = hashlib.sha1(address.encode()).hexdigest()[:24]
+    return os.path.join(directory, f"hetgraph-mail-{digest}")
+
+
+def listen(directory, address, deliver):
+    """Receive messages for the worker at ``address`` (this process's) on its socket in
+    ``directory``, each passed to ``deliver(channel, tag, sender, payload)`` from a
+    thread of its own; returns whether it listens (no: no such directory, or a path
+    too long for a socket)."""
+    if not directory or not os.path.isdir(directory):
+        return False
+    with _LOCK:
+        if address in _LISTENING:
+            return True
+        path = path_of(directory, address)
+        try:
+            os.unlink(path)  # (left by a process that died at this address)
+        except FileNotFoundError:
+            pass
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        old = os.umask(0o077)
+        try:
+            sock.bind(path)
+        except OSError as exc:  # (a directory whose paths are too long for a socket)
+            sock.close()
+            log.debug("no message socket at %s: %s", path, exc)
+            return False
+        finally:
+            os.umask(old)
+        _LISTENING[address] = (sock, path)
+    threading.Thread(target=_serve, args=(sock, deliver), daemon=True,
+                     name=f"hetgraph-mail-{address}").start()
+    return True
+
+
+def listens(address):
+    """Whether this process listens for the worker at ``address``."""
+    return address in _LISTENING
+
+
+def close(address):
+    """Stop listening for the worker at ``address`` (it closes) and remove its socket."""
+    with _LOCK:
+        sock, path = _LISTENING.pop(address, (None, None))
+    if sock is None:
+        return
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    sock.shutdown(socket.SHUT_RDWR)  # (wakes the thread blocked on it)
+    sock.close()
+
+
+def _serve(sock, deliver):
+    while True:
+        try:
+            data = sock.recv(MAX_BYTES)
+        except OSError:
+            return
+        if not data:  # (shut down)
+            return
+        try:
+            channel, tag, sender, payload = msgpack.unpackb(data, raw=False)
+        except Exception as exc:  # (not one of ours: dropped)
+            log.debug("dropped a message that did not unpack: %s", exc)
+            continue
+        deliver(channel, tag, sender, payload)
+
+
+def _plain(value):
+    """A NumPy number (an engine's count) as the Python number MessagePack packs."""
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"cannot send a {type(value).__name__} in a message")
+
+
+def send(directory, peers, channel, tag, sender, payload):
+    """Send (``channel``, ``tag``, ``sender``, ``payload``: MessagePack types) to the
+    workers at Dask addresses ``peers`` through their sockets in ``directory``; returns
+    the peers without a socket there, or too busy to take it within
+    ``tuning.PEER_CHECK_SECONDS`` (send them another way). Raises
+    :class:`Unreachable` naming a peer whose socket no process reads any more."""
+    data = msgpack.packb([list(channel), list(tag), sender, payload], default=_plain)
+    if len(data) > MAX_BYTES:
+        raise ValueError(f"a message of {len(data)} bytes is larger than {MAX_BYTES}")
+    with _LOCK:
+        if not _SENDER:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            sock.settimeout(tuning.PEER_CHECK_SECONDS)  # (a peer too busy to read)
+            _SENDER.append(sock)
+        sock = _SENDER[0]
+    elsewhere = []
+    for peer in peers:
+        try:
+            sock.sendto(data, path_of(directory, peer))
+        except (FileNotFoundError, TimeoutError):
+            elsewhere.append(peer)
+        except ConnectionRefusedError:
+            raise Unreachable(peer) from None
+    return elsewhere
