@@ -32,6 +32,7 @@ import numpy as np
 from .. import tuning
 from ..kernels import cpu
 from ..kernels.cpu import direct
+from ..kernels.cpu.pull import cut_ranges
 
 MODE = "colored"  # an iteration's mode in the history (the GPU's: "gpu-colored")
 
@@ -71,6 +72,8 @@ class ColorSweep:
         #: the constant summed again after each pass (:func:`swept_of`; None: one an
         #: iteration), set for each run by the engine
         self.swept = None
+        self._cuts = {}  # {(a pass's prefix id, parts, dtype): its cut} (see cut_of)
+        self._whole = {id(prefix) for _, prefix, _ in self.passes}
 
     @property
     def fusible(self) -> bool:
@@ -126,6 +129,20 @@ class ColorSweep:
                                                    c))
                 constant = constant if swept is None else direct.swept_total(swept)
         return tuple(int(t) for t in totals)
+
+    def cut_of(self, vertices, prefix, v0, parts, dtype):
+        """The cut of a pass into ``parts`` edge ranges (:func:`~hetgraph.kernels.cpu.
+        pull.cut_ranges` of its ``vertices``, ``prefix``, ``v0``, replicas of ``dtype``),
+        kept for a whole color's pass (every iteration cuts the same ranges: its replica
+        arrays are scratch each pass rewrites); a sparse pass's marked vertices get a
+        new one."""
+        if id(prefix) not in self._whole:
+            return cut_ranges(vertices, prefix, v0, parts, dtype)
+        key = (id(prefix), parts, dtype)
+        cut = self._cuts.get(key)
+        if cut is None:
+            cut = self._cuts[key] = cut_ranges(vertices, prefix, v0, parts, dtype)
+        return cut
 
     def _after(self, state, c, constant):
         """The constant of the pass after color ``c``'s (see :attr:`swept`)."""

@@ -331,6 +331,8 @@ class CpuEngine(Engine):
             edges = self._edges()
             if prefix is self.graph.in_indptr and not len(vertices):
                 cut = self._whole_cut(parts)
+            elif self.sweep is not None:  # (a color's ranges: the same every iteration)
+                cut = self.sweep.cut_of(vertices, prefix, v0, parts, state.values.dtype)
         start = time.perf_counter()
         counted = self.kernel.step(edges, self.graph.out_indptr, state.values,
                                    state.new_values if written is None else written,

@@ -333,8 +333,11 @@ def _sweep_order(coloring):
 def _color_lanes(graph, weighted):
     """The in-edges (with their weights when ``weighted``) of the graph's colors in
     sweep order (:func:`_sweep_order`), one segment a color, as ``segment_lanes`` lays
-    them out (vertices sorted within runs of ``tuning.DIRECT_LANES_WINDOW`` places),
-    made once for the graph's coloring."""
+    them out, made once for the graph's coloring. Each color's vertices are sorted by
+    in-degree as one window (not in runs of ``tuning.DIRECT_LANES_WINDOW``): the
+    small colors of the later levels hold hubs of unlike degrees, which then pad a
+    group less, and the values of a graph the direct path takes fit a core's cache,
+    where the writes' scatter costs nothing."""
     kept = _colors_kept(graph)
     if weighted not in kept:
         colors = _sweep_order(kept["coloring"])
@@ -342,7 +345,7 @@ def _color_lanes(graph, weighted):
         np.cumsum([len(ids) for ids in colors], out=cuts[1:])
         kept[weighted] = _kernels().segment_lanes(
             graph.in_indptr, graph.in_indices, graph.in_weights if weighted else None,
-            np.concatenate(colors).astype(np.int64), cuts, tuning.DIRECT_LANES_WINDOW)
+            np.concatenate(colors).astype(np.int64), cuts, max(graph.num_vertices, 1))
     return kept[weighted]
 
 

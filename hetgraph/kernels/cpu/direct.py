@@ -454,10 +454,13 @@ def swept_pass(x, swept, c, constant):
     sums, offset, factor), color c's vertices of the constant at ids[at[c]:at[c + 1]],
     sums[c] their x summed again (:func:`_color_sum`) and sums[-1] the colors' total
     (less the old sum, plus the new: one add a pass, not one a color), the constant
-    offset + factor * total; ``constant`` as it is where color c holds none of them
-    or ``at`` is empty (one constant an iteration)."""
+    offset + factor * total; ``constant`` as it is where color c holds none of them,
+    ``at`` is empty (one constant an iteration) or c is 0: color 0's pass is every
+    sweep's last, the constant after it is never read, and the next iteration's
+    :func:`swept_begin` sums every color again (on a power-law graph color 0 holds
+    most of the dangling vertices)."""
     ids, at, sums, offset, factor = swept
-    if at.shape[0] == 0 or at[c] == at[c + 1]:
+    if c == 0 or at.shape[0] == 0 or at[c] == at[c + 1]:
         return constant
     new = _color_sum(x, ids, at, c)
     last = sums.shape[0] - 1
