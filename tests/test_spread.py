@@ -132,6 +132,21 @@ def test_spread_answers_equal_the_oracles_and_one_worker(graph, alone, spread2):
     assert len(set(zip(labels.tolist(), cc.values.tolist()))) == len(first)
 
 
+def test_a_colored_run_sweeps_its_colors_on_one_owner(graph, spread2):
+    """mode="colored" on two CPU owners that would spread a pull: its passes go color by
+    color, which a split by vertex ranges would not do, so one worker runs them; the
+    in-process colored answers, bit for bit."""
+    g = graph.reorder("color")
+    source = g.label_of(_hub(g))
+    for call in (lambda **o: hg.pagerank(g, tol=None, max_iterations=8, mode="colored",
+                                         devices="cpu", **o),
+                 lambda **o: hg.bfs(g, source, mode="colored", devices="cpu", **o)):
+        here = call()
+        there = _bounded(lambda: call(cluster=spread2))
+        assert set(there.history["mode"]) == set(here.history["mode"]) == {"colored"}
+        np.testing.assert_array_equal(there.values, here.values)
+
+
 def test_the_state_does_not_cross_the_client_per_iteration(graph, alone, spread2):
     state_bytes = graph.num_vertices * 9  # float64 values and uint8 flags
     counter = CommBytes(spread2.client)

@@ -827,8 +827,8 @@ class _Driver:
     def _spread_segment(self, placement, f, first, max_iterations, checkpointer, frontier):
         """(rows, done) of a segment on worker processes that hold the run's state
         (:mod:`.spread`) from iteration ``first``: a spread one on several (its pull
-        iterations spread over them; a colored run's GPU iterations on one), else on the
-        one; ([], False) for a step elsewhere, with the host state brought up to date
+        iterations spread over them; a colored run's on one: its passes go color by
+        color), else on the one; ([], False) for a step elsewhere, with the host state brought up to date
         from the workers first."""
         if self._spread is None:
             return [], False
@@ -837,8 +837,8 @@ class _Driver:
             return [], False
         last = max_iterations if checkpointer is None else \
             min(max_iterations, checkpointer.next_due(first))
-        segment = self._spread.segment if self.kinds[placement] > 1 and not (
-            placement == "gpu" and self.runspec.coloring is not None) else self._spread.alone
+        segment = self._spread.segment if self.kinds[placement] > 1 and \
+            self.runspec.coloring is None else self._spread.alone
         rows, status, self.frontier, built = segment(
             self.run_ref, self.state, self.version, first, last, self.model, frontier,
             final=last == max_iterations)
