@@ -685,7 +685,7 @@ class GpuEngine(Engine):
             s0, s1 = colors[c]
             for k in range(self.ranges):
                 self._launch(s1 - s0, s0, first, self.pages.resident, stream, k, k + 1)
-            if swept is not None:
+            if swept is not None and c > 0:  # (color 0 ends the pass: nothing reads it)
                 swept.after(self.values, c, stream)
 
     def _run_hybrid(self, hybrid, first, stream):
