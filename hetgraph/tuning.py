@@ -242,6 +242,8 @@ OWNERS_PER_HOST = 1  # CPU worker processes of one host that a spread segment pu
 SHARED_MEMORY_DIR = "/dev/shm"  # where spread owners of one host share their ranges
 # (hetgraph.scheduler.hostshare): a copy through memory, not a socket; "" sends them
 # over Dask's comms instead
+SPARSE_PART_SHARE = 0.25  # an owner's range goes to its peers in a message as its
+# changed values alone where they take less than this share of its bytes (between hosts)
 GPU_PEER_COPIES = True  # GPU worker processes of one host exchange their ranges GPU to
 # GPU (CUDA IPC, hetgraph.scheduler.gpupeers); False: through host memory as CPU owners do
 GPU_PEER_STAGES = 4  # range sizes whose staging buffers a GPU worker keeps for later runs

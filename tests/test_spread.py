@@ -298,6 +298,31 @@ def test_a_warm_call_takes_the_state_through_the_client_once(graph, alone, sprea
                     assert {"pull", "push"} <= set(result.history["mode"])
 
 
+def _sparse_parts(share):
+    tuning.SPARSE_PART_SHARE = share
+
+
+def test_owners_between_hosts_send_only_their_changes(graph, alone, spread2,
+                                                      monkeypatch):
+    """Owners that share no memory (as on two hosts) send a BFS wave's few changed values
+    and flags, not their whole ranges: fewer bytes than whole parts, the same answers."""
+    monkeypatch.setattr(tuning, "SHARED_MEMORY_DIR", "")
+    source = graph.label_of(_hub(graph))
+    call = lambda: _bounded(lambda: hg.bfs(graph, source, cluster=spread2,  # noqa: E731
+                                           devices="cpu", cpu_mode="pull"))
+    written = {}
+    try:
+        for share in (0.0, tuning.SPARSE_PART_SHARE):
+            spread2.client.run(_sparse_parts, share)
+            _, written[share], result = _warm_bytes(spread2, call)
+            np.testing.assert_array_equal(result.values, alone["bfs"].values)
+            assert set(result.history["mode"]) == {"pull"}
+    finally:
+        spread2.client.run(_sparse_parts, tuning.SPARSE_PART_SHARE)
+    whole, sparse = written[0.0], written[tuning.SPARSE_PART_SHARE]
+    assert sparse < 0.6 * whole, (sparse, whole)
+
+
 def test_a_program_array_changed_in_place_is_sent_again(graph, spread2):
     """The workers keep a run's large arrays by content: a program's array that the
     caller changed in place between two calls is not the one kept."""

@@ -63,7 +63,7 @@ from ..kernels import cpu
 from ..kernels.arrays import module_of
 from ..result import SECONDS, history_row
 from ..threadcount import numba_threads
-from . import calls, exchange, gpuowner, hostshare, tasks
+from . import calls, exchange, gpuowner, hostshare, parts, tasks
 from .placement import owned_ranges
 from .state import VertexState
 
@@ -484,6 +484,7 @@ class _Iterations:
         ``rows``. Returns (next iteration, status, frontier after)."""
         run, graph, spec = self.run_, self.run_.graph, self.run_.spec
         program, state, arcs = spec.program, self.engine.state, graph.num_arcs
+        self.whole_part = True  # (the peers' ranges of the array written next are old)
         for iteration in itertools.count(first):
             start = time.perf_counter()
             active, f = int(frontier[0]), notify_fraction(frontier[1], arcs)
@@ -524,8 +525,6 @@ class _Iterations:
         infos = {self.me: info}
         if not self.peers:
             return infos
-        from distributed.protocol import to_serialize
-
         state = self.engine.state
         written = tasks.written_values(state)
         (a, b), channel, tag = self.owners.ranges[self.me], self.owners.channel, \
@@ -534,9 +533,10 @@ class _Iterations:
             payload = {"shared": hostshare.write(
                 self.owners.shared_dir, channel, self.owners.addresses[self.me], a, b,
                 written[a:b], state.flags[a:b], list(self.peers)) if b > a else None}
-        else:
-            payload = {"values": to_serialize(written[a:b]),
-                       "flags": to_serialize(state.flags[a:b])}
+        else:  # (its changes only, where they are few: see .parts)
+            payload = parts.part_of(written[a:b], state.values[a:b], state.flags[a:b],
+                                    whole=not state.sync or self.whole_part)
+        self.whole_part = False
         self.sending.start(exchange.send(
             self.worker, list(self.peers.values()), channel, tag, self.me,
             {**payload, "info": list(info)},
@@ -544,14 +544,12 @@ class _Iterations:
         for j, part in exchange.receive(self.worker, channel, tag, self.peers).items():
             x, y = self.owners.ranges[j]
             if not self.host_shared:
-                written[x:y] = part["values"]
-                state.flags[x:y] = part["flags"]
+                parts.take_part(part, written[x:y], state.values[x:y] if state.sync
+                                else None, state.flags[x:y])
             elif part["shared"] is not None:
                 hostshare.read(channel, part["shared"], written[x:y], state.flags[x:y],
                                self.me)
             infos[j] = tuple(part["info"])
-        if not self.host_shared:  # (our message holds views of the flags, which the
-            self.sending.settle()  # next pull writes in place)
         return infos
 
 
