@@ -203,6 +203,9 @@ class Cluster:
         self.spreading = threading.Lock()  # held by a run's spread segment (one at a time)
         self.exchanging = False  # whether the workers take parts from their peers (spread)
         # and take calls (hetgraph.scheduler.calls)
+        self.gpu_speeds: dict = {}  # GPU worker address -> edges a second its pulls ran
+        # as an owner of a spread run (hetgraph.scheduler.spread: pages shared by them)
+        self.gpu_shares: dict = {}  # GPU owners' addresses -> the shares their pages took
         self.holding = set()  # (worker address, key): Dask data a worker was seen to hold
         # (see hold)
         self.ended = collections.deque(maxlen=8)  # ids of the runs that ended last, whose

@@ -244,6 +244,9 @@ SHARED_MEMORY_DIR = "/dev/shm"  # where spread owners of one host share their ra
 # over Dask's comms instead
 SPARSE_PART_SHARE = 0.25  # an owner's range goes to its peers in a message as its
 # changed values alone where they take less than this share of its bytes (between hosts)
+GPU_SHARE_SLACK = 0.2  # GPU owners keep their shares of a spread run's pages until the
+# slowest, by its measured speed, takes this much longer than the fastest (a new share
+# lays its pages out again)
 GPU_PEER_COPIES = True  # GPU worker processes of one host exchange their ranges GPU to
 # GPU (CUDA IPC, hetgraph.scheduler.gpupeers); False: through host memory as CPU owners do
 GPU_PEER_STAGES = 4  # range sizes whose staging buffers a GPU worker keeps for later runs

@@ -75,7 +75,9 @@ class StandIn(CpuEngine):
         self.state.swap()
         self._own = cpu.frontier_size(self.state.flags[a:b].copy(),
                                       self.graph.out_indptr[a:b + 1].copy())
-        return ("gpu-pull", b - a, edges, self._own[0], time.perf_counter() - start)
+        slowdown = _slowdown()  # (a test's slower GPU: its pulls reported slower)
+        return ("gpu-pull", b - a, edges, self._own[0],
+                slowdown * (time.perf_counter() - start))
 
     def frontier(self):
         if self.owned is None or self._own is None:
@@ -134,6 +136,13 @@ def spied():
     for k in out:
         records[k].clear()
     return out
+
+
+def _slowdown():
+    """How much slower this worker's stand-in reports its pulls (set by a test)."""
+    from hetgraph.scheduler import gpuowner
+
+    return gpuowner.__dict__.get("stand_in_slowdown", 1.0)
 
 
 def _built():

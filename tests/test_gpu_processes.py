@@ -9,6 +9,7 @@ SciPy; no test here times anything."""
 
 import os
 import sys
+import types
 
 import cloudpickle
 import numpy as np
@@ -81,10 +82,11 @@ def test_gpu_owners_share_the_pages_in_contiguous_ranges():
 
     spread = object.__new__(Spread)
     spread.kind, spread.holds = "gpu", {"tcp://h:2": 3}
+    spread.cluster = types.SimpleNamespace(gpu_speeds={}, gpu_shares={})
     spread.addresses = ["tcp://h:1", "tcp://h:2", "tcp://h:3"]
     spread.in_indptr = np.array([0, 10, 10, 40, 45, 90, 100])  # 6 vertices
     spread.pages = np.array([[0, 2], [2, 3], [3, 5], [5, 6]])  # 4 pages
-    ranges, pages = spread._shares(2)
+    ranges, pages = spread._shares(spread.addresses[:2])
     assert pages[0][0] == 0 and pages[0][1] == pages[1][0] and pages[1][1] == 4
     assert ranges == tuple((int(spread.pages[a][0]), int(spread.pages[b - 1][1]))
                            for a, b in pages)
@@ -93,6 +95,50 @@ def test_gpu_owners_share_the_pages_in_contiguous_ranges():
     assert spread.owners(3) == ["tcp://h:1", "tcp://h:2"]
     spread.holds = {"tcp://h:3": 3}
     assert spread.owners(3) == ["tcp://h:1", "tcp://h:3"]
+
+
+def test_gpu_owners_share_by_their_speeds_once_they_differ_enough(monkeypatch):
+    """Equal shares until every owner was timed; then kept while the slowest's time
+    with them is within GPU_SHARE_SLACK of the fastest's, else the speeds."""
+    from hetgraph.scheduler.spread import gpu_shares
+
+    monkeypatch.setattr(tuning, "GPU_SHARE_SLACK", 0.2)
+    cluster = types.SimpleNamespace(gpu_speeds={"a": 100.0}, gpu_shares={})
+    assert gpu_shares(cluster, ("a", "b")) == [1.0, 1.0]  # (b not timed)
+    cluster.gpu_speeds["b"] = 90.0  # (11% slower: the layout stays)
+    assert gpu_shares(cluster, ("a", "b")) == [1.0, 1.0]
+    cluster.gpu_speeds["b"] = 50.0
+    assert gpu_shares(cluster, ("a", "b")) == [1.0, 0.5]
+    cluster.gpu_speeds["b"] = 45.0  # (with the new shares: within the slack)
+    assert gpu_shares(cluster, ("a", "b")) == [1.0, 0.5]
+    assert cluster.gpu_shares[("a", "b")] == [1.0, 0.5]
+
+
+def _slow_stand_in(factor):
+    """Make this worker's stand-in GPU report its pulls ``factor`` times slower."""
+    from hetgraph.scheduler import gpuowner
+
+    gpuowner.__dict__["stand_in_slowdown"] = factor
+
+
+def test_a_slower_gpu_owner_gets_fewer_pages(graph, oracle, gpu2):
+    """Two GPU owners, the second reporting its pulls 3x slower: after a call has timed
+    both, the second owns fewer of the pages, and the answers stay SciPy's."""
+    slow = gpu2.gpu_workers[1]
+    gpu2.client.run(_slow_stand_in, 3.0, workers=[slow])
+    try:
+        _spread_call(graph, gpu2)  # (times both owners)
+        result = _spread_call(graph, gpu2)
+        shares = gpu2.gpu_shares[tuple(gpu2.gpu_workers)]
+    finally:
+        gpu2.client.run(_slow_stand_in, 1.0, workers=[slow])
+        gpu2.gpu_speeds.clear()  # (the other tests' owners share equally)
+        gpu2.gpu_shares.clear()
+    assert shares[1] < 0.6 * shares[0], shares
+    np.testing.assert_allclose(result.values, oracle["pagerank"], rtol=1e-10)
+    pages = {address: [b - a for a, b in filter(None, ranges)][-1] for address, ranges in
+             gpu2.client.run(built, workers=gpu2.gpu_workers).items()}
+    assert pages[slow] < pages[gpu2.gpu_workers[0]], pages
 
 
 # --- one GPU worker process ---------------------------------------------------------------

@@ -295,9 +295,9 @@ def gpu_spread(run, state, version, first, last, model, owners, me, frontier, ba
         counted = _own_gpu_state(run, ctx, state, version, backup=True,
                                  count=frontier is None)
         frontier = counted if frontier is None else frontier
+        iterations = _GpuIterations(run, engine, worker, owners, me, model, seconds)
         try:
-            rows, status, after = _GpuIterations(run, engine, worker, owners, me, model,
-                                                 seconds).run(first, last, frontier)
+            rows, status, after = iterations.run(first, last, frontier)
         except BaseException:  # (the peers would wait for this owner's parts)
             exchange.tell_failed(worker, list(owners.peers(me).values()), owners.channel,
                                  me)
@@ -313,7 +313,7 @@ def gpu_spread(run, state, version, first, last, model, owners, me, frontier, ba
         tasks.drop_contexts(run.run_id, files=False)
     return tasks.Report("gpu", [], rows=rows, status=status,
                         build_seconds=ctx.take_build_seconds(), frontier=after, out=out,
-                        dropped=dropped)
+                        dropped=dropped, speeds=iterations.speeds() if me == 0 else ())
 
 
 class _GpuIterations:
@@ -328,6 +328,12 @@ class _GpuIterations:
         self.began = time.perf_counter()
         self.host_shared = hostshare.usable(owners.addresses, owners.shared_dir)
         self.sending = exchange.Sending()
+        self.pulled = np.zeros((len(owners.addresses), 2))  # each owner's (edges, seconds)
+
+    def speeds(self):
+        """Each owner's pulls in this segment, edges a second (0: none timed)."""
+        edges, seconds = self.pulled.T
+        return tuple(float(e / s) if s > 0 else 0.0 for e, s in zip(edges, seconds))
 
     def run(self, first, last, frontier):
         """(rows, status, frontier after: None when converged) of the iterations from
@@ -349,6 +355,8 @@ class _GpuIterations:
                                                      edges, kernel, stop),
                                       self.host_shared, self.sending)
             frontier = tuple(sum(int(i[k]) for i in infos.values()) for k in (0, 1))
+            for j, i in infos.items():
+                self.pulled[j] += (int(i[2]), float(i[3]))
             finished = spec.has_converged and bool(program.converged(graph, previous,
                                                                      engine.values))
             status = "converged" if frontier[0] == 0 or finished else "limit" \
@@ -365,6 +373,22 @@ class _GpuIterations:
             if status is not None:
                 self.sending.settle()
                 return rows, status, None if status == "converged" else frontier
+
+
+def gpu_shares(cluster, addresses):
+    """The shares of a spread run's pages that the GPU owners at ``addresses`` take: the
+    ones they took last, until their measured speeds (``cluster.gpu_speeds``) say that
+    the slowest would take more than ``1 + tuning.GPU_SHARE_SLACK`` times the fastest's
+    time with them: then their speeds (equal until every owner was timed). A change
+    of shares lays the owners' pages out again, so small differences keep the shares."""
+    shares = cluster.gpu_shares.get(addresses, [1.0] * len(addresses))
+    speeds = [cluster.gpu_speeds.get(a, 0.0) for a in addresses]
+    if min(speeds) > 0:
+        times = [share / speed for share, speed in zip(shares, speeds)]
+        if max(times) > (1.0 + tuning.GPU_SHARE_SLACK) * min(times):
+            shares = [speed / max(speeds) for speed in speeds]
+    cluster.gpu_shares[addresses] = shares
+    return shares
 
 
 def cores_of_owner(addresses, me, cores=None):
@@ -637,7 +661,7 @@ class Spread:
         with self.cluster.spreading:
             for attempt in itertools.count():
                 addresses = self.owners(version)
-                owners = Owners(tuple(addresses), *self._shares(len(addresses)),
+                owners = Owners(tuple(addresses), *self._shares(addresses),
                                 (self.run_id, f"from-{first}-try{attempt}"),
                                 tuning.SHARED_MEMORY_DIR)
                 sources = [self._source(a, version, state) for a in owners.addresses]
@@ -655,24 +679,36 @@ class Spread:
                     break
                 self._lost(attempt, version)
         reporting = [a for a in owners.addresses if a not in self.lost]
+        self._note_speeds(owners.addresses, reports[0].speeds)
         self.holds = {a: version + 1 for a, r in zip(reporting, reports) if r.held}
         self.dropped.update(a for a, r in zip(reporting, reports) if r.dropped)
         return self._ended(reports, state, version, start)
 
-    def _shares(self, count):
-        """(vertex ranges, page ranges) of ``count`` owners, each a (first, end) pair:
-        CPU owners by equal work (:func:`owned_ranges`; no pages), GPU owners by
-        contiguous ranges of the run's pages of about equal edges and vertices (as the
-        GPUs of one process share them: :func:`.multigpu.page_ranges`)."""
+    def _shares(self, addresses):
+        """(vertex ranges, page ranges) of the owners at ``addresses``, each a (first,
+        end) pair: CPU owners by equal work (:func:`owned_ranges`; no pages), GPU owners
+        by contiguous ranges of the run's pages, of edges and vertices in the shares
+        :func:`gpu_shares` keeps for them (as the GPUs of one process share them:
+        :func:`.multigpu.page_ranges`)."""
         if self.kind != "gpu":
-            return tuple(owned_ranges(self.in_indptr, count)), ()
+            return tuple(owned_ranges(self.in_indptr, len(addresses))), ()
         from ..engines.multigpu import page_ranges  # (the GPU engine's modules: only here)
 
         bounds = np.asarray(self.pages, np.int64)
         work = np.diff(self.in_indptr[bounds], axis=1)[:, 0] + np.diff(bounds, axis=1)[:, 0]
-        pages = [(r.start, r.stop) for r in page_ranges(work, [1.0] * count)]
+        shares = gpu_shares(self.cluster, tuple(addresses))
+        pages = [(r.start, r.stop) for r in page_ranges(work, shares)]
         return tuple((int(bounds[a][0]), int(bounds[b - 1][1])) for a, b in pages), \
             tuple(pages)
+
+    def _note_speeds(self, addresses, speeds):
+        """Fold a spread GPU segment's ``speeds`` of its owners at ``addresses`` (edges a
+        second; 0: not timed) into the cluster's (half the weight to the newest)."""
+        known = self.cluster.gpu_speeds
+        for address, speed in zip(addresses, speeds):
+            if speed > 0:
+                known[address] = speed if address not in known else \
+                    0.5 * (known[address] + speed)
 
     def owners(self, version):
         """The workers a spread segment from ``version`` runs on, in the cluster's

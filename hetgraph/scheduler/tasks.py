@@ -119,6 +119,7 @@ class Report:
     stored: object = None
     held: bool = True  # a spread segment's worker holds the state after it (.spread)
     dropped: bool = False  # the run's last segment dropped its contexts (.spread)
+    speeds: tuple = ()  # a spread GPU segment's owners' pulls, edges a second (.spread)
 
     def wait_stored(self):
         """Wait for the state's copy to the host (see ``stored``)."""
