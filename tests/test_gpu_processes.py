@@ -456,6 +456,29 @@ def test_two_gpu_worker_processes_exchange_gpu_to_gpu(device_graph, one_gpu_in_p
     np.testing.assert_allclose(peer["pagerank"].values, host["pagerank"].values, rtol=1e-9)
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(hg.cluster.gpu_count() < 2, reason="needs two GPUs")
+def test_a_gpu_owner_killed_mid_run_on_the_device(device_graph, one_gpu_in_process,
+                                                  tmp_path):
+    """A real GPU worker process killed at its third iteration of a spread run: the
+    survivor takes its range (its peer's staged buffers and socket gone with it) and
+    ends the run with the one-GPU answer; the next call too, on the replaced worker."""
+    marker = tmp_path / "killed"
+    want = one_gpu_in_process["pagerank"].values
+    with hg.Cluster(gpus=2, processes=True, dashboard_address=None) as cluster:
+        def call(program):
+            return _bounded(lambda: hg.run(program, device_graph, cluster=cluster,
+                                           devices="gpu", max_iterations=ITERATIONS,
+                                           page_bytes=DEVICE_PAGE_BYTES))
+        call(PageRank(0.85, None))  # (placed and warm)
+        result = call(KillsItsWorker(str(marker)))
+        assert marker.exists(), "no worker was killed: the test did not test"
+        again = call(PageRank(0.85, None))
+    assert result.history["iteration"].tolist() == list(range(1, ITERATIONS + 1))
+    for got in (result, again):
+        assert np.abs(got.values - want).sum() < 1e-6
+
+
 def test_the_state_survives_its_first_gpu_owner_lost_at_the_runs_end(graph, oracle,
                                                                      tmp_path):
     """Should the first GPU owner, which hands the state back, die after the run's last
