@@ -88,7 +88,10 @@ def close(address):
         os.unlink(path)
     except FileNotFoundError:
         pass
-    sock.shutdown(socket.SHUT_RDWR)  # (wakes the thread blocked on it)
+    try:
+        sock.shutdown(socket.SHUT_RDWR)  # (wakes the thread blocked on it)
+    except OSError:  # (a system that refuses it for a datagram socket: the thread
+        pass  # ends at the close's error, or with the process)
     sock.close()
 
 
