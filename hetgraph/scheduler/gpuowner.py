@@ -167,11 +167,13 @@ def hand_back(back, values, flags):
     the client's file ``back`` (:class:`.hostshare.Back`) through this worker's map of
     it, page-locked once for every later call that hands a state back through it: a
     copy from the device into pageable memory runs at a fraction of the bus's speed,
-    and locking the pages each call would cost more than the copy."""
+    and locking the pages each call would cost more than the copy. The flags only
+    where the client reads them (``back.flags``)."""
     into, into_flags = hostshare.back_arrays(back, len(values), values.dtype)
     _locked(back, into)
     to_host(values, into)
-    to_host(flags, into_flags)
+    if back.flags:
+        to_host(flags, into_flags)
 
 
 def _locked(back, into):
