@@ -186,15 +186,18 @@ def _not_held(run, version):
                            f"version {version}: it was lost with a worker")
 
 
-def _whole(run, state, back):
+def _whole(run, state, back, ends=True):
     """The whole ``state`` for the client, sent back by a segment after which the run's
     next step reads it there (the run's end, a checkpoint, or where no peer holds it):
     through the client's file ``back`` (:class:`hostshare.Back`: a client on this host;
     None: none, or where this host lacks it), else as :func:`tasks._out` gives it but
     without a copy (the client takes it before this worker's next task changes it).
     ``state``: a host VertexState, or a GPU engine, whose arrays are copied from the
-    device straight into the file."""
+    device straight into the file. Without its flags where ``back`` says so (the run's
+    result) and the segment ``ends`` the run; the Back returned says which."""
     if back is not None and os.path.exists(back.path):
+        if not (ends or back.flags):  # (the run goes on: the client may need them)
+            back = dataclasses.replace(back, flags=True)
         if isinstance(state, VertexState):
             hostshare.hand_back(back, state.values, state.flags)
         else:  # (from the device, into this worker's page-locked map of the file)
@@ -203,6 +206,13 @@ def _whole(run, state, back):
     values, flags = (state.values, state.flags) if isinstance(state.values, np.ndarray) \
         else (gpuowner.host_copy(state.values), gpuowner.host_copy(state.flags))
     return False, [(0, len(values))], [values], [flags]
+
+
+def _ends(status, first, rows, last):
+    """Whether a segment from iteration ``first`` that ran ``rows`` with ``status`` ran
+    iteration ``last``, or converged (one on the run's one worker: a time slice that
+    ended at ``last`` ends the run too)."""
+    return status in ("converged", "limit") or first + len(rows) > last
 
 
 @tasks.resolved
@@ -223,8 +233,9 @@ def cpu_alone(run, state, version, first, last, model, frontier, back=None, seco
         rows, status, after = tasks.cpu_iterations(run, ctx, version, first, last, model,
                                                    False, False, frontier, seconds)
         ctx.held = version + 1
-    dropped = final and status in ("converged", "limit")
-    out = _whole(run, own, back)
+    ends = _ends(status, first, rows, last)
+    dropped = final and ends
+    out = _whole(run, own, back, ends)
     if dropped:
         tasks.drop_contexts(run.run_id)
         if not isinstance(out, tuple):  # (its arrays copied out, not sent in the report)
@@ -283,7 +294,7 @@ def gpu_alone(run, state, version, first, last, model, frontier, back=None, seco
             run, engine, "gpu", first, last, tasks._chooser(model, run, "gpu", False),
             engine.partition.num_pages, None, seconds)
         after = None if status == "converged" else engine.frontier()
-        ends = status in ("converged", "limit")
+        ends = _ends(status, first, rows, last)
         out = _whole(run, engine, back) if ends else None
     tasks._holds(run, ctx, version + 1)
     dropped = final and ends
@@ -724,7 +735,7 @@ class Spread:
         reporting = [a for a in owners.addresses if a not in self.lost]
         self.holds = {a: version + 1 for a, r in zip(reporting, reports) if r.held}
         self.dropped.update(a for a, r in zip(reporting, reports) if r.dropped)
-        return self._ended(reports, state, version, start, result)
+        return self._ended(reports, state, version, start)
 
     def _shares(self, count):
         """(vertex ranges, page ranges) of ``count`` owners, each a (first, end) pair:
@@ -790,34 +801,36 @@ class Spread:
         self.holds[address] = version + 1
         if reports[0].dropped:
             self.dropped.add(address)
-        return self._ended(reports, state, version, start, result)
+        return self._ended(reports, state, version, start)
 
     def ended_on_workers(self):
         """Whether every worker sent a segment of the run dropped the run's contexts
         with its last report (nothing is left for the run's end to drop there)."""
         return self.touched <= self.dropped
 
-    def _ended(self, reports, state, version, start, result=False):
+    def _ended(self, reports, state, version, start):
         """(rows, status, frontier after, build seconds) of a segment's ``reports``, the
-        first of them carrying the client's ``state`` after it when it came back: with
-        ``result`` (nothing but the run's result reads it), its values alone, not
-        copied: ``state.values`` becomes the array the worker wrote (over the client's
-        file, :func:`.hostshare.lend`; or the one received), its flags left stale. The
-        calls' round trips (and the workers' work around the iterations) are no
-        iteration's: they count in :attr:`round_trips`, not in the rows, whose seconds
-        are the iterations' as in process."""
+        first of them carrying the client's ``state`` after it when it came back, not
+        copied where it can be helped: received in a message, the arrays received; at
+        the run's end with nothing but its result to read it (a segment's ``result``),
+        through the client's file, its values alone, ``state.values`` then an array
+        over the file (:func:`.hostshare.lend`), its flags stale. The calls' round
+        trips (and the workers' work around the iterations) are no iteration's: they
+        count in :attr:`round_trips`, not in the rows, whose seconds are the
+        iterations' as in process."""
         report = reports[0]
         rows = report.rows
         if isinstance(report.out, hostshare.Back):
-            if report.out.flags or not hostshare.lendable(report.out):
+            if report.out.flags or self.lent or not hostshare.lendable(report.out):
                 hostshare.take(report.out, state.values, state.flags)
             else:
                 state.values, self.lent = hostshare.lend(report.out), True
             self.collected = version + 1
         elif report.out is not None:
             _, _, (values,), (flags,) = report.out
-            if result and values.flags.writeable and values.dtype == state.values.dtype:
-                state.values = values
+            if values.flags.writeable and flags.flags.writeable and \
+                    values.dtype == state.values.dtype:  # (received: the client's own)
+                state.values, state.flags = values, flags
             else:
                 state.values[:], state.flags[:] = values, flags
             self.collected = version + 1
