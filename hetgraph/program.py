@@ -125,10 +125,12 @@ class VertexProgram:
         it imports its scheduler (PageRank's dangling set and scales).
     init_side_effects : bool, default True
         ``init`` sets what ``aux`` or ``finalize`` read (beyond what ``derived`` sets).
-        Set it False when ``init`` only returns its arrays: a run whose worker
-        processes make the initial state themselves then does not call ``init`` in
-        the calling process, which builds no V-sized arrays for it (it calls
-        ``derived``, when defined, then ``aux``); the built-in programs set it.
+        Set it False when ``init`` only returns its arrays, the same for the same
+        attributes and graph: a run whose worker processes make the initial state
+        themselves then does not call ``init`` in the calling process, which builds
+        no V-sized arrays for it (it calls ``derived``, when defined, then ``aux``),
+        and a worker fills the next run's state from the one it made while the
+        program's attributes stay the same; the built-in programs set it.
 
     Examples
     --------

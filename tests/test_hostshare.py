@@ -223,7 +223,8 @@ def test_a_result_is_lent_the_file_its_values_came_back_in(tmp_path, monkeypatch
     other = hostshare.back_file(str(tmp_path), 3000, np.float64)
     assert other.path != back.path  # (a view of the lent values still lives)
     second = hostshare.lend(other)
-    assert not hostshare.lendable(other)  # (two lent: BACK_FILES_LENT)
+    assert not hostshare.lendable(other)  # (two of its size lent: BACK_FILES_LENT)
+    assert hostshare.lendable(hostshare.back_file(str(tmp_path), 30, np.float64))
     np.testing.assert_array_equal(view, values[::7])
     del view, second
     assert hostshare.lendable(back)

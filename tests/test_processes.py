@@ -121,9 +121,10 @@ def warm_call_messages(cluster, call):
         periodic in op for periodic in PERIODIC)}, left, result
 
 
-# ops the client's process sends on a timer, whatever the calls: heartbeats, and the
-# local cluster manager's sync of its info with the scheduler (every second)
-PERIODIC = ("heartbeat", "set_metadata")
+# ops the client's process sends on a timer, whatever the calls: heartbeats, the local
+# cluster manager's sync of its info with the scheduler (every second), and the client's
+# refresh of the scheduler's info (Client._update_scheduler_info, every 2 s)
+PERIODIC = ("heartbeat", "set_metadata", "identity")
 
 
 def test_a_warm_call_is_one_call_to_its_worker(graph, expected):

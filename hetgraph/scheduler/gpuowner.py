@@ -178,7 +178,7 @@ def hand_back(back, values, flags):
 
 def _locked(back, into):
     """Page-lock this process's map of ``back`` (whose values ``into`` starts), unless
-    done for this map; the oldest beyond ``tuning.BACK_FILES_KEPT`` let go."""
+    done for this map; the oldest beyond :func:`.hostshare.files_mapped` let go."""
     address = into.ctypes.data
     with _LOCKED_LOCK:
         kept = _LOCKED.pop(back.path, None)
@@ -194,7 +194,7 @@ def _locked(back, into):
             log.debug("could not page-lock the state file %s: %s", back.path, exc)
             pinned = None
         _LOCKED[back.path] = (address, pinned, into)
-        while len(_LOCKED) > max(tuning.BACK_FILES_KEPT, 1):
+        while len(_LOCKED) > hostshare.files_mapped():
             _unpinned(_LOCKED.popitem(last=False)[1])
 
 

@@ -24,7 +24,8 @@ through). The files are the worker's user's alone (mode 0600).
 The state a segment sends back to a client on its host goes the same way
 (:func:`hand_back`, :func:`take`): through a file of an unguessable name that the
 client made (:func:`back_file`) and keeps mapped for its later runs of that size, not
-a message of the whole state through a socket.
+a message of the whole state through a socket; a run's result keeps the file its
+values came back in, without a copy out of it, until the result dies (:func:`lend`).
 """
 
 from __future__ import annotations
@@ -197,7 +198,7 @@ _FREE: list = []  # the Backs of this process (a client's) that no run uses, new
 _RETURNED: list = []  # the Backs whose lent arrays died (see lend), for _FREE; appended
 # by a finalizer, which may run anywhere (a lock held): no lock taken there
 _LENT: collections.Counter = collections.Counter()  # (directory, size, dtype) -> Backs
-# of that kind lent now
+# of that kind lent now (see lend)
 _MADE: set = set()  # the paths of this process's back files (removed at its exit)
 _MAPS: collections.OrderedDict = collections.OrderedDict()  # (path, writable) -> mmap
 # of a back file in this process, the newest last
@@ -301,7 +302,7 @@ def _mapped(back, values, writable):
                 mapped = mmap.mmap(f.fileno(), back.nbytes, access=mmap.ACCESS_WRITE
                                    if writable else mmap.ACCESS_READ)
         _MAPS[key] = mapped
-        while len(_MAPS) > max(tuning.BACK_FILES_KEPT, 1):
+        while len(_MAPS) > files_mapped():
             _close(_MAPS.popitem(last=False)[1])
     return mapped
 
@@ -350,6 +351,12 @@ def lendable(back):
     _returned()
     with _LOCK:
         return _LENT[_kind(back)] < tuning.BACK_FILES_LENT
+
+
+def files_mapped():
+    """How many state files a process keeps mapped (a GPU worker page-locked): those a
+    client keeps free and, for two sizes, those it lends."""
+    return max(tuning.BACK_FILES_KEPT + 2 * tuning.BACK_FILES_LENT, 1)
 
 
 def lend(back):
