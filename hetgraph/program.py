@@ -45,6 +45,7 @@ import types
 
 import numpy as np
 
+from . import tuning
 from .errors import HetGraphError
 
 MONOIDS = ("add", "min", "max", "or", "and")
@@ -124,10 +125,12 @@ class VertexProgram:
         it imports its scheduler (PageRank's dangling set and scales).
     init_side_effects : bool, default True
         ``init`` sets what ``aux`` or ``finalize`` read (beyond what ``derived`` sets).
-        Set it False when ``init`` only returns its arrays: a run whose worker
-        processes make the initial state themselves then does not call ``init`` in
-        the calling process, which builds no V-sized arrays for it (it calls
-        ``derived``, when defined, then ``aux``); the built-in programs set it.
+        Set it False when ``init`` only returns its arrays, the same for the same
+        attributes and graph: a run whose worker processes make the initial state
+        themselves then does not call ``init`` in the calling process, which builds
+        no V-sized arrays for it (it calls ``derived``, when defined, then ``aux``),
+        and a worker fills the next run's state from the one it made while the
+        program's attributes stay the same; the built-in programs set it.
 
     Examples
     --------
@@ -315,6 +318,33 @@ class VertexProgram:
 
 _NOT_PLAIN = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD,
               inspect.Parameter.KEYWORD_ONLY)
+
+
+_SCALARS = (bool, int, float, str, bytes, type(None), np.dtype, np.generic, slice)
+
+
+def _key_part(value):
+    """``value`` as a part of :meth:`ProgramSpec.initial_key` (None: it cannot be)."""
+    if isinstance(value, np.ndarray):
+        return _Same(value) if value.nbytes >= tuning.KEPT_ARRAY_BYTES else \
+            ("array", value.dtype.str, value.shape, value.tobytes())
+    if isinstance(value, tuple):
+        parts = tuple(_key_part(v) for v in value)
+        return None if any(p is None for p in parts) else ("tuple",) + parts
+    return ("value", type(value), value) if isinstance(value, _SCALARS) else None
+
+
+class _Same:
+    """Equal to a _Same of the same object only (a large array in a key)."""
+
+    __slots__ = ("obj",)
+    __hash__ = None
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __eq__(self, other):
+        return isinstance(other, _Same) and other.obj is self.obj
 
 
 def _takes_xp(fn) -> bool:
@@ -571,6 +601,23 @@ class ProgramSpec:
                                    f"length {n} or None")
             flags = (active != 0).view(np.uint8)  # a new array: no copy
         return values, flags, self._checked_aux(graph, xp)
+
+    def initial_key(self, graph):
+        """A key of the program's initial state on ``graph``: two programs of equal keys
+        make the same initial state on it (their class and attributes equal; a large
+        array by identity, as a worker process finds a run's kept arrays, a small one
+        by content; ``graph`` itself). None where it has no such key: ``init`` may have
+        side effects (:attr:`init_apart` False), or an attribute is none of numbers,
+        strings, dtypes, slices, tuples of those, arrays, the graph."""
+        if not self.init_apart:
+            return None
+        parts = [type(self.program)]
+        for name, value in sorted(vars(self.program).items()):
+            part = ("graph",) if value is graph else _key_part(value)
+            if part is None:
+                return None
+            parts.append((name, part))
+        return tuple(parts)
 
     def initial_aux(self, graph):
         """The checked aux array (NumPy, or None) for ``graph`` without the initial

@@ -254,6 +254,8 @@ GPU_PEER_MAPPINGS = 64  # peers' staging buffers a GPU worker keeps mapped (the 
 BACK_FILES_KEPT = 4  # files a client keeps in SHARED_MEMORY_DIR for states handed back
 # by its host's workers (hetgraph.scheduler.hostshare), each a state's size: made once,
 # not a new file a call
+BACK_FILES_LENT = 2  # such files of one size a client lends to results at once (their
+# values not copied out, the file kept by the result): beyond, the values are copied
 PEER_CHECK_SECONDS = 0.5  # seconds a worker waits for a peer's part before it asks
 # whether the peer still runs: a dead peer ends the wait within about this, a slow one
 # is asked again

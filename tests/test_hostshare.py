@@ -193,3 +193,41 @@ def test_the_client_keeps_its_newest_free_state_files(tmp_path, monkeypatch):
         hostshare.free_back(back)
     assert _backs(tmp_path) == sorted(os.path.basename(b.path) for b in backs[1:])
     hostshare._remove_made()
+
+
+def test_a_result_is_lent_the_file_its_values_came_back_in(tmp_path, monkeypatch):
+    """The run's result handed back without its flags, its values an array over the
+    client's file (no copy out of it): the file is not handed to another run while the
+    array or a view of it lives, and goes back to the free files after; at most
+    ``tuning.BACK_FILES_LENT`` files of one size are lent at once."""
+    import dataclasses
+    import gc
+
+    monkeypatch.setattr(tuning, "BACK_FILES_LENT", 2)
+    rng = np.random.default_rng(4)
+    values = rng.random(3000)
+    back = hostshare.back_file(str(tmp_path), 3000, np.float64)
+    hostshare.hand_back(back, np.zeros(3000), np.full(3000, 7, np.uint8))
+    hostshare.hand_back(dataclasses.replace(back, flags=False), values,
+                        np.ones(3000, np.uint8))
+    got, got_flags = np.empty(3000), np.empty(3000, np.uint8)
+    hostshare.take(back, got, got_flags)
+    assert (got_flags == 7).all()  # (the flags were not written)
+    assert hostshare.lendable(back)
+    lent = hostshare.lend(back)
+    np.testing.assert_array_equal(lent, values)
+    assert lent.flags.writeable and not lent.flags.owndata
+    view = lent[::7]
+    del lent
+    gc.collect()
+    other = hostshare.back_file(str(tmp_path), 3000, np.float64)
+    assert other.path != back.path  # (a view of the lent values still lives)
+    second = hostshare.lend(other)
+    assert not hostshare.lendable(other)  # (two of its size lent: BACK_FILES_LENT)
+    assert hostshare.lendable(hostshare.back_file(str(tmp_path), 30, np.float64))
+    np.testing.assert_array_equal(view, values[::7])
+    del view, second
+    assert hostshare.lendable(back)
+    assert {hostshare.back_file(str(tmp_path), 3000, np.float64).path for _ in range(2)} \
+        == {back.path, other.path}
+    hostshare._remove_made()

@@ -121,9 +121,10 @@ def warm_call_messages(cluster, call):
         periodic in op for periodic in PERIODIC)}, left, result
 
 
-# ops the client's process sends on a timer, whatever the calls: heartbeats, and the
-# local cluster manager's sync of its info with the scheduler (every second)
-PERIODIC = ("heartbeat", "set_metadata")
+# ops the client's process sends on a timer, whatever the calls: heartbeats, the local
+# cluster manager's sync of its info with the scheduler (every second), and the client's
+# refresh of the scheduler's info (Client._update_scheduler_info, every 2 s)
+PERIODIC = ("heartbeat", "set_metadata", "identity")
 
 
 def test_a_warm_call_is_one_call_to_its_worker(graph, expected):
@@ -398,3 +399,187 @@ def test_workers_that_make_the_initial_state_leave_it_unmade_here(
     assert len(set(cc.values.tolist())) == len(components)
     for result in runs + [half]:
         assert set(result.history["placement"]) == {"cpu"}
+
+
+# --- what a warm call does besides its iterations (issue 51, h38) ----------------------------
+
+def _spy_hand_backs():
+    """Record, in this worker, whether each state handed back through a client's file
+    carried its flags (emptied by each call; returns what was recorded)."""
+    from hetgraph.scheduler import hostshare
+
+    if not hasattr(hostshare, "_spied_hand_back"):
+        hand_back = hostshare.hand_back
+        hostshare._spied = []
+
+        def spy(back, values, flags):
+            hostshare._spied.append(back.flags)
+            return hand_back(back, values, flags)
+        hostshare._spied_hand_back = hostshare.hand_back = spy
+    got = list(hostshare._spied)
+    hostshare._spied.clear()
+    return got
+
+
+def _spy_initial_states():
+    """Count, in this worker, the initial states its programs' ``init`` made (emptied by
+    each call; returns the names counted)."""
+    from hetgraph.program import ProgramSpec
+
+    if not hasattr(ProgramSpec, "_made"):
+        make = ProgramSpec.initial_state
+        ProgramSpec._made = []
+        ProgramSpec.initial_state = \
+            lambda spec, *a, **k: ProgramSpec._made.append(spec.name) or make(spec, *a, **k)
+    got = list(ProgramSpec._made)
+    ProgramSpec._made.clear()
+    return got
+
+
+def test_a_warm_calls_result_is_the_file_it_came_back_in_without_flags(
+        graph, expected, monkeypatch):
+    """The run's last segment hands back its values alone (nothing reads the flags
+    after it), and the result's values are the client's file they came back in, not a
+    copy out of it (whose new memory faulted page by page); a result kept while later
+    calls run keeps its values (its file lent to it, written by no later call)."""
+    from hetgraph.scheduler import hostshare
+
+    taken = []
+    take = hostshare.take
+    monkeypatch.setattr(hostshare, "take", lambda *a: taken.append(a[0]) or take(*a))
+    with hg.Cluster(cpu_workers=1, gpus=0, processes=True, dashboard_address=None) as cluster:
+        source = graph.label_of(0)
+        kept = _bounded(lambda: hg.bfs(graph, source, cluster=cluster, devices="cpu"))
+        cluster.client.run(_spy_hand_backs)
+        for _ in range(4):  # (two files in turn: a result let go frees its file)
+            result = _bounded(lambda: _pagerank(graph, cluster))
+            np.testing.assert_allclose(result.values, expected["pagerank"].values,
+                                       rtol=1e-12)
+        others = _bounded(lambda: hg.bfs(graph, graph.label_of(5), cluster=cluster,
+                                         devices="cpu"))
+        handed = cluster.client.run(_spy_hand_backs)[cluster.cpu_workers[0]]
+    assert taken == [] and handed == [False] * 5, (taken, handed)
+    assert not result.values.flags.owndata and result.values.flags.writeable
+    np.testing.assert_array_equal(kept.values, expected["bfs"].values)
+    assert (others.values >= 0).all() and others.values[5] == 0
+
+
+def test_a_checkpointed_run_still_hands_back_its_flags(graph, expected, tmp_path,
+                                                        monkeypatch):
+    """A run that checkpoints gets the flags with the state (a checkpoint saves them):
+    resumed from its checkpoint after two BFS levels, it ends as an undisturbed one."""
+    from hetgraph.scheduler import hostshare
+
+    taken = []
+    take = hostshare.take
+    monkeypatch.setattr(hostshare, "take", lambda *a: taken.append(a[0].flags) or take(*a))
+    source = graph.label_of(0)
+    with hg.Cluster(cpu_workers=1, gpus=0, processes=True, dashboard_address=None) as cluster:
+        options = dict(cluster=cluster, devices="cpu", checkpoint=str(tmp_path),
+                       checkpoint_every=1)
+        _bounded(lambda: hg.bfs(graph, source, max_iterations=1, **options))
+        assert taken and all(taken), taken
+        resumed = _bounded(lambda: hg.bfs(graph, source, resume=True, **options))
+    np.testing.assert_array_equal(resumed.values, expected["bfs"].values)
+
+
+@pytest.mark.parametrize("owners", [1, 2])
+def test_the_workers_refill_the_last_runs_initial_state(directed, two_cpu_processes,
+                                                        monkeypatch, owners):
+    """A worker keeps the initial state it made for a program on a graph and fills the
+    last run's state from it (no program init, no V-sized allocation) while the
+    program and its parameters stay the same; other parameters make it again. Answers
+    against SciPy and NetworkX, calls with each set of parameters in turn, on one worker
+    and spread over two."""
+    import networkx as nx
+
+    if owners == 2:  # (every worker of the host an owner, whatever the graph's size)
+        monkeypatch.setattr(tuning, "OWNERS_PER_HOST", 0)
+        monkeypatch.setattr(tuning, "SPREAD_ARCS", 0)
+    cluster, graph = two_cpu_processes, directed
+    options = dict(cluster=cluster, devices="cpu")
+    matrix = graph.to_scipy().astype(np.float64)
+    reference = nx.from_scipy_sparse_array(matrix, create_using=nx.DiGraph)
+    hubs = [int(v) for v in np.argsort(graph.out_degree())[-2:]]
+    rng = np.random.default_rng(5)
+    weights = [rng.random(graph.num_vertices) for _ in range(2)]
+    calls = {("bfs", h): (lambda h=h: hg.bfs(graph, graph.label_of(h), **options))
+             for h in hubs}
+    calls.update({("sssp", d): (lambda d=d: hg.sssp(graph, graph.label_of(hubs[0]),
+                                                     dtype=d, **options))
+                  for d in (np.float64, np.float32)})
+    calls.update({("pagerank", d): (lambda d=d: hg.pagerank(graph, damping=d, tol=1e-10,
+                                                            **options))
+                  for d in (0.85, 0.6)})
+    calls.update({("personalized", k): (lambda k=k: hg.pagerank(
+        graph, tol=1e-10, personalization={graph.label_of(v): w for v, w in enumerate(
+            weights[k])}, **options))
+        for k in (0, 1)})
+    calls.update({("reach", h): (lambda h=h: hg.run(Reach(h), graph, **options))
+                  for h in hubs})
+    cluster.client.run(_spy_initial_states)
+    for round_ in range(2):
+        for (name, parameter), call in calls.items():
+            result = _bounded(call)
+            _check_against_oracles(name, parameter, result, graph, matrix, reference,
+                                   weights, hubs)
+        made = sum(cluster.client.run(_spy_initial_states).values(), [])
+        if round_:  # (each call's parameters differ from the last call's of its program)
+            assert len(made) >= len(calls), made
+    # a program's parameters unchanged from one call to the next: refilled, not made
+    for _ in range(2):
+        for call in (calls[("pagerank", 0.85)], calls[("bfs", hubs[0])]):
+            _bounded(call)
+            _bounded(call)
+    made = sum(cluster.client.run(_spy_initial_states).values(), [])
+    assert len(made) <= 2 * owners, made  # (each program's first call, at most)
+
+
+def _check_against_oracles(name, parameter, result, graph, matrix, reference, weights,
+                           hubs):
+    import networkx as nx
+    import scipy.sparse.csgraph as csgraph
+
+    if name in ("bfs", "reach"):
+        levels = csgraph.shortest_path(matrix, unweighted=True, indices=parameter)
+        reached = np.isfinite(levels)
+        if name == "reach":
+            np.testing.assert_array_equal(result.values, reached.astype(np.int32))
+        else:
+            np.testing.assert_array_equal(result.values[reached], levels[reached])
+            assert (result.values[~reached] == -1).all()
+    elif name == "sssp":
+        np.testing.assert_allclose(result.values, csgraph.dijkstra(matrix, indices=hubs[0]),
+                                   rtol=1e-12 if parameter == np.float64 else 1e-6)
+        assert result.values.dtype == parameter
+    else:
+        theirs = nx.pagerank(reference, tol=1e-12, **(
+            {"alpha": parameter} if name == "pagerank" else
+            {"personalization": dict(enumerate(weights[parameter]))}))
+        np.testing.assert_allclose(result.values, [theirs[v] for v in range(
+            graph.num_vertices)], rtol=1e-6, atol=1e-9)
+
+
+def _segments_of(seconds):
+    tuning.SEGMENT_SECONDS = seconds  # (in the worker: its segments' time slice)
+
+
+def test_a_run_of_several_segments_hands_its_flags_back_until_its_last(graph, expected):
+    """A CPU worker hands the state back after each segment (it may die before the
+    next): with its flags while the run goes on, its values alone after the last, which
+    the result keeps (each segment one iteration here)."""
+    from hetgraph.scheduler import hostshare
+
+    with hg.Cluster(cpu_workers=1, gpus=0, processes=True, dashboard_address=None) as cluster:
+        seconds = tuning.SEGMENT_SECONDS
+        _bounded(lambda: _pagerank(graph, cluster))
+        cluster.client.run(_spy_hand_backs)
+        cluster.client.run(_segments_of, 0.0)
+        try:
+            result = _bounded(lambda: _pagerank(graph, cluster))
+        finally:
+            cluster.client.run(_segments_of, seconds)
+        handed = cluster.client.run(_spy_hand_backs)[cluster.cpu_workers[0]]
+    assert handed == [True] * (len(handed) - 1) + [False] and len(handed) > 2, handed
+    np.testing.assert_allclose(result.values, expected["pagerank"].values, rtol=1e-12)
+    assert not result.values.flags.owndata and hostshare._LENT

@@ -290,6 +290,9 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
     with device:
         values = to_host(program.finalize(graph, state.values, **(
             {} if xp is np else {"xp": xp})))
+    # (the result's alone: the run's objects, in reference cycles, may outlive it, and
+    # values over a file lent to the result would keep the file, see hostshare.lend)
+    state.values = state.new_values = None
     return Result(graph, values, program=spec.name, iterations=len(history),
                   converged=converged, history=history, mode=mode,
                   compile_seconds=compile_seconds, round_trip_seconds=round_trips)
@@ -841,7 +844,9 @@ class _Driver:
             self.runspec.coloring is None else self._spread.alone
         rows, status, self.frontier, built = segment(
             self.run_ref, self.state, self.version, first, last, self.model, frontier,
-            final=last == max_iterations)
+            final=last == max_iterations,
+            result=last == max_iterations and checkpointer is None)  # (nothing reads
+        # the state after the run's last segment but its result: its values alone)
         self._made_there = False
         self.compile_seconds += built
         self.version += 1

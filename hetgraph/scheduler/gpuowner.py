@@ -167,16 +167,18 @@ def hand_back(back, values, flags):
     the client's file ``back`` (:class:`.hostshare.Back`) through this worker's map of
     it, page-locked once for every later call that hands a state back through it: a
     copy from the device into pageable memory runs at a fraction of the bus's speed,
-    and locking the pages each call would cost more than the copy."""
+    and locking the pages each call would cost more than the copy. The flags only
+    where the client reads them (``back.flags``)."""
     into, into_flags = hostshare.back_arrays(back, len(values), values.dtype)
     _locked(back, into)
     to_host(values, into)
-    to_host(flags, into_flags)
+    if back.flags:
+        to_host(flags, into_flags)
 
 
 def _locked(back, into):
     """Page-lock this process's map of ``back`` (whose values ``into`` starts), unless
-    done for this map; the oldest beyond ``tuning.BACK_FILES_KEPT`` let go."""
+    done for this map; the oldest beyond :func:`.hostshare.files_mapped` let go."""
     address = into.ctypes.data
     with _LOCKED_LOCK:
         kept = _LOCKED.pop(back.path, None)
@@ -192,7 +194,7 @@ def _locked(back, into):
             log.debug("could not page-lock the state file %s: %s", back.path, exc)
             pinned = None
         _LOCKED[back.path] = (address, pinned, into)
-        while len(_LOCKED) > max(tuning.BACK_FILES_KEPT, 1):
+        while len(_LOCKED) > hostshare.files_mapped():
             _unpinned(_LOCKED.popitem(last=False)[1])
 
 

@@ -24,7 +24,8 @@ through). The files are the worker's user's alone (mode 0600).
 The state a segment sends back to a client on its host goes the same way
 (:func:`hand_back`, :func:`take`): through a file of an unguessable name that the
 client made (:func:`back_file`) and keeps mapped for its later runs of that size, not
-a message of the whole state through a socket.
+a message of the whole state through a socket; a run's result keeps the file its
+values came back in, without a copy out of it, until the result dies (:func:`lend`).
 """
 
 from __future__ import annotations
@@ -180,11 +181,13 @@ def slot_to_read(channel, word, size, dtype, me):
 class Back:
     """A file that the client made on its host for a run's state to come back through
     from a worker of that host: ``path``, the vertices and the values' dtype (the flags
-    follow the values)."""
+    follow the values); ``flags``: whether a hand-back writes the flags too (False: the
+    run's result, values alone, which the client then :func:`lend` s)."""
 
     path: str
     size: int
     dtype: str
+    flags: bool = True
 
     @property
     def nbytes(self):
@@ -192,6 +195,10 @@ class Back:
 
 
 _FREE: list = []  # the Backs of this process (a client's) that no run uses, newest last
+_RETURNED: list = []  # the Backs whose lent arrays died (see lend), for _FREE; appended
+# by a finalizer, which may run anywhere (a lock held): no lock taken there
+_LENT: collections.Counter = collections.Counter()  # (directory, size, dtype) -> Backs
+# of that kind lent now (see lend)
 _MADE: set = set()  # the paths of this process's back files (removed at its exit)
 _MAPS: collections.OrderedDict = collections.OrderedDict()  # (path, writable) -> mmap
 # of a back file in this process, the newest last
@@ -203,6 +210,7 @@ def back_file(directory, size, dtype):
     nobody can guess). Kept for later runs, its pages made once: a new file a call
     cost the worker its pages' faults and the client their release."""
     dtype = np.dtype(dtype).str
+    _returned()
     with _LOCK:
         for i, back in enumerate(_FREE):
             if (os.path.dirname(back.path), back.size, back.dtype) == (directory, size,
@@ -225,6 +233,7 @@ def back_file(directory, size, dtype):
 def free_back(back):
     """Keep ``back`` (its run ended) for a later run, the newest
     ``tuning.BACK_FILES_KEPT`` of them: older ones are removed."""
+    back = dataclasses.replace(back, flags=True)
     with _LOCK:
         _FREE.append(back)
         dropped = _FREE[:-tuning.BACK_FILES_KEPT] if tuning.BACK_FILES_KEPT else _FREE[:]
@@ -267,6 +276,17 @@ def _views(back, values, writable):
     """(values, flags) arrays over ``back``'s file mapped in this process (kept mapped:
     the ``tuning.BACK_FILES_KEPT`` newest); RuntimeError when the state ``values`` (an
     array, or (size, dtype)) or the file does not fit ``back``."""
+    return _split(back, np.frombuffer(_mapped(back, values, writable), np.uint8))
+
+
+def _split(back, whole):
+    """(values, flags) of the bytes ``whole`` of ``back``'s file."""
+    end = back.size * np.dtype(back.dtype).itemsize
+    return whole[:end].view(back.dtype), whole[end:]
+
+
+def _mapped(back, values, writable):
+    """This process's map of ``back``'s file (see :func:`_views`)."""
     size, dtype = (len(values), values.dtype) if hasattr(values, "dtype") else values
     if size != back.size or np.dtype(dtype) != np.dtype(back.dtype):
         raise RuntimeError(f"a state of {size} vertices of {np.dtype(dtype)} does not "
@@ -282,11 +302,9 @@ def _views(back, values, writable):
                 mapped = mmap.mmap(f.fileno(), back.nbytes, access=mmap.ACCESS_WRITE
                                    if writable else mmap.ACCESS_READ)
         _MAPS[key] = mapped
-        while len(_MAPS) > max(tuning.BACK_FILES_KEPT, 1):
+        while len(_MAPS) > files_mapped():
             _close(_MAPS.popitem(last=False)[1])
-    whole = np.frombuffer(mapped, np.uint8)
-    end = back.size * np.dtype(back.dtype).itemsize
-    return whole[:end].view(back.dtype), whole[end:]
+    return mapped
 
 
 def hand_back(back, values, flags):
@@ -294,7 +312,8 @@ def hand_back(back, values, flags):
     worker of the client's host), for the client to :func:`take`."""
     into, into_flags = _views(back, values, writable=True)
     into[:] = values
-    into_flags[:] = flags
+    if back.flags:
+        into_flags[:] = flags
 
 
 def back_arrays(back, size, dtype):
@@ -306,10 +325,54 @@ def back_arrays(back, size, dtype):
 
 def take(back, values, flags):
     """Read the state that a worker handed back through ``back`` into ``values`` and
-    ``flags`` (arrays of its size and dtype)."""
+    ``flags`` (arrays of its size and dtype; the flags where ``back.flags``)."""
     got, got_flags = _views(back, values, writable=False)
     values[:] = got
-    flags[:] = got_flags
+    if back.flags:
+        flags[:] = got_flags
+
+
+def _kind(back):
+    return os.path.dirname(back.path), back.size, back.dtype
+
+
+def _returned():
+    """Free the Backs whose lent arrays died since."""
+    while _RETURNED:
+        back = _RETURNED.pop()
+        with _LOCK:
+            _LENT[_kind(back)] -= 1
+        free_back(back)
+
+
+def lendable(back):
+    """Whether :func:`lend` may lend ``back``: fewer than ``tuning.BACK_FILES_LENT``
+    files of its size are lent now."""
+    _returned()
+    with _LOCK:
+        return _LENT[_kind(back)] < tuning.BACK_FILES_LENT
+
+
+def files_mapped():
+    """How many state files a process keeps mapped (a GPU worker page-locked): those a
+    client keeps free and, for two sizes, those it lends."""
+    return max(tuning.BACK_FILES_KEPT + 2 * tuning.BACK_FILES_LENT, 1)
+
+
+def lend(back):
+    """The values that a worker handed back through ``back`` as the run's result, an
+    array over the client's map of the file (writable), not a copy: a copy into new
+    memory cost its page faults, more than the copy itself. The file is lent to that
+    array: it goes back to the free files (:func:`free_back`) once nothing refers to
+    the array, its views included, so no later run writes it meanwhile."""
+    import weakref
+
+    with _LOCK:
+        _LENT[_kind(back)] += 1
+    whole = np.frombuffer(_mapped(back, (back.size, back.dtype), True), np.uint8)
+    # (whole's base: a buffer of the map made for it alone, which every view of it keeps)
+    weakref.finalize(whole.base, _RETURNED.append, back)
+    return _split(back, whole)[0]
 
 
 def _unlink(path):

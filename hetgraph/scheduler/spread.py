@@ -51,7 +51,9 @@ import dataclasses
 import itertools
 import logging
 import os
+import threading
 import time
+import weakref
 
 import numba
 import numpy as np
@@ -96,14 +98,73 @@ class Initial:
     """Stands for the program's initial state, which each worker makes itself."""
 
 
+class _Made:
+    """The program's initial state that this worker made for a graph (not to be
+    written): ``key`` (:meth:`.ProgramSpec.initial_key`), ``values``, ``flags``;
+    ``given``: the host state last made from them for a run; ``spare``: that state
+    once its run ended, which the next run fills from them (None: none free)."""
+
+    def __init__(self, key, values, flags):
+        self.key, self.values, self.flags = key, values, flags
+        self.given = self.spare = None
+
+
+_MADE = weakref.WeakKeyDictionary()  # graph -> {program class: _Made}
+_MADE_LOCK = threading.Lock()
+
+
+def _made(run):
+    """The :class:`_Made` of ``run``'s program on its graph: the one kept when its key is
+    the run's, else made now (kept when the program has a key)."""
+    key = run.spec.initial_key(run.graph)
+    with _MADE_LOCK:
+        kinds = _MADE.setdefault(run.graph, {}) if key is not None else {}
+        made = kinds.get(key[0]) if key is not None else None
+    if made is None or made.key != key:
+        values, flags, _ = run.spec.initial_state(run.graph, np)
+        made = _Made(key, values, flags)
+        if key is not None:
+            with _MADE_LOCK:
+                kinds[key[0]] = made
+    return made
+
+
+def _initial_state(run):
+    """A host state of the program's initial one for ``run``: the spare state of its
+    last run on this graph filled (no V-sized allocation, nor the program's ``init``),
+    else copies of :func:`_made`'s."""
+    made = _made(run)
+    if made.key is None:  # (made for this run alone)
+        return VertexState(made.values, made.flags, sync=run.sync)
+    with _MADE_LOCK:
+        spare, made.spare = made.spare, None
+    if spare is None or spare.sync != run.sync:
+        state = VertexState(made.values.copy(), made.flags.copy(), sync=run.sync)
+    else:
+        np.copyto(spare.values, made.values)
+        np.copyto(spare.flags, made.flags)
+        state = spare
+    made.given = state
+    return state
+
+
+def _spare(run, state):
+    """Keep the host ``state`` that :func:`_initial_state` gave ``run``, which ended
+    normally and which no one reads any more, for the next run of its program on this
+    graph to fill (its marks are zero between iterations)."""
+    with _MADE_LOCK:
+        made = _MADE.get(run.graph, {}).get(type(run.spec.program))
+        if made is not None and made.given is state:
+            made.spare, made.given = state, None
+
+
 def _own_state(run, ctx, state, version, backup=True):
     """The state this worker runs the segment on, its own copy: of ``state`` (sent by
     the client, or the program's :class:`Initial` one), else the one it holds at
     ``version`` (``backup``: a copy kept as the segment's backup), else that backup (the
     segment runs again after a peer left)."""
     if isinstance(state, Initial):
-        values, flags, _ = run.spec.initial_state(run.graph, np)
-        return VertexState(values, flags, sync=run.sync)
+        return _initial_state(run)
     if state is not None:
         return VertexState(state.values.copy(), state.flags.copy(), sync=state.sync)
     if ctx is not None and ctx.held == version:
@@ -125,15 +186,18 @@ def _not_held(run, version):
                            f"version {version}: it was lost with a worker")
 
 
-def _whole(run, state, back):
+def _whole(run, state, back, ends=True):
     """The whole ``state`` for the client, sent back by a segment after which the run's
     next step reads it there (the run's end, a checkpoint, or where no peer holds it):
     through the client's file ``back`` (:class:`hostshare.Back`: a client on this host;
     None: none, or where this host lacks it), else as :func:`tasks._out` gives it but
     without a copy (the client takes it before this worker's next task changes it).
     ``state``: a host VertexState, or a GPU engine, whose arrays are copied from the
-    device straight into the file."""
+    device straight into the file. Without its flags where ``back`` says so (the run's
+    result) and the segment ``ends`` the run; the Back returned says which."""
     if back is not None and os.path.exists(back.path):
+        if not (ends or back.flags):  # (the run goes on: the client may need them)
+            back = dataclasses.replace(back, flags=True)
         if isinstance(state, VertexState):
             hostshare.hand_back(back, state.values, state.flags)
         else:  # (from the device, into this worker's page-locked map of the file)
@@ -142,6 +206,13 @@ def _whole(run, state, back):
     values, flags = (state.values, state.flags) if isinstance(state.values, np.ndarray) \
         else (gpuowner.host_copy(state.values), gpuowner.host_copy(state.flags))
     return False, [(0, len(values))], [values], [flags]
+
+
+def _ends(status, first, rows, last):
+    """Whether a segment from iteration ``first`` that ran ``rows`` with ``status`` ran
+    iteration ``last``, or converged (one on the run's one worker: a time slice that
+    ended at ``last`` ends the run too)."""
+    return status in ("converged", "limit") or first + len(rows) > last
 
 
 @tasks.resolved
@@ -162,12 +233,16 @@ def cpu_alone(run, state, version, first, last, model, frontier, back=None, seco
         rows, status, after = tasks.cpu_iterations(run, ctx, version, first, last, model,
                                                    False, False, frontier, seconds)
         ctx.held = version + 1
-    dropped = final and status in ("converged", "limit")
+    ends = _ends(status, first, rows, last)
+    dropped = final and ends
+    out = _whole(run, own, back, ends)
     if dropped:
         tasks.drop_contexts(run.run_id)
+        if not isinstance(out, tuple):  # (its arrays copied out, not sent in the report)
+            _spare(run, own)
     return tasks.Report("cpu", [], rows=rows, status=status,
                         build_seconds=ctx.take_build_seconds(), frontier=after,
-                        out=_whole(run, own, back), dropped=dropped)
+                        out=out, dropped=dropped)
 
 
 def _own_gpu_state(run, ctx, state, version, backup=False, count=False):
@@ -219,7 +294,7 @@ def gpu_alone(run, state, version, first, last, model, frontier, back=None, seco
             run, engine, "gpu", first, last, tasks._chooser(model, run, "gpu", False),
             engine.partition.num_pages, None, seconds)
         after = None if status == "converged" else engine.frontier()
-        ends = status in ("converged", "limit")
+        ends = _ends(status, first, rows, last)
         out = _whole(run, engine, back) if ends else None
     tasks._holds(run, ctx, version + 1)
     dropped = final and ends
@@ -608,6 +683,7 @@ class Spread:
         # they run on this machine (made with the first segment: see _back_for)
         self.shared_dir = tuning.SHARED_MEMORY_DIR if cluster.local else ""
         self.back = None
+        self.lent = False  # whether the run's result is an array over self.back's file
         if not cluster.exchanging:  # (once a cluster)
             exchange.install(self.client)
             cluster.exchanging = True
@@ -617,19 +693,23 @@ class Spread:
         return list(self.cluster.gpu_workers if self.kind == "gpu" else
                     self.cluster.cpu_workers)
 
-    def _back_for(self, state):
+    def _back_for(self, state, result=False):
         """The file the workers hand ``state`` back through (:func:`_whole`), the run's
-        from its first segment on (None where they cannot: see ``shared_dir``)."""
+        from its first segment on (None where they cannot: see ``shared_dir``);
+        ``result``: a segment after which the client reads only the values, as the
+        run's result: the flags stay on the worker."""
         if self.back is None and self.shared_dir and os.path.isdir(self.shared_dir):
             self.back = hostshare.back_file(self.shared_dir, len(state.values),
                                             state.values.dtype)
-        return self.back
+        return dataclasses.replace(self.back, flags=False) if result and self.back \
+            else self.back
 
     def close(self):
-        """The run ended: its state file goes back to the client's for later runs."""
-        if self.back is not None:
+        """The run ended: its state file goes back to the client's for later runs (once
+        its result, lent the file, is gone: :func:`.hostshare.lend`)."""
+        if self.back is not None and not self.lent:
             hostshare.free_back(self.back)
-            self.back = None
+        self.back = None
 
     def _source(self, address, version, state):
         """What a task on the worker at ``address`` starts from at ``version``: None
@@ -644,7 +724,8 @@ class Spread:
                               f"lost with its workers (workers that left during the run: "
                               f"{', '.join(self.lost) or 'none known'})")
 
-    def segment(self, run_ref, state, version, first, last, model, frontier, final=False):
+    def segment(self, run_ref, state, version, first, last, model, frontier, final=False,
+                result=False):
         """Run a spread segment from the state at ``version`` whose frontier is
         ``frontier``; returns (rows, status, frontier after, seconds the workers spent
         building their contexts). The owners that do not hold that version get it from
@@ -652,10 +733,11 @@ class Spread:
         sharing workers would each wait for the other's parts. On one worker
         (:meth:`owners`) it is :meth:`alone`. ``final``: the run ends when the segment
         reaches ``last`` (or converges), and each owner drops the run's contexts with
-        its report."""
+        its report; ``result``: the client reads the state after it only as the run's
+        result (no checkpoint: the values alone come back, see :meth:`_ended`)."""
         if len(self.owners(version)) < 2:
             return self.alone(run_ref, state, version, first, last, model, frontier,
-                              final)
+                              final, result)
         start, self.run_ref = time.perf_counter(), run_ref
         task = gpu_spread if self.kind == "gpu" else cpu_spread
         with self.cluster.spreading:
@@ -671,7 +753,8 @@ class Spread:
                 reports = self._attempt(
                     [(address, task, (self.run_ref, sent if source is state else
                                       source, version, first, last, model, owners, j,
-                                      frontier, self._back_for(state), None, final))
+                                      frontier, self._back_for(state, result), None,
+                                      final))
                      for j, (address, source) in enumerate(zip(owners.addresses, sources))],
                     f"hetgraph-{self.kind}-spread-{first}-{{}}-{self.run_id}-try{attempt}",
                     owners.channel)
@@ -733,12 +816,14 @@ class Spread:
                 chosen.add(address)
         return [a for a in self.addresses if a in chosen]
 
-    def alone(self, run_ref, state, version, first, last, model, frontier, final=False):
+    def alone(self, run_ref, state, version, first, last, model, frontier, final=False,
+              result=False):
         """A segment on the run's one worker (:func:`cpu_alone`, :func:`gpu_alone`; one
         that holds the state at ``version`` when one does); returns what :meth:`segment`
         returns.
         ``final``: the run ends when the segment reaches ``last`` (or converges), and
-        the worker drops the run's contexts with its last report."""
+        the worker drops the run's contexts with its last report; ``result``: see
+        :meth:`segment`."""
         start, self.run_ref = time.perf_counter(), run_ref
         with self.cluster.spreading:
             for attempt in itertools.count():
@@ -747,8 +832,8 @@ class Spread:
                 reports = self._attempt(
                     [(address, gpu_alone if self.kind == "gpu" else cpu_alone, (
                         self.run_ref, self._source(address, version, state), version,
-                        first, last, model, frontier, self._back_for(state), None,
-                        final))],
+                        first, last, model, frontier, self._back_for(state, result),
+                        None, final))],
                     f"hetgraph-{self.kind}-iterations-from-{first}-{{}}-{self.run_id}-"
                     f"try{attempt}")
                 if reports:
@@ -766,18 +851,29 @@ class Spread:
 
     def _ended(self, reports, state, version, start):
         """(rows, status, frontier after, build seconds) of a segment's ``reports``, the
-        first of them carrying the client's ``state`` after it when it came back. The
-        calls' round trips (and the workers' work around the iterations) are no
-        iteration's: they count in :attr:`round_trips`, not in the rows, whose seconds
-        are the iterations' as in process."""
+        first of them carrying the client's ``state`` after it when it came back, not
+        copied where it can be helped: received in a message, the arrays received; at
+        the run's end with nothing but its result to read it (a segment's ``result``),
+        through the client's file, its values alone, ``state.values`` then an array
+        over the file (:func:`.hostshare.lend`), its flags stale. The calls' round
+        trips (and the workers' work around the iterations) are no iteration's: they
+        count in :attr:`round_trips`, not in the rows, whose seconds are the
+        iterations' as in process."""
         report = reports[0]
         rows = report.rows
         if isinstance(report.out, hostshare.Back):
-            hostshare.take(report.out, state.values, state.flags)
+            if report.out.flags or self.lent or not hostshare.lendable(report.out):
+                hostshare.take(report.out, state.values, state.flags)
+            else:
+                state.values, self.lent = hostshare.lend(report.out), True
             self.collected = version + 1
         elif report.out is not None:
             _, _, (values,), (flags,) = report.out
-            state.values[:], state.flags[:] = values, flags
+            if values.flags.writeable and flags.flags.writeable and \
+                    values.dtype == state.values.dtype:  # (received: the client's own)
+                state.values, state.flags = values, flags
+            else:
+                state.values[:], state.flags[:] = values, flags
             self.collected = version + 1
         built = sum(r.build_seconds for r in reports)
         extra = time.perf_counter() - start - built - sum(row[SECONDS] for row in rows)
