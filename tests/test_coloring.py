@@ -634,6 +634,27 @@ def test_a_calibration_is_kept_apart_for_sync_async_and_colored_runs():
     assert len({key(True, None), key(False, None), key(False, object())}) == 3
 
 
+def test_a_colored_run_takes_one_of_this_processs_gpus():
+    """On an in-process cluster of several GPUs, a run's segments share them (its pages
+    split over them), but a colored run's passes go color by color over one GPU's
+    pages: it takes the first GPU alone (on several it ran as async)."""
+    from types import SimpleNamespace
+
+    from hetgraph.scheduler import dispatcher
+
+    driver = SimpleNamespace(kinds={"gpu": 2}, shared=True,
+                             cluster=SimpleNamespace(gpu_devices=[0, 1]))
+    partition = SimpleNamespace(num_pages=8)
+
+    def gpus(coloring):
+        return dispatcher._Driver._segment_gpus(driver, partition, coloring)
+
+    assert gpus(None) == (0, 1)
+    assert gpus(object()) == (0,)
+    partition.num_pages = 1
+    assert gpus(None) == (0,)
+
+
 def test_colored_sparse_passes_resume_from_a_checkpoint(tmp_path):
     """A colored BFS stopped mid-wave and resumed from its checkpoint (its marks made
     again from the active flags) reaches SciPy's levels, as does one run through."""

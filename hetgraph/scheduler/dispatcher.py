@@ -436,7 +436,7 @@ class _Driver:
         else:  # one worker in all: the CPU reads the graph as one page, the GPU engine
             # pages (and degrades) alone
             partition, pages = None, np.array([[0, graph.num_vertices]], np.int64)
-        self.gpu_devices = self._segment_gpus(partition)
+        self.gpu_devices = self._segment_gpus(partition, options["coloring"])
         self.run_id = uuid.uuid4().hex[:8]
         self.runspec = tasks.RunSpec(self.run_id, spec, graph, aux, state.sync, self.shared,
                                  pages, partition, options["threads"], options["partitions"],
@@ -477,15 +477,17 @@ class _Driver:
             self._calibrate(key)
             self._recall(key)
 
-    def _segment_gpus(self, partition):
+    def _segment_gpus(self, partition, coloring):
         """The GPUs of this process that GPU segments share when the run is on several
-        GPUs alone (one when its pages are fewer than the GPUs), as a tuple; else None
+        GPUs alone (one when its pages are fewer than the GPUs, or for a colored run,
+        whose passes go color by color over one GPU's pages), as a tuple; else None
         (one GPU worker runs a segment; several share a pull's pages as tasks)."""
         gpus = self.kinds.get("gpu", 0)
         if not self.shared or gpus < 2 or len(self.kinds) > 1 or partition is None:
             return None
         devices = tuple(self.cluster.gpu_devices)
-        return devices if partition.num_pages >= len(devices) else devices[:1]
+        whole = partition.num_pages >= len(devices) and coloring is None
+        return devices if whole else devices[:1]
 
     # tasks --------------------------------------------------------------------------------
     def _submit(self, function, kind, name, *args):
@@ -831,8 +833,8 @@ class _Driver:
         """(rows, done) of a segment on worker processes that hold the run's state
         (:mod:`.spread`) from iteration ``first``: a spread one on several (its pull
         iterations spread over them; a colored run's on one: its passes go color by
-        color), else on the one; ([], False) for a step elsewhere, with the host state brought up to date
-        from the workers first."""
+        color), else on the one; ([], False) for a step elsewhere, with the host state
+        brought up to date from the workers first."""
         if self._spread is None:
             return [], False
         if placement != self._spread.kind:
