@@ -81,3 +81,23 @@ def test_no_directory_no_listening(tmp_path):
     long = tmp_path / ("d" * 100)  # (a socket's path holds 107 bytes at most)
     long.mkdir()
     assert not datagrams.listen(str(long), "tcp://127.0.0.1:1004", print)
+
+
+def test_sockets_of_killed_processes_are_swept_live_ones_kept(tmp_path, mailboxes):
+    """A worker starting to listen removes the sockets no process reads (a killed
+    worker's), not the live ones, whose readers drop the probe."""
+    dead = datagrams.path_of(str(tmp_path), "tcp://127.0.0.1:1005")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(dead)
+    sock.close()
+    other = tmp_path / "not-ours"
+    other.write_text("")
+    assert datagrams.listen(str(tmp_path), "tcp://127.0.0.1:1006", print)
+    try:
+        assert not os.path.exists(dead) and other.exists()
+        live = "tcp://127.0.0.1:1001"
+        assert os.path.exists(datagrams.path_of(str(tmp_path), live))
+        datagrams.send(str(tmp_path), [live], ("c",), (9,), 0, "still here")
+        assert mailboxes[live].get(timeout=5)[3] == "still here"
+    finally:
+        datagrams.close("tcp://127.0.0.1:1006")

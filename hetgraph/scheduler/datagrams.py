@@ -13,6 +13,7 @@ MessagePack, never pickles, and one that does not unpack is dropped.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import logging
 import os
@@ -27,6 +28,8 @@ from .. import tuning
 log = logging.getLogger("hetgraph.scheduler")
 
 MAX_BYTES = 1 << 16  # a message's size at most (a word and a few numbers: far less)
+PREFIX = "hetgraph-mail-"  # the sockets' names in the directory
+PROBE = b"\xc1"  # a byte no MessagePack message starts with: a reader drops it
 _LISTENING: dict = {}  # Dask address -> (socket, path) this process listens on
 _LOCK = threading.Lock()
 _SENDER: list = []  # this process's one unbound socket for sending (made on first use)
@@ -39,7 +42,7 @@ class Unreachable(Exception):
 def path_of(directory, address):
     """The socket of the worker at Dask ``address`` in ``directory``."""
     digest = hashlib.sha1(address.encode()).hexdigest()[:24]
-    return os.path.join(directory, f"hetgraph-mail-{digest}")
+    return os.path.join(directory, f"{PREFIX}{digest}")
 
 
 def listen(directory, address, deliver):
@@ -52,11 +55,9 @@ def listen(directory, address, deliver):
     with _LOCK:
         if address in _LISTENING:
             return True
+        _sweep(directory)
         path = path_of(directory, address)
-        try:
-            os.unlink(path)  # (left by a process that died at this address)
-        except FileNotFoundError:
-            pass
+        _unlink(path)  # (left by a process that died at this address)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         old = os.umask(0o077)
         try:
@@ -68,9 +69,41 @@ def listen(directory, address, deliver):
         finally:
             os.umask(old)
         _LISTENING[address] = (sock, path)
+        atexit.register(_unlink, path)  # (a worker's process may end without its close)
     threading.Thread(target=_serve, args=(sock, deliver), daemon=True,
                      name=f"hetgraph-mail-{address}").start()
     return True
+
+
+def _sweep(directory):
+    """Remove this user's sockets in ``directory`` that no process reads any more (their
+    processes were killed): a probe to each is refused."""
+    for name in os.listdir(directory):
+        path = os.path.join(directory, name)
+        try:
+            if not name.startswith(PREFIX) or os.stat(path).st_uid != os.getuid():
+                continue
+            _sender().sendto(PROBE, path)
+        except ConnectionRefusedError:
+            _unlink(path)
+        except OSError:  # (gone meanwhile, or a reader too busy: left alone)
+            pass
+
+
+def _unlink(path):
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _sender():
+    """This process's one unbound socket for sending (made on first use)."""
+    if not _SENDER:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        sock.settimeout(tuning.PEER_CHECK_SECONDS)  # (a peer too busy to read)
+        _SENDER.append(sock)
+    return _SENDER[0]
 
 
 def listens(address):
@@ -84,10 +117,7 @@ def close(address):
         sock, path = _LISTENING.pop(address, (None, None))
     if sock is None:
         return
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
+    _unlink(path)
     try:
         sock.shutdown(socket.SHUT_RDWR)  # (wakes the thread blocked on it)
     except OSError:  # (a system that refuses it for a datagram socket: the thread
@@ -128,11 +158,7 @@ def send(directory, peers, channel, tag, sender, payload):
     if len(data) > MAX_BYTES:
         raise ValueError(f"a message of {len(data)} bytes is larger than {MAX_BYTES}")
     with _LOCK:
-        if not _SENDER:
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-            sock.settimeout(tuning.PEER_CHECK_SECONDS)  # (a peer too busy to read)
-            _SENDER.append(sock)
-        sock = _SENDER[0]
+        sock = _sender()
     elsewhere = []
     for peer in peers:
         try:
