@@ -53,6 +53,10 @@ class StandIn(CpuEngine):
     def flags(self):
         return self.state.flags
 
+    @property
+    def new_values(self):  # (the GPU engine's array of the iteration before, in sync mode)
+        return self.state.new_values
+
     def load(self, values, flags, ranges):
         for a, b in ranges:
             self.state.values[a:b] = values[a:b]

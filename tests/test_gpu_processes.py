@@ -114,6 +114,39 @@ def test_gpu_owners_share_by_their_speeds_once_they_differ_enough(monkeypatch):
     assert cluster.gpu_shares[("a", "b")] == [1.0, 0.5]
 
 
+def _sparse_parts(share):
+    tuning.SPARSE_PART_SHARE = share
+
+
+def test_gpu_owners_between_hosts_send_only_their_changes(graph, oracle, gpu2,
+                                                          monkeypatch):
+    """GPU owners that share no memory (as on two hosts) send a wave's few changed
+    values, not their whole ranges: fewer bytes, SciPy's answers (BFS levels, SSSP
+    distances, PageRank, whose ranges change whole)."""
+    monkeypatch.setattr(tuning, "SHARED_MEMORY_DIR", "")
+    source = graph.label_of(_hub(graph))
+    options = dict(cluster=gpu2, devices="gpu", page_bytes=PAGE_BYTES)
+    written = {}
+    _bounded(lambda: hg.bfs(graph, source, **options))  # (placed and warm)
+    try:
+        for share in (0.0, tuning.SPARSE_PART_SHARE):
+            gpu2.client.run(_sparse_parts, share)
+            counter = CommBytes(gpu2.client)
+            before = counter.total()
+            bfs = _bounded(lambda: hg.bfs(graph, source, **options))
+            written[share] = counter.total() - before
+            reached = np.isfinite(oracle["bfs"])
+            np.testing.assert_array_equal(bfs.values[reached], oracle["bfs"][reached])
+        sssp = _bounded(lambda: hg.sssp(graph, source, **options))
+        np.testing.assert_allclose(sssp.values[reached], oracle["sssp"][reached],
+                                   rtol=1e-12)
+        np.testing.assert_allclose(_spread_call(graph, gpu2).values, oracle["pagerank"],
+                                   rtol=1e-10)
+    finally:
+        gpu2.client.run(_sparse_parts, tuning.SPARSE_PART_SHARE)
+    assert written[tuning.SPARSE_PART_SHARE] < 0.7 * written[0.0], written
+
+
 def _slow_stand_in(factor):
     """Make this worker's stand-in GPU report its pulls ``factor`` times slower."""
     from hetgraph.scheduler import gpuowner
@@ -125,6 +158,7 @@ def test_a_slower_gpu_owner_gets_fewer_pages(graph, oracle, gpu2):
     """Two GPU owners, the second reporting its pulls 3x slower: after a call has timed
     both, the second owns fewer of the pages, and the answers stay SciPy's."""
     slow = gpu2.gpu_workers[1]
+    gpu2.gpu_speeds.clear()  # (the speeds other tests' calls measured: equal)
     gpu2.client.run(_slow_stand_in, 3.0, workers=[slow])
     try:
         _spread_call(graph, gpu2)  # (times both owners)

@@ -23,7 +23,7 @@ import time
 import numpy as np
 
 from .. import tuning
-from . import exchange as comms, gpupeers, hostshare, tasks
+from . import exchange as comms, gpupeers, hostshare, parts, tasks
 
 log = logging.getLogger("hetgraph.scheduler")
 
@@ -214,28 +214,36 @@ def host_copy(array):
     return host
 
 
-def exchange(worker, owners, me, engine, tag, info, host_shared, sending):
+def exchange(worker, owners, me, engine, tag, info, host_shared, sending, whole=True):
     """Send this owner's range (``owners.ranges[me]``) of ``engine``'s current values and
     flags to its peers, and copy theirs into the engine; ``info``: this owner's numbers
     for the peers. Where every owner is on this host (``host_shared``,
     :func:`.hostshare.usable`): GPU to GPU (:mod:`.gpupeers`, unless
     ``tuning.GPU_PEER_COPIES`` is off or this GPU cannot export memory), else through
-    this owner's shared-memory file; between hosts in the messages. ``sending``: the
-    owner's :class:`.exchange.Sending`, which this message joins. Returns
-    {owner: info}."""
+    this owner's shared-memory file; between hosts in the messages, each range whole
+    where ``whole`` (a segment's first exchange), else only its changes where they are
+    few (:mod:`.parts`). ``sending``: the owner's :class:`.exchange.Sending`, which this
+    message joins. Returns {owner: info}."""
     peers = owners.peers(me)
     if not peers:  # (the survivor of a segment run again)
         return {me: info}
     (a, b), channel = owners.ranges[me], owners.channel
     values, flags = engine.values, engine.flags
-    payload = _payload(owners, me, values[a:b], flags[a:b], host_shared)
+    before = _before(engine)
+    payload = _payload(owners, me, values[a:b], flags[a:b], host_shared) if \
+        host_shared or before is None or whole else parts.part_of(
+            host_copy(values[a:b]), host_copy(before[a:b]), host_copy(flags[a:b]))
     sending.start(comms.send(worker, list(peers.values()), channel, tag, me,
                              {**payload, "info": list(info)},
                              owners.shared_dir if host_shared else ""))
     infos = {me: info}
     for j, part in comms.receive(worker, channel, tag, peers).items():
         x, y = owners.ranges[j]
-        _take(part, values[x:y], flags[x:y], channel, me)
+        if host_shared:
+            _take(part, values[x:y], flags[x:y], channel, me)
+        else:  # (whole or its changes, into both arrays: see .parts)
+            parts.take_part(_on_device_of(part, values), values[x:y],
+                            None if before is None else before[x:y], flags[x:y])
         infos[j] = tuple(part["info"])
     return infos
 
@@ -255,7 +263,7 @@ def _payload(owners, me, values, flags, host_shared):
                         "(%s): its ranges go through host memory", exc)
     if not host_shared:
         return {"values": to_serialize(host_copy(values)),
-                "flags": to_serialize(host_copy(flags))}
+                "flags": to_serialize(host_copy(flags))}  # (async: one array)
     word = None
     if len(values):
         (a, b), peers = owners.ranges[me], owners.peers(me)
@@ -268,6 +276,23 @@ def _payload(owners, me, values, flags, host_shared):
 
 
 _peer_copies = [True]  # whether this worker's GPU exported its staged ranges so far
+
+
+def _before(engine):
+    """The array of ``engine``'s values of the iteration before the last (sync mode), or
+    None (async: one array)."""
+    before = engine.new_values
+    return None if before is engine.values else before
+
+
+def _on_device_of(part, like):
+    """A message's ``part`` (:mod:`.parts` fields, host arrays) as arrays where ``like``
+    is (its GPU, or the host)."""
+    if isinstance(like, np.ndarray):
+        return part
+    import cupy
+
+    return {k: cupy.asarray(v) for k, v in part.items() if k != "info"}
 
 
 def _take(part, values, flags, channel, me):

@@ -428,7 +428,8 @@ class _GpuIterations:
             infos = gpuowner.exchange(self.worker, self.owners, self.me, engine,
                                       (iteration,), (activated, engine.frontier()[1],
                                                      edges, kernel, stop),
-                                      self.host_shared, self.sending)
+                                      self.host_shared, self.sending,
+                                      whole=iteration == first)
             frontier = tuple(sum(int(i[k]) for i in infos.values()) for k in (0, 1))
             for j, i in infos.items():
                 self.pulled[j] += (int(i[2]), float(i[3]))
