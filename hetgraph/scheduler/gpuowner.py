@@ -230,9 +230,12 @@ def exchange(worker, owners, me, engine, tag, info, host_shared, sending, whole=
     (a, b), channel = owners.ranges[me], owners.channel
     values, flags = engine.values, engine.flags
     before = _before(engine)
-    payload = _payload(owners, me, values[a:b], flags[a:b], host_shared) if \
-        host_shared or before is None or whole else parts.part_of(
-            host_copy(values[a:b]), host_copy(before[a:b]), host_copy(flags[a:b]))
+    if host_shared:
+        payload = _payload(owners, me, values[a:b], flags[a:b])
+    else:  # (whole, or its changes where few: see .parts)
+        new, sparse = host_copy(values[a:b]), before is not None and not whole
+        payload = parts.part_of(new, host_copy(before[a:b]) if sparse else new,
+                                host_copy(flags[a:b]), whole=not sparse)
     sending.start(comms.send(worker, list(peers.values()), channel, tag, me,
                              {**payload, "info": list(info)},
                              owners.shared_dir if host_shared else ""))
@@ -248,22 +251,17 @@ def exchange(worker, owners, me, engine, tag, info, host_shared, sending, whole=
     return infos
 
 
-def _payload(owners, me, values, flags, host_shared):
-    """What this owner's message carries of its range ``values``, ``flags`` (see
-    :func:`exchange`)."""
-    from distributed.protocol import to_serialize
-
+def _payload(owners, me, values, flags):
+    """What this owner's message to peers on its host carries of its range ``values``,
+    ``flags`` (see :func:`exchange`)."""
     on_gpu = not isinstance(values, np.ndarray)  # (a stand-in engine's are host arrays)
-    if host_shared and on_gpu and len(values) and tuning.GPU_PEER_COPIES and _peer_copies[0]:
+    if on_gpu and len(values) and tuning.GPU_PEER_COPIES and _peer_copies[0]:
         try:
             return {"peer": list(gpupeers.stage(values, flags))}
         except Exception as exc:  # (a GPU that cannot export memory: host copies)
             _peer_copies[0] = False
             log.warning("GPU-to-GPU copies of the run's state are off on this worker "
                         "(%s): its ranges go through host memory", exc)
-    if not host_shared:
-        return {"values": to_serialize(host_copy(values)),
-                "flags": to_serialize(host_copy(flags))}  # (async: one array)
     word = None
     if len(values):
         (a, b), peers = owners.ranges[me], owners.peers(me)
@@ -296,17 +294,14 @@ def _on_device_of(part, like):
 
 
 def _take(part, values, flags, channel, me):
-    """Copy a peer's ``part`` of the exchange (see :func:`_payload`) into ``values``,
-    ``flags`` (this engine's slices of the peer's range)."""
+    """Copy a peer's ``part`` of an exchange on this host (see :func:`_payload`) into
+    ``values``, ``flags`` (this engine's slices of the peer's range)."""
     if "peer" in part:
         gpupeers.fetch([bytes(h) for h in part["peer"]], values, flags)
         return
-    if "values" in part:
-        got, got_flags = part["values"], part["flags"]
-    elif part["shared"] is not None:
-        got, got_flags = hostshare.slot_to_read(channel, part["shared"], len(values),
-                                                values.dtype, me)
-    else:
+    if part["shared"] is None:  # (an empty range)
         return
+    got, got_flags = hostshare.slot_to_read(channel, part["shared"], len(values),
+                                            values.dtype, me)
     to_device(got, values)
     to_device(got_flags, flags)

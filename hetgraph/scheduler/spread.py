@@ -584,7 +584,6 @@ class _Iterations:
         ``rows``. Returns (next iteration, status, frontier after)."""
         run, graph, spec = self.run_, self.run_.graph, self.run_.spec
         program, state, arcs = spec.program, self.engine.state, graph.num_arcs
-        self.whole_part = True  # (the peers' ranges of the array written next are old)
         for iteration in itertools.count(first):
             start = time.perf_counter()
             active, f = int(frontier[0]), notify_fraction(frontier[1], arcs)
@@ -595,7 +594,8 @@ class _Iterations:
                 if self.mine else (0, 0)
             pulled = time.perf_counter() - start
             stop = self.me == 0 and time.perf_counter() - self.began > self.seconds
-            infos = self._exchange(iteration, (activated, edges, pulled, stop))
+            infos = self._exchange(iteration, (activated, edges, pulled, stop),
+                                   whole=iteration == first)
             state.swap()
             finished = spec.has_converged and program.converged(graph, previous,
                                                                 state.values)
@@ -618,10 +618,11 @@ class _Iterations:
                 self.sending.settle()  # (the state changes next: our part must be taken)
                 return iteration + 1, None if status == "moved" else status, frontier
 
-    def _exchange(self, iteration, info):
+    def _exchange(self, iteration, info, whole):
         """Send this owner's new values and flags of ``iteration`` to its peers and
         write theirs into the state; returns {owner: (activated, edges, seconds,
-        stop)}."""
+        stop)}. ``whole``: the first exchange of a stretch of pulls (the peers' ranges
+        of the array written next are older: sent whole between hosts)."""
         infos = {self.me: info}
         if not self.peers:
             return infos
@@ -635,8 +636,7 @@ class _Iterations:
                 written[a:b], state.flags[a:b], list(self.peers)) if b > a else None}
         else:  # (its changes only, where they are few: see .parts)
             payload = parts.part_of(written[a:b], state.values[a:b], state.flags[a:b],
-                                    whole=not state.sync or self.whole_part)
-        self.whole_part = False
+                                    whole=not state.sync or whole)
         self.sending.start(exchange.send(
             self.worker, list(self.peers.values()), channel, tag, self.me,
             {**payload, "info": list(info)},
