@@ -655,6 +655,22 @@ def test_a_colored_run_takes_one_of_this_processs_gpus():
     assert gpus(None) == (0,)
 
 
+def test_pages_spread_over_workers_are_cut_at_the_colors():
+    """The partition a run spreads over several workers (or GPUs) is cut at the colors
+    of a colored run: a GPU sweeps color by color over whole shards (uncut, a colored
+    run on two GPUs of one process ran as async, off the CPU's answers)."""
+    from hetgraph.scheduler.dispatcher import _color_cuts
+
+    g = hg.generate.rmat(12, seed=3).reorder("color")
+    coloring = hc.coloring_of(g)
+    options = dict(page_bytes=16 << 10, vertex_bytes=8)
+    assert color_shards(g.partition(**options).shard_start, coloring) is None
+    cut = g.partition(**options, **_color_cuts(coloring))
+    assert color_shards(cut.shard_start, coloring) is not None
+    assert set(coloring.cuts) <= set(cut.shard_start.tolist())
+    assert _color_cuts(None) == {}
+
+
 def test_colored_sparse_passes_resume_from_a_checkpoint(tmp_path):
     """A colored BFS stopped mid-wave and resumed from its checkpoint (its marks made
     again from the active flags) reaches SciPy's levels, as does one run through."""

@@ -298,6 +298,13 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
                   compile_seconds=compile_seconds, round_trip_seconds=round_trips)
 
 
+def _color_cuts(coloring):
+    """``Graph.partition``'s option that cuts shards and pages at the colors of a
+    colored run's color-major graph (a GPU sweeps color by color over whole shards);
+    none otherwise."""
+    return {"cuts": coloring.cuts} if coloring is not None and coloring.contiguous else {}
+
+
 def _coloring(graph, mode, in_memory):
     """The coloring of a colored run (the graph's, :func:`coloring_of`), else None."""
     if mode != "colored":
@@ -430,7 +437,8 @@ class _Driver:
                                         shared_bytes=gpu.get("shared_bytes",
                                                              tuning.GPU_SHARED_BYTES),
                                         replication=gpu.get("replication"),
-                                        vertex_bytes=spec.dtype.itemsize)
+                                        vertex_bytes=spec.dtype.itemsize,
+                                        **_color_cuts(options["coloring"]))
             pages = np.array([partition.page_vertices(p) for p in range(partition.num_pages)],
                              np.int64).reshape(-1, 2)
         else:  # one worker in all: the CPU reads the graph as one page, the GPU engine
