@@ -96,6 +96,8 @@ MULTI_GPU_RUNS = 4
 # ... but one run a this many bytes of the GPU's own values: a range of a few hubs goes in
 # one run (more runs leave the pass a tail each)
 MULTI_GPU_RUN_BYTES = 16 << 20
+# a destination vertex's cost in a GPU pull pass, in edges: GPUs share pages by it
+GPU_VERTEX_EDGES = 1.5
 
 # --- cache blocking of the GPU pull (hetgraph.kernels.gpu.tocab; GraphCage's TOCAB) -------------
 # a source range's values take this share of the device's L2 (queried): GraphCage's Fig. 11

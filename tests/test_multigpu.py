@@ -14,7 +14,7 @@ from hetgraph.algorithms.bfs import BreadthFirst
 from hetgraph.algorithms.cc import MinLabel
 from hetgraph.algorithms.pagerank import PageRank
 from hetgraph.algorithms.sssp import ShortestPaths
-from hetgraph.engines.multigpu import page_ranges
+from hetgraph.engines.multigpu import MultiGpuEngine, page_ranges, pass_work
 from hetgraph.errors import GraphError
 from hetgraph.program import ProgramSpec
 
@@ -76,6 +76,29 @@ def test_resident_runs_cover_the_pages_in_order_with_about_equal_edges(n, m, see
 def test_equal_pages_are_shared_equally():
     assert page_ranges([10] * 8, [1, 1]) == [range(0, 4), range(4, 8)]
     assert page_ranges([10] * 9, [2, 1]) == [range(0, 6), range(6, 9)]
+
+
+def test_a_range_of_hubs_and_one_of_small_vertices_share_by_edges_and_vertices():
+    """A vertex costs a pass tuning.GPU_VERTEX_EDGES edges: two GPUs share four pages,
+    two of few hubs and two of many small vertices, two pages each."""
+    from hetgraph import tuning
+
+    small = 1000
+    work = pass_work([3000, 3000, 1000, 1000], [10, 10, small, small])
+    assert work.tolist() == [3000 + 10 * tuning.GPU_VERTEX_EDGES] * 2 + \
+        [1000 + small * tuning.GPU_VERTEX_EDGES] * 2
+    assert page_ranges(work, [1, 1]) == [range(0, 2), range(2, 4)]
+
+
+def test_the_runs_of_most_vertices_launch_first():
+    """The copy of a run's values overlaps the runs launched after it: the run of most
+    vertices goes first, the one the next iteration waits for holds the fewest."""
+    from types import SimpleNamespace
+
+    engine = SimpleNamespace(partition=SimpleNamespace(
+        shard_start=np.array([0, 10, 12, 100, 101])))
+    runs = [(0, 1), (1, 2), (2, 3), (3, 4)]
+    assert MultiGpuEngine._launch_order(engine, runs) == [(2, 3), (0, 1), (1, 2), (3, 4)]
 
 
 # on a GPU ------------------------------------------------------------------------------

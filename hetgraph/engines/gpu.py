@@ -441,11 +441,12 @@ class GpuEngine(Engine):
         return [(int(part.page_shard[a]), int(part.page_shard[b]))
                 for a, b in zip(bounds[:-1], bounds[1:])]
 
-    def split_resident_runs(self, count, after_run):
-        """Launch the resident pages as ``count`` runs (see :meth:`resident_runs`) and
-        call ``after_run(first shard, end shard, stream)`` once each run's kernels are
-        queued (several GPUs start copying a run's values while the next one runs)."""
-        self._resident_runs = self.resident_runs(count)
+    def split_resident_runs(self, runs, after_run):
+        """Launch the resident pages as ``runs`` (of :meth:`resident_runs`, in the order
+        given) and call ``after_run(first shard, end shard, stream)`` once each run's
+        kernels are queued (several GPUs start copying a run's values while the next
+        one runs)."""
+        self._resident_runs = list(runs)
         self.after_run = after_run
 
     def _release_pages(self):

@@ -4,8 +4,8 @@ after every iteration copies the values it computed to the others, GPU to GPU.
 
 Every GPU keeps all the values (a gather may read any source vertex) but writes only
 its own vertices' values and flags. In sync mode a GPU launches its resident pages in
-runs (``tuning.MULTI_GPU_RUNS``) and copies each run's new values to the others on a
-copy stream while its next run computes; the rest (async mode, streamed pages) are
+runs (``tuning.MULTI_GPU_RUNS``), those of most vertices first, and copies each run's
+new values to the others on a copy stream while its next run computes; the rest (async mode, streamed pages) are
 copied on the stream that computed them once its pass ends. Every GPU's next work
 waits for the copies into it.
 The activated counts cross the same way, and each GPU sums them on the device: a
@@ -40,6 +40,15 @@ def page_ranges(page_work, shares):
         bounds.append(min(max(cut, bounds[-1] + 1), pages - (parts - k)))
     bounds.append(pages)
     return [range(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def pass_work(edges, vertices):
+    """The relative cost of a pull pass over ``edges`` edges into ``vertices``
+    destination vertices (numbers or arrays): a vertex costs about
+    ``tuning.GPU_VERTEX_EDGES`` edges (its sum's write and flag), so that a range of a
+    few hubs and one of many small vertices take the same time."""
+    return np.asarray(edges, np.float64) + \
+        tuning.GPU_VERTEX_EDGES * np.asarray(vertices, np.float64)
 
 
 def _run_count(value_bytes):
@@ -78,11 +87,10 @@ class MultiGpuEngine(Engine):
         self.cupy, self.spec, self.graph = cp, spec, graph
         self.devices = [int(d) for d in devices]
         shares = [1.0] * len(self.devices) if shares is None else list(shares)
-        # a pass costs about as much a destination vertex as an edge (docs/tuning.md): a
-        # range of few hub vertices and one of many small ones then take the same time
-        page_work = [(e1 - e0) + (v1 - v0) for (e0, e1), (v0, v1) in (
+        edges, vertices = np.array([(e1 - e0, v1 - v0) for (e0, e1), (v0, v1) in (
             (partition.page_edges(p), partition.page_vertices(p))
-            for p in range(partition.num_pages))]
+            for p in range(partition.num_pages))], np.int64).reshape(-1, 2).T
+        page_work = pass_work(edges, vertices)
         self.engines, self.compile_seconds = [], 0.0
         for device, pages in zip(self.devices, page_ranges(page_work, shares)):
             with cp.cuda.Device(device):
@@ -112,9 +120,10 @@ class MultiGpuEngine(Engine):
 
     def _split_passes(self, sync):
         """In sync mode, have every GPU launch its resident pages in runs whose values
-        its copy stream sends as soon as they are computed (:meth:`_send_run`); note
-        per GPU the vertices whose values go after its whole pass (all of them in async
-        mode, where a pass writes the values it reads)."""
+        its copy stream sends as soon as they are computed (:meth:`_send_run`), those of
+        most vertices first (:meth:`_launch_order`); note per GPU the vertices whose
+        values go after its whole pass (all of them in async mode, where a pass writes
+        the values it reads)."""
         cp = self.cupy
         self._copy_streams = [self._on(d, lambda: cp.cuda.Stream(non_blocking=True))
                               for d in self.devices] if sync else []
@@ -122,12 +131,20 @@ class MultiGpuEngine(Engine):
         for i, engine in enumerate(self.engines):
             v0, v1 = engine.vertices
             if sync:
-                count = _run_count((v1 - v0) * self.spec.dtype.itemsize)
-                runs = engine.resident_runs(count)
-                engine.split_resident_runs(count, lambda s0, s1, main, i=i:
+                runs = engine.resident_runs(_run_count((v1 - v0) * self.spec.dtype.itemsize))
+                engine.split_resident_runs(self._launch_order(runs),
+                                           lambda s0, s1, main, i=i:
                                            self._send_run(i, s0, s1, main))
                 v0 = int(self.partition.shard_start[runs[-1][1]]) if runs else v0
             self._unsent.append((v0, v1))
+
+    def _launch_order(self, runs):
+        """``runs`` (of about equal edges) launched those of most vertices first: the
+        copy of a run's values overlaps the runs after it, and the last one's, which
+        the next iteration waits for, is the smallest (in degree order the first run
+        holds the hubs, the last one most of the vertices)."""
+        starts = self.partition.shard_start
+        return sorted(runs, key=lambda run: -int(starts[run[1]] - starts[run[0]]))
 
     def _on(self, device, make):
         with self.cupy.cuda.Device(device):

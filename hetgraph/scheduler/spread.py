@@ -776,10 +776,11 @@ class Spread:
         :func:`.multigpu.page_ranges`)."""
         if self.kind != "gpu":
             return tuple(owned_ranges(self.in_indptr, len(addresses))), ()
-        from ..engines.multigpu import page_ranges  # (the GPU engine's modules: only here)
+        from ..engines.multigpu import page_ranges, pass_work  # (GPU modules: only here)
 
         bounds = np.asarray(self.pages, np.int64)
-        work = np.diff(self.in_indptr[bounds], axis=1)[:, 0] + np.diff(bounds, axis=1)[:, 0]
+        work = pass_work(np.diff(self.in_indptr[bounds], axis=1)[:, 0],
+                         np.diff(bounds, axis=1)[:, 0])
         shares = gpu_shares(self.cluster, tuple(addresses))
         pages = [(r.start, r.stop) for r in page_ranges(work, shares)]
         return tuple((int(bounds[a][0]), int(bounds[b - 1][1])) for a, b in pages), \
