@@ -5,9 +5,9 @@ after every iteration copies the values it computed to the others, GPU to GPU.
 Every GPU keeps all the values (a gather may read any source vertex) but writes only
 its own vertices' values and flags. In sync mode a GPU launches its resident pages in
 runs (``tuning.MULTI_GPU_RUNS``), those of most vertices first, and copies each run's
-new values to the others on a copy stream while its next run computes; the rest (async mode, streamed pages) are
-copied on the stream that computed them once its pass ends. Every GPU's next work
-waits for the copies into it.
+new values to the others on a copy stream while its next run computes; the rest (async
+mode, streamed pages) are copied on the stream that computed them once its pass ends.
+Every GPU's next work waits for the copies into it.
 The activated counts cross the same way, and each GPU sums them on the device: a
 chained iteration's kernels return at once when the whole previous iteration activated
 nothing, so several iterations stay in flight and the host never waits between them.
