@@ -603,9 +603,15 @@ class _Driver:
     def _calibration_key(self, options):
         """What a calibration depends on: the graph, the program with its parameters
         (which make the initial state; its arrays by a sample of their elements: a
-        calibration taken for another costs speed, not an answer), the execution mode
+        calibration taken for another costs speed, not an answer; those it derives from
+        the graph not at all: the graph and the parameters say them), the execution mode
         (sync, async or colored), the run's options and the cluster's workers."""
-        return (self.graph.token, program_fingerprint(self.spec, sampled_crc32),
+        derived = {id(a) for a in self.spec.derived_arrays(self.graph)}
+
+        def digest(array):  # (a sample of a large array cost a warm call 0.3 ms)
+            return 0 if id(array) in derived else sampled_crc32(array)
+
+        return (self.graph.token, program_fingerprint(self.spec, digest),
                 self.state.sync, options["coloring"] is not None, options["threads"],
                 options["partitions"],
                 options["cpu_mode"], options["rho"], options["page_bytes"],
