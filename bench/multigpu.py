@@ -3,7 +3,7 @@ wall of PageRank, BFS and SSSP with ``devices="gpu"`` on an in-process cluster o
 and of every GPU the machine has.
 
 Usage: python bench/multigpu.py [--scale 24] [--repeat 3] [--out bench/results/multigpu.json]
-           [--processes]
+           [--processes] [--trace]
 
 The graph is ``hg.generate.rmat(scale, seed=7, weights=(1, 9))``, reordered. Every call is
 warm (two untimed calls first). PageRank runs 20 iterations (float32, tol=None); its
@@ -11,6 +11,10 @@ per-iteration time is the median of the history's ``seconds``; BFS and SSSP are 
 by the wall of the whole call. Answers are checked equal to one GPU's (PageRank within
 1e-6 in L1). ``targets``: PageRank per iteration on N GPUs >= 1.7x one GPU for N = 2
 (>= 3x for N = 4), BFS and SSSP warm calls not slower than on one GPU.
+
+``--trace``: each in-process cluster's PageRank row also holds the summary of a CUPTI
+trace of one more warm call (``bench/gputrace.py``, through PyTorch's profiler): each
+GPU's kernel time and peer copies an iteration.
 
 ``--processes``: every GPU of the machine as worker processes
 (``hg.Cluster(processes=True)``) against the same GPUs in process; ``targets``: per
@@ -27,6 +31,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.dirname(os.path.abspath(__file__)), ROOT]  # this checkout's hetgraph
+from gputrace import summarize, trace_events  # noqa: E402
 from machine import built_or_stored, describe, write_results  # noqa: E402
 
 import hetgraph as hg  # noqa: E402
@@ -45,9 +50,10 @@ def calls(graph):
 PROCESS_TARGET = 1.2
 
 
-def measure(graph, gpus, repeat, processes=False):
+def measure(graph, gpus, repeat, processes=False, trace=False):
     """{algorithm: {wall_s, per_iteration_s, iterations, values}} on ``gpus`` GPUs (of
-    worker processes with ``processes``)."""
+    worker processes with ``processes``); with ``trace``, PageRank's row also holds the
+    summary of a CUPTI trace of one more warm call (:mod:`gputrace`)."""
     rows = {}
     with hg.Cluster(gpus=gpus, processes=processes, dashboard_address=None):
         for name, call in calls(graph).items():
@@ -61,6 +67,10 @@ def measure(graph, gpus, repeat, processes=False):
             rows[name] = {"wall_s": min(walls), "walls_s": walls,
                           "per_iteration_s": float(np.median(result.history["seconds"])),
                           "iterations": result.iterations, "values": result.values}
+            if trace and name == "pagerank":
+                events = trace_events(call)
+                rows[name]["trace"] = None if events is None else \
+                    summarize(events, result.iterations)
     return rows
 
 
@@ -74,6 +84,8 @@ def main():
     parser.add_argument("--store", help="read the graph saved there (else build and save it)")
     parser.add_argument("--processes", action="store_true",
                         help="worker processes against the in-process cluster")
+    parser.add_argument("--trace", action="store_true",
+                        help="add a CUPTI trace's summary of a PageRank call (PyTorch)")
     args = parser.parse_args()
     gpus = cp.cuda.runtime.getDeviceCount()
     graph, built = built_or_stored(lambda: hg.generate.rmat(
@@ -86,10 +98,11 @@ def main():
            "arcs": graph.num_arcs, "build_s": built, "rows": []}
     if args.processes:
         out["processes"] = True
-        one, several = measure(graph, gpus, args.repeat), \
+        one, several = measure(graph, gpus, args.repeat, trace=args.trace), \
             measure(graph, gpus, args.repeat, processes=True)
     else:
-        one, several = measure(graph, 1, args.repeat), measure(graph, gpus, args.repeat)
+        one, several = measure(graph, 1, args.repeat, trace=args.trace), \
+            measure(graph, gpus, args.repeat, trace=args.trace)
     targets = []
     for name in one:
         a, b = one[name], several[name]

@@ -90,6 +90,33 @@ def test_a_range_of_hubs_and_one_of_small_vertices_share_by_edges_and_vertices()
     assert page_ranges(work, [1, 1]) == [range(0, 2), range(2, 4)]
 
 
+def test_a_trace_summary_sums_each_stream_and_each_gpus_busy_time():
+    """bench/gputrace.py's summary of a hand-made trace of two iterations: GPU 0's two
+    kernels overlap (busy 15 us, not 20), GPU 1's one copy is summed on its stream."""
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))), "bench"))
+    from gputrace import summarize
+
+    def event(category, name, device, stream, ts, dur):
+        return {"cat": category, "name": name, "ts": ts, "dur": dur,
+                "args": {"device": device, "stream": stream}}
+
+    events = [event("kernel", "shard_pass", 0, 7, 0.0, 10.0),
+              event("kernel", "shard_pass", 0, 7, 5.0, 10.0),
+              event("kernel", "shard_pass", 1, 15, 0.0, 8.0),
+              event("gpu_memcpy", "Memcpy PtoP", None, 29, 15.0, 6.0)]
+    got = summarize(events, iterations=2)
+    assert got["span_us"] == 21.0
+    assert got["kernel_busy_us"] == {"0": 7.5, "1": 4.0}
+    first = got["per_iteration_us"][0]
+    assert (first["device"], first["stream"], first["count"], first["us"]) == (0, 7, 2, 10.0)
+    assert {"device": None, "stream": 29, "category": "gpu_memcpy", "name": "Memcpy PtoP",
+            "count": 1, "us": 3.0} in got["per_iteration_us"]
+
+
 def test_the_runs_of_most_vertices_launch_first():
     """The copy of a run's values overlaps the runs launched after it: the run of most
     vertices goes first, the one the next iteration waits for holds the fewest."""
