@@ -467,8 +467,10 @@ def test_a_pickled_model_still_sees_the_layout_it_waits_for():
 
 def test_a_gpu_segment_folds_its_rows_every_choose_seconds_however_rarely_it_asks(
         monkeypatch):
-    """Rows go into the model every CHOOSE_SECONDS, after a launch, while the question
-    waits CHOOSE_BACKOFF times longer: a fold of 8 ms of rows outlasted the queue."""
+    """Rows make a batch for the model every CHOOSE_SECONDS while the question waits
+    CHOOSE_BACKOFF times longer (a fold of 8 ms of rows outlasted the queue); the
+    batches fold in, oldest first, when the model is next asked: it then holds every
+    row but those of the last CHOOSE_SECONDS, as if each batch had folded in at once."""
     from types import SimpleNamespace
 
     from hetgraph.scheduler import tasks
@@ -497,13 +499,17 @@ def test_a_gpu_segment_folds_its_rows_every_choose_seconds_however_rarely_it_ask
             return 50.0
 
         def observe_rows(self, rows, num_arcs):
-            folds.append(len(rows))
+            folds.append([row[COLUMN["iteration"]] for row in rows])
 
-    def choose(f, ran=1):
+    def choose(f, ran=1):  # (as _chooser's: not called again before ``due``)
+        launched[0] += ran
+        asked.append((launched[0], sum(map(len, folds))))
+        choose.due = now[0] + choose.interval
         return "gpu", 50.0
 
     choose.interval = tuning.CHOOSE_BACKOFF * tuning.CHOOSE_SECONDS
-    folds = []
+    choose.due = -math.inf
+    folds, asked, launched = [], [], [1]  # (the first iteration: the driver's)
     monkeypatch.setattr(tasks, "time", SimpleNamespace(perf_counter=clock))
     run = SimpleNamespace(spec=SimpleNamespace(program=None, uses_constant=False,
                                                has_converged=False),
@@ -511,8 +517,12 @@ def test_a_gpu_segment_folds_its_rows_every_choose_seconds_however_rarely_it_ask
     rows, status = tasks.run_iterations(run, Engine(), "gpu", 1, 400, choose, 1, Model(),
                                         float("inf"))
     assert status == "limit" and len(rows) == 400
-    assert sum(folds) == 399  # (never the first row)
-    assert len(folds) >= 30 and max(folds) <= 12  # every ~10 iterations, not every ~80
+    # every row once, in order, never the first
+    assert [i for fold in folds for i in fold] == list(range(2, 401))
+    assert len(folds) >= 30 and max(map(len, folds)) <= 12  # every ~10 iterations
+    assert 3 <= len(asked) <= 6  # every ~80 iterations
+    for count, folded in asked:  # launched before the question, rows folded by it:
+        assert count - 3 - 12 <= folded <= max(count - 3, 0)  # all but the last batch's
 
 
 @pytest.mark.parametrize("first, above, folded", [(1, 1, 3), (1, 0, 2), (2, 1, 2)])
