@@ -1293,6 +1293,72 @@ def test_the_driver_keeps_the_models_memory_on_the_graph_by_its_key(monkeypatch)
     assert list(g.kept("placement_memory", dict)) == [("b", 1), ("c", 1)]
 
 
+def model_state(m):
+    """Everything a cost model holds, its fits by their sums."""
+    return {name: {mode: fit.sums for mode, fit in value.items()} if name == "fits"
+            else value for name, value in vars(m).items()}
+
+
+def test_a_warm_call_starts_from_a_copy_of_the_model_its_kept_calibration_made():
+    """A run under a kept calibration starts from the cost model that the calibration's
+    reports make (rates, fits, errors, switch, overhead, the GPU's subgraph share):
+    the first such run makes it and keeps a copy, the later ones copy that, each
+    learning apart from it."""
+    from types import SimpleNamespace
+
+    from hetgraph.io.generate import grid
+    from hetgraph.scheduler.dispatcher import _Calibration, _Driver
+    from hetgraph.scheduler.tasks import Report
+
+    class Driver(_Driver):  # the fields the calibration's methods use, a cluster that
+        # keeps ``kept`` under ("key",)
+        def __init__(self):
+            self.graph, self.spec = grid(4, 4, seed=1), SimpleNamespace(
+                dtype=np.dtype(np.float32))
+            self.inline_left, self.round_trip = 1.0, 1e-3
+            self.cluster = SimpleNamespace(calibrations={("key",): kept})
+            self.model = CostModel(skew=4.0, push=2.0, growth=4.0, threads=2,
+                                   sparse_edges=10_000)
+
+        def _share_state(self):
+            pass
+
+        def _measure_round_trip(self):
+            pass
+
+    cpu = Report("cpu", [0, 2], 10**6, seconds=2e-3, takeover=1e-4, frontier=(1, 4),
+                 rows=[notify_row(1e-5, 40e-6, iteration=i) for i in (2, 3)] +
+                 [history_row(placement="cpu", mode="push", f=1e-4, rho=1.0, edges=100,
+                              cpu_seconds=20e-6, seconds=20e-6, iteration=4)])
+    gpu = Report("gpu", [0, 1, 2], 10**6, seconds=3e-4, copy_per_byte=1e-10,
+                 subgraph=0.25, rows=[gpu_row(s, 10**6) for s in (5e-4, 4e-4, 4.5e-4)])
+    kept = _Calibration([cpu, gpu])
+    before = Driver()  # as every warm call started: the reports taken again
+    before._take_calibration([cpu, gpu])
+    first, later = Driver(), Driver()
+    first._calibrate(("key",))
+    later._calibrate(("key",))
+    reference = model_state(before.model)
+    assert reference["fits"]["notify-pull"][0] > 0 and reference["fits"]["push"][0] > 0
+    assert reference["subgraph"] == 0.25 and reference["switch"] > 0
+    for driver in (first, later):
+        assert model_state(driver.model) == reference
+        assert (driver.frontier, driver._takeover) == ((1, 4), 1e-4)
+    assert later.model is not kept.model and first.model is not kept.model
+    # a run's measurements change its model alone
+    later.model.observe_rows([gpu_row(9e-4), notify_row(1e-3, 1e-3)], 10**6)
+    later.model.observe_iteration("gpu", 1e-3)
+    later.model.placement(1e-3, 1.0, 10**6, current="gpu", weight=3, seconds=1e-3)
+    later.model.recall({"iteration": {"hybrid": 1e-3}, "basis": {"hybrid": 2e-3},
+                        "pages": {("cpu", "pages"): 1e-8}, "overhead": 1e-4,
+                        "errors": {("gpu", "pull"): 0.5}, "switch": 1.0})
+    assert model_state(later.model) != reference
+    assert model_state(kept.model) == model_state(first.model) == reference
+    again = Driver()
+    again._calibrate(("key",))
+    assert model_state(again.model) == reference
+
+
 def test_a_bucketed_push_is_predicted_from_the_edges_it_relaxes():
     """With buckets, a push relaxes a share of its frontier's out-edges, which changes
     over a run: the fit is of seconds against edges relaxed (here 1 us + 10 ns an

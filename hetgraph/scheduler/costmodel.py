@@ -94,6 +94,12 @@ class LinearFit:
     def __init__(self):
         self.sums = (0.0,) * 5  # weight, size, seconds, size^2, size * seconds
 
+    def copy(self):
+        """A fit with this one's measurements that learns apart from it."""
+        twin = LinearFit()
+        twin.sums = self.sums
+        return twin
+
     def observe(self, size, seconds, prior_slope):
         """Fold in one measurement (``seconds`` trimmed to ``tuning.COST_OUTLIER`` times
         the fit's prediction for ``size``, see :meth:`predict`)."""
@@ -229,6 +235,15 @@ class CostModel:
         self.regret = 0.0
         self.lead = None  # (current, the other side's lead at the last call, its trend)
         self.waiting = None
+
+    def copy(self):
+        """A model in this one's state that learns apart from it (its dicts, sets and
+        fits copied): what each later run under a kept calibration starts from."""
+        twin = type(self).__new__(type(self))
+        for name, value in vars(self).items():
+            setattr(twin, name, value.copy() if isinstance(value, (dict, set)) else value)
+        twin.fits = {mode: fit.copy() for mode, fit in self.fits.items()}
+        return twin
 
     @property
     def share(self):
