@@ -41,7 +41,9 @@ the better single device's in every row, 1.3 times it on one algorithm at least 
 grid and of the quarter-resident RMAT graph (the issue names RMAT-24: the --scale 24
 call's file), and where every auto run placed every iteration on one device, its
 seconds an iteration within 1% of that device's alone; the bookkeeping section's
-(below) within 1% too. ``--smoke`` runs the script end to end on
+(below) within 1% too. The bookkeeping section needs no GPU and no cluster: run alone
+(``--sections bookkeeping --keep``), it leaves the file's machine as it was, and its
+row names the machine it ran on. ``--smoke`` runs the script end to end on
 tiny graphs (and without a GPU, on the CPU and auto alone): a check that it does not
 crash, whose numbers mean nothing.
 Before every timed run the process's garbage is
@@ -506,7 +508,8 @@ def bookkeeping_rows():
             per[auto].append(seconds(auto))
     alone, auto = (statistics.median(per[a]) for a in (False, True))
     paired = statistics.median(b / a for a, b in zip(per[False], per[True])) - 1.0
-    row = {"iteration_seconds": BOOKKEEPING_ITERATION, "iterations": BOOKKEEPING_ITERATIONS,
+    row = {"machine": describe(), "iteration_seconds": BOOKKEEPING_ITERATION,
+           "iterations": BOOKKEEPING_ITERATIONS,
            "alone_seconds_per_iteration": alone, "auto_seconds_per_iteration": auto,
            "excess": auto / alone - 1.0, "excess_paired_median": paired}
     print(f"  bookkeeping: a segment's iteration of {BOOKKEEPING_ITERATION * 1e6:.0f} us "
@@ -554,24 +557,40 @@ def main():
     from hetgraph.kernels.gpu import device as gpu
 
     ok, device = gpu.availability()
+    on_cluster = [s for s in args.sections if s != "bookkeeping"]
     if args.smoke:
         global REPEATS, OVERHEAD_ROUNDS, OVERHEAD_REPEATS, BOOKKEEPING_ROUNDS
         REPEATS = OVERHEAD_ROUNDS = OVERHEAD_REPEATS = BOOKKEEPING_ROUNDS = 2
         args.scale, args.grid = 10, 40
-    elif not ok:
+    elif not ok and on_cluster:
         sys.exit(f"bench/hybrid needs a GPU: {device}")
     placements = ("cpu", "gpu", "auto") if ok else ("cpu", "auto")
     out = {}
     if args.keep and os.path.exists(args.out):
         with open(args.out) as f:
             out = json.load(f)
-    out |= {"machine": describe() | {"gpu": device}, "pagerank_iterations": PR_ITERATIONS}
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
 
     def save():  # after every section: a run cut short keeps what it measured
         with open(args.out, "w") as f:
             json.dump(out, f, separators=(",", ":"))  # long per-iteration lists
 
+    if on_cluster:
+        out |= {"machine": describe() | {"gpu": device},
+                "pagerank_iterations": PR_ITERATIONS}
+        run_on_cluster(args, out, placements, ok, save)
+    if "bookkeeping" in args.sections:  # (its rows say their machine)
+        out["bookkeeping"] = bookkeeping_rows()
+    out["targets"] = targets(out.get("results", []) + out.get("streamed", [])) + \
+        bookkeeping_targets(out.get("bookkeeping", []))
+    save()
+    print_targets(out["targets"])
+    print(f"wrote {args.out}")
+
+
+def run_on_cluster(args, out, placements, ok, save):
+    """The sections of ``args`` other than the bookkeeping on an in-process cluster,
+    their results into ``out`` (``save()`` after each)."""
     with hg.Cluster(dashboard_address=None) as cluster:
         out["cluster"] = repr(cluster)
         graphs = placement_graphs(args.graphs, args.scale, args.grid)
@@ -595,13 +614,6 @@ def main():
             out["streamed"] = bench_graph(f"{name}-budget-quarter", rmat, cluster,
                                           gpu_options={"memory_budget": quarter},
                                           placements=placements)
-        if "bookkeeping" in args.sections:
-            out["bookkeeping"] = bookkeeping_rows()
-        out["targets"] = targets(out.get("results", []) + out.get("streamed", [])) + \
-            bookkeeping_targets(out.get("bookkeeping", []))
-        save()
-        print_targets(out["targets"])
-    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -284,11 +284,12 @@ class Cluster:
         return self.client.status == "running" and (
             self._cluster is None or getattr(self._cluster.status, "name", "") == "running")
 
-    def keep_calibration(self, key, reports):
-        """Keep a run's calibration ``reports`` under ``key`` for later runs (the last
-        ``tuning.CALIBRATIONS_KEPT``; see the dispatcher's calibration)."""
+    def keep_calibration(self, key, calibration):
+        """Keep a run's ``calibration`` (the dispatcher's: its reports and the model they
+        make) under ``key`` for later runs (the last ``tuning.CALIBRATIONS_KEPT``; see
+        the dispatcher's calibration)."""
         self.calibrations.pop(key, None)
-        self.calibrations[key] = reports
+        self.calibrations[key] = calibration
         while len(self.calibrations) > tuning.CALIBRATIONS_KEPT:
             del self.calibrations[next(iter(self.calibrations))]
 

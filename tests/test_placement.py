@@ -467,8 +467,10 @@ def test_a_pickled_model_still_sees_the_layout_it_waits_for():
 
 def test_a_gpu_segment_folds_its_rows_every_choose_seconds_however_rarely_it_asks(
         monkeypatch):
-    """Rows go into the model every CHOOSE_SECONDS, after a launch, while the question
-    waits CHOOSE_BACKOFF times longer: a fold of 8 ms of rows outlasted the queue."""
+    """Rows make a batch for the model every CHOOSE_SECONDS while the question waits
+    CHOOSE_BACKOFF times longer (a fold of 8 ms of rows outlasted the queue); the
+    batches fold in, oldest first, when the model is next asked: it then holds every
+    row but those of the last CHOOSE_SECONDS, as if each batch had folded in at once."""
     from types import SimpleNamespace
 
     from hetgraph.scheduler import tasks
@@ -497,13 +499,17 @@ def test_a_gpu_segment_folds_its_rows_every_choose_seconds_however_rarely_it_ask
             return 50.0
 
         def observe_rows(self, rows, num_arcs):
-            folds.append(len(rows))
+            folds.append([row[COLUMN["iteration"]] for row in rows])
 
-    def choose(f, ran=1):
+    def choose(f, ran=1):  # (as _chooser's: not called again before ``due``)
+        launched[0] += ran
+        asked.append((launched[0], sum(map(len, folds))))
+        choose.due = now[0] + choose.interval
         return "gpu", 50.0
 
     choose.interval = tuning.CHOOSE_BACKOFF * tuning.CHOOSE_SECONDS
-    folds = []
+    choose.due = -math.inf
+    folds, asked, launched = [], [], [1]  # (the first iteration: the driver's)
     monkeypatch.setattr(tasks, "time", SimpleNamespace(perf_counter=clock))
     run = SimpleNamespace(spec=SimpleNamespace(program=None, uses_constant=False,
                                                has_converged=False),
@@ -511,8 +517,12 @@ def test_a_gpu_segment_folds_its_rows_every_choose_seconds_however_rarely_it_ask
     rows, status = tasks.run_iterations(run, Engine(), "gpu", 1, 400, choose, 1, Model(),
                                         float("inf"))
     assert status == "limit" and len(rows) == 400
-    assert sum(folds) == 399  # (never the first row)
-    assert len(folds) >= 30 and max(folds) <= 12  # every ~10 iterations, not every ~80
+    # every row once, in order, never the first
+    assert [i for fold in folds for i in fold] == list(range(2, 401))
+    assert len(folds) >= 30 and max(map(len, folds)) <= 12  # every ~10 iterations
+    assert 3 <= len(asked) <= 6  # every ~80 iterations
+    for count, folded in asked:  # launched before the question, rows folded by it:
+        assert count - 3 - 12 <= folded <= max(count - 3, 0)  # all but the last batch's
 
 
 @pytest.mark.parametrize("first, above, folded", [(1, 1, 3), (1, 0, 2), (2, 1, 2)])
@@ -1281,6 +1291,72 @@ def test_the_driver_keeps_the_models_memory_on_the_graph_by_its_key(monkeypatch)
     for key in (("b", 1), ("c", 1)):
         _Driver._remember(SimpleNamespace(graph=g, model=CostModel(), _memory_key=key))
     assert list(g.kept("placement_memory", dict)) == [("b", 1), ("c", 1)]
+
+
+def model_state(m):
+    """Everything a cost model holds, its fits by their sums."""
+    return {name: {mode: fit.sums for mode, fit in value.items()} if name == "fits"
+            else value for name, value in vars(m).items()}
+
+
+def test_a_warm_call_starts_from_a_copy_of_the_model_its_kept_calibration_made():
+    """A run under a kept calibration starts from the cost model that the calibration's
+    reports make (rates, fits, errors, switch, overhead, the GPU's subgraph share):
+    the first such run makes it and keeps a copy, the later ones copy that, each
+    learning apart from it."""
+    from types import SimpleNamespace
+
+    from hetgraph.io.generate import grid
+    from hetgraph.scheduler.dispatcher import _Calibration, _Driver
+    from hetgraph.scheduler.tasks import Report
+
+    class Driver(_Driver):  # the fields the calibration's methods use, a cluster that
+        # keeps ``kept`` under ("key",)
+        def __init__(self):
+            self.graph, self.spec = grid(4, 4, seed=1), SimpleNamespace(
+                dtype=np.dtype(np.float32))
+            self.inline_left, self.round_trip = 1.0, 1e-3
+            self.cluster = SimpleNamespace(calibrations={("key",): kept})
+            self.model = CostModel(skew=4.0, push=2.0, growth=4.0, threads=2,
+                                   sparse_edges=10_000)
+
+        def _share_state(self):
+            pass
+
+        def _measure_round_trip(self):
+            pass
+
+    cpu = Report("cpu", [0, 2], 10**6, seconds=2e-3, takeover=1e-4, frontier=(1, 4),
+                 rows=[notify_row(1e-5, 40e-6, iteration=i) for i in (2, 3)] +
+                 [history_row(placement="cpu", mode="push", f=1e-4, rho=1.0, edges=100,
+                              cpu_seconds=20e-6, seconds=20e-6, iteration=4)])
+    gpu = Report("gpu", [0, 1, 2], 10**6, seconds=3e-4, copy_per_byte=1e-10,
+                 subgraph=0.25, rows=[gpu_row(s, 10**6) for s in (5e-4, 4e-4, 4.5e-4)])
+    kept = _Calibration([cpu, gpu])
+    before = Driver()  # as every warm call started: the reports taken again
+    before._take_calibration([cpu, gpu])
+    first, later = Driver(), Driver()
+    first._calibrate(("key",))
+    later._calibrate(("key",))
+    reference = model_state(before.model)
+    assert reference["fits"]["notify-pull"][0] > 0 and reference["fits"]["push"][0] > 0
+    assert reference["subgraph"] == 0.25 and reference["switch"] > 0
+    for driver in (first, later):
+        assert model_state(driver.model) == reference
+        assert (driver.frontier, driver._takeover) == ((1, 4), 1e-4)
+    assert later.model is not kept.model and first.model is not kept.model
+    # a run's measurements change its model alone
+    later.model.observe_rows([gpu_row(9e-4), notify_row(1e-3, 1e-3)], 10**6)
+    later.model.observe_iteration("gpu", 1e-3)
+    later.model.placement(1e-3, 1.0, 10**6, current="gpu", weight=3, seconds=1e-3)
+    later.model.recall({"iteration": {"hybrid": 1e-3}, "basis": {"hybrid": 2e-3},
+                        "pages": {("cpu", "pages"): 1e-8}, "overhead": 1e-4,
+                        "errors": {("gpu", "pull"): 0.5}, "switch": 1.0})
+    assert model_state(later.model) != reference
+    assert model_state(kept.model) == model_state(first.model) == reference
+    again = Driver()
+    again._calibrate(("key",))
+    assert model_state(again.model) == reference
 
 
 def test_a_bucketed_push_is_predicted_from_the_edges_it_relaxes():

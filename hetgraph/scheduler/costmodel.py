@@ -19,6 +19,7 @@ thread, with no pull of the in-edges of the vertices reached.
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 
@@ -29,9 +30,8 @@ from ..result import COLUMN
 CPU_MODES = ("pull", "notify-pull", "push")
 _ITERATION, _PLACEMENT, _PRIORITY = (COLUMN[name] for name in
                                      ("iteration", "placement", "priority"))
-_MODE, _F, _RHO, _EDGES, _SECONDS, _CPU_SECONDS, _GPU_SECONDS = (
-    COLUMN[name] for name in ("mode", "f", "rho", "edges", "seconds", "cpu_seconds",
-                              "gpu_seconds"))
+_ROW_FIELDS = operator.itemgetter(*(COLUMN[name] for name in (
+    "placement", "mode", "seconds", "gpu_seconds", "cpu_seconds", "edges", "f", "rho")))
 
 
 def frontier_growth(in_degree, out_degree) -> float:
@@ -93,6 +93,12 @@ class LinearFit:
 
     def __init__(self):
         self.sums = (0.0,) * 5  # weight, size, seconds, size^2, size * seconds
+
+    def copy(self):
+        """A fit with this one's measurements that learns apart from it."""
+        twin = LinearFit()
+        twin.sums = self.sums
+        return twin
 
     def observe(self, size, seconds, prior_slope):
         """Fold in one measurement (``seconds`` trimmed to ``tuning.COST_OUTLIER`` times
@@ -229,6 +235,15 @@ class CostModel:
         self.regret = 0.0
         self.lead = None  # (current, the other side's lead at the last call, its trend)
         self.waiting = None
+
+    def copy(self):
+        """A model in this one's state that learns apart from it (its dicts, sets and
+        fits copied): what each later run under a kept calibration starts from."""
+        twin = type(self).__new__(type(self))
+        for name, value in vars(self).items():
+            setattr(twin, name, value.copy() if isinstance(value, (dict, set)) else value)
+        twin.fits = {mode: fit.copy() for mode, fit in self.fits.items()}
+        return twin
 
     @property
     def share(self):
@@ -386,30 +401,31 @@ class CostModel:
         gpu_edges = gpu_seconds = pushed = push_seconds = 0.0
         fitted = {}
         other = {}
-        # (column indices as module constants, a GPU row first: the loop runs for every
-        # iteration of a run placed by the model)
-        for row in rows:  # (history rows: tuples, see hetgraph.result.COLUMN)
-            seconds = row[_SECONDS]
-            if row[_PLACEMENT] == "gpu":
-                seconds = max(seconds, row[_GPU_SECONDS])
-                gpu_edges += row[_EDGES]
+        # (the columns by one itemgetter, max() inline, a GPU row first: the loop runs
+        # for every iteration of a run placed by the model)
+        for placement, mode, seconds, on_gpu, on_cpu, edges, f, rho in map(_ROW_FIELDS,
+                                                                           rows):
+            if placement == "gpu":
+                if on_gpu > seconds:
+                    seconds = on_gpu
+                gpu_edges += edges
                 gpu_seconds += seconds
-                if row[_MODE] == "gpu-push":
-                    pushed += row[_EDGES]
+                if mode == "gpu-push":
+                    pushed += edges
                     push_seconds += seconds
                 continue
-            seconds = max(seconds, row[_CPU_SECONDS])
-            mode = row[_MODE]
+            if on_cpu > seconds:
+                seconds = on_cpu
             if mode in self.fits:
                 totals = fitted.setdefault(mode, [0, 0.0, 0.0, 1.0, 0])
                 totals[0] += 1
-                totals[1] += row[_F] * num_arcs
+                totals[1] += f * num_arcs
                 totals[2] += seconds
-                totals[3] = row[_RHO]
-                totals[4] += row[_EDGES]
+                totals[3] = rho
+                totals[4] += edges
             else:
                 totals = other.setdefault(mode, [0, 0.0])
-                totals[0] += row[_EDGES]
+                totals[0] += edges
                 totals[1] += seconds
         return fitted, other, (gpu_edges, gpu_seconds, pushed, push_seconds)
 

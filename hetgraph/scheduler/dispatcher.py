@@ -403,6 +403,16 @@ def _kinds(cluster, devices, out_of_core, small):
     return {kind: n for kind, n in workers.items() if n}
 
 
+@dataclasses.dataclass
+class _Calibration:
+    """A calibration kept on the cluster for later runs under its key (see
+    :meth:`_Driver._calibrate`): its reports, and the cost model they make, which the
+    first later run makes and the others copy (None until then)."""
+
+    reports: list
+    model: CostModel | None = None
+
+
 class _Driver:
     """One run's iteration loop on a cluster; ``fresh``: the state is the program's
     initial one (not a resumed run's); ``made_there``: ``state`` holds nothing yet, the
@@ -625,8 +635,9 @@ class _Driver:
         (:func:`tasks.calibrate`). The cost model starts from these. A calibration is
         kept on the cluster under ``key`` (None: not kept, nor looked up) and a later
         run with the same key starts from it without measuring again (a calibration can
-        take longer than a small graph's whole run); the run's own measurements then
-        update the model as they would have. One kind at a time, so that neither is
+        take longer than a small graph's whole run), from a copy of the model it made
+        (:meth:`_take_kept`); the run's own measurements then update the model as they
+        would have. One kind at a time, so that neither is
         timed while the other keeps the cores busy (the GPU's passes over a small graph
         are bound by the host's launch work). The GPU goes last: the first GPU work
         after the CPU's calibration is slow, and the GPU's own calibration takes that.
@@ -642,9 +653,9 @@ class _Driver:
         the CPU alone."""
         self._share_state()
         self._measure_round_trip()
-        reports = None if key is None else self.cluster.calibrations.get(key)
-        if reports is not None:
-            self._take_calibration(reports)
+        kept = None if key is None else self.cluster.calibrations.get(key)
+        if kept is not None:
+            self._take_kept(kept)
             return
         from ..kernels.gpu.kept import keeps_pages_of
 
@@ -677,7 +688,7 @@ class _Driver:
             return
         self.compile_seconds += gpu.build_seconds
         if key is not None:
-            self.cluster.keep_calibration(key, [cpu, gpu])
+            self.cluster.keep_calibration(key, _Calibration([cpu, gpu]))
         self._take_calibration([gpu])
 
     def _take_calibration(self, reports):
@@ -690,8 +701,7 @@ class _Driver:
                                     progress=False)
         of = {report.kind: report for report in reports}
         if "cpu" in of:
-            self.frontier = of["cpu"].frontier
-            self._takeover = of["cpu"].takeover
+            self._take_cpu_report(of["cpu"])
         if "gpu" not in of:
             return
         self.model.subgraph = of["gpu"].subgraph
@@ -704,6 +714,24 @@ class _Driver:
         self.model.overhead = 2 * self.round_trip + copies
         log.info("calibrated: %s, round trip %.2f ms, hybrid overhead %.2f ms",
                  self.model.per_edge, self.round_trip * 1e3, self.model.overhead * 1e3)
+
+    def _take_cpu_report(self, cpu):
+        """What the CPU's calibration report ``cpu`` tells the driver: the state's
+        frontier (the first iteration's) and the CPU's takeover of a state changed
+        elsewhere."""
+        self.frontier, self._takeover = cpu.frontier, cpu.takeover
+
+    def _take_kept(self, kept):
+        """Start from a kept :class:`_Calibration`: a copy of the cost model its reports
+        made, not made again (the model a run starts from depends on nothing that the
+        calibration's key does not say); the first run to take it makes it
+        (:meth:`_take_calibration`) and keeps a copy."""
+        if kept.model is None:
+            self._take_calibration(kept.reports)
+            kept.model = self.model.copy()
+            return
+        self.model = kept.model.copy()
+        self._take_cpu_report(next(r for r in kept.reports if r.kind == "cpu"))
 
     def _recall(self, key):
         """Start the cost model from what the earlier runs under calibration ``key``

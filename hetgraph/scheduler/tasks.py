@@ -555,7 +555,10 @@ class Segment:
     without a model, from frontiers of at most ``max_degree`` out-edges (a calibration's
     limit). Rows go into the model ``tuning.CHOOSE_SECONDS`` at a time
     (:meth:`CostModel.observe_rows`), a burst's by its counts
-    (:meth:`CostModel.observe_burst`).
+    (:meth:`CostModel.observe_burst`); a batch's rows are set aside when its time is up
+    and folded in, oldest batch first, when the model is next asked or the segment
+    ends (:meth:`fold`): the model the segment asks is the same, and its batches fold
+    together, not each between two iterations whose host work left the caches cold.
 
     The steps are :meth:`try_burst`, :meth:`launch_next`, :meth:`finish_oldest` and
     :meth:`end`; their state lives in slots, which the loop in :meth:`run` reads
@@ -566,9 +569,9 @@ class Segment:
                  "uses_constant", "has_converged", "first", "last", "choose", "pages",
                  "model", "slice_seconds", "depth", "launched", "ring", "next_entry",
                  "rows", "clock", "frontier_of", "launch", "wait", "began", "finished",
-                 "folded", "iteration", "status", "observed", "bursts", "may_burst",
+                 "fold_due", "iteration", "status", "observed", "bursts", "may_burst",
                  "burst_seconds", "burst_degree", "ran", "alpha", "limits_of",
-                 "choose_seconds", "lead_seconds", "max_burst", "answer")
+                 "choose_seconds", "lead_seconds", "max_burst", "answer", "batches")
 
     def __init__(self, run, engine, kind, first, last, choose, pages, model, slice_seconds,
                  max_degree=cpu.NO_LIMIT):
@@ -593,7 +596,11 @@ class Segment:
         self.launch, self.wait = engine.launch, engine.wait
         self.choose_seconds, self.lead_seconds = tuning.CHOOSE_SECONDS, tuning.LEAD_SECONDS
         self.max_burst = tuning.BURST_ROWS
-        self.began = self.finished = self.folded = self.clock()
+        self.began = self.finished = self.clock()
+        self.batches = []  # (start, end) of the batches of rows set aside for the model
+        # when the rows so far next make a batch (never without a model)
+        self.fold_due = self.began + self.choose_seconds if model is not None else \
+            float("inf")
         self.iteration, self.status = first, None
         # rows[observed:] go into the model, never the first: it carries the segment's
         # start (the state's load, the frontier's ids), a move's cost, which the model's
@@ -630,6 +637,8 @@ class Segment:
         """Run the next iterations as one burst of the engine, within the limits that the
         model's last answer sets; returns whether a burst ran."""
         model, rows, kind = self.model, self.rows, self.kind
+        if self.batches:
+            self.fold()
         if model is not None and self.alpha != self.limits_of:  # a new answer (or nan)
             self.limits_of = alpha = self.alpha
             lead = model.lead_degree(self.rho, self.arcs) if alpha < 1.0 else 0
@@ -653,7 +662,7 @@ class Segment:
         rows += burst_rows(burst, iteration, kind, self.rho, self.alpha, self.arcs,
                            self.pages, seconds)
         if model is not None:
-            self.observed, self.folded = len(rows), now
+            self.observed, self.fold_due = len(rows), now + self.choose_seconds
         count = len(burst[1])
         self.iteration, self.finished, self.ran = iteration + count, now, self.ran + count
         if rows[-1][ACTIVATED] == 0:
@@ -687,6 +696,8 @@ class Segment:
             placement, alpha = self.kind, self.alpha
             self.ran += 1
         else:
+            if self.batches:
+                self.fold()
             placement, alpha = self.choose(f, self.ran + 1)
             self.ran = 0
         self.alpha = alpha
@@ -708,13 +719,11 @@ class Segment:
         entry.iteration, entry.alpha, entry.start = iteration, alpha, start
         launched.append(entry)
         self.iteration = iteration + 1
-        # once it is queued, the rows so far go into the model (every CHOOSE_SECONDS,
-        # however rarely it is asked): the fold then overlaps a full queue on the GPU
-        rows = self.rows
-        if model is not None and len(rows) > self.observed and \
-                start - self.folded > self.choose_seconds:
-            model.observe_rows(rows[self.observed:], self.arcs)
-            self.observed, self.folded = len(rows), start
+        # the rows so far make a batch every CHOOSE_SECONDS, however rarely the model
+        # is asked
+        if start > self.fold_due and len(self.rows) > self.observed:
+            self.batches.append((self.observed, len(self.rows)))
+            self.observed, self.fold_due = len(self.rows), start + self.choose_seconds
 
     def finish_oldest(self):
         """Wait for the oldest iteration in flight and record its row; on convergence,
@@ -748,9 +757,18 @@ class Segment:
         elif self.status is None and now - self.began > self.slice_seconds:
             self.status = "slice"
 
+    def fold(self):
+        """Fold the batches of rows set aside into the model, oldest first (each as
+        :meth:`CostModel.observe_rows` folds a batch)."""
+        rows, model, arcs = self.rows, self.model, self.arcs
+        for start, end in self.batches:
+            model.observe_rows(rows[start:end], arcs)
+        self.batches.clear()
+
     def end(self, status):
         """(rows, status), what the rows measured gone into the model first."""
         if self.model is not None:
+            self.fold()
             self.model.observe_rows(self.rows[self.observed:], self.arcs)
         return self.rows, status
 
