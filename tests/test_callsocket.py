@@ -101,6 +101,18 @@ def test_nothing_is_unpickled_from_a_connection_without_the_secret(tmp_path, lis
     assert _answers(listening, [1]) == [2]  # (the client's own still served)
 
 
+def test_a_first_frame_longer_than_a_secret_is_not_read(tmp_path, listening):
+    """A connection that announces a first frame of a gigabyte is closed unread (no
+    buffer of that size is made)."""
+    path = callsocket.datagrams.path_of(str(tmp_path), ADDRESS, callsocket.PREFIX)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as stranger:
+        stranger.connect(path)
+        stranger.sendall(struct.pack("!Q", 1 << 30))
+        stranger.settimeout(5)
+        assert stranger.recv(1) == b""
+    assert _answers(listening, [3]) == [6]
+
+
 def test_a_closed_connection_is_an_answer_of_none(tmp_path):
     """The worker's process died mid-call: its end of the connection closes."""
     def dies(frame):

@@ -43,6 +43,7 @@ _JOINED = 1 << 16  # a frame shorter than this goes out with its header, copied
 _CREDENTIALS = struct.Struct("3i")  # SO_PEERCRED: pid, uid, gid
 _PROBE_SECONDS = 0.1  # a sweep's wait for a listener to take its connection
 ACCEPTED = b"\x01"  # the worker's answer to a connection's secret
+_SECRET_BYTES = 64  # a connection's first frame at most (a secret: no more is read)
 _LISTENING: dict = {}  # Dask address -> (socket, path) this process listens on
 _SECRETS: set = set()  # the secrets of the clients that installed the handlers here
 _LOCK = threading.Lock()
@@ -59,13 +60,17 @@ def _send(sock, data):
         sock.sendall(data)
 
 
-def _receive(sock):
-    """A frame's bytes; None when the peer closed the connection."""
+def _receive(sock, most=None):
+    """A frame's bytes; None when the peer closed the connection, or the frame is longer
+    than ``most`` bytes (unread)."""
     header = _exactly(sock, _HEADER.size)
-    return None if header is None else _exactly(sock, _HEADER.unpack(header)[0])
+    size = None if header is None else _HEADER.unpack(header)[0]
+    return None if size is None or most is not None and size > most else \
+        _exactly(sock, size)
 
 
 def _exactly(sock, size):
+    """The next ``size`` bytes of ``sock``; None when the peer closed it first."""
     buffer, got = bytearray(size), 0
     view = memoryview(buffer)
     while got < size:
@@ -156,7 +161,8 @@ def _serve(connection, answer):
     docstring); closed at its first fault."""
     with connection:
         try:
-            secret = _receive(connection) if _same_user(connection) else None
+            secret = _receive(connection, _SECRET_BYTES) if _same_user(connection) \
+                else None
             if secret is None or not any(hmac.compare_digest(bytes(secret), s)
                                          for s in list(_SECRETS)):
                 return

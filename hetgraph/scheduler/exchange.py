@@ -95,7 +95,7 @@ def install(client):
             datagrams.close(worker.address)
             callsocket.close(worker.address)
 
-    secret = secrets.token_bytes(32)
+    secret = secrets.token_bytes(32)  # (at most callsocket._SECRET_BYTES)
     callsocket.trust(client, tuning.SHARED_MEMORY_DIR, secret)
     client.register_plugin(Exchange(tuning.SHARED_MEMORY_DIR, secret))
 
