@@ -2,7 +2,9 @@
 (with a local cluster's scheduler, which runs in it) and each worker's; and the bytes
 through the client's process (those it wrote and those it read). Counted at Dask's TCP
 comm itself (``distributed.comm.tcp.TCP.write``, and the reads of ``TCP.read``), below
-hetgraph: what a call really sent, whoever sent it (tests/test_processes.py,
+hetgraph, and at the frames of the client's calls over Unix sockets
+(:mod:`hetgraph.scheduler.callsocket`, each call an op ``hetgraph_call`` as through
+Dask): what a call really sent, whoever sent it (tests/test_processes.py,
 tests/test_spread.py, bench/processes.py).
 
 Usage::
@@ -71,6 +73,31 @@ def install():
         return await read_frames(stream, n)
 
     tcp.read_bytes_rw = read_bytes_rw
+    _count_call_sockets(counts, ops)
+
+
+def _count_call_sockets(counts, ops):
+    """Count the frames of :mod:`hetgraph.scheduler.callsocket` too: bytes written and
+    read (their headers included), and each call sent as an op ``hetgraph_call``."""
+    from hetgraph.scheduler import callsocket
+
+    send, exactly, call_all = callsocket._send, callsocket._exactly, callsocket.call_all
+
+    def counted_send(sock, data):
+        counts[0] += callsocket._HEADER.size + len(data)
+        return send(sock, data)
+
+    def counted_exactly(sock, size):
+        got = exactly(sock, size)
+        counts[1] += size if got is not None else 0
+        return got
+
+    def counted_call_all(connections, frames, on_answer):
+        ops["hetgraph_call"] = ops.get("hetgraph_call", 0) + len(frames)
+        return call_all(connections, frames, on_answer)
+
+    callsocket._send, callsocket._exactly = counted_send, counted_exactly
+    callsocket.call_all = counted_call_all
 
 
 def ops_written():

@@ -7,6 +7,7 @@ the GPU engine (tests/gpu_standin.py); the tests marked gpu run the real GpuEngi
 the device (``CUDA_VISIBLE_DEVICES`` two GPUs for the two-worker ones). Answers against
 SciPy; no test here times anything."""
 
+import gc
 import os
 import sys
 import types
@@ -216,6 +217,7 @@ def test_a_warm_gpu_call_copies_no_vertex_array_to_the_device_nor_locks_memory(
     it), so calls that each let the last result go take two files in turn."""
     n, workers = graph.num_vertices, gpu1.gpu_workers
     program = PageRank(0.85, None, dtype=np.float32)  # (state files of their own)
+    gc.collect()  # (an earlier test's uncollected result would hold a file of this size)
     gpu1.client.run(spied, workers=workers)  # (emptied)
     result = _pagerank(graph, gpu1, program)
     cold = gpu1.client.run(spied, workers=workers)[workers[0]]

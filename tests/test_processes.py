@@ -5,6 +5,7 @@ and the run gives the answer of an undisturbed one, or, when the workers keep dy
 fails with a WorkerLostError that names them. No test here times anything."""
 
 import concurrent.futures
+import gc
 import os
 import signal
 import sys
@@ -444,6 +445,7 @@ def test_a_warm_calls_result_is_the_file_it_came_back_in_without_flags(
     calls run keeps its values (its file lent to it, written by no later call)."""
     from hetgraph.scheduler import hostshare
 
+    gc.collect()  # (an earlier test's uncollected result would hold a file of this size)
     taken = []
     take = hostshare.take
     monkeypatch.setattr(hostshare, "take", lambda *a: taken.append(a[0]) or take(*a))

@@ -4,8 +4,10 @@ A Dask task costs two trips through the scheduler and a third for its result (cl
 to scheduler to worker, the worker's word back through the scheduler, then the result
 fetched): several milliseconds, more than a warm call's iterations on a small graph. A
 spread run's segments (:mod:`.spread`) go to their workers directly instead: the
-client calls each worker's ``hetgraph_call`` handler over Dask's comms, which runs the
-task in a thread of the worker's process (one at a time) and answers with its result.
+client calls each worker, through its socket on the client's host
+(:mod:`.callsocket`), else its ``hetgraph_call`` handler over Dask's comms; either
+runs the task in a thread of the worker's process (one at a time) and answers with
+its result.
 The Dask futures among the task's arguments (the placed graph, the kept arrays, a
 scattered state) are read from the worker's own store; a worker that lacks one
 answers so (:class:`Missing`), and the caller sends the task through the scheduler,
@@ -20,6 +22,8 @@ import concurrent.futures
 import dataclasses
 import threading
 import traceback
+
+from . import callsocket
 
 HANDLER = "hetgraph_call"
 _POOL: list = []  # this process's one thread for the calls (made on first use)
@@ -126,6 +130,14 @@ def _sendable(error, address):
     return error
 
 
+def _failed(exc, worker):
+    """The answer of a call that ended with ``exc`` on ``worker``: ("missing", key) or
+    ("error", the exception, raised on the client, which decides)."""
+    if isinstance(exc, Missing):
+        return ("missing", str(exc))
+    return ("error", _sendable(exc, worker.address))
+
+
 def handler(worker):
     """The ``hetgraph_call`` handler of ``worker``: runs ``task`` = (function, keyed
     arguments) in this process's call thread; answers ("done", result), ("missing",
@@ -138,13 +150,31 @@ def handler(worker):
             args = _resolved(args, worker.data)
             result = await asyncio.get_running_loop().run_in_executor(
                 _pool(), _as, worker, function, args)
-        except Missing as missing:
-            return ("missing", str(missing))
-        except Exception as exc:  # (raised on the client, which decides)
-            return ("error", to_serialize(_sendable(exc, worker.address)))
+        except Exception as exc:
+            kind, value = _failed(exc, worker)
+            return (kind, to_serialize(value))
         return ("done", to_serialize(result))
 
     return call
+
+
+def answerer(worker):
+    """What answers a frame of (function, keyed arguments) on ``worker``'s socket
+    (:func:`.callsocket.listen`), as :func:`handler` answers a task, from the socket's
+    thread."""
+    def answer(frame):
+        try:
+            function, args = callsocket.loads(frame)
+            args = _resolved(args, worker.data)
+            reply = ("done", _pool().submit(_as, worker, function, args).result())
+        except Exception as exc:
+            reply = _failed(exc, worker)
+        try:
+            return callsocket.dumps(reply)
+        except Exception as exc:  # (a result that does not pickle)
+            return callsocket.dumps(_failed(exc, worker))
+
+    return answer
 
 
 def call_all(client, calls, on_missing=None):
@@ -152,6 +182,40 @@ def call_all(client, calls, on_missing=None):
     returns, in order, each one's result, or the exception it ended with (the task's own
     error, :class:`Missing`, :class:`Lost`). ``on_missing``: awaited when a worker
     answers :class:`Missing` (the others may wait for the task it did not run)."""
+    connections = [callsocket.connect(client, address) for address, _, _ in calls]
+    if all(connections):
+        return _called_directly(client, calls, connections, on_missing)
+    for (address, _, _), connection in zip(calls, connections):
+        if connection is not None:
+            callsocket.done_with(client, address, connection)
+    return _called_through_dask(client, calls, on_missing)
+
+
+def _called_directly(client, calls, connections, on_missing):
+    """:func:`call_all` through the workers' ``connections`` (:mod:`.callsocket`)."""
+    outcomes = [None] * len(calls)
+
+    def take(i, frame):
+        address = calls[i][0]
+        if frame is None:
+            connections[i].close()
+            outcomes[i] = Lost(address)
+            return
+        callsocket.done_with(client, address, connections[i])
+        kind, value = callsocket.loads(frame)
+        if kind == "missing":
+            if on_missing is not None:
+                client.sync(on_missing)
+            value = Missing(value)
+        outcomes[i] = value
+
+    callsocket.call_all(connections, [callsocket.dumps((function, keyed(args)))
+                                      for _, function, args in calls], take)
+    return outcomes
+
+
+def _called_through_dask(client, calls, on_missing):
+    """:func:`call_all` through the workers' ``hetgraph_call`` handlers."""
     from distributed.comm import CommClosedError
     from distributed.protocol import to_serialize
 

@@ -39,10 +39,11 @@ class Unreachable(Exception):
     """No process listens at the peer's socket any more (its process died)."""
 
 
-def path_of(directory, address):
-    """The socket of the worker at Dask ``address`` in ``directory``."""
+def path_of(directory, address, prefix=PREFIX):
+    """The socket of the worker at Dask ``address`` in ``directory`` (``prefix``: of
+    its messages; :mod:`.callsocket`'s: of the client's calls)."""
     digest = hashlib.sha1(address.encode()).hexdigest()[:24]
-    return os.path.join(directory, f"{PREFIX}{digest}")
+    return os.path.join(directory, f"{prefix}{digest}")
 
 
 def listen(directory, address, deliver):
@@ -57,7 +58,7 @@ def listen(directory, address, deliver):
             return True
         _sweep(directory)
         path = path_of(directory, address)
-        _unlink(path)  # (left by a process that died at this address)
+        unlink(path)  # (left by a process that died at this address)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         old = os.umask(0o077)
         try:
@@ -69,7 +70,7 @@ def listen(directory, address, deliver):
         finally:
             os.umask(old)
         _LISTENING[address] = (sock, path)
-        atexit.register(_unlink, path)  # (a worker's process may end without its close)
+        atexit.register(unlink, path)  # (a worker's process may end without its close)
     threading.Thread(target=_serve, args=(sock, deliver), daemon=True,
                      name=f"hetgraph-mail-{address}").start()
     return True
@@ -85,12 +86,13 @@ def _sweep(directory):
                 continue
             _sender().sendto(PROBE, path)
         except ConnectionRefusedError:
-            _unlink(path)
+            unlink(path)
         except OSError:  # (gone meanwhile, or a reader too busy: left alone)
             pass
 
 
-def _unlink(path):
+def unlink(path):
+    """Remove ``path``, if it is there."""
     try:
         os.unlink(path)
     except FileNotFoundError:
@@ -117,7 +119,7 @@ def close(address):
         sock, path = _LISTENING.pop(address, (None, None))
     if sock is None:
         return
-    _unlink(path)
+    unlink(path)
     try:
         sock.shutdown(socket.SHUT_RDWR)  # (wakes the thread blocked on it)
     except OSError:  # (a system that refuses it for a datagram socket: the thread

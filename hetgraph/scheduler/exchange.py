@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import secrets
 import socket
 import threading
 import time
 
 from .. import tuning
 from ..cluster import WorkerLostError
-from . import calls, datagrams, hostshare
+from . import calls, callsocket, datagrams, hostshare
 
 HANDLER = "hetgraph_put"
 FAILED = ("failed",)  # the tag of a peer's word that it failed
@@ -73,21 +74,30 @@ def install(client):
     """Let every worker of ``client``, and every one that joins later (a worker restarted
     by its nanny), take parts from its peers and calls from the client
     (:mod:`.calls`): before the first part is sent to it (a message to a handler it
-    lacks would never be answered)."""
+    lacks would never be answered); the calls of the client's host through sockets in
+    its ``tuning.SHARED_MEMORY_DIR`` (:mod:`.callsocket`), with a secret of its own."""
     from distributed import WorkerPlugin
 
     class Exchange(WorkerPlugin):
         name = "hetgraph-exchange"
 
+        def __init__(self, directory, secret):
+            self.directory, self.secret = directory, secret
+
         def setup(self, worker):
             worker.handlers.setdefault(HANDLER, _put)
             worker.handlers.setdefault(calls.HANDLER, calls.handler(worker))
             datagrams.listen(tuning.SHARED_MEMORY_DIR, worker.address, _put)
+            callsocket.listen(self.directory, worker.address, self.secret,
+                              calls.answerer(worker))
 
         def teardown(self, worker):
             datagrams.close(worker.address)
+            callsocket.close(worker.address)
 
-    client.register_plugin(Exchange())
+    secret = secrets.token_bytes(32)  # (at most callsocket._SECRET_BYTES)
+    callsocket.trust(client, tuning.SHARED_MEMORY_DIR, secret)
+    client.register_plugin(Exchange(tuning.SHARED_MEMORY_DIR, secret))
 
 
 def forget(run_id, files=True):

@@ -1,0 +1,251 @@
+"""Calls from the client to the worker processes of its own host over Unix stream
+sockets (issue 51), in place of Dask's comms (:mod:`.calls`).
+
+A call through Dask's comms costs about a millisecond on a local cluster: the client's
+thread hands it to its event loop, the worker's loop hands it to a thread and back, the
+answer goes back to the client's thread the same way. A warm call on a small graph
+costs less than that in process. Here the client's thread writes the call to the
+worker's socket and reads the answer itself, and a thread of the worker blocked on the
+socket runs it in the call thread of :mod:`.calls` (one call at a time, as there).
+
+Each worker process listens on a socket named after its Dask address in the
+directory that the client named when it installed the handlers (its
+``tuning.SHARED_MEMORY_DIR``), mode 0600. A connection is taken only from a process
+of the worker's user (the peer's credentials) that first sends the client's secret,
+which went to the workers with the handlers through Dask; the client connects only
+to a socket, and a process, of its own user. Only then are calls unpickled, as Dask
+unpickles them. Where no socket answers (another host, no such directory) the call
+goes through Dask's comms.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hmac
+import logging
+import os
+import pickle
+import selectors
+import socket
+import struct
+import threading
+import weakref
+
+import cloudpickle
+
+from . import datagrams
+
+log = logging.getLogger("hetgraph.scheduler")
+
+PREFIX = "hetgraph-call-"  # the sockets' names in the directory
+_HEADER = struct.Struct("!Q")  # a frame's length, then its bytes
+_JOINED = 1 << 16  # a frame shorter than this goes out with its header, copied
+_CREDENTIALS = struct.Struct("3i")  # SO_PEERCRED: pid, uid, gid
+_PROBE_SECONDS = 0.1  # a sweep's wait for a listener to take its connection
+ACCEPTED = b"\x01"  # the worker's answer to a connection's secret
+_SECRET_BYTES = 64  # a connection's first frame at most (a secret: no more is read)
+_LISTENING: dict = {}  # Dask address -> (socket, path) this process listens on
+_SECRETS: set = set()  # the secrets of the clients that installed the handlers here
+_LOCK = threading.Lock()
+_CLIENTS = weakref.WeakKeyDictionary()  # client -> (directory, secret, idle connections)
+
+
+# --- frames -------------------------------------------------------------------------------
+
+def _send(sock, data):
+    if len(data) < _JOINED:  # (one write: one wake-up of the reader)
+        sock.sendall(_HEADER.pack(len(data)) + data)
+    else:  # (a large frame: not copied into one buffer)
+        sock.sendall(_HEADER.pack(len(data)))
+        sock.sendall(data)
+
+
+def _receive(sock, most=None):
+    """A frame's bytes; None when the peer closed the connection, or the frame is longer
+    than ``most`` bytes (unread)."""
+    header = _exactly(sock, _HEADER.size)
+    size = None if header is None else _HEADER.unpack(header)[0]
+    return None if size is None or most is not None and size > most else \
+        _exactly(sock, size)
+
+
+def _exactly(sock, size):
+    """The next ``size`` bytes of ``sock``; None when the peer closed it first."""
+    buffer, got = bytearray(size), 0
+    view = memoryview(buffer)
+    while got < size:
+        n = sock.recv_into(view[got:])
+        if n == 0:
+            return None
+        got += n
+    return buffer
+
+
+def _same_user(sock):
+    """Whether the process at the other end of ``sock`` runs as this process's user."""
+    _, uid, _ = _CREDENTIALS.unpack(sock.getsockopt(
+        socket.SOL_SOCKET, socket.SO_PEERCRED, _CREDENTIALS.size))
+    return uid == os.getuid()
+
+
+# --- on the workers -------------------------------------------------------------------------
+
+def listen(directory, address, secret, answer):
+    """Take calls for the worker at ``address`` (this process's) on its socket in
+    ``directory`` from the clients that know ``secret``, each call's frame passed to
+    ``answer(frame)`` (its answer's frame goes back), from a thread per connection;
+    returns whether it listens (no: no such directory, or a path too long)."""
+    with _LOCK:
+        _SECRETS.add(secret)
+        if address in _LISTENING or not directory or not os.path.isdir(directory):
+            return address in _LISTENING
+        _sweep(directory)
+        path = datagrams.path_of(directory, address, PREFIX)
+        datagrams.unlink(path)  # (left by a process that died at this address)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o077)
+        try:
+            sock.bind(path)
+            sock.listen()
+        except OSError as exc:
+            sock.close()
+            log.debug("no call socket at %s: %s", path, exc)
+            return False
+        finally:
+            os.umask(old)
+        _LISTENING[address] = (sock, path)
+        atexit.register(datagrams.unlink, path)  # (a worker may end without its close)
+    threading.Thread(target=_accept, args=(sock, answer), daemon=True,
+                     name=f"hetgraph-calls-{address}").start()
+    return True
+
+
+def _sweep(directory):
+    """Remove this user's call sockets in ``directory`` that no process listens on any
+    more (their processes were killed): a connection to each is refused."""
+    for name in os.listdir(directory):
+        path = os.path.join(directory, name)
+        try:
+            if not name.startswith(PREFIX) or os.stat(path).st_uid != os.getuid():
+                continue
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+                probe.settimeout(_PROBE_SECONDS)
+                probe.connect(path)
+        except ConnectionRefusedError:
+            datagrams.unlink(path)
+        except OSError:  # (gone meanwhile, or a listener too busy: left alone)
+            pass
+
+
+def close(address):
+    """Stop taking new connections for the worker at ``address``; remove its socket."""
+    with _LOCK:
+        sock, path = _LISTENING.pop(address, (None, None))
+    if sock is not None:
+        datagrams.unlink(path)
+        sock.close()
+
+
+def _accept(sock, answer):
+    while True:
+        try:
+            connection, _ = sock.accept()
+        except OSError:  # (closed)
+            return
+        threading.Thread(target=_serve, args=(connection, answer), daemon=True,
+                         name="hetgraph-call-connection").start()
+
+
+def _serve(connection, answer):
+    """Answer the calls of one connection once it proved its client's (see the module's
+    docstring); closed at its first fault."""
+    with connection:
+        try:
+            secret = _receive(connection, _SECRET_BYTES) if _same_user(connection) \
+                else None
+            if secret is None or not any(hmac.compare_digest(bytes(secret), s)
+                                         for s in list(_SECRETS)):
+                return
+            connection.sendall(ACCEPTED)
+            while (frame := _receive(connection)) is not None:
+                _send(connection, answer(frame))
+        except OSError as exc:  # (the client went away)
+            log.debug("a call connection ended: %s", exc)
+
+
+# --- on the client ------------------------------------------------------------------------
+
+def trust(client, directory, secret):
+    """Call the workers of ``client`` through their sockets in ``directory`` with
+    ``secret`` (see :func:`listen`)."""
+    _CLIENTS[client] = (directory, secret, {})
+
+
+def connect(client, address):
+    """A connection to the worker at ``address`` that took ``client``'s secret (one left
+    idle by an earlier call, else a new one), or None where it has no socket of this
+    user or refused it: call it through Dask."""
+    directory, secret, idle = _CLIENTS.get(client, ("", b"", {}))
+    if not directory:
+        return None
+    with _LOCK:
+        if idle.get(address):
+            return idle[address].pop()
+    path = datagrams.path_of(directory, address, PREFIX)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        if os.stat(path).st_uid != os.getuid():
+            raise PermissionError(f"{path} is not this user's")
+        sock.connect(path)
+        if not _same_user(sock):
+            raise PermissionError(f"the process at {path} is not this user's")
+        _send(sock, secret)
+        if _exactly(sock, len(ACCEPTED)) != ACCEPTED:
+            raise ConnectionError(f"the worker at {path} refused the secret")
+    except OSError as exc:
+        sock.close()
+        log.debug("no call socket for %s: %s", address, exc)
+        return None
+    return sock
+
+
+def done_with(client, address, sock):
+    """Keep ``sock``, its call answered, for the next call to ``address``."""
+    idle = _CLIENTS.get(client, ("", b"", {}))[2]
+    with _LOCK:
+        idle.setdefault(address, []).append(sock)
+
+
+def call_all(connections, frames, on_answer):
+    """Send each frame of ``frames`` on its connection of ``connections``, then pass
+    each answer to ``on_answer(index, frame)`` as it comes (frame None: the connection
+    closed before it answered: the worker died)."""
+    selector = selectors.DefaultSelector()
+    try:
+        for i, (sock, frame) in enumerate(zip(connections, frames)):
+            try:
+                _send(sock, frame)
+            except OSError:
+                on_answer(i, None)
+                continue
+            selector.register(sock, selectors.EVENT_READ, i)
+        while selector.get_map():
+            for key, _ in selector.select():
+                selector.unregister(key.fileobj)
+                try:
+                    answer = _receive(key.fileobj)
+                except OSError:
+                    answer = None
+                on_answer(key.data, answer)
+    finally:
+        selector.close()
+
+
+def dumps(value):
+    """A frame of ``value`` (functions of modules registered with cloudpickle by
+    value)."""
+    return cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def loads(frame):
+    return pickle.loads(frame)

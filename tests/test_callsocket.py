@@ -1,0 +1,191 @@
+"""scheduler/callsocket.py: the client's calls to the worker processes of its host over
+Unix stream sockets (here a "worker" of this process listening, then a cluster's)."""
+
+import os
+import pickle
+import socket
+import stat
+import struct
+import sys
+
+import cloudpickle
+import numpy as np
+import pytest
+
+import hetgraph as hg
+from hetgraph.scheduler import callsocket, calls
+
+ADDRESS = "tcp://127.0.0.1:2001"
+SECRET = b"s" * 32
+_DIRECT = calls._called_directly
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # (run on the workers)
+
+
+class _Client:
+    """Stands for a Dask client: the key of its connections."""
+
+
+class _Marks:
+    """Unpickled, it creates the file at ``path``: what a frame must not get to do
+    before its connection proved its client's."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return open, (self.path, "w")
+
+
+@pytest.fixture
+def listening(tmp_path):
+    """A socket in ``tmp_path`` answering each frame with its unpickled value doubled;
+    a client that trusts it."""
+    assert callsocket.listen(str(tmp_path), ADDRESS, SECRET,
+                             lambda frame: callsocket.dumps(2 * callsocket.loads(frame)))
+    client = _Client()
+    callsocket.trust(client, str(tmp_path), SECRET)
+    yield client
+    callsocket.close(ADDRESS)
+
+
+def _answers(client, values):
+    connections = [callsocket.connect(client, ADDRESS) for _ in values]
+    assert all(connections)
+    got = {}
+    callsocket.call_all(connections, [callsocket.dumps(v) for v in values],
+                        lambda i, frame: got.update({i: callsocket.loads(frame)}))
+    return [got[i] for i in range(len(values))]
+
+
+def test_each_call_gets_its_own_answer_small_or_large(listening):
+    large = np.arange(1 << 17, dtype=np.float64)  # (a frame over the joined size)
+    small, big = _answers(listening, [21, large])
+    assert small == 42
+    np.testing.assert_array_equal(big, 2 * large)
+
+
+def test_a_connection_is_kept_for_the_next_call(listening):
+    first = callsocket.connect(listening, ADDRESS)
+    callsocket.done_with(listening, ADDRESS, first)
+    assert callsocket.connect(listening, ADDRESS) is first
+
+
+def test_the_socket_is_its_users_alone_and_goes_with_its_worker(tmp_path, listening):
+    path = callsocket.datagrams.path_of(str(tmp_path), ADDRESS, callsocket.PREFIX)
+    assert stat.S_ISSOCK(os.stat(path).st_mode)
+    assert stat.S_IMODE(os.stat(path).st_mode) & 0o077 == 0
+    callsocket.close(ADDRESS)
+    assert not os.path.exists(path)
+    assert callsocket.connect(listening, ADDRESS) is None  # (through Dask then)
+
+
+def test_nothing_is_unpickled_from_a_connection_without_the_secret(tmp_path, listening):
+    """A stranger's connection is closed after a wrong secret, its frames unread."""
+    path = callsocket.datagrams.path_of(str(tmp_path), ADDRESS, callsocket.PREFIX)
+    marked = tmp_path / "unpickled"
+    frame = pickle.dumps(_Marks(str(marked)))
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as stranger:
+        stranger.connect(path)
+        for data in (b"w" * 32, frame):
+            stranger.sendall(struct.pack("!Q", len(data)) + data)
+        stranger.settimeout(5)
+        try:  # (closed, nothing accepted; reset: the frame it did not read)
+            assert stranger.recv(1) == b""
+        except ConnectionResetError:
+            pass
+    assert not marked.exists()
+    wrong = _Client()
+    callsocket.trust(wrong, str(tmp_path), b"w" * 32)
+    assert callsocket.connect(wrong, ADDRESS) is None
+    assert _answers(listening, [1]) == [2]  # (the client's own still served)
+
+
+def test_a_first_frame_longer_than_a_secret_is_not_read(tmp_path, listening):
+    """A connection that announces a first frame of a gigabyte is closed unread (no
+    buffer of that size is made)."""
+    path = callsocket.datagrams.path_of(str(tmp_path), ADDRESS, callsocket.PREFIX)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as stranger:
+        stranger.connect(path)
+        stranger.sendall(struct.pack("!Q", 1 << 30))
+        stranger.settimeout(5)
+        assert stranger.recv(1) == b""
+    assert _answers(listening, [3]) == [6]
+
+
+def test_a_closed_connection_is_an_answer_of_none(tmp_path):
+    """The worker's process died mid-call: its end of the connection closes."""
+    def dies(frame):
+        raise OSError("the process died")
+
+    assert callsocket.listen(str(tmp_path), "tcp://127.0.0.1:2002", SECRET, dies)
+    client = _Client()
+    callsocket.trust(client, str(tmp_path), SECRET)
+    try:
+        sock = callsocket.connect(client, "tcp://127.0.0.1:2002")
+        got = []
+        callsocket.call_all([sock], [callsocket.dumps(1)],
+                            lambda i, frame: got.append((i, frame)))
+        assert got == [(0, None)]
+    finally:
+        callsocket.close("tcp://127.0.0.1:2002")
+
+
+def test_a_socket_left_by_a_killed_worker_is_swept(tmp_path):
+    """A process killed leaves its socket behind, bound by nobody: the next worker to
+    listen in the directory removes it."""
+    left = callsocket.datagrams.path_of(str(tmp_path), "tcp://127.0.0.1:2004",
+                                        callsocket.PREFIX)
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dead.bind(left)
+    dead.close()
+    assert callsocket.listen(str(tmp_path), "tcp://127.0.0.1:2005", SECRET, print)
+    try:
+        assert not os.path.exists(left)
+    finally:
+        callsocket.close("tcp://127.0.0.1:2005")
+
+
+def test_no_directory_no_socket(tmp_path):
+    assert not callsocket.listen(str(tmp_path / "missing"), "tcp://127.0.0.1:2003",
+                                 SECRET, print)
+    client = _Client()
+    callsocket.trust(client, "", SECRET)
+    assert callsocket.connect(client, "tcp://127.0.0.1:2003") is None
+
+
+def _here():
+    return os.getpid()
+
+
+def _fails():
+    raise ValueError("the task's own error")
+
+
+def test_a_local_clusters_calls_go_through_the_sockets(monkeypatch):
+    """On worker processes of the client's host a call goes through the worker's socket
+    (no ``hetgraph_call`` through Dask), runs in the worker's process and brings back
+    its result or its error; a client that has no socket calls through Dask alike."""
+    from hetgraph.scheduler import exchange
+
+    with hg.Cluster(cpu_workers=1, gpus=0, processes=True,
+                    dashboard_address=None) as cluster:
+        exchange.install(cluster.client)
+        cluster.exchanging = True
+        address = cluster.cpu_workers[0]
+        direct = []
+
+        def counted(*args):
+            direct.append(1)
+            return _DIRECT(*args)
+
+        monkeypatch.setattr(calls, "_called_directly", counted)
+        pid, error = calls.call_all(cluster.client, [(address, _here, ()),
+                                                     (address, _fails, ())])
+        assert direct and pid != os.getpid()
+        assert isinstance(error, ValueError) and "own error" in str(error)
+        callsocket.trust(cluster.client, "", b"")
+        direct.clear()
+        assert calls.call_all(cluster.client, [(address, _here, ())]) == [pid]
+        assert not direct
+
