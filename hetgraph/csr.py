@@ -317,6 +317,55 @@ def count_nonfinite(values):
     return count
 
 
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _first_two(values, weights, bound, check_bound, bounds):
+    """(first i failing test a, first i failing test b; len(values) where none), each
+    chunk of ``bounds`` scanning in parallel from its start until it has found both.
+    Ids (not ``weights``): a is values[i] >= 0, b is values[i] < bound (when
+    ``check_bound``). Weights: a is isfinite(values[i]), b is |values[i]| < bound."""
+    n = values.shape[0]
+    first_a = np.full(bounds.shape[0] - 1, n, np.int64)
+    first_b = np.full(bounds.shape[0] - 1, n, np.int64)
+    for t in numba.prange(bounds.shape[0] - 1):
+        for i in range(bounds[t], bounds[t + 1]):
+            v = values[i]
+            fails_a = not np.isfinite(v) if weights else v < 0
+            fails_b = check_bound and (abs(v) >= bound if weights else v >= bound)
+            if fails_a and first_a[t] == n:
+                first_a[t] = i
+            if fails_b and first_b[t] == n:
+                first_b[t] = i
+            if first_a[t] < n and (first_b[t] < n or not check_bound):
+                break
+    return first_a.min(), first_b.min()
+
+
+def _first_failures(values, weights, bound, check_bound):
+    """:func:`_first_two` over chunks of ``values`` (4 a Numba thread), None for none."""
+    values = np.asarray(values)
+    if len(values) == 0:
+        return None, None
+    bounds = np.linspace(0, len(values), 4 * numba.get_num_threads() + 1).astype(np.int64)
+    found = _first_two(values, weights, values.dtype.type(bound), check_bound, bounds)
+    return tuple(None if i == len(values) else int(i) for i in found)
+
+
+def first_outside(ids, n):
+    """(index of the first id below 0, index of the first id at least ``n``: None where
+    there is none, and for the second when ``n`` is None), in one parallel pass."""
+    ids = np.asarray(ids)
+    check = n is not None and n <= np.iinfo(ids.dtype).max  # else no id reaches n
+    return _first_failures(ids, False, max(n, np.iinfo(ids.dtype).min) if check else 0,
+                           check)
+
+
+def first_unfit(weights, limit):
+    """(index of the first non-finite weight, index of the first with magnitude at least
+    ``limit``, infinities included; None where there is none), in one parallel pass over
+    float ``weights``."""
+    return _first_failures(weights, True, limit, True)
+
+
 def pointer_error(ptr, num_items):
     """What is wrong with the pointer array ``ptr`` of a compressed array of
     ``num_items`` items (it must start at 0, never decrease and end at ``num_items``),

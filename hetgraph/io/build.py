@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..csr import DEDUP_RULES, compress
+from ..csr import DEDUP_RULES, compress, first_outside, first_unfit
 from ..errors import GraphError, InputFormatError
 from ..graph import Graph
 from .limits import require_memory
@@ -39,24 +39,23 @@ def _check_arrays(src, dst, weight, num_vertices, source):
         if weight.shape != src.shape:
             raise GraphError(f"{source}: weight array has shape {weight.shape}, "
                              f"edges have {src.shape}; give one weight per edge")
-        bad = ~np.isfinite(weight)
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise GraphError(f"{source}: edge {i} has weight {float(weight[i])}; "
-                             "every weight must be finite")
-        big = np.abs(weight) >= FLOAT32_INF_FROM
-        if big.any():
-            i = int(np.argmax(big))
-            raise GraphError(f"{source}: edge {i} has weight {float(weight[i])}, beyond float32")
+        nonfinite, big = first_unfit(weight, FLOAT32_INF_FROM)
+        if nonfinite is not None:
+            raise GraphError(f"{source}: edge {nonfinite} has weight "
+                             f"{float(weight[nonfinite])}; every weight must be finite")
+        if big is not None:
+            raise GraphError(f"{source}: edge {big} has weight {float(weight[big])}, "
+                             "beyond float32")
     for name, arr in (("source", src), ("target", dst)):
-        if arr.size and arr.min() < 0:
-            i = int(np.argmax(arr < 0))
-            raise GraphError(f"{source}: edge {i} has negative {name} id {int(arr[i])}; "
-                             "ids must be >= 0 (pass labels through ids='str' or relabel first)")
-        if num_vertices is not None and arr.size and arr.max() >= num_vertices:
-            i = int(np.argmax(arr >= num_vertices))
-            raise GraphError(f"{source}: edge {i} has {name} id {int(arr[i])} but the graph "
-                             f"declares {num_vertices} vertices; fix the edge or the count")
+        negative, beyond = first_outside(arr, num_vertices)
+        if negative is not None:
+            raise GraphError(f"{source}: edge {negative} has negative {name} id "
+                             f"{int(arr[negative])}; ids must be >= 0 (pass labels "
+                             "through ids='str' or relabel first)")
+        if beyond is not None:
+            raise GraphError(f"{source}: edge {beyond} has {name} id {int(arr[beyond])} "
+                             f"but the graph declares {num_vertices} vertices; fix the "
+                             "edge or the count")
 
 
 def build_graph(src, dst, weight=None, *, directed=True, num_vertices=None, labels=None,

@@ -1,0 +1,104 @@
+"""The parallel build passes give what the serial ones gave: the first bad edge that
+build_graph's checks name, the weights rmat draws, and every array of the benchmarks'
+kind of graph (digests taken from the serial code, with the same NumPy)."""
+
+import hashlib
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import hetgraph as hg
+from hetgraph import tuning
+from hetgraph.csr import first_outside, first_unfit
+from hetgraph.errors import GraphError
+from hetgraph.io.build import build_graph
+from hetgraph.io.generate import _uniform
+
+LIMIT = 2.0**128 - 2.0**103
+
+DIGESTS = {  # sha256 of every array, from the build before its passes ran in parallel
+    "rmat16w": "e32dbb5bbde12f81", "rmat16w_auto": "bfc603b74ca37d26",
+    "rmat14_undir_sum": "8de9177a16d525cf", "rmat14_nodedup_loops": "42ea23a2aae72459",
+    "grid": "f981362ae3adc95b", "grid_degree": "a2a1e25d2c7cefa0",
+}
+CASES = {
+    "rmat16w": lambda: hg.generate.rmat(16, seed=7, weights=(1.0, 9.0)),
+    "rmat16w_auto": lambda: hg.generate.rmat(16, seed=7, weights=(1.0, 9.0)).reorder("auto"),
+    "rmat14_undir_sum": lambda: hg.generate.rmat(14, seed=3, directed=False, dedup="sum",
+                                                 weights=(0.5, 2.0)),
+    "rmat14_nodedup_loops": lambda: hg.generate.rmat(14, seed=2, dedup=None, self_loops=True),
+    "grid": lambda: hg.generate.grid(200, 300, seed=5),
+    "grid_degree": lambda: hg.generate.grid(200, 300, seed=5).reorder("degree"),
+}
+
+
+def digest(graph):
+    h = hashlib.sha256()
+    for a in (graph.in_indptr, graph.in_indices, graph.in_weights, graph.out_indptr,
+              graph.out_indices, graph.labels):
+        if a is not None:
+            a = np.ascontiguousarray(a)
+            h.update(str(a.dtype).encode())
+            h.update(a.tobytes())
+    return h.hexdigest()[:16]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_graphs_are_those_of_the_serial_build(case):
+    assert digest(CASES[case]()) == DIGESTS[case]
+
+
+def _first(mask):
+    return int(np.argmax(mask)) if mask.any() else None
+
+
+ids = st.lists(st.integers(-3, 40), max_size=60)
+
+
+@given(ids, st.one_of(st.none(), st.integers(-2, 45)),
+       st.sampled_from(["int8", "int32", "int64", "uint16", "uint64"]))
+@settings(max_examples=150, deadline=None)
+def test_first_outside_is_numpys_first(values, n, dtype):
+    arr = np.array([v % 200 if dtype.startswith("u") else v for v in values], dtype)
+    expect_above = None if n is None else _first(arr >= n)
+    assert first_outside(arr, n) == (_first(arr < 0), expect_above)
+
+
+weights = st.lists(st.one_of(st.floats(allow_nan=True, allow_infinity=True),
+                             st.sampled_from([LIMIT, -LIMIT, np.nextafter(LIMIT, 0)])),
+                   max_size=60)
+
+
+@given(weights)
+@settings(max_examples=150, deadline=None)
+def test_first_unfit_is_numpys_first(values):
+    w = np.array(values, np.float64)
+    assert first_unfit(w, LIMIT) == (_first(~np.isfinite(w)),
+                                     _first(np.abs(w) >= LIMIT))
+
+
+def test_check_errors_name_the_first_bad_edge():
+    src, dst = np.array([0, 1, 2, 3]), np.array([1, 2, 3, 0])
+    w = np.array([1.0, 1e39, np.inf, 2.0])
+    with pytest.raises(GraphError, match=r"x: edge 2 has weight inf; every weight must"):
+        build_graph(src, dst, w, source="x")
+    with pytest.raises(GraphError, match=r"x: edge 1 has weight 1e\+39, beyond float32"):
+        build_graph(src, dst, w[:2].tolist() + [1.0, 1.0], source="x")
+    with pytest.raises(GraphError, match=r"edge 3 has negative target id -4; ids must"):
+        build_graph(src, np.array([1, 2, 3, -4]), num_vertices=9)
+    with pytest.raises(GraphError, match=r"edge 2 has source id 7 but the graph declares 4"):
+        build_graph(np.array([0, 1, 7, 9]), dst, num_vertices=4)
+    with pytest.raises(GraphError, match=r"edge 1 has target id 5 but the graph declares 5"):
+        build_graph(src, np.array([1, 5, 3, 0]), num_vertices=5)
+
+
+@pytest.mark.parametrize("part", [1, 3, 1000, 1 << 22])
+@pytest.mark.parametrize("size", [0, 1, 999, 4097])
+def test_uniform_draws_the_serial_sequence(part, size, monkeypatch):
+    monkeypatch.setattr(tuning, "DRAW_PART", part)
+    ours, theirs = np.random.default_rng(size), np.random.default_rng(size)
+    ours.permutation(37), theirs.permutation(37)  # a state part-way through its words
+    got = _uniform(ours, 1.0, 9.0, size)
+    assert np.array_equal(got.view(np.int64), theirs.uniform(1.0, 9.0, size).view(np.int64))
