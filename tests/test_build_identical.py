@@ -2,6 +2,7 @@
 build_graph's checks name, the weights rmat draws, and every array of the benchmarks'
 kind of graph (digests taken from the serial code, with the same NumPy)."""
 
+import functools
 import hashlib
 
 import numpy as np
@@ -11,10 +12,12 @@ from hypothesis import strategies as st
 
 import hetgraph as hg
 from hetgraph import tuning
-from hetgraph.csr import first_outside, first_unfit
+from hetgraph.csr import compress, first_outside, first_unfit, sort_by_key, transpose
 from hetgraph.errors import GraphError
 from hetgraph.io.build import build_graph
 from hetgraph.io.generate import _uniform
+from hetgraph.order import renumber
+from hetgraph.threadcount import numba_threads
 
 LIMIT = 2.0**128 - 2.0**103
 
@@ -45,9 +48,77 @@ def digest(graph):
     return h.hexdigest()[:16]
 
 
+@pytest.fixture(params=["one pass", "two passes"])
+def passes(request, monkeypatch):
+    """The counting sorts in one pass, or in two as when the cursors of a chunk per
+    thread over every key would not fit (on two threads; reorders parallel too)."""
+    if request.param == "two passes":
+        monkeypatch.setattr(tuning, "CURSOR_BYTES", 4096)
+        monkeypatch.setattr(tuning, "ORDER_SERIAL_ARCS", 0)
+    with numba_threads(2):
+        yield request.param
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_graphs_are_those_of_the_serial_build(case):
+def test_graphs_are_those_of_the_serial_build(case, passes):
     assert digest(CASES[case]()) == DIGESTS[case]
+
+
+@given(st.integers(1, 300), st.lists(st.integers(0, 10**6), max_size=200),
+       st.booleans())
+@settings(max_examples=100, deadline=None)
+def test_sort_by_key_is_a_stable_sort(n, raw, weighted):
+    keys = np.array([k % n for k in raw], np.int32)
+    vals = np.arange(len(keys), dtype=np.int64)
+    wts = (vals * 0.5).astype(np.float32) if weighted else np.empty(0, np.float32)
+    for cursor_bytes in (tuning.CURSOR_BYTES, 8):  # one pass, two
+        tuning_before, tuning.CURSOR_BYTES = tuning.CURSOR_BYTES, cursor_bytes
+        try:
+            with numba_threads(2):
+                ptr, got, got_w = sort_by_key(keys, n, vals, wts, np.int32)
+        finally:
+            tuning.CURSOR_BYTES = tuning_before
+        order = np.argsort(keys, kind="stable")
+        assert got.dtype == np.int32 and np.array_equal(got, order)
+        assert np.array_equal(got_w, wts[order] if weighted else wts)
+        assert np.array_equal(ptr, np.searchsorted(keys[order], np.arange(n + 1)))
+
+
+@given(st.integers(1, 60), st.lists(st.tuples(st.integers(0, 59), st.integers(0, 59),
+                                              st.floats(-5, 5, width=32)), max_size=150),
+       st.sampled_from(["first", "min", "max", "sum", None]))
+@settings(max_examples=100, deadline=None)
+def test_compress_is_numpys_lexsort(n, edges, dedup):
+    src = np.array([e[0] % n for e in edges], np.int64)
+    dst = np.array([e[1] % n for e in edges], np.int64)
+    w = np.array([e[2] for e in edges], np.float64)
+    order = np.lexsort((src, dst))  # by target, then source, then edge: stable
+    keep = np.ones(len(order), bool)
+    keep[1:] = (np.diff(src[order]) != 0) | (np.diff(dst[order]) != 0)
+    if dedup is None:
+        keep[:] = True
+    ws = w[order].astype(np.float32)
+    groups = np.cumsum(keep) - 1
+    combine = {"first": lambda g: g[0], "min": np.min, "max": np.max,  # sum: in order
+               "sum": lambda g: functools.reduce(np.add, g)}.get(dedup, None)
+    want_w = ws if combine is None else np.array(
+        [combine(ws[groups == g]) for g in range(keep.sum())], np.float32)
+    want_idx = src[order][keep]
+    want_ptr = np.searchsorted(dst[order][keep], np.arange(n + 1))
+    for cursor_bytes in (tuning.CURSOR_BYTES, 8):
+        tuning_before, tuning.CURSOR_BYTES = tuning.CURSOR_BYTES, cursor_bytes
+        try:
+            with numba_threads(2):
+                in_ptr, in_idx, in_w, out_ptr, out_idx = compress(src, dst, w, n, dedup)
+                t_ptr, t_idx, t_w = transpose(in_ptr, in_idx, in_w, n)
+        finally:
+            tuning.CURSOR_BYTES = tuning_before
+        assert np.array_equal(in_ptr, want_ptr) and np.array_equal(in_idx, want_idx)
+        assert np.array_equal(in_w.view(np.int32), want_w.view(np.int32))
+        pairs = sorted(zip(want_idx.tolist(), np.repeat(np.arange(n), np.diff(want_ptr))))
+        assert np.array_equal(out_idx, [t for _, t in pairs]) and np.array_equal(t_idx, out_idx)
+        assert np.array_equal(out_ptr, np.searchsorted([s for s, _ in pairs], np.arange(n + 1)))
+        assert np.array_equal(t_ptr, out_ptr)
 
 
 def _first(mask):
@@ -102,3 +173,18 @@ def test_uniform_draws_the_serial_sequence(part, size, monkeypatch):
     ours.permutation(37), theirs.permutation(37)  # a state part-way through its words
     got = _uniform(ours, 1.0, 9.0, size)
     assert np.array_equal(got.view(np.int64), theirs.uniform(1.0, 9.0, size).view(np.int64))
+
+
+@given(st.lists(st.integers(-2, 12), min_size=1, max_size=12), st.booleans())
+@settings(max_examples=150, deadline=None)
+def test_renumber_takes_only_permutations(values, shuffle):
+    n = len(values)
+    perm = np.random.default_rng(n).permutation(n) if shuffle else np.array(values)
+    graph = hg.from_arrays(np.arange(n), (np.arange(n) + 1) % n, num_vertices=n)
+    if np.array_equal(np.sort(perm), np.arange(n)):
+        renamed = renumber(graph, perm)
+        assert np.array_equal(renamed.labels, perm)
+        assert np.array_equal(perm[renamed.out_indices], (perm + 1) % n)
+    else:
+        with pytest.raises(GraphError, match=f"permutation of 0..{n - 1}"):
+            renumber(graph, perm)
