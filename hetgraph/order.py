@@ -232,11 +232,10 @@ def renumber(graph, perm):
     An undirected graph's CSC is its CSR: renamed once."""
     n = graph.num_vertices
     perm = np.asarray(perm, np.int64)
-    if perm.shape != (n,) or not np.array_equal(np.sort(perm), np.arange(n)):
+    inv = np.empty(n, graph.index_dtype)
+    if perm.shape != (n,) or not _invert(perm, inv):
         raise GraphError(f"the vertex order must be a permutation of 0..{n - 1} "
                          f"(got shape {perm.shape}); build it with np.argsort")
-    inv = np.empty(n, graph.index_dtype)
-    inv[perm] = np.arange(n, dtype=graph.index_dtype)
     symmetric, skewed = _csc_is_csr(graph), is_skewed(graph)
     csc = _renamed_rows(graph.in_indptr, graph.in_indices, graph.in_weights, perm, inv,
                         not skewed)
@@ -251,6 +250,27 @@ def renumber(graph, perm):
     out_ptr, out_idx = (csr[0].copy(), csr[1].copy()) if csr is csc else csr[:2]
     labels = perm if graph.labels is None else graph.labels[perm]
     return graph.with_arrays(in_ptr, in_idx, weights, out_ptr, out_idx, labels=labels)
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _invert(perm, inv):
+    """Whether ``perm`` is a permutation of 0..len(inv) - 1, with ``inv`` its inverse
+    when it is: each entry in range is written where it points, in parallel, and n
+    entries cover all n places only when no two point at one."""
+    n = inv.shape[0]
+    for i in numba.prange(n):
+        inv[i] = -1
+    outside = 0
+    for i in numba.prange(n):
+        if perm[i] < 0 or perm[i] >= n:
+            outside += 1
+        else:
+            inv[perm[i]] = i
+    covered = 0
+    for i in numba.prange(n):
+        if inv[i] >= 0:
+            covered += 1
+    return outside == 0 and covered == n
 
 
 def _csc_is_csr(graph):
