@@ -328,6 +328,13 @@ def index_dtype(num_vertices):
     return np.dtype(np.int32) if num_vertices < 2**31 else np.dtype(np.int64)
 
 
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _as_float32(values, out):
+    """out[:] = values rounded to float32 as NumPy's astype does, in parallel."""
+    for i in numba.prange(values.shape[0]):
+        out[i] = values[i]
+
+
 def compress(src, dst, weight, n, dedup):
     """(in_ptr, in_idx, in_w, out_ptr, out_idx): the CSC of the edges ``src`` -> ``dst``
     over ``n`` vertices (sources sorted per destination; parallel edges merged by rule
@@ -335,7 +342,9 @@ def compress(src, dst, weight, n, dedup):
     when ``weight`` is) and its CSR (targets sorted per source), by parallel counting
     sorts: O(|V| + |E|), no comparison sort over all edges."""
     idx_t = index_dtype(n)
-    w_in = np.empty(0, np.float32) if weight is None else weight.astype(np.float32)
+    w_in = np.empty(0 if weight is None else len(weight), np.float32)
+    if weight is not None:
+        _as_float32(weight, w_in)
     in_ptr, in_idx, w = sort_by_key(dst, n, src, w_in, idx_t)
     del src, dst, w_in
     runs = thread_runs(in_ptr)

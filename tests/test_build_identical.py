@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 
 import hetgraph as hg
 from hetgraph import tuning
-from hetgraph.csr import compress, first_outside, first_unfit, sort_by_key, transpose
+from hetgraph.csr import (_as_float32, compress, first_outside, first_unfit, sort_by_key,
+                          transpose)
 from hetgraph.errors import GraphError
-from hetgraph.io.build import build_graph
+from hetgraph.io.build import build_graph, drop_self_loops
 from hetgraph.io.generate import _uniform
 from hetgraph.order import renumber
 from hetgraph.threadcount import numba_threads
@@ -188,3 +189,28 @@ def test_renumber_takes_only_permutations(values, shuffle):
     else:
         with pytest.raises(GraphError, match=f"permutation of 0..{n - 1}"):
             renumber(graph, perm)
+
+
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5),
+                          st.floats(allow_nan=False, width=64)), max_size=80),
+       st.booleans(), st.sampled_from(["int32", "int64"]))
+@settings(max_examples=100, deadline=None)
+def test_drop_self_loops_keeps_the_rest_in_order(edges, weighted, dtype):
+    src = np.array([e[0] for e in edges], dtype)
+    dst = np.array([e[1] for e in edges], dtype)
+    w = np.array([e[2] for e in edges]) if weighted else None
+    keep = src != dst
+    got_src, got_dst, got_w = drop_self_loops(src, dst, w)
+    assert got_src.dtype == src.dtype and np.array_equal(got_src, src[keep])
+    assert np.array_equal(got_dst, dst[keep])
+    assert got_w is None if w is None else np.array_equal(got_w, w[keep])
+
+
+@given(st.lists(st.floats(allow_nan=False, allow_infinity=False, width=64), max_size=80))
+@settings(max_examples=150, deadline=None)
+def test_float32_rounding_is_numpys(values):
+    w = np.array(values, np.float64)
+    w = w[np.abs(w) < LIMIT]
+    got = np.empty(len(w), np.float32)
+    _as_float32(w, got)
+    assert np.array_equal(got.view(np.int32), w.astype(np.float32).view(np.int32))
