@@ -14,6 +14,8 @@ from ..errors import GraphError
 from .build import build_graph
 
 
+_DRAW_BLOCK = 1 << 15  # values drawn by one NumPy call: 256 KiB, copied out of the cache
+
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX2 = np.uint64(0x94D049BB133111EB)
@@ -63,8 +65,10 @@ def _uniform(rng, low, high, size):
         part = np.random.PCG64()
         part.state = rng.bit_generator.state
         part.advance(cuts[k])
-        out[cuts[k]:cuts[k + 1]] = np.random.Generator(part).uniform(
-            low, high, size=cuts[k + 1] - cuts[k])
+        generator = np.random.Generator(part)
+        for at in range(cuts[k], cuts[k + 1], _DRAW_BLOCK):  # each block copied from cache
+            end = min(at + _DRAW_BLOCK, cuts[k + 1])
+            out[at:end] = generator.uniform(low, high, size=end - at)
 
     with ThreadPoolExecutor(numba.get_num_threads()) as pool:
         list(pool.map(draw, range(len(cuts) - 1)))
