@@ -25,7 +25,7 @@ import numpy as np
 
 from . import tuning
 from .coloring import KEPT, hybrid_coloring
-from .csr import sort_segments, transpose
+from .csr import sort_by_key, sort_segments, transpose
 from .errors import GraphError
 from .threadcount import numba_threads
 
@@ -39,19 +39,21 @@ def degree_order(graph) -> np.ndarray:
     The tie-break packs together the sources that a hub's in-edges read: RMAT's many
     vertices of degree 1, 2, 3 (half of RMAT-20's edges come from vertices below the
     top 1%) otherwise sit in random order within their degree, and each read of one
-    misses the caches alone. Both sorts are stable counting sorts, O(N) each."""
+    misses the caches alone. The sorts are stable parallel counting sorts, O(N) each
+    (:func:`hetgraph.csr.sort_by_key`)."""
     n = graph.num_vertices
     degree = graph.out_degree()
     fewer = degree.max(initial=0) - degree  # the key of decreasing degree, from 0
     buckets = int(fewer.max(initial=0)) + 1
-    by_degree = _stable_by(fewer, np.arange(n, dtype=np.int64), buckets)
+    vertices, none = np.arange(n, dtype=np.int64), np.empty(0, np.float32)
+    by_degree = sort_by_key(fewer, buckets, vertices, none, np.int64)[1]
     rank = np.empty(n, graph.index_dtype)
-    rank[by_degree] = np.arange(n, dtype=graph.index_dtype)
+    _invert(by_degree, rank)
     first = np.empty(n, graph.index_dtype)
     _lowest_neighbour(graph.out_indptr, graph.out_indices, rank, first)
     # least significant key first: by neighbour, then (stably) by degree
-    return _stable_by(fewer, _stable_by(first, np.arange(n, dtype=np.int64), n + 1),
-                      buckets)
+    by_first = sort_by_key(first, n + 1, vertices, none, np.int64)[1]
+    return sort_by_key(fewer[by_first], buckets, by_first, none, np.int64)[1]
 
 
 @numba.njit(cache=True, nogil=True)
