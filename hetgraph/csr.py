@@ -99,9 +99,9 @@ def _digit_pass(keys, shift, mask, digits, vals, wts, with_keys, val_dtype):
 def sort_by_key(keys, n, vals, wts, val_dtype):
     """(ptr, vals as ``val_dtype``, wts) of ``vals`` (and ``wts`` unless empty) stably
     sorted by ``keys`` (each in [0, n)), ptr each key's first position. One counting-sort
-    pass over the whole key while ``tuning.CURSOR_BYTES`` holds the cursors of a chunk
-    per thread (:func:`_one_pass`); else two, each over half of the key's bits with a
-    chunk per thread (the low half first: the second pass, stable, keeps its order)."""
+    pass over the whole key while ``tuning.CURSOR_BYTES`` holds the cursors of enough
+    chunks (:func:`_one_pass`); else two, each over half of the key's bits with a chunk
+    per thread (the low half first: the second pass, stable, keeps its order)."""
     if _one_pass(n):
         ptr, _, out_vals, out_wts = _digit_pass(keys, 0, -1, n, vals, wts, False, val_dtype)
         return ptr, out_vals, out_wts
@@ -297,8 +297,8 @@ def symmetric_union(in_ptr, in_idx, in_w, out_ptr, out_idx, out_w):
 def transpose(in_ptr, in_idx, in_w, n):
     """(out_ptr, out_idx, out_w): the CSR of the CSC (in_ptr, in_idx, in_w) over ``n``
     vertices, targets sorted per source; out_w is None when in_w is. Columns scatter
-    from where they are while the cursors of a chunk per thread fit (see
-    :func:`sort_by_key`), else each edge's column is written out and sorted by source."""
+    from where they are while one pass does (see :func:`sort_by_key`), else each
+    edge's column is written out and sorted by source."""
     w = np.empty(0, np.float32) if in_w is None else in_w
     if _one_pass(n):
         out_ptr, out_idx, out_w = np.empty(n + 1, np.int64), np.empty_like(in_idx), \
@@ -313,9 +313,10 @@ def transpose(in_ptr, in_idx, in_w, n):
 
 
 def _one_pass(n):
-    """Whether a counting sort over ``n`` keys runs in one pass: when the cursors allow a
-    chunk per thread (else two passes, which move each item twice, run on all of them)."""
-    return _chunk_count(n) >= numba.get_num_threads()
+    """Whether a counting sort over ``n`` keys runs in one pass: unless the chunks its
+    cursors allow, times ``tuning.TWO_PASS_WORK``, are fewer than the threads (two
+    passes, each item moved twice, keys too, run a chunk per thread)."""
+    return _chunk_count(n) * tuning.TWO_PASS_WORK >= numba.get_num_threads()
 
 
 def _chunk_count(n):

@@ -2,6 +2,7 @@
 build_graph's checks name, the weights rmat draws, and every array of the benchmarks'
 kind of graph (digests taken from the serial code, with the same NumPy)."""
 
+import contextlib
 import functools
 import hashlib
 
@@ -49,12 +50,26 @@ def digest(graph):
     return h.hexdigest()[:16]
 
 
+@contextlib.contextmanager
+def passes_forced(two):
+    """The counting sorts on two threads, in two passes when ``two`` (else one)."""
+    before = tuning.CURSOR_BYTES, tuning.TWO_PASS_WORK
+    if two:
+        tuning.CURSOR_BYTES, tuning.TWO_PASS_WORK = 8, 1
+    try:
+        with numba_threads(2):
+            yield
+    finally:
+        tuning.CURSOR_BYTES, tuning.TWO_PASS_WORK = before
+
+
 @pytest.fixture(params=["one pass", "two passes"])
 def passes(request, monkeypatch):
     """The counting sorts in one pass, or in two as when the cursors of a chunk per
     thread over every key would not fit (on two threads; reorders parallel too)."""
     if request.param == "two passes":
         monkeypatch.setattr(tuning, "CURSOR_BYTES", 4096)
+        monkeypatch.setattr(tuning, "TWO_PASS_WORK", 1)
         monkeypatch.setattr(tuning, "ORDER_SERIAL_ARCS", 0)
     with numba_threads(2):
         yield request.param
@@ -72,13 +87,9 @@ def test_sort_by_key_is_a_stable_sort(n, raw, weighted):
     keys = np.array([k % n for k in raw], np.int32)
     vals = np.arange(len(keys), dtype=np.int64)
     wts = (vals * 0.5).astype(np.float32) if weighted else np.empty(0, np.float32)
-    for cursor_bytes in (tuning.CURSOR_BYTES, 8):  # one pass, two
-        tuning_before, tuning.CURSOR_BYTES = tuning.CURSOR_BYTES, cursor_bytes
-        try:
-            with numba_threads(2):
-                ptr, got, got_w = sort_by_key(keys, n, vals, wts, np.int32)
-        finally:
-            tuning.CURSOR_BYTES = tuning_before
+    for two in (False, True):
+        with passes_forced(two):
+            ptr, got, got_w = sort_by_key(keys, n, vals, wts, np.int32)
         order = np.argsort(keys, kind="stable")
         assert got.dtype == np.int32 and np.array_equal(got, order)
         assert np.array_equal(got_w, wts[order] if weighted else wts)
@@ -106,14 +117,10 @@ def test_compress_is_numpys_lexsort(n, edges, dedup):
         [combine(ws[groups == g]) for g in range(keep.sum())], np.float32)
     want_idx = src[order][keep]
     want_ptr = np.searchsorted(dst[order][keep], np.arange(n + 1))
-    for cursor_bytes in (tuning.CURSOR_BYTES, 8):
-        tuning_before, tuning.CURSOR_BYTES = tuning.CURSOR_BYTES, cursor_bytes
-        try:
-            with numba_threads(2):
-                in_ptr, in_idx, in_w, out_ptr, out_idx = compress(src, dst, w, n, dedup)
-                t_ptr, t_idx, t_w = transpose(in_ptr, in_idx, in_w, n)
-        finally:
-            tuning.CURSOR_BYTES = tuning_before
+    for two in (False, True):
+        with passes_forced(two):
+            in_ptr, in_idx, in_w, out_ptr, out_idx = compress(src, dst, w, n, dedup)
+            t_ptr, t_idx, t_w = transpose(in_ptr, in_idx, in_w, n)
         assert np.array_equal(in_ptr, want_ptr) and np.array_equal(in_idx, want_idx)
         assert np.array_equal(in_w.view(np.int32), want_w.view(np.int32))
         pairs = sorted(zip(want_idx.tolist(), np.repeat(np.arange(n), np.diff(want_ptr))))
