@@ -19,8 +19,18 @@ _RULE_CODES = {"first": 0, "min": 1, "max": 2, "sum": 3}
 
 @numba.njit(cache=True, nogil=True, parallel=True)
 def _counts_to_cursors(cursor, ptr):
-    """Turn per-chunk key counts into each chunk's first write position per key."""
-    for k in numba.prange(cursor.shape[1]):
+    """Turn per-chunk key counts into ``ptr`` (each key's first position: the counts'
+    column sums, scanned) and each chunk's first write position per key."""
+    keys = cursor.shape[1]
+    for k in numba.prange(keys):
+        total = 0
+        for t in range(cursor.shape[0]):
+            total += cursor[t, k]
+        ptr[k + 1] = total
+    ptr[0] = 0
+    for k in range(keys):
+        ptr[k + 1] += ptr[k]
+    for k in numba.prange(keys):
         acc = ptr[k]
         for t in range(cursor.shape[0]):
             c = cursor[t, k]
@@ -29,26 +39,80 @@ def _counts_to_cursors(cursor, ptr):
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def _scatter_by_key(keys, vals, wts, ptr, out_vals, out_wts, bounds):
-    """Stable counting-sort scatter of ``vals`` (and ``wts`` if non-empty) by ``keys``
-    into the segments of ``ptr``. Items are cut into chunks at ``bounds``; each chunk
-    counts, gets its own cursors, then scatters in parallel (order within a key is kept)."""
+def _scatter_by_digit(keys, shift, mask, vals, wts, ptr, out_keys, out_vals, out_wts,
+                      bounds):
+    """Stable counting-sort scatter of ``vals`` (and ``keys``, ``wts`` where their
+    outputs are non-empty) by the digit (key >> shift) & mask, one of len(ptr) - 1;
+    fills ``ptr`` with each digit's first position. Items are cut into chunks at
+    ``bounds``; each chunk counts, gets its own cursors, then scatters in parallel
+    (order within a digit is kept)."""
     chunks = bounds.shape[0] - 1
-    n = ptr.shape[0] - 1
-    cursor = np.zeros((chunks, n), np.int64)
+    cursor = np.zeros((chunks, ptr.shape[0] - 1), np.int64)
     for t in numba.prange(chunks):
         for i in range(bounds[t], bounds[t + 1]):
-            cursor[t, keys[i]] += 1
+            cursor[t, (keys[i] >> shift) & mask] += 1
     _counts_to_cursors(cursor, ptr)
-    with_w = wts.shape[0] > 0
+    with_k, with_w = out_keys.shape[0] > 0, out_wts.shape[0] > 0
     for t in numba.prange(chunks):
         for i in range(bounds[t], bounds[t + 1]):
-            k = keys[i]
-            p = cursor[t, k]
+            d = (keys[i] >> shift) & mask
+            p = cursor[t, d]
             out_vals[p] = vals[i]
+            if with_k:
+                out_keys[p] = keys[i]
             if with_w:
                 out_wts[p] = wts[i]
-            cursor[t, k] = p + 1
+            cursor[t, d] = p + 1
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _pointer_of_sorted(keys, ptr):
+    """Fill ``ptr`` (n + 1 entries) with each key's first position in the sorted
+    ``keys`` (all in [0, n)): position i starts the keys above keys[i - 1] up to keys[i]."""
+    m, n = keys.shape[0], ptr.shape[0] - 1
+    for i in numba.prange(m + 1):
+        lo = keys[i - 1] + 1 if i > 0 else 0
+        hi = keys[i] if i < m else n
+        for k in range(lo, hi + 1):
+            ptr[k] = i
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _column_ids(ptr, ids, bounds):
+    """ids[e] = the segment of ``ptr`` that item e is in, over the segment runs ``bounds``."""
+    for chunk in numba.prange(bounds.shape[0] - 1):
+        for v in range(bounds[chunk], bounds[chunk + 1]):
+            ids[ptr[v]:ptr[v + 1]] = v
+
+
+def _digit_pass(keys, shift, mask, digits, vals, wts, with_keys, val_dtype):
+    """(the digits' pointer, keys or an empty array, vals as ``val_dtype``, wts) stably
+    scattered by the digit (key >> shift) & mask, one of ``digits``."""
+    out_keys = np.empty(len(keys) if with_keys else 0, keys.dtype)
+    out_vals, out_wts = np.empty(len(vals), val_dtype), np.empty_like(wts)
+    ptr = np.empty(digits + 1, np.int64)
+    _scatter_by_digit(keys, shift, mask, vals, wts, ptr, out_keys, out_vals, out_wts,
+                      np.linspace(0, len(keys), _chunk_count(digits) + 1).astype(np.int64))
+    return ptr, out_keys, out_vals, out_wts
+
+
+def sort_by_key(keys, n, vals, wts, val_dtype):
+    """(ptr, vals as ``val_dtype``, wts) of ``vals`` (and ``wts`` unless empty) stably
+    sorted by ``keys`` (each in [0, n)), ptr each key's first position. One counting-sort
+    pass over the whole key while ``tuning.CURSOR_BYTES`` holds the cursors of enough
+    chunks (:func:`_one_pass`); else two, each over half of the key's bits with a chunk
+    per thread (the low half first: the second pass, stable, keeps its order)."""
+    if _one_pass(n):
+        ptr, _, out_vals, out_wts = _digit_pass(keys, 0, -1, n, vals, wts, False, val_dtype)
+        return ptr, out_vals, out_wts
+    low = max(1, int(n - 1).bit_length() // 2)
+    for shift, mask, digits in ((0, (1 << low) - 1, 1 << low),
+                                (low, -1, ((n - 1) >> low) + 1)):
+        _, keys, vals, wts = _digit_pass(keys, shift, mask, digits, vals, wts, True,
+                                         val_dtype)
+    ptr = np.empty(n + 1, np.int64)
+    _pointer_of_sorted(keys, ptr)
+    return ptr, vals, wts
 
 
 def segment_chunks(ptr, chunks):
@@ -139,8 +203,8 @@ def _merge_duplicates(ptr, vals, wts, new_ptr, out_vals, out_wts, rule, bounds):
 
 @numba.njit(cache=True, nogil=True, parallel=True)
 def _transpose(in_ptr, in_idx, in_w, out_ptr, out_idx, out_w, col_bounds):
-    """Fill the CSR (out-edges, and their weights unless ``in_w`` is empty) from the CSC;
-    targets come out sorted per row. Columns are cut into chunks at ``col_bounds`` that
+    """Fill the CSR (out-edges, and their weights unless ``in_w`` is empty, and out_ptr)
+    from the CSC; targets come out sorted per row. Columns are cut into chunks at ``col_bounds`` that
     count and scatter in parallel."""
     chunks = col_bounds.shape[0] - 1
     n = in_ptr.shape[0] - 1
@@ -232,13 +296,27 @@ def symmetric_union(in_ptr, in_idx, in_w, out_ptr, out_idx, out_w):
 
 def transpose(in_ptr, in_idx, in_w, n):
     """(out_ptr, out_idx, out_w): the CSR of the CSC (in_ptr, in_idx, in_w) over ``n``
-    vertices, targets sorted per source; out_w is None when in_w is."""
-    out_ptr = _pointer(in_idx, n)
-    out_idx = np.empty_like(in_idx)
-    out_w = np.empty(0 if in_w is None else len(in_w), np.float32)
-    _transpose(in_ptr, in_idx, out_w if in_w is None else in_w, out_ptr, out_idx, out_w,
-               segment_chunks(in_ptr, _chunk_count(n)))
+    vertices, targets sorted per source; out_w is None when in_w is. Columns scatter
+    from where they are while one pass does (see :func:`sort_by_key`), else each
+    edge's column is written out and sorted by source."""
+    w = np.empty(0, np.float32) if in_w is None else in_w
+    if _one_pass(n):
+        out_ptr, out_idx, out_w = np.empty(n + 1, np.int64), np.empty_like(in_idx), \
+            np.empty_like(w)
+        _transpose(in_ptr, in_idx, w, out_ptr, out_idx, out_w,
+                   segment_chunks(in_ptr, _chunk_count(n)))
+    else:
+        columns = np.empty_like(in_idx)
+        _column_ids(in_ptr, columns, thread_runs(in_ptr))
+        out_ptr, out_idx, out_w = sort_by_key(in_idx, n, columns, w, in_idx.dtype)
     return out_ptr, out_idx, None if in_w is None else out_w
+
+
+def _one_pass(n):
+    """Whether a counting sort over ``n`` keys runs in one pass: unless the chunks its
+    cursors allow, times ``tuning.TWO_PASS_WORK``, are fewer than the threads (two
+    passes, each item moved twice, keys too, run a chunk per thread)."""
+    return _chunk_count(n) * tuning.TWO_PASS_WORK >= numba.get_num_threads()
 
 
 def _chunk_count(n):
@@ -251,10 +329,11 @@ def index_dtype(num_vertices):
     return np.dtype(np.int32) if num_vertices < 2**31 else np.dtype(np.int64)
 
 
-def _pointer(keys, n):
-    ptr = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(keys, minlength=n), out=ptr[1:])
-    return ptr
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _as_float32(values, out):
+    """out[:] = values rounded to float32 as NumPy's astype does, in parallel."""
+    for i in numba.prange(values.shape[0]):
+        out[i] = values[i]
 
 
 def compress(src, dst, weight, n, dedup):
@@ -264,13 +343,10 @@ def compress(src, dst, weight, n, dedup):
     when ``weight`` is) and its CSR (targets sorted per source), by parallel counting
     sorts: O(|V| + |E|), no comparison sort over all edges."""
     idx_t = index_dtype(n)
-    in_ptr = _pointer(dst, n)
-    in_idx = np.empty(len(src), idx_t)
-    w_in = np.empty(0, np.float32) if weight is None else weight.astype(np.float32)
-    w = np.empty(len(w_in), np.float32)
-    chunks = _chunk_count(n)
-    bounds = np.linspace(0, len(src), chunks + 1).astype(np.int64)
-    _scatter_by_key(dst, src, w_in, in_ptr, in_idx, w, bounds)
+    w_in = np.empty(0 if weight is None else len(weight), np.float32)
+    if weight is not None:
+        _as_float32(weight, w_in)
+    in_ptr, in_idx, w = sort_by_key(dst, n, src, w_in, idx_t)
     del src, dst, w_in
     runs = thread_runs(in_ptr)
     counts = _sort_segments(in_ptr, in_idx, w, dedup is not None, runs)
@@ -315,6 +391,55 @@ def count_nonfinite(values):
         if not np.isfinite(values[i]):
             count += 1
     return count
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _first_two(values, weights, bound, check_bound, bounds):
+    """(first i failing test a, first i failing test b; len(values) where none), each
+    chunk of ``bounds`` scanning in parallel from its start until it has found both.
+    Ids (not ``weights``): a is values[i] >= 0, b is values[i] < bound (when
+    ``check_bound``). Weights: a is isfinite(values[i]), b is |values[i]| < bound."""
+    n = values.shape[0]
+    first_a = np.full(bounds.shape[0] - 1, n, np.int64)
+    first_b = np.full(bounds.shape[0] - 1, n, np.int64)
+    for t in numba.prange(bounds.shape[0] - 1):
+        for i in range(bounds[t], bounds[t + 1]):
+            v = values[i]
+            fails_a = not np.isfinite(v) if weights else v < 0
+            fails_b = check_bound and (abs(v) >= bound if weights else v >= bound)
+            if fails_a and first_a[t] == n:
+                first_a[t] = i
+            if fails_b and first_b[t] == n:
+                first_b[t] = i
+            if first_a[t] < n and (first_b[t] < n or not check_bound):
+                break
+    return first_a.min(), first_b.min()
+
+
+def _first_failures(values, weights, bound, check_bound):
+    """:func:`_first_two` over chunks of ``values`` (4 a Numba thread), None for none."""
+    values = np.asarray(values)
+    if len(values) == 0:
+        return None, None
+    bounds = np.linspace(0, len(values), 4 * numba.get_num_threads() + 1).astype(np.int64)
+    found = _first_two(values, weights, values.dtype.type(bound), check_bound, bounds)
+    return tuple(None if i == len(values) else int(i) for i in found)
+
+
+def first_outside(ids, n):
+    """(index of the first id below 0, index of the first id at least ``n``: None where
+    there is none, and for the second when ``n`` is None), in one parallel pass."""
+    ids = np.asarray(ids)
+    check = n is not None and n <= np.iinfo(ids.dtype).max  # else no id reaches n
+    return _first_failures(ids, False, max(n, np.iinfo(ids.dtype).min) if check else 0,
+                           check)
+
+
+def first_unfit(weights, limit):
+    """(index of the first non-finite weight, index of the first with magnitude at least
+    ``limit``, infinities included; None where there is none), in one parallel pass over
+    float ``weights``."""
+    return _first_failures(weights, True, limit, True)
 
 
 def pointer_error(ptr, num_items):

@@ -25,7 +25,7 @@ import numpy as np
 
 from . import tuning
 from .coloring import KEPT, hybrid_coloring
-from .csr import sort_segments, transpose
+from .csr import sort_by_key, sort_segments, transpose
 from .errors import GraphError
 from .threadcount import numba_threads
 
@@ -39,19 +39,21 @@ def degree_order(graph) -> np.ndarray:
     The tie-break packs together the sources that a hub's in-edges read: RMAT's many
     vertices of degree 1, 2, 3 (half of RMAT-20's edges come from vertices below the
     top 1%) otherwise sit in random order within their degree, and each read of one
-    misses the caches alone. Both sorts are stable counting sorts, O(N) each."""
+    misses the caches alone. The sorts are stable parallel counting sorts, O(N) each
+    (:func:`hetgraph.csr.sort_by_key`)."""
     n = graph.num_vertices
     degree = graph.out_degree()
     fewer = degree.max(initial=0) - degree  # the key of decreasing degree, from 0
     buckets = int(fewer.max(initial=0)) + 1
-    by_degree = _stable_by(fewer, np.arange(n, dtype=np.int64), buckets)
+    vertices, none = np.arange(n, dtype=np.int64), np.empty(0, np.float32)
+    by_degree = sort_by_key(fewer, buckets, vertices, none, np.int64)[1]
     rank = np.empty(n, graph.index_dtype)
-    rank[by_degree] = np.arange(n, dtype=graph.index_dtype)
+    _invert(by_degree, rank)
     first = np.empty(n, graph.index_dtype)
     _lowest_neighbour(graph.out_indptr, graph.out_indices, rank, first)
     # least significant key first: by neighbour, then (stably) by degree
-    return _stable_by(fewer, _stable_by(first, np.arange(n, dtype=np.int64), n + 1),
-                      buckets)
+    by_first = sort_by_key(first, n + 1, vertices, none, np.int64)[1]
+    return sort_by_key(fewer[by_first], buckets, by_first, none, np.int64)[1]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -232,11 +234,10 @@ def renumber(graph, perm):
     An undirected graph's CSC is its CSR: renamed once."""
     n = graph.num_vertices
     perm = np.asarray(perm, np.int64)
-    if perm.shape != (n,) or not np.array_equal(np.sort(perm), np.arange(n)):
+    inv = np.empty(n, graph.index_dtype)
+    if perm.shape != (n,) or not _invert(perm, inv):
         raise GraphError(f"the vertex order must be a permutation of 0..{n - 1} "
                          f"(got shape {perm.shape}); build it with np.argsort")
-    inv = np.empty(n, graph.index_dtype)
-    inv[perm] = np.arange(n, dtype=graph.index_dtype)
     symmetric, skewed = _csc_is_csr(graph), is_skewed(graph)
     csc = _renamed_rows(graph.in_indptr, graph.in_indices, graph.in_weights, perm, inv,
                         not skewed)
@@ -251,6 +252,27 @@ def renumber(graph, perm):
     out_ptr, out_idx = (csr[0].copy(), csr[1].copy()) if csr is csc else csr[:2]
     labels = perm if graph.labels is None else graph.labels[perm]
     return graph.with_arrays(in_ptr, in_idx, weights, out_ptr, out_idx, labels=labels)
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _invert(perm, inv):
+    """Whether ``perm`` is a permutation of 0..len(inv) - 1, with ``inv`` its inverse
+    when it is: each entry in range is written where it points, in parallel, and n
+    entries cover all n places only when no two point at one."""
+    n = inv.shape[0]
+    for i in numba.prange(n):
+        inv[i] = -1
+    outside = 0
+    for i in numba.prange(n):
+        if perm[i] < 0 or perm[i] >= n:
+            outside += 1
+        else:
+            inv[perm[i]] = i
+    covered = 0
+    for i in numba.prange(n):
+        if inv[i] >= 0:
+            covered += 1
+    return outside == 0 and covered == n
 
 
 def _csc_is_csr(graph):

@@ -10,6 +10,10 @@ for a process (``hetgraph.tuning.SEGMENT_SECONDS = 0.5``).
 BLOCK_BYTES = 32 << 20  # text parsed per task: amortizes a task; 2 per thread are in flight
 SEGMENT_CHUNKS = 8  # equal-edge runs per thread in segment sorts: hubs sort slower per edge
 CURSOR_BYTES = 256 << 20  # memory the per-chunk cursors of a parallel counting sort may take
+TWO_PASS_WORK = 2  # a two-pass counting sort's work per item over a one-pass sort's: two
+# passes run when one pass's chunks times this fall short of the threads
+DRAW_PART = 1 << 22  # random values a thread draws at a time (a generator's copy each): small
+# enough that the parts spread over the threads, large enough that a copy's start is lost
 CRC_CHUNK = 64 << 20  # bytes per zlib.crc32 call of a store block's checksum
 LOAD_THREADS = 8  # threads reading and checking a store's page blocks as it loads: CRC32 and id
 # checks run at about 1-2 GB/s a thread, so one thread made loading cost seconds

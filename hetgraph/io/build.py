@@ -4,10 +4,11 @@ label columns of tables and DataFrames are factorized into ids first."""
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 import pandas as pd
 
-from ..csr import DEDUP_RULES, compress
+from ..csr import DEDUP_RULES, compress, first_outside, first_unfit
 from ..errors import GraphError, InputFormatError
 from ..graph import Graph
 from .limits import require_memory
@@ -39,24 +40,23 @@ def _check_arrays(src, dst, weight, num_vertices, source):
         if weight.shape != src.shape:
             raise GraphError(f"{source}: weight array has shape {weight.shape}, "
                              f"edges have {src.shape}; give one weight per edge")
-        bad = ~np.isfinite(weight)
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise GraphError(f"{source}: edge {i} has weight {float(weight[i])}; "
-                             "every weight must be finite")
-        big = np.abs(weight) >= FLOAT32_INF_FROM
-        if big.any():
-            i = int(np.argmax(big))
-            raise GraphError(f"{source}: edge {i} has weight {float(weight[i])}, beyond float32")
+        nonfinite, big = first_unfit(weight, FLOAT32_INF_FROM)
+        if nonfinite is not None:
+            raise GraphError(f"{source}: edge {nonfinite} has weight "
+                             f"{float(weight[nonfinite])}; every weight must be finite")
+        if big is not None:
+            raise GraphError(f"{source}: edge {big} has weight {float(weight[big])}, "
+                             "beyond float32")
     for name, arr in (("source", src), ("target", dst)):
-        if arr.size and arr.min() < 0:
-            i = int(np.argmax(arr < 0))
-            raise GraphError(f"{source}: edge {i} has negative {name} id {int(arr[i])}; "
-                             "ids must be >= 0 (pass labels through ids='str' or relabel first)")
-        if num_vertices is not None and arr.size and arr.max() >= num_vertices:
-            i = int(np.argmax(arr >= num_vertices))
-            raise GraphError(f"{source}: edge {i} has {name} id {int(arr[i])} but the graph "
-                             f"declares {num_vertices} vertices; fix the edge or the count")
+        negative, beyond = first_outside(arr, num_vertices)
+        if negative is not None:
+            raise GraphError(f"{source}: edge {negative} has negative {name} id "
+                             f"{int(arr[negative])}; ids must be >= 0 (pass labels "
+                             "through ids='str' or relabel first)")
+        if beyond is not None:
+            raise GraphError(f"{source}: edge {beyond} has {name} id {int(arr[beyond])} "
+                             f"but the graph declares {num_vertices} vertices; fix the "
+                             "edge or the count")
 
 
 def build_graph(src, dst, weight=None, *, directed=True, num_vertices=None, labels=None,
@@ -94,13 +94,49 @@ def build_graph(src, dst, weight=None, *, directed=True, num_vertices=None, labe
             num_vertices = int(max(src.max(initial=-1), dst.max(initial=-1))) + 1
     require_memory(num_vertices, len(src) * (1 if directed else 2), source, "building")
     if not self_loops:
-        keep = src != dst
-        src, dst = src[keep], dst[keep]
-        weight = None if weight is None else weight[keep]
+        src, dst, weight = drop_self_loops(src, dst, weight)
     if not directed:
         src, dst, weight = symmetrize(src, dst, weight)
     return Graph(*compress(src, dst, weight, num_vertices, dedup), directed=directed,
                  labels=labels, name=name)
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _loops_per_chunk(src, dst, bounds):
+    """How many self-loops each chunk of ``bounds`` holds."""
+    loops = np.zeros(bounds.shape[0] - 1, np.int64)
+    for t in numba.prange(bounds.shape[0] - 1):
+        for i in range(bounds[t], bounds[t + 1]):
+            if src[i] == dst[i]:
+                loops[t] += 1
+    return loops
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _copy_non_loops(src, dst, weight, bounds, starts, out_src, out_dst, out_w):
+    """Copy each chunk's edges but its self-loops, in order, to its place ``starts``."""
+    with_w = weight.shape[0] > 0
+    for t in numba.prange(bounds.shape[0] - 1):
+        to = starts[t]
+        for i in range(bounds[t], bounds[t + 1]):
+            if src[i] != dst[i]:
+                out_src[to], out_dst[to] = src[i], dst[i]
+                if with_w:
+                    out_w[to] = weight[i]
+                to += 1
+
+
+def drop_self_loops(src, dst, weight):
+    """(src, dst, weight) without the u -> u edges, in order (weight None when it is),
+    in parallel over chunks of edges (4 a Numba thread)."""
+    bounds = np.linspace(0, len(src), 4 * numba.get_num_threads() + 1).astype(np.int64)
+    kept = np.diff(bounds) - _loops_per_chunk(src, dst, bounds)
+    starts = np.concatenate([[0], np.cumsum(kept)])
+    w = np.empty(0) if weight is None else weight
+    out_src, out_dst = np.empty(starts[-1], src.dtype), np.empty(starts[-1], dst.dtype)
+    out_w = np.empty(starts[-1] if len(w) else 0, w.dtype)
+    _copy_non_loops(src, dst, w, bounds, starts, out_src, out_dst, out_w)
+    return out_src, out_dst, None if weight is None else out_w
 
 
 def symmetrize(src, dst, weight):

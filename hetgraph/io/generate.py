@@ -3,13 +3,18 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numba
 import numpy as np
 
+from .. import tuning
 from ..csr import index_dtype
 from ..errors import GraphError
 from .build import build_graph
 
+
+_DRAW_BLOCK = 1 << 15  # values drawn by one NumPy call: 256 KiB, copied out of the cache
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -46,6 +51,28 @@ def _rmat_edges(seed, scale, t_ab, t_a, t_abc, perm, src, dst):
             v = (v << 1) | bit_v
         src[e] = perm[u]
         dst[e] = perm[v]
+
+
+def _uniform(rng, low, high, size):
+    """``rng.uniform(low, high, size=size)``, the same values, drawn in parallel: part k
+    of ``tuning.DRAW_PART`` values comes from a copy of ``rng``'s PCG64 advanced past
+    the parts before it (one draw a value), on the Numba thread count of Python threads
+    (NumPy draws without the GIL). ``rng`` itself is not advanced."""
+    cuts = list(range(0, size, tuning.DRAW_PART)) + [size]
+    out = np.empty(size)
+
+    def draw(k):
+        part = np.random.PCG64()
+        part.state = rng.bit_generator.state
+        part.advance(cuts[k])
+        generator = np.random.Generator(part)
+        for at in range(cuts[k], cuts[k + 1], _DRAW_BLOCK):  # each block copied from cache
+            end = min(at + _DRAW_BLOCK, cuts[k + 1])
+            out[at:end] = generator.uniform(low, high, size=end - at)
+
+    with ThreadPoolExecutor(numba.get_num_threads()) as pool:
+        list(pool.map(draw, range(len(cuts) - 1)))
+    return out
 
 
 def rmat(scale, edge_factor=16, a=0.57, b=0.19, c=0.19, *, seed=1, permute=True,
@@ -106,7 +133,7 @@ def rmat(scale, edge_factor=16, a=0.57, b=0.19, c=0.19, *, seed=1, permute=True,
     dst = np.empty(m, index_dtype(n))
     to16 = lambda p: np.uint64(min(int(round(p * 65536)), 65536))  # noqa: E731
     _rmat_edges(seed, scale, to16(a + b), to16(a), to16(a + b + c), perm, src, dst)
-    w = None if weights is None else rng.uniform(weights[0], weights[1], size=m)
+    w = None if weights is None else _uniform(rng, weights[0], weights[1], m)
     return build_graph(src, dst, w, directed=directed, num_vertices=n, self_loops=self_loops,
                        dedup=dedup, source="rmat", name=name or f"rmat-{scale}")
 
@@ -212,6 +239,6 @@ def erdos_renyi(n, p=None, *, m=None, directed=True, seed=1, weights=None, name=
         i = (n - 2 - np.floor(np.sqrt(-8.0 * keys + 4.0 * n * (n - 1) - 7) / 2.0 - 0.5)).astype(np.int64)
         start = i * (2 * n - i - 1) // 2
         src, dst = i, keys - start + i + 1
-    w = None if weights is None else rng.uniform(weights[0], weights[1], size=m)
+    w = None if weights is None else _uniform(rng, weights[0], weights[1], m)
     return build_graph(src, dst, w, directed=directed, num_vertices=n, source="erdos_renyi",
                        name=name or f"er-{n}")
