@@ -20,7 +20,6 @@ goes through Dask's comms.
 
 from __future__ import annotations
 
-import atexit
 import hmac
 import logging
 import os
@@ -101,20 +100,10 @@ def listen(directory, address, secret, answer):
             return address in _LISTENING
         _sweep(directory)
         path = datagrams.path_of(directory, address, PREFIX)
-        datagrams.unlink(path)  # (left by a process that died at this address)
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        old = os.umask(0o077)
-        try:
-            sock.bind(path)
-            sock.listen()
-        except OSError as exc:
-            sock.close()
-            log.debug("no call socket at %s: %s", path, exc)
+        sock = datagrams.private_socket(path, socket.SOCK_STREAM)
+        if sock is None:
             return False
-        finally:
-            os.umask(old)
         _LISTENING[address] = (sock, path)
-        atexit.register(datagrams.unlink, path)  # (a worker may end without its close)
     threading.Thread(target=_accept, args=(sock, answer), daemon=True,
                      name=f"hetgraph-calls-{address}").start()
     return True

@@ -58,22 +58,35 @@ def listen(directory, address, deliver):
             return True
         _sweep(directory)
         path = path_of(directory, address)
-        unlink(path)  # (left by a process that died at this address)
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        old = os.umask(0o077)
-        try:
-            sock.bind(path)
-        except OSError as exc:  # (a directory whose paths are too long for a socket)
-            sock.close()
-            log.debug("no message socket at %s: %s", path, exc)
+        sock = private_socket(path, socket.SOCK_DGRAM)
+        if sock is None:
             return False
-        finally:
-            os.umask(old)
         _LISTENING[address] = (sock, path)
-        atexit.register(unlink, path)  # (a worker's process may end without its close)
     threading.Thread(target=_serve, args=(sock, deliver), daemon=True,
                      name=f"hetgraph-mail-{address}").start()
     return True
+
+
+def private_socket(path, kind):
+    """A Unix socket of ``kind`` bound at ``path`` for this user alone (mode 0600: the
+    umask 077 while it binds; a file a killed process left there removed first; the
+    socket removed at this process's exit), a stream socket listening; None where it
+    cannot bind (a directory whose paths are too long for a socket)."""
+    unlink(path)
+    sock = socket.socket(socket.AF_UNIX, kind)
+    old = os.umask(0o077)
+    try:
+        sock.bind(path)
+        if kind == socket.SOCK_STREAM:
+            sock.listen()
+    except OSError as exc:
+        sock.close()
+        log.debug("no socket at %s: %s", path, exc)
+        return None
+    finally:
+        os.umask(old)
+    atexit.register(unlink, path)  # (a process may end without closing it)
+    return sock
 
 
 def _sweep(directory):
