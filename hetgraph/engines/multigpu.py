@@ -7,7 +7,10 @@ its own vertices' values and flags. In sync mode a GPU launches its resident pag
 runs (``tuning.MULTI_GPU_RUNS``), those of most vertices first, and copies each run's
 new values to the others on a copy stream while its next run computes; the rest (async
 mode, streamed pages) are copied on the stream that computed them once its pass ends.
-Every GPU's next work waits for the copies into it.
+A large run goes to three or more peers relayed (``tuning.MULTI_GPU_RELAY_BYTES``): one
+slice to each, which forwards it to the others on its relay stream, so that every GPU's
+outbound link carries its values about once. Every GPU's next work waits for the
+copies into it.
 The activated counts cross the same way, and each GPU sums them on the device: a
 chained iteration's kernels return at once when the whole previous iteration activated
 nothing, so several iterations stay in flight and the host never waits between them.
@@ -127,6 +130,8 @@ class MultiGpuEngine(Engine):
         cp = self.cupy
         self._copy_streams = [self._on(d, lambda: cp.cuda.Stream(non_blocking=True))
                               for d in self.devices] if sync else []
+        self._relay_streams = [self._on(d, lambda: cp.cuda.Stream(non_blocking=True))
+                               for d in self.devices] if sync and len(self.devices) > 2 else []
         self._unsent = []
         for i, engine in enumerate(self.engines):
             v0, v1 = engine.vertices
@@ -247,6 +252,8 @@ class MultiGpuEngine(Engine):
                 done.append(stream.record())
                 if self._copy_streams:
                     done.append(self._copy_streams[j].record())
+                if self._relay_streams:
+                    done.append(self._relay_streams[j].record())
         for device in self.devices:
             with cp.cuda.Device(device):
                 stream = cp.cuda.get_current_stream()
@@ -260,7 +267,28 @@ class MultiGpuEngine(Engine):
         copies = self._copy_streams[j]
         copies.wait_event(main.record())
         starts = self.partition.shard_start
-        self._send(j, int(starts[first_shard]), int(starts[end_shard]), copies)
+        v0, v1 = int(starts[first_shard]), int(starts[end_shard])
+        if self._relay_streams and \
+                (v1 - v0) * self.spec.dtype.itemsize >= tuning.MULTI_GPU_RELAY_BYTES:
+            self._relay(j, v0, v1, copies)
+        else:
+            self._send(j, v0, v1, copies)
+
+    def _relay(self, j, v0, v1, stream):
+        """Copy GPU ``j``'s new values of vertices [v0, v1) to the other GPUs as slices,
+        one to each on ``stream``, which forwards its slice to the rest on its relay
+        stream once it arrived."""
+        peers = [i for i in range(len(self.devices)) if i != j]
+        bounds = np.linspace(v0, v1, len(peers) + 1).astype(np.int64).tolist()
+        for i, a, b in zip(peers, bounds[:-1], bounds[1:]):
+            self._copy(j, i, a, b, stream)
+            arrived = stream.record()
+            with self.cupy.cuda.Device(self.devices[i]):  # (its stream's device current)
+                relay = self._relay_streams[i]
+                relay.wait_event(arrived)
+                for m in peers:
+                    if m != i:
+                        self._copy(i, m, a, b, relay)
 
     def _send(self, j, v0, v1, stream):
         """Copy GPU ``j``'s values written this iteration of vertices [v0, v1) into the
@@ -268,12 +296,19 @@ class MultiGpuEngine(Engine):
         ``stream``."""
         if v1 <= v0:
             return
-        size = self.engines[j].values.itemsize
-        for i, device in enumerate(self.devices):
+        for i in range(len(self.devices)):
             if i != j:
-                self.cupy.cuda.runtime.memcpyPeerAsync(
-                    self._targets[i] + v0 * size, device, self._targets[j] + v0 * size,
-                    self.devices[j], (v1 - v0) * size, stream.ptr)
+                self._copy(j, i, v0, v1, stream)
+
+    def _copy(self, j, i, v0, v1, stream):
+        """Copy the values of vertices [v0, v1) written this iteration from GPU ``j``'s
+        array into GPU ``i``'s, on ``stream``."""
+        if v1 <= v0:
+            return
+        size = self.engines[j].values.itemsize
+        self.cupy.cuda.runtime.memcpyPeerAsync(
+            self._targets[i] + v0 * size, self.devices[i], self._targets[j] + v0 * size,
+            self.devices[j], (v1 - v0) * size, stream.ptr)
 
     def _sum_counts(self, slot):
         """On every GPU, in stream order after the copies, the activated counts of counter
