@@ -100,10 +100,6 @@ MULTI_GPU_RUNS = 4
 # ... but one run a this many bytes of the GPU's own values: a range of a few hubs goes in
 # one run (more runs leave the pass a tail each)
 MULTI_GPU_RUN_BYTES = 16 << 20
-# a run of at least this many bytes of values goes to three or more other GPUs relayed:
-# a slice to each, which forwards it to the rest, so that the GPU of most vertices sends
-# its values once, not once a peer (its outbound link bounded the iteration)
-MULTI_GPU_RELAY_BYTES = 4 << 20
 # a destination vertex's cost in a GPU pull pass, in edges: GPUs share pages by it
 GPU_VERTEX_EDGES = 1.5
 

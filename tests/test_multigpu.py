@@ -4,14 +4,12 @@ one) gives the one-GPU engine's answers: exactly for the min programs, PageRank 
 1e-6 in L1."""
 
 import collections
-import sys
 
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
 import hetgraph as hg
-from hetgraph import tuning
 from hetgraph.algorithms.bfs import BreadthFirst
 from hetgraph.algorithms.cc import MinLabel
 from hetgraph.algorithms.pagerank import PageRank
@@ -294,38 +292,3 @@ def test_a_gpu_run_on_a_cluster_of_several_gpus_shares_its_pages(monkeypatch):
                 assert np.abs(result.values - one[name]).sum() < 1e-6
             else:
                 np.testing.assert_array_equal(result.values, one[name])
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("name", sorted(GRAPHS))
-def test_runs_relayed_through_the_other_gpus_answer_as_one(name, monkeypatch):
-    """Every run of three or more GPUs (three engines on one GPU where there are fewer)
-    sent as slices each peer forwards: the same answers as one GPU."""
-    import cupy as cp
-
-    from hetgraph.engines import multigpu
-
-    count = cp.cuda.runtime.getDeviceCount()
-    monkeypatch.setattr(tuning, "MULTI_GPU_RELAY_BYTES", 0)
-    monkeypatch.setattr(tuning, "MULTI_GPU_RUN_BYTES", 1)  # (every GPU in four runs)
-    relayed = []
-    monkeypatch.setattr(multigpu.MultiGpuEngine, "_relay", _counted(
-        multigpu.MultiGpuEngine._relay, relayed))
-    monkeypatch.setattr(sys.modules[__name__], "_devices",
-                        lambda: list(range(count)) if count > 2 else [0, 0, 0])
-    g = GRAPHS[name]()
-    source = int(np.argmax(g.out_degree()))
-    for program in (BreadthFirst(source), ShortestPaths(source)):
-        one, several = _both(program, g, queued=True)
-        np.testing.assert_array_equal(several, one, err_msg=type(program).__name__)
-    one, several = _both(PageRank(tol=None, dtype=np.float64), g, iterations=30, queued=True)
-    assert np.abs(several - one).sum() < 1e-6
-    assert relayed
-
-
-def _counted(function, calls):
-    """``function`` noting each call in ``calls``."""
-    def counted(*args, **kwargs):
-        calls.append(args[1:])
-        return function(*args, **kwargs)
-    return counted
