@@ -569,34 +569,3 @@ def test_a_warm_gpu_call_makes_no_initial_state_here_nor_compares_derived_arrays
     reached = np.isfinite(oracle["bfs"])
     np.testing.assert_array_equal(bfs.values[reached], oracle["bfs"][reached])
     np.testing.assert_allclose(sssp.values[reached], oracle["sssp"][reached], rtol=1e-12)
-
-
-@pytest.mark.parametrize("gpus", ["gpu1", "gpu2"])
-def test_the_result_is_finished_on_the_gpu_worker_not_here(graph, oracle, gpus, request,
-                                                            monkeypatch):
-    """A run on GPU worker processes comes back finished: the program's ``finalize``
-    (PageRank's rescale, BFS's unreached levels) runs on the worker's device, as in
-    process, not on the client's host over the whole result; answers against SciPy."""
-    from hetgraph.algorithms.bfs import BreadthFirst
-
-    cluster = request.getfixturevalue(gpus)
-    call = _pagerank if gpus == "gpu1" else _spread_call
-    finished_here = []
-
-    def spied(real):
-        def finalize(self, graph, values, xp=np):  # (takes xp: the program stays one
-            # that finishes on any device)
-            finished_here.append(type(self).__name__)
-            return real(self, graph, values, xp=xp)
-        return finalize
-
-    for program in (PageRank, BreadthFirst):
-        monkeypatch.setattr(program, "finalize", spied(program.finalize))
-    pagerank = call(graph, cluster)
-    bfs = _bounded(lambda: hg.bfs(graph, graph.label_of(_hub(graph)), cluster=cluster,
-                                  devices="gpu", page_bytes=PAGE_BYTES))
-    assert finished_here == []
-    np.testing.assert_allclose(pagerank.values, oracle["pagerank"], rtol=1e-10)
-    reached = np.isfinite(oracle["bfs"])
-    np.testing.assert_array_equal(bfs.values[reached], oracle["bfs"][reached])
-    assert (~reached).any() and (bfs.values[~reached] == -1).all()

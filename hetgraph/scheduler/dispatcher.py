@@ -287,22 +287,15 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
             0.0 if driver._spread is None else driver._spread.round_trips)
     if state.on_host:  # (a state kept on the GPU that came to the host)
         xp, device = np, contextlib.nullcontext()
-    values = state.values if state.finalized else _finalized(program, graph, state, xp,
-                                                              device)
+    with device:
+        values = to_host(program.finalize(graph, state.values, **(
+            {} if xp is np else {"xp": xp})))
     # (the result's alone: the run's objects, in reference cycles, may outlive it, and
     # values over a file lent to the result would keep the file, see hostshare.lend)
     state.values = state.new_values = None
     return Result(graph, values, program=spec.name, iterations=len(history),
                   converged=converged, history=history, mode=mode,
                   compile_seconds=compile_seconds, round_trip_seconds=round_trips)
-
-
-def _finalized(program, graph, state, xp, device):
-    """The run's result on the host: the program's ``finalize`` of the state's values on
-    the ``device`` of array module ``xp`` that holds them."""
-    with device:
-        return to_host(program.finalize(graph, state.values, **(
-            {} if xp is np else {"xp": xp})))
 
 
 def _color_cuts(coloring):

@@ -182,15 +182,12 @@ class Back:
     """A file that the client made on its host for a run's state to come back through
     from a worker of that host: ``path``, the vertices and the values' dtype (the flags
     follow the values); ``flags``: whether a hand-back writes the flags too (False: the
-    run's result, values alone, which the client then :func:`lend` s); ``finalized``
-    (set by the worker that handed the values back): they are the run's result, the
-    program's ``finalize`` applied."""
+    run's result, values alone, which the client then :func:`lend` s)."""
 
     path: str
     size: int
     dtype: str
     flags: bool = True
-    finalized: bool = False
 
     @property
     def nbytes(self):

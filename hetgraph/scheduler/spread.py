@@ -194,34 +194,18 @@ def _whole(run, state, back, ends=True):
     without a copy (the client takes it before this worker's next task changes it).
     ``state``: a host VertexState, or a GPU engine, whose arrays are copied from the
     device straight into the file. Without its flags where ``back`` says so (the run's
-    result) and the segment ``ends`` the run; the Back returned says which, and
-    whether the values are the run's result already (from a GPU: :func:`_result_on_device`)."""
+    result) and the segment ``ends`` the run; the Back returned says which."""
     if back is not None and os.path.exists(back.path):
         if not (ends or back.flags):  # (the run goes on: the client may need them)
             back = dataclasses.replace(back, flags=True)
         if isinstance(state, VertexState):
             hostshare.hand_back(back, state.values, state.flags)
-            return back
-        result = None if back.flags else _result_on_device(run, state.values)
-        # (from the device, into this worker's page-locked map of the file)
-        gpuowner.hand_back(back, state.values if result is None else result, state.flags)
-        return back if result is None else dataclasses.replace(back, finalized=True)
+        else:  # (from the device, into this worker's page-locked map of the file)
+            gpuowner.hand_back(back, state.values, state.flags)
+        return back
     values, flags = (state.values, state.flags) if isinstance(state.values, np.ndarray) \
         else (gpuowner.host_copy(state.values), gpuowner.host_copy(state.flags))
     return False, [(0, len(values))], [values], [flags]
-
-
-def _result_on_device(run, values):
-    """The run's result from the device ``values`` of its state: the program's
-    ``finalize`` applied there to a copy (the state stays as the iterations left it),
-    as an in-process run finishes on its GPU; None for a program that finishes on the
-    host only or whose finish changes the values' dtype or size."""
-    if not run.spec.any_device:
-        return None
-    run.spec.derived_arrays(run.graph)  # (what finalize reads, kept by the graph)
-    result = run.spec.program.finalize(run.graph, values.copy(), xp=module_of(values))
-    return result if result.dtype == values.dtype and result.shape == values.shape \
-        else None
 
 
 def _ends(status, first, rows, last):
@@ -880,12 +864,10 @@ class Spread:
         report = reports[0]
         rows = report.rows
         if isinstance(report.out, hostshare.Back):
-            state.finalized = report.out.finalized
-            back = dataclasses.replace(report.out, finalized=False)  # (for later runs)
-            if back.flags or self.lent or not hostshare.lendable(back):
-                hostshare.take(back, state.values, state.flags)
+            if report.out.flags or self.lent or not hostshare.lendable(report.out):
+                hostshare.take(report.out, state.values, state.flags)
             else:
-                state.values, self.lent = hostshare.lend(back), True
+                state.values, self.lent = hostshare.lend(report.out), True
             self.collected = version + 1
         elif report.out is not None:
             _, _, (values,), (flags,) = report.out

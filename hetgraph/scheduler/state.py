@@ -17,8 +17,7 @@ class VertexState:
         self.values = values
         self.new_values = _empty_like(values) if sync else values
         self.flags = flags
-        self.marks = _zeros_like(flags) if self.on_host else None  # (host passes only)
-        self.finalized = False  # whether values are the run's result, finalize applied
+        self.marks = np.zeros_like(flags) if self.on_host else None  # (host passes only)
 
     @property
     def on_host(self) -> bool:
@@ -49,7 +48,7 @@ class VertexState:
             self.values, self.flags = to_host(self.values), to_host(self.flags)
         self.new_values = pinned_empty(self.values.shape, self.values.dtype) \
             if self.sync else self.values
-        self.marks = _zeros_like(self.flags)
+        self.marks = np.zeros_like(self.flags)
 
     def swap(self):
         """Make the values written by a sync pull pass current."""
@@ -67,9 +66,3 @@ def _empty_like(array):
     """An uninitialised array like ``array``, of its array module."""
     return np.empty_like(array) if isinstance(array, np.ndarray) else \
         type(array)(array.shape, array.dtype)
-
-
-def _zeros_like(array):
-    """Zeros like the host ``array`` whose pages the kernel maps on first touch (calloc,
-    unlike ``np.zeros_like``): a run whose host passes never read them pays nothing."""
-    return np.zeros(array.shape, array.dtype)
