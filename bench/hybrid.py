@@ -23,7 +23,9 @@ better single device. The three placements run in turns, and those whose runs so
 took under REPEAT_BELOW seconds again (up to REPEATS runs each); the fastest is kept: a
 short run's total is dominated by its last iteration, which carries the Dask round trip
 of the segment (2-10 ms, varying run to run). Every run's seconds and CPU iterations are
-kept too ("every_run"): auto's placement varies from run to run, and so does a single
+kept too ("every_run", with its iterations' stretches of one placement and mode: which
+iterations a slow auto run placed elsewhere): auto's placement varies from run to run,
+and so does a single
 device (GPU-alone grid BFS on the H100: 61-110 ms in five runs), so auto is also
 compared median against median, and by the median of the ratios of each round's run on
 the better single device (by medians) and auto's run in the same round, which a change
@@ -125,7 +127,8 @@ def alternating_runs(call, option_sets):
                                "cpu_iterations": int((placed == "cpu").sum()),
                                "placed_alone": placed.iloc[0] if result.iterations and
                                (placed == placed.iloc[0]).all() and
-                               placed.iloc[0] != "hybrid" else None})
+                               placed.iloc[0] != "hybrid" else None,
+                               "stretches": stretches(result.history)})
             if name not in best or seconds < float(best[name].history["seconds"].sum()):
                 best[name] = result
     return {name: (best[name], runs[name]) for name in option_sets}
@@ -229,18 +232,18 @@ def summary(result):
             "per_iteration": [round(float(s), 6) for s in h["seconds"]],
             "placement_per_iteration": h["placement"].tolist(),
             "mode_per_iteration": h["mode"].tolist(),
-            "alpha": [None if np.isnan(a) else round(float(a), 3) for a in h["alpha"]]}
+            "alpha": [None if np.isnan(a) else round(float(a), 3) for a in h["alpha"]],
+            "stretches": stretches(h)}
 
 
-def stretches(run):
-    """The run's iterations as stretches of one placement and mode: "cpu notify-pull x330
-    13.3 ms, gpu pull x1449 39.3 ms, ..." """
-    rows = zip(run["placement_per_iteration"], run["mode_per_iteration"],
-               run["per_iteration"])
+def stretches(history):
+    """A run's iterations (its ``history`` DataFrame) as stretches of one placement and
+    mode: "cpu notify-pull x330 13.31 ms, gpu pull x1449 39.27 ms, ..." """
+    rows = zip(history["placement"], history["mode"], history["seconds"])
     parts = []
     for (placement, mode), group in itertools.groupby(rows, key=lambda r: r[:2]):
         seconds = [r[2] for r in group]
-        parts.append(f"{placement} {mode} x{len(seconds)} {sum(seconds) * 1e3:.1f} ms")
+        parts.append(f"{placement} {mode} x{len(seconds)} {sum(seconds) * 1e3:.2f} ms")
     return ", ".join(parts)
 
 
@@ -295,7 +298,7 @@ def bench_graph(name, g, cluster, gpu_options=None, placements=("cpu", "gpu", "a
               f"{row['auto_speedup_vs_best_single_median']:.2f}x, paired runs "
               f"{row['auto_speedup_vs_best_single_paired_median']:.2f}x); equal " +
               "/".join(str(runs[d]["equals_cpu"]) for d in placements[1:]), flush=True)
-        print("    auto:", stretches(runs["auto"]), "| median wall with setup: " +
+        print("    auto:", runs["auto"]["stretches"], "| median wall with setup: " +
               ", ".join(f"{d} {walls[d] * 1e3:.1f} ms" for d in placements) +
               f" ({row['auto_wall_vs_best_single_median']:.2f}x); first run: " +
               ", ".join(f"{d} {cold[d] * 1e3:.1f} ms" for d in placements) +

@@ -31,7 +31,10 @@ CPU_MODES = ("pull", "notify-pull", "push")
 _ITERATION, _PLACEMENT, _PRIORITY = (COLUMN[name] for name in
                                      ("iteration", "placement", "priority"))
 _ROW_FIELDS = operator.itemgetter(*(COLUMN[name] for name in (
-    "placement", "mode", "seconds", "gpu_seconds", "cpu_seconds", "edges", "f", "rho")))
+    "placement", "mode", "seconds", "gpu_seconds", "cpu_seconds", "edges", "f", "rho",
+    "h2d_bytes")))
+_MODE, _SECONDS = COLUMN["mode"], COLUMN["seconds"]
+_NO_GPU_ROWS = (0.0,) * 6  # (the GPU's totals of rows that hold none: see _row_totals)
 
 
 def frontier_growth(in_degree, out_degree) -> float:
@@ -177,6 +180,14 @@ class CostModel:
         push (:meth:`_prior`). Measured, a notify-pull also counts the in-edges of the
         notified vertices, many times the frontier's out-edges on power-law graphs, and
         a push has a fixed part (the burst's row) that a rate per edge cannot carry.
+        "gpu-push": the GPU's iterations over an active subgraph (rows "gpu-push"), their
+        seconds against the subgraph's bytes copied in (the rows' ``h2d_bytes``): a
+        fixed part (the resident pages' pull, the active list, the launches) and the
+        host's gather and copy per byte (:meth:`gpu_seconds`).
+    push_bytes : float or None
+        The bytes a GPU push of an active subgraph copies in per out-edge of its
+        frontier (index and weight of the edges into the streamed pages, the offsets),
+        smoothed over the "gpu-push" rows; None before any.
     regret : float
         Seconds the current placement has lost so far against the other, by the
         model's predictions.
@@ -225,7 +236,9 @@ class CostModel:
         self.per_edge: dict = {}
         self.best: dict = {}  # the lowest rate each (kind, mode) has had: see relax()
         self.calibrated: set = set()  # the (kind, mode) whose rate is a calibration's
-        self.fits = {"notify-pull": LinearFit(), "push": LinearFit()}
+        self.fits = {"notify-pull": LinearFit(), "push": LinearFit(),
+                     "gpu-push": LinearFit()}
+        self.push_bytes = None
         self.iteration: dict = {}  # measured seconds of a full pull, per placement
         self.basis: dict = {}
         self.expected: dict = {}
@@ -263,6 +276,17 @@ class CostModel:
             self._observe_error(placement, "pull", expected[0], seconds)
             self.basis[placement] = self._hybrid_prediction(expected[2])
         self.iteration[placement] = _smoothed(self.iteration.get(placement), seconds)
+
+    def observe_gpu_segment(self, rows):
+        """Fold a GPU segment's history ``rows`` into the GPU alone's measured iteration
+        (:meth:`observe_iteration`): the mean seconds of the newest ``tuning.FOLD_ROWS``
+        of them that pulled every page (what a hybrid iteration must beat), none where
+        they all pushed active subgraphs (a segment may have thousands of short
+        rows)."""
+        pulls = [row[_SECONDS] for row in rows[-tuning.FOLD_ROWS:]
+                 if row[_MODE] != "gpu-push"]
+        if pulls:
+            self.observe_iteration("gpu", sum(pulls) / len(pulls))
 
     def error(self, placement, mode):
         """The measured relative error of the model's predictions of iterations placed
@@ -311,14 +335,17 @@ class CostModel:
         """What later runs on the same graph, program and budget start from
         (:meth:`recall`): the hybrid iterations' measured time and its basis, with the
         inputs it was measured with (the page tasks' rates, the hybrid overhead), the
-        prediction errors and the cost of a move between devices (``switch``)."""
+        prediction errors, the cost of a move between devices (``switch``) and the
+        GPU's pushes of active subgraphs (their fit and ``push_bytes``: measured only in
+        GPU segments, they would otherwise start every run from the prior)."""
         kept = {p: self.iteration[p] for p in ("hybrid",) if p in self.iteration}
         pages = {key: self.per_edge[key] for key in (("cpu", "pages"), ("gpu", "pages"))
                  if key in self.per_edge}
         return {"iteration": kept, "basis": {p: self.basis[p] for p in kept
                                              if p in self.basis},
                 "pages": pages, "overhead": self.overhead if kept else None,
-                "errors": dict(self.errors), "switch": self.switch}
+                "errors": dict(self.errors), "switch": self.switch,
+                "gpu_push": (self.fits["gpu-push"].sums, self.push_bytes)}
 
     def recall(self, memory):
         """Start from what an earlier run left (:meth:`remembered`; None: nothing)."""
@@ -330,6 +357,9 @@ class CostModel:
                 self.overhead = memory["overhead"]
             self.errors.update(memory["errors"])
             self.switch = memory["switch"]
+            sums, push_bytes = memory["gpu_push"]
+            if push_bytes is not None:  # (a run that pushed nothing keeps what it found)
+                self.fits["gpu-push"].sums, self.push_bytes = sums, push_bytes
 
     def observe(self, kind, mode, edges, seconds, calibration=False):
         """Fold a measured time (``edges`` edges in ``seconds``) into the model (at most
@@ -395,24 +425,27 @@ class CostModel:
     def _row_totals(self, rows, num_arcs):
         """(fitted, other, gpu) of history ``rows``: ``fitted`` maps a CPU mode of
         ``fits`` to [rows, frontier edges, seconds, rho, edges], ``other`` the other
-        CPU modes to [edges, seconds]; ``gpu`` is (edges, seconds) of the GPU rows,
-        then (edges, seconds) of those of them that pushed an active subgraph
-        ("gpu-push")."""
-        gpu_edges = gpu_seconds = pushed = push_seconds = 0.0
+        CPU modes to [edges, seconds]; ``gpu`` is (edges, seconds) of the GPU rows that
+        pulled pages, then (rows, frontier edges, seconds, bytes copied in) of those that
+        pushed an active subgraph ("gpu-push")."""
+        gpu_edges = gpu_seconds = pushes = pushed = push_seconds = moved = 0.0
         fitted = {}
         other = {}
         # (the columns by one itemgetter, max() inline, a GPU row first: the loop runs
         # for every iteration of a run placed by the model)
-        for placement, mode, seconds, on_gpu, on_cpu, edges, f, rho in map(_ROW_FIELDS,
-                                                                           rows):
+        for placement, mode, seconds, on_gpu, on_cpu, edges, f, rho, h2d in map(
+                _ROW_FIELDS, rows):
             if placement == "gpu":
                 if on_gpu > seconds:
                     seconds = on_gpu
-                gpu_edges += edges
-                gpu_seconds += seconds
                 if mode == "gpu-push":
-                    pushed += edges
+                    pushes += 1
+                    pushed += f * num_arcs
                     push_seconds += seconds
+                    moved += h2d
+                else:
+                    gpu_edges += edges
+                    gpu_seconds += seconds
                 continue
             if on_cpu > seconds:
                 seconds = on_cpu
@@ -427,7 +460,7 @@ class CostModel:
                 totals = other.setdefault(mode, [0, 0.0])
                 totals[0] += edges
                 totals[1] += seconds
-        return fitted, other, (gpu_edges, gpu_seconds, pushed, push_seconds)
+        return fitted, other, (gpu_edges, gpu_seconds, pushes, pushed, push_seconds, moved)
 
     def observe_burst(self, burst, first, rho, seconds, num_arcs):
         """Fold a CPU burst (mode, stats, fronts) of :meth:`.CpuEngine.burst` whose
@@ -445,14 +478,14 @@ class CostModel:
             if len(finite):
                 a, b = finite[0], finite[-1]
                 ends["cpu"] = [first + a, float(fronts[a]), first + b, float(fronts[b])]
-        self._fold(fitted, {}, (0.0,) * 4, ends, num_arcs)
+        self._fold(fitted, {}, _NO_GPU_ROWS, ends, num_arcs)
 
     def _fold(self, fitted, other, gpu, ends, num_arcs):
         """Fold the totals of :meth:`observe_rows` into the rates, the fits and, with
         ``ends`` (:func:`_priority_ends`; None: none measured), the progress and the
         bucketed modes' shares; first, the error of what the model predicted of them,
-        per mode (the GPU's: its pulls, and its pushes of active subgraphs, which its
-        one rate predicts alike)."""
+        per mode (the GPU's: its pulls, by its rate, and its pushes of active
+        subgraphs, by their fit: :meth:`_fold_pushes`)."""
         if ends is not None:
             self._observe_progress(ends, fitted)
         for mode, (count, edges, seconds, rho, relaxed) in fitted.items():
@@ -467,15 +500,54 @@ class CostModel:
             self._observe_error("cpu", mode, self._measured_seconds("cpu", mode, edges),
                                 seconds)
             self.observe("cpu", mode, edges, seconds)
-        edges, seconds, pushed, push_seconds = gpu
+        edges, seconds, pushes, pushed, push_seconds, moved = gpu
         if edges:
-            if pushed:
-                self._observe_error("gpu", "push", self._measured_seconds(
-                    "gpu", "pull", pushed), push_seconds)
-            if edges > pushed:
-                self._observe_error("gpu", "pull", self._measured_seconds(
-                    "gpu", "pull", edges - pushed), seconds - push_seconds)
+            self._observe_error("gpu", "pull", self._measured_seconds("gpu", "pull", edges),
+                                seconds)
             self.observe("gpu", "pull", edges, seconds)
+        if pushes:
+            self._fold_pushes(pushes, pushed, push_seconds, moved, num_arcs)
+
+    def _fold_pushes(self, count, frontier, seconds, moved, num_arcs):
+        """Fold ``count`` GPU pushes of active subgraphs, from frontiers of ``frontier``
+        out-edges in all, that took ``seconds`` and copied ``moved`` bytes in, into the
+        "gpu-push" fit (their mean bytes in their mean seconds) and ``push_bytes``;
+        first, the error of what the model predicted of them from their frontier (none
+        before a push was measured: the prior's error is not the fit's). The first
+        counts at most ``tuning.COST_OUTLIER`` times the prior (:meth:`_push_prior`), as
+        later ones count at most that many times the fit: an engine's first push also
+        compiles it."""
+        mean, edges = seconds / count, frontier / count
+        predicted = self._push_seconds(edges)
+        self._observe_error("gpu", "push", predicted, mean)
+        if predicted is None:
+            mean = min(mean, tuning.COST_OUTLIER * self._push_prior(edges, num_arcs))
+        if frontier:
+            self.push_bytes = _smoothed(self.push_bytes, moved / frontier)
+        self.fits["gpu-push"].observe(moved / count, mean, self._push_slope())
+
+    def _push_prior(self, edges, num_arcs):
+        """A GPU push's seconds from a frontier of ``edges`` out-edges before any was
+        measured: its pull's, less the streamed edges that are not active (a share
+        ``edges / num_arcs`` of them are), (1 - subgraph (1 - f)) of it."""
+        return self.seconds("gpu", num_arcs) * (
+            1.0 - self.subgraph * (1.0 - edges / num_arcs))
+
+    def _push_seconds(self, edges):
+        """Predicted seconds of a GPU push of the active subgraph of a frontier of
+        ``edges`` out-edges: the "gpu-push" fit at ``push_bytes`` bytes an edge (None
+        before a push was measured)."""
+        if self.push_bytes is None:
+            return None
+        return self.fits["gpu-push"].predict(self.push_bytes * edges, self._push_slope())
+
+    def _push_slope(self):
+        """Seconds per byte of a GPU push before its fit can tell its slope from its
+        fixed part: the prior's (:meth:`_push_prior`: the pull's rate per streamed
+        edge) over ``push_bytes`` (0 before they were measured)."""
+        if not self.push_bytes:
+            return 0.0
+        return self.per_edge.get(("gpu", "pull"), 0.0) * self.subgraph / self.push_bytes
 
     def _relaxes(self, mode):
         """Whether the CPU's ``mode`` is fitted against the edges it reads, not its
@@ -558,13 +630,19 @@ class CostModel:
     # replace by their active edges (0: none; set from the GPU's calibration)
 
     def gpu_seconds(self, f, num_arcs):
-        """Predicted seconds of a GPU iteration of notify fraction ``f``: its pull's,
-        less, while f is under ``tuning.SUBGRAPH_ACTIVE_EDGES`` with active subgraphs,
-        the streamed edges that are not active: (1 - subgraph (1 - f)) of a pull."""
+        """Predicted seconds of a GPU iteration of notify fraction ``f``, as its engine
+        runs it: a pull of every page, but with active subgraphs, while f is under
+        ``tuning.SUBGRAPH_ACTIVE_EDGES``, a push of the active subgraph where that is
+        predicted faster (the engine's ``SubgraphChoice`` pushes so): the "gpu-push" fit
+        at the bytes a frontier of f |E| out-edges copies in (``push_bytes`` an edge);
+        before any push was measured, :meth:`_push_prior`."""
         pull = self.seconds("gpu", num_arcs)
-        if self._pushes(f):
-            return pull * (1.0 - self.subgraph * (1.0 - f))
-        return pull
+        if not self.subgraph or f >= tuning.SUBGRAPH_ACTIVE_EDGES:
+            return pull
+        push = self._push_seconds(f * num_arcs)
+        if push is None:
+            push = self._push_prior(f * num_arcs, num_arcs)
+        return push if push < pull else pull
 
     def page_seconds(self, kind, edges):
         """Predicted seconds of a hybrid iteration's page task of ``edges`` edges on
@@ -682,13 +760,13 @@ class CostModel:
         if best == "cpu":
             mode = self.cpu_mode_for(f, rho, num_arcs)
         else:
-            mode = "push" if self._pushes(f) else "pull"
+            mode = "push" if self._pushes(f, num_arcs) else "pull"
         return max(tuning.SWITCH_MARGIN, self.error("cpu" if best == "cpu" else "gpu", mode))
 
-    def _pushes(self, f):
+    def _pushes(self, f, num_arcs):
         """Whether a GPU iteration of notify fraction ``f`` is predicted to push its
         active subgraph (:meth:`gpu_seconds`), not pull every page."""
-        return bool(self.subgraph) and f < tuning.SUBGRAPH_ACTIVE_EDGES
+        return self.gpu_seconds(f, num_arcs) < self.seconds("gpu", num_arcs)
 
     def placement(self, f, rho, num_arcs, current=None, start=False, weight=1, seconds=0.0):
         """Where an iteration with both device kinds available runs.

@@ -942,11 +942,8 @@ class _Driver:
         self.model = report.model  # the driver's, plus what the segment measured
         self.frontier = report.frontier
         rows = report.rows
-        if kind == "gpu" and len(self.kinds) > 1 and rows:  # one measurement a segment, of
-            # its newest rows: a segment may have thousands of short rows
-            newest = rows[-tuning.FOLD_ROWS:]
-            self.model.observe_iteration("gpu", sum(row[SECONDS] for row in newest) /
-                                         len(newest))
+        if kind == "gpu" and len(self.kinds) > 1:  # one measurement a segment
+            self.model.observe_gpu_segment(rows)
         report.wait_stored()  # (the work above overlapped the state's copy)
         if rows:  # the task's round trip is no iteration's (Result.round_trip_seconds)
             extra = time.perf_counter() - start - report.build_seconds - \
