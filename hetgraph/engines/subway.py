@@ -342,7 +342,7 @@ class ActiveSubgraphs:
         passes = self._settle(stream, target)
         self._flag(stream, target, before, n0, first, self.pull_counts)  # (what they changed)
         listed = self._listed(stream)
-        pushed = self._push_listed(stream, listed, before, target)
+        edges, copied = self._push_listed(stream, listed, before, target)
         passes += self._settle(stream, target)
         if not self.changed_host[0]:  # settled: every out-edge of theirs was pulled
             cp.copyto(self.pushed, target, where=self.no_tail)
@@ -350,8 +350,8 @@ class ActiveSubgraphs:
                                     stream.ptr)
         self._flag(stream, target, self.pushed, n0, n1, engine.counters)
         resident = engine.plan.resident_edges - engine.plan.first_edge
-        return (first - n0 + len(listed), passes * resident + pushed[0],
-                pushed[1] + len(listed) * self.index_bytes, self._listed_out * self.index_bytes)
+        return (first - n0 + len(listed), passes * resident + edges,
+                copied + len(listed) * self.index_bytes, self._listed_out * self.index_bytes)
 
     def _push_listed(self, stream, listed, before, target):
         """Push the streamed out-edges of the ``listed`` vertices (host ids, copied in)
