@@ -402,6 +402,37 @@ def test_a_warm_spread_gpu_call_is_one_call_to_each_owner(graph, oracle, gpu2, t
     assert (through[25] - through[5]) / 20 < state_bytes / 20, through
 
 
+def _host_counts():
+    """How many whole states' frontiers this worker counted on the host since it was
+    last asked (``spread._frontier_of``, wrapped the first time)."""
+    from hetgraph.scheduler import spread
+
+    counts = spread.__dict__.setdefault("test_host_counts", [0])
+    if not getattr(spread._frontier_of, "spied", False):
+        def spy(run, flags, original=spread._frontier_of):
+            counts[0] += 1
+            return original(run, flags)
+        spy.spied = True
+        spread._frontier_of = spy
+    taken, counts[0] = counts[0], 0
+    return taken
+
+
+def test_a_warm_spread_gpu_call_counts_no_frontier_on_the_host(graph, oracle, gpu2):
+    """GPU owners count the frontier of the program's initial state that they made on
+    the host (an owner's engine counts its own pages only): each once for a graph and
+    program, not each warm call (a copy of V flags and a pass over them)."""
+    program = PageRank(0.85, None, dtype=np.float32)  # (an initial state of its own)
+    gpu2.client.run(_host_counts, workers=gpu2.gpu_workers)
+    _spread_call(graph, gpu2, program)
+    assert sum(gpu2.client.run(_host_counts, workers=gpu2.gpu_workers).values()) == 2
+    for _ in range(2):
+        result = _spread_call(graph, gpu2, program)
+        np.testing.assert_allclose(result.values, oracle["pagerank"], rtol=1e-4)
+    assert sum(gpu2.client.run(_host_counts, workers=gpu2.gpu_workers).values()) == 0
+    assert result.history["active"].iloc[0] == graph.num_vertices  # (the kept count)
+
+
 def test_gpu_workers_checkpoint_and_run_async(graph, oracle, gpu1, gpu2, tmp_path):
     """A checkpointed run hands the state back at every checkpoint and goes on from the
     one its workers hold; an async run's owners exchange the values they wrote in

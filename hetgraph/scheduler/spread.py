@@ -285,13 +285,41 @@ def _own_gpu_state(run, ctx, state, version, backup=False, count=False):
         engine.load(ctx.backup[1], ctx.backup[2], everything)
     counted = None
     if count:
-        flags = engine.flags
-        counted = cpu.frontier_size(flags if isinstance(flags, np.ndarray) else
-                                    gpuowner.host_copy(flags), run.graph.out_indptr)
+        counted = _initial_frontier(run, engine.flags) if isinstance(state, Initial) \
+            else _frontier_of(run, engine.flags)
     ctx.version = None  # (changing: held again once the segment ends)
     if backup:
         ctx.backup = (version, engine.values.copy(), engine.flags.copy())
     return counted
+
+
+def _frontier_of(run, flags):
+    """The frontier (active vertices, their out-degree sum) of an engine's ``flags`` of
+    the whole state, counted on the host (a GPU's copied there first)."""
+    return cpu.frontier_size(flags if isinstance(flags, np.ndarray) else
+                             gpuowner.host_copy(flags), run.graph.out_indptr)
+
+
+_FRONTIERS = weakref.WeakKeyDictionary()  # graph -> {program class: (initial key,
+# the frontier of the program's initial state)}
+
+
+def _initial_frontier(run, flags):
+    """:func:`_frontier_of` the program's initial state of ``run`` just made (its
+    ``flags``), counted once for a graph and :meth:`.ProgramSpec.initial_key`, then
+    kept: a warm call copies and counts no V flags on the host (a GPU owner's engine
+    counts only its own pages)."""
+    key = run.spec.initial_key(run.graph)
+    with _MADE_LOCK:
+        kinds = _FRONTIERS.setdefault(run.graph, {}) if key is not None else {}
+        kept = kinds.get(key[0]) if key is not None else None
+    if kept is not None and kept[0] == key:
+        return kept[1]
+    frontier = _frontier_of(run, flags)
+    if key is not None:
+        with _MADE_LOCK:
+            kinds[key[0]] = (key, frontier)
+    return frontier
 
 
 @tasks.resolved
