@@ -130,7 +130,10 @@ class VertexProgram:
         themselves then does not call ``init`` in the calling process, which builds
         no V-sized arrays for it (it calls ``derived``, when defined, then ``aux``),
         and a worker fills the next run's state from the one it made while the
-        program's attributes stay the same; the built-in programs set it.
+        program's attributes stay the same; the built-in programs set it. Where the
+        hooks also take ``xp``, a GPU worker process then finalizes the run's result
+        on its device with its copy of the program: ``finalize`` must read only the
+        graph, the values and the program's attributes, and change only the values.
 
     Examples
     --------

@@ -65,6 +65,36 @@ def test_each_call_gets_its_own_answer_small_or_large(listening):
     np.testing.assert_array_equal(big, 2 * large)
 
 
+def test_one_call_alone_gets_its_answer(listening):
+    """(One connection: its answer read without a selector.)"""
+    assert _answers(listening, [21]) == [42]
+    assert _answers(listening, [[1, 2]]) == [[1, 2, 1, 2]]
+
+
+def _doubled(x):
+    return 2 * x
+
+
+def test_a_frame_is_the_standard_pickle_unless_the_other_process_may_lack_a_name(
+        monkeypatch):
+    """Library values go as the standard pickle writes them (cloudpickle's writer, in
+    Python, costs a call several times more); a lambda, and a function of a module
+    registered with cloudpickle by value (this one), go by value."""
+    from hetgraph.scheduler.spread import Initial
+
+    written, dumps = [], cloudpickle.dumps
+    monkeypatch.setattr(cloudpickle, "dumps",
+                        lambda value, **options: written.append(value) or dumps(value,
+                                                                                 **options))
+    plain = ("done", [(1, 2.5, "pull")], Initial(), np.arange(3))
+    assert callsocket.dumps(plain) == pickle.dumps(plain, protocol=pickle.HIGHEST_PROTOCOL)
+    assert written == []
+    for by_value in (lambda x: 3 * x, _doubled):
+        frame = callsocket.dumps(by_value)
+        assert written.pop() is by_value
+        assert callsocket.loads(frame)(2) == by_value(2)
+
+
 def test_a_connection_is_kept_for_the_next_call(listening):
     first = callsocket.connect(listening, ADDRESS)
     callsocket.done_with(listening, ADDRESS, first)

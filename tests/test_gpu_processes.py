@@ -247,6 +247,69 @@ def test_a_warm_call_compares_each_kept_array_once(graph, oracle, gpu1, monkeypa
     np.testing.assert_allclose(result.values, oracle["pagerank"], rtol=1e-10)
 
 
+def _finalized_in():
+    """The ids of the processes where a :class:`_FinalizedWhere` finalized, kept on a
+    module of the package (this module's globals are a copy in every function sent by
+    value)."""
+    from hetgraph.scheduler import gpuowner
+
+    return gpuowner.__dict__.setdefault("test_finalized_in", [])
+
+
+def _taken_finalized():
+    taken = list(_finalized_in())
+    _finalized_in().clear()
+    return taken
+
+
+class _FinalizedWhere(PageRank):
+    """PageRank noting the process of each finalize; ``to``: the dtype it finalizes to
+    (None: the state's, in place)."""
+
+    def __init__(self, to=None, side_effects=False):
+        super().__init__(0.85, None)
+        self.to, self.init_side_effects = to, side_effects
+
+    def finalize(self, graph, values, xp=np):
+        _finalized_in().append(os.getpid())
+        values = super().finalize(graph, values, xp)
+        return values if self.to is None else values.astype(self.to)
+
+
+@pytest.mark.parametrize("to, side_effects, where", [
+    (None, False, "worker"), (np.float32, False, "worker"), (None, True, "client")])
+def test_a_warm_gpu_calls_result_is_finalized_on_its_worker(graph, oracle, gpu1,
+                                                            monkeypatch, to,
+                                                            side_effects, where):
+    """A warm call's result is finalized on the GPU worker's device before it comes back
+    (as an in-process run finalizes a state it keeps on the GPU), so that the client
+    makes no pass over it (nor zeroes marks for passes that run elsewhere): in place
+    into the client's file, or, finalized to another dtype, in the report. A program
+    whose init may set what finalize reads (``init_side_effects``) is finalized by the
+    client."""
+    from hetgraph.scheduler import dispatcher
+    from hetgraph.scheduler.state import VertexState
+
+    made = []
+    monkeypatch.setattr(dispatcher, "VertexState", lambda *args, **options: made.append(
+        VertexState(*args, **options)) or made[-1])
+    program = _FinalizedWhere(to, side_effects)
+    _pagerank(graph, gpu1, program)  # (cold: builds the engine of this program)
+    _taken_finalized(), gpu1.client.run(_taken_finalized)
+    made.clear()
+    result = _pagerank(graph, gpu1, program)
+    on_workers = gpu1.client.run(_taken_finalized, workers=gpu1.gpu_workers)
+    worker_pid = gpu1.client.run(os.getpid, workers=gpu1.gpu_workers)
+    expected = {"worker": ([], worker_pid[gpu1.gpu_workers[0]]),
+                "client": ([CLIENT_PID], None)}[where]
+    assert _taken_finalized() == expected[0]
+    assert list(on_workers.values()) == [[] if expected[1] is None else [expected[1]]]
+    assert result.values.dtype == (to or np.float64)
+    np.testing.assert_allclose(result.values, oracle["pagerank"],
+                               rtol=1e-10 if to is None else 1e-6)
+    assert [state._marks for state in made] == [None]
+
+
 def _short_segments():
     tuning.SEGMENT_SECONDS = 0.0  # (every segment one iteration: in this worker)
 
@@ -337,6 +400,37 @@ def test_a_warm_spread_gpu_call_is_one_call_to_each_owner(graph, oracle, gpu2, t
         _spread_call(graph, gpu2, iterations=iterations)
         through[iterations] = counter.total() - before
     assert (through[25] - through[5]) / 20 < state_bytes / 20, through
+
+
+def _host_counts():
+    """How many whole states' frontiers this worker counted on the host since it was
+    last asked (``spread._frontier_of``, wrapped the first time)."""
+    from hetgraph.scheduler import spread
+
+    counts = spread.__dict__.setdefault("test_host_counts", [0])
+    if not getattr(spread._frontier_of, "spied", False):
+        def spy(run, flags, original=spread._frontier_of):
+            counts[0] += 1
+            return original(run, flags)
+        spy.spied = True
+        spread._frontier_of = spy
+    taken, counts[0] = counts[0], 0
+    return taken
+
+
+def test_a_warm_spread_gpu_call_counts_no_frontier_on_the_host(graph, oracle, gpu2):
+    """GPU owners count the frontier of the program's initial state that they made on
+    the host (an owner's engine counts its own pages only): each once for a graph and
+    program, not each warm call (a copy of V flags and a pass over them)."""
+    program = PageRank(0.85, None, dtype=np.float32)  # (an initial state of its own)
+    gpu2.client.run(_host_counts, workers=gpu2.gpu_workers)
+    _spread_call(graph, gpu2, program)
+    assert sum(gpu2.client.run(_host_counts, workers=gpu2.gpu_workers).values()) == 2
+    for _ in range(2):
+        result = _spread_call(graph, gpu2, program)
+        np.testing.assert_allclose(result.values, oracle["pagerank"], rtol=1e-4)
+    assert sum(gpu2.client.run(_host_counts, workers=gpu2.gpu_workers).values()) == 0
+    assert result.history["active"].iloc[0] == graph.num_vertices  # (the kept count)
 
 
 def test_gpu_workers_checkpoint_and_run_async(graph, oracle, gpu1, gpu2, tmp_path):

@@ -268,6 +268,7 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
     aux = _NO_AUX if aux is None else aux
     history, converged = _resume(checkpointer, state) if resume else ([], False)
     compile_seconds = round_trips = 0.0
+    finalized = False  # (by the GPU worker process that held the state: spread._whole)
     if not converged:  # (a resumed run that had converged is returned as it was)
         with cluster_for(cluster) as active_cluster:
             driver = _Driver(active_cluster, spec, graph, state, aux, devices,
@@ -285,17 +286,24 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
         compile_seconds = driver.compile_seconds
         round_trips = driver.round_trips + (
             0.0 if driver._spread is None else driver._spread.round_trips)
-    if state.on_host:  # (a state kept on the GPU that came to the host)
-        xp, device = np, contextlib.nullcontext()
-    with device:
-        values = to_host(program.finalize(graph, state.values, **(
-            {} if xp is np else {"xp": xp})))
+        finalized = driver._spread is not None and driver._spread.finalized
+    values = state.values if finalized else _finalize(program, graph, state, xp, device)
     # (the result's alone: the run's objects, in reference cycles, may outlive it, and
     # values over a file lent to the result would keep the file, see hostshare.lend)
     state.values = state.new_values = None
     return Result(graph, values, program=spec.name, iterations=len(history),
                   converged=converged, history=history, mode=mode,
                   compile_seconds=compile_seconds, round_trip_seconds=round_trips)
+
+
+def _finalize(program, graph, state, xp, device):
+    """The program's finalized values of ``state`` (made with the array module ``xp``
+    in the context ``device``) as a host array."""
+    if state.on_host:  # (a state kept on the GPU that came to the host)
+        xp, device = np, contextlib.nullcontext()
+    with device:
+        return to_host(program.finalize(graph, state.values, **(
+            {} if xp is np else {"xp": xp})))
 
 
 def _color_cuts(coloring):

@@ -4,7 +4,8 @@ the run, its engine over every page (the one the graph keeps for later runs, as 
 in-process GPU path keeps it) or over an owner's range of the pages, bound to the
 device copy this worker keeps of the run's aux, the state copied between that engine
 and host arrays (handed back to the client through this worker's map of the client's
-file, page-locked once: :func:`hand_back`), and a spread iteration's exchange of an
+file, page-locked once: :func:`hand_back`; the run's result finalized on the device
+first: :func:`finalized`), and a spread iteration's exchange of an
 owner's range with its peers (:func:`exchange`: GPU to GPU through CUDA IPC between the
 processes of one host, :mod:`.gpupeers`; else through host memory, :mod:`.hostshare`, or
 the messages).
@@ -23,6 +24,7 @@ import time
 import numpy as np
 
 from .. import tuning
+from ..kernels.arrays import module_of
 from . import exchange as comms, gpupeers, hostshare, parts, tasks
 
 log = logging.getLogger("hetgraph.scheduler")
@@ -174,6 +176,22 @@ def hand_back(back, values, flags):
     to_host(values, into)
     if back.flags:
         to_host(flags, into_flags)
+
+
+def finalizes(spec):
+    """Whether a GPU worker finalizes a run's result on its device before it hands it
+    back (the client then reads it as it is, as an in-process GPU run finalizes it
+    there): for a program whose hooks take an array module (``spec.any_device``) and
+    whose ``init`` sets nothing that ``finalize`` reads (``spec.init_apart``: the
+    worker's copy of the program holds all it reads)."""
+    return spec.any_device and spec.init_apart
+
+
+def finalized(run, values):
+    """The program's ``finalize`` of ``values`` (an engine's array: changed in place
+    where the program's finalize does so) on this worker's GPU."""
+    with on_device():
+        return run.spec.program.finalize(run.graph, values, xp=module_of(values))
 
 
 def _locked(back, into):

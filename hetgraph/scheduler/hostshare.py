@@ -182,12 +182,15 @@ class Back:
     """A file that the client made on its host for a run's state to come back through
     from a worker of that host: ``path``, the vertices and the values' dtype (the flags
     follow the values); ``flags``: whether a hand-back writes the flags too (False: the
-    run's result, values alone, which the client then :func:`lend` s)."""
+    run's result, values alone, which the client then :func:`lend` s); ``finalized``:
+    the values handed back are the program's finalized ones (the worker ran its
+    ``finalize``)."""
 
     path: str
     size: int
     dtype: str
     flags: bool = True
+    finalized: bool = False
 
     @property
     def nbytes(self):
@@ -233,7 +236,7 @@ def back_file(directory, size, dtype):
 def free_back(back):
     """Keep ``back`` (its run ended) for a later run, the newest
     ``tuning.BACK_FILES_KEPT`` of them: older ones are removed."""
-    back = dataclasses.replace(back, flags=True)
+    back = dataclasses.replace(back, flags=True, finalized=False)
     with _LOCK:
         _FREE.append(back)
         dropped = _FREE[:-tuning.BACK_FILES_KEPT] if tuning.BACK_FILES_KEPT else _FREE[:]

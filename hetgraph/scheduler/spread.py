@@ -186,6 +186,14 @@ def _not_held(run, version):
                            f"version {version}: it was lost with a worker")
 
 
+@dataclasses.dataclass(frozen=True)
+class Finalized:
+    """A run's result that its GPU worker finalized (``values``, a host array) where it
+    does not fit the client's file: of another dtype or shape than the state's."""
+
+    values: np.ndarray
+
+
 def _whole(run, state, back, ends=True):
     """The whole ``state`` for the client, sent back by a segment after which the run's
     next step reads it there (the run's end, a checkpoint, or where no peer holds it):
@@ -194,14 +202,25 @@ def _whole(run, state, back, ends=True):
     without a copy (the client takes it before this worker's next task changes it).
     ``state``: a host VertexState, or a GPU engine, whose arrays are copied from the
     device straight into the file. Without its flags where ``back`` says so (the run's
-    result) and the segment ``ends`` the run; the Back returned says which."""
+    result) and the segment ``ends`` the run; the Back returned says which, and
+    whether a GPU engine's values were finalized on its device first (the run's
+    result, :func:`.gpuowner.finalizes`; a :class:`Finalized` where they do not fit
+    the file)."""
     if back is not None and os.path.exists(back.path):
         if not (ends or back.flags):  # (the run goes on: the client may need them)
             back = dataclasses.replace(back, flags=True)
         if isinstance(state, VertexState):
             hostshare.hand_back(back, state.values, state.flags)
-        else:  # (from the device, into this worker's page-locked map of the file)
-            gpuowner.hand_back(back, state.values, state.flags)
+            return back
+        values = state.values
+        if not back.flags and gpuowner.finalizes(run.spec):  # (the result: no host pass
+            # over it on the client)
+            values, back = gpuowner.finalized(run, values), dataclasses.replace(
+                back, finalized=True)
+            if values.shape != state.values.shape or values.dtype != state.values.dtype:
+                return Finalized(gpuowner.host_copy(values))
+        # (from the device, into this worker's page-locked map of the file)
+        gpuowner.hand_back(back, values, state.flags)
         return back
     values, flags = (state.values, state.flags) if isinstance(state.values, np.ndarray) \
         else (gpuowner.host_copy(state.values), gpuowner.host_copy(state.flags))
@@ -266,13 +285,41 @@ def _own_gpu_state(run, ctx, state, version, backup=False, count=False):
         engine.load(ctx.backup[1], ctx.backup[2], everything)
     counted = None
     if count:
-        flags = engine.flags
-        counted = cpu.frontier_size(flags if isinstance(flags, np.ndarray) else
-                                    gpuowner.host_copy(flags), run.graph.out_indptr)
+        counted = _initial_frontier(run, engine.flags) if isinstance(state, Initial) \
+            else _frontier_of(run, engine.flags)
     ctx.version = None  # (changing: held again once the segment ends)
     if backup:
         ctx.backup = (version, engine.values.copy(), engine.flags.copy())
     return counted
+
+
+def _frontier_of(run, flags):
+    """The frontier (active vertices, their out-degree sum) of an engine's ``flags`` of
+    the whole state, counted on the host (a GPU's copied there first)."""
+    return cpu.frontier_size(flags if isinstance(flags, np.ndarray) else
+                             gpuowner.host_copy(flags), run.graph.out_indptr)
+
+
+_FRONTIERS = weakref.WeakKeyDictionary()  # graph -> {program class: (initial key,
+# the frontier of the program's initial state)}
+
+
+def _initial_frontier(run, flags):
+    """:func:`_frontier_of` the program's initial state of ``run`` just made (its
+    ``flags``), counted once for a graph and :meth:`.ProgramSpec.initial_key`, then
+    kept: a warm call copies and counts no V flags on the host (a GPU owner's engine
+    counts only its own pages)."""
+    key = run.spec.initial_key(run.graph)
+    with _MADE_LOCK:
+        kinds = _FRONTIERS.setdefault(run.graph, {}) if key is not None else {}
+        kept = kinds.get(key[0]) if key is not None else None
+    if kept is not None and kept[0] == key:
+        return kept[1]
+    frontier = _frontier_of(run, flags)
+    if key is not None:
+        with _MADE_LOCK:
+            kinds[key[0]] = (key, frontier)
+    return frontier
 
 
 @tasks.resolved
@@ -685,6 +732,7 @@ class Spread:
         self.shared_dir = tuning.SHARED_MEMORY_DIR if cluster.local else ""
         self.back = None
         self.lent = False  # whether the run's result is an array over self.back's file
+        self.finalized = False  # whether the client's values are the finalized result
         if not cluster.exchanging:  # (once a cluster)
             exchange.install(self.client)
             cluster.exchanging = True
@@ -857,7 +905,9 @@ class Spread:
         copied where it can be helped: received in a message, the arrays received; at
         the run's end with nothing but its result to read it (a segment's ``result``),
         through the client's file, its values alone, ``state.values`` then an array
-        over the file (:func:`.hostshare.lend`), its flags stale. The calls' round
+        over the file (:func:`.hostshare.lend`), its flags stale, and the program's
+        finalized values where its GPU worker finalized them (:attr:`finalized`; a
+        :class:`Finalized` result the client's own array). The calls' round
         trips (and the workers' work around the iterations) are no iteration's: they
         count in :attr:`round_trips`, not in the rows, whose seconds are the
         iterations' as in process."""
@@ -868,7 +918,10 @@ class Spread:
                 hostshare.take(report.out, state.values, state.flags)
             else:
                 state.values, self.lent = hostshare.lend(report.out), True
-            self.collected = version + 1
+            self.collected, self.finalized = version + 1, report.out.finalized
+        elif isinstance(report.out, Finalized):
+            state.values, self.collected, self.finalized = report.out.values, version + 1, \
+                True
         elif report.out is not None:
             _, _, (values,), (flags,) = report.out
             if values.flags.writeable and flags.flags.writeable and \

@@ -2,22 +2,38 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from ..kernels.arrays import to_host
 
 
+_MARKS_LOCK = threading.Lock()
+
+
 class VertexState:
     """``values`` (read by gather), ``new_values`` (written by apply: a second array in
     sync mode, the same array in async mode), ``flags`` (uint8, 1 = active) and
-    ``marks`` (uint8 scratch for notify-pull, all zero between iterations)."""
+    ``marks`` (uint8 scratch for notify-pull, all zero between iterations; made when
+    a host pass first asks for it: a state whose iterations run elsewhere, on worker
+    processes, never writes V bytes for it)."""
 
     def __init__(self, values, flags, *, sync):
         self.sync = sync
         self.values = values
         self.new_values = _empty_like(values) if sync else values
         self.flags = flags
-        self.marks = np.zeros_like(flags) if self.on_host else None  # (host passes only)
+        self._marks = None
+
+    @property
+    def marks(self):
+        """The marks of the host passes (None for a state kept on a GPU)."""
+        if self._marks is None and self.on_host:
+            with _MARKS_LOCK:  # (one array for passes of several threads)
+                if self._marks is None:
+                    self._marks = np.zeros_like(self.flags)
+        return self._marks
 
     @property
     def on_host(self) -> bool:
@@ -48,7 +64,6 @@ class VertexState:
             self.values, self.flags = to_host(self.values), to_host(self.flags)
         self.new_values = pinned_empty(self.values.shape, self.values.dtype) \
             if self.sync else self.values
-        self.marks = np.zeros_like(self.flags)
 
     def swap(self):
         """Make the values written by a sync pull pass current."""
