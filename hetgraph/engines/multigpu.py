@@ -232,7 +232,7 @@ class MultiGpuEngine(Engine):
         stream then waits for those copies and for the runs' copies into it."""
         cp = self.cupy
         runtime = cp.cuda.runtime
-        done, into = [], [[] for _ in self.devices]  # (events every GPU / GPU i waits for)
+        done, incoming = [], [[] for _ in self.devices]  # (events all / GPU i wait for)
         for j, (device, engine) in enumerate(zip(self.devices, self.engines)):
             count = engine._slot_pointers[slot]  # (its first element: vertices activated)
             with cp.cuda.Device(device):
@@ -250,8 +250,8 @@ class MultiGpuEngine(Engine):
                 done.append(stream.record())
                 for i, copies in (self._copy_streams[j].items() if self._copy_streams
                                   else ()):
-                    into[i].append(copies.record())
-        for device, events in zip(self.devices, into):
+                    incoming[i].append(copies.record())
+        for device, events in zip(self.devices, incoming):
             with cp.cuda.Device(device):
                 stream = cp.cuda.get_current_stream()
                 for event in done + events:
