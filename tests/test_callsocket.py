@@ -78,16 +78,22 @@ def _doubled(x):
 def test_a_frame_is_the_standard_pickle_unless_the_other_process_may_lack_a_name(
         monkeypatch):
     """Library values go as the standard pickle writes them (cloudpickle's writer, in
-    Python, costs a call several times more); a lambda, and a function of a module
-    registered with cloudpickle by value (this one), go by value."""
+    Python, costs a call several times more), arrays in band; a lambda, and a function
+    of a module registered with cloudpickle by value (this one), go by value."""
     from hetgraph.scheduler.spread import Initial
 
     written, dumps = [], cloudpickle.dumps
     monkeypatch.setattr(cloudpickle, "dumps",
                         lambda value, **options: written.append(value) or dumps(value,
                                                                                  **options))
-    plain = ("done", [(1, 2.5, "pull")], Initial(), np.arange(3))
-    assert callsocket.dumps(plain) == pickle.dumps(plain, protocol=pickle.HIGHEST_PROTOCOL)
+    large = np.arange(1 << 17, dtype=np.float64)
+    for plain in (("done", [(1, 2.5, "pull")], Initial()), ("done", large, large[::2])):
+        frame = callsocket.dumps(plain)
+        assert frame == pickle.dumps(plain, protocol=pickle.HIGHEST_PROTOCOL)
+        got = callsocket.loads(frame)
+        assert got[0] == "done" and len(got) == 3
+    np.testing.assert_array_equal(got[1], large)
+    np.testing.assert_array_equal(got[2], large[::2])
     assert written == []
     for by_value in (lambda x: 3 * x, _doubled):
         frame = callsocket.dumps(by_value)

@@ -402,6 +402,38 @@ def test_a_warm_spread_gpu_call_is_one_call_to_each_owner(graph, oracle, gpu2, t
     assert (through[25] - through[5]) / 20 < state_bytes / 20, through
 
 
+def test_a_gpu_owner_backs_up_only_the_state_it_held():
+    """The copy a segment keeps of the state it begins from, should it run again after
+    a peer left, is made only where the worker held that state: the client sends its
+    own state, or the initial one, again (a copy of V values a warm call before)."""
+    from hetgraph.scheduler import spread, tasks
+    from hetgraph.scheduler.state import VertexState
+
+    n = 4
+
+    class Engine:
+        values, flags = np.zeros(n), np.zeros(n, np.uint8)
+
+        def load(self, values, flags, ranges):
+            self.values[:], self.flags[:] = values, flags
+
+    ctx = tasks._Context()
+    ctx.engine = Engine()
+    spec = types.SimpleNamespace(any_device=False, initial_state=lambda graph, xp: (
+        np.ones(n), np.ones(n, np.uint8), None))
+    run = types.SimpleNamespace(graph=types.SimpleNamespace(num_vertices=n), spec=spec)
+    spread._own_gpu_state(run, ctx, spread.Initial(), 0, backup=True)
+    spread._own_gpu_state(run, ctx, VertexState(np.full(n, 2.0), np.ones(n, np.uint8),
+                                                sync=True), 1, backup=True)
+    assert ctx.backup is None
+    ctx.version = 1  # (the segment ended: it holds version 1)
+    spread._own_gpu_state(run, ctx, None, 1, backup=True)
+    assert ctx.backup[0] == 1 and (ctx.backup[1] == 2.0).all()
+    ctx.engine.values[:] = 7.0  # (the segment ran, then a peer left: it runs again)
+    spread._own_gpu_state(run, ctx, None, 1, backup=True)
+    assert (ctx.engine.values == 2.0).all() and ctx.backup[0] == 1
+
+
 def _host_counts():
     """How many whole states' frontiers this worker counted on the host since it was
     last asked (``spread._frontier_of``, wrapped the first time)."""

@@ -269,7 +269,9 @@ def _own_gpu_state(run, ctx, state, version, backup=False, count=False):
     ``version``, as :func:`_own_state` does for a CPU: ``state`` loaded (the client's),
     the program's :class:`Initial` one made on the device, or (None) the one it holds,
     else its backup of that version; ``backup``: keep a copy (on the device) of the
-    state the segment begins from, should it run again after a peer left. Returns,
+    state the segment begins from where it is the one this worker held, should the
+    segment run again after a peer left (the client sends its state, or the initial
+    one, again; a backup loaded stays). Returns,
     with ``count``, the frontier of the whole state made or loaded (active vertices,
     their out-degree sum; an owner's engine counts only its own pages), else None."""
     engine, everything = ctx.engine, [(0, run.graph.num_vertices)]
@@ -283,13 +285,13 @@ def _own_gpu_state(run, ctx, state, version, backup=False, count=False):
         if ctx.backup is None or ctx.backup[0] != version:
             raise _not_held(run, version)
         engine.load(ctx.backup[1], ctx.backup[2], everything)
+    elif backup:
+        ctx.backup = (version, engine.values.copy(), engine.flags.copy())
     counted = None
     if count:
         counted = _initial_frontier(run, engine.flags) if isinstance(state, Initial) \
             else _frontier_of(run, engine.flags)
     ctx.version = None  # (changing: held again once the segment ends)
-    if backup:
-        ctx.backup = (version, engine.values.copy(), engine.flags.copy())
     return counted
 
 
