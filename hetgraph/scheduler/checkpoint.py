@@ -125,15 +125,26 @@ def _dtype_repr(dtype):
 def program_fingerprint(spec, array_digest=crc32) -> str:
     """Identity of a program: its class, dtype, monoid, the code of its functions and its
     parameters (instance attributes; an array's contents by ``array_digest``, default
-    their CRC32)."""
-    program = spec.program
-    digest = hashlib.sha256()
-    digest.update(repr((type(program).__module__, type(program).__qualname__,
-                        spec.dtype.str, spec.reduce)).encode())
-    for fn in (spec.gather, spec.apply, spec.activate):
-        digest.update(_code_digest(fn.__code__))
-    digest.update(repr(_describe(vars(program), array_digest)).encode())
+    their CRC32), as a SHA-256 hex digest of :func:`program_identity`."""
+    head, code, parameters = program_identity(spec, array_digest)
+    digest = hashlib.sha256(repr(head).encode())
+    for part in code:
+        digest.update(part)
+    digest.update(repr(parameters).encode())
     return digest.hexdigest()
+
+
+def program_identity(spec, array_digest=crc32) -> tuple:
+    """What :func:`program_fingerprint` digests, as a hashable tuple: (class, dtype,
+    monoid), the digests of its functions' code, its described parameters. Within
+    one process it tells programs apart as the fingerprint does, without the
+    fingerprint's text and hash (a warm call's calibration key)."""
+    program = spec.program
+    return ((type(program).__module__, type(program).__qualname__, spec.dtype.str,
+             spec.reduce),
+            tuple(_code_digest(fn.__code__) for fn in (spec.gather, spec.apply,
+                                                       spec.activate)),
+            _describe(vars(program), array_digest))
 
 
 _CODE_DIGESTS: dict = {}  # id(code) -> (code, its digest): a class's code, once a process
