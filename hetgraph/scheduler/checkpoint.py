@@ -117,8 +117,8 @@ def _describe(value, digest=crc32):
 
 @functools.cache
 def _dtype_repr(dtype):
-    """``repr(dtype)``, once a dtype (NumPy's takes microseconds, in every warm call's
-    calibration key)."""
+    """``repr(dtype)``, once a dtype (NumPy's is slow, and every warm call's calibration
+    key describes the program's dtype)."""
     return repr(dtype)
 
 
@@ -153,8 +153,8 @@ _CODE_DIGESTS_KEPT = 1024  # (programs made in a loop must not grow it without b
 
 def _code_digest(code) -> bytes:
     """The bytes that stand for a function's ``code`` in a fingerprint (its bytecode and
-    constants), described once per code object: a warm call's calibration key would
-    otherwise describe the program's constants again (tens of microseconds)."""
+    constants), described once per code object, not again in every warm call's
+    calibration key."""
     kept = _CODE_DIGESTS.get(id(code))
     if kept is None or kept[0] is not code:
         if len(_CODE_DIGESTS) >= _CODE_DIGESTS_KEPT:

@@ -812,8 +812,7 @@ def _chooser(model, run, kind, others, spread_pull=False):
     (:meth:`CostModel.placement`'s ``weight``), as do the seconds since the segment
     began or the model was last asked (its ``seconds``). A GPU segment first asks after
     ``tuning.CHOOSE_SECONDS``: the driver's answer that placed it, just given, stands
-    that long as any answer does (asked again at once, the model cost a warm call's
-    short segment more than it ran iterations)."""
+    that long, as any answer does (a short segment then asks nothing)."""
     stay, calls = (kind, float("nan")), 0
     since = time.perf_counter()
     asked = since if kind == "gpu" else -float("inf")
