@@ -195,3 +195,58 @@ def stand_in_cluster(gpus, cpu_workers=1):
             yield c
     finally:
         clusters.gpu_count = original
+
+
+# --- an in-process cluster's "GPU" ---------------------------------------------------------
+
+class InProcessStandIn(StandIn):
+    """A StandIn for the GPU worker of an in-process cluster (:func:`in_process`): the
+    whole graph, the GPU engine's calls that the in-process driver and tasks make."""
+
+    bursts = False  # (a GpuEngine runs no bursts)
+
+    def __init__(self, run):
+        super().__init__(run, None)
+
+    def launch(self, constant, frontier=None, chained=True):
+        return super().launch(constant, self.frontier() if frontier is None else frontier)
+
+    def counts(self):  # (the GPU's wait for a copy)
+        return None
+
+    def count_frontier(self):
+        self.reset_frontier()
+        return self.frontier()
+
+    def finish(self):
+        pass
+
+
+def in_process(monkeypatch, cpu_slowdown=100.0):
+    """Make the next ``hg.Cluster(gpus=1)`` in process have a "GPU" worker whose engine
+    is an :class:`InProcessStandIn` (the state on the host, page-locking a copy),
+    whose pages are laid out already; the CPU's calibration reports its pulls
+    ``cpu_slowdown`` times slower, so that the cost model places on the "GPU"; and
+    graphs of any size run under "auto" on both kinds (``tuning.SMALL_ARCS`` 0)."""
+    from hetgraph import cluster as clusters
+    from hetgraph import tuning
+    from hetgraph.kernels.gpu import device, kept
+    from hetgraph.scheduler import dispatcher, tasks
+
+    monkeypatch.setattr(clusters, "gpu_count", lambda: 1)
+    monkeypatch.setattr(tuning, "SMALL_ARCS", 0)
+    monkeypatch.setattr(dispatcher, "_state_module",
+                        lambda *args: (np, contextlib.nullcontext()))
+    monkeypatch.setattr(tasks, "_gpu_engine", lambda run, devices=None: InProcessStandIn(run))
+    monkeypatch.setattr(device, "use_device", lambda index: contextlib.nullcontext())
+    monkeypatch.setattr(device, "pinned_copy", lambda array: array.copy())
+    monkeypatch.setattr(device, "pinned_empty", lambda shape, dtype: np.empty(shape, dtype))
+    monkeypatch.setattr(kept, "keeps_pages_of", lambda graph, index: True)
+    calibrate_cpu = tasks._calibrate_cpu
+
+    def slower_cpu(*args):
+        report = calibrate_cpu(*args)
+        report.seconds *= cpu_slowdown
+        return report
+
+    monkeypatch.setattr(tasks, "_calibrate_cpu", slower_cpu)

@@ -161,6 +161,39 @@ def test_a_sampled_digest_reads_every_element_of_a_small_array_and_a_sample_of_a
     assert checkpoint_mod.sampled_crc32(changed) == checkpoint_mod.sampled_crc32(large)
 
 
+def test_a_fingerprint_is_the_one_earlier_checkpoints_carry():
+    """A program's code is described once per code object (a warm call's calibration
+    key takes its fingerprint), and its fingerprint is still the SHA-256 of its class,
+    dtype, monoid, code (bytecode and constants) and parameters, which checkpoints
+    written before carry; programs whose code differs in a constant differ."""
+    import hashlib
+
+    from hetgraph.algorithms.sssp import ShortestPaths
+    from hetgraph.program import ProgramSpec
+
+    spec = ProgramSpec(ShortestPaths(3))
+    expected = hashlib.sha256()
+    expected.update(repr(("hetgraph.algorithms.sssp", "ShortestPaths", "<f8", "min")).encode())
+    for fn in (spec.gather, spec.apply, spec.activate):
+        code = fn.__code__
+        expected.update(code.co_code + repr(tuple(
+            repr(c) if c is None or isinstance(c, (bool, int, float, str)) else
+            type(c).__qualname__ for c in code.co_consts)).encode())
+    expected.update(repr((("delta", "None"), ("dtype", "dtype('float64')"),
+                          ("source", "3"))).encode())
+    for _ in range(2):  # (the second from the described code)
+        assert checkpoint_mod.program_fingerprint(spec) == expected.hexdigest()
+
+    def plus(gather):  # (the same class name: the constant alone tells them apart)
+        return type("Plus", (ShortestPaths,), {"gather": staticmethod(gather)})
+
+    One = plus(lambda src, weight, dst: src + weight + 1.0)
+    Two = plus(lambda src, weight, dst: src + weight + 2.0)
+    fingerprints = [checkpoint_mod.program_fingerprint(ProgramSpec(program(3)))
+                    for program in (One, Two, One, Two)]
+    assert fingerprints[:2] == fingerprints[2:] and len(set(fingerprints)) == 2
+
+
 def test_fingerprints_are_stable_and_discriminating(graph, tmp_path):
     from hetgraph.program import ProgramSpec
     from hetgraph.algorithms.pagerank import PageRank

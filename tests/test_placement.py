@@ -359,7 +359,8 @@ def test_a_gpu_segment_far_ahead_asks_less_often_while_its_iterations_are_short(
     """A GPU segment whose answer to stay had alpha > 2 (the GPU that much faster) asks
     again after CHOOSE_SECONDS * alpha / 2 (CHOOSE_BACKOFF times at most) while its
     iterations are short; near the CPU (alpha <= 2), with long iterations, or in a CPU
-    segment, every CHOOSE_SECONDS."""
+    segment, every CHOOSE_SECONDS. A GPU segment first asks after CHOOSE_SECONDS (the
+    driver's answer that placed it stands that long), a CPU segment at once."""
     from types import SimpleNamespace
 
     from hetgraph.scheduler import tasks
@@ -385,19 +386,21 @@ def test_a_gpu_segment_far_ahead_asks_less_often_while_its_iterations_are_short(
             choose(0.5)
         return [round(t / ms, 3) for t in asked], choose.interval / ms
 
-    # 40 us iterations: the questions wait 8 ms (alpha 50: capped), or 3 ms (alpha 6)
+    # 40 us iterations: the first question after CHOOSE_SECONDS (the driver's answer
+    # stands that long), the next wait 8 ms (alpha 50: capped), or 3 ms (alpha 6)
     times, interval = segment("gpu", 0.04 * ms, 500)
-    assert times == pytest.approx([0.04, 8.04, 16.04], abs=0.05) and interval == 8
+    assert times == pytest.approx([1.0, 9.0, 17.0], abs=0.05) and interval == 8
     alpha[0] = 6.0
     times, interval = segment("gpu", 0.04 * ms, 200)
-    assert times == pytest.approx([0.04, 3.04, 6.04], abs=0.05) and interval == 3
+    assert times == pytest.approx([1.0, 4.0, 7.0], abs=0.05) and interval == 3
     alpha[0] = 1.5  # close: every CHOOSE_SECONDS
     assert segment("gpu", 0.04 * ms, 100)[1] == 1
     alpha[0] = 50.0
     times, interval = segment("gpu", 0.5 * ms, 20)  # long iterations: every 1 ms
-    assert times[:3] == pytest.approx([0.5, 1.5, 2.5], abs=0.05) and interval == 1
+    assert times[:3] == pytest.approx([1.0, 2.0, 3.0], abs=0.05) and interval == 1
     times, interval = segment("cpu", 0.04 * ms, 100)  # (alpha < 1 would keep the CPU)
-    assert interval == 1 and len(times) == 4
+    assert interval == 1 and len(times) == 4 and times[0] == pytest.approx(0.04)  # (a
+    # CPU segment asks at its first call)
 
 
 def test_the_gpu_is_calibrated_once_its_pages_are_laid_out(monkeypatch):

@@ -202,3 +202,57 @@ def test_a_warm_gpu_call_takes_the_engine_its_graph_kept(monkeypatch):
         got = hg.sssp(graph, graph.label_of(b), devices="gpu").values
         assert len(made) == 4
         np.testing.assert_allclose(got, _dijkstra(graph, b), rtol=1e-12)
+
+
+def test_a_settled_warm_auto_call_does_what_the_gpu_alone_does_and_little_more(
+        monkeypatch):
+    """A warm call placed by the cost model ("auto") whose iterations all go to the GPU
+    (issue 59: within 1% of the GPU alone) takes its calibration, GPU engine and
+    partition's key as the first call left them, without measuring, building or
+    digesting them again, nor the program's code; its GPU segment asks the model only
+    once the driver's answer is CHOOSE_SECONDS old; its answers are the GPU alone's.
+    (An in-process cluster's GPU is a CPU engine here: tests/gpu_standin.py.)"""
+    import zlib
+
+    import gpu_standin
+    from hetgraph import tuning
+    from hetgraph.kernels.gpu import kept
+    from hetgraph.scheduler import checkpoint, costmodel
+
+    gpu_standin.in_process(monkeypatch)
+    monkeypatch.setattr(tuning, "CHOOSE_SECONDS", 60.0)  # (no question a clock asks)
+    counts = dict.fromkeys(("calibrate", "engine", "crc", "code", "asked"), 0)
+
+    def counted(name, function, when=lambda *args: True):
+        def call(*args, **kwargs):
+            counts[name] += bool(when(*args))
+            return function(*args, **kwargs)
+        return call
+
+    monkeypatch.setattr(tasks, "calibrate", counted("calibrate", tasks.calibrate))
+    monkeypatch.setattr(tasks, "_gpu_engine", counted("engine", tasks._gpu_engine))
+    monkeypatch.setattr(kept, "zlib", type("Zlib", (), {"crc32": staticmethod(counted(
+        "crc", zlib.crc32))}))
+    monkeypatch.setattr(checkpoint, "_describe", counted(  # (a code's constants: a list)
+        "code", checkpoint._describe, lambda value, *rest: isinstance(value, list)))
+    monkeypatch.setattr(costmodel.CostModel, "placement", counted(
+        "asked", costmodel.CostModel.placement))
+    graph = _graph(seed=7)
+
+    def call(devices="auto"):  # (every iteration a pull: the "GPU" wins each)
+        return hg.pagerank(graph, tol=None, max_iterations=10, devices=devices,
+                           cluster=cluster)
+
+    with hg.Cluster(gpus=1, dashboard_address=None) as cluster:
+        cold = call()
+        assert set(cold.history["placement"]) == {"gpu"} and counts["calibrate"] == 2
+        assert counts["engine"] == counts["crc"] / 3 == 1
+        for _ in range(2):
+            counts.update(dict.fromkeys(counts, 0))
+            warm = call()
+            assert counts == {"calibrate": 0, "engine": 0, "crc": 0, "code": 0,
+                              "asked": 1}
+            assert set(warm.history["placement"]) == {"gpu"} and warm.iterations == 10
+            np.testing.assert_array_equal(warm.values, call("gpu").values)
+        reference = call("cpu").values
+    assert np.abs(warm.values - reference).sum() < 1e-9

@@ -23,6 +23,7 @@ meanwhile is refused with a CheckpointError.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -107,24 +108,60 @@ def _describe(value, digest=crc32):
         return tuple(_describe(v, digest) for v in value)
     if isinstance(value, dict):
         return tuple(sorted((str(k), _describe(v, digest)) for k, v in value.items()))
-    if value is None or isinstance(value, (bool, int, float, str, np.generic, np.dtype)):
+    if isinstance(value, np.dtype):
+        return _dtype_repr(value)
+    if value is None or isinstance(value, (bool, int, float, str, np.generic)):
         return repr(value)
     return type(value).__qualname__
+
+
+@functools.cache
+def _dtype_repr(dtype):
+    """``repr(dtype)``, once a dtype (NumPy's is slow, and every warm call's calibration
+    key describes the program's dtype)."""
+    return repr(dtype)
 
 
 def program_fingerprint(spec, array_digest=crc32) -> str:
     """Identity of a program: its class, dtype, monoid, the code of its functions and its
     parameters (instance attributes; an array's contents by ``array_digest``, default
-    their CRC32)."""
-    program = spec.program
-    digest = hashlib.sha256()
-    digest.update(repr((type(program).__module__, type(program).__qualname__,
-                        spec.dtype.str, spec.reduce)).encode())
-    for fn in (spec.gather, spec.apply, spec.activate):
-        code = fn.__code__
-        digest.update(code.co_code + repr(_describe(list(code.co_consts))).encode())
-    digest.update(repr(_describe(vars(program), array_digest)).encode())
+    their CRC32), as a SHA-256 hex digest of :func:`program_identity`."""
+    head, code, parameters = program_identity(spec, array_digest)
+    digest = hashlib.sha256(repr(head).encode())
+    for part in code:
+        digest.update(part)
+    digest.update(repr(parameters).encode())
     return digest.hexdigest()
+
+
+def program_identity(spec, array_digest=crc32) -> tuple:
+    """What :func:`program_fingerprint` digests, as a hashable tuple: (class, dtype,
+    monoid), the digests of its functions' code, its described parameters. Within
+    one process it tells programs apart as the fingerprint does, without the
+    fingerprint's text and hash (a warm call's calibration key)."""
+    program = spec.program
+    return ((type(program).__module__, type(program).__qualname__, spec.dtype.str,
+             spec.reduce),
+            tuple(_code_digest(fn.__code__) for fn in (spec.gather, spec.apply,
+                                                       spec.activate)),
+            _describe(vars(program), array_digest))
+
+
+_CODE_DIGESTS: dict = {}  # id(code) -> (code, its digest): a class's code, once a process
+_CODE_DIGESTS_KEPT = 1024  # (programs made in a loop must not grow it without bound)
+
+
+def _code_digest(code) -> bytes:
+    """The bytes that stand for a function's ``code`` in a fingerprint (its bytecode and
+    constants), described once per code object, not again in every warm call's
+    calibration key."""
+    kept = _CODE_DIGESTS.get(id(code))
+    if kept is None or kept[0] is not code:
+        if len(_CODE_DIGESTS) >= _CODE_DIGESTS_KEPT:
+            _CODE_DIGESTS.clear()
+        kept = _CODE_DIGESTS[id(code)] = (
+            code, code.co_code + repr(_describe(list(code.co_consts))).encode())
+    return kept[1]
 
 
 class Checkpointer:

@@ -46,7 +46,7 @@ from ..program import ProgramSpec
 from ..result import COLUMN, SECONDS, Result, history_row, with_overhead
 from . import tasks
 from .checkpoint import Checkpointer, graph_fingerprint, program_fingerprint, \
-    sampled_crc32
+    program_identity, sampled_crc32
 from .costmodel import CPU_MODES, CostModel, frontier_growth
 from .placement import PageQueue
 from .progress import ProgressBar, RunEvents, SchedulerLog, show_progress
@@ -629,7 +629,7 @@ class _Driver:
         def digest(array):  # (a sample of a large array cost a warm call 0.3 ms)
             return 0 if id(array) in derived else sampled_crc32(array)
 
-        return (self.graph.token, program_fingerprint(self.spec, digest),
+        return (self.graph.token, program_identity(self.spec, digest),
                 self.state.sync, options["coloring"] is not None, options["threads"],
                 options["partitions"],
                 options["cpu_mode"], options["rho"], options["page_bytes"],

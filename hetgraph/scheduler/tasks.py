@@ -810,9 +810,12 @@ def _chooser(model, run, kind, others, spread_pull=False):
     answer to stay stands for the iterations in between (``ran`` a call: those since
     the last call, bursts included), which count in the next answer
     (:meth:`CostModel.placement`'s ``weight``), as do the seconds since the segment
-    began or the model was last asked (its ``seconds``)."""
-    stay, calls, asked = (kind, float("nan")), 0, -float("inf")
+    began or the model was last asked (its ``seconds``). A GPU segment first asks after
+    ``tuning.CHOOSE_SECONDS``: the driver's answer that placed it, just given, stands
+    that long, as any answer does (a short segment then asks nothing)."""
+    stay, calls = (kind, float("nan")), 0
     since = time.perf_counter()
+    asked = since if kind == "gpu" else -float("inf")
     every, backoff = tuning.CHOOSE_SECONDS, tuning.CHOOSE_BACKOFF
 
     def ask(f, weight, seconds):
@@ -841,7 +844,7 @@ def _chooser(model, run, kind, others, spread_pull=False):
         return answer
 
     choose.interval = every  # until the next question (see CHOOSE_BACKOFF)
-    choose.due = -float("inf")  # (the clock before which the last answer stands)
+    choose.due = asked + every  # (the clock before which the last answer stands)
     if not others and not spread_pull:
         def same(f, ran=1):
             return stay

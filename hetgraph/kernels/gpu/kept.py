@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import weakref
 import zlib
 
 import numpy as np
@@ -20,14 +21,22 @@ _DEVICE_LOCKS: dict = {}  # device -> the lock of its builds
 _RELEASE_HOOKS: list = []  # called with each device whose layout is dropped
 
 
+_PARTITION_KEYS = weakref.WeakKeyDictionary()  # partition -> its partition_key
+
+
 def partition_key(partition):
     """What tells a partition's pages apart from another's, for :func:`device_pages`
-    (a partition sent to a worker process is a new object every run)."""
+    (a partition sent to a worker process is a new object every run), computed once
+    per partition object (a graph keeps its partitions: an in-process run's warm calls
+    find theirs)."""
     if partition is None:
         return None
-    return (partition.num_pages, *(zlib.crc32(np.ascontiguousarray(a)) for a in
-                                   (partition.shard_start, partition.page_shard,
-                                    partition.replication)))
+    key = _PARTITION_KEYS.get(partition)
+    if key is None:
+        key = _PARTITION_KEYS[partition] = (partition.num_pages, *(
+            zlib.crc32(np.ascontiguousarray(a)) for a in (
+                partition.shard_start, partition.page_shard, partition.replication)))
+    return key
 
 
 def device_pages(key, weighted, build):
