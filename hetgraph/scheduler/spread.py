@@ -109,24 +109,32 @@ class _Made:
         self.given = self.spare = None
 
 
-_MADE = weakref.WeakKeyDictionary()  # graph -> {program class: _Made}
+_MADE = weakref.WeakKeyDictionary()  # graph -> {program class: (key, _Made)}
 _MADE_LOCK = threading.Lock()
 
 
-def _made(run):
-    """The :class:`_Made` of ``run``'s program on its graph: the one kept when its key is
-    the run's, else made now (kept when the program has a key)."""
+def _kept(table, run, make):
+    """``make(key)`` of ``run``'s program's initial state on its graph, kept in ``table``
+    (graph -> {program class: (key, what make gave)}) and given again while the key
+    (:meth:`.ProgramSpec.initial_key`) is the run's; made for the run alone when the
+    program has none."""
     key = run.spec.initial_key(run.graph)
+    if key is None:
+        return make(None)
     with _MADE_LOCK:
-        kinds = _MADE.setdefault(run.graph, {}) if key is not None else {}
-        made = kinds.get(key[0]) if key is not None else None
-    if made is None or made.key != key:
-        values, flags, _ = run.spec.initial_state(run.graph, np)
-        made = _Made(key, values, flags)
-        if key is not None:
-            with _MADE_LOCK:
-                kinds[key[0]] = made
-    return made
+        kinds = table.setdefault(run.graph, {})
+        kept = kinds.get(key[0])
+    if kept is None or kept[0] != key:
+        kept = (key, make(key))
+        with _MADE_LOCK:
+            kinds[key[0]] = kept
+    return kept[1]
+
+
+def _made(run):
+    """The :class:`_Made` of ``run``'s program on its graph (:func:`_kept`)."""
+    return _kept(_MADE, run, lambda key: _Made(
+        key, *run.spec.initial_state(run.graph, np)[:2]))
 
 
 def _initial_state(run):
@@ -153,7 +161,8 @@ def _spare(run, state):
     normally and which no one reads any more, for the next run of its program on this
     graph to fill (its marks are zero between iterations)."""
     with _MADE_LOCK:
-        made = _MADE.get(run.graph, {}).get(type(run.spec.program))
+        kept = _MADE.get(run.graph, {}).get(type(run.spec.program))
+        made = None if kept is None else kept[1]
         if made is not None and made.given is state:
             made.spare, made.given = state, None
 
@@ -309,19 +318,9 @@ _FRONTIERS = weakref.WeakKeyDictionary()  # graph -> {program class: (initial ke
 def _initial_frontier(run, flags):
     """:func:`_frontier_of` the program's initial state of ``run`` just made (its
     ``flags``), counted once for a graph and :meth:`.ProgramSpec.initial_key`, then
-    kept: a warm call copies and counts no V flags on the host (a GPU owner's engine
-    counts only its own pages)."""
-    key = run.spec.initial_key(run.graph)
-    with _MADE_LOCK:
-        kinds = _FRONTIERS.setdefault(run.graph, {}) if key is not None else {}
-        kept = kinds.get(key[0]) if key is not None else None
-    if kept is not None and kept[0] == key:
-        return kept[1]
-    frontier = _frontier_of(run, flags)
-    if key is not None:
-        with _MADE_LOCK:
-            kinds[key[0]] = (key, frontier)
-    return frontier
+    kept (:func:`_kept`): a warm call copies and counts no V flags on the host (a GPU
+    owner's engine counts only its own pages)."""
+    return _kept(_FRONTIERS, run, lambda key: _frontier_of(run, flags))
 
 
 @tasks.resolved
