@@ -2,13 +2,14 @@
 a contiguous range of the partition's pages, which only it lays out and computes, and
 after every iteration copies the values it computed to the others, GPU to GPU.
 
-Every GPU keeps all the values (a gather may read any source vertex) but writes only
-its own vertices' values and flags. In sync mode a GPU launches its resident pages in
-runs (``tuning.MULTI_GPU_RUNS``), those of most vertices first, and copies each run's
-new values to the others while its next run computes, on a copy stream for each peer
-(one stream would send to the peers one after the other); the rest (async
-mode, streamed pages) are copied on the stream that computed them once its pass ends.
-Every GPU's next work waits for the copies into it.
+Every GPU writes only its own vertices' values and flags; the first holds all the
+values (the run's state), the others the values their pages read (every source below
+the highest their edges name). In sync mode a GPU launches its resident pages in runs
+(``tuning.MULTI_GPU_RUNS``), those of most vertices first, and copies each run's new
+values to the others while its next run computes, on a copy stream for each peer (one
+stream would send to the peers one after the other); the rest (async mode, streamed
+pages) are copied on the stream that computed them once its pass ends. Every GPU's
+next work waits for the copies into it.
 The activated counts cross the same way, and each GPU sums them on the device: a
 chained iteration's kernels return at once when the whole previous iteration activated
 nothing, so several iterations stay in flight and the host never waits between them.
@@ -59,6 +60,14 @@ def _run_count(value_bytes):
                    max(1, -(-value_bytes // tuning.MULTI_GPU_RUN_BYTES))))
 
 
+def _read_end(graph, partition, pages):
+    """One past the highest source vertex the in-edges of ``partition``'s ``pages`` (a
+    range) read: values of vertices from there on are never read by those pages (in
+    degree order, the vertices of no out-edge, often half of a power-law graph's)."""
+    e0, e1 = partition.page_edges(pages.start)[0], partition.page_edges(pages.stop - 1)[1]
+    return int(graph.in_indices[e0:e1].max()) + 1 if e1 > e0 else 0
+
+
 class _Events:
     """CUDA events waited for together (the state's copies from every GPU)."""
 
@@ -93,7 +102,10 @@ class MultiGpuEngine(Engine):
             for p in range(partition.num_pages))], np.int64).reshape(-1, 2).T
         page_work = pass_work(edges, vertices)
         self.engines, self.compile_seconds = [], 0.0
-        for device, pages in zip(self.devices, page_ranges(page_work, shares)):
+        owned = page_ranges(page_work, shares)
+        self._read_ends = [graph.num_vertices] + [_read_end(graph, partition, pages)
+                                                  for pages in owned[1:]]
+        for device, pages in zip(self.devices, owned):
             with cp.cuda.Device(device):
                 n = graph.num_vertices
                 engine = GpuEngine(spec, graph, cp.zeros(n, spec.dtype), cp.zeros(n, cp.uint8),
@@ -278,7 +290,10 @@ class MultiGpuEngine(Engine):
 
     def _copy(self, j, i, v0, v1, stream):
         """Copy the values of vertices [v0, v1) written this iteration from GPU ``j``'s
-        array into GPU ``i``'s, on ``stream`` (GPU ``j``'s)."""
+        array into GPU ``i``'s, on ``stream`` (GPU ``j``'s): to the first GPU all of
+        them (it holds the whole state: :attr:`values`), to the others those their
+        pages read."""
+        v1 = min(v1, self._read_ends[i])
         if v1 <= v0:
             return
         size = self.engines[j].values.itemsize
