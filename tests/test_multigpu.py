@@ -14,7 +14,7 @@ from hetgraph.algorithms.bfs import BreadthFirst
 from hetgraph.algorithms.cc import MinLabel
 from hetgraph.algorithms.pagerank import PageRank
 from hetgraph.algorithms.sssp import ShortestPaths
-from hetgraph.engines.multigpu import MultiGpuEngine, page_ranges, pass_work
+from hetgraph.engines.multigpu import MultiGpuEngine, _read_end, page_ranges, pass_work
 from hetgraph.errors import GraphError
 from hetgraph.program import ProgramSpec
 
@@ -41,6 +41,33 @@ def test_page_ranges_cover_every_page_once_and_follow_the_shares(edges, shares):
         for r, target in zip(ranges[:-1], wanted):
             before = cumulative[r.stop - 2] if r.stop >= 2 else 0
             assert before <= target + max(edges) or r.stop - r.start == 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 300), st.integers(0, 3000), st.integers(0, 2**32 - 1),
+       st.integers(0, 2**16))
+def test_a_gpus_read_end_is_one_past_the_highest_source_its_pages_read(n, m, seed, cut):
+    """Checked against the out-edges (the other CSR): every source of an edge into the
+    pages' vertices lies below the end, and one lies just below it."""
+    graph = hg.generate.erdos_renyi(n, m=min(m, n * (n - 1)), seed=seed).reorder("degree")
+    partition = graph.partition(page_bytes=4096, shard_vertices=16)
+    first = cut % partition.num_pages
+    pages = range(first, first + 1 + cut % (partition.num_pages - first))
+    v0, v1 = partition.page_vertices(pages.start)[0], partition.page_vertices(pages.stop - 1)[1]
+    src = np.repeat(np.arange(n), np.diff(graph.out_indptr))
+    into = (graph.out_indices >= v0) & (graph.out_indices < v1)
+    assert _read_end(graph, partition, pages) == (int(src[into].max()) + 1 if into.any() else 0)
+
+
+def test_in_degree_order_no_gpu_but_the_first_reads_the_vertices_of_no_out_edge():
+    """The values of vertices no edge leaves (the tail of degree order) go to the first
+    GPU only: every later GPU's read end is at most the count of vertices with out-edges."""
+    graph = hg.generate.rmat(12, seed=3).reorder("degree")
+    partition = graph.partition(page_bytes=8192)
+    with_out_edges = int(np.count_nonzero(graph.out_degree()))
+    assert with_out_edges < graph.num_vertices * 0.8
+    for pages in page_ranges(np.ones(partition.num_pages), [1.0] * 4):
+        assert _read_end(graph, partition, pages) <= with_out_edges
 
 
 @settings(max_examples=60, deadline=None)
@@ -189,6 +216,9 @@ def _both(program, graph, iterations=200, queued=False, **options):
 
 
 GRAPHS = {"rmat": lambda: hg.generate.rmat(13, seed=5, weights=(1.0, 9.0)),
+          # (its tail of vertices with no out-edge goes to the first GPU only)
+          "rmat-degree": lambda: hg.generate.rmat(13, seed=5, weights=(1.0, 9.0)
+                                                  ).reorder("degree"),
           "grid": lambda: hg.generate.grid(60, 60, weights=(1.0, 5.0))}
 
 

@@ -2,12 +2,14 @@
 a contiguous range of the partition's pages, which only it lays out and computes, and
 after every iteration copies the values it computed to the others, GPU to GPU.
 
-Every GPU keeps all the values (a gather may read any source vertex) but writes only
-its own vertices' values and flags. In sync mode a GPU launches its resident pages in
-runs (``tuning.MULTI_GPU_RUNS``), those of most vertices first, and copies each run's
-new values to the others on a copy stream while its next run computes; the rest (async
-mode, streamed pages) are copied on the stream that computed them once its pass ends.
-Every GPU's next work waits for the copies into it.
+Every GPU writes only its own vertices' values and flags; the first holds all the
+values (the run's state), the others the values their pages read (every source below
+the highest their edges name). In sync mode a GPU launches its resident pages in runs
+(``tuning.MULTI_GPU_RUNS``), those of most vertices first, and copies each run's new
+values to the others while its next run computes, on a copy stream for each peer (one
+stream would send to the peers one after the other); the rest (async mode, streamed
+pages) are copied on the stream that computed them once its pass ends. Every GPU's
+next work waits for the copies into it.
 The activated counts cross the same way, and each GPU sums them on the device: a
 chained iteration's kernels return at once when the whole previous iteration activated
 nothing, so several iterations stay in flight and the host never waits between them.
@@ -58,6 +60,14 @@ def _run_count(value_bytes):
                    max(1, -(-value_bytes // tuning.MULTI_GPU_RUN_BYTES))))
 
 
+def _read_end(graph, partition, pages):
+    """One past the highest source vertex the in-edges of ``partition``'s ``pages`` (a
+    range) read: values of vertices from there on are never read by those pages (in
+    degree order, the vertices of no out-edge, often half of a power-law graph's)."""
+    e0, e1 = partition.page_edges(pages.start)[0], partition.page_edges(pages.stop - 1)[1]
+    return int(graph.in_indices[e0:e1].max()) + 1 if e1 > e0 else 0
+
+
 class _Events:
     """CUDA events waited for together (the state's copies from every GPU)."""
 
@@ -92,7 +102,10 @@ class MultiGpuEngine(Engine):
             for p in range(partition.num_pages))], np.int64).reshape(-1, 2).T
         page_work = pass_work(edges, vertices)
         self.engines, self.compile_seconds = [], 0.0
-        for device, pages in zip(self.devices, page_ranges(page_work, shares)):
+        owned = page_ranges(page_work, shares)
+        self._read_ends = [graph.num_vertices] + [_read_end(graph, partition, pages)
+                                                  for pages in owned[1:]]
+        for device, pages in zip(self.devices, owned):
             with cp.cuda.Device(device):
                 n = graph.num_vertices
                 engine = GpuEngine(spec, graph, cp.zeros(n, spec.dtype), cp.zeros(n, cp.uint8),
@@ -125,8 +138,10 @@ class MultiGpuEngine(Engine):
         values go after its whole pass (all of them in async mode, where a pass writes
         the values it reads)."""
         cp = self.cupy
-        self._copy_streams = [self._on(d, lambda: cp.cuda.Stream(non_blocking=True))
-                              for d in self.devices] if sync else []
+        # (GPU j's streams copying its runs' values, one to each other GPU i: [j][i])
+        self._copy_streams = [{i: self._on(d, lambda: cp.cuda.Stream(non_blocking=True))
+                               for i in range(len(self.devices)) if i != j}
+                              for j, d in enumerate(self.devices)] if sync else []
         self._unsent = []
         for i, engine in enumerate(self.engines):
             v0, v1 = engine.vertices
@@ -229,7 +244,7 @@ class MultiGpuEngine(Engine):
         stream then waits for those copies and for the runs' copies into it."""
         cp = self.cupy
         runtime = cp.cuda.runtime
-        done = []
+        done, incoming = [], [[] for _ in self.devices]  # (events all / GPU i wait for)
         for j, (device, engine) in enumerate(zip(self.devices, self.engines)):
             count = engine._slot_pointers[slot]  # (its first element: vertices activated)
             with cp.cuda.Device(device):
@@ -245,35 +260,46 @@ class MultiGpuEngine(Engine):
                                                 stream.ptr)
                 self._send(j, *self._unsent[j], stream)
                 done.append(stream.record())
-                if self._copy_streams:
-                    done.append(self._copy_streams[j].record())
-        for device in self.devices:
+                for i, copies in (self._copy_streams[j].items() if self._copy_streams
+                                  else ()):
+                    incoming[i].append(copies.record())
+        for device, events in zip(self.devices, incoming):
             with cp.cuda.Device(device):
                 stream = cp.cuda.get_current_stream()
-                for event in done:
+                for event in done + events:
                     stream.wait_event(event)
 
     def _send_run(self, j, first_shard, end_shard, main):
         """GPU ``j`` queued the kernels of shards [first_shard, end_shard) on ``main``:
-        copy their vertices' new values to the other GPUs on its copy stream, after
-        them."""
-        copies = self._copy_streams[j]
-        copies.wait_event(main.record())
+        copy their vertices' new values to each other GPU on its copy stream to it,
+        after them."""
+        computed = main.record()
         starts = self.partition.shard_start
-        self._send(j, int(starts[first_shard]), int(starts[end_shard]), copies)
+        v0, v1 = int(starts[first_shard]), int(starts[end_shard])
+        for i, copies in self._copy_streams[j].items():
+            copies.wait_event(computed)
+            self._copy(j, i, v0, v1, copies)
 
     def _send(self, j, v0, v1, stream):
         """Copy GPU ``j``'s values written this iteration of vertices [v0, v1) into the
         arrays every other GPU writes this iteration (read by all in the next), on
         ``stream``."""
+        for i in range(len(self.devices)):
+            if i != j:
+                self._copy(j, i, v0, v1, stream)
+
+    def _copy(self, j, i, v0, v1, stream):
+        """Copy the values of vertices [v0, v1) written this iteration from GPU ``j``'s
+        array into GPU ``i``'s, on ``stream`` (GPU ``j``'s): to the first GPU all of
+        them (it holds the whole state: :attr:`values`), to the others those their
+        pages read."""
+        v1 = min(v1, self._read_ends[i])
         if v1 <= v0:
             return
         size = self.engines[j].values.itemsize
-        for i, device in enumerate(self.devices):
-            if i != j:
-                self.cupy.cuda.runtime.memcpyPeerAsync(
-                    self._targets[i] + v0 * size, device, self._targets[j] + v0 * size,
-                    self.devices[j], (v1 - v0) * size, stream.ptr)
+        self.cupy.cuda.runtime.memcpyPeerAsync(
+            self._targets[i] + v0 * size, self.devices[i], self._targets[j] + v0 * size,
+            self.devices[j], (v1 - v0) * size, stream.ptr)
 
     def _sum_counts(self, slot):
         """On every GPU, in stream order after the copies, the activated counts of counter
