@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 import time
+import weakref
 
 import cloudpickle
 import numpy as np
@@ -23,6 +24,7 @@ from hetgraph.algorithms.pagerank import PageRank
 from hetgraph.cluster import WorkerLostError
 from hetgraph.scheduler.placement import owned_ranges
 from hetgraph.scheduler import calls
+from hetgraph.scheduler import spread
 from hetgraph.scheduler.spread import Spread
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -498,3 +500,28 @@ def test_a_lost_worker_fails_the_run_naming_it_when_no_retry_is_left(graph, tmp_
             _pagerank(graph, c, iterations=40, program=KillsItsWorker(str(tmp_path / "k")))
         gone = before - set(c.cpu_workers)
     assert gone and all(address in str(error.value) for address in gone)
+
+
+def test_a_timed_out_wait_keeps_no_frame_of_its_caller(monkeypatch):
+    """distributed keeps a wait's timeout error a while (in a closure its event loop
+    holds): the error must not keep the frames of the waiting call alive, whose locals
+    hold the run's result (its state file lent to it, so a later call made a third)."""
+    import distributed
+
+    kept = []
+
+    def timing_out(futures, timeout, **options):
+        kept.append(TimeoutError())
+        raise kept[-1]
+
+    monkeypatch.setattr(distributed, "wait", timing_out)
+
+    class Result:
+        pass
+
+    def waiting_call():
+        result = Result()
+        spread._wait_a_while([], return_when="FIRST_COMPLETED")
+        return weakref.ref(result)
+
+    assert waiting_call()() is None and kept

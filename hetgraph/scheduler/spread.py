@@ -703,6 +703,21 @@ class _Iterations:
 
 # --- on the client ----------------------------------------------------------------------------
 
+def _wait_a_while(futures, **options):
+    """``distributed.wait`` for ``futures`` (with ``options``), at most
+    4 * ``tuning.PEER_CHECK_SECONDS``; a timeout or a cancelled input (its inputs were
+    lost) ends it quietly. The timeout's exception is dropped with its traceback:
+    distributed keeps it in a closure that its event loop may hold a while, and its
+    frames would keep the caller's locals alive, a result lent a state file among
+    them (a later call then makes and page-locks another file)."""
+    from distributed import CancelledError, wait
+
+    try:
+        wait(futures, timeout=4 * tuning.PEER_CHECK_SECONDS, **options)
+    except (TimeoutError, CancelledError) as exc:
+        exc.__traceback__ = None
+
+
 class Spread:
     """The client's side of a run whose state the worker processes of ``kind`` ("cpu" or
     "gpu") of ``cluster`` hold between its segments: spread segments (several workers,
@@ -1004,19 +1019,11 @@ class Spread:
         when a worker left (the segment runs again); the error of a task that failed
         otherwise. The reports of the survivors suffice when every worker that finished
         did so and the others left, if the survivors hold the whole state."""
-        from distributed import CancelledError, wait
-
         while True:
-            try:
-                wait([f for f in futures if not f.done()], return_when="FIRST_COMPLETED",
-                     timeout=4 * tuning.PEER_CHECK_SECONDS)
-            except (TimeoutError, CancelledError):  # (cancelled: its inputs were lost)
-                pass
+            _wait_a_while([f for f in futures if not f.done()], return_when="FIRST_COMPLETED")
             if any(f.done() and f.status != "finished" for f in futures):
-                try:  # (the others end too: told by the one that failed, or its loss)
-                    wait(futures, timeout=4 * tuning.PEER_CHECK_SECONDS)
-                except (TimeoutError, CancelledError):
-                    pass
+                # (the others end too: told by the one that failed, or its loss)
+                _wait_a_while(futures)
                 for future in futures:
                     if future.status == "error":
                         self._reraise_unless_lost(future)
