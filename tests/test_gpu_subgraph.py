@@ -215,7 +215,8 @@ def test_async_subgraph_engine_settles_what_is_loaded(mode):
     source = int(np.argmax(g.out_degree()))
     spec = ProgramSpec(ShortestPaths(source))
     values, flags, aux = spec.initial_state(g)
-    engine = GpuEngine(spec, g, values, flags, aux, memory_budget=_quarter(g),
+    engine = GpuEngine(spec, g, values, flags, np.zeros(1, np.float32) if aux is None
+                       else aux, memory_budget=_quarter(g),
                        subgraph="async", sync=mode == "sync")
     iterations = 0
     while engine.frontier()[0]:
