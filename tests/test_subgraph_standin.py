@@ -2,9 +2,10 @@
 (pointers are host addresses, a copy is a memmove, streams and events do nothing) and
 the kernels by Python that runs their threads one after another (the push and flag
 kernels of kernels/gpu/push.py, the engine's pull of the resident pages), so that the
-orchestration of sync and async-subgraph iterations runs here: SciPy's shortest paths
-and the CPU's BFS exactly, fewer iterations in async mode, and the flags it leaves
-(the vertices whose value differs from the one they last pushed along their streamed
+orchestration of sync and async-subgraph iterations runs here: SciPy's shortest paths,
+the CPU's BFS and a bottleneck Dijkstra's widest paths (a max relaxation) exactly, each
+run to its fixed point, fewer iterations in async mode, and the flags it leaves (the
+vertices whose value differs from the one they last pushed along their streamed
 out-edges). The kernels themselves are checked on the CPU in test_gpu_subgraph.py
 (g++) and on the device there (marked gpu)."""
 
@@ -21,6 +22,7 @@ from hetgraph.algorithms.bfs import BreadthFirst
 from hetgraph.algorithms.sssp import ShortestPaths
 from hetgraph.engines import subway
 from hetgraph.program import ProgramSpec
+from test_gpu_subgraph import Widest, widest_widths
 
 
 class DeviceArray(np.ndarray):
@@ -255,23 +257,25 @@ def _distances(g, source):
 @pytest.mark.parametrize("sync", [True, False])
 def test_async_subgraph_iterations_reach_the_answer_in_fewer(standin, kind, most,
                                                              stage_edges, sync):
-    """SSSP and BFS from the hub, the last two thirds of the vertices streamed, in one
-    chunk or in chunks of 12 edges (hubs cut): the answer of SciPy or of the CPU in both
-    modes (the engine's), async in no more iterations than sync, on the grid in at most
+    """SSSP and BFS from the hub and widest paths from vertex 0 (a max relaxation),
+    the last two thirds of the vertices streamed, in one chunk or in chunks of 12 edges
+    (hubs cut): the answer of SciPy, the CPU or a bottleneck Dijkstra in both modes
+    (the engine's), async in no more iterations than sync, on the grid in at most
     0.69x (Subway's Fig. 10; the RMAT takes 3 or 4), with the resident pages pulled
     again and chunks pushed again."""
     g = _graphs()[kind]
     source, first = int(np.argmax(g.out_degree())), g.num_vertices // 3
     for program, expected in (
             (ShortestPaths(source), _distances(g, source)),
-            (BreadthFirst(source), hg.bfs(g, g.label_of(source), devices="cpu").values)):
+            (BreadthFirst(source), hg.bfs(g, g.label_of(source), devices="cpu").values),
+            (Widest(), widest_widths(g, 0))):
         done = {}
         for asynchronous in (False, True):
             engine, subgraphs = standin(program, g, first, stage_edges, asynchronous, sync)
             values, done[asynchronous] = _run(engine, subgraphs)
             values = program.finalize(g, values)
             np.testing.assert_allclose(values, expected, rtol=1e-6)
-        assert done[True] <= most * done[False], done
+        assert done[True] <= most * done[False], (type(program).__name__, done)
         described = subgraphs.describe()
         assert described["mode"] == "async" and described["resident_passes"] > 2 * done[True]
         assert described["inner_passes"] > 0
