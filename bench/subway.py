@@ -24,7 +24,7 @@ the whole iterations here, the resident pages' pull and the push included on one
 and the pull of every page on the other; the runs are sync, so their iteration i
 starts from the same frontier); RMAT GPU-alone BFS 2.1x and SSSP 1.5x faster than
 streaming; auto with subgraphs no slower than without; async-subgraph iterations at
-most 0.69x the sync ones (SSSP). ``--smoke`` runs the script end to end on tiny
+most 0.69x the sync ones (BFS and SSSP). ``--smoke`` runs the script end to end on tiny
 graphs (without a GPU on the CPU, where nothing streams): a check that it does not
 crash, whose numbers mean nothing.
 """
@@ -48,7 +48,7 @@ SPARSE_F = 0.1  # iterations whose frontier has at most this share of the arcs .
 SPARSE_SHARE = 0.17  # ... take at most this share of the streamed iteration's seconds
 SPEEDUP_TARGET = {"bfs": 2.1, "sssp": 1.5}  # RMAT, GPU alone, over streaming
 AUTO_TARGET = 1.0  # auto without subgraphs over auto with (seconds)
-ASYNC_TARGET = 0.69  # async-subgraph iterations over the sync ones (SSSP)
+ASYNC_TARGET = 0.69  # async-subgraph iterations over the sync ones
 WAYS = {"streaming": False, "subgraph": True, "async": "async"}
 
 
@@ -85,7 +85,9 @@ def async_passes(g, program, budget):
 
     spec = ProgramSpec(program)
     values, flags, aux = spec.initial_state(g)
-    engine = GpuEngine(spec, g, values, flags, aux, memory_budget=budget, subgraph="async")
+    no_aux = np.zeros(1, np.float32)  # (the engine takes an array; SSSP and BFS have none)
+    engine = GpuEngine(spec, g, values, flags, no_aux if aux is None else aux,
+                       memory_budget=budget, subgraph="async")
     iterations = 0
     while engine.frontier()[0] and iterations < g.num_vertices:
         engine.wait(engine.launch(0.0, engine.frontier()))
@@ -176,10 +178,9 @@ def targets(rows):
         auto = row["auto_streaming"]["seconds"] / row["auto_subgraph"]["seconds"]
         add(f"{name}: auto without / with subgraphs (seconds)", auto, AUTO_TARGET,
             auto >= AUTO_TARGET)
-        if row["algorithm"] == "sssp":
-            ratio = row["async"]["iterations"] / row["subgraph"]["iterations"]
-            add(f"{name}: async-subgraph / sync iterations", ratio, ASYNC_TARGET,
-                ratio <= ASYNC_TARGET)
+        ratio = row["async"]["iterations"] / row["subgraph"]["iterations"]
+        add(f"{name}: async-subgraph / sync iterations", ratio, ASYNC_TARGET,
+            ratio <= ASYNC_TARGET)
         add(f"{name}: every way equals the CPU", float(all(row["equals_cpu"].values())),
             1.0, all(row["equals_cpu"].values()))
     return out
