@@ -171,9 +171,10 @@ class GpuEngine(Engine):
     ``subgraph``: when pages stream, a segment's iteration of an incremental program
     whose frontier has under ``tuning.SUBGRAPH_ACTIVE_EDGES`` of the arcs copies only
     the active vertices' out-edges into the streamed pages and pushes them (Subway,
-    :mod:`hetgraph.engines.subway`; default True); "async": each loaded chunk is pushed
-    until it settles; False: the pages always stream. ``tocab``: GraphCage's cache
-    blocking of a pull pass (:mod:`hetgraph.kernels.gpu.tocab`), for pages all resident
+    :mod:`hetgraph.engines.subway`; default True); "async": what is loaded (the
+    resident pages, each chunk) is iterated until it settles, the list taking the
+    listed vertices' streamed out-neighbours too; False: the pages always stream.
+    ``tocab``: GraphCage's cache blocking of a pull pass (:mod:`hetgraph.kernels.gpu.tocab`), for pages all resident
     in source order, one source range pass: None (default) when the values do not fit
     the L2 cache, the shard kernel and TOCAB then alternating until each has
     ``tuning.TOCAB_CALIBRATION_PASSES`` passes timed, the faster kept (its passes are
@@ -667,6 +668,19 @@ class GpuEngine(Engine):
                 self._launch(s1 - s0, s0, e0, stage, stream)
             for stream in self.streams:
                 main.wait_event(stream.record())
+
+    def pull_resident(self, stream, source, target, counters):
+        """Pull the resident pages once on ``stream`` from the values ``source`` into
+        ``target`` (device arrays of every vertex, distinct), the activated vertices
+        counted into ``counters`` (a zeroed device uint64 array of three) and flagged
+        (async-subgraph mode re-pulls them from the latest values until none changes)."""
+        kept = self.values, self.new_values, self._counters_pointer
+        self.values, self.new_values, self._counters_pointer = source, target, \
+            counters.data.ptr
+        try:
+            self.run_pages(stream=stream, resident_only=True)
+        finally:
+            self.values, self.new_values, self._counters_pointer = kept
 
     def _run_colors(self, stream):
         """A colored pass on ``stream`` (see :mod:`.colored`): the hybrid partition's

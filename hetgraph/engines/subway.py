@@ -9,9 +9,21 @@ vertices and copies the list out; the resident pages pull as always while the ho
 the list's edges into chunks that fit the engine's staging buffers and gathers each
 into pinned memory; each chunk is copied in and pushed on the copy streams (a chunk's
 copy overlaps another's push and the next one's gather); then the streamed vertices'
-flags are set and counted. In ``async`` mode (Subway's asynchronous subgraph
-processing, section 3.2) each chunk is pushed again from the vertices it changed until
-none changes (``tuning.SUBGRAPH_INNER_PASSES`` at most) before the next is built.
+flags are set and counted.
+
+In ``async`` mode (Subway's asynchronous subgraph processing, section 3.2) what is on
+the device is iterated until it settles before the next subgraph is built: Subway
+pushes a loaded partition again from its vertices that changed until none did, and
+the vertices changed but not pushed since stay active for the next outer iteration.
+Here the resident pages are always loaded, so an iteration pulls them again from the
+latest values until no resident vertex changes, then lists the vertices active at its
+start or changed by those pulls, with the streamed out-neighbours of theirs that have
+streamed out-edges (the likeliest to change: their edges loaded too, a chunk's inner
+passes carry a change further than one hop), pushes each chunk from the latest values
+and again from the vertices it changed until none changes, pulls the resident pages
+until they settle again, and flags the vertices whose value differs from the one they
+last pushed along all their streamed out-edges (every resident in-edge was pulled from
+the latest values). Pulls and passes: at most ``tuning.SUBGRAPH_INNER_PASSES`` each.
 """
 
 from __future__ import annotations
@@ -28,7 +40,7 @@ from ..kernels.gpu.launch import PackedLaunch
 from ..kernels.gpu.layout import unsigned_index
 from ..kernels.gpu.push import can_push, compile_push
 from ..kernels.gpu.subgraph import (OFFSET_DTYPE, active_vertices, chunk_bounds, chunk_bytes,
-                                    gather_chunk, subgraph_offsets, tail_starts)
+                                    gather_chunk, subgraph_offsets, tail_starts, with_targets)
 
 log = logging.getLogger(__name__)
 
@@ -140,8 +152,10 @@ def _streamed_out_edges(graph, first):
 
 class ActiveSubgraphs:
     """The active-subgraph iterations of a :class:`GpuEngine` whose last pages stream
-    (one GPU, its whole partition): ``asynchronous`` pushes each chunk until it settles.
-    Counters, since it was made: ``inner_passes`` (pushes beyond a chunk's first)."""
+    (one GPU, its whole partition): ``asynchronous`` iterates what is loaded until it
+    settles (see the module). Counters, since it was made: ``inner_passes`` (pushes
+    beyond a chunk's first) and ``resident_passes`` (pulls of the resident pages in
+    async mode)."""
 
     def __init__(self, engine, asynchronous=False):
         self.engine, self.cupy = engine, engine.cupy
@@ -155,7 +169,7 @@ class ActiveSubgraphs:
         # a chunk's offsets go in a stage's uint16 destination offsets, seen as uint32
         self.max_edges = plan.stage_edges
         self.max_vertices = plan.stage_edges // 2 - 1
-        self.inner_passes = 0
+        self.inner_passes = self.resident_passes = 0
         self._built = False  # (None: could not be)
         self.choice = SubgraphChoice(engine.graph.num_arcs, self.max_edges)
 
@@ -181,11 +195,11 @@ class ActiveSubgraphs:
         self.push = PackedLaunch(push, dict(
             active=None, offsets=None, targets=None, weight=None, n=np.int64(0),
             src_values=None, target=None, marks=None, next_marks=None, changed=None,
-            **aux, hubs=None, hub_count=None, go=None))
+            pushed=None, **aux, hubs=None, hub_count=None, go=None))
         self.hubs_push = PackedLaunch(hubs_push, dict(
             active=None, offsets=None, targets=None, weight=None, src_values=None,
-            target=None, next_marks=None, changed=None, **aux, hubs=None, hub_count=None,
-            go=None))
+            target=None, next_marks=None, changed=None, pushed=None, **aux, hubs=None,
+            hub_count=None, go=None))
         self.flag_pass = PackedLaunch(flag_pass, dict(
             target=None, before=None, flags=engine.flags, out_degree=engine.pages.out_degree,
             v0=np.int64(0), v1=np.int64(0), counters=None, go=None))
@@ -201,11 +215,26 @@ class ActiveSubgraphs:
         self.before = cp.empty(n, engine.spec.dtype) if not engine.sync else None
         self.marks = (cp.zeros(n, cp.uint8), cp.zeros(n, cp.uint8)) \
             if self.asynchronous else (None, None)
+        if self.asynchronous:
+            self._build_async(n, unsigned)
         self.changed = cp.zeros(1, cp.uint64)
         self.changed_host = _pinned(1, np.uint64)
         self.parts = 4 * numba.get_num_threads()
         self.choice.stream = self.choice.stream or self._copy_seconds()
         self._built = True
+
+    def _build_async(self, n, unsigned):
+        """What async mode adds: each vertex's value as it last pushed, its flag at the
+        iteration's start and whether it has no streamed out-edge; the resident pulls'
+        second array and count; the list with its targets, on the host and the device,
+        and the host marks that make it (:func:`with_targets`)."""
+        cp, dtype = self.cupy, self.engine.spec.dtype
+        self.pushed, self.spare = cp.empty(n, dtype), cp.empty(n, dtype)
+        self.start_flags = cp.empty(n, cp.uint8)
+        self.no_tail = self.device_tail_degree == 0
+        self.pull_counts = cp.zeros(3, cp.uint64)
+        self.listed_host, self.device_listed = _pinned(n, unsigned), cp.empty(n, unsigned)
+        self.host_marks = np.zeros(n, np.uint8)
 
     def _copy_seconds(self):
         """The seconds the streamed pages' copy takes, from the time of one staging
@@ -223,9 +252,12 @@ class ActiveSubgraphs:
 
     def wanted(self, degree):
         """Whether an iteration whose frontier has ``degree`` out-edges runs over the
-        active subgraph (:class:`SubgraphChoice`), once what it needs could be made (out
-        of device memory, the pages stream as without)."""
-        if self._built is None or not self.choice.wanted(degree):
+        active subgraph (:class:`SubgraphChoice`; in async mode its threshold alone: an
+        async iteration does more than a streamed one, their seconds do not compare),
+        once what it needs could be made (out of device memory, the pages stream as
+        without)."""
+        if self._built is None or not (degree < self.choice.limit if self.asynchronous
+                                       else self.choice.wanted(degree)):
             return False
         if not self._built:
             try:
@@ -240,7 +272,8 @@ class ActiveSubgraphs:
         """Hand the page-locked buffers back for later runs (the engine's run is over)."""
         if self._built:
             _give_back([array for buffers in self.host for array in buffers] +
-                       [self.active_host, self.changed_host])
+                       [self.active_host, self.changed_host,
+                        getattr(self, "listed_host", None)])
             self._built = None
 
     def observe(self, ran, seconds):
@@ -252,8 +285,10 @@ class ActiveSubgraphs:
     def run(self, stream):
         """One iteration on ``stream`` (the engine's counters and go of this
         iteration; :meth:`wanted` said yes): the resident pages pulled, the active
-        subgraph pushed; returns
+        subgraph pushed (in async mode, :meth:`_run_async`); returns
         (vertices computed, edges read, h2d bytes, d2h bytes)."""
+        if self.asynchronous:
+            return self._run_async(stream)
         engine, cp = self.engine, self.cupy
         active = active_vertices(cp, engine.flags, self.device_tail_degree)  # (waits)
         count = int(active.size)
@@ -275,21 +310,116 @@ class ActiveSubgraphs:
         chunks = chunk_bounds(offsets, self.max_edges, self.max_vertices)
         for k, chunk in enumerate(chunks):
             self._chunk(k % len(self.host), chunk, host_active, offsets, active, ready,
-                        target)
+                        engine.values, target)
         for copy_stream in engine.streams:
             stream.wait_event(copy_stream.record())
-        blocks = int(min(tuning.PUSH_MAX_BLOCKS,
-                         max(1, -(-(v1 - v0) // tuning.PUSH_THREADS_PER_BLOCK))))
-        self.flag_pass.update(target=target, before=before, v0=v0, v1=v1,
-                              counters=engine.counters, go=engine._go)
-        self.flag_pass(blocks, tuning.PUSH_THREADS_PER_BLOCK, 0, stream.ptr)
+        self._flag(stream, target, before, v0, v1, engine.counters)
         resident = engine.plan.resident_edges - engine.plan.first_edge
         return (v0 - engine.vertices[0] + count, resident + int(offsets[-1]),
                 chunk_bytes(chunks, self.edge_bytes), count * self.index_bytes)
 
-    def _chunk(self, k, chunk, host_active, offsets, active, ready, target):
+    def _flag(self, stream, target, before, v0, v1, counters):
+        """Flag the vertices [v0, v1) that ``activate(target, before)`` and count them
+        into ``counters`` on ``stream``."""
+        blocks = int(min(tuning.PUSH_MAX_BLOCKS,
+                         max(1, -(-(v1 - v0) // tuning.PUSH_THREADS_PER_BLOCK))))
+        self.flag_pass.update(target=target, before=before, v0=v0, v1=v1,
+                              counters=counters, go=self.engine._go)
+        self.flag_pass(blocks, tuning.PUSH_THREADS_PER_BLOCK, 0, stream.ptr)
+
+    def _run_async(self, stream):
+        """One async-subgraph iteration on ``stream`` (see the module): returns what
+        :meth:`run` does, the list with its targets copied in counted in h2d."""
+        engine, cp = self.engine, self.cupy
+        (n0, n1), first = engine.vertices, self.first
+        target = engine.new_values if engine.sync else engine.values
+        before = engine.values if engine.sync else self.before
+        inside, span = cp.cuda.runtime.memcpyDeviceToDevice, slice(n0, n1)
+        for into, source in (((target if engine.sync else before), engine.values),
+                             (self.pushed, before), (self.start_flags, engine.flags)):
+            cp.cuda.runtime.memcpyAsync(into[span].data.ptr, source[span].data.ptr,
+                                        into[span].nbytes, inside, stream.ptr)
+        passes = self._settle(stream, target)
+        self._flag(stream, target, before, n0, first, self.pull_counts)  # (what they changed)
+        listed = self._listed(stream)
+        edges, copied = self._push_listed(stream, listed, before, target)
+        passes += self._settle(stream, target)
+        if not self.changed_host[0]:  # settled: every out-edge of theirs was pulled
+            cp.copyto(self.pushed, target, where=self.no_tail)
+        cp.cuda.runtime.memsetAsync(engine.counters.data.ptr, 0, engine.counters.nbytes,
+                                    stream.ptr)
+        self._flag(stream, target, self.pushed, n0, n1, engine.counters)
+        resident = engine.plan.resident_edges - engine.plan.first_edge
+        return (first - n0 + len(listed), passes * resident + edges,
+                copied + len(listed) * self.index_bytes, self._listed_out * self.index_bytes)
+
+    def _push_listed(self, stream, listed, before, target):
+        """Push the streamed out-edges of the ``listed`` vertices (host ids, copied in)
+        chunk by chunk into ``target``, each until it settles; a vertex whose edges
+        span chunks takes back its ``before`` value as the one it pushed (its parts may
+        have sent different ones). Returns (edges pushed, bytes copied in)."""
+        cp = self.cupy
+        offsets = subgraph_offsets(np, self.tail_degree[listed])
+        chunks = chunk_bounds(offsets, self.max_edges, self.max_vertices)
+        ready = stream.record()
+        for k, chunk in enumerate(chunks):
+            self._chunk(k % len(self.host), chunk, listed, offsets, self.device_listed, ready,
+                        target, target)
+        for copy_stream in self.engine.streams:
+            stream.wait_event(copy_stream.record())
+        cut = [listed[a0] for a0, _, e0, _ in chunks if offsets[a0] < e0] + \
+            [listed[a1 - 1] for _, a1, _, e1 in chunks if offsets[a1] > e1]
+        if cut:
+            cut = cp.asarray(np.unique(np.asarray(cut, np.int64)))
+            self.pushed[cut] = before[cut]
+        return int(offsets[-1]), chunk_bytes(chunks, self.edge_bytes)
+
+    def _settle(self, stream, target):
+        """Pull the resident pages on ``stream`` from the latest values ``target`` into
+        it until a pull changes none (at least one, at most
+        ``tuning.SUBGRAPH_INNER_PASSES``: ``changed_host[0]`` is then not 0); returns
+        the pulls."""
+        engine, cp = self.engine, self.cupy
+        n0, size = engine.vertices[0], target.itemsize
+        counts = self.pull_counts
+        for passes in range(1, tuning.SUBGRAPH_INNER_PASSES + 1):
+            cp.cuda.runtime.memsetAsync(counts.data.ptr, 0, counts.nbytes, stream.ptr)
+            engine.pull_resident(stream, target, self.spare, counts)
+            cp.cuda.runtime.memcpyAsync(
+                target.data.ptr + n0 * size, self.spare.data.ptr + n0 * size,
+                (self.first - n0) * size, cp.cuda.runtime.memcpyDeviceToDevice, stream.ptr)
+            cp.cuda.runtime.memcpyAsync(self.changed_host.ctypes.data, counts.data.ptr, 8,
+                                        cp.cuda.runtime.memcpyDeviceToHost, stream.ptr)
+            stream.synchronize()
+            if not self.changed_host[0]:
+                break
+        self.resident_passes += passes
+        return passes
+
+    def _listed(self, stream):
+        """The vertices with streamed out-edges active at the iteration's start or
+        flagged since, with their targets (:func:`with_targets`): host ids (pinned, of
+        the index type, increasing), copied to ``device_listed`` on ``stream``; the
+        first list's length in ``_listed_out`` (it was copied out)."""
+        cp, engine = self.cupy, self.engine
+        active = active_vertices(cp, engine.flags | self.start_flags,
+                                 self.device_tail_degree)  # (waits)
+        self._listed_out = int(active.size)
+        host = self.active_host[:self._listed_out]
+        if self._listed_out:
+            active.astype(host.dtype).get(out=host)
+        listed = with_targets(self.starts, engine.graph.out_indptr, self.out_indices,
+                              self.tail_degree, host.astype(np.int64), self.host_marks)
+        host_listed = self.listed_host[:len(listed)]
+        host_listed[:] = listed
+        if len(listed):
+            self.device_listed[:len(listed)].set(host_listed, stream=stream)
+        return host_listed
+
+    def _chunk(self, k, chunk, host_active, offsets, active, ready, sources, target):
         """Gather ``chunk`` into host buffer ``k``, copy it to stage ``k`` and push it
-        on copy stream ``k`` once ``ready`` (the streamed vertices' start) is done."""
+        from the values ``sources`` into ``target`` on copy stream ``k`` once ``ready``
+        (the streamed vertices' start) is done; in async mode again until it settles."""
         engine, cp = self.engine, self.cupy
         a0, a1, e0, e1 = chunk
         stream = engine.streams[k]
@@ -310,7 +440,7 @@ class ActiveSubgraphs:
         edges = (active[a0:a1], device_offsets, stage[0],
                  engine._no_weight if weights is None else stage[2], e1 - e0)
         marks, next_marks = self.marks
-        self._push(k, edges, a1 - a0, engine.values, target, None, next_marks, stream)
+        self._push(k, edges, a1 - a0, sources, target, None, next_marks, stream)
         if not self.asynchronous:
             return
         for _ in range(tuning.SUBGRAPH_INNER_PASSES):  # until the chunk settles
@@ -331,6 +461,7 @@ class ActiveSubgraphs:
         zeroed here with the changed count)."""
         cp = self.cupy
         hubs, hub_count = self.hubs[k]
+        pushed = self.pushed if self.asynchronous else None
         cp.cuda.runtime.memsetAsync(hub_count.data.ptr, 0, 4, stream.ptr)
         if next_marks is not None:
             cp.cuda.runtime.memsetAsync(next_marks.data.ptr, 0, next_marks.nbytes, stream.ptr)
@@ -340,7 +471,8 @@ class ActiveSubgraphs:
         aux = self.engine.aux
         common = dict(active=active, offsets=offsets, targets=targets, weight=weights,
                       src_values=sources, target=target, next_marks=next_marks,
-                      changed=self.changed, aux=aux, aux_per_vertex=int(aux.size > 1),
+                      changed=self.changed, pushed=pushed, aux=aux,
+                      aux_per_vertex=int(aux.size > 1),
                       hubs=hubs, hub_count=hub_count, go=self.engine._go)
         self.push.update(n=n, marks=marks, **common)
         self.push(int(min(tuning.PUSH_MAX_BLOCKS, max(1, -(-n * 32 // threads)))), threads,
@@ -353,4 +485,4 @@ class ActiveSubgraphs:
         """The mode and the work so far, for logs and benchmarks."""
         return {"mode": "async" if self.asynchronous else "sync",
                 "streamed_vertices": self.end - self.first, "inner_passes": self.inner_passes,
-                "chunk_edges": self.max_edges}
+                "resident_passes": self.resident_passes, "chunk_edges": self.max_edges}

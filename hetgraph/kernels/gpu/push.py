@@ -3,6 +3,10 @@
 send ``gather`` along their out-edges, and each target takes ``apply`` at once through
 a compare-and-swap on its value (a min or max relaxation's atomic).
 
+In async-subgraph mode a push also writes each source's value as it sent it into
+``pushed`` (when given): a vertex whose value still equals it needs no further push
+along these edges.
+
 Work is mapped by out-degree (GraphCage section 3.2's push variant): a thread a vertex
 up to ``tuning.PUSH_THREAD_DEGREE`` edges, a warp a vertex up to
 ``tuning.PUSH_WARP_DEGREE``, and the vertices beyond (hubs) go to a list that a second
@@ -90,14 +94,15 @@ __device__ __forceinline__ void hg_push_edge(
 
 /* the chunk's vertices i in [0, n): active[i] sends along edges [offsets[i],
    offsets[i + 1]) of targets / weight. marks (or NULL): only the marked ones send;
-   they read their value from src_values. A thread a vertex of few edges, a warp one
-   of more; the hubs go to hubs[] (their count in *hub_count, zeroed before) */
+   they read their value from src_values, and write it to pushed[u] (when given). A
+   thread a vertex of few edges, a warp one of more; the hubs go to hubs[] (their
+   count in *hub_count, zeroed before) */
 extern "C" __global__ void subgraph_push(
     const index_t* __restrict__ active, const unsigned int* __restrict__ offsets,
     const index_t* __restrict__ targets, const float* __restrict__ weight,
     const long long n, const value_t* src_values, value_t* target,
     const unsigned char* marks, unsigned char* next_marks, unsigned long long* changed,
-    const aux_t* __restrict__ aux, const int aux_per_vertex,
+    value_t* pushed, const aux_t* __restrict__ aux, const int aux_per_vertex,
     unsigned int* __restrict__ hubs, unsigned int* __restrict__ hub_count,
     const unsigned long long* __restrict__ go)
 {
@@ -109,6 +114,7 @@ extern "C" __global__ void subgraph_push(
     const index_t u = active[i];
     if (e1 - e0 > HG_THREAD_DEGREE || (marks && !marks[u])) continue;
     const value_t s = src_values[u];
+    if (pushed) pushed[u] = s;
     for (unsigned int e = e0; e < e1; ++e)
       hg_push_edge(s, targets[e], HG_PUSH_WEIGHT(e), target, aux, aux_per_vertex,
                    next_marks, changed);
@@ -124,6 +130,7 @@ extern "C" __global__ void subgraph_push(
       continue;
     }
     const value_t s = src_values[u];
+    if (pushed && lane == 0) pushed[u] = s;
     for (unsigned int e = e0 + lane; e < e1; e += 32)
       hg_push_edge(s, targets[e], HG_PUSH_WEIGHT(e), target, aux, aux_per_vertex,
                    next_marks, changed);
@@ -135,9 +142,9 @@ extern "C" __global__ void subgraph_push_hubs(
     const index_t* __restrict__ active, const unsigned int* __restrict__ offsets,
     const index_t* __restrict__ targets, const float* __restrict__ weight,
     const value_t* src_values, value_t* target, unsigned char* next_marks,
-    unsigned long long* changed, const aux_t* __restrict__ aux, const int aux_per_vertex,
-    const unsigned int* __restrict__ hubs, const unsigned int* __restrict__ hub_count,
-    const unsigned long long* __restrict__ go)
+    unsigned long long* changed, value_t* pushed, const aux_t* __restrict__ aux,
+    const int aux_per_vertex, const unsigned int* __restrict__ hubs,
+    const unsigned int* __restrict__ hub_count, const unsigned long long* __restrict__ go)
 {
   if (*go == 0) return;
   const unsigned int count = *hub_count;
@@ -146,6 +153,7 @@ extern "C" __global__ void subgraph_push_hubs(
   for (unsigned int h = 0; h < count; ++h) {
     const unsigned int i = hubs[h];
     const value_t s = src_values[active[i]];
+    if (pushed && tid == 0) pushed[active[i]] = s;
     const long long e1 = offsets[i + 1];
     for (long long e = offsets[i] + tid; e < e1; e += threads)
       hg_push_edge(s, targets[e], HG_PUSH_WEIGHT(e), target, aux, aux_per_vertex,

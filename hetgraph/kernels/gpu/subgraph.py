@@ -15,6 +15,10 @@ source's out-edges (:func:`tail_starts`). Per iteration:
 3. on the host, in parallel, each chunk's edges and offsets gathered into pinned memory
    (:func:`gather_chunk`), then copied in (the h2d bytes, :func:`chunk_bytes`).
 
+In async-subgraph mode the list also takes the vertices the listed ones push to
+(:func:`with_targets`): they are the likeliest to change, and their edges loaded with
+the others let a chunk's inner passes carry a change further than one hop.
+
 :func:`active_vertices` and :func:`subgraph_offsets` take the array module ``xp``: NumPy
 here and in the tests, CuPy on the device. Nothing here imports CuPy.
 """
@@ -122,3 +126,45 @@ def gather_chunk(starts, out_indices, out_weights, active, offsets, a0, a1, e0, 
                 weights[s - e0:end - e0] = out_weights[source:source + count]
             s = end
             i += 1
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _mark_targets(starts, out_indptr, out_indices, tail_degree, active, marks):
+    for i in numba.prange(active.shape[0]):
+        u = active[i]
+        marks[u] = 1
+        for e in range(starts[u], out_indptr[u + 1]):
+            v = out_indices[e]
+            if tail_degree[v]:
+                marks[v] = 1
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _listed_targets(starts, out_indptr, out_indices, tail_degree, active, offsets, out):
+    for i in numba.prange(active.shape[0]):
+        u = active[i]
+        k = offsets[i]
+        for e in range(starts[u], out_indptr[u + 1]):
+            v = out_indices[e]
+            out[k] = v if tail_degree[v] else u  # (u is listed anyway)
+            k += 1
+
+
+def with_targets(starts, out_indptr, out_indices, tail_degree, active, marks):
+    """The vertices ``active`` (increasing ids with streamed out-edges, int64) and
+    their streamed out-neighbours that have streamed out-edges themselves
+    (``tail_degree`` > 0): increasing int64 ids. ``starts``: :func:`tail_starts`;
+    ``marks``: a zeroed uint8 array of one element a vertex, used and zeroed again
+    when the edges are many (a pass over every vertex then costs less than sorting
+    them)."""
+    offsets = subgraph_offsets(np, tail_degree[active])
+    edges = int(offsets[-1])
+    if edges * 16 < marks.shape[0]:
+        targets = np.empty(edges, np.int64)
+        _listed_targets(starts, out_indptr, out_indices, tail_degree, active, offsets,
+                        targets)
+        return np.union1d(active, targets)
+    _mark_targets(starts, out_indptr, out_indices, tail_degree, active, marks)
+    listed = np.flatnonzero(marks)
+    marks[listed] = 0
+    return listed
