@@ -45,7 +45,7 @@ class ColoredLaunches:
         self.go = cp.ones(1, cp.uint64)
         self.swept = None
         self._swept_kernel = None
-        self.replay = None
+        self.replay = self._bound = None
         self.bind()
 
     def bind(self):
@@ -59,11 +59,15 @@ class ColoredLaunches:
             self.swept = SweptSums(terms, engine.values, self._most_blocks())
         else:
             self.swept.load(terms, engine.values)
-        operations = self._operations()
+        # (what a bound run may change in the launches: rebuilt only then)
+        key = (engine.aux.data.ptr, engine.aux.size,
+               None if self.swept is None else self.swept.launch[0].key())
         if self.replay is None:
-            self.replay = GraphReplay(engine.cupy, operations, tuning.GPU_COLORED_GRAPH)
-        else:
-            self.replay.set(operations)
+            self.replay = GraphReplay(engine.cupy, self._operations(),
+                                      tuning.GPU_COLORED_GRAPH)
+        elif key != self._bound:
+            self.replay.set(self._operations())
+        self._bound = key
 
     def run(self, stream):
         """Queue a pass on ``stream``: the engine's go flag and (without swept sums)
