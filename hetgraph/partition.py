@@ -62,7 +62,8 @@ def shard_starts(in_indptr, *, vertex_bytes=4, shared_bytes=None, replication=No
     ``vertex_bytes`` fit ``shared_bytes`` (default ``tuning.SHARED_BYTES``) and whose
     in-edges number at most
     ``max_shard_edges`` (a single vertex with more is a shard of its own; None: no
-    bound; "auto": :func:`shard_edge_bound`). ``replication``: a fixed R for every
+    bound; "auto": :func:`shard_edge_bound` of these in-edges, ``in_indptr`` being
+    a run of a graph's). ``replication``: a fixed R for every
     shard instead of eq. 2.
     ``shard_vertices``: a fixed shard size (R_i still from eq. 2).
     """
@@ -83,7 +84,7 @@ def shard_starts(in_indptr, *, vertex_bytes=4, shared_bytes=None, replication=No
                          f"{MAX_REPLICATION * vertex_bytes}")
     cap = min(slots, MAX_SHARD_VERTICES)
     if max_shard_edges == "auto":
-        max_shard_edges = shard_edge_bound(int(in_indptr[-1]))
+        max_shard_edges = shard_edge_bound(int(in_indptr[-1] - in_indptr[0]))
     bound = -1 if max_shard_edges is None else int(max_shard_edges)
     starts, reps = _greedy_shards(np.asarray(in_indptr, dtype=np.int64), cap, slots, bound,
                                   replication or 0)
@@ -324,10 +325,12 @@ def partition(graph, *, page_bytes=None, vertex_bytes=4, shared_bytes=None,
         A fixed shard size (1 .. 65,536) instead of the shared-memory rule.
     max_shard_edges : int, "auto" or None
         In-edges per shard (a vertex with more is a shard of its own); "auto"
-        (default): :func:`shard_edge_bound`; None: no bound.
+        (default): :func:`shard_edge_bound` of the in-edges of each run between
+        ``cuts`` (of the graph's without); None: no bound.
     cuts : tuple of int, optional
         Vertex ids where a shard and a page must begin (a color-major order's colors,
-        :mod:`hetgraph.coloring`); each run between them is cut as a graph alone.
+        :mod:`hetgraph.coloring`); each run between them is cut as a graph alone (a
+        GPU runs a color's shards in one launch: a small color's get fewer edges).
 
     Returns
     -------
@@ -348,15 +351,14 @@ def partition(graph, *, page_bytes=None, vertex_bytes=4, shared_bytes=None,
     """
     page_bytes = tuning.PAGE_BYTES if page_bytes is None else page_bytes
     shared_bytes = tuning.SHARED_BYTES if shared_bytes is None else shared_bytes
-    bound = shard_edge_bound(graph.num_arcs) if max_shard_edges == "auto" else \
-        max_shard_edges  # (the whole graph's, in every run between cuts)
     per_edge = edge_bytes(graph.index_dtype, graph.weighted)
     starts, reps, pages = [np.zeros(1, np.int64)], [], [np.zeros(1, np.int64)]
     for v0, v1 in _runs(cuts, graph.num_vertices):  # the shards and pages of each run
         ptr = graph.in_indptr[v0:v1 + 1]
+        # ("auto": the run's own bound, so that a small color's launch still fills a GPU)
         first, rep = shard_starts(ptr, vertex_bytes=vertex_bytes, shared_bytes=shared_bytes,
                                   replication=replication, shard_vertices=shard_vertices,
-                                  max_shard_edges=bound)
+                                  max_shard_edges=max_shard_edges)
         pages.append(page_starts(ptr, first, page_bytes=page_bytes,
                                  bytes_per_edge=per_edge)[1:] + sum(map(len, reps)))
         starts.append(first[1:] + v0)

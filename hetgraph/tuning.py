@@ -337,3 +337,5 @@ FROG_LEVELS = 8  # times the coloring pass colors what the last left in the hybr
 # (whose Jacobi pass holds Gauss-Seidel back on power-law graphs: docs/tuning.md)
 COLORED_SPARSE_SHARE = 0.25  # a color's marked vertices from which its pass computes it whole
 # (an id list's pass costs its gather and its prefix: docs/tuning.md, "Colored execution")
+GPU_COLORED_GRAPH = True  # a colored GPU pass (a launch a color) replays one CUDA graph,
+# captured once per engine, instead of queuing its launches from Python every pass

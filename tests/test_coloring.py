@@ -209,11 +209,40 @@ def test_partition_cuts_fall_on_color_bounds(options):
     sparse = color_shards(part.shard_start, coloring, sparse=True)
     assert coloring.count > level + 1 and sparse[:level] == shards[:level]
     assert sparse[level] == (shards[level][0], shards[-1][1]) and len(sparse) == level + 1
-    # each run between cuts is cut as the graph alone would be: no more shards than
-    # the plain partition plus one a cut
+    # each run between cuts is cut as the graph alone would be: under the least bound
+    # (wiki-Vote's is the least too), no more shards than the plain partition plus one
+    # a cut
     assert part.num_shards <= plain.num_shards + len(coloring.cuts)
     assert color_shards(plain.shard_start, coloring) is None or \
         set(coloring.cuts) <= set(plain.shard_start.tolist())
+
+
+def test_each_color_is_cut_under_its_own_edge_bound(monkeypatch):
+    """With cuts, a run's shards hold at most ``shard_edge_bound`` of the run's own
+    in-edges (a vertex with more alone): a GPU launches a color's shards together, and
+    a small color cut under the whole graph's bound would run in a few blocks."""
+    from hetgraph.partition import shard_edge_bound
+
+    monkeypatch.setattr(tuning, "TARGET_SHARDS", 64)
+    monkeypatch.setattr(tuning, "MIN_SHARD_EDGES", 16)
+    g = color_major(hg.read(data_path("wiki-Vote.txt")))
+    coloring = hc.coloring_of(g)
+    part = g.partition(cuts=coloring.cuts)
+    whole = shard_edge_bound(g.num_arcs)  # 1,620 in-edges
+    starts, ptr = part.shard_start, g.in_indptr
+    for v0, v1 in zip(coloring.cuts[:-1], coloring.cuts[1:]):
+        shards = starts[(starts >= v0) & (starts <= v1)]
+        edges, vertices = np.diff(ptr[shards]), np.diff(shards)
+        bound = shard_edge_bound(int(ptr[v1] - ptr[v0]))
+        assert np.all((edges <= bound) | (vertices == 1)), (v0, v1)
+        if v1 > v0:
+            assert bound <= whole
+    # a small color (color 5: 136 vertices, 5,812 in-edges) gets a bound of 90
+    # in-edges, not the graph's 1,620: 83 shards, not 4
+    v0, v1 = coloring.cuts[5], coloring.cuts[6]
+    edges = int(ptr[v1] - ptr[v0])
+    assert shard_edge_bound(edges) < whole / 10
+    assert np.count_nonzero((starts >= v0) & (starts < v1)) >= 10 * -(-edges // whole)
 
 
 def test_color_shards_needs_a_contiguous_coloring():

@@ -10,6 +10,7 @@ import pytest
 import hetgraph as hg
 from conftest import data_path
 from hetgraph import coloring as hc
+from hetgraph import tuning
 
 pytestmark = pytest.mark.gpu
 
@@ -106,9 +107,10 @@ def test_gpu_colored_pagerank_sums_the_dangling_rank_after_each_color(name):
 
 
 def test_gpu_swept_sums_equal_the_cpu_sums():
-    """SweptSums (the GPU's constant summed again after a color) gives the CPU's
-    constants (``direct.swept_entry``: a whole iteration's first, then color 1's again) to
-    rounding, and the same bits on a rerun."""
+    """SweptSums' first sums of an iteration (every color's, then the constant) give the
+    CPU's constant (``direct.swept_entry`` of a whole iteration) to rounding, and the
+    same bits again; its arguments make a color's kernel sum it again unless the color
+    holds none of the constant's vertices or is color 0."""
     import cupy
 
     from hetgraph.engines.colored import swept_of
@@ -125,20 +127,54 @@ def test_gpu_swept_sums_equal_the_cpu_sums():
     coloring = hc.coloring_of(g)
     values = np.random.default_rng(2).random(g.num_vertices)
     swept = swept_of(Terms(), g, coloring)
-    device = SweptSums(swept_of(Terms(), g, coloring), cupy.asarray(values))
+    x = cupy.asarray(values)
+    device = SweptSums(swept, x, blocks=8)
     stream = cupy.cuda.get_current_stream()
-    x = cupy.asarray(values)
+
+    def first_sums(sums):
+        launch, blocks, threads = sums.launch
+        launch(blocks, threads, 0, stream.ptr)
+        return sums.constant.get().tobytes()
+
     want = direct.swept_entry(values, swept, -1, 0.0)
-    device.begin(x, stream)
-    first = float(device.constant.get()[0])
-    assert first == pytest.approx(want, rel=1e-13)
-    values[coloring.bounds[1]:coloring.bounds[2]] *= 3.0
-    x = cupy.asarray(values)
-    want = direct.swept_entry(values, swept, 1, want)
-    device.after(x, 1, stream)
-    assert float(device.constant.get()[0]) == pytest.approx(want, rel=1e-13)
-    device.begin(x, stream)
-    again = SweptSums(swept_of(Terms(), g, coloring), x)
-    again.begin(x, stream)
-    assert device.constant.get().tobytes() == again.constant.get().tobytes()
-    assert first != float(device.constant.get()[0])
+    first = first_sums(device)
+    assert np.frombuffer(first)[0] == pytest.approx(want, rel=1e-13)
+    again = SweptSums(swept, x, blocks=8)
+    assert first_sums(again) == first and first_sums(device) == first
+    sizes = np.diff(swept[1])
+    colors = [int(device.arguments(c)["swept_color"]) for c in range(coloring.count)]
+    assert colors == [c if sizes[c] and c > 0 else -1 for c in range(coloring.count)]
+    assert int(device._mask.sum()) == len(swept[0])
+
+
+def test_gpu_colored_pass_is_one_graph_captured_once(monkeypatch):
+    """A colored PageRank engine captures its pass once: its iterations and a later run
+    bound to it (a new aux array, copied into the engine's) replay it; the values are
+    those of the same passes queued launch by launch, to the last bits of the shard
+    kernel's float sums."""
+    from hetgraph.algorithms.pagerank import PageRank
+    from hetgraph.engines.gpu import GpuEngine
+    from hetgraph.program import ProgramSpec
+
+    g = graphs()["wiki"]
+    coloring = hc.coloring_of(g)
+
+    def run(iterations, rebind):
+        spec = ProgramSpec(PageRank(rescale=True, tol=None))
+        values, flags, aux = spec.initial_state(g, np)
+        engine = GpuEngine(spec, g, values, flags, aux, sync=False, coloring=coloring)
+        for _ in range(iterations):
+            engine.iterate(0.0)
+        if rebind:
+            engine.bind(spec, g, None, aux.copy())
+            engine.load(values, flags, [(0, g.num_vertices)])
+            for _ in range(iterations):
+                engine.iterate(0.0)
+        return engine
+
+    replayed = run(4, rebind=True)
+    assert replayed.describe()["graph_captures"] == 1
+    monkeypatch.setattr(tuning, "GPU_COLORED_GRAPH", False)
+    queued = run(4, rebind=False)
+    assert queued.describe()["graph_captures"] == 0
+    np.testing.assert_allclose(replayed.result(), queued.result(), rtol=1e-12, atol=0)

@@ -232,6 +232,29 @@ def test_builtin_kernels_compile(sync, index, warp_combine, tmp_path):
             compile_for_sm90(source, tmp_path)
 
 
+def test_swept_kernels_compile(tmp_path):
+    """A colored pass's kernels: the shard kernel's swept variant (its tail after the
+    epilogue, its parameters after go) and the first sums of SweptSums translate; with
+    nvcc they compile for sm_90. The plain kernel has no swept tail."""
+    from hetgraph.algorithms.bfs import BreadthFirst
+    from hetgraph.algorithms.pagerank import PageRank
+    from hetgraph.kernels.gpu.swept import _SWEPT
+
+    for program in (PageRank(rescale=True), PageRank(dtype=np.float32), BreadthFirst(0)):
+        spec = ProgramSpec(program)
+        swept = kernel_source(spec, np.float64, np.int32, np.uint32, weighted=True,
+                              sync=False, swept=True)
+        plain = kernel_source(spec, np.float64, np.int32, np.uint32, weighted=True,
+                              sync=False)
+        assert "#define HG_SWEPT 1" in swept and "#define HG_SWEPT 0" in plain
+        assert swept.index("hg_swept_tail(swept,") > swept.index("atomicAdd(&counters[0]")
+        if NVCC:
+            compile_for_sm90(swept, tmp_path)
+    if NVCC:
+        for value in ("double", "float"):
+            compile_for_sm90(_SWEPT.replace("VALUE", value), tmp_path)
+
+
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc")
 @pytest.mark.parametrize("reduce, dtype", [(r, d) for r in ("add", "min", "max")
                                            for d in (np.float32, np.float64, np.int32,

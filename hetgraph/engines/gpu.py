@@ -33,7 +33,8 @@ from ..kernels.gpu.tocab import BlockedPass, KernelChoice, compile_tocab, l2_byt
 from ..kernels.transpile import c_type
 from .base import Engine
 from .subway import SUBGRAPH_MODES, active_subgraphs
-from .colored import color_shards, swept_of
+from .colored import color_shards
+from .gpu_colored import ColoredLaunches
 
 log = logging.getLogger(__name__)
 
@@ -220,9 +221,11 @@ class GpuEngine(Engine):
         self.weighted = bool(spec.needs_weights and graph.weighted)
         start = time.perf_counter()
         degree_dtype = _degree_dtype(graph)
-        self.kernel = compile_kernel(spec, aux.dtype, graph.index_dtype, degree_dtype,
-                                     weighted=self.weighted, sync=sync,
-                                     warp_combine=edge_order == "destination")
+        #: compile_kernel's options for this engine's shard kernels (one per variant)
+        self.kernel_options = dict(aux_dtype=aux.dtype, index_dtype=graph.index_dtype,
+                                   degree_dtype=degree_dtype, weighted=self.weighted,
+                                   sync=sync, warp_combine=edge_order == "destination")
+        self.kernel = compile_kernel(spec, **self.kernel_options)
         self.compile_seconds = time.perf_counter() - start
         self._upload_vertices(values, flags, aux)
         self.per_edge = edge_bytes(graph.index_dtype, self.weighted)
@@ -246,6 +249,8 @@ class GpuEngine(Engine):
             self.new_values = cp.empty_like(self.values) if self.sync else self.values
             self.flags = on_current_device(flags)
             self.aux = on_current_device(aux)
+            self._aux_given = aux if self.aux is aux else None  # (the caller's array)
+            self._colored_aux = None  # a colored pass's own aux (see _color_runs)
             # the activated counts of QUEUED + 1 iterations (a ring: the one a queued
             # iteration reads as its go, and those in flight), copied to pinned memory:
             # vertices activated, their out-degree sum, the key of their lowest
@@ -341,14 +346,15 @@ class GpuEngine(Engine):
                              for d in pages.dtypes) for _ in range(self.plan.streams)]
         # the shard kernel's arguments in its order; _launch sets those marked None and
         # those that change between launches
-        self._pass = PackedLaunch(self.kernel, dict(
+        self.shard_arguments = dict(
             src=None, offsets=None, weight=None, shard_start=pages.shard_start,
             shard_edge=pages.shard_edge, shard_log_r=pages.shard_log_r,
             ranges=np.int32(self.ranges), k_begin=np.int32(0), k_end=np.int32(0),
             first=np.int32(0), last=np.int32(0), partial=self.partial,
             edge_base=np.int64(0), first_shard=np.int32(0), values=None, new_values=None,
             flags=self.flags, aux=self.aux, aux_per_vertex=np.int32(self.aux.size > 1),
-            constant_at=None, out_degree=pages.out_degree, counters=None, go=None))
+            constant_at=None, out_degree=pages.out_degree, counters=None, go=None)
+        self._pass = PackedLaunch(self.kernel, self.shard_arguments)
         # what a launch changes every iteration, set through the holders; the rest is
         # set when the edges or the shard range change (see _launch)
         self._changing = self._pass.holders("values", "new_values", "constant_at",
@@ -400,9 +406,9 @@ class GpuEngine(Engine):
             return None
 
     def _color_runs(self):
-        """The shards of each color (:func:`color_shards`) of a colored run whose pages
-        are all resident, and the hybrid pass's written values; else None (with a
-        coloring: the pass runs as async does, logged)."""
+        """The colored pass (:class:`ColoredLaunches` of the shards of each color,
+        :func:`color_shards`) of a colored run whose pages are all resident; else None
+        (with a coloring: the pass runs as async does, logged)."""
         if self.coloring is None:
             return None
         runs = color_shards(self.partition.shard_start, self.coloring,
@@ -413,20 +419,11 @@ class GpuEngine(Engine):
                         "resident on one GPU")
             return None
         self.mode = "gpu-colored"
-        self._hybrid_values = self.cupy.empty_like(self.values)
-        self._swept = self._swept_sums(len(runs))
-        return runs
-
-    def _swept_sums(self, passes):
-        """The program's constant summed again after each color's launch
-        (:class:`hetgraph.kernels.gpu.swept.SweptSums` of :func:`swept_of`), or None: one
-        constant an iteration (or passes that are not one a color)."""
-        swept = swept_of(self.spec.program, self.graph, self.coloring)
-        if swept is None or passes != self.coloring.count:
-            return None
-        from ..kernels.gpu.swept import SweptSums
-
-        return SweptSums(swept, self.values)
+        if self._colored_aux is None:  # (a later run's aux is written into it)
+            self._colored_aux = self.aux.copy() if self.aux is self._aux_given else self.aux
+            self.aux = self._colored_aux
+            self._pass.update(aux=self.aux)
+        return ColoredLaunches(self, runs)
 
     def resident_runs(self, count):
         """The resident pages as up to ``count`` runs of consecutive shards
@@ -452,7 +449,7 @@ class GpuEngine(Engine):
 
     def _release_pages(self):
         for name in ("pages", "stages", "partial", "_pass", "_count_pass", "_subgraphs",
-                     "_tocab"):
+                     "_tocab", "_colors"):
             setattr(self, name, None)
 
     def close(self):
@@ -474,13 +471,22 @@ class GpuEngine(Engine):
         launch arguments as they are (the run loads its state before its first pass:
         ``state`` is unused); only ``aux`` is new (copied to this device if elsewhere)."""
         self.spec, self.graph = spec, graph
-        self.aux = on_current_device(aux)
+        self.aux = self._bound_aux(aux)
         self._pass.update(aux=self.aux, aux_per_vertex=int(self.aux.size > 1))
-        if self._colors is not None:  # (this run's program's constant)
-            self._swept = self._swept_sums(len(self._colors))
+        if self._colors is not None:  # (this run's program's constant and aux)
+            self._colors.bind()
         if self._tocab is not None:
             self._tocab.set_aux(self.aux)
         self._chain, self._counting, self.front = None, False, float("nan")
+
+    def _bound_aux(self, aux):
+        """``aux`` on this device; for a colored pass, copied into the engine's own
+        array where it fits (its launches keep their arguments)."""
+        fresh, own = on_current_device(aux), self._colored_aux
+        if self._colors is None or (fresh.shape, fresh.dtype) != (own.shape, own.dtype):
+            return fresh
+        self.cupy.copyto(own, fresh)
+        return own
 
     def unbind(self):
         """See :meth:`Engine.unbind`."""
@@ -643,7 +649,7 @@ class GpuEngine(Engine):
             streamed = ()
         main = self.cupy.cuda.get_current_stream() if stream is None else stream
         if pages is None and self._colors is not None:
-            self._run_colors(main)
+            self._colors.run(main)
             return
         # streamed copies may start while the resident pages run
         ready = main.record() if len(streamed) else None
@@ -681,44 +687,6 @@ class GpuEngine(Engine):
             self.run_pages(stream=stream, resident_only=True)
         finally:
             self.values, self.new_values, self._counters_pointer = kept
-
-    def _run_colors(self, stream):
-        """A colored pass on ``stream`` (see :mod:`.colored`): the hybrid partition's
-        shards first, into a second array copied back into the values after them, then
-        each color's from the last to the first, one launch after the other (per source
-        range), in place; with a constant summed again after each color (``_swept``),
-        the launches read it instead of the iteration's."""
-        first, swept = self.plan.first_edge, self._swept
-        *colors, hybrid = self._colors
-        if swept is not None:
-            swept.begin(self.values, stream)
-            self._constant_at = swept.constant
-        self._run_hybrid(hybrid, first, stream)
-        if swept is not None:
-            swept.after(self.values, len(colors), stream)
-        for c in range(len(colors) - 1, -1, -1):
-            s0, s1 = colors[c]
-            for k in range(self.ranges):
-                self._launch(s1 - s0, s0, first, self.pages.resident, stream, k, k + 1)
-            if swept is not None and c > 0:  # (color 0 ends the pass: nothing reads it)
-                swept.after(self.values, c, stream)
-
-    def _run_hybrid(self, hybrid, first, stream):
-        """The hybrid partition's pass of :meth:`_run_colors` (shards ``hybrid``)."""
-        s0, s1 = hybrid
-        if s1 == s0:
-            return
-        self.new_values = self._hybrid_values
-        try:
-            for k in range(self.ranges):
-                self._launch(s1 - s0, s0, first, self.pages.resident, stream, k, k + 1)
-        finally:
-            self.new_values = self.values
-        v0, v1 = (int(v) for v in self.partition.shard_start[[s0, s1]])
-        size = self.values.itemsize
-        self.cupy.cuda.runtime.memcpyAsync(
-            self.values.data.ptr + v0 * size, self._hybrid_values.data.ptr + v0 * size,
-            (v1 - v0) * size, self.cupy.cuda.runtime.memcpyDeviceToDevice, stream.ptr)
 
     def counts(self):
         """(vertices activated, their out-degree sum) since :meth:`begin` (waits)."""
@@ -844,4 +812,5 @@ class GpuEngine(Engine):
                 "subgraph": None if self._subgraphs is None else self._subgraphs.describe(),
                 **({} if self._colors is None else
                    {"mode": self.mode, **self.coloring.describe(),
-                    "passes_per_iteration": sum(b > a for a, b in self._colors)})}
+                    "passes_per_iteration": self._colors.passes,
+                    "graph_captures": self._colors.replay.captures})}

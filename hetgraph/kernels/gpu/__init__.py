@@ -11,6 +11,9 @@ them is :class:`hetgraph.engines.gpu.GpuEngine`. Import from the module itself:
 - :mod:`.source`: the shard kernel's CUDA source for a program, in named pieces
   (``kernel_source``), and its compilation (``compile_kernel``).
 - :mod:`.launch`: raw launches with their arguments packed once (``PackedLaunch``).
+- :mod:`.replay`: a fixed sequence of launches and copies replayed as one CUDA graph
+  (``GraphReplay``).
+- :mod:`.swept`: a colored run's constant summed again after each color (``SweptSums``).
 - :mod:`.reduce`: small device reductions (a hook's ``indexed_sum``, the frontier's
   count).
 - :mod:`.subgraph`: the active subgraph of a streamed iteration, on the host (Subway):

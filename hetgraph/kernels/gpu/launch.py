@@ -51,6 +51,11 @@ class PackedLaunch:
             self._slot[name].value = value.data.ptr if isinstance(value, self._array) \
                 else value
 
+    def key(self) -> tuple:
+        """The kernel and every argument's value now (pointers as ints): equal keys
+        launch the same work."""
+        return (self._function, *(held.value for held in self._held))
+
     def __call__(self, blocks, threads, shared_bytes, stream_pointer):
         """Launch ``blocks`` blocks of ``threads`` threads on the stream."""
         self._driver_launch(self._function, blocks, 1, 1, threads, 1, 1, shared_bytes,

@@ -26,29 +26,35 @@ from .layout import unsigned_index
 
 
 def kernel_source(spec: ProgramSpec, aux_dtype, index_dtype, degree_dtype, *, weighted,
-                  sync, warp_combine=False) -> str:
+                  sync, warp_combine=False, swept=False) -> str:
     """CUDA source of the shard kernel ``shard_pass`` for ``spec``; ``warp_combine``:
     the edges come in destination order and a warp combines equal destinations before
-    its shared-memory atomics."""
+    its shared-memory atomics; ``swept``: a colored pass's kernel, which may sum its
+    new values over the vertices of a constant and write the constant the next color
+    reads: ``hg_swept_tail``)."""
     identity = literal(spec.identity(), spec.dtype)
     return "".join((
         kernel_head(spec, aux_dtype, index_dtype, degree_dtype, weighted=weighted, sync=sync,
-                    warp_combine=warp_combine),
+                    warp_combine=warp_combine, swept=swept),
         _PARAMETERS, _prologue(identity), gather_loop(identity), _MERGE, _EPILOGUE))
 
 
 def kernel_head(spec: ProgramSpec, aux_dtype, index_dtype, degree_dtype, *, weighted,
-                sync, warp_combine=False) -> str:
+                sync, warp_combine=False, swept=False) -> str:
     """What every pull kernel of ``spec`` begins with (see :func:`kernel_source`): the
-    types and switches, the program's functions, the monoid and the edge reads."""
+    types and switches, the program's functions, the monoid, the edge reads and (with
+    ``swept``) the swept constant's sums."""
     aux_dtype = np.dtype(aux_dtype)
     unsigned = unsigned_index(index_dtype)
     return "".join((
-        _declarations(spec, aux_dtype, unsigned, degree_dtype, weighted, sync, warp_combine),
-        _program_functions(spec, aux_dtype), _FRONT_KEY, _monoid(spec), _edge_reads()))
+        _declarations(spec, aux_dtype, unsigned, degree_dtype, weighted, sync, warp_combine,
+                      swept),
+        _program_functions(spec, aux_dtype), _FRONT_KEY, _monoid(spec), _edge_reads(),
+        _SWEPT_FUNCTIONS))
 
 
-def _declarations(spec, aux_dtype, unsigned, degree_dtype, weighted, sync, warp_combine):
+def _declarations(spec, aux_dtype, unsigned, degree_dtype, weighted, sync, warp_combine,
+                  swept):
     """The kernel's types and the switches its ``#if``s read."""
     return f"""
 typedef {c_type(spec.dtype)} value_t;
@@ -59,6 +65,7 @@ typedef {c_type(degree_dtype)} degree_t;
 #define HG_WEIGHTED {int(bool(weighted))}
 #define HG_WARP_COMBINE {int(bool(warp_combine))}
 #define HG_PRIORITY {int(spec.priority is not None)}
+#define HG_SWEPT {int(bool(swept))}
 """
 
 
@@ -181,6 +188,77 @@ def _edge_reads():
 """
 
 
+BLOCK_SUM = """\
+/* the block's sum of every thread's x in a fixed order (each warp's by shuffles, then
+   the warps' in order by warp 0), whole in thread 0 (lane 0 of warp 0); every thread of
+   the block calls it */
+__device__ double hg_block_sum(double x) {
+  __shared__ double warp_sums[32];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  for (int d = 16; d > 0; d >>= 1) x += __shfl_down_sync(0xffffffffu, x, d);
+  __syncthreads();  /* (an earlier call's reads of warp_sums are done) */
+  if (lane == 0) warp_sums[warp] = x;
+  __syncthreads();
+  x = 0.0;
+  if (warp == 0) {
+    if (lane < (int)(blockDim.x >> 5)) x = warp_sums[lane];
+    for (int d = 16; d > 0; d >>= 1) x += __shfl_down_sync(0xffffffffu, x, d);
+  }
+  return x;
+}
+
+/* warp 0 (all its lanes): the constant offset + factor * (sums[0] + ... +
+   sums[count - 1]) in a fixed order, sums[color] taken as color_sum (this launch's, also
+   stored), written to *constant by lane 0; count at most 64 */
+__device__ void hg_swept_constant(double* sums, int color, double color_sum, int count,
+                                  const double* terms, double* constant) {
+  const int lane = threadIdx.x & 31;
+  double total = 0.0;
+  for (int k = lane; k < count; k += 32)
+    total += k == color ? color_sum : __ldcg(&sums[k]);
+  for (int d = 16; d > 0; d >>= 1) total += __shfl_down_sync(0xffffffffu, total, d);
+  if (lane == 0) {
+    if (color >= 0) sums[color] = color_sum;
+    *constant = terms[0] + terms[1] * total;
+  }
+}
+"""
+
+# (a colored pass's kernel: the constant summed again after each color, see kernel_source)
+_SWEPT_FUNCTIONS = "#if HG_SWEPT\n" + BLOCK_SUM + """\
+/* a color's launch: each block's sum of its new values over the constant's vertices
+   (mine) into partial[block]; the last block to finish adds them in block order into
+   sums[color] and writes the constant the next color's launch reads (no atomic add of
+   values: reruns give the same bits) */
+__device__ void hg_swept_tail(double mine, double* partial, unsigned int* done,
+                              double* sums, const double* terms, int color, int count,
+                              double* constant) {
+  __shared__ bool last_block;
+  mine = hg_block_sum(mine);
+  if (threadIdx.x == 0) {
+    partial[blockIdx.x] = mine;
+    __threadfence();  /* (written before the count that lets the last block read it) */
+    last_block = atomicAdd(done, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last_block) return;
+  __threadfence();
+  double sum = 0.0;
+  for (unsigned int k = threadIdx.x; k < gridDim.x; k += blockDim.x)
+    sum += __ldcg(&partial[k]);
+  sum = hg_block_sum(sum);
+  if (threadIdx.x < 32) {
+    hg_swept_constant(sums, color, __shfl_sync(0xffffffffu, sum, 0), count, terms,
+                      constant);
+    if (threadIdx.x == 0) *done = 0u;
+  }
+}
+#define HG_CONSTANT double*
+#else
+#define HG_CONSTANT const double* __restrict__
+#endif
+"""
+
 _PARAMETERS = """\
 extern "C" __global__ void shard_pass(
     const index_t* __restrict__ src, const unsigned short* __restrict__ dst_offset,
@@ -190,9 +268,15 @@ extern "C" __global__ void shard_pass(
     value_t* __restrict__ partial, const long long edge_base, const int first_shard,
     HG_VALUES values,
     value_t* new_values, unsigned char* __restrict__ flags, const aux_t* __restrict__ aux,
-    const int aux_per_vertex, const double* __restrict__ constant_at,
+    const int aux_per_vertex, HG_CONSTANT constant_at,
     const degree_t* __restrict__ out_degree, unsigned long long* counters,
-    const unsigned long long* __restrict__ go)
+    const unsigned long long* __restrict__ go
+#if HG_SWEPT
+    , const unsigned char* __restrict__ swept_mask, double* swept_partial,
+    unsigned int* swept_done, double* swept_sums, const double* __restrict__ swept_terms,
+    const int swept_color, const int swept_count
+#endif
+    )
 {
 """
 
@@ -287,6 +371,9 @@ _MERGE = """\
 _APPLY_HEAD = """\
   unsigned long long active = 0, degree = 0, front = 0;
   const double constant = *constant_at;
+#if HG_SWEPT
+  double swept = 0.0;  /* this thread's new values over the constant's vertices */
+#endif
   for (int i = threadIdx.x; i < nv; i += blockDim.x) {
     const long long v = v0 + i;
 """
@@ -302,6 +389,9 @@ _APPLY_TAIL = """\
     const value_t old = values[v];
     const value_t now = hg_apply(old, acc, aux[aux_per_vertex ? v : 0], constant);
     new_values[v] = now;
+#if HG_SWEPT
+    if (swept_mask[v]) swept += (double)now;
+#endif
     const bool on = hg_activate(now, old);
     flags[v] = on;
     if (on) {
@@ -336,6 +426,11 @@ _APPLY_TAIL = """\
     atomicMax(&counters[2], block_front);
 #endif
   }
+#if HG_SWEPT
+  if (swept_color >= 0 && last)  /* (the same for the whole grid) */
+    hg_swept_tail(swept, swept_partial, swept_done, swept_sums, swept_terms, swept_color,
+                  swept_count, constant_at);
+#endif
 }
 """
 
@@ -354,10 +449,11 @@ _KERNELS: dict = {}  # (source, kernel names) -> the compiled kernels, for the p
 
 
 def compile_kernel(spec: ProgramSpec, aux_dtype, index_dtype, degree_dtype, *, weighted,
-                   sync, warp_combine=False):
-    """The compiled ``shard_pass`` (a cupy.RawKernel), kept per source for the process."""
+                   sync, warp_combine=False, swept=False):
+    """The compiled ``shard_pass`` (a cupy.RawKernel), kept per source for the process
+    (``swept``: see :func:`kernel_source`)."""
     source = kernel_source(spec, aux_dtype, index_dtype, degree_dtype, weighted=weighted,
-                           sync=sync, warp_combine=warp_combine)
+                           sync=sync, warp_combine=warp_combine, swept=swept)
     return compile_functions(spec, source, ("shard_pass",))[0]
 
 

@@ -1,12 +1,15 @@
-"""A colored iteration's constant summed again after each color's launch on the GPU
-(the CPU's is :func:`hetgraph.kernels.cpu.direct.swept_pass`): a colored PageRank's
-dangling rank, so that the later colors read the rank the earlier ones gave.
+"""A colored iteration's constant summed again after each color on the GPU (the CPU's is
+:func:`hetgraph.kernels.cpu.direct.swept_pass`): a colored PageRank's dangling rank, so
+that the later colors read the rank the earlier ones gave.
 
-One kernel: each block sums a share of one color's vertices of the constant (a tree in
-shared memory), writes its partial sum, and the last block to finish adds the partial
-sums in a fixed order into the colors' sums and writes the constant, offset + factor *
-(the sums added in color order): no atomic add of values, so reruns are bitwise equal
-(the CPU keeps a running total of the sums instead: the two agree to rounding).
+The sums after a color are taken by the color's own shard kernel (``hg_swept_tail`` of
+:mod:`.source`); this module holds their device arrays (:class:`SweptSums`) and the
+iteration's first sums, of every color (``hg_swept``): each block sums a share of one
+color's vertices of the constant, and the last block to finish adds the shares of each
+color in a fixed order (a warp a color) and writes the constant, offset + factor *
+(the colors' sums in color order). No atomic add of values anywhere: reruns are
+bitwise equal (the CPU keeps a running total of the sums instead: the two agree to
+rounding).
 """
 
 from __future__ import annotations
@@ -17,48 +20,49 @@ import numpy as np
 
 from ..transpile import c_type
 from .launch import PackedLaunch
+from .source import BLOCK_SUM
 
-THREADS = 256  # a block's threads (a power of two: the tree's halvings)
+THREADS = 256  # a block's threads (a multiple of 32, at most 1024)
 SHARES = 64  # the most blocks one color's sum is cut into
 
-_SWEPT = r"""
+_SWEPT = BLOCK_SUM + r"""
 extern "C" __global__ void hg_swept(const VALUE* x, const long long* ids,
-                                    const long long* at, int c_begin, int shares,
-                                    double* partial, double* sums, unsigned int* done,
-                                    double* constant, double offset, double factor,
-                                    int count) {
-    /* block k: color c_begin + k / shares, its share k % shares; done: zero between */
-    __shared__ double part[THREADS];
-    int c = c_begin + blockIdx.x / shares, share = blockIdx.x % shares;
+                                    const long long* at, int shares, double* partial,
+                                    double* sums, unsigned int* done,
+                                    const double* terms, double* constant, int count) {
+    /* block k: color k / shares, its share k % shares; done: zero between launches */
+    __shared__ bool last_block;
+    const int c = blockIdx.x / shares, share = blockIdx.x % shares;
     double sum = 0.0;
     for (long long j = at[c] + share * (long long)blockDim.x + threadIdx.x; j < at[c + 1];
          j += (long long)shares * blockDim.x)
         sum += (double)x[ids[j]];
-    part[threadIdx.x] = sum;
+    sum = hg_block_sum(sum);
+    if (threadIdx.x == 0) {
+        partial[blockIdx.x] = sum;
+        __threadfence();  /* (written before the count that lets the last block read it) */
+        last_block = atomicAdd(done, 1u) == gridDim.x - 1;
+    }
     __syncthreads();
-    for (int half = blockDim.x / 2; half > 0; half >>= 1) {
-        if (threadIdx.x < half)
-            part[threadIdx.x] += part[threadIdx.x + half];
-        __syncthreads();
-    }
-    if (threadIdx.x != 0)
+    if (!last_block)
         return;
-    partial[blockIdx.x] = part[0];
-    __threadfence();  /* (written before the count that lets the last block read it) */
-    if (atomicAdd(done, 1u) != gridDim.x - 1)
-        return;
-    const volatile double* written = partial;
-    for (int k = 0; k < (int)gridDim.x / shares; ++k) {
+    __threadfence();
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    for (int k = warp; k < count; k += blockDim.x >> 5) {  /* a warp a color */
         double color = 0.0;
-        for (int s = 0; s < shares; ++s)
-            color += written[k * shares + s];
-        sums[c_begin + k] = color;
+        for (int s = lane; s < shares; s += 32)
+            color += __ldcg(&partial[k * shares + s]);
+        for (int d = 16; d > 0; d >>= 1)
+            color += __shfl_down_sync(0xffffffffu, color, d);
+        if (lane == 0)
+            sums[k] = color;
     }
-    double total = 0.0;
-    for (int k = 0; k < count; ++k)
-        total += sums[k];
-    constant[0] = offset + factor * total;
-    *done = 0u;
+    __syncthreads();  /* (every color's sum written) */
+    if (warp == 0) {
+        hg_swept_constant(sums, -1, 0.0, count, terms, constant);
+        if (lane == 0)
+            *done = 0u;
+    }
 }
 """
 
@@ -66,46 +70,69 @@ extern "C" __global__ void hg_swept(const VALUE* x, const long long* ids,
 class SweptSums:
     """The device side of a colored run's ``swept`` (see
     :func:`hetgraph.engines.colored.swept_of`: (ids, at, sums, offset, factor), the
-    constant's vertices grouped by color): :meth:`begin` sums every color's and writes
-    the first pass's constant into :attr:`constant` (a one-element float64 device
-    array the shard kernel reads), :meth:`after` sums color c's again after its pass.
-    Each launch is queued on the given stream (no wait)."""
+    constant's vertices grouped by color) for values like ``values`` (a device array)
+    whose launches have at most ``blocks`` blocks: :attr:`constant` (a one-element
+    float64 device array the shard kernel reads and its tail writes), :attr:`launch`
+    an iteration's first sums, :meth:`arguments` a color's launch's part.
+    :meth:`load` takes another run's ``swept`` into the same arrays where it fits (a
+    kept CUDA graph of the pass stays valid)."""
 
-    def __init__(self, swept, values):
+    def __init__(self, swept, values, blocks):
         import cupy
 
-        ids, at, sums, offset, factor = swept
-        self.at = np.asarray(at, np.int64)
-        self.count = len(sums) - 1  # (the colors; the CPU's sums end with their total)
+        self.cupy = cupy
+        self.count = len(swept[2]) - 1  # (the colors; the CPU's sums end with their total)
         self.constant = cupy.zeros(1, cupy.float64)
-        self._ids, self._at = cupy.asarray(ids, cupy.int64), cupy.asarray(self.at)
-        self._sums = cupy.zeros(self.count, cupy.float64)
-        self._done = cupy.zeros(1, cupy.uint32)
-        self._all = _shares(int(np.diff(self.at).max(initial=0)))
-        self._partial = cupy.empty(max(self.count, 1) * SHARES, cupy.float64)
-        self._launch = PackedLaunch(
-            _swept_kernel(c_type(values.dtype), cupy.cuda.runtime.getDevice()),
-            dict(x=values, ids=self._ids, at=self._at, c_begin=np.int32(0),
-                 shares=np.int32(1), partial=self._partial, sums=self._sums,
-                 done=self._done, constant=self.constant, offset=np.float64(offset),
-                 factor=np.float64(factor), count=np.int32(self.count)))
+        self._sums = cupy.zeros(max(self.count, 1), cupy.float64)
+        self._done = cupy.zeros(2, cupy.uint32)  # (the first sums', the colors' tails')
+        self._terms = cupy.zeros(2, cupy.float64)
+        self._mask = cupy.zeros(values.size, cupy.uint8)
+        self._partial = cupy.empty(max(blocks, self.count * SHARES, 1), cupy.float64)
+        self._value_type = c_type(values.dtype)
+        self._ids = self._begin = None
+        self.load(swept, values)
 
-    def begin(self, values, stream):
-        """Every color's sum of ``values`` (the engine's, on this device) over its
-        vertices of the constant, and the constant, on ``stream``."""
-        if self.count:
-            self._run(values, 0, self.count, self._all, stream)
+    def load(self, swept, values):
+        """Take ``swept`` (of the same coloring) for ``values``: its vertices, their
+        grouping and its terms, written into the arrays kept (new arrays only where its
+        vertices outgrow them)."""
+        cp = self.cupy
+        ids, at, _, offset, factor = swept
+        self.at = np.asarray(at, np.int64)
+        if self._ids is None or len(ids) > self._ids.size or len(self.at) != self._at.size:
+            self._ids = cp.empty(max(len(ids), 1), cp.int64)
+            self._at = cp.empty(len(self.at), cp.int64)
+        self._ids[:len(ids)].set(np.asarray(ids, np.int64))
+        self._at.set(self.at)
+        self._mask.fill(0)
+        self._mask[self._ids[:len(ids)]] = 1
+        self._terms.set(np.array([offset, factor], np.float64))
+        shares = _shares(int(np.diff(self.at).max(initial=0)))
+        self._blocks = self.count * shares
+        self._begin = PackedLaunch(
+            _swept_kernel(self._value_type, cp.cuda.runtime.getDevice()),
+            dict(x=values, ids=self._ids, at=self._at, shares=np.int32(shares),
+                 partial=self._partial, sums=self._sums, done=self._done[:1],
+                 terms=self._terms, constant=self.constant, count=np.int32(self.count)))
 
-    def after(self, values, c, stream):
-        """Color ``c``'s sum again and the constant (nothing where c holds none of the
-        constant's vertices)."""
-        size = int(self.at[c + 1] - self.at[c])
-        if size:
-            self._run(values, c, 1, _shares(size), stream)
+    @property
+    def launch(self):
+        """(PackedLaunch, blocks, threads) of an iteration's first sums: every color's
+        over its vertices of the constant, and the first pass's constant (no blocks:
+        the constant has no vertex)."""
+        return self._begin, self._blocks, THREADS
 
-    def _run(self, values, first, colors, shares, stream):
-        self._launch.update(x=values, c_begin=first, shares=shares)
-        self._launch(colors * shares, THREADS, 0, stream.ptr)
+    def arguments(self, color):
+        """The shard kernel's swept arguments (``swept_*``) for a launch of ``color``
+        (its index: the hybrid partition's is the last): it sums its vertices of the
+        constant unless it holds none, or is color 0 (the last pass of a sweep,
+        whose constant nothing reads: the next iteration sums every color again)."""
+        size = int(self.at[color + 1] - self.at[color])
+        return dict(swept_mask=self._mask, swept_partial=self._partial,
+                    swept_done=self._done[1:], swept_sums=self._sums,
+                    swept_terms=self._terms,
+                    swept_color=np.int32(color if size and color > 0 else -1),
+                    swept_count=np.int32(self.count))
 
 
 def _shares(size):
@@ -118,5 +145,4 @@ def _swept_kernel(value_type, device):
     """``hg_swept`` for values of ``value_type`` on ``device`` (the current one)."""
     import cupy
 
-    source = _SWEPT.replace("VALUE", value_type).replace("THREADS]", f"{THREADS}]")
-    return cupy.RawKernel(source, "hg_swept")
+    return cupy.RawKernel(_SWEPT.replace("VALUE", value_type), "hg_swept")
