@@ -250,10 +250,17 @@ def dumps(value):
                               buffer_callback=buffers.append)
     except Exception:  # (a lambda, a local class: what only cloudpickle writes)
         stream = None
-    if stream is None or b"__main__" in stream or any(
-            name.encode() in stream for name in cloudpickle.list_registry_pickle_by_value()):
+    if stream is None or not by_reference(stream):
         return cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
     return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL) if buffers else stream
+
+
+def by_reference(stream):
+    """Whether the standard pickle ``stream`` names nothing another process may lack:
+    neither this process's ``__main__`` nor a module registered with cloudpickle by
+    value (Dask's rule; bytes of an array that happen to match only cost cloudpickle)."""
+    return b"__main__" not in stream and not any(
+        name.encode() in stream for name in cloudpickle.list_registry_pickle_by_value())
 
 
 def loads(frame):
