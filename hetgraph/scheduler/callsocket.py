@@ -96,8 +96,9 @@ def _same_user(sock):
 def listen(directory, address, secret, answer):
     """Take calls for the worker at ``address`` (this process's) on its socket in
     ``directory`` from the clients that know ``secret``, each call's frame passed to
-    ``answer(frame)`` (its answer's frame goes back), from a thread per connection;
-    returns whether it listens (no: no such directory, or a path too long)."""
+    ``answer(frame)`` (its answer's frame goes back) in the process's call thread
+    (:func:`call_thread`); returns whether it listens (no: no such directory, or a
+    path too long)."""
     with _LOCK:
         _SECRETS.add(secret)
         if address in _LISTENING or not directory or not os.path.isdir(directory):
