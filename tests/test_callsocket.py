@@ -7,6 +7,7 @@ import socket
 import stat
 import struct
 import sys
+import threading
 
 import cloudpickle
 import numpy as np
@@ -69,6 +70,41 @@ def test_one_call_alone_gets_its_answer(listening):
     """(One connection: its answer read without a selector.)"""
     assert _answers(listening, [21]) == [42]
     assert _answers(listening, [[1, 2]]) == [[1, 2, 1, 2]]
+
+
+def test_every_call_runs_in_the_one_call_thread(tmp_path):
+    """The calls of every connection, and those handed to it (Dask's handler's), run
+    in the process's one call thread, not the caller's nor one a connection; an answer
+    that fails closes its connection, not the thread."""
+    threads, address = [], "tcp://127.0.0.1:2006"
+
+    def answer(frame):
+        value = callsocket.loads(frame)
+        threads.append(threading.get_ident())
+        if value == "fail":
+            raise ValueError("a failed answer")
+        return callsocket.dumps(value)
+
+    assert callsocket.listen(str(tmp_path), address, SECRET, answer)
+    client = _Client()
+    callsocket.trust(client, str(tmp_path), SECRET)
+    first, second = (callsocket.connect(client, address) for _ in range(2))
+    try:
+        got = []
+        callsocket.call_all([first, second], [callsocket.dumps(1), callsocket.dumps(2)],
+                            lambda i, frame: got.append(callsocket.loads(frame)))
+        assert sorted(got) == [1, 2]
+        handed = callsocket.call_thread().submit(threading.get_ident).result(timeout=10)
+        assert threads == [handed, handed] and handed != threading.get_ident()
+        callsocket.call_all([first], [callsocket.dumps("fail")],
+                            lambda i, frame: got.append(frame))
+        callsocket.call_all([second], [callsocket.dumps(3)],
+                            lambda i, frame: got.append(callsocket.loads(frame)))
+        assert got[2:] == [None, 3] and threads[2:] == [handed, handed]
+    finally:
+        first.close()
+        second.close()
+        callsocket.close(address)
 
 
 def _doubled(x):

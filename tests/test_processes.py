@@ -585,3 +585,42 @@ def test_a_run_of_several_segments_hands_its_flags_back_until_its_last(graph, ex
     assert handed == [True] * (len(handed) - 1) + [False] and len(handed) > 2, handed
     np.testing.assert_allclose(result.values, expected["pagerank"].values, rtol=1e-12)
     assert not result.values.flags.owndata and hostshare._LENT
+
+
+def test_a_packed_run_is_the_standard_pickle_unless_its_program_goes_by_value(
+        graph, monkeypatch):
+    """A library program's run is packed by the standard pickle's writer; a program of
+    a module sent by value (this one) by cloudpickle's; either unpacks over the worker's
+    graph and kept arrays, which the packed run only names."""
+    from hetgraph.program import ProgramSpec
+    from hetgraph.scheduler import tasks
+
+    by_value = []
+    writer = tasks._GraphOutByValue
+    monkeypatch.setattr(tasks, "_GraphOutByValue",
+                        lambda *a: by_value.append(1) or writer(*a))
+    kept = {}
+
+    class Future:
+        def __init__(self, array):
+            self.key = f"array-{len(kept)}"
+            kept[self.key] = array.copy()
+
+    for program, sent_by_value in ((PageRank(0.85, None), False), (Reach(0), True)):
+        spec = ProgramSpec(program)
+        aux = np.arange(4 * graph.num_vertices, dtype=np.float64)  # (kept: 32 kB)
+        assert aux.nbytes >= tuning.KEPT_ARRAY_BYTES
+        run = tasks.RunSpec(f"pack-{sent_by_value}", spec, graph, aux, True, False,
+                            np.array([[0, graph.num_vertices]]), None, None, None,
+                            "auto", 1.0, {})
+        packed, arrays = tasks.pack(run, Future)
+        assert len(by_value) == sent_by_value
+        by_value.clear()
+        assert list(arrays) == list(kept) and graph.in_indices.tobytes() not in packed.data
+        other = hg.generate.erdos_renyi(1000, 0.2, seed=7)  # (the worker's copy)
+        got = tasks._unpacked(packed, other, kept)
+        tasks._UNPACKED.pop(packed.run_id)
+        assert got.graph is other and got.aux is kept[next(iter(arrays))]
+        assert type(got.spec.program).__name__ == type(program).__name__
+        assert vars(got.spec.program).keys() == vars(program).keys()
+        kept.clear()

@@ -6,8 +6,8 @@ fetched): several milliseconds, more than a warm call's iterations on a small gr
 spread run's segments (:mod:`.spread`) go to their workers directly instead: the
 client calls each worker, through its socket on the client's host
 (:mod:`.callsocket`), else its ``hetgraph_call`` handler over Dask's comms; either
-runs the task in a thread of the worker's process (one at a time) and answers with
-its result.
+runs the task in the worker process's call thread (one at a time,
+:class:`.callsocket.CallThread`) and answers with its result.
 The Dask futures among the task's arguments (the placed graph, the kept arrays, a
 scattered state) are read from the worker's own store; a worker that lacks one
 answers so (:class:`Missing`), and the caller sends the task through the scheduler,
@@ -18,7 +18,6 @@ error is raised on the client.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import dataclasses
 import threading
 import traceback
@@ -26,8 +25,6 @@ import traceback
 from . import callsocket
 
 HANDLER = "hetgraph_call"
-_POOL: list = []  # this process's one thread for the calls (made on first use)
-_POOL_LOCK = threading.Lock()
 _THREAD = threading.local()  # .worker: the worker whose call this thread runs
 
 
@@ -91,14 +88,6 @@ def _resolved(args, data):
     return _swapped(args, swap)
 
 
-def _pool():
-    with _POOL_LOCK:
-        if not _POOL:
-            _POOL.append(concurrent.futures.ThreadPoolExecutor(
-                1, thread_name_prefix="hetgraph-call"))
-        return _POOL[0]
-
-
 def _as(worker, function, args):
     """``function(*args)`` in the call thread of ``worker`` (see :func:`this_worker`)."""
     _THREAD.worker = worker
@@ -149,7 +138,7 @@ def handler(worker):
         try:
             args = _resolved(args, worker.data)
             result = await asyncio.get_running_loop().run_in_executor(
-                _pool(), _as, worker, function, args)
+                callsocket.call_thread(), _as, worker, function, args)
         except Exception as exc:
             kind, value = _failed(exc, worker)
             return (kind, to_serialize(value))
@@ -160,13 +149,13 @@ def handler(worker):
 
 def answerer(worker):
     """What answers a frame of (function, keyed arguments) on ``worker``'s socket
-    (:func:`.callsocket.listen`), as :func:`handler` answers a task, from the socket's
+    (:func:`.callsocket.listen`), as :func:`handler` answers a task, in the call
     thread."""
     def answer(frame):
         try:
             function, args = callsocket.loads(frame)
             args = _resolved(args, worker.data)
-            reply = ("done", _pool().submit(_as, worker, function, args).result())
+            reply = ("done", _as(worker, function, args))
         except Exception as exc:
             reply = _failed(exc, worker)
         try:

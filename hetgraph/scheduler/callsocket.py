@@ -5,8 +5,9 @@ A call through Dask's comms costs about a millisecond on a local cluster: the cl
 thread hands it to its event loop, the worker's loop hands it to a thread and back, the
 answer goes back to the client's thread the same way. A warm call on a small graph
 costs less than that in process. Here the client's thread writes the call to the
-worker's socket and reads the answer itself, and a thread of the worker blocked on the
-socket runs it in the call thread of :mod:`.calls` (one call at a time, as there).
+worker's socket and reads the answer itself, and the worker's call thread, waiting on
+its connections, reads the call and runs it (:class:`CallThread`: one thread a process
+runs every call, one at a time, also those Dask's comms bring, :mod:`.calls`).
 
 Each worker process listens on a socket named after its Dask address in the
 directory that the client named when it installed the handlers (its
@@ -20,6 +21,8 @@ goes through Dask's comms.
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
 import hmac
 import logging
 import os
@@ -47,6 +50,7 @@ _LISTENING: dict = {}  # Dask address -> (socket, path) this process listens on
 _SECRETS: set = set()  # the secrets of the clients that installed the handlers here
 _LOCK = threading.Lock()
 _CLIENTS = weakref.WeakKeyDictionary()  # client -> (directory, secret, idle connections)
+_CALL_THREAD = None  # see call_thread
 
 
 # --- frames -------------------------------------------------------------------------------
@@ -92,8 +96,9 @@ def _same_user(sock):
 def listen(directory, address, secret, answer):
     """Take calls for the worker at ``address`` (this process's) on its socket in
     ``directory`` from the clients that know ``secret``, each call's frame passed to
-    ``answer(frame)`` (its answer's frame goes back), from a thread per connection;
-    returns whether it listens (no: no such directory, or a path too long)."""
+    ``answer(frame)`` (its answer's frame goes back) in the process's call thread
+    (:func:`call_thread`); returns whether it listens (no: no such directory, or a
+    path too long)."""
     with _LOCK:
         _SECRETS.add(secret)
         if address in _LISTENING or not directory or not os.path.isdir(directory):
@@ -141,25 +146,91 @@ def _accept(sock, answer):
             connection, _ = sock.accept()
         except OSError:  # (closed)
             return
-        threading.Thread(target=_serve, args=(connection, answer), daemon=True,
+        threading.Thread(target=_admit, args=(connection, answer), daemon=True,
                          name="hetgraph-call-connection").start()
 
 
-def _serve(connection, answer):
-    """Answer the calls of one connection once it proved its client's (see the module's
-    docstring); closed at its first fault."""
-    with connection:
-        try:
-            secret = _receive(connection, _SECRET_BYTES) if _same_user(connection) \
-                else None
-            if secret is None or not any(hmac.compare_digest(bytes(secret), s)
-                                         for s in list(_SECRETS)):
-                return
+def _admit(connection, answer):
+    """Hand ``connection`` to the call thread once it proved its client's (see the
+    module's docstring); else close it. In a thread of its own: a stranger may send
+    nothing."""
+    try:
+        secret = _receive(connection, _SECRET_BYTES) if _same_user(connection) else None
+        if secret is not None and any(hmac.compare_digest(bytes(secret), s)
+                                      for s in list(_SECRETS)):
             connection.sendall(ACCEPTED)
-            while (frame := _receive(connection)) is not None:
+            call_thread().serve(connection, answer)
+            return
+    except OSError as exc:  # (the client went away)
+        log.debug("a call connection ended: %s", exc)
+    connection.close()
+
+
+class CallThread(concurrent.futures.Executor):
+    """The one thread of this process that runs calls, one at a time: the frames of
+    the connections it serves, each answered by ``answer(frame)`` in this thread as it
+    comes (no hop to another thread), and the functions :meth:`submit` hands it."""
+
+    def __init__(self):
+        self._selector = selectors.DefaultSelector()
+        self._wake, self._woken = socket.socketpair()
+        self._woken.setblocking(False)
+        self._selector.register(self._woken, selectors.EVENT_READ, None)
+        self._queue = collections.deque()  # (future, function, args)
+        threading.Thread(target=self._loop, daemon=True, name="hetgraph-call").start()
+
+    def submit(self, function, /, *args, **kwargs):
+        future = concurrent.futures.Future()
+        self._queue.append((future, function, args, kwargs))
+        self._wake.send(b"\0")
+        return future
+
+    def serve(self, connection, answer):
+        """Answer the calls of ``connection`` (closed at its first fault)."""
+        self.submit(self._selector.register, connection, selectors.EVENT_READ, answer)
+
+    def _loop(self):
+        while True:
+            for key, _ in self._selector.select():
+                if key.data is None:
+                    self._run_queued()
+                else:
+                    self._answer(key.fileobj, key.data)
+
+    def _run_queued(self):
+        try:
+            self._woken.recv(1 << 12)  # (before the queue: a later item wakes it again)
+        except BlockingIOError:
+            pass
+        while self._queue:
+            future, function, args, kwargs = self._queue.popleft()
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(function(*args, **kwargs))
+                except BaseException as exc:
+                    future.set_exception(exc)
+
+    def _answer(self, connection, answer):
+        try:
+            frame = _receive(connection)
+            if frame is not None:
                 _send(connection, answer(frame))
+                return
         except OSError as exc:  # (the client went away)
             log.debug("a call connection ended: %s", exc)
+        except Exception:  # (an answer that failed: its connection ends, not the thread)
+            log.exception("a call's answer failed; its connection is closed")
+        self._selector.unregister(connection)
+        connection.close()
+
+
+def call_thread():
+    """This process's :class:`CallThread`, started on first use."""
+    global _CALL_THREAD
+    with _LOCK:
+        if _CALL_THREAD is None:
+            _CALL_THREAD = CallThread()
+        return _CALL_THREAD
 
 
 # --- on the client ------------------------------------------------------------------------
@@ -250,10 +321,17 @@ def dumps(value):
                               buffer_callback=buffers.append)
     except Exception:  # (a lambda, a local class: what only cloudpickle writes)
         stream = None
-    if stream is None or b"__main__" in stream or any(
-            name.encode() in stream for name in cloudpickle.list_registry_pickle_by_value()):
+    if stream is None or not by_reference(stream):
         return cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
     return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL) if buffers else stream
+
+
+def by_reference(stream):
+    """Whether the standard pickle ``stream`` names nothing another process may lack:
+    neither this process's ``__main__`` nor a module registered with cloudpickle by
+    value (Dask's rule; bytes of an array that happen to match only cost cloudpickle)."""
+    return b"__main__" not in stream and not any(
+        name.encode() in stream for name in cloudpickle.list_registry_pickle_by_value())
 
 
 def loads(frame):
