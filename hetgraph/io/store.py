@@ -43,7 +43,7 @@ from .. import registry, tuning
 from ..csr import ids_error, pointer_error, weights_error
 from ..errors import ChecksumError, HetGraphError, OutOfCoreError, StoreError
 from ..graph import Graph
-from ..partition import Page, Partition, destination_offsets, partition
+from ..partition import Page, Partition, offsets_mismatch, partition
 from ..version import __version__
 from . import manifest as manifests
 from .manifest import FORMAT, MANIFEST, VERSION  # noqa: F401 (the store's format)
@@ -316,6 +316,24 @@ def _label_blocks(labels):
                    "labels_offsets": offsets}
 
 
+def _write_page(writer, graph, part, p, fsync):
+    """Write page ``p`` of ``graph`` (its partition ``part``); returns its manifest
+    entry."""
+    page = part.page(p, graph.in_indices, graph.in_weights)
+    v0, v1 = page.vertex_start, page.vertex_stop
+    o0, o1 = int(graph.out_indptr[v0]), int(graph.out_indptr[v1])
+    blocks = {
+        "src": writer.write(p, "src", page.src, fsync),
+        "dst_offset": writer.write(p, "dst_offset", page.dst_offset, fsync),
+        "out_dst": writer.write(p, "out_dst", graph.out_indices[o0:o1], fsync),
+    }
+    if graph.weighted:
+        blocks["weight"] = writer.write(p, "weight", page.weight, fsync)
+    return {"vertex_start": v0, "vertex_stop": v1, "edge_start": page.edge_start,
+            "edge_stop": page.edge_stop, "out_edge_start": o0, "out_edge_stop": o1,
+            "blocks": blocks}
+
+
 @registry.writer("pagestore")
 def save(graph: Graph, path, *, stripes=None, page_bytes=None, overwrite=False,
          fsync=False, key=None, **partition_options):
@@ -347,7 +365,8 @@ def save(graph: Graph, path, *, stripes=None, page_bytes=None, overwrite=False,
     Returns
     -------
     PageStore
-        The written store, opened.
+        The written store, opened. Its pages are written in ``tuning.LOAD_THREADS``
+        threads.
 
     Raises
     ------
@@ -377,21 +396,10 @@ def save(graph: Graph, path, *, stripes=None, page_bytes=None, overwrite=False,
         }
         for name, arr in label_arrays.items():
             graph_blocks[name] = writer.write(-1, name, arr, fsync)
-        pages = []
-        for page in part.pages(graph.in_indices, graph.in_weights):
-            p, v0, v1, e0, e1 = (page.index, page.vertex_start, page.vertex_stop,
-                                 page.edge_start, page.edge_stop)
-            o0, o1 = int(graph.out_indptr[v0]), int(graph.out_indptr[v1])
-            blocks = {
-                "src": writer.write(p, "src", page.src, fsync),
-                "dst_offset": writer.write(p, "dst_offset", page.dst_offset, fsync),
-                "out_dst": writer.write(p, "out_dst", graph.out_indices[o0:o1], fsync),
-            }
-            if graph.weighted:
-                blocks["weight"] = writer.write(p, "weight", page.weight, fsync)
-            pages.append({"vertex_start": v0, "vertex_stop": v1, "edge_start": e0,
-                          "edge_stop": e1, "out_edge_start": o0, "out_edge_stop": o1,
-                          "blocks": blocks})
+        threads = max(1, min(tuning.LOAD_THREADS, os.cpu_count() or 1, part.num_pages))
+        with ThreadPoolExecutor(threads) as pool:  # (offsets, CRC32 and writes: no GIL)
+            pages = list(pool.map(lambda p: _write_page(writer, graph, part, p, fsync),
+                                  range(part.num_pages)))
         manifest = {
             "format": FORMAT, "version": VERSION, "hetgraph_version": __version__,
             "store_id": writer.store_id, "name": graph.name,
@@ -600,10 +608,9 @@ class PageStore:
             error = weights_error(array)
         else:
             part = self.partition()
-            v0, v1 = part.page_vertices(p)
             starts = part.shard_start[part.page_shard[p]:part.page_shard[p + 1] + 1]
-            expected = destination_offsets(part.in_indptr, starts, v0, v1)
-            error = None if np.array_equal(expected, array) else "differs from the pointers"
+            bad = offsets_mismatch(part.in_indptr, starts, array)
+            error = None if bad < 0 else f"differs from the pointers at edge {bad} of the page"
         if error:
             raise StoreError(f"{self.block_path(self.page_blocks(p)[name])}: block {name} "
                              f"of page {p}: {error}; the store is damaged or was edited: "
