@@ -199,19 +199,24 @@ class StoreGpuEngine(GpuEngine):
             self.staged[slot].synchronize()
         count = stage(arrays, self.staging[slot])
         stream.wait_event(ready)
-        e0, e1 = (int(x) for x in plan.page_edges[p])
+        e0 = int(plan.page_edges[p][0])
         resident = p < plan.resident_end
         target, base = (self.pages.resident, plan.first_edge) if resident else \
             (self.stages[slot], e0)
-        for device, host in zip(target, self.staging[slot]):
-            if device is not None:
-                device[e0 - base:e1 - base].set(host[:count], stream=stream)
+        self._copy_in(slot, target, e0 - base, count)
         self.staged[slot] = stream.record()
         s0, s1 = int(self.partition.page_shard[p]), int(self.partition.page_shard[p + 1])
         self._launch(s1 - s0, s0, base, target, stream)
         if resident:  # on the device from now on: the host cache keeps others instead
             self.pages.loaded[p] = True
             self.cache.discard(p, self.blocks)
+
+    def _copy_in(self, slot, target, at, count):
+        """Copy ``count`` edges from staging buffer ``slot`` into the device arrays
+        ``target`` from edge ``at``, on that slot's stream."""
+        for device, host in zip(target, self.staging[slot]):
+            if device is not None:
+                device[at:at + count].set(host[:count], stream=self.streams[slot])
 
     def pull_sample(self, pages):
         """One pull of ``pages`` alone (increasing page numbers), waited for: what a
