@@ -51,8 +51,8 @@ posix_fadvise DONTNEED on the store's files, which needs no root, then
 
 On the GPU machine (600 s a call): a first call ``--gpu --build-only`` writes the store
 (under bench/work/, kept while the machine stays warm) and compiles every row's kernels;
-a second call ``--gpu --time-limit 480`` runs the rows on it (``--store`` names another
-path), writing the results after every row. ``scratch/h50_device.sh`` holds both.
+a second call ``--gpu --time-limit 400 --out $OUT/outofcore-gpu.json`` runs the rows on
+it (``--store`` names another path), writing the results after every row.
 """
 
 import argparse
