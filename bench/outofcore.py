@@ -395,7 +395,7 @@ def gpu_main(args):
             row = measured(name, lambda: call(store, **options), disk_speed, Probe())
             row.update(os_cache=drop, host_budget_bytes=budget, gpu=options.get("gpu"))
         else:
-            graph = graph or store.load()
+            graph = store.load() if graph is None else graph
             row = {**measured(name, lambda: call(graph, devices=d), disk_speed),
                    "host_budget_bytes": None}
         print(f"  ({name}, devices={d}, {'out of core' if out_of_core else 'in memory'})",
