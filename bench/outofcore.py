@@ -29,8 +29,11 @@ PageRank (5 iterations) and connected components (label propagation, the vertex
 program) out of core with ``host_budget`` a quarter of the store's data beyond the
 vertex arrays (which take 42 of the 176 bytes a vertex of an RMAT store), on the CPU
 alone, the GPU alone and as the cost model places them ("auto"), the OS cache dropped
-before each run; then in memory on each device. Every row reports the bytes read per
-iteration and its read floor (those bytes / the disk's sequential speed); ``targets``:
+before each run; then in memory on each device (the GPU's rows first, the CPU's last:
+:func:`gpu_rows`). The page cache's reads alone, as a share of the disk's, with the
+checks of the blocks in their own threads and on the I/O thread. Every row reports
+the bytes read per iteration and its read floor (those bytes / the disk's sequential
+speed); ``targets``:
 an out-of-core GPU or auto iteration within 1.15x of max(read floor, the better
 device's in-memory iteration), auto at least as fast as the CPU alone out of core,
 calibration included (wall seconds; 1.3x on PageRank). ``--smoke``: RMAT-16 with
@@ -38,12 +41,23 @@ small pages, written to bench/work/ (a check that every row runs, in about a min
 Before the timed rows (not with ``--smoke``) every row runs once on a small store, so
 that no row's first iteration holds the kernels' compile.
 
-On the GPU machine: ``python bench/outofcore.py --gpu --scale 25`` (or 26), after
-``--smoke``.
+Each out-of-core row also says where every iteration's time went
+(``per_iteration_detail``, :mod:`oocprobe`): bytes read from the disk and the I/O
+threads' seconds, the GPU's copies in and kernels (CUDA events), the CPU's kernel
+steps, each device's waits for pages and which pages each device took; and how much of
+the store the OS still cached after the drop (``os_cache``: mincore; the drop is
+posix_fadvise DONTNEED on the store's files, which needs no root, then
+/proc/sys/vm/drop_caches where writable and pages stayed).
+
+On the GPU machine (600 s a call): a first call ``--gpu --build-only`` writes the store
+(under bench/work/, kept while the machine stays warm) and compiles every row's kernels;
+a second call ``--gpu --time-limit 400 --out $OUT/outofcore-gpu.json`` runs the rows on
+it (``--store`` names another path), writing the results after every row.
 """
 
 import argparse
 import collections
+import ctypes
 import json
 import os
 import sys
@@ -52,7 +66,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hetgraph as hg  # noqa: E402
+from hetgraph import tuning  # noqa: E402
 from machine import describe, write_results  # noqa: E402
+from oocprobe import Probe  # noqa: E402
 from hetgraph.io.pagecache import PageCache  # noqa: E402
 from hetgraph.io.store import drop_os_cache  # noqa: E402
 from hetgraph.kernels.gpu.device import availability  # noqa: E402
@@ -68,7 +84,10 @@ def store_for(path, scale, page_bytes=None):
     start = time.perf_counter()
     g = hg.generate.rmat(scale, edge_factor=8, directed=False)
     print(f"generated {g} in {time.perf_counter() - start:.0f} s", flush=True)
+    start = time.perf_counter()
     store = g.save(path, overwrite=True, page_bytes=page_bytes)
+    print(f"saved {store.data_bytes / 1e9:.2f} GB in {time.perf_counter() - start:.0f} s",
+          flush=True)
     del g
     return store
 
@@ -88,14 +107,22 @@ def sequential_read_speed(store):
     return total / (time.perf_counter() - start), total
 
 
-def reader_speed(store):
-    """Bytes per second of the PageCache reading every in-edge block once (verified)."""
-    cache = PageCache(store, 256 << 20, prefetch_bytes=256 << 20)  # caches nothing
+def reader_speed(store, blocks=("src",), check_threads=None):
+    """Bytes per second of the PageCache reading ``blocks`` of every page once, as a
+    fresh process does (:func:`drop_store_cache`: every block verified and checked),
+    its checks in ``check_threads`` threads (default ``tuning.CHECK_THREADS``)."""
+    drop_store_cache(store)
+    kept, tuning.CHECK_THREADS = tuning.CHECK_THREADS, (
+        tuning.CHECK_THREADS if check_threads is None else check_threads)
+    try:
+        cache = PageCache(store, 256 << 20, prefetch_bytes=256 << 20)  # caches nothing
+    finally:
+        tuning.CHECK_THREADS = kept
     pages = list(range(store.num_pages))
     start = time.perf_counter()
-    cache.plan(pages, ("src",))
+    cache.plan(pages, blocks)
     for p in pages:
-        cache.get(p, ("src",))
+        cache.get(p, blocks)
     speed = cache.read_bytes / (time.perf_counter() - start)
     cache.close()
     return speed
@@ -147,18 +174,80 @@ def shared_pass(store, disk_speed, cpu_ratio=1.0, passes=3, batch=4):
     return row
 
 
-def drop_store_cache(store):
-    """Drop the OS's cached pages of every block of ``store``."""
+def store_files(store):
+    """The paths of every block of ``store``."""
     entries = list(store.manifest["graph_blocks"].values()) + [
         e for page in store.manifest["pages"] for e in page["blocks"].values()]
-    for entry in entries:
-        with open(store.block_path(entry), "rb", buffering=0) as f:
+    return [store.block_path(e) for e in entries]
+
+
+def cached_fraction(paths):
+    """The share of the bytes of ``paths`` that the OS holds in its page cache now
+    (mincore of a mapping of each file; Linux), None where it cannot be asked."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                              ctypes.c_int, ctypes.c_long]
+        libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t,
+                                 ctypes.POINTER(ctypes.c_ubyte)]
+    except (OSError, AttributeError):
+        return None
+    page = os.sysconf("SC_PAGE_SIZE")
+    held = total = 0
+    for path in paths:
+        size = os.path.getsize(path)
+        if not size:
+            continue
+        with open(path, "rb") as f:
+            address = libc.mmap(None, size, 1, 1, f.fileno(), 0)  # PROT_READ, MAP_SHARED
+        if address in (None, ctypes.c_void_p(-1).value):
+            return None
+        try:
+            pages = (size + page - 1) // page
+            vector = (ctypes.c_ubyte * pages)()
+            if libc.mincore(address, size, vector):
+                return None
+            held += sum(v & 1 for v in bytes(vector)) * page
+            total += pages * page
+        finally:
+            libc.munmap(address, size)
+    return held / total if total else 0.0
+
+
+def drop_store_cache(store):
+    """Drop the OS's cached pages of every block of ``store``: written back (sync),
+    then dropped file by file (posix_fadvise DONTNEED: no root needed); where some stay
+    cached, every clean page of the OS (/proc/sys/vm/drop_caches) if writable. The
+    store object forgets which blocks it checked, as in a fresh process. Returns
+    {"method", "cached_after": the share of the store's bytes still cached}."""
+    store._checked.clear()
+    paths = store_files(store)
+    os.sync()  # (dirty pages, just written, cannot be dropped)
+    for path in paths:
+        with open(path, "rb", buffering=0) as f:
             drop_os_cache(f.fileno())
+    method, left = "fadvise", cached_fraction(paths)
+    if left and left > 0.01:
+        try:
+            with open("/proc/sys/vm/drop_caches", "w") as f:
+                f.write("1")
+            method, left = "fadvise+drop_caches", cached_fraction(paths)
+        except OSError:
+            pass
+    return {"method": method, "cached_after": left}
 
 
-def measured(name, call, disk_speed):
+def measured(name, call, disk_speed, probe=None):
+    """A run's row: ``call()`` timed; with a :class:`Probe`, where each iteration's
+    time went (``per_iteration_detail``, printed one line an iteration)."""
     start = time.perf_counter()
-    result = call()
+    if probe is None:
+        result = call()
+    else:
+        with probe:
+            result = call()
     wall = time.perf_counter() - start
     h = result.history
     reading = h[h["read_bytes"] > 0]
@@ -178,8 +267,25 @@ def measured(name, call, disk_speed):
            "placements": h["placement"].tolist(),
            "per_iteration_seconds": h["seconds"].round(4).tolist(),
            "per_iteration_read_bytes": h["read_bytes"].astype(int).tolist()}
-    print(json.dumps({k: v for k, v in row.items() if not k.startswith("per_")}), flush=True)
+    print(f"{name}: {row['iterations']} iterations, {row['seconds']:.2f} s ({wall:.1f} s "
+          f"wall), read {row['read_bytes'] / 1e9:.2f} GB, modes {sorted(set(row['modes']))}",
+          flush=True)
+    if probe is not None:
+        row["per_iteration_detail"] = detail = probe.report(len(h))
+        for i, (seconds, it) in enumerate(zip(row["per_iteration_seconds"], detail or ())):
+            print(f"  it {i} {row['placements'][i]:6} {seconds:7.3f} s | "
+                  f"{describe_iteration(it)}", flush=True)
     return row
+
+
+def describe_iteration(it):
+    """One line of :meth:`Probe.report`'s dict of an iteration."""
+    pages = " ".join(f"{d} {v['count']}" for d, v in sorted(it["pages"].items()))
+    waits = " ".join(f"{d} {s:.3f}" for d, s in sorted(it["wait_seconds"].items()))
+    return (f"read {it['read_bytes'] / 1e6:.1f} MB {it['read_seconds']:.3f} s (disk busy "
+            f"{it['disk_busy_seconds']:.3f}) | h2d {it['h2d_seconds']:.3f} s "
+            f"({it['copies']}) | kernel gpu {it['gpu_kernel_seconds']:.3f} cpu "
+            f"{it['cpu_kernel_seconds']:.3f} | wait {waits or '-'} | pages {pages or '-'}")
 
 
 GPU_RUNS = {
@@ -241,43 +347,91 @@ def warm_up(devices, budget_fraction):
 
 
 def gpu_main(args):
-    """The GPU rows (``--gpu``)."""
+    """The GPU rows (``--gpu``); with ``--build-only`` the store and the compiles alone."""
+    began = time.perf_counter()
     scale = 16 if args.smoke else args.scale
     path = args.store or f"bench/work/rmat-{scale}-store"
     store = store_for(path, scale, page_bytes=SMOKE_PAGE_BYTES if args.smoke else None)
     print(store, flush=True)
-    budget = quarter_budget(store, args.budget_fraction)
-    disk_speed, disk_bytes = sequential_read_speed(store)
-    k = store.read_ratio(seconds=2.0)
-    print(f"disk sequential read {disk_speed / 1e9:.2f} GB/s, k = {k:.1f}, host budget "
-          f"{budget / 1e9:.2f} GB", flush=True)
     gpu, why = availability()
     devices = ("cpu", "gpu", "auto") if gpu else ("cpu",)
     if not args.smoke:
         warm_up(devices, budget_fraction=args.budget_fraction)
-    rows = []
-    for name, call in GPU_RUNS.items():
-        for d in devices:
-            drop_store_cache(store)
-            row = measured(name, lambda: call(store, devices=d, host_budget=budget),
-                           disk_speed)
-            rows.append({**row, "devices": d, "out_of_core": True, "host_budget_bytes": budget})
-    graph = store.load()
-    for name, call in GPU_RUNS.items():
-        for d in devices[:2]:
-            row = measured(name, lambda: call(graph, devices=d), disk_speed)
-            rows.append({**row, "devices": d, "out_of_core": False, "host_budget_bytes": None})
+    if args.build_only:
+        return
+    budget = quarter_budget(store, args.budget_fraction)
+    dropped = drop_store_cache(store)
+    print(f"OS cache of the store dropped by {dropped['method']}: "
+          f"{dropped['cached_after']} of it left", flush=True)
+    disk_speed, disk_bytes = sequential_read_speed(store)
+    k = store.read_ratio(seconds=2.0)
+    print(f"disk sequential read {disk_speed / 1e9:.2f} GB/s, k = {k:.1f}, host budget "
+          f"{budget / 1e9:.2f} GB", flush=True)
+    readers = {f"{'+'.join(b)}, {n} check threads": reader_speed(store, b, n) / disk_speed
+               for b in (("src",), ("src", "dst_offset"))
+               for n in sorted({0, tuning.CHECK_THREADS})}
+    print(f"the page cache's reads (checked) as a share of the disk's: {readers}", flush=True)
     result = {"machine": describe(), "gpu": gpu or why, "store": {
         "path": os.path.abspath(path), "scale": scale, "num_vertices": store.num_vertices,
         "num_arcs": store.num_arcs, "data_bytes": store.data_bytes,
         "pages": store.num_pages}, "disk_sequential_read_bytes_per_s": disk_speed,
         "disk_bytes_read_for_speed": disk_bytes, "k": k, "host_budget_bytes": budget,
-        "runs": rows, "targets": gpu_targets(rows, disk_speed)}
+        "reader_share_of_disk": readers, "os_cache_drop": dropped, "runs": [],
+        "skipped": []}
     out = args.out or ("bench/work/outofcore-gpu-smoke.json" if args.smoke
                        else "bench/results/outofcore-gpu.json")
-    targets = result.pop("targets")
-    write_results(out, result, targets)
-    print("wrote", out)
+    graph = None
+    for name, d, out_of_core in gpu_rows(devices):
+        if time.perf_counter() - began > args.time_limit:
+            result["skipped"].append({"algorithm": name, "devices": d,
+                                      "out_of_core": out_of_core})
+            continue
+        call = GPU_RUNS[name]
+        if out_of_core:
+            drop = drop_store_cache(store)
+            options = {"devices": d, "host_budget": budget}
+            if d == STREAMED:  # (half the GPU's blocks resident, the rest read each pass)
+                options.update(devices="gpu", gpu={"memory_budget": gpu_bytes(store) // 2})
+            row = measured(name, lambda: call(store, **options), disk_speed, Probe())
+            row.update(os_cache=drop, host_budget_bytes=budget, gpu=options.get("gpu"))
+        else:
+            graph = store.load() if graph is None else graph
+            row = {**measured(name, lambda: call(graph, devices=d), disk_speed),
+                   "host_budget_bytes": None}
+        print(f"  ({name}, devices={d}, {'out of core' if out_of_core else 'in memory'})",
+              flush=True)
+        result["runs"].append({**row, "devices": d, "out_of_core": out_of_core})
+        with open(out, "w") as f:  # (after every row: a call cut short keeps those before)
+            json.dump({**result, "targets": gpu_targets(result["runs"], disk_speed)}, f)
+    if result["skipped"]:
+        print(f"skipped past --time-limit {args.time_limit:.0f} s: {result['skipped']}")
+    write_results(out, result, gpu_targets(result["runs"], disk_speed))
+    print(f"wrote {out} ({time.perf_counter() - began:.0f} s)")
+
+
+STREAMED = "gpu-streamed"  # a row's devices: the GPU, its budget for half the pages
+
+
+def gpu_bytes(store):
+    """Bytes of the blocks a GPU pull reads of every page (``memory_budget``'s unit)."""
+    return sum(page["blocks"][b]["bytes"] for page in store.manifest["pages"]
+               for b in ("src", "dst_offset", "weight") if b in page["blocks"])
+
+
+def gpu_rows(devices):
+    """(algorithm, devices, out of core) of every row, in the order they run (the
+    rows of the targets first, should --time-limit cut the run short): each algorithm
+    out of core on the GPU, "auto" and the CPU, then in memory on the best device
+    (the floor of its targets); then PageRank out of core on a GPU whose budget holds
+    half the pages (:data:`STREAMED`: the others read, copied and pulled every pass,
+    as on a graph larger than the GPU); the CPU in memory last."""
+    order = [d for d in ("gpu", "auto", "cpu") if d in devices]
+    for name in GPU_RUNS:
+        yield from ((name, d, True) for d in order)
+        yield name, order[0], False
+    if order[0] != "cpu":
+        yield "pagerank", STREAMED, True
+        yield from ((name, "cpu", False) for name in GPU_RUNS)
 
 
 def main():
@@ -290,6 +444,13 @@ def main():
                         help="--gpu: host_budget as a share of the store's data")
     parser.add_argument("--smoke", action="store_true", help="--gpu on RMAT-16")
     parser.add_argument("--out", default=None)
+    parser.add_argument("--build-only", action="store_true",
+                        help="--gpu: write the store and compile every row's kernels, "
+                        "then stop (a first device call; the rows in a second one, "
+                        "--store reusing it)")
+    parser.add_argument("--time-limit", type=float, default=float("inf"),
+                        help="--gpu: seconds from the start after which rows are "
+                        "skipped (listed in the results)")
     args = parser.parse_args()
     if args.gpu:
         args.scale = 26 if args.scale is None else args.scale

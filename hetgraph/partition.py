@@ -210,11 +210,45 @@ class Page:
 
 
 def destination_offsets(in_indptr, shard_start, v0, v1):
-    """uint16 offset of each in-edge of vertices [v0, v1) from its shard's first vertex."""
-    degrees = np.diff(in_indptr[v0:v1 + 1])
-    dst = np.repeat(np.arange(v0, v1, dtype=np.int64), degrees)
-    shard = np.searchsorted(shard_start, dst, side="right") - 1
-    return (dst - shard_start[shard]).astype(np.uint16)
+    """uint16 offset of each in-edge of vertices [v0, v1) from its shard's first vertex;
+    ``shard_start``: the first vertex of each shard of [v0, v1), then v1."""
+    out = np.empty(int(in_indptr[v1] - in_indptr[v0]), np.uint16)
+    _fill_offsets(in_indptr, np.asarray(shard_start, np.int64), out)
+    return out
+
+
+def offsets_mismatch(in_indptr, shard_start, offsets):
+    """The first index of ``offsets`` (a page's stored destination offsets) that is not
+    :func:`destination_offsets` of its vertices, -1 if none: the check without the
+    expected array (one pass, no allocation)."""
+    starts = np.asarray(shard_start, np.int64)
+    edges = int(in_indptr[starts[-1]] - in_indptr[starts[0]])
+    if len(offsets) != edges:  # (the pass reads exactly ``edges`` of them)
+        return min(len(offsets), edges)
+    return _first_wrong_offset(in_indptr, starts, offsets)
+
+
+@numba.njit(cache=True, nogil=True)
+def _fill_offsets(in_indptr, starts, out):
+    """Each in-edge's vertex less its shard's first one into ``out`` (shards from
+    ``starts``; ``out`` begins at the first shard's first edge)."""
+    base = in_indptr[starts[0]]
+    for s in range(len(starts) - 1):
+        for v in range(starts[s], starts[s + 1]):
+            out[in_indptr[v] - base:in_indptr[v + 1] - base] = v - starts[s]
+
+
+@numba.njit(cache=True, nogil=True)
+def _first_wrong_offset(in_indptr, starts, offsets):
+    """The first index where ``offsets`` is not what :func:`_fill_offsets` writes, -1."""
+    base = in_indptr[starts[0]]
+    for s in range(len(starts) - 1):
+        for v in range(starts[s], starts[s + 1]):
+            offset = np.uint16(v - starts[s])
+            for e in range(in_indptr[v] - base, in_indptr[v + 1] - base):
+                if offsets[e] != offset:
+                    return e
+    return -1
 
 
 class Partition:

@@ -15,8 +15,12 @@ TWO_PASS_WORK = 2  # a two-pass counting sort's work per item over a one-pass so
 DRAW_PART = 1 << 22  # random values a thread draws at a time (a generator's copy each): small
 # enough that the parts spread over the threads, large enough that a copy's start is lost
 CRC_CHUNK = 64 << 20  # bytes per zlib.crc32 call of a store block's checksum
-LOAD_THREADS = 8  # threads reading and checking a store's page blocks as it loads: CRC32 and id
-# checks run at about 1-2 GB/s a thread, so one thread made loading cost seconds
+CHECK_THREADS = 4  # threads of an out-of-core page cache checking the blocks its I/O threads read
+# (CRC32, ids, offsets), so that a stripe's thread reads on meanwhile: a thread checks a block
+# in about as long as the disk reads it (0: each stripe's I/O thread checks what it reads)
+LOAD_THREADS = 8  # threads reading and checking a store's page blocks as it loads (and writing
+# them as it is saved): CRC32 and id checks run at about 1-2 GB/s a thread, so one thread made
+# loading cost seconds
 SKEW_FOR_DEGREE_ORDER = 4.0  # order="auto": degree order when sum(d^2)/|E| >= this * mean degree
 RCM_SPAN_GAIN = 4.0  # order="auto", no hubs: RCM's order when it cuts the median arc span this much
 SPAN_SAMPLES = 1 << 16  # arcs median_arc_span reads at most: the median is stable long before

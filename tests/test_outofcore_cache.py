@@ -28,16 +28,15 @@ def _sizes(store, block="src"):
 def _recorded(store, monkeypatch, hold=None, until=None):
     """The cache's block reads from ``store``, in the order they start; the read of
     block ``hold`` waits for the event ``until``."""
-    order, read = [], store.page_block
+    order, read = [], store.read_page_block
 
-    def page_block(p, name, fetch=False):
-        if fetch:  # (the cache's reads; the test's own checks map the blocks)
-            order.append((p, name))
+    def read_page_block(p, name):  # (the cache's reads; the test's own map the blocks)
+        order.append((p, name))
         if (p, name) == hold:
             until.wait()
-        return read(p, name, fetch=fetch)
+        return read(p, name)
 
-    monkeypatch.setattr(store, "page_block", page_block)
+    monkeypatch.setattr(store, "read_page_block", read_page_block)
     return order
 
 
@@ -196,4 +195,36 @@ def test_a_pass_in_any_order_takes_held_pages_while_a_read_is_under_way(path,
     cache.plan(pages, SRC)
     cache.get(0, SRC)
     assert cache.cached_of(pages, SRC).tolist() == [0] * 4 + src[4:8].tolist()
+    cache.close()
+
+
+def test_a_stripe_reads_on_while_a_block_is_checked(path, monkeypatch):
+    """A block's checks (CRC32, structure) run off its stripe's I/O thread: while page
+    0's are held, the thread reads the next pages; page 0 is waited for until they end,
+    and a block that fails them fails the get that takes it."""
+    store = hg.PageStore(path)
+    src = _sizes(store)
+    order = _recorded(store, monkeypatch)
+    go, verify = threading.Event(), store.verify_page_block
+
+    def held(p, name, array):
+        if p == 0:
+            go.wait()
+        if p == 2:
+            array = array.copy()
+            array[0] ^= 1  # (the CRC32 no longer matches)
+        return verify(p, name, array)
+
+    monkeypatch.setattr(store, "verify_page_block", held)
+    cache = PageCache(store, int(src.sum()), prefetch_bytes=int(src[:6].sum()))
+    cache.plan(range(6), SRC)
+    _until(lambda: len(order) == 6)  # (every planned read done, page 0's check held)
+    future = cache._inflight[0, "src"]
+    assert not future.done()
+    go.set()
+    (array,) = cache.get(0, SRC)
+    assert np.array_equal(array, store.page(0).src)
+    cache.get(1, SRC)
+    with pytest.raises(hg.ChecksumError, match="p0000002.src.bin"):
+        cache.get(2, SRC)
     cache.close()

@@ -201,6 +201,25 @@ def test_a_reserve_larger_than_the_cache_is_refused(stores):
     cache.release()
 
 
+def test_a_gpu_out_of_core_pushes_no_active_subgraph(stores, monkeypatch):
+    """The GPU engine out of core pulls the pages it streams: it asks GpuEngine for no
+    active subgraph (Subway's push reads the out-edges from memory, and a stored
+    graph's are in the store) and refuses one asked for."""
+    from hetgraph.engines.gpu import GpuEngine
+    from hetgraph.engines.store_gpu import StoreGpuEngine
+
+    given = {}
+    monkeypatch.setattr(GpuEngine, "__init__", lambda self, *a, **options: given.update(
+        options))
+    graph = stores["plain", 1].stored_graph()
+    assert graph.out_indices is None
+    StoreGpuEngine(None, graph, None, None, None, budget=1, streams=2)
+    assert given["subgraph"] is False and given["streams"] == 2
+    for asked in (True, "async"):
+        with pytest.raises(hg.GraphError, match=f"subgraph={asked!r}"):
+            StoreGpuEngine(None, graph, None, None, None, budget=1, subgraph=asked)
+
+
 def test_devices_gpu_out_of_core_asks_for_a_gpu_not_for_memory(stores):
     from hetgraph.kernels.gpu.device import GpuUnavailableError, availability
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 import hetgraph as hg
 from hetgraph.partition import (MAX_SHARD_VERTICES, _replication_of_shard, edge_bytes,
-                                replication_factor, shard_edge_bound)
+                                offsets_mismatch, replication_factor, shard_edge_bound)
 
 
 @st.composite
@@ -75,6 +75,34 @@ def test_shards_and_pages(g, shared_bytes, page_bytes, max_shard_edges):
         e0, e1 = part.page_edges(p)
         single = part.page_shard[p + 1] - part.page_shard[p] == 1
         assert single or (e1 - e0) * per_edge <= page_bytes
+
+
+@settings(max_examples=40, deadline=None)
+@given(graphs(), st.sampled_from([128, 512, 4096]), st.integers(16, 2000),
+       st.integers(0, 2**32 - 1))
+def test_stored_offsets_are_checked_against_the_pointers(g, shared_bytes, page_bytes, seed):
+    """offsets_mismatch: -1 for each page's offsets, else the first edge that differs
+    from its vertex less its shard's first (found by searching the shard table), or the
+    length where one array is shorter."""
+    part = g.partition(shared_bytes=shared_bytes, page_bytes=page_bytes)
+    rng = np.random.default_rng(seed)
+    for p in range(part.num_pages):
+        page = part.page(p, g.in_indices, g.in_weights)
+        starts = page.shard_start
+        dst = np.repeat(np.arange(page.vertex_start, page.vertex_stop),
+                        np.diff(g.in_indptr[page.vertex_start:page.vertex_stop + 1]))
+        shard = np.searchsorted(starts, dst, side="right") - 1
+        assert np.array_equal(page.dst_offset, (dst - starts[shard]).astype(np.uint16))
+        assert offsets_mismatch(g.in_indptr, starts, page.dst_offset) == -1
+        if not len(dst):
+            continue
+        wrong = page.dst_offset.copy()
+        at = np.sort(rng.choice(len(wrong), min(2, len(wrong)), replace=False))
+        wrong[at] += np.uint16(1)
+        assert offsets_mismatch(g.in_indptr, starts, wrong) == at[0]
+        assert offsets_mismatch(g.in_indptr, starts, page.dst_offset[:-1]) == len(dst) - 1
+        longer = np.append(page.dst_offset, np.uint16(0))
+        assert offsets_mismatch(g.in_indptr, starts, longer) == len(dst)
 
 
 def test_a_hub_gets_a_shard_of_its_own():

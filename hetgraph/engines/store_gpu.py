@@ -106,23 +106,29 @@ class StoreGpuEngine(GpuEngine):
     engine's pinned staging buffers, one page per stream). The store's partition is
     used as it is, in destination order with one source range (``edge_order`` and
     ``source_ranges`` can be nothing else; ``partition`` and ``page_bytes`` are
-    ignored: the store fixed its pages). Other options as GpuEngine's. One iteration
-    in flight at a time (``queued`` = 1): pages are read on the host for each, the
-    streamed pages of the next pass read ahead while the last ones compute.
-    Calibrated on a sample of pages (:meth:`pull_sample`).
+    ignored: the store fixed its pages). Other options as GpuEngine's, but
+    ``subgraph``: streamed pages are always pulled, never replaced by a push of the
+    active subgraph, whose out-edges stay in the store. One iteration in flight at a
+    time (``queued`` = 1): pages are read on the host for each, the streamed pages of
+    the next pass read ahead while the last ones compute. Calibrated on a sample of
+    pages (:meth:`pull_sample`).
     """
 
     def __init__(self, spec, graph, values, flags, aux, *, budget, edge_order="destination",
-                 source_ranges=1, partition=None, page_bytes=None, **options):
+                 source_ranges=1, partition=None, page_bytes=None, subgraph=None, **options):
         if edge_order != "destination" or source_ranges != 1:
             raise GraphError(f"edge_order={edge_order!r}, source_ranges={source_ranges!r}: "
                              f"a GPU run out of core reads the store's pages as they are, "
                              f"in destination order with one source range; leave both "
                              f"unset")
+        if subgraph not in (None, False):
+            raise GraphError(f"subgraph={subgraph!r}: a GPU run out of core pulls the "
+                             f"pages it streams; the active subgraph's out-edges are in "
+                             f"the store, not in memory. Leave subgraph unset")
         self.host_budget = int(budget)
         self.cache = None
         super().__init__(spec, graph, values, flags, aux, edge_order=edge_order,
-                         source_ranges=1, **options)
+                         source_ranges=1, subgraph=False, **options)
 
     def _place_pages(self, memory_budget, given, page_bytes, streams, degree_dtype):
         """The store's pages on this device (:class:`StorePages`), this run's staging
@@ -199,19 +205,24 @@ class StoreGpuEngine(GpuEngine):
             self.staged[slot].synchronize()
         count = stage(arrays, self.staging[slot])
         stream.wait_event(ready)
-        e0, e1 = (int(x) for x in plan.page_edges[p])
+        e0 = int(plan.page_edges[p][0])
         resident = p < plan.resident_end
         target, base = (self.pages.resident, plan.first_edge) if resident else \
             (self.stages[slot], e0)
-        for device, host in zip(target, self.staging[slot]):
-            if device is not None:
-                device[e0 - base:e1 - base].set(host[:count], stream=stream)
+        self._copy_in(slot, target, e0 - base, count)
         self.staged[slot] = stream.record()
         s0, s1 = int(self.partition.page_shard[p]), int(self.partition.page_shard[p + 1])
         self._launch(s1 - s0, s0, base, target, stream)
         if resident:  # on the device from now on: the host cache keeps others instead
             self.pages.loaded[p] = True
             self.cache.discard(p, self.blocks)
+
+    def _copy_in(self, slot, target, at, count):
+        """Copy ``count`` edges from staging buffer ``slot`` into the device arrays
+        ``target`` from edge ``at``, on that slot's stream."""
+        for device, host in zip(target, self.staging[slot]):
+            if device is not None:
+                device[at:at + count].set(host[:count], stream=self.streams[slot])
 
     def pull_sample(self, pages):
         """One pull of ``pages`` alone (increasing page numbers), waited for: what a

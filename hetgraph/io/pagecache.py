@@ -1,7 +1,9 @@
 """Blocks of a page store read on demand for an out-of-core run.
 
-One I/O thread per stripe directory (one per disk) reads the blocks of that stripe;
-a pass announces the pages it will read (:meth:`PageCache.plan`) and the cache keeps
+One I/O thread per stripe directory (one per disk) reads the blocks of that stripe,
+and ``tuning.CHECK_THREADS`` threads check what they read (CRC32, ids, offsets) while
+they read on (none: each I/O thread checks its own); a block is handed out once
+checked. A pass announces the pages it will read (:meth:`PageCache.plan`) and the cache keeps
 reads of the next ones in flight while the current ones compute. What it keeps is
 bounded by a byte budget:
 
@@ -30,34 +32,40 @@ gets its page first.
 from __future__ import annotations
 
 import collections
+import functools
 import threading
 import time
-from concurrent.futures import CancelledError, Future
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 
 import numpy as np
 
+from .. import tuning
 from ..errors import OutOfCoreError
 
 
 class StripeReader:
     """The I/O thread of one stripe: runs the reads queued to it one at a time, in
-    order, but those queued ``urgent`` (or hurried later) first."""
+    order, but those queued ``urgent`` (or hurried later) first. A read's second
+    stage (``then``: its checks) runs in the executor ``after``, so that the thread
+    goes on to the next read meanwhile."""
 
-    def __init__(self, name):
-        self._queue = collections.deque()  # (Future, function, argument)
+    def __init__(self, name, after=None):
+        self._queue = collections.deque()  # (Future, function, argument, then)
         self._wake = threading.Condition()
         self._closed = False
+        self._after = after
         self._thread = threading.Thread(target=self._work, name=name, daemon=True)
         self._thread.start()
 
-    def submit(self, function, argument, urgent=False) -> Future:
-        """A Future of ``function(argument)``, run after the reads queued before (after
-        the urgent ones only, when ``urgent``)."""
+    def submit(self, function, argument, urgent=False, then=None) -> Future:
+        """A Future of ``function(argument)`` (of ``then(function(argument))`` when
+        given: run in the reader's ``after`` executor), run after the reads queued
+        before (after the urgent ones only, when ``urgent``)."""
         future = Future()
         with self._wake:
             if self._closed:
                 raise RuntimeError("the page cache is closed")
-            item = (future, function, argument)
+            item = (future, function, argument, then)
             self._queue.appendleft(item) if urgent else self._queue.append(item)
             self._wake.notify()
         return future
@@ -78,25 +86,39 @@ class StripeReader:
                     self._wake.wait()
                 if not self._queue:
                     return
-                future, function, argument = self._queue.popleft()
+                future, function, argument, then = self._queue.popleft()
             if not future.set_running_or_notify_cancel():
                 continue  # cancelled while queued
             try:
                 result = function(argument)
             except BaseException as exc:  # (handed to whoever waits for it)
                 future.set_exception(exc)
-            else:
+                continue
+            if then is None:
                 future.set_result(result)
+            elif self._after is None:  # (no executor: checked here)
+                _settle(future, then, result)
+            else:
+                self._after.submit(_settle, future, then, result)
 
     def close(self):
-        """Cancel the queued reads, wait for the one running, end the thread."""
+        """Cancel the queued reads, wait for the one running, end the thread (a second
+        stage under way is its executor's to finish)."""
         with self._wake:
             self._closed = True
-            for future, _, _ in self._queue:
+            for future, *_ in self._queue:
                 future.cancel()
             self._queue.clear()
             self._wake.notify()
         self._thread.join()
+
+
+def _settle(future, then, value):
+    """Set ``future`` to ``then(value)``, or to the exception it raised."""
+    try:
+        future.set_result(then(value))
+    except BaseException as exc:  # (handed to whoever waits for it)
+        future.set_exception(exc)
 
 
 class PageCache:
@@ -122,7 +144,11 @@ class PageCache:
                 f"{largest:,} bytes each; the reads in flight must hold one); raise "
                 f"host_budget or rewrite the store with smaller pages")
         self.capacity = self.budget - self.prefetch_bytes
-        self._io = [StripeReader(f"hetgraph-io-{i}") for i in range(len(store.stripe_dirs))]
+        # (a block's CRC32 and structure checks: not on its stripe's I/O thread)
+        self._checks = ThreadPoolExecutor(tuning.CHECK_THREADS, thread_name_prefix=(
+            "hetgraph-check")) if tuning.CHECK_THREADS else None
+        self._io = [StripeReader(f"hetgraph-io-{i}", after=self._checks)
+                    for i in range(len(store.stripe_dirs))]
         self._cached = collections.OrderedDict()  # (page, block) -> [array, pass]
         self._cached_bytes = 0
         self._inflight = {}  # (page, block) -> Future
@@ -235,16 +261,19 @@ class PageCache:
         """Queue the read of ``key`` for ``owner`` (under the lock); ``urgent``: it is
         waited for now, so its stripe reads it next."""
         entry = self._entry(key)
-        self._inflight[key] = self._io[entry["stripe"]].submit(self._read, key, urgent)
+        self._inflight[key] = self._io[entry["stripe"]].submit(
+            self._read, key, urgent, then=functools.partial(self.store.verify_page_block,
+                                                            *key))
         self._owner[key] = owner
         self._inflight_bytes += entry["bytes"]
         self._owner_inflight[owner] += entry["bytes"]
 
     def _read(self, key):
-        """Read block ``key`` (in an I/O thread), timed."""
+        """Read block ``key`` (in an I/O thread), timed; checked after (see
+        :meth:`_start`)."""
         start = time.perf_counter()
         try:
-            return self.store.page_block(*key, fetch=True)
+            return self.store.read_page_block(*key)
         finally:
             seconds = time.perf_counter() - start
             with self._lock:
@@ -421,6 +450,8 @@ class PageCache:
         """Stop the I/O threads and drop every block."""
         for reader in self._io:
             reader.close()
+        if self._checks is not None:
+            self._checks.shutdown(wait=True)  # (the reads' checks under way end)
         with self._lock:
             self._cached.clear()
             self._inflight.clear()

@@ -32,6 +32,7 @@ import os
 import re
 import shutil
 import stat
+import threading
 import time
 import uuid
 import zlib
@@ -43,7 +44,7 @@ from .. import registry, tuning
 from ..csr import ids_error, pointer_error, weights_error
 from ..errors import ChecksumError, HetGraphError, OutOfCoreError, StoreError
 from ..graph import Graph
-from ..partition import Page, Partition, destination_offsets, partition
+from ..partition import Page, Partition, offsets_mismatch, partition
 from ..version import __version__
 from . import manifest as manifests
 from .manifest import FORMAT, MANIFEST, VERSION  # noqa: F401 (the store's format)
@@ -51,6 +52,7 @@ from .limits import available_memory
 from .readers import read
 from .text import open_regular
 
+_MAKING = threading.RLock()  # a store's pointers and partition are made once, by one thread
 STRIPE_MARKER = ".hetgraph-stripe"  # in an external stripe directory: its store's id
 OWNER = ".owner"  # in a save's temporary root while it writes: its process, host, store id
 RETRY = "store changed while reading: retry"
@@ -316,6 +318,24 @@ def _label_blocks(labels):
                    "labels_offsets": offsets}
 
 
+def _write_page(writer, graph, part, p, fsync):
+    """Write page ``p`` of ``graph`` (its partition ``part``); returns its manifest
+    entry."""
+    page = part.page(p, graph.in_indices, graph.in_weights)
+    v0, v1 = page.vertex_start, page.vertex_stop
+    o0, o1 = int(graph.out_indptr[v0]), int(graph.out_indptr[v1])
+    blocks = {
+        "src": writer.write(p, "src", page.src, fsync),
+        "dst_offset": writer.write(p, "dst_offset", page.dst_offset, fsync),
+        "out_dst": writer.write(p, "out_dst", graph.out_indices[o0:o1], fsync),
+    }
+    if graph.weighted:
+        blocks["weight"] = writer.write(p, "weight", page.weight, fsync)
+    return {"vertex_start": v0, "vertex_stop": v1, "edge_start": page.edge_start,
+            "edge_stop": page.edge_stop, "out_edge_start": o0, "out_edge_stop": o1,
+            "blocks": blocks}
+
+
 @registry.writer("pagestore")
 def save(graph: Graph, path, *, stripes=None, page_bytes=None, overwrite=False,
          fsync=False, key=None, **partition_options):
@@ -347,7 +367,8 @@ def save(graph: Graph, path, *, stripes=None, page_bytes=None, overwrite=False,
     Returns
     -------
     PageStore
-        The written store, opened.
+        The written store, opened. Its pages are written in ``tuning.LOAD_THREADS``
+        threads.
 
     Raises
     ------
@@ -377,21 +398,10 @@ def save(graph: Graph, path, *, stripes=None, page_bytes=None, overwrite=False,
         }
         for name, arr in label_arrays.items():
             graph_blocks[name] = writer.write(-1, name, arr, fsync)
-        pages = []
-        for page in part.pages(graph.in_indices, graph.in_weights):
-            p, v0, v1, e0, e1 = (page.index, page.vertex_start, page.vertex_stop,
-                                 page.edge_start, page.edge_stop)
-            o0, o1 = int(graph.out_indptr[v0]), int(graph.out_indptr[v1])
-            blocks = {
-                "src": writer.write(p, "src", page.src, fsync),
-                "dst_offset": writer.write(p, "dst_offset", page.dst_offset, fsync),
-                "out_dst": writer.write(p, "out_dst", graph.out_indices[o0:o1], fsync),
-            }
-            if graph.weighted:
-                blocks["weight"] = writer.write(p, "weight", page.weight, fsync)
-            pages.append({"vertex_start": v0, "vertex_stop": v1, "edge_start": e0,
-                          "edge_stop": e1, "out_edge_start": o0, "out_edge_stop": o1,
-                          "blocks": blocks})
+        threads = max(1, min(tuning.LOAD_THREADS, os.cpu_count() or 1, part.num_pages))
+        with ThreadPoolExecutor(threads) as pool:  # (offsets, CRC32 and writes: no GIL)
+            pages = list(pool.map(lambda p: _write_page(writer, graph, part, p, fsync),
+                                  range(part.num_pages)))
         manifest = {
             "format": FORMAT, "version": VERSION, "hetgraph_version": __version__,
             "store_id": writer.store_id, "name": graph.name,
@@ -561,10 +571,11 @@ class PageStore:
                 array = np.memmap(f, dtype=dtype, mode="r", shape=(entry["count"],))
             return self._verified(path, array, entry) if verify else array
 
-    def fetch_block(self, entry):
-        """Read one block into a new array (not memory-mapped) and verify it. The block
-        is then dropped from the OS page cache: an out-of-core run's own page cache is
-        what keeps data in memory, within its budget."""
+    def fetch_block(self, entry, verify=True):
+        """Read one block into a new array (not memory-mapped) and verify it (unless not
+        ``verify``: see :meth:`verify_page_block`). The block is then dropped from the
+        OS page cache: an out-of-core run's own page cache is what keeps data in
+        memory, within its budget."""
         with self._retry_if_replaced():
             path, f = self._open_block(entry)
             array = np.empty(entry["count"], np.dtype(entry["dtype"]))
@@ -578,14 +589,33 @@ class PageStore:
                                          f"the manifest says {len(view)}; rewrite the store")
                     done += got
                 drop_os_cache(f.fileno())
-            return self._verified(path, array, entry)
+            return self._verified(path, array, entry) if verify else array
 
     def page_block(self, p, name, fetch=False):
         """Block ``name`` of page ``p``, verified and its structure checked (the first
         time this process reads it): memory-mapped, or read into a new array when
         ``fetch`` (see :meth:`fetch_block`)."""
+        if fetch:
+            return self.verify_page_block(p, name, self.read_page_block(p, name))
+        return self._checked_once(p, name, self.read_block(self.page_blocks(p)[name]))
+
+    def read_page_block(self, p, name):
+        """Block ``name`` of page ``p`` read into a new array, not yet verified: what
+        :meth:`verify_page_block` takes (see :meth:`fetch_block`)."""
+        return self.fetch_block(self.page_blocks(p)[name], verify=False)
+
+    def verify_page_block(self, p, name, array):
+        """``array``, block ``name`` of page ``p`` as :meth:`read_page_block` read it,
+        once its CRC32 (and SHA-256 if signed) and structure are checked: a reader
+        can go on reading while another thread checks."""
         entry = self.page_blocks(p)[name]
-        array = self.fetch_block(entry) if fetch else self.read_block(entry)
+        with self._retry_if_replaced():
+            path = os.path.join(self.stripe_dirs[entry["stripe"]], entry["file"])
+            return self._checked_once(p, name, self._verified(path, array, entry))
+
+    def _checked_once(self, p, name, array):
+        """``array`` (block ``name`` of page ``p``), its structure checked the first time
+        this process reads it."""
         if (p, name) not in self._checked:
             self._check_block(p, name, array)
             self._checked.add((p, name))
@@ -600,10 +630,9 @@ class PageStore:
             error = weights_error(array)
         else:
             part = self.partition()
-            v0, v1 = part.page_vertices(p)
             starts = part.shard_start[part.page_shard[p]:part.page_shard[p + 1] + 1]
-            expected = destination_offsets(part.in_indptr, starts, v0, v1)
-            error = None if np.array_equal(expected, array) else "differs from the pointers"
+            bad = offsets_mismatch(part.in_indptr, starts, array)
+            error = None if bad < 0 else f"differs from the pointers at edge {bad} of the page"
         if error:
             raise StoreError(f"{self.block_path(self.page_blocks(p)[name])}: block {name} "
                              f"of page {p}: {error}; the store is damaged or was edited: "
@@ -612,14 +641,15 @@ class PageStore:
     def pointers(self):
         """(in_indptr, out_indptr) in memory, checked with the shard and page tables
         against each other and the manifest (once per store object)."""
-        if self._pointers is None:
-            arrays = {name: np.array(self.graph_block(name)) for name in
-                      ("in_indptr", "out_indptr", "shard_start", "page_shard")}
-            error = self._pointers_error(arrays)
-            if error:
-                raise StoreError(f"{self.path}: {error}; the store is damaged or was "
-                                 "edited: write it again")
-            self._pointers = arrays["in_indptr"], arrays["out_indptr"]
+        with _MAKING:  # (a page cache's checking threads may ask at once)
+            if self._pointers is None:
+                arrays = {name: np.array(self.graph_block(name)) for name in
+                          ("in_indptr", "out_indptr", "shard_start", "page_shard")}
+                error = self._pointers_error(arrays)
+                if error:
+                    raise StoreError(f"{self.path}: {error}; the store is damaged or was "
+                                     "edited: write it again")
+                self._pointers = arrays["in_indptr"], arrays["out_indptr"]
         return self._pointers
 
     def _pointers_error(self, arrays):
@@ -674,12 +704,13 @@ class PageStore:
 
     def partition(self) -> Partition:
         """The stored shard and page tables (checked, see :meth:`pointers`)."""
-        if self._partition is None:
-            self._partition = Partition(
-                self.pointers()[0], self.graph_block("shard_start"),
-                self.graph_block("replication"), self.graph_block("page_shard"),
-                weighted=self.weighted, index_dtype=self.index_dtype,
-                options=self.manifest["partition"])
+        with _MAKING:
+            if self._partition is None:
+                self._partition = Partition(
+                    self.pointers()[0], self.graph_block("shard_start"),
+                    self.graph_block("replication"), self.graph_block("page_shard"),
+                    weighted=self.weighted, index_dtype=self.index_dtype,
+                    options=self.manifest["partition"])
         return self._partition
 
     def page(self, p) -> Page:
