@@ -27,6 +27,8 @@ import bisect
 import threading
 import time
 
+from gputrace import _union as _busy  # (seconds covered by the union of intervals)
+
 from hetgraph.engines import store_gpu
 from hetgraph.engines.store import StoreEngine
 from hetgraph.io.pagecache import PageCache
@@ -48,16 +50,6 @@ def _ranges(pages):
         else:
             runs.append([p, p])
     return runs
-
-
-def _busy(intervals):
-    """Seconds covered by the union of (start, end) ``intervals``."""
-    total, end = 0.0, float("-inf")
-    for a, b in sorted(intervals):
-        if b > end:
-            total += b - max(a, end)
-            end = b
-    return total
 
 
 class Probe:

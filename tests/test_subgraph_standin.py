@@ -14,8 +14,6 @@ import types
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
-from scipy.sparse.csgraph import dijkstra
 
 import hetgraph as hg
 from hetgraph.algorithms.bfs import BreadthFirst
@@ -23,6 +21,7 @@ from hetgraph.algorithms.sssp import ShortestPaths
 from hetgraph.engines import subway
 from hetgraph.program import ProgramSpec
 from test_gpu_subgraph import Widest, widest_widths
+from test_subgraph import _distances
 
 
 class DeviceArray(np.ndarray):
@@ -242,14 +241,6 @@ def _run(engine, subgraphs):
 def _graphs():
     return {"rmat": hg.generate.rmat(8, seed=3, weights=(0.5, 4.0)),
             "grid": hg.generate.grid(12, 16, weights=(0.5, 4.0))}
-
-
-def _distances(g, source):
-    n = g.num_vertices
-    src = np.repeat(np.arange(n), np.diff(g.out_indptr))
-    matrix = sp.csr_matrix((g.out_weights().astype(np.float64), (src, g.out_indices)),
-                           shape=(n, n))
-    return dijkstra(matrix, indices=source)
 
 
 @pytest.mark.parametrize("kind, most", [("rmat", 1.0), ("grid", 0.69)])
