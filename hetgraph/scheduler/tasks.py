@@ -198,18 +198,6 @@ class _Refs:
         return None
 
 
-class _GraphOut(pickle.Pickler):
-    def __init__(self, file, refs):
-        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
-        self.persistent_id = refs
-
-
-class _GraphOutByValue(cloudpickle.Pickler):
-    def __init__(self, file, refs):
-        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
-        self.persistent_id = refs
-
-
 class _GraphIn(pickle.Unpickler):
     def __init__(self, file, graph, arrays):
         super().__init__(file)
@@ -231,17 +219,21 @@ def pack(run, keep, ended=()):
     first, if they have not yet."""
     refs = _Refs(run.graph, keep)
     try:  # (the standard pickle's writer: several times faster than cloudpickle's)
-        data = _written(_GraphOut, run, refs)
+        data = _written(pickle.Pickler, run, refs)
     except Exception:  # (a lambda, a local class: what only cloudpickle writes)
         data = None
     if data is None or not callsocket.by_reference(data):
-        data = _written(_GraphOutByValue, run, refs)
+        data = _written(cloudpickle.Pickler, run, refs)
     return Packed(run.run_id, data, tuple(ended)), refs.kept
 
 
 def _written(pickler, value, refs):
+    """``value`` written by a ``pickler`` (a Pickler class) that writes what ``refs``
+    names as its references."""
     out = io.BytesIO()
-    pickler(out, refs).dump(value)
+    writer = pickler(out, protocol=pickle.HIGHEST_PROTOCOL)
+    writer.persistent_id = refs
+    writer.dump(value)
     return out.getvalue()
 
 
