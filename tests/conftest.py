@@ -1,5 +1,6 @@
 """Shared fixtures: the real graphs in ../shared/data and small oracle helpers."""
 
+import heapq
 import os
 
 import numpy as np
@@ -65,6 +66,28 @@ def power_pagerank(graph, iterations, damping=0.85):
     for _ in range(iterations):
         ranks = (1 - damping) / n + damping * (walk.T @ ranks + ranks[dangling].sum() / n)
     return ranks
+
+
+def widest_paths(graph, source):
+    """Oracle: the widest-path widths from ``source`` (float64; the source inf, the
+    unreached 0) by a bottleneck Dijkstra (min and max are exact: a float32 graph's
+    widths cast back to float32 are what a float32 run must give)."""
+    width = np.zeros(graph.num_vertices)
+    width[source] = np.inf
+    weights = graph.out_weights().astype(np.float64)
+    done = np.zeros(graph.num_vertices, bool)
+    heap = [(-np.inf, source)]
+    while heap:
+        _, u = heapq.heappop(heap)
+        if done[u]:
+            continue
+        done[u] = True
+        for e in range(graph.out_indptr[u], graph.out_indptr[u + 1]):
+            v, through = graph.out_indices[e], min(width[u], weights[e])
+            if through > width[v]:
+                width[v] = through
+                heapq.heappush(heap, (-float(through), int(v)))
+    return width
 
 
 def assert_csr_matches_csc(graph):

@@ -9,7 +9,6 @@ iterations, on the grid at most 0.69x. The CPU's answers they are held to are ch
 to have converged without a GPU.
 """
 
-import heapq
 import shutil
 import subprocess
 
@@ -19,6 +18,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import dijkstra
 
 import hetgraph as hg
+from conftest import widest_paths
 from hetgraph.algorithms.bfs import BreadthFirst
 from hetgraph.algorithms.cc import MinLabel
 from hetgraph.algorithms.pagerank import PageRank
@@ -107,24 +107,9 @@ def _streamed_calls(g, s):
 
 
 def widest_widths(g, source):
-    """The widest-path widths from ``source`` (float32; the source inf, the unreached
-    0): a bottleneck Dijkstra (min and max are exact in float32)."""
-    width = np.zeros(g.num_vertices, np.float32)
-    width[source] = np.inf
-    weights = g.out_weights().astype(np.float32)
-    done = np.zeros(g.num_vertices, bool)
-    heap = [(-np.inf, source)]
-    while heap:
-        _, u = heapq.heappop(heap)
-        if done[u]:
-            continue
-        done[u] = True
-        for e in range(g.out_indptr[u], g.out_indptr[u + 1]):
-            v, through = g.out_indices[e], min(width[u], weights[e])
-            if through > width[v]:
-                width[v] = through
-                heapq.heappush(heap, (-float(through), int(v)))
-    return width
+    """The widest-path widths from ``source`` as a float32 run gives them
+    (:func:`conftest.widest_paths`)."""
+    return widest_paths(g, source).astype(np.float32)
 
 
 @pytest.mark.parametrize("kind", ["rmat", "grid"])

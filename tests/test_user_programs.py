@@ -2,7 +2,6 @@
 code blocks of docs/vertex-programs.md are executed as written and checked against
 independent oracles."""
 
-import heapq
 import linecache
 import os
 import re
@@ -12,6 +11,7 @@ import pytest
 import scipy.sparse.csgraph as csgraph
 
 import hetgraph as hg
+from conftest import widest_paths
 
 DOC = os.path.join(os.path.dirname(__file__), "..", "docs", "vertex-programs.md")
 
@@ -29,29 +29,6 @@ def doc():
         linecache.cache[name] = (len(block), None, block.splitlines(True), name)
         exec(compile(block, name, "exec"), namespace)
     return namespace
-
-
-def widest_paths(graph, source):
-    """Oracle: Dijkstra-like search maximising the bottleneck width."""
-    width = np.zeros(graph.num_vertices)
-    width[source] = np.inf
-    heap = [(-np.inf, source)]
-    done = np.zeros(graph.num_vertices, bool)
-    while heap:
-        w, u = heapq.heappop(heap)
-        if done[u]:
-            continue
-        done[u] = True
-        for e in range(graph.out_indptr[u], graph.out_indptr[u + 1]):
-            v = graph.out_indices[e]
-            # CSR carries no weights: find u in v's in-edges
-            lo, hi = graph.in_indptr[v], graph.in_indptr[v + 1]
-            k = lo + np.searchsorted(graph.in_indices[lo:hi], u)
-            cand = min(-w, float(graph.in_weights[k]))
-            if cand > width[v]:
-                width[v] = cand
-                heapq.heappush(heap, (-cand, v))
-    return width
 
 
 def test_guide_oracle_agrees(doc):
