@@ -14,11 +14,8 @@ import subprocess
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
-from scipy.sparse.csgraph import dijkstra
 
 import hetgraph as hg
-from conftest import widest_paths
 from hetgraph.algorithms.bfs import BreadthFirst
 from hetgraph.algorithms.cc import MinLabel
 from hetgraph.algorithms.pagerank import PageRank
@@ -26,6 +23,8 @@ from hetgraph.algorithms.sssp import ShortestPaths
 from hetgraph.errors import HetGraphError
 from hetgraph.kernels.gpu.push import can_push, push_source
 from hetgraph.program import ProgramSpec
+from conftest import widest_paths
+from test_subgraph import _distances
 
 NVCC = shutil.which("nvcc")
 
@@ -126,14 +125,6 @@ def test_the_cpu_answers_streamed_runs_are_held_to_converged(kind):
             np.testing.assert_array_equal(result.values, widest_widths(g, 0))
 
 
-def _scipy_distances(g, source):
-    n = g.num_vertices
-    src = np.repeat(np.arange(n), np.diff(g.out_indptr))
-    matrix = sp.csr_matrix((g.out_weights().astype(np.float64), (src, g.out_indices)),
-                           shape=(n, n))
-    return dijkstra(matrix, indices=source)
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind", ["rmat", "grid"])
 @pytest.mark.parametrize("subgraph", [True, "async", False])
@@ -155,7 +146,7 @@ def test_streamed_runs_equal_the_cpu(kind, subgraph):
         assert pushed.any() == (subgraph is not False)
         assert (history.loc[pushed, "f"] < hg.tuning.SUBGRAPH_ACTIVE_EDGES).all()
         assert (history.loc[~pushed, "d2h_bytes"] == 0).all()
-    distances = _scipy_distances(g, int(g.id_of(s)))
+    distances = _distances(g, int(g.id_of(s)))
     for mode in ("sync", "async"):  # (async: the values change in place)
         result = hg.sssp(g, s, devices="gpu", gpu=options, mode=mode)
         np.testing.assert_allclose(result.values, distances, rtol=1e-6)
@@ -266,7 +257,7 @@ def test_async_subgraph_engine_settles_what_is_loaded(mode):
     assert subgraphs["mode"] == "async" and subgraphs["inner_passes"] > 0
     assert subgraphs["resident_passes"] > 2 * iterations
     np.testing.assert_allclose(spec.program.finalize(g, engine.result()),
-                               _scipy_distances(g, source), rtol=1e-6)
+                               _distances(g, source), rtol=1e-6)
     engine.close()
 
 
