@@ -218,12 +218,18 @@ def main():
         out["results"] = []
         for name, g in graphs.items():
             out["results"] += bench_graph(name, g, cluster, "gpu" if ok else "cpu")
-    out["targets"] = targets(out["results"])
-    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-    with open(args.out, "w") as f:  # (compact: the curves run to thousands of iterations)
-        json.dump(out, f, separators=(",", ":"))
+            write(out, args.out)  # (after every graph: a call cut short keeps those before)
     print_targets(out["targets"])
     print(f"wrote {args.out}")
+
+
+def write(out, path):
+    """Write ``out`` with its targets to ``path`` (compact JSON: the curves run to
+    thousands of iterations)."""
+    out["targets"] = targets(out["results"])
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(out, f, separators=(",", ":"))
 
 
 if __name__ == "__main__":
