@@ -42,9 +42,9 @@ def _device_of(owner):
 
 
 def _ranges(pages):
-    """Sorted distinct ``pages`` as [[first, last], ...] runs."""
+    """Sorted distinct ``pages`` as [[first, last], ...] runs (Python ints: JSON)."""
     runs = []
-    for p in sorted(set(pages)):
+    for p in sorted({int(p) for p in pages}):
         if runs and runs[-1][1] == p - 1:
             runs[-1][1] = p
         else:
