@@ -332,14 +332,20 @@ def test_the_gpu_keeps_the_pages_its_budget_holds(stores, resident):
 
 
 @pytest.mark.gpu
-def test_the_gpu_is_calibrated_on_a_sample_of_the_pages(stores, monkeypatch):
+@pytest.mark.parametrize("devices", ["hybrid", "auto"])
+def test_the_gpu_is_calibrated_on_a_sample_of_the_pages(stores, monkeypatch, devices):
     """A run out of core on both devices calibrates the GPU on the CPU's sample of the
     pages: the GPU engine reads their blocks at most, and runs no pass over the store,
-    before the calibration ends (a hybrid run: calibrated before its first iteration,
-    as an "auto" one is once the GPU's engine is made)."""
+    before the calibration ends, which comes before the run's first iteration (an
+    "auto" run lays no pages out in a thread while the CPU starts alone, as in memory:
+    a first pass on the CPU is one the GPU must read again)."""
     from hetgraph import tuning
     from hetgraph.engines.store_gpu import StoreGpuEngine
+    from hetgraph.scheduler import tasks
     from hetgraph.scheduler.tasks import calibration_pages
+
+    laid_out = []
+    monkeypatch.setattr(tasks, "lay_out_gpu_pages", lambda *a: laid_out.append(a))
 
     store = _store_of(stores, PLAIN, 1)
     events = []
@@ -356,9 +362,11 @@ def test_the_gpu_is_calibrated_on_a_sample_of_the_pages(stores, monkeypatch):
 
     monkeypatch.setattr(StoreGpuEngine, "pull_sample", pull_sample)
     monkeypatch.setattr(StoreGpuEngine, "run_pages", whole)
-    # (streams=3: no other test's calibration, which the cluster keeps, is taken)
-    got = hg.pagerank(store, max_iterations=12, tol=None, devices="hybrid",
-                      gpu={"streams": 3}, host_budget=_gpu_budget(store))
+    # (streams 3 and 5: no other test's calibration, which the cluster keeps, is taken)
+    got = hg.pagerank(store, max_iterations=12, tol=None, devices=devices,
+                      gpu={"streams": 3 if devices == "hybrid" else 5},
+                      host_budget=_gpu_budget(store))
+    assert laid_out == []
     _check("pagerank", got.values, hg.pagerank(PLAIN, max_iterations=12, tol=None,
                                                devices="cpu").values)
     samples = [e for e in events if e[0] == "sample"]

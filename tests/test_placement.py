@@ -1678,6 +1678,17 @@ def test_the_gpu_alone_a_hybrid_must_beat_is_its_segments_pulls():
     assert m.iteration["gpu"] == pytest.approx(0.7 * 2.5e-3 + 0.3 * 4e-3)
 
 
+def test_a_gpu_segments_first_row_is_not_its_iteration():
+    """A GPU segment's first row carries its start (out of core, the reads of every page
+    the GPU keeps from then on): a segment of one row measures nothing, a longer one
+    is measured by the rows after it."""
+    m = model(8e-9, 2e-9)
+    m.observe_gpu_segment([gpu_row(4.1)])
+    assert "gpu" not in m.iteration
+    m.observe_gpu_segment([gpu_row(4.1), gpu_row(0.027), gpu_row(0.029)])
+    assert m.iteration["gpu"] == pytest.approx(0.028)
+
+
 # RMAT-24 (263,437,329 arcs, a quarter of its unweighted page bytes the GPU's budget),
 # BFS from its largest out-degree vertex, on one H200: the GPU alone's iterations with
 # active subgraphs (bench/results/subway.json, "subgraph": mode, seconds, h2d bytes),

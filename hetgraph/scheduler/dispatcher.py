@@ -658,7 +658,9 @@ class _Driver:
         (:func:`tasks.lay_out_gpu_pages`) while the run goes on the CPU alone; the GPU is
         calibrated once they are there (:meth:`_calibrate_gpu`, when the model answers
         "calibrate"): done first, the layout made a graph's first auto run slower than
-        the CPU alone."""
+        the CPU alone. Not out of core: there the GPU's pages come with its passes, and
+        a first pass on the CPU is one the GPU must read again, while the GPU's first
+        pass reads the pages it keeps once for the whole run."""
         self._share_state()
         self._measure_round_trip()
         kept = None if key is None else self.cluster.calibrations.get(key)
@@ -673,7 +675,9 @@ class _Driver:
                              tasks.calibration_pages(len(self.page_edges)), self.version)
         self.compile_seconds += cpu.build_seconds
         self._take_calibration([cpu])
-        if self.devices == "auto" and self.shared and not keeps_pages_of(self.graph, device):
+        in_memory = not isinstance(self.graph, StoredGraph)
+        if self.devices == "auto" and self.shared and in_memory and \
+                not keeps_pages_of(self.graph, device):
             self._layout = _LAYOUTS.submit(tasks.lay_out_gpu_pages, self.runspec, device)
             self.model.waiting = _LayoutHandle(self._layout)
             self._layout_key, self._cpu_report = key, cpu
