@@ -194,6 +194,27 @@ def test_a_fingerprint_is_the_one_earlier_checkpoints_carry():
     assert fingerprints[:2] == fingerprints[2:] and len(set(fingerprints)) == 2
 
 
+def test_a_programs_arrays_derived_from_the_graph_leave_its_fingerprint_alone(graph):
+    """A program whose graph-derived arrays an earlier call made (PageRank's dangling
+    vertices and scales, set on it by ``derived``) has the fingerprint of one without
+    them: else a checkpoint of the one refuses to resume in the other (as on the GPU
+    machine, where an earlier run had made them)."""
+    from hetgraph.algorithms.pagerank import PageRank
+    from hetgraph.program import ProgramSpec
+
+    made, fresh = (PageRank(0.85, None, np.float64, True, None) for _ in range(2))
+    made.derived(graph)
+    assert checkpoint_mod.program_fingerprint(ProgramSpec(made)) != \
+        checkpoint_mod.program_fingerprint(ProgramSpec(fresh))  # (the arrays differ)
+    prints = {checkpoint_mod.program_fingerprint(spec, checkpoint_mod.graph_blind_digest(
+        spec, graph)) for spec in (ProgramSpec(made), ProgramSpec(fresh))}
+    assert len(prints) == 1
+    other = PageRank(0.5, None, np.float64, True, None)  # (parameters still tell apart)
+    spec = ProgramSpec(other)
+    assert checkpoint_mod.program_fingerprint(
+        spec, checkpoint_mod.graph_blind_digest(spec, graph)) not in prints
+
+
 def test_fingerprints_are_stable_and_discriminating(graph, tmp_path):
     from hetgraph.program import ProgramSpec
     from hetgraph.algorithms.pagerank import PageRank

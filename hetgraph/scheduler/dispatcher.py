@@ -45,8 +45,8 @@ from ..kernels.arrays import to_host
 from ..program import ProgramSpec
 from ..result import COLUMN, SECONDS, Result, history_row, with_overhead
 from . import tasks
-from .checkpoint import Checkpointer, graph_fingerprint, program_fingerprint, \
-    program_identity, sampled_crc32
+from .checkpoint import Checkpointer, graph_blind_digest, graph_fingerprint, \
+    program_fingerprint, program_identity, sampled_crc32
 from .costmodel import CPU_MODES, CostModel, frontier_growth
 from .placement import PageQueue
 from .progress import ProgressBar, RunEvents, SchedulerLog, show_progress
@@ -351,7 +351,8 @@ def _checkpointer(directory, every, resume, spec, graph, mode):
                              "checkpoints to resume from")
         return None
     return Checkpointer(directory, every=every, graph_fp=graph_fingerprint(graph),
-                        program_fp=program_fingerprint(spec), mode=mode)
+                        program_fp=program_fingerprint(spec, graph_blind_digest(spec, graph)),
+                        mode=mode)
 
 
 def _resume(checkpointer, state):
@@ -624,11 +625,8 @@ class _Driver:
         calibration taken for another costs speed, not an answer; those it derives from
         the graph not at all: the graph and the parameters say them), the execution mode
         (sync, async or colored), the run's options and the cluster's workers."""
-        derived = {id(a) for a in self.spec.derived_arrays(self.graph)}
-
-        def digest(array):  # (a sample of a large array cost a warm call 0.3 ms)
-            return 0 if id(array) in derived else sampled_crc32(array)
-
+        # (a sample of a large array: its CRC32 cost a warm call 0.3 ms)
+        digest = graph_blind_digest(self.spec, self.graph, sampled_crc32)
         return (self.graph.token, program_identity(self.spec, digest),
                 self.state.sync, options["coloring"] is not None, options["threads"],
                 options["partitions"],
