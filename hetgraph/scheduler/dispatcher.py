@@ -60,6 +60,7 @@ DEVICES = ("auto", "cpu", "gpu", "hybrid")
 GPU_OPTIONS = ("memory_budget", "page_bytes", "streams", "shared_bytes", "replication",
                "threads_per_block", "edge_order", "source_ranges", "subgraph", "tocab")
 _NO_AUX = np.zeros(1, np.float32)
+_PLACEMENT = COLUMN["placement"]
 
 # the GPU page layouts that runs' calibrations wait for while their CPU goes on, one at
 # a time, in a thread of this process (joined at its exit)
@@ -276,7 +277,8 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
                                   rho=float(rho), page_bytes=page_bytes,
                                   gpu=dict(gpu or {}), host_budget=host_budget,
                                   coloring=coloring),
-                             fresh=not history, made_there=made_there)
+                             fresh=not history, made_there=made_there,
+                             limit=max_iterations)
             bar = ProgressBar(spec.name, max_iterations) if show_progress(progress) else None
             try:
                 history, converged = driver.run(max_iterations, history, checkpointer,
@@ -412,22 +414,57 @@ def _kinds(cluster, devices, out_of_core, small):
 
 
 @dataclasses.dataclass
+class _Settled:
+    """What a call under a kept calibration found: the cost model placed each of its
+    ``iterations`` iterations on ``kind``, in ``seconds`` in all. A later call of that key and iteration limit runs on ``kind`` alone,
+    without the model (the key fixes the graph, the program, its parameters and the
+    options, so the model, given the same times, would place it so again), and is
+    checked against it (:meth:`after`)."""
+
+    kind: str
+    iterations: int
+    seconds: float
+    margin: float  # the share of ``seconds`` the device may lose before the model is
+    # asked again (:meth:`CostModel.deviation`)
+
+    def after(self, iterations, seconds):
+        """This answer after a settled call of ``iterations`` iterations in ``seconds``:
+        kept while the call ran as many iterations, slower by at most ``margin`` or by
+        ``tuning.CHOOSE_SECONDS`` (a segment asks the model no more often: a shorter
+        delay changes none of its answers), else None (the next call asks the model)."""
+        slower = seconds - self.seconds
+        if iterations != self.iterations or (
+                slower > self.margin * self.seconds and slower > tuning.CHOOSE_SECONDS):
+            return None
+        return self
+
+
+@dataclasses.dataclass
 class _Calibration:
     """A calibration kept on the cluster for later runs under its key (see
-    :meth:`_Driver._calibrate`): its reports, and the cost model they make, which the
-    first later run makes and the others copy (None until then)."""
+    :meth:`_Driver._calibrate`): its reports, the cost model they make, which the
+    first later run makes and the others copy (None until then), and by iteration
+    limit (``max_iterations``) what the last call under it settled (:class:`_Settled`;
+    none: the next call asks the model)."""
 
     reports: list
     model: CostModel | None = None
+    settled: dict = dataclasses.field(default_factory=dict)
 
 
 class _Driver:
     """One run's iteration loop on a cluster; ``fresh``: the state is the program's
     initial one (not a resumed run's); ``made_there``: ``state`` holds nothing yet, the
-    workers that hold the run's state make the initial one (:func:`_held_on_workers`)."""
+    workers that hold the run's state make the initial one (:func:`_held_on_workers`);
+    ``limit``: the run's ``max_iterations`` (None: unknown, nothing settled for it).
+
+    A run placed by the cost model ("auto") whose kept calibration says that the last
+    call like it ran on one device alone (:class:`_Settled`) runs there alone: no
+    calibration, no question to the model, no measurement folded into it; its
+    iterations' time then keeps or drops that answer for the next call (:meth:`_settle`)."""
 
     def __init__(self, cluster, spec, graph, state, aux, devices, options, fresh=True,
-                 made_there=False):
+                 made_there=False, limit=None):
         self.client = cluster.client
         self.shared = cluster.in_process
         self.spec, self.graph, self.state = spec, graph, state
@@ -498,10 +535,17 @@ class _Driver:
         self.round_trips = 0.0  # seconds of the segments' tasks outside their rows
         self._layout = None  # the GPU's page layout the calibration waits for
         self._memory_key = None  # what the model's memory of earlier runs is kept under
+        self._key, self._limit = None, limit  # the calibration's key (see _settle)
+        self.settled = None  # the _Settled answer this run follows
         if len(self.kinds) == 2:
-            key = self._calibration_key(options) if fresh else None
-            self._calibrate(key)
-            self._recall(key)
+            key = self._key = self._calibration_key(options) if fresh else None
+            self.settled = self._settled(key, limit)
+            if self.settled is not None:  # (the partition above is the placed runs':
+                # their engines, kept by it, serve this run too)
+                self.kinds = {self.settled.kind: self.kinds[self.settled.kind]}
+            else:
+                self._calibrate(key)
+                self._recall(key)
 
     def _segment_gpus(self, partition, coloring):
         """The GPUs of this process that GPU segments share when the run is on several
@@ -741,6 +785,40 @@ class _Driver:
         self.model = kept.model.copy()
         self._take_cpu_report(next(r for r in kept.reports if r.kind == "cpu"))
 
+    def _settled(self, key, limit):
+        """The :class:`_Settled` answer that the calibration kept under ``key`` holds for
+        a run placed by the model ("auto") of ``limit`` iterations at most, else None."""
+        kept = None if key is None or self.devices != "auto" else \
+            self.cluster.calibrations.get(key)
+        return None if kept is None else kept.settled.get(limit)
+
+    def _settle(self, rows):
+        """After the run (``rows``: its history; None: it failed), what the next call
+        under its kept calibration starts from: a run that followed a settled answer
+        keeps it while its time agrees (:meth:`_Settled.after`); a run placed by the
+        model settles on the device it placed every iteration on, if one; any other
+        drops it."""
+        kept = None if self._key is None or self.devices != "auto" else \
+            self.cluster.calibrations.get(self._key)
+        if kept is None:
+            return
+        settled = kept.settled
+        settled.pop(self._limit, None)  # (the newest last)
+        if not rows:  # (None: failed)
+            return
+        seconds = sum(row[SECONDS] for row in rows)
+        if self.settled is not None:
+            answer = self.settled.after(len(rows), seconds)
+        else:
+            kinds = {row[_PLACEMENT] for row in rows}
+            kind = kinds.pop() if len(kinds) == 1 else None
+            answer = _Settled(kind, len(rows), seconds, self.model.deviation(kind)) \
+                if kind in ("cpu", "gpu") else None
+        if answer is not None:
+            settled[self._limit] = answer
+            while len(settled) > tuning.CALIBRATIONS_KEPT:  # (limits of many calls)
+                settled.pop(next(iter(settled)), None)
+
     def _recall(self, key):
         """Start the cost model from what the earlier runs under calibration ``key``
         left (:meth:`CostModel.remembered`: a hybrid iteration that lost is not tried
@@ -819,6 +897,7 @@ class _Driver:
             self._host_state()
         except BaseException as exc:
             error = f"{type(exc).__name__}: {exc}"
+            self._settle(None)
             raise
         finally:
             self.events.end(len(history), converged, error)
@@ -826,6 +905,7 @@ class _Driver:
                 self.events.post.flush()
             if bar is not None:
                 bar.close(len(history), converged, error)
+        self._settle(history)
         if checkpointer is not None and (converged or checkpointer.last != len(history)):
             checkpointer.save(len(history), self.state.values, self.state.flags, history,
                               converged=converged)
