@@ -1804,7 +1804,7 @@ def test_a_call_settles_on_the_one_device_the_model_placed_it_on_and_is_checked(
         m = CostModel()
         m.errors[("gpu", "pull")] = 0.5
         return SimpleNamespace(_key=("k",), _limit=limit, devices=devices, model=m,
-                               settled=settled, cluster=SimpleNamespace(
+                               settled=settled, _kept=kept, cluster=SimpleNamespace(
                                    calibrations={("k",): kept}))
 
     def rows(*placements, seconds=1e-3):

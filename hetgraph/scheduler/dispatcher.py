@@ -46,7 +46,7 @@ from ..program import ProgramSpec
 from ..result import COLUMN, SECONDS, Result, history_row, with_overhead
 from . import tasks
 from .checkpoint import Checkpointer, graph_fingerprint, program_fingerprint, \
-    program_identity, sampled_crc32
+    program_key, sampled_crc32
 from .costmodel import CPU_MODES, CostModel, frontier_growth
 from .placement import PageQueue
 from .progress import ProgressBar, RunEvents, SchedulerLog, show_progress
@@ -494,8 +494,7 @@ class _Driver:
                                         replication=gpu.get("replication"),
                                         vertex_bytes=spec.dtype.itemsize,
                                         **_color_cuts(options["coloring"]))
-            pages = np.array([partition.page_vertices(p) for p in range(partition.num_pages)],
-                             np.int64).reshape(-1, 2)
+            pages = partition.page_ranges
         else:  # one worker in all: the CPU reads the graph as one page, the GPU engine
             # pages (and degrades) alone
             partition, pages = None, np.array([[0, graph.num_vertices]], np.int64)
@@ -513,7 +512,8 @@ class _Driver:
         self._made_there = made_there and self._spread is not None
         if made_there and not self._made_there:  # (the cluster changed meanwhile)
             state.values[:], state.flags[:] = spec.initial_state(graph)[:2]
-        self.page_edges = np.diff(graph.in_indptr[pages], axis=1)[:, 0] if len(pages) > 1 \
+        self.page_edges = partition.page_arcs if partition is not None else \
+            np.diff(graph.in_indptr[pages], axis=1)[:, 0] if len(pages) > 1 \
             else np.array([graph.num_arcs], np.int64)  # (the pages cover every vertex)
         threads = options["threads"] or numba.config.NUMBA_NUM_THREADS
         pull_threads_used = pull_threads(graph.num_arcs, threads, options["partitions"])
@@ -535,7 +535,7 @@ class _Driver:
         self.round_trips = 0.0  # seconds of the segments' tasks outside their rows
         self._layout = None  # the GPU's page layout the calibration waits for
         self._memory_key = None  # what the model's memory of earlier runs is kept under
-        self._key, self._limit = None, limit  # the calibration's key (see _settle)
+        self._key, self._kept, self._limit = None, None, limit  # (see _settle)
         self.settled = None  # the _Settled answer this run follows
         if len(self.kinds) == 2:
             key = self._key = self._calibration_key(options) if fresh else None
@@ -673,7 +673,7 @@ class _Driver:
         def digest(array):  # (a sample of a large array cost a warm call 0.3 ms)
             return 0 if id(array) in derived else sampled_crc32(array)
 
-        return (self.graph.token, program_identity(self.spec, digest),
+        return (self.graph.token, program_key(self.spec, digest),
                 self.state.sync, options["coloring"] is not None, options["threads"],
                 options["partitions"],
                 options["cpu_mode"], options["rho"], options["page_bytes"],
@@ -788,7 +788,7 @@ class _Driver:
     def _settled(self, key, limit):
         """The :class:`_Settled` answer that the calibration kept under ``key`` holds for
         a run placed by the model ("auto") of ``limit`` iterations at most, else None."""
-        kept = None if key is None or self.devices != "auto" else \
+        kept = self._kept = None if key is None or self.devices != "auto" else \
             self.cluster.calibrations.get(key)
         return None if kept is None else kept.settled.get(limit)
 
@@ -798,8 +798,12 @@ class _Driver:
         keeps it while its time agrees (:meth:`_Settled.after`); a run placed by the
         model settles on the device it placed every iteration on, if one; any other
         drops it."""
-        kept = None if self._key is None or self.devices != "auto" else \
-            self.cluster.calibrations.get(self._key)
+        if self.settled is not None:
+            kept = self._kept
+        elif self._key is not None and self.devices == "auto":  # (maybe made by this run)
+            kept = self.cluster.calibrations.get(self._key)
+        else:
+            return
         if kept is None:
             return
         settled = kept.settled
