@@ -1800,31 +1800,31 @@ def test_a_call_settles_on_the_one_device_the_model_placed_it_on_and_is_checked(
 
     kept = _Calibration([])
 
-    def driver(settled=None, limit=10, devices="auto"):
-        m = CostModel()
-        m.errors[("gpu", "pull")] = 0.5
-        return SimpleNamespace(_key=("k",), _limit=limit, devices=devices, model=m,
-                               settled=settled, _kept=kept, cluster=SimpleNamespace(
-                                   calibrations={("k",): kept}))
+    class Driver(_Driver):  # the fields _settle reads, a cluster keeping ``kept``
+        def __init__(self, settled=None, limit=10, devices="auto"):
+            self._key, self._kept, self._limit, self.devices = ("k",), kept, limit, devices
+            self.settled, self.model = settled, CostModel()
+            self.model.errors[("gpu", "pull")] = 0.5
+            self.cluster = SimpleNamespace(calibrations={("k",): kept})
 
     def rows(*placements, seconds=1e-3):
         return [history_row(placement=p, mode="pull", seconds=seconds) for p in placements]
 
-    _Driver._settle(driver(), rows("gpu", "gpu", "gpu"))
+    Driver()._settle(rows("gpu", "gpu", "gpu"))
     assert kept.settled == {10: _Settled("gpu", 3, 3e-3, 0.5)}
-    _Driver._settle(driver(limit=4), rows("cpu", "cpu"))
+    Driver(limit=4)._settle(rows("cpu", "cpu"))
     assert kept.settled[4] == _Settled("cpu", 2, 2e-3, tuning.SETTLED_MARGIN)
     for other in (rows("cpu", "gpu"), rows("hybrid"), None, []):
-        _Driver._settle(driver(limit=4), other)
+        Driver(limit=4)._settle(other)
         assert list(kept.settled) == [10]
-    _Driver._settle(driver(devices="hybrid"), rows("hybrid"))  # (not placed by the model)
+    Driver(devices="hybrid")._settle(rows("hybrid"))  # (not placed by the model)
     assert list(kept.settled) == [10]
     settled = kept.settled[10]
     for seconds, kept_after in ((1.4e-3, True), (0.2e-3, True), (1.6e-3, False)):
-        _Driver._settle(driver(settled), rows("gpu", "gpu", "gpu", seconds=seconds))
+        Driver(settled)._settle(rows("gpu", "gpu", "gpu", seconds=seconds))
         assert kept.settled == ({10: settled} if kept_after else {})
         kept.settled[10] = settled
-    _Driver._settle(driver(settled), rows("gpu", "gpu"))  # (another count of iterations)
+    Driver(settled)._settle(rows("gpu", "gpu"))  # (another count of iterations)
     assert kept.settled == {}
     assert settled.after(3, 4.5e-3) is settled and settled.after(3, 4.6e-3) is None
     short = _Settled("gpu", 3, 1e-4, 0.2)  # a delay below CHOOSE_SECONDS: no answer moves

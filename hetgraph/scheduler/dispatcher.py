@@ -416,10 +416,10 @@ def _kinds(cluster, devices, out_of_core, small):
 @dataclasses.dataclass
 class _Settled:
     """What a call under a kept calibration found: the cost model placed each of its
-    ``iterations`` iterations on ``kind``, in ``seconds`` in all. A later call of that key and iteration limit runs on ``kind`` alone,
-    without the model (the key fixes the graph, the program, its parameters and the
-    options, so the model, given the same times, would place it so again), and is
-    checked against it (:meth:`after`)."""
+    ``iterations`` iterations on ``kind``, in ``seconds`` in all. A later call of that
+    key and iteration limit runs on ``kind`` alone, without the model (the key fixes
+    the graph, the program, its parameters and the options, so the model, given the
+    same times, would place it so again), and is checked against it (:meth:`after`)."""
 
     kind: str
     iterations: int
@@ -513,8 +513,7 @@ class _Driver:
         if made_there and not self._made_there:  # (the cluster changed meanwhile)
             state.values[:], state.flags[:] = spec.initial_state(graph)[:2]
         self.page_edges = partition.page_arcs if partition is not None else \
-            np.diff(graph.in_indptr[pages], axis=1)[:, 0] if len(pages) > 1 \
-            else np.array([graph.num_arcs], np.int64)  # (the pages cover every vertex)
+            np.diff(graph.in_indptr[pages], axis=1)[:, 0].astype(np.int64)
         threads = options["threads"] or numba.config.NUMBA_NUM_THREADS
         pull_threads_used = pull_threads(graph.num_arcs, threads, options["partitions"])
         self.model = CostModel(skew=graph.in_degree_skew(),
@@ -543,6 +542,7 @@ class _Driver:
             if self.settled is not None:  # (the partition above is the placed runs':
                 # their engines, kept by it, serve this run too)
                 self.kinds = {self.settled.kind: self.kinds[self.settled.kind]}
+                self._measure_round_trip()  # (kept: a CPU pull's page tasks size by it)
             else:
                 self._calibrate(key)
                 self._recall(key)
@@ -808,20 +808,23 @@ class _Driver:
             return
         settled = kept.settled
         settled.pop(self._limit, None)  # (the newest last)
-        if not rows:  # (None: failed)
-            return
-        seconds = sum(row[SECONDS] for row in rows)
-        if self.settled is not None:
-            answer = self.settled.after(len(rows), seconds)
-        else:
-            kinds = {row[_PLACEMENT] for row in rows}
-            kind = kinds.pop() if len(kinds) == 1 else None
-            answer = _Settled(kind, len(rows), seconds, self.model.deviation(kind)) \
-                if kind in ("cpu", "gpu") else None
+        answer = self._answer(rows) if rows else None  # (None: failed)
         if answer is not None:
             settled[self._limit] = answer
             while len(settled) > tuning.CALIBRATIONS_KEPT:  # (limits of many calls)
                 settled.pop(next(iter(settled)), None)
+
+    def _answer(self, rows):
+        """The :class:`_Settled` answer that this run's history ``rows`` leave for the
+        next call like it (None: it asks the model)."""
+        seconds = sum(row[SECONDS] for row in rows)
+        if self.settled is not None:
+            return self.settled.after(len(rows), seconds)
+        kinds = {row[_PLACEMENT] for row in rows}
+        kind = kinds.pop() if len(kinds) == 1 else None
+        if kind not in ("cpu", "gpu"):
+            return None
+        return _Settled(kind, len(rows), seconds, self.model.deviation(kind))
 
     def _recall(self, key):
         """Start the cost model from what the earlier runs under calibration ``key``
