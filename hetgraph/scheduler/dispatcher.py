@@ -24,6 +24,7 @@ import contextlib
 import dataclasses
 import itertools
 import logging
+import operator
 import time
 import uuid
 import weakref
@@ -60,7 +61,8 @@ DEVICES = ("auto", "cpu", "gpu", "hybrid")
 GPU_OPTIONS = ("memory_budget", "page_bytes", "streams", "shared_bytes", "replication",
                "threads_per_block", "edge_order", "source_ranges", "subgraph", "tocab")
 _NO_AUX = np.zeros(1, np.float32)
-_PLACEMENT = COLUMN["placement"]
+_PLACEMENT_OF, _SECONDS_OF = (operator.itemgetter(COLUMN[name])
+                              for name in ("placement", "seconds"))
 
 # the GPU page layouts that runs' calibrations wait for while their CPU goes on, one at
 # a time, in a thread of this process (joined at its exit)
@@ -817,10 +819,10 @@ class _Driver:
     def _answer(self, rows):
         """The :class:`_Settled` answer that this run's history ``rows`` leave for the
         next call like it (None: it asks the model)."""
-        seconds = sum(row[SECONDS] for row in rows)
+        seconds = sum(map(_SECONDS_OF, rows))  # (thousands of rows: no generator)
         if self.settled is not None:
             return self.settled.after(len(rows), seconds)
-        kinds = {row[_PLACEMENT] for row in rows}
+        kinds = set(map(_PLACEMENT_OF, rows))
         kind = kinds.pop() if len(kinds) == 1 else None
         if kind not in ("cpu", "gpu"):
             return None
