@@ -294,8 +294,12 @@ def test_a_settled_answer_is_dropped_when_its_device_slows_or_the_call_changes(
     pause = _paced(monkeypatch, 1e-3)
     asked = []
     placement = costmodel.CostModel.placement
-    monkeypatch.setattr(costmodel.CostModel, "placement",
-                        lambda *args, **kwargs: asked.append(1) or placement(*args, **kwargs))
+
+    def counted(*args, **kwargs):
+        asked.append(1)
+        return placement(*args, **kwargs)
+
+    monkeypatch.setattr(costmodel.CostModel, "placement", counted)
     graph, other = _graph(seed=7), _graph(seed=8)
     reference = hg.pagerank(graph, tol=None, max_iterations=10, devices="cpu").values
 
