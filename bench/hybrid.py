@@ -33,7 +33,9 @@ of the host's speed between rounds does not touch. Every run's wall seconds, its
 included (the GPU's contexts; auto's calibration of both devices, which the iteration
 seconds leave out), are kept as well, and compared median against median: these runs
 find the graph's pages on the GPU and auto's calibration kept from the warm-up runs
-before them, as a session's later runs on a graph do. The first run of each placement
+before them, as a session's later runs on a graph do (so an auto run after one that
+the model placed wholly on one device runs there alone, checked by its time: the
+dispatcher's settled calls). The first run of each placement
 after the cluster forgot both ("cold_wall_seconds": the pages laid out on the GPU
 again, both devices calibrated again; auto runs on the CPU while the GPU's pages are
 laid out, and the next run waits for a layout it left going) is timed before them.

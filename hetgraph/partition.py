@@ -13,6 +13,7 @@ The default sizes are in :mod:`hetgraph.tuning`.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numba
@@ -275,6 +276,22 @@ class Partition:
     @property
     def num_pages(self) -> int:
         return len(self.page_shard) - 1
+
+    @functools.cached_property
+    def page_ranges(self):
+        """(first vertex, end vertex) of every page, an int64 array of shape (pages, 2),
+        made once (read-only: every run of a kept partition reads it)."""
+        bounds = self.shard_start[self.page_shard].astype(np.int64)
+        ranges = np.stack((bounds[:-1], bounds[1:]), axis=1)
+        ranges.flags.writeable = False
+        return ranges
+
+    @functools.cached_property
+    def page_arcs(self):
+        """The in-edges of every page, an int64 array, made once (read-only)."""
+        arcs = np.diff(self.in_indptr[self.page_ranges], axis=1)[:, 0].astype(np.int64)
+        arcs.flags.writeable = False
+        return arcs
 
     def page_vertices(self, p):
         """(first vertex, end vertex) of page ``p``."""

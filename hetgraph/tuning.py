@@ -178,6 +178,9 @@ LEAD_PRECISION = 64  # lead_degree's bisection stops within 1/64 of its answer: 
 # limit needs no more, and each step costs a prediction
 SWITCH_MARGIN = 0.2  # staying counts as a loss only while the other side is predicted
 # this much faster: devices within each other's noise would otherwise trade the run
+SETTLED_MARGIN = 0.2  # a call that runs on one device alone, as the model placed the call
+# like it before, may be this much slower than that call before the model is asked again
+# (or the model's measured error there, if more): as SWITCH_MARGIN, noise is no loss
 PREDICTION_ERROR = 0.2  # relative error of a prediction before any of its kind was measured:
 # a placement not measured yet is tried only for a gain above this share of its time
 PREDICTION_ERROR_MOST = 1.0  # a measured error counts at most this much (100%): one stalled

@@ -75,6 +75,13 @@ def test_shards_and_pages(g, shared_bytes, page_bytes, max_shard_edges):
         e0, e1 = part.page_edges(p)
         single = part.page_shard[p + 1] - part.page_shard[p] == 1
         assert single or (e1 - e0) * per_edge <= page_bytes
+    # every page's ranges at once, made once, read-only: what each run reads
+    assert part.page_ranges.tolist() == [list(part.page_vertices(p))
+                                         for p in range(part.num_pages)]
+    assert part.page_arcs.tolist() == [e1 - e0 for e0, e1 in map(part.page_edges,
+                                                                  range(part.num_pages))]
+    assert part.page_ranges is part.page_ranges and part.page_arcs is part.page_arcs
+    assert not part.page_ranges.flags.writeable and not part.page_arcs.flags.writeable
 
 
 @settings(max_examples=40, deadline=None)

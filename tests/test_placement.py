@@ -1788,3 +1788,56 @@ def test_a_hybrids_basis_is_what_the_inputs_it_measured_predict():
     assert later.placement(1.0, 1.0, 10**6)[0] == "gpu"
     # a run that never ran a hybrid iteration leaves the overhead as it found it
     assert CostModel(overhead=1e-3).remembered()["overhead"] is None
+
+
+def test_a_device_may_slow_by_the_settled_margin_or_its_measured_error():
+    m = CostModel()
+    assert m.deviation("gpu") == tuning.SETTLED_MARGIN
+    m.errors[("gpu", "pull")], m.errors[("gpu", "push")] = 0.1, 0.7
+    m.errors[("cpu", "pull")] = 0.9  # (the other device's error is not this one's)
+    assert m.deviation("gpu") == 0.7 and m.deviation("cpu") == 0.9
+    assert CostModel().deviation("cpu") == tuning.SETTLED_MARGIN
+
+
+def test_a_call_settles_on_the_one_device_the_model_placed_it_on_and_is_checked():
+    """A call placed by the model settles its key and iteration limit on the device of
+    all its iterations (none when it used two, or hybrid iterations, or failed); a call
+    that followed that answer keeps it while it ran as many iterations in at most
+    (1 + margin) times the settling call's seconds (or CHOOSE_SECONDS more), and drops
+    it otherwise."""
+    from types import SimpleNamespace
+
+    from hetgraph.scheduler.dispatcher import _Calibration, _Driver, _Settled
+
+    kept = _Calibration([])
+
+    class Driver(_Driver):  # the fields _settle reads, a cluster keeping ``kept``
+        def __init__(self, settled=None, limit=10, devices="auto"):
+            self._key, self._kept, self._limit, self.devices = ("k",), kept, limit, devices
+            self.settled, self.model = settled, CostModel()
+            self.model.errors[("gpu", "pull")] = 0.5
+            self.cluster = SimpleNamespace(calibrations={("k",): kept})
+
+    def rows(*placements, seconds=1e-3):
+        return [history_row(placement=p, mode="pull", seconds=seconds) for p in placements]
+
+    Driver()._settle(rows("gpu", "gpu", "gpu"))
+    assert kept.settled == {10: _Settled("gpu", 3, 3e-3, 0.5)}
+    Driver(limit=4)._settle(rows("cpu", "cpu"))
+    assert kept.settled[4] == _Settled("cpu", 2, 2e-3, tuning.SETTLED_MARGIN)
+    for other in (rows("cpu", "gpu"), rows("hybrid"), None, []):
+        Driver(limit=4)._settle(other)
+        assert list(kept.settled) == [10]
+    Driver(devices="hybrid")._settle(rows("hybrid"))  # (not placed by the model)
+    assert list(kept.settled) == [10]
+    settled = kept.settled[10]
+    for seconds, kept_after in ((1.4e-3, True), (0.2e-3, True), (1.6e-3, False)):
+        Driver(settled)._settle(rows("gpu", "gpu", "gpu", seconds=seconds))
+        assert kept.settled == ({10: settled} if kept_after else {})
+        kept.settled[10] = settled
+    Driver(settled)._settle(rows("gpu", "gpu"))  # (another count of iterations)
+    assert kept.settled == {}
+    assert settled.after(3, 4.5e-3) is settled and settled.after(3, 4.6e-3) is None
+    short = _Settled("gpu", 3, 1e-4, 0.2)  # a delay below CHOOSE_SECONDS: no answer moves
+    assert short.after(3, 1e-4 + 0.9 * tuning.CHOOSE_SECONDS) is short
+    assert short.after(3, 1e-4 + 1.1 * tuning.CHOOSE_SECONDS) is None

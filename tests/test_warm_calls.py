@@ -204,14 +204,32 @@ def test_a_warm_gpu_call_takes_the_engine_its_graph_kept(monkeypatch):
         np.testing.assert_allclose(got, _dijkstra(graph, b), rtol=1e-12)
 
 
+def _paced(monkeypatch, seconds):
+    """Make every iteration of the in-process stand-in GPU (tests/gpu_standin.py) sleep
+    ``seconds`` first, far above this machine's noise; returns the list whose one item
+    is that pause, which a test may change."""
+    import time
+
+    import gpu_standin
+
+    launch, pause = gpu_standin.InProcessStandIn.launch, [seconds]
+
+    def paced(self, *args, **kwargs):
+        time.sleep(pause[0])
+        return launch(self, *args, **kwargs)
+
+    monkeypatch.setattr(gpu_standin.InProcessStandIn, "launch", paced)
+    return pause
+
+
 def test_a_settled_warm_auto_call_does_what_the_gpu_alone_does_and_little_more(
         monkeypatch):
-    """A warm call placed by the cost model ("auto") whose iterations all go to the GPU
-    (issue 59: within 1% of the GPU alone) takes its calibration, GPU engine and
-    partition's key as the first call left them, without measuring, building or
-    digesting them again, nor the program's code; its GPU segment asks the model only
-    once the driver's answer is CHOOSE_SECONDS old; its answers are the GPU alone's.
-    (An in-process cluster's GPU is a CPU engine here: tests/gpu_standin.py.)"""
+    """A warm call placed by the cost model ("auto") after a call like it whose
+    iterations all went to the GPU (issue 59: within 1% of the GPU alone) runs on the
+    GPU alone: it takes the GPU engine and partition's key as the first call left
+    them, without calibrating, building or digesting them again, nor the program's
+    code, and never asks the model; its answers are the GPU alone's. (An in-process
+    cluster's GPU is a CPU engine here: tests/gpu_standin.py.)"""
     import zlib
 
     import gpu_standin
@@ -220,7 +238,8 @@ def test_a_settled_warm_auto_call_does_what_the_gpu_alone_does_and_little_more(
     from hetgraph.scheduler import checkpoint, costmodel
 
     gpu_standin.in_process(monkeypatch)
-    monkeypatch.setattr(tuning, "CHOOSE_SECONDS", 60.0)  # (no question a clock asks)
+    monkeypatch.setattr(tuning, "CHOOSE_SECONDS", 60.0)  # (no question a clock asks,
+    # no settled call's check that this machine's noise fails)
     counts = dict.fromkeys(("calibrate", "engine", "crc", "code", "asked"), 0)
 
     def counted(name, function, when=lambda *args: True):
@@ -251,8 +270,65 @@ def test_a_settled_warm_auto_call_does_what_the_gpu_alone_does_and_little_more(
             counts.update(dict.fromkeys(counts, 0))
             warm = call()
             assert counts == {"calibrate": 0, "engine": 0, "crc": 0, "code": 0,
-                              "asked": 1}
+                              "asked": 0}
             assert set(warm.history["placement"]) == {"gpu"} and warm.iterations == 10
             np.testing.assert_array_equal(warm.values, call("gpu").values)
         reference = call("cpu").values
     assert np.abs(warm.values - reference).sum() < 1e-9
+
+
+
+def test_a_settled_answer_is_dropped_when_its_device_slows_or_the_call_changes(
+        monkeypatch):
+    """A call settled on the GPU (every iteration of the call before it placed there)
+    is checked by its own time: once the GPU is slower than the settled calls by more
+    than the model's margin, the next call asks the model again, which finds the CPU
+    faster now and places there. Another iteration limit, another GPU budget or another
+    graph are calls of their own: the model places them (each settled apart)."""
+    import gpu_standin
+    from hetgraph import tuning
+    from hetgraph.scheduler import costmodel
+
+    gpu_standin.in_process(monkeypatch, cpu_slowdown=300.0)  # (its pull: a few ms)
+    monkeypatch.setattr(tuning, "SETTLED_MARGIN", 5.0)  # (not this machine's noise)
+    pause = _paced(monkeypatch, 1e-3)
+    asked = []
+    placement = costmodel.CostModel.placement
+
+    def counted(*args, **kwargs):
+        asked.append(1)
+        return placement(*args, **kwargs)
+
+    monkeypatch.setattr(costmodel.CostModel, "placement", counted)
+    graph, other = _graph(seed=7), _graph(seed=8)
+    reference = hg.pagerank(graph, tol=None, max_iterations=10, devices="cpu").values
+
+    def call(g=graph, iterations=10, **options):
+        asked.clear()
+        result = hg.pagerank(g, tol=None, max_iterations=iterations, cluster=cluster,
+                             **options)
+        return result, len(asked)
+
+    with hg.Cluster(gpus=1, dashboard_address=None) as cluster:
+        cold, _ = call()
+        (kept,) = cluster.calibrations.values()
+        assert set(cold.history["placement"]) == {"gpu"}
+        assert [(limit, s.kind, s.iterations) for limit, s in kept.settled.items()] == \
+            [(10, "gpu", 10)]
+        warm, questions = call()
+        assert questions == 0 and set(warm.history["placement"]) == {"gpu"}
+        for changed in (dict(iterations=9), dict(gpu={"memory_budget": 1 << 30}),
+                        dict(g=other)):
+            result, questions = call(**changed)
+            assert questions > 0 and set(result.history["placement"]) == {"gpu"}
+        assert call()[1] == 0  # (the first call's answer stands beside theirs)
+        assert [{limit: s.kind for limit, s in kept.settled.items()}
+                for kept in cluster.calibrations.values()] == [{9: "gpu", 10: "gpu"},
+                                                               {10: "gpu"}, {10: "gpu"}]
+        pause[0] = 20e-3  # (the GPU's iterations now far slower than the CPU's)
+        slowed, questions = call()
+        assert questions == 0 and 10 not in kept.settled  # (this call's own time told)
+        moved, questions = call()
+        assert questions > 0 and "cpu" in set(moved.history["placement"])
+    for result in (cold, warm, slowed, moved):
+        assert np.abs(result.values - reference).sum() < 1e-9

@@ -148,9 +148,7 @@ def program_fingerprint(spec, array_digest=crc32) -> str:
 
 def program_identity(spec, array_digest=crc32) -> tuple:
     """What :func:`program_fingerprint` digests, as a hashable tuple: (class, dtype,
-    monoid), the digests of its functions' code, its described parameters. Within
-    one process it tells programs apart as the fingerprint does, without the
-    fingerprint's text and hash (a warm call's calibration key)."""
+    monoid), the digests of its functions' code, its described parameters."""
     program = spec.program
     return ((type(program).__module__, type(program).__qualname__, spec.dtype.str,
              spec.reduce),
@@ -159,14 +157,31 @@ def program_identity(spec, array_digest=crc32) -> tuple:
             _describe(vars(program), array_digest))
 
 
+_PLAIN = frozenset((bool, int, float, str, type(None)))  # parameters keyed as they are
+
+
+def program_key(spec, array_digest) -> tuple:
+    """What tells programs apart within one process (a warm call's calibration key), as
+    :func:`program_identity` does across processes, faster: the class and its functions
+    themselves, each parameter as (name, type, value), described as the fingerprint
+    describes it unless a bool, int, float, str or None (an array by
+    ``array_digest``)."""
+    program = spec.program
+    plain = _PLAIN
+    return (type(program), spec.dtype, spec.reduce, spec.gather, spec.apply, spec.activate,
+            tuple([(name, type(value), value if type(value) in plain
+                    else _describe(value, array_digest))
+                   for name, value in vars(program).items()]))
+
+
 _CODE_DIGESTS: dict = {}  # id(code) -> (code, its digest): a class's code, once a process
 _CODE_DIGESTS_KEPT = 1024  # (programs made in a loop must not grow it without bound)
 
 
 def _code_digest(code) -> bytes:
     """The bytes that stand for a function's ``code`` in a fingerprint (its bytecode and
-    constants), described once per code object, not again in every warm call's
-    calibration key."""
+    constants), described once per code object, not again for every checkpointed
+    run's fingerprint."""
     kept = _CODE_DIGESTS.get(id(code))
     if kept is None or kept[0] is not code:
         if len(_CODE_DIGESTS) >= _CODE_DIGESTS_KEPT:

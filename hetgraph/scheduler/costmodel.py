@@ -296,6 +296,14 @@ class CostModel:
         on ``placement`` in ``mode`` (``tuning.PREDICTION_ERROR`` before any)."""
         return self.errors.get((placement, mode), tuning.PREDICTION_ERROR)
 
+    def deviation(self, kind):
+        """The share by which ``kind``'s measured times may exceed what they were before
+        the model is asked again about a call it placed there alone:
+        ``tuning.SETTLED_MARGIN``, or the largest measured error of its predictions on
+        ``kind`` (any mode) if more."""
+        return max([tuning.SETTLED_MARGIN] + [error for (placement, _), error in
+                                              self.errors.items() if placement == kind])
+
     def _observe_error(self, placement, mode, predicted, measured):
         """Fold the error of ``predicted`` seconds against ``measured`` ones into
         ``errors`` (nothing without a prediction), at most

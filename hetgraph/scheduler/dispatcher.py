@@ -24,6 +24,7 @@ import contextlib
 import dataclasses
 import itertools
 import logging
+import operator
 import time
 import uuid
 import weakref
@@ -46,7 +47,7 @@ from ..program import ProgramSpec
 from ..result import COLUMN, SECONDS, Result, history_row, with_overhead
 from . import tasks
 from .checkpoint import Checkpointer, graph_blind_digest, graph_fingerprint, \
-    program_fingerprint, program_identity, sampled_crc32
+    program_fingerprint, program_key, sampled_crc32
 from .costmodel import CPU_MODES, CostModel, frontier_growth
 from .placement import PageQueue
 from .progress import ProgressBar, RunEvents, SchedulerLog, show_progress
@@ -60,6 +61,8 @@ DEVICES = ("auto", "cpu", "gpu", "hybrid")
 GPU_OPTIONS = ("memory_budget", "page_bytes", "streams", "shared_bytes", "replication",
                "threads_per_block", "edge_order", "source_ranges", "subgraph", "tocab")
 _NO_AUX = np.zeros(1, np.float32)
+_PLACEMENT_OF, _SECONDS_OF = (operator.itemgetter(COLUMN[name])
+                              for name in ("placement", "seconds"))
 
 # the GPU page layouts that runs' calibrations wait for while their CPU goes on, one at
 # a time, in a thread of this process (joined at its exit)
@@ -276,7 +279,8 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
                                   rho=float(rho), page_bytes=page_bytes,
                                   gpu=dict(gpu or {}), host_budget=host_budget,
                                   coloring=coloring),
-                             fresh=not history, made_there=made_there)
+                             fresh=not history, made_there=made_there,
+                             limit=max_iterations)
             bar = ProgressBar(spec.name, max_iterations) if show_progress(progress) else None
             try:
                 history, converged = driver.run(max_iterations, history, checkpointer,
@@ -413,22 +417,57 @@ def _kinds(cluster, devices, out_of_core, small):
 
 
 @dataclasses.dataclass
+class _Settled:
+    """What a call under a kept calibration found: the cost model placed each of its
+    ``iterations`` iterations on ``kind``, in ``seconds`` in all. A later call of that
+    key and iteration limit runs on ``kind`` alone, without the model (the key fixes
+    the graph, the program, its parameters and the options, so the model, given the
+    same times, would place it so again), and is checked against it (:meth:`after`)."""
+
+    kind: str
+    iterations: int
+    seconds: float
+    margin: float  # the share of ``seconds`` the device may lose before the model is
+    # asked again (:meth:`CostModel.deviation`)
+
+    def after(self, iterations, seconds):
+        """This answer after a settled call of ``iterations`` iterations in ``seconds``:
+        kept while the call ran as many iterations, slower by at most ``margin`` or by
+        ``tuning.CHOOSE_SECONDS`` (a segment asks the model no more often: a shorter
+        delay changes none of its answers), else None (the next call asks the model)."""
+        slower = seconds - self.seconds
+        if iterations != self.iterations or (
+                slower > self.margin * self.seconds and slower > tuning.CHOOSE_SECONDS):
+            return None
+        return self
+
+
+@dataclasses.dataclass
 class _Calibration:
     """A calibration kept on the cluster for later runs under its key (see
-    :meth:`_Driver._calibrate`): its reports, and the cost model they make, which the
-    first later run makes and the others copy (None until then)."""
+    :meth:`_Driver._calibrate`): its reports, the cost model they make, which the
+    first later run makes and the others copy (None until then), and by iteration
+    limit (``max_iterations``) what the last call under it settled (:class:`_Settled`;
+    none: the next call asks the model)."""
 
     reports: list
     model: CostModel | None = None
+    settled: dict = dataclasses.field(default_factory=dict)
 
 
 class _Driver:
     """One run's iteration loop on a cluster; ``fresh``: the state is the program's
     initial one (not a resumed run's); ``made_there``: ``state`` holds nothing yet, the
-    workers that hold the run's state make the initial one (:func:`_held_on_workers`)."""
+    workers that hold the run's state make the initial one (:func:`_held_on_workers`);
+    ``limit``: the run's ``max_iterations`` (None: unknown, nothing settled for it).
+
+    A run placed by the cost model ("auto") whose kept calibration says that the last
+    call like it ran on one device alone (:class:`_Settled`) runs there alone: no
+    calibration, no question to the model, no measurement folded into it; its
+    iterations' time then keeps or drops that answer for the next call (:meth:`_settle`)."""
 
     def __init__(self, cluster, spec, graph, state, aux, devices, options, fresh=True,
-                 made_there=False):
+                 made_there=False, limit=None):
         self.client = cluster.client
         self.shared = cluster.in_process
         self.spec, self.graph, self.state = spec, graph, state
@@ -458,8 +497,7 @@ class _Driver:
                                         replication=gpu.get("replication"),
                                         vertex_bytes=spec.dtype.itemsize,
                                         **_color_cuts(options["coloring"]))
-            pages = np.array([partition.page_vertices(p) for p in range(partition.num_pages)],
-                             np.int64).reshape(-1, 2)
+            pages = partition.page_ranges
         else:  # one worker in all: the CPU reads the graph as one page, the GPU engine
             # pages (and degrades) alone
             partition, pages = None, np.array([[0, graph.num_vertices]], np.int64)
@@ -477,8 +515,8 @@ class _Driver:
         self._made_there = made_there and self._spread is not None
         if made_there and not self._made_there:  # (the cluster changed meanwhile)
             state.values[:], state.flags[:] = spec.initial_state(graph)[:2]
-        self.page_edges = np.diff(graph.in_indptr[pages], axis=1)[:, 0] if len(pages) > 1 \
-            else np.array([graph.num_arcs], np.int64)  # (the pages cover every vertex)
+        self.page_edges = partition.page_arcs if partition is not None else \
+            np.diff(graph.in_indptr[pages], axis=1)[:, 0].astype(np.int64)
         threads = options["threads"] or numba.config.NUMBA_NUM_THREADS
         pull_threads_used = pull_threads(graph.num_arcs, threads, options["partitions"])
         self.model = CostModel(skew=graph.in_degree_skew(),
@@ -499,10 +537,18 @@ class _Driver:
         self.round_trips = 0.0  # seconds of the segments' tasks outside their rows
         self._layout = None  # the GPU's page layout the calibration waits for
         self._memory_key = None  # what the model's memory of earlier runs is kept under
+        self._key, self._kept, self._limit = None, None, limit  # (see _settle)
+        self.settled = None  # the _Settled answer this run follows
         if len(self.kinds) == 2:
-            key = self._calibration_key(options) if fresh else None
-            self._calibrate(key)
-            self._recall(key)
+            key = self._key = self._calibration_key(options) if fresh else None
+            self.settled = self._settled(key, limit)
+            if self.settled is not None:  # (the partition above is the placed runs':
+                # their engines, kept by it, serve this run too)
+                self.kinds = {self.settled.kind: self.kinds[self.settled.kind]}
+                self._measure_round_trip()  # (kept: a CPU pull's page tasks size by it)
+            else:
+                self._calibrate(key)
+                self._recall(key)
 
     def _segment_gpus(self, partition, coloring):
         """The GPUs of this process that GPU segments share when the run is on several
@@ -627,7 +673,7 @@ class _Driver:
         (sync, async or colored), the run's options and the cluster's workers."""
         # (a sample of a large array: its CRC32 cost a warm call 0.3 ms)
         digest = graph_blind_digest(self.spec, self.graph, sampled_crc32)
-        return (self.graph.token, program_identity(self.spec, digest),
+        return (self.graph.token, program_key(self.spec, digest),
                 self.state.sync, options["coloring"] is not None, options["threads"],
                 options["partitions"],
                 options["cpu_mode"], options["rho"], options["page_bytes"],
@@ -743,6 +789,47 @@ class _Driver:
         self.model = kept.model.copy()
         self._take_cpu_report(next(r for r in kept.reports if r.kind == "cpu"))
 
+    def _settled(self, key, limit):
+        """The :class:`_Settled` answer that the calibration kept under ``key`` holds for
+        a run placed by the model ("auto") of ``limit`` iterations at most, else None."""
+        kept = self._kept = None if key is None or self.devices != "auto" else \
+            self.cluster.calibrations.get(key)
+        return None if kept is None else kept.settled.get(limit)
+
+    def _settle(self, rows):
+        """After the run (``rows``: its history; None: it failed), what the next call
+        under its kept calibration starts from: a run that followed a settled answer
+        keeps it while its time agrees (:meth:`_Settled.after`); a run placed by the
+        model settles on the device it placed every iteration on, if one; any other
+        drops it."""
+        if self.settled is not None:
+            kept = self._kept
+        elif self._key is not None and self.devices == "auto":  # (maybe made by this run)
+            kept = self.cluster.calibrations.get(self._key)
+        else:
+            return
+        if kept is None:
+            return
+        settled = kept.settled
+        settled.pop(self._limit, None)  # (the newest last)
+        answer = self._answer(rows) if rows else None  # (None: failed)
+        if answer is not None:
+            settled[self._limit] = answer
+            while len(settled) > tuning.CALIBRATIONS_KEPT:  # (limits of many calls)
+                settled.pop(next(iter(settled)), None)
+
+    def _answer(self, rows):
+        """The :class:`_Settled` answer that this run's history ``rows`` leave for the
+        next call like it (None: it asks the model)."""
+        seconds = sum(map(_SECONDS_OF, rows))  # (thousands of rows: no generator)
+        if self.settled is not None:
+            return self.settled.after(len(rows), seconds)
+        kinds = set(map(_PLACEMENT_OF, rows))
+        kind = kinds.pop() if len(kinds) == 1 else None
+        if kind not in ("cpu", "gpu"):
+            return None
+        return _Settled(kind, len(rows), seconds, self.model.deviation(kind))
+
     def _recall(self, key):
         """Start the cost model from what the earlier runs under calibration ``key``
         left (:meth:`CostModel.remembered`: a hybrid iteration that lost is not tried
@@ -821,6 +908,7 @@ class _Driver:
             self._host_state()
         except BaseException as exc:
             error = f"{type(exc).__name__}: {exc}"
+            self._settle(None)
             raise
         finally:
             self.events.end(len(history), converged, error)
@@ -828,6 +916,7 @@ class _Driver:
                 self.events.post.flush()
             if bar is not None:
                 bar.close(len(history), converged, error)
+        self._settle(history)
         if checkpointer is not None and (converged or checkpointer.last != len(history)):
             checkpointer.save(len(history), self.state.values, self.state.flags, history,
                               converged=converged)
