@@ -277,12 +277,16 @@ def plan_key(run):
     if program is None:
         return None
     parts = [program]
-    for field in dataclasses.fields(run):
-        if field.name not in ("run_id", "spec", "graph"):
-            value = getattr(run, field.name)
-            parts.append(tuple(sorted((k, key_part(v, True)) for k, v in value.items()))
-                         if isinstance(value, dict) else key_part(value, True))
+    for name in _PLANNED_FIELDS:
+        value = getattr(run, name)
+        parts.append(tuple(sorted((k, key_part(v, True)) for k, v in value.items()))
+                     if isinstance(value, dict) else key_part(value, True))
     return tuple(parts)
+
+
+# the RunSpec's fields that plan_key takes by value (the program's by its initial key)
+_PLANNED_FIELDS = tuple(f.name for f in dataclasses.fields(RunSpec)
+                        if f.name not in ("run_id", "spec", "graph"))
 
 
 def _written(pickler, value, refs):
