@@ -344,6 +344,13 @@ def _planned(packed, graph, arrays):
     return run
 
 
+def initial_key(run):
+    """``run``'s :meth:`.ProgramSpec.initial_key` on its graph: as taken when this worker
+    unpacked it (:func:`_planned`), else computed."""
+    planned = _PLANNED.get(run.run_id)
+    return run.spec.initial_key(run.graph) if planned is None else planned[1]
+
+
 def _plan_ended(run):
     """Keep ``run``'s RunSpec (its run ended) for the next run of its bytes, unless
     the run changed its program's attributes (their initial key differs): without its
