@@ -199,6 +199,7 @@ class Cluster:
         # the newest last (see keep_calibration)
         self._placed: dict = {}  # graph token -> its Dask future on the workers (placed)
         self._arrays: dict = {}  # graph token -> [(array, its future)] (kept_array)
+        self._plans: dict = {}  # graph token -> the runs packed for it (plans)
         self._placing = threading.Lock()
         self.spreading = threading.Lock()  # held by a run's spread segment (one at a time)
         self.exchanging = False  # whether the workers take parts from their peers (spread)
@@ -350,6 +351,17 @@ class Cluster:
             del kept[:-tuning.ARRAYS_KEPT]
             return future
 
+    def plans(self, graph):
+        """The list where the runs on ``graph`` packed for this cluster's workers are
+        kept for later runs (:func:`hetgraph.scheduler.tasks.pack`), let go with the
+        graph."""
+        with self._placing:
+            plans = self._plans.get(graph.token)
+            if plans is None:
+                plans = self._plans[graph.token] = []
+                weakref.finalize(graph, self._plans.pop, graph.token, None)
+            return plans
+
     def run_soon(self, function, *args):
         """Run ``function(*args)`` on every worker without waiting for it (what a run
         does at its end: nothing waits for it; a later task that needs it done does it
@@ -421,6 +433,7 @@ class Cluster:
             log.debug("could not free the GPU pages kept by the workers: %s", exc)
         self._placed.clear()
         self._arrays.clear()
+        self._plans.clear()
         self.client.close()
         if self._cluster is not None:
             self._cluster.close()

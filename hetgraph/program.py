@@ -326,19 +326,24 @@ _NOT_PLAIN = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD,
 _SCALARS = (bool, int, float, str, bytes, type(None), np.dtype, np.generic, slice)
 
 
-def _key_part(value):
-    """``value`` as a part of :meth:`ProgramSpec.initial_key` (None: it cannot be)."""
+def key_part(value, by_identity=False):
+    """``value`` as a part of a key (:meth:`ProgramSpec.initial_key`, a packed run's
+    plan: :func:`hetgraph.scheduler.tasks.plan_key`): numbers, strings, dtypes, slices
+    and tuples of them by value, a small array by content, a large one by identity;
+    anything else None (it cannot be), or with ``by_identity`` the object by identity."""
     if isinstance(value, np.ndarray):
         return _Same(value) if value.nbytes >= tuning.KEPT_ARRAY_BYTES else \
             ("array", value.dtype.str, value.shape, value.tobytes())
     if isinstance(value, tuple):
-        parts = tuple(_key_part(v) for v in value)
+        parts = tuple(key_part(v, by_identity) for v in value)
         return None if any(p is None for p in parts) else ("tuple",) + parts
-    return ("value", type(value), value) if isinstance(value, _SCALARS) else None
+    if isinstance(value, _SCALARS):
+        return ("value", type(value), value)
+    return _Same(value) if by_identity else None
 
 
 class _Same:
-    """Equal to a _Same of the same object only (a large array in a key)."""
+    """Equal to a _Same of the same object only (a large array, an object, in a key)."""
 
     __slots__ = ("obj",)
     __hash__ = None
@@ -616,7 +621,7 @@ class ProgramSpec:
             return None
         parts = [type(self.program)]
         for name, value in sorted(vars(self.program).items()):
-            part = ("graph",) if value is graph else _key_part(value)
+            part = ("graph",) if value is graph else key_part(value)
             if part is None:
                 return None
             parts.append((name, part))

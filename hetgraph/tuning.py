@@ -242,6 +242,8 @@ KEPT_ARRAY_BYTES = 16 << 10  # a run's arrays of at least this size (aux, a prog
 # arrays derived from the graph) are kept on worker processes by content, not sent with
 # each call: smaller ones cost less to send than to compare with the kept copy
 ARRAYS_KEPT = 16  # such arrays a Cluster keeps per graph (the oldest let go first)
+PLANS_KEPT = 8  # packed runs a Cluster, and a worker process its unpacked copies, keeps
+# per graph for later runs of the same program and options (scheduler/tasks.py: pack)
 # spread runs on worker processes (hetgraph.scheduler.spread, .exchange)
 SPREAD_SEGMENTS = True  # a run on CPU (or GPU) worker processes alone keeps its state
 # on the workers, pulls on several as spread segments, the state exchanged worker to worker

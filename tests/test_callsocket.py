@@ -262,3 +262,46 @@ def test_a_local_clusters_calls_go_through_the_sockets(monkeypatch):
         assert calls.call_all(cluster.client, [(address, _here, ())]) == [pid]
         assert not direct
 
+
+
+class _Worker:
+    """Stands for a Dask worker: its address and its store."""
+
+    address = ADDRESS
+
+    def __init__(self, data):
+        self.data = data
+
+
+def test_a_calls_futures_are_found_in_its_workers_store_as_it_is_unpickled():
+    """A call's Dask futures go as their keys, and the worker's answerer finds each in
+    its store while it unpickles the call (what it lacks answers "missing"); Dask's
+    comms, which unpickle a call elsewhere, get the keys for the handler to swap."""
+    from distributed import Future
+
+    class Keyed(Future):  # (a future of no client: its key alone)
+        def __init__(self, key):
+            self._key = key
+
+        key = property(lambda self: self._key)
+
+        def __del__(self):
+            pass
+
+    held = np.arange(5)
+    answer = calls.answerer(_Worker({"held": held}))
+    args = ({"run": (Keyed("held"), 3)}, [Keyed("held")])
+    kind, got = callsocket.loads(answer(callsocket.dumps((_echo, calls.keyed(args)))))
+    assert kind == "done" and got[0]["run"][1] == 3
+    np.testing.assert_array_equal(got[0]["run"][0], held)
+    np.testing.assert_array_equal(got[1][0], held)
+    kind, key = callsocket.loads(answer(callsocket.dumps((_echo, calls.keyed(
+        (Keyed("gone"),))))))
+    assert (kind, key) == ("missing", "gone")
+    elsewhere = pickle.loads(pickle.dumps(calls.keyed((Keyed("held"),))))
+    assert elsewhere == (calls._Key("held"),)
+    assert calls._resolved(elsewhere, {"held": held})[0] is held
+
+
+def _echo(*args):
+    return args

@@ -624,3 +624,103 @@ def test_a_packed_run_is_the_standard_pickle_unless_its_program_goes_by_value(
         assert type(got.spec.program).__name__ == type(program).__name__
         assert vars(got.spec.program).keys() == vars(program).keys()
         kept.clear()
+
+
+class _Kept:
+    """A cluster's ``kept_array`` as a test's ``keep``: a future of the copy kept, found
+    again for an array of the same contents (compared), a new one for new contents."""
+
+    def __init__(self):
+        self.arrays = {}
+
+    def __call__(self, array):
+        for key, held in self.arrays.items():
+            if held.dtype == array.dtype and np.array_equal(held, array):
+                return _Future(key)
+        key = f"array-{len(self.arrays)}"
+        self.arrays[key] = array.copy()
+        return _Future(key)
+
+
+class _Future:
+    def __init__(self, key):
+        self.key = key
+
+
+def _run_spec(spec, graph, run_id, aux=None):
+    from hetgraph.scheduler import tasks
+
+    aux = spec.initial_aux(graph) if aux is None else aux
+    return tasks.RunSpec(run_id, spec, graph, aux, True, False,
+                         np.array([[0, graph.num_vertices]]), None, None, None, "auto",
+                         1.0, {})
+
+
+def test_a_run_packed_again_is_its_plan_while_nothing_it_holds_changed(graph):
+    """The client packs a run once for later runs of equal program, parameters and
+    options (the packed bytes hold no run id); other parameters, or an aux whose
+    contents changed, pack anew."""
+    from hetgraph.program import ProgramSpec
+    from hetgraph.scheduler import tasks
+
+    kept, plans = _Kept(), []
+
+    def packed(program, run_id, aux=None):
+        return tasks.pack(_run_spec(ProgramSpec(program), graph, run_id, aux), kept, (),
+                          plans)
+
+    first, arrays = packed(PageRank(0.85, None), "run-one")
+    again, arrays_again = packed(PageRank(0.85, None), "run-two")
+    assert b"run-one" not in first.data and again.run_id == "run-two"
+    assert again.data is first.data and list(arrays_again) == list(arrays)
+    other, _ = packed(PageRank(0.6, None), "run-three")
+    assert other.data != first.data and len(plans) == 2
+    aux = np.arange(4 * graph.num_vertices, dtype=np.float64)  # (kept: 32 kB)
+    before, arrays_before = packed(Reach(0), "run-four", aux)
+    aux[0] = -1.0  # (the same array, new contents: kept again under a new key)
+    after, arrays_after = packed(Reach(0), "run-five", aux)
+    assert after.data != before.data and len(arrays_after) == 1
+    assert not set(arrays_after) & set(arrays_before)
+    got = tasks._unpacked(after, graph, kept.arrays)
+    tasks.drop_contexts("run-five")
+    assert got.aux[0] == -1.0 and got.spec.program.source == 0
+
+
+def test_a_worker_gives_an_ended_runs_spec_to_the_next_run_of_its_bytes(graph):
+    """A worker takes the RunSpec an ended run unpacked from the same bytes (no unpickling;
+    its program given the run's graph again), not while another run has it, and not
+    when the run changed its program's attributes; idle, it holds no graph."""
+    import weakref
+
+    from hetgraph.program import ProgramSpec
+    from hetgraph.scheduler import tasks
+
+    own = hg.generate.erdos_renyi(300, 0.05, seed=3)
+    kept, plans = _Kept(), []
+    program = PageRank(0.85, None)
+    program.graph = own  # (as hg.pagerank's program holds its graph)
+    spec = ProgramSpec(program)
+
+    def unpacked(run_id):
+        packed, _ = tasks.pack(_run_spec(spec, own, run_id), kept, (), plans)
+        return tasks._unpacked(packed, own, kept.arrays)
+
+    first = unpacked("plan-1")
+    second = unpacked("plan-2")  # (the first still runs: its own copy)
+    assert second.spec is not first.spec
+    tasks.drop_contexts("plan-1")
+    tasks.drop_contexts("plan-2")
+    idle = tasks._PLANS[own][next(iter(tasks._PLANS[own]))][0]
+    assert idle.graph is None and idle.spec.program.graph is None
+    third = unpacked("plan-3")
+    assert third.spec in (first.spec, second.spec) and third.run_id == "plan-3"
+    assert third.graph is own and third.spec.program.graph is own
+    third.spec.program.damping = 0.5  # (a run that changed its program)
+    tasks.drop_contexts("plan-3")
+    fourth = unpacked("plan-4")
+    assert fourth.spec is not third.spec and fourth.spec.program.damping == 0.85
+    tasks.drop_contexts("plan-4")
+    gone = weakref.ref(own)
+    del own, first, second, third, fourth, program, spec, idle, plans
+    gc.collect()
+    assert gone() is None  # (the idle plans let their graph go)

@@ -25,14 +25,33 @@ import traceback
 from . import callsocket
 
 HANDLER = "hetgraph_call"
-_THREAD = threading.local()  # .worker: the worker whose call this thread runs
+_THREAD = threading.local()  # .worker: the worker whose call this thread runs; .data:
+# the store of the worker whose call it unpickles
 
 
 @dataclasses.dataclass(frozen=True)
 class _Key:
-    """Stands for a Dask future's data in a call's arguments: its key."""
+    """Stands for a Dask future's data in a call's arguments: its key. Unpickled as
+    that data where the call's worker is known (:func:`_found`)."""
 
     key: object
+
+    def __reduce__(self):
+        return _found, (self.key,)
+
+
+def _found(key):
+    """The data of ``key`` in the store of the worker whose call this thread unpickles
+    (:func:`answerer`; :class:`Missing` where it lacks it): no pass over the arguments
+    after; else (Dask's comms unpickle a call) a :class:`_Key`, which
+    :func:`_resolved` swaps."""
+    data = getattr(_THREAD, "data", None)
+    if data is None:
+        return _Key(key)
+    try:
+        return data[key]
+    except KeyError:
+        raise Missing(str(key)) from None
 
 
 class Missing(Exception):
@@ -153,8 +172,11 @@ def answerer(worker):
     thread."""
     def answer(frame):
         try:
-            function, args = callsocket.loads(frame)
-            args = _resolved(args, worker.data)
+            _THREAD.data = worker.data  # (the keys found as the frame is unpickled)
+            try:
+                function, args = callsocket.loads(frame)
+            finally:
+                _THREAD.data = None
             reply = ("done", _as(worker, function, args))
         except Exception as exc:
             reply = _failed(exc, worker)

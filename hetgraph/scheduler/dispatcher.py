@@ -643,7 +643,8 @@ class _Driver:
         def keep(array):
             return self.cluster.kept_array(self.graph, array, id(array) in unchanged)
 
-        packed, arrays = tasks.pack(self.runspec, keep, self.cluster.ended)
+        packed, arrays = tasks.pack(self.runspec, keep, self.cluster.ended,
+                                    self.cluster.plans(self.graph))
         self.run_ref = (packed, self.cluster.placed(self.graph), arrays)
 
     def _reshared(self):

@@ -118,7 +118,7 @@ def _kept(table, run, make):
     (graph -> {program class: (key, what make gave)}) and given again while the key
     (:meth:`.ProgramSpec.initial_key`) is the run's; made for the run alone when the
     program has none."""
-    key = run.spec.initial_key(run.graph)
+    key = tasks.initial_key(run)
     if key is None:
         return make(None)
     with _MADE_LOCK:
@@ -258,6 +258,8 @@ def cpu_alone(run, state, version, first, last, model, frontier, back=None, seco
                          backup=False)  # (the client holds the one it began from)
         ctx = tasks._cpu_context(run, own)
         ctx.held = ctx.version = None  # (the engine recounts its frontier)
+        if frontier is None and isinstance(state, Initial):
+            frontier = _initial_frontier(run, own.flags)
         rows, status, after = tasks.cpu_iterations(run, ctx, version, first, last, model,
                                                    False, False, frontier, seconds)
         ctx.held = version + 1

@@ -42,6 +42,7 @@ from ..engines.store import StoreEngine
 from ..io.store import StoredGraph
 from ..kernels import cpu
 from ..kernels.gpu import kept as kept_layouts
+from ..program import key_part
 from ..result import COLUMN, device_row, with_overhead
 from ..threadcount import numba_threads
 from . import callsocket, exchange
@@ -178,13 +179,17 @@ class Packed:
 
 
 class _Refs:
-    """What a packed run refers to instead of holding it: its graph, and the arrays the
-    workers keep (``keep(array)``: the future of the copy they keep), by key."""
+    """What a packed run refers to instead of holding it: its id, its graph, and the
+    arrays the workers keep (``keep(array)``: the future of the copy they keep), by key
+    (``arrays``: [(array, key)] in the order met)."""
 
-    def __init__(self, graph, keep):
-        self.graph, self.keep, self.kept, self.ids = graph, keep, {}, {}
+    def __init__(self, run, keep):
+        self.run_id, self.graph, self.keep = run.run_id, run.graph, keep
+        self.kept, self.ids, self.arrays = {}, {}, []
 
     def __call__(self, obj):
+        if obj is self.run_id:  # (the packed bytes serve later runs of the same plan)
+            return "run_id"
         if obj is self.graph:
             return "graph"
         if type(obj) is np.ndarray and obj.nbytes >= tuning.KEPT_ARRAY_BYTES and \
@@ -194,16 +199,19 @@ class _Refs:
                 future = self.keep(obj)
                 self.kept[future.key] = future
                 self.ids[id(obj)] = ("array", future.key)
+                self.arrays.append((obj, future.key))
             return self.ids[id(obj)]
         return None
 
 
 class _GraphIn(pickle.Unpickler):
-    def __init__(self, file, graph, arrays):
+    def __init__(self, file, run_id, graph, arrays):
         super().__init__(file)
-        self.graph, self.arrays = graph, arrays
+        self.run_id, self.graph, self.arrays = run_id, graph, arrays
 
     def persistent_load(self, pid):
+        if pid == "run_id":
+            return self.run_id
         if pid == "graph":
             return self.graph
         if isinstance(pid, tuple) and len(pid) == 2 and pid[0] == "array" and \
@@ -212,19 +220,73 @@ class _GraphIn(pickle.Unpickler):
         raise pickle.UnpicklingError(f"unknown reference {pid!r} in a packed run")
 
 
-def pack(run, keep, ended=()):
-    """(``run`` for worker processes without its graph, {key: Dask future} of the
-    arrays it refers to): ``keep(array)`` gives the future of an array the workers keep
-    (see :class:`Packed`); ``ended``: the ids of runs whose contexts the workers drop
-    first, if they have not yet."""
-    refs = _Refs(run.graph, keep)
+_PLANS_LOCK = threading.Lock()
+
+
+def pack(run, keep, ended=(), plans=None):
+    """(``run`` for worker processes without its id nor its graph, {key: Dask future}
+    of the arrays it refers to): ``keep(array)`` gives the future of an array the
+    workers keep (see :class:`Packed`); ``ended``: the ids of runs whose contexts the
+    workers drop first, if they have not yet. ``plans``: a list where the packs of
+    earlier runs on the graph are kept (:func:`plan_key`; the newest
+    ``tuning.PLANS_KEPT`` last): a run of an equal key takes its pack as it is, once
+    ``keep`` gave the same futures for its arrays (contents compared as ever)."""
+    key = None if plans is None else plan_key(run)
+    if key is not None:
+        with _PLANS_LOCK:
+            found = next((i for i, plan in enumerate(plans) if plan[0] == key), None)
+            plan = None if found is None else plans.pop(found)
+        kept = None if plan is None else _kept_again(plan[2], keep)
+        if kept is not None:
+            with _PLANS_LOCK:
+                plans.append(plan)
+            return Packed(run.run_id, plan[1], tuple(ended)), kept
+    refs = _Refs(run, keep)
     try:  # (the standard pickle's writer: several times faster than cloudpickle's)
         data = _written(pickle.Pickler, run, refs)
     except Exception:  # (a lambda, a local class: what only cloudpickle writes)
         data = None
     if data is None or not callsocket.by_reference(data):
         data = _written(cloudpickle.Pickler, run, refs)
+    if key is not None:
+        with _PLANS_LOCK:
+            plans.append((key, data, refs.arrays))
+            del plans[:-tuning.PLANS_KEPT]
     return Packed(run.run_id, data, tuple(ended)), refs.kept
+
+
+def _kept_again(arrays, keep):
+    """{key: future} of ``arrays`` ([(array, key)] of a kept pack) kept again by
+    ``keep``; None where one is kept under another key now (its contents changed)."""
+    kept = {}
+    for array, key in arrays:
+        future = keep(array)
+        if future.key != key:
+            return None
+        kept[key] = future
+    return kept
+
+
+def plan_key(run):
+    """A key of all that a packed ``run`` holds but its id: two runs of equal keys pack
+    to the same bytes, the arrays they hold by identity kept again (see :func:`pack`).
+    The program's :meth:`.ProgramSpec.initial_key`, the other fields by value (small
+    arrays by content, large ones and other objects by identity); None where the
+    program has no such key."""
+    program = run.spec.initial_key(run.graph)
+    if program is None:
+        return None
+    parts = [program]
+    for name in _PLANNED_FIELDS:
+        value = getattr(run, name)
+        parts.append(tuple(sorted((k, key_part(v, True)) for k, v in value.items()))
+                     if isinstance(value, dict) else key_part(value, True))
+    return tuple(parts)
+
+
+# the RunSpec's fields that plan_key takes by value (the program's by its initial key)
+_PLANNED_FIELDS = tuple(f.name for f in dataclasses.fields(RunSpec)
+                        if f.name not in ("run_id", "spec", "graph"))
 
 
 def _written(pickler, value, refs):
@@ -238,21 +300,72 @@ def _written(pickler, value, refs):
 
 
 _UNPACKED: dict = {}  # run_id -> this process's RunSpec of a packed run (till its end)
+# run_id -> (packed bytes, the program's initial key) of the runs whose RunSpec goes to
+# _PLANS at their end
+_PLANNED: dict = {}
+# graph -> {packed bytes: (the RunSpec of an ended run unpacked from them, without its
+# id and graph, the names of its program's attributes that were the graph, the
+# program's initial key)}, the newest
+# tuning.PLANS_KEPT last: what an idle plan holds lets its graph go (callers hold _LOCK)
+_PLANS = weakref.WeakKeyDictionary()
 
 
 def _unpacked(packed, graph, arrays):
     """The RunSpec of ``packed`` over ``graph`` and the kept ``arrays``, the copy this
     worker keeps (the same object every run: its idle engines are found), unpacked once
-    a run."""
+    a run, or taken from an ended run of the same bytes (:func:`_planned`)."""
     with _LOCK:
         run = _UNPACKED.get(packed.run_id)
         if run is None:
             for ended in packed.ended:  # (their idle engines are this run's to find)
                 if ended in _UNPACKED:
                     drop_contexts(ended)
-            run = _UNPACKED[packed.run_id] = _GraphIn(io.BytesIO(packed.data), graph,
-                                                      arrays).load()
+            run = _UNPACKED[packed.run_id] = _planned(packed, graph, arrays)
     return run
+
+
+def _planned(packed, graph, arrays):
+    """The RunSpec of ``packed``: the one an ended run unpacked from the same bytes
+    (they name the same kept arrays), its program shared, given this run's id and
+    ``graph``; else unpacked. Either goes back to :data:`_PLANS` at the run's end
+    (:func:`_plan_ended`) when its program has an initial key
+    (:meth:`.ProgramSpec.initial_key`). One run at a time has a plan's RunSpec."""
+    plan = _PLANS.setdefault(graph, collections.OrderedDict()).pop(packed.data, None)
+    if plan is None:
+        run = _GraphIn(io.BytesIO(packed.data), packed.run_id, graph, arrays).load()
+        key = run.spec.initial_key(graph)
+    else:
+        idle, names, key = plan
+        for name in names:  # (its program refers to the run's graph again)
+            setattr(idle.spec.program, name, graph)
+        run = dataclasses.replace(idle, run_id=packed.run_id, graph=graph)
+    if key is not None:
+        _PLANNED[packed.run_id] = (packed.data, key)
+    return run
+
+
+def initial_key(run):
+    """``run``'s :meth:`.ProgramSpec.initial_key` on its graph: as taken when this worker
+    unpacked it (:func:`_planned`), else computed."""
+    planned = _PLANNED.get(run.run_id)
+    return run.spec.initial_key(run.graph) if planned is None else planned[1]
+
+
+def _plan_ended(run):
+    """Keep ``run``'s RunSpec (its run ended) for the next run of its bytes, unless
+    the run changed its program's attributes (their initial key differs): without its
+    id and graph, nor the program's references to the graph."""
+    data, key = _PLANNED.pop(run.run_id, (None, None))
+    if key is None or run.spec.initial_key(run.graph) != key:
+        return
+    program, graph = run.spec.program, run.graph
+    names = [name for name, value in vars(program).items() if value is graph]
+    for name in names:
+        setattr(program, name, None)
+    plans = _PLANS.setdefault(graph, collections.OrderedDict())
+    plans[data] = (dataclasses.replace(run, run_id="", graph=None), names, key)
+    while len(plans) > tuning.PLANS_KEPT:
+        plans.popitem(last=False)
 
 
 # --- contexts --------------------------------------------------------------------------------
@@ -294,7 +407,9 @@ def drop_contexts(run_id, files=True):
     ``files``: see :func:`.hostshare.forget`."""
     exchange.forget(run_id, files)
     with _LOCK:
-        _UNPACKED.pop(run_id, None)
+        run = _UNPACKED.pop(run_id, None)
+        if run is not None:
+            _plan_ended(run)
         for key in [k for k in _CONTEXTS if k[0] == run_id]:
             ctx = _CONTEXTS.pop(key)
             if ctx.idle is None or not ctx.engine.reusable:
