@@ -32,7 +32,7 @@ import numpy as np
 from .. import tuning
 from ..kernels import cpu
 from ..kernels.cpu import direct
-from ..kernels.cpu.pull import cut_ranges
+from ..kernels.cpu.pull import cut_at_vertices
 
 MODE = "colored"  # an iteration's mode in the history (the GPU's: "gpu-colored")
 
@@ -131,17 +131,18 @@ class ColorSweep:
         return tuple(int(t) for t in totals)
 
     def cut_of(self, vertices, prefix, v0, parts, dtype):
-        """The cut of a pass into ``parts`` edge ranges (:func:`~hetgraph.kernels.cpu.
-        pull.cut_ranges` of its ``vertices``, ``prefix``, ``v0``, replicas of ``dtype``),
-        kept for a whole color's pass (every iteration cuts the same ranges: its replica
-        arrays are scratch each pass rewrites); a sparse pass's marked vertices get a
-        new one."""
+        """The cut of a pass into ``parts`` ranges at vertex boundaries
+        (:func:`~hetgraph.kernels.cpu.pull.cut_at_vertices` of its ``vertices``,
+        ``prefix``, ``v0``, replicas of ``dtype``: a vertex sums its in-edges in one
+        range, so the values are the same however many ranges a pass runs in, or
+        whether the iteration runs in one call), kept for a whole color's pass (every
+        iteration cuts the same ranges); a sparse pass's marked vertices get a new one."""
         if id(prefix) not in self._whole:
-            return cut_ranges(vertices, prefix, v0, parts, dtype)
+            return cut_at_vertices(vertices, prefix, v0, parts, dtype)
         key = (id(prefix), parts, dtype)
         cut = self._cuts.get(key)
         if cut is None:
-            cut = self._cuts[key] = cut_ranges(vertices, prefix, v0, parts, dtype)
+            cut = self._cuts[key] = cut_at_vertices(vertices, prefix, v0, parts, dtype)
         return cut
 
     def _after(self, state, c, constant):

@@ -324,8 +324,7 @@ class CpuEngine(Engine):
         way = self.spread.way(count) if learn else HELPERS if self.parallel else ALONE
         spread = way != ALONE
         state = self.state
-        # (a colored run's cuts stay whichever way it runs: bitwise the same sums)
-        parts = parts if spread or self.sweep is not None else 1
+        parts = parts if spread else 1
         cut = None
         if edges is None:  # the graph's own edges; a whole pull's cut is kept
             edges = self._edges()
