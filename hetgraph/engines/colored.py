@@ -88,7 +88,7 @@ class ColorSweep:
         self.pending = None
         self.whole_left = 0
 
-    def iterate(self, step, state, graph, chunks, constant, sweep=None):
+    def iterate(self, step, state, graph, chunks, constant, sweep=None, together=False):
         """One colored iteration: ``step(vertices, prefix, v0, written, constant)``
         computes the ``vertices`` (ids, or the range from ``v0`` when empty; in-degree
         running total ``prefix``) into ``written`` (None: in place) with the iteration
@@ -97,8 +97,9 @@ class ColorSweep:
         ``sweep(bounds, scratch, constant, first)``: the passes of the colors
         ``bounds`` delimit in one call (color ``first`` the first pair's), the last
         pair's into ``scratch`` first (the CPU kernel's ``colors``), used when given and
-        :attr:`fusible`: for the whole iteration where every pass runs in one range,
-        else for each run of consecutive colors that do (:func:`_runs`). With
+        :attr:`fusible`: for the whole iteration where every pass runs in one range or
+        ``together`` asks for it, else for each run of consecutive colors that do
+        (:func:`_runs`). With
         :attr:`swept` the passes' constant is its own, summed again after each pass
         (``constant`` unused). Returns (vertices computed, edges read, vertices
         activated, their out-degree sum)."""
@@ -106,7 +107,7 @@ class ColorSweep:
         swept = self.swept
         if swept is not None:
             constant = direct.swept_entry(state.values, swept, -1, constant)
-        if fused and self.whole:
+        if fused and (self.whole or together):
             on, out = sweep(self.bounds, self._scratch(state), constant, 0)
             return graph.num_vertices, graph.num_arcs, int(on), int(out)
         totals = np.zeros(4, np.int64)
