@@ -1,6 +1,6 @@
 """Colored PageRank on the direct path (scheduler/direct.py ``colored_pagerank``, one
-compiled call for the whole run): bitwise the engine's colored run, close to SciPy's
-exact ranks, and taken only where each of the engine's passes runs in one range."""
+compiled call for the whole run): bitwise the engine's colored run, however its passes
+run, and close to SciPy's exact ranks."""
 
 import numpy as np
 import pytest
@@ -88,22 +88,28 @@ def test_colored_direct_pagerank_reaches_scipys_exact_ranks(name):
     assert r.iterations < hg.pagerank(g, tol=1e-10, max_iterations=1000).iterations
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-def test_a_color_spread_over_threads_takes_the_engine(threads, monkeypatch):
-    """A color of at least SERIAL_EDGES in-edges runs in several ranges on two threads,
-    whose replicas add its cut vertices' edges in another order: no direct path there
-    (on one thread, every pass runs in one range)."""
+@pytest.mark.parametrize("partitions", [None, 3])
+def test_colors_spread_over_threads_are_the_direct_paths_bit_for_bit(partitions,
+                                                                      monkeypatch):
+    """The engine's colored passes cut over threads (every color from 2,000 in-edges
+    spread, or each cut into 3 ranges) cut them at vertices: each vertex sums its
+    in-edges in order in one range, so the direct path (one thread, one range a color)
+    gives the same values bit for bit, and takes such a graph too."""
     g = small_graphs()["wiki-color"]
-    largest = int(np.diff(g.in_indptr[hc.coloring_of(g).bounds]).max())
-    monkeypatch.setattr(direct.numba.config, "NUMBA_NUM_THREADS", threads)
-    assert direct.colored_applies(g)
-    monkeypatch.setattr(tuning, "SERIAL_EDGES", largest)
-    assert direct.colored_applies(g) == (threads == 1)
-    r = hg.pagerank(g, mode="colored", tol=1e-10, max_iterations=1000)
-    assert isinstance(r, direct._DirectResult) == (threads == 1)
-    assert np.abs(r.values - exact_pagerank(g)).sum() < g.num_vertices * 1e-10
-    monkeypatch.setattr(tuning, "SERIAL_EDGES", largest + 1)
-    assert direct.colored_applies(g)
+    monkeypatch.setattr(tuning, "SERIAL_EDGES", 2000)
+    assert np.diff(g.in_indptr[hc.coloring_of(g).bounds]).max() > 2000
+
+    def call():
+        return hg.pagerank(g, mode="colored", tol=1e-10, max_iterations=1000)
+
+    spread = engine_run(monkeypatch, lambda: hg.pagerank(
+        g, mode="colored", tol=1e-10, max_iterations=1000, threads=2,
+        partitions=partitions))
+    fast = call()
+    assert isinstance(fast, direct._DirectResult) and fast.iterations > 5
+    assert fast.values.tobytes() == spread.values.tobytes()
+    assert fast.iterations == spread.iterations
+    assert np.abs(fast.values - exact_pagerank(g)).sum() < g.num_vertices * 1e-10
 
 
 def python_lane_sum(terms):

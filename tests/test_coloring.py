@@ -332,10 +332,11 @@ def test_colored_reruns_are_bitwise_identical(threads):
                         max_iterations=12).values for _ in range(3)]
     for other in runs[1:]:
         assert other.tobytes() == runs[0].tobytes()
-    # and whatever the thread count or partitions: the cuts of a pass are fixed
-    one = hg.pagerank(g, devices="cpu", mode="colored", threads=1, tol=None,
-                      max_iterations=12).values
-    assert one.tobytes() == runs[0].tobytes() or threads is None
+    # and whatever the thread count or partitions: a pass is cut at vertex boundaries
+    for options in ({"threads": 1}, {"threads": 2, "partitions": 5}):
+        other = hg.pagerank(g, devices="cpu", mode="colored", tol=None, max_iterations=12,
+                            **options).values
+        assert other.tobytes() == runs[0].tobytes()
 
 
 @pytest.mark.parametrize("spread", [False, True])
@@ -408,8 +409,9 @@ def assert_equal_pass_by_pass(run, together, calls, monkeypatch):
 @pytest.mark.parametrize("name", ["wiki-color", "rmat"])
 def test_colored_runs_of_one_range_passes_in_one_call_equal_pass_by_pass(name, monkeypatch):
     """Where some passes run in several ranges and others in one, each run of
-    consecutive one-range colors is one compiled call (between the others' passes):
-    bitwise the values and counts of the passes run one by one."""
+    consecutive one-range colors is one compiled call (between the others' passes), or
+    the whole iteration is (the engine tries both): bitwise the values and counts of
+    the passes run one by one."""
     from hetgraph.kernels.cpu.kernel import CpuKernel
 
     g = graphs()[name]
@@ -426,10 +428,14 @@ def test_colored_runs_of_one_range_passes_in_one_call_equal_pass_by_pass(name, m
                            threads=2)
 
     runs = run()
-    assert calls and all(len(bounds) < coloring.count + 1 for bounds in calls)
-    # each call's colors: consecutive ones, an empty pair last (no hybrid pass)
-    assert all(bounds[-1] == bounds[-2] for bounds in calls)
-    swept = {int(b) for bounds in calls[:len(calls) // 5] for b in bounds[:-2]}
+    apart = [bounds for bounds in calls if len(bounds) < coloring.count + 1]
+    # each run's colors: consecutive ones, an empty pair last (no hybrid pass); the
+    # engine also tries whole iterations in one call (every color's bounds)
+    assert apart and all(bounds[-1] == bounds[-2] for bounds in apart)
+    whole = [bounds for bounds in calls if len(bounds) == coloring.count + 1]
+    assert whole and all(np.array_equal(bounds, coloring.bounds) for bounds in whole)
+    assert len(apart) + len(whole) == len(calls)
+    swept = {int(b) for bounds in apart for b in bounds[:-2]}
     assert swept and swept < set(coloring.cuts[:-2])
     assert_equal_pass_by_pass(run, runs, calls, monkeypatch)
 

@@ -436,7 +436,7 @@ def pagerank(graph, damping=0.85, max_iterations=100, tol=1e-6, *, personalizati
 def _runs_direct(program, max_iterations, options):
     """Whether the run takes the direct path (:mod:`hetgraph.scheduler.direct`): plain
     PageRank in float64 from uniform ranks, ``max_iterations`` valid; sync, or colored
-    (``rescale``) where each pass of the engine's would run in one range."""
+    (``rescale``)."""
     colored = options.get("mode") == "colored"
     if colored:  # (the other options as a sync run's)
         options = {key: value for key, value in options.items() if key != "mode"}
@@ -444,8 +444,7 @@ def _runs_direct(program, max_iterations, options):
             and program.rescale == colored
             and program.dtype == np.float64 and isinstance(max_iterations, (int, np.integer))
             and max_iterations >= 0 and program.graph.num_vertices > 0
-            and direct.applies(program.graph, options, tuning.DIRECT_PAGERANK_ARCS)
-            and (not colored or direct.colored_applies(program.graph)))
+            and direct.applies(program.graph, options, tuning.DIRECT_PAGERANK_ARCS))
 
 
 def _warn_if_tol_stops_at_once(n, tol):

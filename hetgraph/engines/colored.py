@@ -32,7 +32,7 @@ import numpy as np
 from .. import tuning
 from ..kernels import cpu
 from ..kernels.cpu import direct
-from ..kernels.cpu.pull import cut_ranges
+from ..kernels.cpu.pull import cut_at_vertices
 
 MODE = "colored"  # an iteration's mode in the history (the GPU's: "gpu-colored")
 
@@ -88,7 +88,7 @@ class ColorSweep:
         self.pending = None
         self.whole_left = 0
 
-    def iterate(self, step, state, graph, chunks, constant, sweep=None):
+    def iterate(self, step, state, graph, chunks, constant, sweep=None, together=False):
         """One colored iteration: ``step(vertices, prefix, v0, written, constant)``
         computes the ``vertices`` (ids, or the range from ``v0`` when empty; in-degree
         running total ``prefix``) into ``written`` (None: in place) with the iteration
@@ -97,8 +97,9 @@ class ColorSweep:
         ``sweep(bounds, scratch, constant, first)``: the passes of the colors
         ``bounds`` delimit in one call (color ``first`` the first pair's), the last
         pair's into ``scratch`` first (the CPU kernel's ``colors``), used when given and
-        :attr:`fusible`: for the whole iteration where every pass runs in one range,
-        else for each run of consecutive colors that do (:func:`_runs`). With
+        :attr:`fusible`: for the whole iteration where every pass runs in one range or
+        ``together`` asks for it, else for each run of consecutive colors that do
+        (:func:`_runs`). With
         :attr:`swept` the passes' constant is its own, summed again after each pass
         (``constant`` unused). Returns (vertices computed, edges read, vertices
         activated, their out-degree sum)."""
@@ -106,7 +107,7 @@ class ColorSweep:
         swept = self.swept
         if swept is not None:
             constant = direct.swept_entry(state.values, swept, -1, constant)
-        if fused and self.whole:
+        if fused and (self.whole or together):
             on, out = sweep(self.bounds, self._scratch(state), constant, 0)
             return graph.num_vertices, graph.num_arcs, int(on), int(out)
         totals = np.zeros(4, np.int64)
@@ -131,17 +132,18 @@ class ColorSweep:
         return tuple(int(t) for t in totals)
 
     def cut_of(self, vertices, prefix, v0, parts, dtype):
-        """The cut of a pass into ``parts`` edge ranges (:func:`~hetgraph.kernels.cpu.
-        pull.cut_ranges` of its ``vertices``, ``prefix``, ``v0``, replicas of ``dtype``),
-        kept for a whole color's pass (every iteration cuts the same ranges: its replica
-        arrays are scratch each pass rewrites); a sparse pass's marked vertices get a
-        new one."""
+        """The cut of a pass into ``parts`` ranges at vertex boundaries
+        (:func:`~hetgraph.kernels.cpu.pull.cut_at_vertices` of its ``vertices``,
+        ``prefix``, ``v0``, replicas of ``dtype``: a vertex sums its in-edges in one
+        range, so the values are the same however many ranges a pass runs in, or
+        whether the iteration runs in one call), kept for a whole color's pass (every
+        iteration cuts the same ranges); a sparse pass's marked vertices get a new one."""
         if id(prefix) not in self._whole:
-            return cut_ranges(vertices, prefix, v0, parts, dtype)
+            return cut_at_vertices(vertices, prefix, v0, parts, dtype)
         key = (id(prefix), parts, dtype)
         cut = self._cuts.get(key)
         if cut is None:
-            cut = self._cuts[key] = cut_ranges(vertices, prefix, v0, parts, dtype)
+            cut = self._cuts[key] = cut_at_vertices(vertices, prefix, v0, parts, dtype)
         return cut
 
     def _after(self, state, c, constant):

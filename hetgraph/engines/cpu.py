@@ -23,8 +23,8 @@ from ..kernels import cpu
 from ..kernels.cpu.pull import cut_by_cost, cut_ranges, pull_ahead
 from .base import Engine
 from .colored import MODE as COLORED, NO_SWEPT, ColorSweep, swept_of
-from .cpu_modes import (ALONE, HELPERS, OPENMP, SpreadBySize, choose_cpu_mode,
-                        notify_fraction, push_factor)
+from .cpu_modes import (ALONE, HELPERS, OPENMP, SpreadBySize, SpreadChoice,
+                        choose_cpu_mode, notify_fraction, push_factor)
 
 
 def chunk_count(num_vertices, threads):
@@ -104,6 +104,10 @@ class CpuEngine(Engine):
         self.sweep = None if coloring is None else ColorSweep(
             coloring, graph, sparse=spec.incremental and not spec.notify_self,
             alone=lambda edges: parts_of(edges, threads, partitions) == 1)
+        # a colored iteration's passes one by one (the large ones spread) or all in one
+        # call, by their speed lately (the same values either way: see ColorSweep.cut_of)
+        self.together = SpreadChoice() if self.spread is not None and self.sweep is not None \
+            and self.sweep.fusible and not self.sweep.whole else None
         start = time.perf_counter()
         self.kernel = cpu.compile_program(spec, aux.dtype)
         self.bind(spec, graph, state, aux)
@@ -280,10 +284,15 @@ class CpuEngine(Engine):
     def _colored(self, constant):
         """A colored iteration (:class:`ColorSweep`); returns :meth:`iterate`'s result."""
         self._frontier = None
+        choice = self.together
+        apart = choice is None or choice.way()
+        start = time.perf_counter()
         computed, edges, activated, degree = self.sweep.iterate(
             lambda vertices, prefix, v0, written, constant: self._step(
                 constant, vertices, prefix, v0, written=written), self.state, self.graph,
-            self.chunks, constant, sweep=self._sweep_colors())
+            self.chunks, constant, sweep=self._sweep_colors(), together=not apart)
+        if choice is not None:
+            choice.record(apart, time.perf_counter() - start, edges)
         self._counted = (activated, degree)
         return COLORED, computed, edges, activated
 
@@ -324,8 +333,7 @@ class CpuEngine(Engine):
         way = self.spread.way(count) if learn else HELPERS if self.parallel else ALONE
         spread = way != ALONE
         state = self.state
-        # (a colored run's cuts stay whichever way it runs: bitwise the same sums)
-        parts = parts if spread or self.sweep is not None else 1
+        parts = parts if spread else 1
         cut = None
         if edges is None:  # the graph's own edges; a whole pull's cut is kept
             edges = self._edges()

@@ -5,9 +5,8 @@ the edges (a BFS: ``tuning.DIRECT_LEVELS_ARCS``, where a serial queue still beat
 engine's passes, one a level; PageRank: ``tuning.DIRECT_PAGERANK_ARCS``; both scaled
 down on machines with more threads). It is taken only when the run's options ask for
 nothing that only the dispatcher gives (a cluster, a GPU, a mode other than "sync",
-checkpoints, ...; a colored PageRank is taken too, where each color's pass would run
-in one range): the values are those of the dispatcher's run, and the history has a
-row per iteration with placement "cpu".
+checkpoints, ...; a colored PageRank is taken too): the values are those of the
+dispatcher's run, and the history has a row per iteration with placement "cpu".
 """
 
 from __future__ import annotations
@@ -272,8 +271,8 @@ _LANES = "direct-lanes"
 
 def colored_pagerank(program, graph, max_iterations, name, program_start):
     """The colored run (``mode="colored"``) of ``program`` (as :func:`pagerank`'s, with
-    ``rescale``) on ``graph``, whose every pass runs in one range
-    (:func:`colored_applies`): its ranks, bitwise the engine's (its rescale, its
+    ``rescale``) on ``graph``: its ranks, bitwise the engine's (whose passes sum each
+    vertex's in-edges in order in one range, however they run; its rescale, its
     constants, summed again after each pass (``swept_of``), and its test as the
     engine's on the CPU)."""
     from ..engines.colored import swept_of
@@ -296,30 +295,17 @@ def colored_pagerank(program, graph, max_iterations, name, program_start):
 COLORED = "colored"  # (the run's mode and its rows', as an engine's colored run has)
 
 
-def colored_applies(graph) -> bool:
-    """Whether every pass of a colored iteration on ``graph`` (in memory) runs in one
-    range on this process's threads (the engine's rule, ``parts_of``, for the pass of
-    most in-edges): there the engine sums each vertex's in-edges in order, and so does
-    :func:`colored_pagerank`."""
-    from ..engines.cpu import parts_of
-
-    return parts_of(_colors_kept(graph)["most"], numba.config.NUMBA_NUM_THREADS) == 1
-
-
 def _colors_kept(graph):
     """What the direct path keeps of :func:`hetgraph.coloring.coloring_of` (``graph``),
-    kept by the graph and made again for a new coloring: {"coloring", "most": the
-    in-edges of its largest color, and per weighted or not, the in-edges as
-    :func:`_color_lanes` gives them}."""
+    kept by the graph and made again for a new coloring: {"coloring", and per weighted
+    or not, the in-edges as :func:`_color_lanes` gives them}."""
     from ..coloring import coloring_of
 
     coloring = coloring_of(graph)
     kept = graph.kept(_COLOR_LANES, dict)
     if kept.get("coloring") is not coloring:
-        prefix = np.concatenate(([0], np.cumsum(np.diff(graph.in_indptr)[coloring.order])))
-        most = int(np.diff(prefix[coloring.bounds]).max())
         kept.clear()
-        kept.update(coloring=coloring, most=most)
+        kept.update(coloring=coloring)
     return kept
 
 

@@ -121,9 +121,27 @@ def cut_by_cost(in_indptr, parts, cap, dtype, ahead=0) -> tuple:
     ranges most of the work. ``ahead``: as :func:`cut_ranges`'s."""
     degree = np.diff(in_indptr)
     cost = np.concatenate(([0], np.cumsum(np.minimum(degree, cap) + 1)))
-    owned = np.searchsorted(cost, cost[-1] * np.arange(parts + 1) // parts)
-    owned[0], owned[-1] = 0, len(degree)
-    return _cut(ALL_VERTICES, in_indptr, 0, in_indptr[owned], owned, dtype, ahead)
+    return _cut_at(ALL_VERTICES, in_indptr, 0, cost, parts, dtype, ahead)
+
+
+def cut_at_vertices(vertices, prefix, v0, parts, dtype) -> tuple:
+    """The Cut of a pull's vertices (as :func:`cut_ranges`'s) into ``parts`` ranges of
+    about equal cost at vertex boundaries, a vertex costing 1 plus its in-degree: no
+    vertex is cut, so each vertex sums its in-edges in order in one range and the
+    values do not depend on ``parts`` (a colored pass's, which may run spread or
+    alone)."""
+    cost = np.asarray(prefix, np.int64) + np.arange(len(prefix))
+    return _cut_at(vertices, prefix, v0, cost, parts, dtype, 0)
+
+
+def _cut_at(vertices, prefix, v0, cost, parts, dtype, ahead) -> tuple:
+    """The Cut of the vertices counted by ``prefix`` into ``parts`` ranges of equal
+    ``cost`` (a running total a vertex, as long as ``prefix``) at vertex boundaries."""
+    n = len(prefix) - 1
+    owned = np.searchsorted(cost, cost[0] + (cost[-1] - cost[0]) * np.arange(parts + 1)
+                            // parts)
+    owned[0], owned[-1] = 0, n
+    return _cut(vertices, prefix, v0, np.asarray(prefix)[owned], owned, dtype, ahead)
 
 
 def build_pull(ops: VertexOps) -> PullPass:
