@@ -5,7 +5,7 @@ graphs of hostile order without hubs only."""
 import networkx as nx
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import hetgraph as hg
@@ -15,6 +15,7 @@ from hetgraph.kernels import cpu
 from hetgraph.kernels.cpu.pull import cut_ranges, pull_ahead
 from hetgraph.program import ProgramSpec
 from test_engine import SumOfSources, expected_step
+from conftest import examples
 
 pytestmark = pytest.mark.usefixtures("dispatcher_only")
 
@@ -31,7 +32,7 @@ def pulls(draw):
     return graph, v0, draw(st.integers(1, 9)), draw(st.sampled_from([0, 1, 3, 32, 1000]))
 
 
-@settings(max_examples=120, deadline=None)
+@examples(120)
 @given(pulls())
 @pytest.mark.parametrize("parallel", [False, True])
 def test_a_pull_that_prefetches_ahead_computes_what_a_plain_loop_does(parallel, case):
