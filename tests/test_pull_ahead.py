@@ -71,10 +71,25 @@ def test_only_a_large_graph_of_hostile_order_without_hubs_prefetches():
     assert rmat.in_degree_skew() > tuning.PULL_AHEAD_SKEW and pull_ahead(rmat) == 0
 
 
+@pytest.fixture(scope="module")
+def networkx_ranks():
+    """NetworkX's PageRank of the grid (unshuffled: its ids are its labels), made once:
+    NetworkX's graph of its 640,000 arcs takes most of a test's time."""
+    grid = shuffled_grid(400)[0]
+    assert grid.labels is None  # (ids are labels)
+    src, dst, w = grid.edges()
+    G = nx.DiGraph()
+    G.add_nodes_from(range(grid.num_vertices))
+    G.add_weighted_edges_from(zip(src.tolist(), dst.tolist(), w.astype(float).tolist()))
+    want = nx.pagerank(G, tol=1e-12, max_iter=1000)
+    return np.array([want[v] for v in range(grid.num_vertices)])
+
+
 @pytest.mark.parametrize("tol", [None, 1e-9])
 @pytest.mark.parametrize("shuffled", [True, False])
 def test_pagerank_on_a_grid_matches_networkx_prefetching_where_shuffled(tol, shuffled,
-                                                                        monkeypatch):
+                                                                        monkeypatch,
+                                                                        networkx_ranks):
     graph = shuffled_grid(400)[shuffled]
     ahead = tuning.PULL_AHEAD if shuffled else 0
     aheads = []
@@ -84,11 +99,6 @@ def test_pagerank_on_a_grid_matches_networkx_prefetching_where_shuffled(tol, shu
     ranks = hg.pagerank(graph, tol=tol, max_iterations=30 if tol is None else 200)
     assert aheads and set(aheads) == {ahead}
     assert ranks.history["mode"].eq("pull").all()
-    src, dst, w = graph.edges()  # (dense ids)
-    G = nx.DiGraph()
-    G.add_nodes_from(range(graph.num_vertices))
-    G.add_weighted_edges_from(zip(src.tolist(), dst.tolist(), w.astype(float).tolist()))
-    want = nx.pagerank(G, tol=1e-12, max_iter=1000)
     if tol is None:  # 30 iterations from uniform ranks: their own power iteration
         x = np.full(graph.num_vertices, 1.0 / graph.num_vertices)
         S = graph.to_scipy().astype(np.float64)
@@ -98,6 +108,6 @@ def test_pagerank_on_a_grid_matches_networkx_prefetching_where_shuffled(tol, shu
         np.testing.assert_allclose(ranks.values, x, rtol=1e-12)
     else:
         # stopped at an L1 change below N * tol: a few times that from the fixed point
-        exact = np.array([want[v] for v in range(graph.num_vertices)])
+        exact = networkx_ranks[graph.label_of(np.arange(graph.num_vertices))]
         assert ranks.converged and np.abs(ranks.values - exact).sum() <= 20 * len(exact) * tol
 
