@@ -1,4 +1,5 @@
-"""Shared fixtures: the real graphs in ../shared/data and small oracle helpers."""
+"""Shared fixtures: the real graphs in ../shared/data, small oracle helpers, and the
+Hypothesis profiles and settings of the property tests."""
 
 import heapq
 import os
