@@ -1,10 +1,15 @@
-"""Shared fixtures: the real graphs in ../shared/data and small oracle helpers."""
+"""Shared fixtures: the real graphs in ../shared/data, small oracle helpers, and the
+Hypothesis profiles and settings of the property tests."""
 
 import heapq
 import os
+import pathlib
+import shutil
+import tempfile
 
 import numpy as np
 import pytest
+from hypothesis import settings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.environ.get("HETGRAPH_DATA", os.path.join(ROOT, "..", "shared", "data"))
@@ -19,6 +24,24 @@ REAL_GRAPHS = {
 }
 
 
+# Hypothesis's profiles (pytest --hypothesis-profile=NAME): "ci" runs a quarter of each
+# property test's examples (.ci/run); the default profile runs them all.
+HYPOTHESIS_DEFAULT_EXAMPLES = 100
+CI_EXAMPLES = 25
+FEWEST_EXAMPLES = 10
+settings.register_profile("ci", max_examples=CI_EXAMPLES)
+
+
+def examples(count, **options):
+    """Hypothesis settings of a property test: ``count`` examples under the default
+    profile, scaled by the loaded profile's max_examples against Hypothesis's default
+    of 100 (the "ci" profile: a quarter, never fewer than ``FEWEST_EXAMPLES``); no
+    deadline (a first example may compile). ``options``: more Hypothesis settings."""
+    share = settings.default.max_examples / HYPOTHESIS_DEFAULT_EXAMPLES
+    scaled = max(min(count, FEWEST_EXAMPLES), round(count * share))
+    return settings(max_examples=scaled, deadline=None, **options)
+
+
 @pytest.fixture
 def dispatcher_only(monkeypatch):
     """Built-in algorithms go through the dispatcher, whatever the graph's size (the
@@ -30,6 +53,16 @@ def dispatcher_only(monkeypatch):
     monkeypatch.setattr(tuning, "DIRECT_LEVELS_ARCS", -1)
     monkeypatch.setattr(tuning, "DIRECT_PAGERANK_ARCS", -1)
     monkeypatch.setattr(tuning, "CC_TRAVERSE_DEGREE", -1)  # (components' traversal)
+
+
+@pytest.fixture
+def socket_dir():
+    """A new private directory with a short path, removed after the test: a Unix
+    socket's path holds 107 bytes at most, and pytest's tmp_path may be longer (under
+    pytest-xdist, a folder a worker)."""
+    directory = tempfile.mkdtemp(prefix="hg-")
+    yield pathlib.Path(directory)
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 def data_path(name):

@@ -8,7 +8,7 @@ import hashlib
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import hetgraph as hg
@@ -20,6 +20,7 @@ from hetgraph.io.build import build_graph, drop_self_loops
 from hetgraph.io.generate import _uniform
 from hetgraph.order import renumber
 from hetgraph.threadcount import numba_threads
+from conftest import examples
 
 LIMIT = 2.0**128 - 2.0**103
 
@@ -82,7 +83,7 @@ def test_graphs_are_those_of_the_serial_build(case, passes):
 
 @given(st.integers(1, 300), st.lists(st.integers(0, 10**6), max_size=200),
        st.booleans())
-@settings(max_examples=100, deadline=None)
+@examples(100)
 def test_sort_by_key_is_a_stable_sort(n, raw, weighted):
     keys = np.array([k % n for k in raw], np.int32)
     vals = np.arange(len(keys), dtype=np.int64)
@@ -99,7 +100,7 @@ def test_sort_by_key_is_a_stable_sort(n, raw, weighted):
 @given(st.integers(1, 60), st.lists(st.tuples(st.integers(0, 59), st.integers(0, 59),
                                               st.floats(-5, 5, width=32)), max_size=150),
        st.sampled_from(["first", "min", "max", "sum", None]))
-@settings(max_examples=100, deadline=None)
+@examples(100)
 def test_compress_is_numpys_lexsort(n, edges, dedup):
     src = np.array([e[0] % n for e in edges], np.int64)
     dst = np.array([e[1] % n for e in edges], np.int64)
@@ -138,7 +139,7 @@ ids = st.lists(st.integers(-3, 40), max_size=60)
 
 @given(ids, st.one_of(st.none(), st.integers(-2, 45)),
        st.sampled_from(["int8", "int32", "int64", "uint16", "uint64"]))
-@settings(max_examples=150, deadline=None)
+@examples(150)
 def test_first_outside_is_numpys_first(values, n, dtype):
     arr = np.array([v % 200 if dtype.startswith("u") else v for v in values], dtype)
     expect_above = None if n is None else _first(arr >= n)
@@ -151,7 +152,7 @@ weights = st.lists(st.one_of(st.floats(allow_nan=True, allow_infinity=True),
 
 
 @given(weights)
-@settings(max_examples=150, deadline=None)
+@examples(150)
 def test_first_unfit_is_numpys_first(values):
     w = np.array(values, np.float64)
     assert first_unfit(w, LIMIT) == (_first(~np.isfinite(w)),
@@ -184,7 +185,7 @@ def test_uniform_draws_the_serial_sequence(part, size, monkeypatch):
 
 
 @given(st.lists(st.integers(-2, 12), min_size=1, max_size=12), st.booleans())
-@settings(max_examples=150, deadline=None)
+@examples(150)
 def test_renumber_takes_only_permutations(values, shuffle):
     n = len(values)
     perm = np.random.default_rng(n).permutation(n) if shuffle else np.array(values)
@@ -201,7 +202,7 @@ def test_renumber_takes_only_permutations(values, shuffle):
 @given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5),
                           st.floats(allow_nan=False, width=64)), max_size=80),
        st.booleans(), st.sampled_from(["int32", "int64"]))
-@settings(max_examples=100, deadline=None)
+@examples(100)
 def test_drop_self_loops_keeps_the_rest_in_order(edges, weighted, dtype):
     src = np.array([e[0] for e in edges], dtype)
     dst = np.array([e[1] for e in edges], dtype)
@@ -214,7 +215,7 @@ def test_drop_self_loops_keeps_the_rest_in_order(edges, weighted, dtype):
 
 
 @given(st.lists(st.floats(allow_nan=False, allow_infinity=False, width=64), max_size=80))
-@settings(max_examples=150, deadline=None)
+@examples(150)
 def test_float32_rounding_is_numpys(values):
     w = np.array(values, np.float64)
     w = w[np.abs(w) < LIMIT]

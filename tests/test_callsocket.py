@@ -39,13 +39,13 @@ class _Marks:
 
 
 @pytest.fixture
-def listening(tmp_path):
-    """A socket in ``tmp_path`` answering each frame with its unpickled value doubled;
+def listening(socket_dir):
+    """A socket in ``socket_dir`` answering each frame with its unpickled value doubled;
     a client that trusts it."""
-    assert callsocket.listen(str(tmp_path), ADDRESS, SECRET,
+    assert callsocket.listen(str(socket_dir), ADDRESS, SECRET,
                              lambda frame: callsocket.dumps(2 * callsocket.loads(frame)))
     client = _Client()
-    callsocket.trust(client, str(tmp_path), SECRET)
+    callsocket.trust(client, str(socket_dir), SECRET)
     yield client
     callsocket.close(ADDRESS)
 
@@ -72,7 +72,7 @@ def test_one_call_alone_gets_its_answer(listening):
     assert _answers(listening, [[1, 2]]) == [[1, 2, 1, 2]]
 
 
-def test_every_call_runs_in_the_one_call_thread(tmp_path):
+def test_every_call_runs_in_the_one_call_thread(socket_dir):
     """The calls of every connection, and those handed to it (Dask's handler's), run
     in the process's one call thread, not the caller's nor one a connection; an answer
     that fails closes its connection, not the thread."""
@@ -85,9 +85,9 @@ def test_every_call_runs_in_the_one_call_thread(tmp_path):
             raise ValueError("a failed answer")
         return callsocket.dumps(value)
 
-    assert callsocket.listen(str(tmp_path), address, SECRET, answer)
+    assert callsocket.listen(str(socket_dir), address, SECRET, answer)
     client = _Client()
-    callsocket.trust(client, str(tmp_path), SECRET)
+    callsocket.trust(client, str(socket_dir), SECRET)
     first, second = (callsocket.connect(client, address) for _ in range(2))
     try:
         got = []
@@ -143,8 +143,8 @@ def test_a_connection_is_kept_for_the_next_call(listening):
     assert callsocket.connect(listening, ADDRESS) is first
 
 
-def test_the_socket_is_its_users_alone_and_goes_with_its_worker(tmp_path, listening):
-    path = callsocket.datagrams.path_of(str(tmp_path), ADDRESS, callsocket.PREFIX)
+def test_the_socket_is_its_users_alone_and_goes_with_its_worker(socket_dir, listening):
+    path = callsocket.datagrams.path_of(str(socket_dir), ADDRESS, callsocket.PREFIX)
     assert stat.S_ISSOCK(os.stat(path).st_mode)
     assert stat.S_IMODE(os.stat(path).st_mode) & 0o077 == 0
     callsocket.close(ADDRESS)
@@ -152,10 +152,10 @@ def test_the_socket_is_its_users_alone_and_goes_with_its_worker(tmp_path, listen
     assert callsocket.connect(listening, ADDRESS) is None  # (through Dask then)
 
 
-def test_nothing_is_unpickled_from_a_connection_without_the_secret(tmp_path, listening):
+def test_nothing_is_unpickled_from_a_connection_without_the_secret(socket_dir, listening):
     """A stranger's connection is closed after a wrong secret, its frames unread."""
-    path = callsocket.datagrams.path_of(str(tmp_path), ADDRESS, callsocket.PREFIX)
-    marked = tmp_path / "unpickled"
+    path = callsocket.datagrams.path_of(str(socket_dir), ADDRESS, callsocket.PREFIX)
+    marked = socket_dir / "unpickled"
     frame = pickle.dumps(_Marks(str(marked)))
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as stranger:
         stranger.connect(path)
@@ -169,15 +169,15 @@ def test_nothing_is_unpickled_from_a_connection_without_the_secret(tmp_path, lis
             pass
     assert not marked.exists()
     wrong = _Client()
-    callsocket.trust(wrong, str(tmp_path), b"w" * 32)
+    callsocket.trust(wrong, str(socket_dir), b"w" * 32)
     assert callsocket.connect(wrong, ADDRESS) is None
     assert _answers(listening, [1]) == [2]  # (the client's own still served)
 
 
-def test_a_first_frame_longer_than_a_secret_is_not_read(tmp_path, listening):
+def test_a_first_frame_longer_than_a_secret_is_not_read(socket_dir, listening):
     """A connection that announces a first frame of a gigabyte is closed unread (no
     buffer of that size is made)."""
-    path = callsocket.datagrams.path_of(str(tmp_path), ADDRESS, callsocket.PREFIX)
+    path = callsocket.datagrams.path_of(str(socket_dir), ADDRESS, callsocket.PREFIX)
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as stranger:
         stranger.connect(path)
         stranger.sendall(struct.pack("!Q", 1 << 30))
@@ -186,14 +186,14 @@ def test_a_first_frame_longer_than_a_secret_is_not_read(tmp_path, listening):
     assert _answers(listening, [3]) == [6]
 
 
-def test_a_closed_connection_is_an_answer_of_none(tmp_path):
+def test_a_closed_connection_is_an_answer_of_none(socket_dir):
     """The worker's process died mid-call: its end of the connection closes."""
     def dies(frame):
         raise OSError("the process died")
 
-    assert callsocket.listen(str(tmp_path), "tcp://127.0.0.1:2002", SECRET, dies)
+    assert callsocket.listen(str(socket_dir), "tcp://127.0.0.1:2002", SECRET, dies)
     client = _Client()
-    callsocket.trust(client, str(tmp_path), SECRET)
+    callsocket.trust(client, str(socket_dir), SECRET)
     try:
         sock = callsocket.connect(client, "tcp://127.0.0.1:2002")
         got = []
@@ -204,23 +204,23 @@ def test_a_closed_connection_is_an_answer_of_none(tmp_path):
         callsocket.close("tcp://127.0.0.1:2002")
 
 
-def test_a_socket_left_by_a_killed_worker_is_swept(tmp_path):
+def test_a_socket_left_by_a_killed_worker_is_swept(socket_dir):
     """A process killed leaves its socket behind, bound by nobody: the next worker to
     listen in the directory removes it."""
-    left = callsocket.datagrams.path_of(str(tmp_path), "tcp://127.0.0.1:2004",
+    left = callsocket.datagrams.path_of(str(socket_dir), "tcp://127.0.0.1:2004",
                                         callsocket.PREFIX)
     dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     dead.bind(left)
     dead.close()
-    assert callsocket.listen(str(tmp_path), "tcp://127.0.0.1:2005", SECRET, print)
+    assert callsocket.listen(str(socket_dir), "tcp://127.0.0.1:2005", SECRET, print)
     try:
         assert not os.path.exists(left)
     finally:
         callsocket.close("tcp://127.0.0.1:2005")
 
 
-def test_no_directory_no_socket(tmp_path):
-    assert not callsocket.listen(str(tmp_path / "missing"), "tcp://127.0.0.1:2003",
+def test_no_directory_no_socket(socket_dir):
+    assert not callsocket.listen(str(socket_dir / "missing"), "tcp://127.0.0.1:2003",
                                  SECRET, print)
     client = _Client()
     callsocket.trust(client, "", SECRET)

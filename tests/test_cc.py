@@ -7,7 +7,7 @@ import numba
 import numpy as np
 import pytest
 import scipy.sparse.csgraph as csgraph
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import hetgraph as hg
@@ -17,6 +17,7 @@ from hetgraph.io.store import StoredGraph
 from hetgraph.kernels.cpu import components
 from hetgraph.order import median_arc_span, renumber
 from hetgraph.scheduler import direct
+from conftest import examples
 
 pytestmark = pytest.mark.usefixtures("dispatcher_only")  # (union-find itself)
 
@@ -54,7 +55,7 @@ def edge_lists(draw):
         draw(st.booleans())
 
 
-@settings(max_examples=150, deadline=None)
+@examples(150)
 @given(edge_lists(), st.sampled_from([(0, False), (1, False), (2, False), (2, True),
                                       (3, True)]))
 def test_afforest_equals_scipy_on_random_graphs(edges, variant):
@@ -67,7 +68,7 @@ def test_afforest_equals_scipy_on_random_graphs(edges, variant):
     check(g, values)
 
 
-@settings(max_examples=60, deadline=None)
+@examples(60)
 @given(edge_lists())
 def test_connected_components_equals_scipy_on_random_graphs(edges):
     src, dst, n, directed = edges
@@ -77,7 +78,7 @@ def test_connected_components_equals_scipy_on_random_graphs(edges):
     assert result.converged and result.mode == "union-find" and result.graph is g
 
 
-@settings(max_examples=150, deadline=None)
+@examples(150)
 @given(edge_lists(), st.sampled_from([(0, 0), (1 << 62, 0), (0, 2), (0, 5)]))
 def test_traversal_equals_scipy_on_random_graphs(edges, variant):
     src, dst, n, directed = edges

@@ -5,12 +5,13 @@ warp, block per vertex), a page store read page by page, and devices="auto"."""
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 
 import hetgraph as hg
 from hetgraph import tuning
 from hetgraph.io.store import StoredGraph
 from test_cc import check, edge_lists, shuffled_grid
+from conftest import examples
 
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("dispatcher_only")]  # (union-find)
 
@@ -43,7 +44,7 @@ def test_every_thread_group(thread_degree, warp_degree, monkeypatch):
         check(g, hg.connected_components(g, devices="gpu").values)
 
 
-@settings(max_examples=40, deadline=None)
+@examples(40)
 @given(edge_lists())
 def test_random_graphs(edges):
     src, dst, n, directed = edges

@@ -4,11 +4,11 @@ run, and close to SciPy's exact ranks."""
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import hetgraph as hg
-from conftest import data_path
+from conftest import data_path, examples
 from hetgraph import coloring as hc
 from hetgraph import tuning
 from hetgraph.kernels.cpu import direct as kernels
@@ -56,7 +56,7 @@ def test_colored_direct_pagerank_is_the_engines_bit_for_bit(name, monkeypatch):
         assert_same_run(call(), engine_run(monkeypatch, call))
 
 
-@settings(max_examples=40, deadline=None)
+@examples(40)
 @given(random_graphs(), st.sampled_from([None, 1e-8]))
 def test_colored_direct_pagerank_on_random_graphs(graph, tol):
     """Isolated vertices, self-loops, duplicate edges, hubs, weights with zeros, N not a
@@ -121,7 +121,7 @@ def python_lane_sum(terms):
     return (sums[0] + sums[1]) + (sums[2] + sums[3])
 
 
-@settings(max_examples=60, deadline=None)
+@examples(60)
 @given(st.integers(0, 23), st.integers(0, 2 ** 31))
 def test_the_shared_sums_add_in_four_interleaved_lanes(n, seed):
     """The sums a colored PageRank's constant and test take on both paths: four
@@ -150,7 +150,7 @@ def test_the_shared_sums_add_in_four_interleaved_lanes(n, seed):
         np.testing.assert_array_equal(work, x)
 
 
-@settings(max_examples=80, deadline=None)
+@examples(80)
 @given(random_graphs(), st.sampled_from([1, 4, 256]))
 def test_segment_lanes_keep_each_segment_and_every_in_edge(graph, window):
     """Every vertex of a segment in that segment's groups, each vertex's in-edges in

@@ -7,11 +7,11 @@ import networkx as nx
 import numpy as np
 import pytest
 import scipy.sparse.csgraph as csgraph
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import hetgraph as hg
-from conftest import REAL_GRAPHS, data_path, edge_set
+from conftest import REAL_GRAPHS, data_path, edge_set, examples
 from hetgraph import coloring as hc
 from hetgraph import tuning
 from hetgraph.engines.colored import ColorSweep, color_shards
@@ -68,7 +68,7 @@ def assert_hybrid_is_forced(graph, coloring):
 
 # --- the coloring ---------------------------------------------------------------------------
 
-@settings(max_examples=60, deadline=None)
+@examples(60)
 @given(rows=arcs, directed=st.booleans(), count=st.integers(2, 7),
        levels=st.integers(1, 4))
 def test_hybrid_coloring_is_proper_on_random_graphs(rows, directed, count, levels):
@@ -88,7 +88,7 @@ def test_hybrid_coloring_is_proper_on_random_graphs(rows, directed, count, level
     assert np.all(coloring.colors[lonely] == 0)
 
 
-@settings(max_examples=60, deadline=None)
+@examples(60)
 @given(rows=arcs, count=st.integers(2, 7))
 def test_verify_counts_the_arcs_frog_leaves_and_repair_fixes_them(rows, count):
     g = build(rows, directed=True)
@@ -174,7 +174,7 @@ def test_bad_color_counts_and_colors_are_refused():
 
 # --- the color-major order and its partitions ------------------------------------------------
 
-@settings(max_examples=40, deadline=None)
+@examples(40)
 @given(rows=arcs, directed=st.booleans())
 def test_color_order_keeps_the_graph_and_its_labels(rows, directed):
     g = build(rows, directed)

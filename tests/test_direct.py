@@ -13,13 +13,14 @@ import networkx as nx
 import numpy as np
 import pytest
 import scipy.sparse.csgraph as csgraph
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import hetgraph as hg
 from hetgraph import tuning
 from hetgraph.result import HISTORY_COLUMNS
 from hetgraph.scheduler import direct
+from conftest import examples
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -128,7 +129,7 @@ def small_graphs(draw):
     return graph, draw(st.integers(0, n - 1))
 
 
-@settings(max_examples=120, deadline=None)
+@examples(120)
 @given(small_graphs())
 def test_random_graphs_against_scipy(case):
     graph, source = case
@@ -141,7 +142,7 @@ def test_random_graphs_against_scipy(case):
     check_components(graph, hg.connected_components(graph).values)
 
 
-@settings(max_examples=120, deadline=None)
+@examples(120)
 @given(small_graphs(), st.sampled_from([0, 2, 64]))
 def test_far_levels_against_scipy(case, ahead):
     """BFS levels and unweighted SSSP by the kernel for large graphs of hostile order
@@ -174,7 +175,7 @@ def test_a_shuffled_grid_takes_the_far_levels(monkeypatch):
     assert calls == [1]
 
 
-@settings(max_examples=60, deadline=None)
+@examples(60)
 @given(small_graphs(), st.sampled_from([(0.85, 1e-6, 100), (0.5, None, 7), (1.0, 1e-3, 0),
                                         (0.85, 1e-12, 3)]))
 def test_random_graphs_pagerank_as_the_dispatcher(case, parameters):

@@ -3,13 +3,14 @@
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import hetgraph as hg
 from hetgraph import tuning
 from hetgraph.kernels.cpu import direct as kernels
 from hetgraph.scheduler import direct
+from conftest import examples
 
 
 @st.composite
@@ -30,7 +31,7 @@ def graphs(draw):
                           directed=draw(st.booleans()), dedup=None)
 
 
-@settings(max_examples=150, deadline=None)
+@examples(150)
 @given(graphs(), st.sampled_from([1, 3, 4, 256]))
 def test_lanes_hold_every_in_edge_of_each_vertex_in_its_order(graph, window):
     n, lanes = graph.num_vertices, kernels.LANES
@@ -74,7 +75,7 @@ def power_iteration(graph, iterations, damping=0.85, tol=None):
     return x, iterations
 
 
-@settings(max_examples=100, deadline=None)
+@examples(100)
 @given(graphs(), st.sampled_from([1, 5, 256]), st.sampled_from([(0.85, None, 15),
                                                                  (0.5, 1e-10, 500)]))
 def test_direct_pagerank_on_lanes_is_scipys(graph, window, parameters):

@@ -7,7 +7,7 @@ import numba
 import numpy as np
 import pytest
 import scipy.sparse.csgraph as csgraph
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import hetgraph as hg
@@ -23,6 +23,7 @@ from hetgraph.engines.cpu import CpuEngine, mode_limits, pull_threads
 from hetgraph.engines.cpu_modes import choose_cpu_mode, notify_fraction, push_factor
 from hetgraph.tuning import PUSH_EDGE_COST, SERIAL_EDGES, SPARSE_EDGES
 from hetgraph.scheduler.state import VertexState
+from conftest import examples
 
 pytestmark = pytest.mark.usefixtures("dispatcher_only")  # (the engines' own runs)
 
@@ -92,7 +93,7 @@ def expected_step(g, values, aux, vertices, settled=False):
     return new, flags
 
 
-@settings(max_examples=150, deadline=None)
+@examples(150)
 @given(graphs_and_vertex_lists())
 @pytest.mark.parametrize("program, sync", [(SumOfSources, True), (SettledSum, True),
                                            (SettledSum, False)])
@@ -130,7 +131,7 @@ def test_edge_ranges_and_replica_merge_equal_a_direct_computation(program, sync,
         assert np.all(flags[untouched] == 7) and np.all(new[untouched] == values[untouched])
 
 
-@settings(max_examples=80, deadline=None)
+@examples(80)
 @given(graphs_and_vertex_lists(), st.integers(0, 2**31))
 @pytest.mark.parametrize("parallel", [False, True])
 def test_a_sync_bfs_pull_that_stops_at_a_settled_vertex_gives_every_level(parallel, case,
@@ -164,7 +165,7 @@ def test_a_sync_bfs_pull_that_stops_at_a_settled_vertex_gives_every_level(parall
             assert activated == int((want[listed] < values[listed]).sum())
 
 
-@settings(max_examples=60, deadline=None)
+@examples(60)
 @given(st.integers(1, 300), st.integers(0, 1000), st.integers(0, 2**31))
 def test_notify_marks_exactly_the_out_neighbours(n, m, seed):
     g = hg.generate.erdos_renyi(max(n, 2), m=min(m, max(n, 2) * (max(n, 2) - 1)), seed=seed)
@@ -186,7 +187,7 @@ def test_notify_marks_exactly_the_out_neighbours(n, m, seed):
     assert not marks.any()
 
 
-@settings(max_examples=80, deadline=None)
+@examples(80)
 @given(st.integers(0, 200), st.floats(0.0, 1.0), st.integers(0, 2**31), st.integers(0, 7))
 def test_active_ids_are_the_set_flags_in_order(n, density, seed, offset):
     rng = np.random.default_rng(seed)
@@ -197,7 +198,7 @@ def test_active_ids_are_the_set_flags_in_order(n, density, seed, offset):
     assert ids.dtype == np.int64 and ids.tolist() == np.flatnonzero(flags).tolist()
 
 
-@settings(max_examples=60, deadline=None)
+@examples(60)
 @given(st.integers(0, 300), st.floats(0.0, 1.0), st.sampled_from(["int32", "float64"]),
        st.integers(0, 2**31))
 def test_replace_value_changes_exactly_the_equal_elements(n, share, dtype, seed):
@@ -210,7 +211,7 @@ def test_replace_value_changes_exactly_the_equal_elements(n, share, dtype, seed)
     assert values.dtype == dtype and np.array_equal(values, expected)
 
 
-@settings(max_examples=80, deadline=None)
+@examples(80)
 @given(st.integers(0, 300), st.sampled_from([0.0, 0.05, 0.5, 0.95, 1.0]), st.booleans(),
        st.integers(0, 2**31), st.integers(0, 7))
 def test_frontier_size_counts_the_set_flags_and_their_out_degrees(n, density, ones, seed,
@@ -227,7 +228,7 @@ def test_frontier_size_counts_the_set_flags_and_their_out_degrees(n, density, on
         (len(active), int(np.diff(indptr)[active].sum()))
 
 
-@settings(max_examples=60, deadline=None)
+@examples(60)
 @given(st.integers(0, 300), st.floats(0.0, 1.0), st.sampled_from(["int32", "int64"]),
        st.integers(0, 2**31))
 def test_edge_prefix_is_the_running_in_degree_of_the_vertices(n, share, dtype, seed):
@@ -453,7 +454,7 @@ def test_history_rows_leave_the_garbage_collectors_view():
 
 
 
-@settings(max_examples=60, deadline=None)
+@examples(60)
 @given(st.integers(1, 3000), st.floats(1.0, 200.0), st.sampled_from([0.0, 2.0, 4.0, 64.0]),
        st.sampled_from([1.0, 1.5]), st.sampled_from(["auto", "pull", "push"]),
        st.sampled_from([1, 2, 16]), st.integers(0, 3000))
@@ -629,7 +630,7 @@ def test_bursts_keep_every_active_vertex(push, sync, buckets):
                                                            unweighted=not buckets))
 
 
-@settings(max_examples=40, deadline=None)
+@examples(40)
 @given(st.integers(2, 300), st.floats(0.0, 8.0), st.integers(0, 2**31),
        st.floats(0.01, 300.0), st.sampled_from(["sync", "async"]),
        st.sampled_from(["auto", "push", "notify-pull"]))

@@ -380,18 +380,18 @@ def test_gpu_owners_answer_equal_scipy(graph, oracle, gpu2):
     assert a0 == 0 and b0 == a1 < b1
 
 
-def test_a_warm_spread_gpu_call_is_one_call_to_each_owner(graph, oracle, gpu2, tmp_path,
+def test_a_warm_spread_gpu_call_is_one_call_to_each_owner(graph, oracle, gpu2, socket_dir,
                                                          monkeypatch):
     """A warm call on two GPU owners is one direct call to each: their ranges go worker
     to worker (through shared memory), the state never through the client per
     iteration, and no shared file of the run is left behind."""
-    monkeypatch.setattr(tuning, "SHARED_MEMORY_DIR", str(tmp_path))
+    monkeypatch.setattr(tuning, "SHARED_MEMORY_DIR", str(socket_dir))
     state_bytes = graph.num_vertices * 9
     sent, left, result = warm_call_messages(gpu2, lambda: _spread_call(graph, gpu2))
     # the calls, then our client.run's broadcast to the scheduler and its runs
     assert sent == {"hetgraph_call": 2, "broadcast": 1, "run": 3}, sent
     assert all(runs == [] for runs in left.values()), left
-    assert [p for p in os.listdir(tmp_path) if "-back-" not in p] == []
+    assert [p for p in os.listdir(socket_dir) if "-back-" not in p] == []
     np.testing.assert_allclose(result.values, oracle["pagerank"], rtol=1e-10)
     counter = CommBytes(gpu2.client)
     through = {}

@@ -7,7 +7,7 @@ import collections
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, strategies as st
 
 import hetgraph as hg
 from hetgraph.algorithms.bfs import BreadthFirst
@@ -17,9 +17,10 @@ from hetgraph.algorithms.sssp import ShortestPaths
 from hetgraph.engines.multigpu import MultiGpuEngine, _read_end, page_ranges, pass_work
 from hetgraph.errors import GraphError
 from hetgraph.program import ProgramSpec
+from conftest import examples
 
 
-@settings(max_examples=200, deadline=None)
+@examples(200)
 @given(st.lists(st.integers(0, 10**6), min_size=1, max_size=60),
        st.lists(st.floats(0.1, 10.0), min_size=1, max_size=8))
 def test_page_ranges_cover_every_page_once_and_follow_the_shares(edges, shares):
@@ -43,7 +44,7 @@ def test_page_ranges_cover_every_page_once_and_follow_the_shares(edges, shares):
             assert before <= target + max(edges) or r.stop - r.start == 1
 
 
-@settings(max_examples=60, deadline=None)
+@examples(60)
 @given(st.integers(2, 300), st.integers(0, 3000), st.integers(0, 2**32 - 1),
        st.integers(0, 2**16))
 def test_a_gpus_read_end_is_one_past_the_highest_source_its_pages_read(n, m, seed, cut):
@@ -70,7 +71,7 @@ def test_in_degree_order_no_gpu_but_the_first_reads_the_vertices_of_no_out_edge(
         assert _read_end(graph, partition, pages) <= with_out_edges
 
 
-@settings(max_examples=60, deadline=None)
+@examples(60)
 @given(st.integers(2, 400), st.integers(0, 4000), st.integers(0, 2**32 - 1),
        st.integers(1, 6), st.integers(1, 8))
 def test_resident_runs_cover_the_pages_in_order_with_about_equal_edges(n, m, seed, parts,

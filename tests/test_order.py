@@ -5,11 +5,11 @@ import numba
 import numpy as np
 import pytest
 import scipy.sparse.csgraph as csgraph
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import hetgraph as hg
-from conftest import assert_csr_matches_csc, edge_set
+from conftest import assert_csr_matches_csc, edge_set, examples
 from hetgraph import order as order_module
 from hetgraph import tuning
 from hetgraph.order import (auto_reordered, degree_order, is_skewed, median_arc_span,
@@ -19,7 +19,7 @@ arcs = st.lists(st.tuples(st.integers(0, 30), st.integers(0, 30),
                           st.floats(0.5, 100.0, width=32)), min_size=1, max_size=120)
 
 
-@settings(max_examples=60, deadline=None)
+@examples(60)
 @given(rows=arcs, directed=st.booleans(), weighted=st.booleans(), labelled=st.booleans(),
        seed=st.integers(0, 2**31))
 def test_a_renumbered_graph_is_the_same_graph_under_its_labels(rows, directed, weighted,

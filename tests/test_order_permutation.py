@@ -5,13 +5,13 @@ original graph."""
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import reverse_cuthill_mckee
 
 import hetgraph as hg
-from conftest import assert_csr_matches_csc
+from conftest import assert_csr_matches_csc, examples
 from hetgraph import tuning
 from hetgraph.order import degree_order, median_arc_span, rcm_order, renumber
 
@@ -28,7 +28,7 @@ def build(rows, directed, weighted):
 
 # both ways of renaming rows: sorted again (no hubs) and transposed twice (hubs)
 @pytest.mark.parametrize("skew_bound", [0.0, np.inf])
-@settings(max_examples=40, deadline=None)
+@examples(40)
 @given(rows=arcs, directed=st.booleans(), weighted=st.booleans(), seed=st.integers(0, 2**31))
 def test_renumbering_is_the_permuted_matrix(skew_bound, rows, directed, weighted, seed):
     g = build(rows, directed, weighted)
@@ -47,7 +47,7 @@ def test_renumbering_is_the_permuted_matrix(skew_bound, rows, directed, weighted
                                                             g.in_indices.dtype)
 
 
-@settings(max_examples=25, deadline=None)
+@examples(25)
 @given(rows=arcs, directed=st.booleans(), seed=st.integers(0, 2**31))
 def test_answers_on_a_renumbered_graph_map_back_to_the_original(rows, directed, seed):
     g = build(rows, directed, True)
@@ -63,7 +63,7 @@ def test_answers_on_a_renumbered_graph_map_back_to_the_original(rows, directed, 
     assert len(set(zip(a, b))) == a.nunique() == b.nunique()
 
 
-@settings(max_examples=40, deadline=None)
+@examples(40)
 @given(rows=arcs, directed=st.booleans())
 def test_degree_order_is_numpys_lexsort(rows, directed):
     g = build(rows, directed, False)
@@ -82,7 +82,7 @@ def scipy_rcm(g):
     return reverse_cuthill_mckee(both.tocsr(), symmetric_mode=True).astype(np.int64)
 
 
-@settings(max_examples=40, deadline=None)
+@examples(40)
 @given(rows=arcs, directed=st.booleans())
 def test_rcm_order_is_a_permutation_that_keeps_each_part_together(rows, directed):
     g = build(rows, directed, False)

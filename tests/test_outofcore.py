@@ -4,13 +4,14 @@ scipy / NetworkX), within a host memory budget, reading only the pages a pass ne
 import numpy as np
 import pytest
 import scipy.sparse.csgraph as csgraph
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, strategies as st
 
 import hetgraph as hg
 from hetgraph.io.pagecache import PageCache
 from hetgraph.io.store import StoredGraph, measure_read_ratio
 from hetgraph.engines.store import resident_bytes
 from hetgraph.scheduler.state import VertexState
+from conftest import examples
 
 
 def _store(tmp_path, graph, name="s", page_bytes=16 << 10, **options):
@@ -129,7 +130,7 @@ def small_store(tmp_path_factory):
     return g.save(tmp_path_factory.mktemp("small") / "s", page_bytes=2 << 10)
 
 
-@settings(max_examples=25, deadline=None)
+@examples(25)
 @given(order=st.lists(st.integers(0, 24), min_size=1, max_size=60),
        fraction=st.floats(0.3, 1.5))
 def test_cache_property_any_access_order(small_store, order, fraction):

@@ -3,12 +3,13 @@
 import math
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import hetgraph as hg
 from hetgraph.partition import (MAX_SHARD_VERTICES, _replication_of_shard, edge_bytes,
                                 offsets_mismatch, replication_factor, shard_edge_bound)
+from conftest import examples
 
 
 @st.composite
@@ -54,7 +55,7 @@ def _check(g, part):
     assert np.all(seen == 1)                                  # every edge in exactly one page
 
 
-@settings(max_examples=60, deadline=None)
+@examples(60)
 @given(graphs(), st.sampled_from([128, 512, 4096, 49152]), st.integers(16, 5000),
        st.sampled_from([None, 1, 7, 64]))
 def test_shards_and_pages(g, shared_bytes, page_bytes, max_shard_edges):
@@ -84,7 +85,7 @@ def test_shards_and_pages(g, shared_bytes, page_bytes, max_shard_edges):
     assert not part.page_ranges.flags.writeable and not part.page_arcs.flags.writeable
 
 
-@settings(max_examples=40, deadline=None)
+@examples(40)
 @given(graphs(), st.sampled_from([128, 512, 4096]), st.integers(16, 2000),
        st.integers(0, 2**32 - 1))
 def test_stored_offsets_are_checked_against_the_pointers(g, shared_bytes, page_bytes, seed):
@@ -135,7 +136,7 @@ def test_a_small_graph_gets_a_shard_for_every_gpu_block():
         part.num_shards / 2
 
 
-@settings(max_examples=30, deadline=None)
+@examples(30)
 @given(graphs(), st.integers(1, 300), st.sampled_from([None, 1, 4, 32]))
 def test_fixed_shard_size_and_replication(g, shard_vertices, replication):
     part = g.partition(shard_vertices=shard_vertices, replication=replication, page_bytes=800)
@@ -184,7 +185,7 @@ def test_real_graph_pages_have_many_shards(data):
 
 @given(st.integers(1, 300), st.integers(0, 3000), st.integers(0, 2**32 - 1),
        st.sampled_from([64 * 4, 1024, 4096]), st.sampled_from([1 << 10, 1 << 14, 1 << 25]))
-@settings(max_examples=40, deadline=None)
+@examples(40)
 def test_gpu_page_layout_sorts_edges_by_source_inside_each_shard(n, m, seed, shared,
                                                                  page_bytes):
     """The GPU's page layout (built here with NumPy, as the engine builds it with CuPy):

@@ -3,10 +3,11 @@ the range follows the owner's exactly over a run of sync iterations (its two arr
 taking turns), whatever the share of changes, flags and values alike."""
 
 import numpy as np
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, strategies as st
 
 from hetgraph import tuning
 from hetgraph.scheduler import parts
+from conftest import examples
 
 
 def _fields(part):
@@ -14,7 +15,7 @@ def _fields(part):
     return {k: getattr(v, "data", v) for k, v in part.items()}
 
 
-@settings(max_examples=60, deadline=None)
+@examples(60)
 @given(size=st.integers(1, 300), iterations=st.integers(1, 8), seed=st.integers(0, 2**31),
        share=st.sampled_from([0.0, 0.01, 0.2, 1.0]))
 def test_a_peer_follows_the_owners_range_over_sync_iterations(size, iterations, seed,

@@ -6,7 +6,7 @@ import zlib
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, strategies as st
 
 from hetgraph import tuning
 from hetgraph.engines import base
@@ -14,6 +14,7 @@ from hetgraph.scheduler.costmodel import CostModel, LinearFit, alpha
 from hetgraph.scheduler.placement import PageQueue
 from hetgraph.result import COLUMN, history_row
 from hetgraph.scheduler.tasks import RunSpec
+from conftest import examples
 
 
 def model(cpu_per_edge, gpu_per_edge, overhead=0.0, cpu_pages=True):
@@ -1166,7 +1167,7 @@ def simulate(page_edges, cpu_per_edge, gpu_per_edge, round_trip, cpu_workers=1,
     return now, taken
 
 
-@settings(max_examples=60, deadline=None)
+@examples(60)
 @given(st.lists(st.integers(1, 10**6), min_size=1, max_size=60),
        st.floats(1e-9, 1e-7), st.floats(1e-10, 1e-7), st.sampled_from([0.0, 1e-4, 1e-3]))
 def test_reactive_placement_is_never_much_slower_than_the_best_device(

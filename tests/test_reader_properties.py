@@ -5,13 +5,13 @@ import gzip
 
 import numpy as np
 import pandas as pd
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
 import hetgraph as hg
-from conftest import edge_set
+from conftest import edge_set, examples
 
-SETTINGS = settings(max_examples=40, deadline=None,
+SETTINGS = examples(40,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 edges = st.lists(st.tuples(st.integers(0, 2**40), st.integers(0, 2**40),
@@ -84,7 +84,7 @@ def test_table_formats_round_trip(tmp_path_factory, rows, weighted, fmt):
     assert edge_set(g) == _expected(rows, weighted)
 
 
-@settings(max_examples=150, deadline=None,
+@examples(150,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.binary(max_size=300), ext=st.sampled_from(["txt", "mtx", "gr", "graph"]))
 def test_arbitrary_bytes_never_crash(tmp_path_factory, data, ext):
@@ -98,7 +98,7 @@ def test_arbitrary_bytes_never_crash(tmp_path_factory, data, ext):
     assert len(g.in_indptr) == g.num_vertices + 1 and g.in_indptr[-1] == g.num_arcs
 
 
-@settings(max_examples=100, deadline=None,
+@examples(100,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lines=st.lists(st.text(alphabet="0123456789 \t,.-+eE#%naif\n", max_size=20),
                       min_size=1, max_size=20))
@@ -111,7 +111,7 @@ def test_numeric_looking_noise_never_crashes(tmp_path_factory, lines):
         assert "x.txt" in str(exc)
 
 
-@settings(max_examples=60, deadline=None)
+@examples(60)
 @given(st.lists(st.integers(0, 300), min_size=1, max_size=60), st.integers(1, 40),
        st.integers(0, 2**31), st.booleans())
 def test_segment_runs_hold_equal_shares_and_sort_as_one_loop(sizes, chunks, seed, weighted):
@@ -143,7 +143,7 @@ def test_segment_runs_hold_equal_shares_and_sort_as_one_loop(sizes, chunks, seed
     assert counts.tolist() == want_counts
 
 
-@settings(max_examples=80, deadline=None)
+@examples(80)
 @given(st.integers(1, 30), st.lists(st.tuples(st.integers(0, 29), st.integers(0, 29),
                                               st.integers(1, 9)), max_size=150),
        st.booleans(), st.booleans())

@@ -214,18 +214,18 @@ def test_warm_segments_go_straight_to_their_workers(graph, alone, spread2, monke
     assert np.abs(result.values - alone["pagerank"].values).sum() < 1e-6
 
 
-def test_a_warm_spread_call_is_one_call_to_each_owner(graph, alone, spread2, tmp_path,
+def test_a_warm_spread_call_is_one_call_to_each_owner(graph, alone, spread2, socket_dir,
                                                       monkeypatch):
     """A warm spread call is one direct call to each owner: each drops the run's contexts
     with its last report (nothing at the run's end, not a message to every worker), and
     leaves no shared file of the run behind (a peer removes its name of an owner's file
     once it mapped it, so an owner that ended first removes none that a peer reads)."""
-    monkeypatch.setattr(tuning, "SHARED_MEMORY_DIR", str(tmp_path))
+    monkeypatch.setattr(tuning, "SHARED_MEMORY_DIR", str(socket_dir))
     sent, left, result = warm_call_messages(spread2, lambda: _pagerank(graph, spread2))
     # the calls, then our client.run's broadcast to the scheduler and its runs
     assert sent == {"hetgraph_call": 2, "broadcast": 1, "run": 2}, sent
     assert list(left.values()) == [[], []]  # both owners dropped the run's contexts
-    assert [p for p in os.listdir(tmp_path) if "-back-" not in p] == []
+    assert [p for p in os.listdir(socket_dir) if "-back-" not in p] == []
     assert set(result.history["mode"]) == {"pull"}  # (every iteration spread)
     assert np.abs(result.values - alone["pagerank"].values).sum() < 1e-6
 

@@ -12,7 +12,7 @@ import shutil
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
 import hetgraph as hg
@@ -24,6 +24,7 @@ from hetgraph.kernels.gpu.tocab import (KernelChoice, Segments, page_segments,
                                         tocab_source)
 from hetgraph.program import ProgramSpec
 from test_gpu_subgraph import EMULATION, _array
+from conftest import examples
 
 GXX = shutil.which("g++")
 NVCC = shutil.which("nvcc")
@@ -74,7 +75,7 @@ graphs = st.tuples(st.integers(1, 70), st.integers(0, 400), st.integers(0, 2**16
                    st.integers(1, 9), st.integers(8, 400), st.integers(1, 12))
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@examples(120, suppress_health_check=[HealthCheck.too_slow])
 @given(graphs)
 def test_segments_hold_every_edge_once_with_their_destinations(case):
     n, m, seed, shard_vertices, page_bytes, ranges = case
@@ -152,7 +153,7 @@ def _unblocked(g, values, reduce):
     return acc
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@examples(80, suppress_health_check=[HealthCheck.too_slow])
 @given(graphs, st.sampled_from(sorted(MONOIDS)))
 def test_blocked_computation_equals_the_unblocked_pull(case, reduce):
     n, m, seed, shard_vertices, page_bytes, ranges = case

@@ -13,11 +13,12 @@ import sys
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, strategies as st
 
 import hetgraph as hg
 from hetgraph.io import manifest as manifests
 from hetgraph.io.store import PageStore, crc32
+from conftest import examples
 
 
 @pytest.fixture(scope="module")
@@ -412,7 +413,7 @@ def pristine(tmp_path_factory, graph):
     return path
 
 
-@settings(max_examples=60, deadline=None,
+@examples(60,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data(), rehash=st.booleans())
 def test_any_manifest_mutation_is_a_store_error_or_the_same_graph(pristine, graph,
