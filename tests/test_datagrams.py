@@ -81,6 +81,9 @@ def test_no_directory_no_listening(socket_dir):
     long = socket_dir / ("d" * 100)  # (a socket's path holds 107 bytes at most)
     long.mkdir()
     assert not datagrams.listen(str(long), "tcp://127.0.0.1:1004", print)
+    # (nor can a message go there: the peer is sent another way, no OSError)
+    assert datagrams.send(str(long), ["tcp://127.0.0.1:1004"], ("c",), (0,), 0,
+                          None) == ["tcp://127.0.0.1:1004"]
 
 
 def test_sockets_of_killed_processes_are_swept_live_ones_kept(socket_dir, mailboxes):

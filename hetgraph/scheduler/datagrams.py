@@ -167,7 +167,8 @@ def send(directory, peers, channel, tag, sender, payload):
     """Send (``channel``, ``tag``, ``sender``, ``payload``: MessagePack types) to the
     workers at Dask addresses ``peers`` through their sockets in ``directory``; returns
     the peers without a socket there, or too busy to take it within
-    ``tuning.PEER_CHECK_SECONDS`` (send them another way). Raises
+    ``tuning.PEER_CHECK_SECONDS``, or whose socket's path is too long to be one, where
+    :func:`listen` does not listen either (send them another way). Raises
     :class:`Unreachable` naming a peer whose socket no process reads any more."""
     data = msgpack.packb([list(channel), list(tag), sender, payload], default=_plain)
     if len(data) > MAX_BYTES:
@@ -178,8 +179,8 @@ def send(directory, peers, channel, tag, sender, payload):
     for peer in peers:
         try:
             sock.sendto(data, path_of(directory, peer))
-        except (FileNotFoundError, TimeoutError):
-            elsewhere.append(peer)
         except ConnectionRefusedError:
             raise Unreachable(peer) from None
+        except OSError:  # (no such file, too busy, or a path too long for a socket)
+            elsewhere.append(peer)
     return elsewhere
