@@ -286,7 +286,7 @@ class CostModel:
         segment's start and, out of core, the reads of the pages the GPU keeps from then
         on (a one-time cost that a hybrid iteration, measured against it, would seem to
         beat for good)."""
-        pulls = [row[_SECONDS] for row in rows[1:][-tuning.FOLD_ROWS:]
+        pulls = [row[_SECONDS] for row in rows[max(1, len(rows) - tuning.FOLD_ROWS):]
                  if row[_MODE] != "gpu-push"]
         if pulls:
             self.observe_iteration("gpu", sum(pulls) / len(pulls))
