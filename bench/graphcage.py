@@ -139,8 +139,8 @@ def bench_order(cp, g, name, iterations, shares):
 
 def best_share(rows):
     """The L2 share whose TOCAB pass was fastest, by the geometric mean over ``rows``
-    of its time relative to the row's fastest share."""
-    shares = rows[0]["tocab_sweep"].keys()
+    of its time relative to the row's fastest share (of the shares every row swept)."""
+    shares = set.intersection(*(set(r["tocab_sweep"]) for r in rows))  # (swept by all)
     score = {s: float(np.exp(np.mean([np.log(r["tocab_sweep"][s]["seconds"] / min(
         v["seconds"] for v in r["tocab_sweep"].values())) for r in rows]))) for s in shares}
     return min(score, key=score.get), score

@@ -117,6 +117,9 @@ TOCAB_CALIBRATION_PASSES = 3
 # destination ids moved to launch order at a time when TOCAB's segments are built: bounds
 # the build's device scratch (about 40 bytes an id) on graphs of billions of arcs
 TOCAB_BUILD_CHUNK = 1 << 26
+# in-edges a block of TOCAB's segments kernel takes at least (a tile of one range's
+# segments of consecutive shards) before it starts another: about a shard kernel block's
+TOCAB_TILE_EDGES = 1 << 12
 
 # --- active subgraphs and the GPU push (hetgraph.kernels.gpu.subgraph, .push; Subway) -----------
 # a streamed GPU iteration of an incremental program copies only its active vertices'

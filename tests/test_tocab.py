@@ -8,6 +8,7 @@ and run beside the shard kernel compiled the same way: min programs give its val
 bit for bit, PageRank within float rounding; with nvcc, they compile for sm_90.
 """
 
+import math
 import shutil
 
 import numpy as np
@@ -20,7 +21,8 @@ from hetgraph import tuning
 from hetgraph.kernels.gpu.layout import page_layout, range_cuts
 from hetgraph.kernels.gpu.source import kernel_source
 from hetgraph.kernels.gpu.tocab import (KernelChoice, Segments, page_segments,
-                                        range_count, segment_table, tocab_ranges,
+                                        range_count, segment_table, tile_table,
+                                        tocab_ranges,
                                         tocab_source)
 from hetgraph.program import ProgramSpec
 from test_gpu_subgraph import EMULATION, _array
@@ -117,6 +119,46 @@ def test_segments_hold_every_edge_once_with_their_destinations(case):
         assert (seg.shard[mine] == s).all()
         assert set(mine.tolist()) == set(np.flatnonzero(seg.shard == s).tolist())
         assert (np.diff(source_range[seg.edges[mine, 0]]) > 0).all()
+    assert seg.source_range.tolist() == source_range[seg.edges[:, 0]].tolist()
+
+
+@examples(80, suppress_health_check=[HealthCheck.too_slow])
+@given(graphs, st.integers(1, 3000))
+def test_tiles_pack_segments_of_one_range_into_a_block(case, tile_edges):
+    """Each block's segments: consecutive, of one source range, their replica slots
+    side by side within the shared memory; a block ends only where the range changes,
+    the next segment's slots would not fit or its edges reached the bound; a segment's
+    replicas by eq. 2 for its own edges and destinations, at most its shard's."""
+    n, m, seed, shard_vertices, page_bytes, ranges = case
+    g = _graph(n, m, seed)
+    part = g.partition(page_bytes=page_bytes, shard_vertices=shard_vertices,
+                       max_shard_edges=None)
+    *_, seg = _segments(g, part, ranges)
+    shard_log_r = np.log2(part.replication).astype(np.int64)
+    slots = int((np.diff(part.shard_start) << shard_log_r).max()) if part.num_shards else 1
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tuning, "TOCAB_TILE_EDGES", tile_edges)
+        tiles = tile_table(np, seg, part.shard_start, shard_log_r, slots)
+    count = len(seg.shard)
+    assert tiles.first[0] == 0 and tiles.first[-1] == count
+    assert (np.diff(tiles.first) > 0).all() or count == 0
+    edges = seg.edges[:, 1] - seg.edges[:, 0]
+    for k in range(count):
+        touched = int(seg.dst[k + 1] - seg.dst[k])
+        exact = min(max(math.ceil(math.log2(edges[k] / touched) - 0.5), 0),
+                    int(shard_log_r[seg.shard[k]]))
+        assert tiles.log_r[k] == exact
+    need = np.diff(part.shard_start)[seg.shard] << tiles.log_r.astype(np.int64)
+    for t in range(len(tiles.first) - 1):
+        g0, g1 = tiles.first[t], tiles.first[t + 1]
+        assert len(set(seg.source_range[g0:g1].tolist())) == 1
+        assert tiles.slot[g0:g1].tolist() == np.concatenate(([0], np.cumsum(
+            need[g0:g1])[:-1])).tolist()
+        assert need[g0:g1].sum() <= slots
+        assert edges[g0:g1 - 1].sum() < tile_edges  # (the last one may pass the bound)
+        if g1 < count:  # it ended for a reason
+            assert (seg.source_range[g1] != seg.source_range[g0]
+                    or need[g0:g1 + 1].sum() > slots or edges[g0:g1].sum() >= tile_edges)
 
 
 MONOIDS = {"add": (np.add, 0.0, lambda x, w: x * w),
@@ -272,6 +314,8 @@ def _emulated(program, g, part, ranges, values, blocked, tmp_path):
     value_t, shown = _values(spec, values)
     degree = g.out_degree().astype(np.uint32)
     log_r = np.log2(part.replication).astype(np.uint8)
+    slots = int((np.diff(part.shard_start) << log_r.astype(np.int64)).max())
+    tiles = tile_table(np, seg, part.shard_start, log_r, slots)
     _, _, aux = spec.initial_state(g)
     aux = np.zeros(1, np.float32) if aux is None else np.asarray(aux)
     aux_t = c_type(aux.dtype)
@@ -287,6 +331,9 @@ def _emulated(program, g, part, ranges, values, blocked, tmp_path):
             _array("shard_edge", "long long", ints(np.stack(
                 [g.in_indptr[part.shard_start[:-1]], g.in_indptr[part.shard_start[1:]]], 1))),
             _array("seg_shard", "int", ints(seg.shard)),
+            _array("seg_log_r", "unsigned char", ints(tiles.log_r)),
+            _array("seg_slot", "int", ints(tiles.slot)),
+            _array("tile_first", "long long", ints(tiles.first)),
             _array("seg_edges", "long long", ints(seg.edges)),
             _array("seg_dst", "long long", ints(seg.dst)),
             _array("dst_local", "unsigned short", ints(seg.local)),
@@ -301,9 +348,9 @@ def _emulated(program, g, part, ranges, values, blocked, tmp_path):
             "static unsigned long long counters[3], go[1] = {1};\n", "int main() {\n"]
     aux_per_vertex = int(aux.size > 1)
     if blocked:
-        body.append(f"  hg_grid({len(seg.shard)}, 1, [] {{ tocab_segments(src, dst_offset, "
-                    f"weight, shard_start, shard_log_r, seg_shard, seg_edges, seg_dst, "
-                    f"dst_local, partial, values, go); }});\n"
+        body.append(f"  hg_grid({len(tiles.first) - 1}, 1, [] {{ tocab_segments(src, "
+                    f"dst_offset, weight, shard_start, seg_shard, seg_log_r, seg_slot, "
+                    f"tile_first, seg_edges, seg_dst, dst_local, partial, values, go); }});\n"
                     f"  hg_grid({part.num_shards}, 1, [] {{ tocab_reduce(shard_start, "
                     f"by_shard, order, seg_dst, dst_local, partial, values, new_values, "
                     f"flags, aux, {aux_per_vertex}, constant_at, out_degree, counters, "

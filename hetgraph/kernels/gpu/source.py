@@ -305,10 +305,11 @@ def _prologue(identity):
 """
 
 
-def gather_loop(identity):
+def gather_loop(identity, barrier=True):
     """Every edge of [e0, e1) gathered and combined into its destination's replica
     (``slots[(off << log_r) + lane]``): with warp shuffles first (edges in destination
-    order), or ``HG_UNROLL`` edges a thread at once."""
+    order), or ``HG_UNROLL`` edges a thread at once; then the block's barrier unless
+    ``barrier`` is False (the caller's loop gathers more first)."""
     return f"""\
   const int lane = threadIdx.x & ((1 << log_r) - 1);
   const int stride = blockDim.x;
@@ -347,14 +348,23 @@ def gather_loop(identity):
 #pragma unroll
     for (int u = 0; u < HG_UNROLL; ++u) hg_atomic(&slots[(off[u] << log_r) + lane], gathered[u]);
   }}
-  for (; e < e1; e += stride) {{
-    const int off = HG_EDGE(dst_offset, e);
-    hg_atomic(&slots[(off << log_r) + lane], hg_gather(values[HG_EDGE(src, e)], HG_WEIGHT(e),
-                                                       values[v0 + off]));
+  if (e < e1) {{  /* fewer than HG_UNROLL edges a thread left: their loads overlap too */
+    int off[HG_UNROLL];
+    value_t gathered[HG_UNROLL];
+#pragma unroll
+    for (int u = 0; u < HG_UNROLL; ++u)
+      off[u] = e + u * stride < e1 ? (int)HG_EDGE(dst_offset, e + u * stride) : 0;
+#pragma unroll
+    for (int u = 0; u < HG_UNROLL; ++u)
+      if (e + u * stride < e1)
+        gathered[u] = hg_gather(values[HG_EDGE(src, e + u * stride)],
+                                HG_WEIGHT(e + u * stride), values[v0 + off[u]]);
+#pragma unroll
+    for (int u = 0; u < HG_UNROLL; ++u)
+      if (e + u * stride < e1) hg_atomic(&slots[(off[u] << log_r) + lane], gathered[u]);
   }}
 #endif
-  __syncthreads();
-"""
+""" + ("  __syncthreads();\n" if barrier else "")
 
 
 _MERGE = """\

@@ -25,6 +25,7 @@ import logging
 import math
 from typing import NamedTuple
 
+import numba
 import numpy as np
 
 from ... import tuning
@@ -92,19 +93,31 @@ def page_segments(xp, src, offsets, shard_bounds, cuts):
 
 class Segments(NamedTuple):
     """The segments of a pass in launch order (by source range, then shard):
-    ``shard`` (int32), ``edges`` (int64, [first, end) a row), ``dst`` (int64, one more
-    than the segments: where each one's destinations, and partial values, begin),
-    ``local`` (uint16: the destinations' offsets in their shard), and for the
-    reduction ``by_shard`` (int64, one more than the shards: where each shard's
-    segments begin in ``order``) and ``order`` (int32: the launch numbers of each
-    shard's segments, in range order)."""
+    ``shard`` (int32), ``source_range`` (int32), ``edges`` (int64, [first, end) a row),
+    ``dst`` (int64, one more than the segments: where each one's destinations, and
+    partial values, begin), ``local`` (uint16: the destinations' offsets in their
+    shard), and for the reduction ``by_shard`` (int64, one more than the shards: where
+    each shard's segments begin in ``order``) and ``order`` (int32: the launch numbers
+    of each shard's segments, in range order)."""
 
     shard: object
+    source_range: object
     edges: object
     dst: object
     local: object
     by_shard: object
     order: object
+
+
+class Tiles(NamedTuple):
+    """The blocks of TOCAB's segments kernel (:func:`tile_table`): ``first`` (int64,
+    one more than the blocks: the launch numbers of each block's segments begin there),
+    and per segment ``log_r`` (uint8: log2 of its replicas) and ``slot`` (int32: its
+    shard's first replica slot in the block's shared memory)."""
+
+    first: object
+    log_r: object
+    slot: object
 
 
 def segment_table(xp, parts, num_shards):
@@ -128,7 +141,7 @@ def segment_table(xp, parts, num_shards):
     launch[order] = xp.arange(count, dtype=np.int32)
     by_shard = xp.concatenate((xp.zeros(1, np.int64),
                                xp.cumsum(xp.bincount(shard, minlength=num_shards))))
-    return Segments(shard[order].astype(np.int32),
+    return Segments(shard[order].astype(np.int32), source_range[order].astype(np.int32),
                     xp.stack((starts[order], ends[order]), axis=1).astype(np.int64),
                     dst, _moved(xp, local, was[order], dst), by_shard, launch)
 
@@ -144,6 +157,51 @@ def _moved(xp, local, was, dst):
         segment = xp.searchsorted(dst[1:], position, side="right")
         moved[p0:p0 + len(position)] = local[was[segment] + position - dst[segment]]
     return moved
+
+
+def tile_table(xp, segments, shard_start, shard_log_r, slots):
+    """:class:`Tiles` of ``segments`` (launch order) with the array module ``xp``: each
+    segment's replicas by Garaph's eq. 2 for its own edges and destinations touched (a
+    range holds a share of its shard's edges: fewer replicas to set and merge), at most
+    its shard's; consecutive segments of one source range share a block while their
+    shards' replica slots fit ``slots`` and until they hold ``tuning.TOCAB_TILE_EDGES``
+    in-edges. ``shard_start``, ``shard_log_r``: the partition's, on the host."""
+    edges = segments.edges[:, 1] - segments.edges[:, 0]
+    touched = xp.diff(segments.dst)
+    ratio = xp.log2(xp.maximum(edges, 1) / xp.maximum(touched, 1))
+    shard = _host(segments.shard)
+    log_r = np.minimum(np.clip(_host(xp.ceil(ratio - 0.5)), 0, None).astype(np.int64),
+                       np.asarray(shard_log_r, np.int64)[shard])
+    need = np.diff(np.asarray(shard_start, np.int64))[shard] << log_r
+    first, slot = _pack_tiles(_host(segments.source_range), need, _host(edges), int(slots),
+                              int(tuning.TOCAB_TILE_EDGES))
+    return Tiles(xp.asarray(first), xp.asarray(log_r.astype(np.uint8)), xp.asarray(slot))
+
+
+def _host(array):
+    """``array`` as a NumPy array (a CuPy one copied from its device)."""
+    return array.get() if hasattr(array, "get") else np.asarray(array)
+
+
+@numba.njit(cache=True, nogil=True)
+def _pack_tiles(source_range, need, edges, slots, tile_edges):
+    """(first segment of each tile plus the count, each segment's first slot in its
+    tile) of :func:`tile_table`, greedily in launch order."""
+    n = len(need)
+    first = np.empty(n + 1, np.int64)
+    slot = np.empty(n, np.int32)
+    tiles, used, work = 0, 0, 0
+    for g in range(n):
+        if (g == 0 or source_range[g] != source_range[g - 1] or used + need[g] > slots
+                or work >= tile_edges):
+            first[tiles] = g
+            tiles += 1
+            used, work = 0, 0
+        slot[g] = used
+        used += need[g]
+        work += edges[g]
+    first[tiles] = n
+    return first[:tiles + 1].copy(), slot
 
 
 class KernelChoice:
@@ -183,7 +241,7 @@ def tocab_source(spec: ProgramSpec, aux_dtype, index_dtype, degree_dtype, *, wei
     return "".join((
         kernel_head(spec, aux_dtype, index_dtype, degree_dtype, weighted=weighted,
                     sync=sync),
-        _SEGMENTS_PROLOGUE.replace("IDENTITY", identity), gather_loop(identity),
+        _SEGMENTS_PROLOGUE.replace("IDENTITY", identity), gather_loop(identity, False),
         _SEGMENTS_STORE, _REDUCE_PROLOGUE.replace("IDENTITY", identity),
         apply_epilogue("    const value_t acc = slots[i];\n")))
 
@@ -192,36 +250,49 @@ _SEGMENTS_PROLOGUE = """\
 extern "C" __global__ void tocab_segments(
     const index_t* __restrict__ src, const unsigned short* __restrict__ dst_offset,
     const float* __restrict__ weight, const long long* __restrict__ shard_start,
-    const unsigned char* __restrict__ shard_log_r, const int* __restrict__ seg_shard,
+    const int* __restrict__ seg_shard, const unsigned char* __restrict__ seg_log_r,
+    const int* __restrict__ seg_slot, const long long* __restrict__ tile_first,
     const long long* __restrict__ seg_edges, const long long* __restrict__ seg_dst,
     const unsigned short* __restrict__ dst_local, value_t* __restrict__ partial,
     HG_VALUES values, const unsigned long long* __restrict__ go)
 {
   if (*go == 0) return;  /* (see shard_pass) */
   extern __shared__ __align__(8) unsigned char hg_shared[];
-  value_t* slots = (value_t*)hg_shared;
-  const int s = seg_shard[blockIdx.x];
-  const long long v0 = shard_start[s];
-  const int log_r = shard_log_r[s];
-  const long long e0 = seg_edges[2 * (long long)blockIdx.x];
-  const long long e1 = seg_edges[2 * (long long)blockIdx.x + 1];
-  const long long d0 = seg_dst[blockIdx.x];
-  const int nd = (int)(seg_dst[blockIdx.x + 1] - d0);
-  /* only the replicas of the destinations the segment touches are read: they alone
+  const long long g0 = tile_first[blockIdx.x], g1 = tile_first[blockIdx.x + 1];
+  /* only the replicas of the destinations a segment touches are read: they alone
      start at the identity */
-  for (int k = threadIdx.x; k < (nd << log_r); k += blockDim.x)
-    slots[((int)dst_local[d0 + (k >> log_r)] << log_r) + (k & ((1 << log_r) - 1))] =
-        IDENTITY;
+  for (long long g = g0; g < g1; ++g) {
+    value_t* slots = (value_t*)hg_shared + seg_slot[g];
+    const int log_r = seg_log_r[g];
+    const long long d0 = seg_dst[g];
+    const int nd = (int)(seg_dst[g + 1] - d0);
+    for (int k = threadIdx.x; k < (nd << log_r); k += blockDim.x)
+      slots[((int)dst_local[d0 + (k >> log_r)] << log_r) + (k & ((1 << log_r) - 1))] =
+          IDENTITY;
+  }
   __syncthreads();
+  for (long long g = g0; g < g1; ++g) {  /* the tile's segments, each in its slots */
+    value_t* slots = (value_t*)hg_shared + seg_slot[g];
+    const int log_r = seg_log_r[g];
+    const long long v0 = shard_start[seg_shard[g]];
+    const long long e0 = seg_edges[2 * g], e1 = seg_edges[2 * g + 1];
 """
 
 _SEGMENTS_STORE = """\
+  }
+  __syncthreads();
   /* each destination's replicas combined into its place among the range's values */
-  for (int i = threadIdx.x; i < nd; i += blockDim.x) {
-    const value_t* p = &slots[(int)dst_local[d0 + i] << log_r];
-    value_t acc = p[0];
-    for (int j = 1; j < (1 << log_r); ++j) acc = hg_combine(acc, p[j]);
-    partial[d0 + i] = acc;
+  for (long long g = g0; g < g1; ++g) {
+    const value_t* slots = (const value_t*)hg_shared + seg_slot[g];
+    const int log_r = seg_log_r[g];
+    const long long d0 = seg_dst[g];
+    const int nd = (int)(seg_dst[g + 1] - d0);
+    for (int i = threadIdx.x; i < nd; i += blockDim.x) {
+      const value_t* p = &slots[(int)dst_local[d0 + i] << log_r];
+      value_t acc = p[0];
+      for (int j = 1; j < (1 << log_r); ++j) acc = hg_combine(acc, p[j]);
+      partial[d0 + i] = acc;
+    }
   }
 }
 
@@ -316,14 +387,18 @@ class BlockedPass:
         self.num_vertices, self.num_shards = graph.num_vertices, pages.partition.num_shards
         self.launch_shape = (threads, shared_bytes)
         self.segments = segments = device_segments(cp, graph, pages, ranges)
+        partition = pages.partition
+        self.tiles = tiles = tile_table(cp, segments, partition.shard_start,
+                                        np.log2(partition.replication), pages.slots)
         self.partial = cp.empty(max(int(segments.dst[-1]), 1), dtype)
-        self.nbytes = self.partial.nbytes + sum(a.nbytes for a in segments)
+        self.nbytes = self.partial.nbytes + sum(a.nbytes for a in (*segments, *tiles))
         src, offsets, weight = pages.resident
         self._segments = PackedLaunch(kernels[0], dict(
             src=src, offsets=offsets, weight=no_weight if weight is None else weight,
-            shard_start=pages.shard_start, shard_log_r=pages.shard_log_r,
-            seg_shard=segments.shard, seg_edges=segments.edges, seg_dst=segments.dst,
-            dst_local=segments.local, partial=self.partial, values=None, go=None))
+            shard_start=pages.shard_start, seg_shard=segments.shard, seg_log_r=tiles.log_r,
+            seg_slot=tiles.slot, tile_first=tiles.first, seg_edges=segments.edges,
+            seg_dst=segments.dst, dst_local=segments.local, partial=self.partial,
+            values=None, go=None))
         self._reduce = PackedLaunch(kernels[1], dict(
             shard_start=pages.shard_start, by_shard=segments.by_shard, order=segments.order,
             seg_dst=segments.dst, dst_local=segments.local, partial=self.partial,
@@ -335,8 +410,8 @@ class BlockedPass:
                                                 "counters", "go"))
         for kernel in kernels:
             kernel.max_dynamic_shared_size_bytes = shared_bytes
-        log.info("TOCAB: %d source ranges, %d segments, %d partial values", ranges,
-                 len(segments.shard), int(segments.dst[-1]))
+        log.info("TOCAB: %d source ranges, %d segments in %d blocks, %d partial values",
+                 ranges, len(segments.shard), len(tiles.first) - 1, int(segments.dst[-1]))
 
     def set_aux(self, aux):
         """A later run's ``aux`` (a device array; see ``GpuEngine.bind``)."""
@@ -354,14 +429,14 @@ class BlockedPass:
             counters
         threads, shared = self.launch_shape
         if len(self.segments.shard):
-            self._segments(len(self.segments.shard), threads, shared, stream.ptr)
+            self._segments(len(self.tiles.first) - 1, threads, shared, stream.ptr)
         self._reduce(self.num_shards, threads, shared, stream.ptr)
 
     def describe(self):
         """The blocking's choices, for the engine's description."""
         return {"ranges": self.ranges, "l2_bytes": self.l2_bytes,
                 "range_vertices": -(-self.num_vertices // self.ranges),
-                "segments": len(self.segments.shard),
+                "segments": len(self.segments.shard), "tiles": len(self.tiles.first) - 1,
                 "partial_values": int(self.segments.dst[-1]), "chosen": self.choice.decided,
                 "seconds": {("tocab" if k else "shard"): v
                             for k, v in self.choice.seconds.items()}}
