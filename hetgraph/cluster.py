@@ -197,6 +197,8 @@ class Cluster:
         self.round_trip = None
         self.calibrations: dict = {}  # the runs' calibrations by what they depend on,
         # the newest last (see keep_calibration)
+        self.placement_memory: dict = {}  # the cost model's memory of the runs under a
+        # calibration key, the newest last (see remember_placements)
         self._placed: dict = {}  # graph token -> its Dask future on the workers (placed)
         self._arrays: dict = {}  # graph token -> [(array, its future)] (kept_array)
         self._plans: dict = {}  # graph token -> the runs packed for it (plans)
@@ -289,10 +291,14 @@ class Cluster:
         """Keep a run's ``calibration`` (the dispatcher's: its reports and the model they
         make) under ``key`` for later runs (the last ``tuning.CALIBRATIONS_KEPT``; see
         the dispatcher's calibration)."""
-        self.calibrations.pop(key, None)
-        self.calibrations[key] = calibration
-        while len(self.calibrations) > tuning.CALIBRATIONS_KEPT:
-            del self.calibrations[next(iter(self.calibrations))]
+        _keep_newest(self.calibrations, key, calibration)
+
+    def remember_placements(self, key, memory):
+        """Keep the cost model's ``memory`` of a run under calibration ``key`` for the
+        later runs under it (the last ``tuning.CALIBRATIONS_KEPT``; see the
+        dispatcher's ``_recall``). Kept here, not by the graph: the key holds the
+        program's class, which a graph sent to worker processes must not carry."""
+        _keep_newest(self.placement_memory, key, memory)
 
     def placed(self, graph):
         """A Dask future of ``graph`` held by every worker (a cluster of worker
@@ -662,3 +668,12 @@ def _close_quietly(cluster):
 
 __all__ = ["Cluster", "ClusterError", "WorkerLostError", "close_embedded_cluster", "cluster_for",
            "embedded_cluster", "gpu_count", "gpu_index"]
+
+
+def _keep_newest(kept, key, value):
+    """``kept[key] = value`` as its newest entry, the oldest dropped beyond
+    ``tuning.CALIBRATIONS_KEPT`` (pop: runs in other threads may close at once)."""
+    kept.pop(key, None)
+    kept[key] = value
+    while len(kept) > tuning.CALIBRATIONS_KEPT:
+        kept.pop(next(iter(kept)), None)

@@ -1272,29 +1272,43 @@ def test_a_hybrid_iteration_that_lost_is_not_tried_again_until_the_inputs_change
     assert later.placement(1.0, 1.0, 10**6)[0] == "hybrid"
 
 
-def test_the_driver_keeps_the_models_memory_on_the_graph_by_its_key(monkeypatch):
+def test_the_driver_keeps_the_models_memory_on_the_cluster_by_its_key(monkeypatch):
+    """The memory is the cluster's, not the graph's: a key holds the program's class,
+    and a graph that carried one (a local class, a lock in it) could no longer be sent
+    to worker processes."""
+    import pickle
+    import threading
     from types import SimpleNamespace
 
+    from hetgraph.cluster import Cluster
     from hetgraph.io.generate import grid
     from hetgraph.scheduler.dispatcher import _Driver
 
+    class Local:  # (a program's class made in a function: not picklable by name)
+        lock = threading.Lock()
+
     g = grid(4, 4, seed=1)
+    cluster = SimpleNamespace(placement_memory={})
+    cluster.remember_placements = lambda key, memory: Cluster.remember_placements(
+        cluster, key, memory)
     lost = model(8e-9, 2e-9)
     lost.placement(1.0, 1.0, 10**6)
     lost.observe_iteration("hybrid", 2.2e-3)
-    driver = SimpleNamespace(graph=g, model=lost, _memory_key=("a", 1))
+    driver = SimpleNamespace(graph=g, cluster=cluster, model=lost, _memory_key=(Local, 1))
     _Driver._remember(driver)
-    fresh = SimpleNamespace(graph=g, model=model(8e-9, 2e-9))
+    pickle.dumps(g)  # (raised with the memory on the graph)
+    fresh = SimpleNamespace(graph=g, cluster=cluster, model=model(8e-9, 2e-9))
     _Driver._recall(fresh, ("b", 1))  # another key: nothing recalled
     assert fresh.model.placement(1.0, 1.0, 10**6)[0] == "hybrid"
-    fresh = SimpleNamespace(graph=g, model=model(8e-9, 2e-9))
-    _Driver._recall(fresh, ("a", 1))
-    assert fresh._memory_key == ("a", 1)
+    fresh = SimpleNamespace(graph=g, cluster=cluster, model=model(8e-9, 2e-9))
+    _Driver._recall(fresh, (Local, 1))
+    assert fresh._memory_key == (Local, 1)
     assert fresh.model.placement(1.0, 1.0, 10**6)[0] == "gpu"
     monkeypatch.setattr(tuning, "CALIBRATIONS_KEPT", 2)  # the newest kept
     for key in (("b", 1), ("c", 1)):
-        _Driver._remember(SimpleNamespace(graph=g, model=CostModel(), _memory_key=key))
-    assert list(g.kept("placement_memory", dict)) == [("b", 1), ("c", 1)]
+        _Driver._remember(SimpleNamespace(graph=g, cluster=cluster, model=CostModel(),
+                                          _memory_key=key))
+    assert list(cluster.placement_memory) == [("b", 1), ("c", 1)]
 
 
 def model_state(m):

@@ -835,19 +835,14 @@ class _Driver:
         """Start the cost model from what the earlier runs under calibration ``key``
         left (:meth:`CostModel.remembered`: a hybrid iteration that lost is not tried
         again on the same graph, program and budget while the model's inputs stay),
-        kept by the graph; this run's is kept there when it closes."""
+        kept by the cluster; this run's is kept there when it closes."""
         self._memory_key = key
         if key is not None:
-            self.model.recall(self.graph.kept("placement_memory", dict).get(key))
+            self.model.recall(self.cluster.placement_memory.get(key))
 
     def _remember(self):
-        """Keep the cost model's memory for later runs (see :meth:`_recall`), the
-        newest ``tuning.CALIBRATIONS_KEPT``."""
-        memory = self.graph.kept("placement_memory", dict)
-        memory.pop(self._memory_key, None)
-        memory[self._memory_key] = self.model.remembered()
-        while len(memory) > tuning.CALIBRATIONS_KEPT:  # (pop: runs on the graph in
-            memory.pop(next(iter(memory)), None)  # other threads may close at once)
+        """Keep the cost model's memory for later runs (see :meth:`_recall`)."""
+        self.cluster.remember_placements(self._memory_key, self.model.remembered())
 
     def _measure_round_trip(self):
         """The median of three task round trips, measured once a cluster and kept on it
