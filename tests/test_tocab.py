@@ -372,10 +372,11 @@ def _emulated(program, g, part, ranges, values, blocked, tmp_path, hot=0):
         hot_tiles = int(np.searchsorted(seg.source_range[tiles.first[:-1]], 1)) if hot else 0
         edges = "src, dst_offset, weight, shard_start, seg_shard, seg_log_r, seg_slot"
         rest = "seg_edges, seg_dst, dst_local, partial, values, go"
-        body.append(f"  hg_grid({hot_tiles}, 1, [] {{ tocab_hot({edges}, tile_first, "
-                    f"{rest}, {hot}, {slots}); }});\n"
-                    f"  hg_grid({len(tiles.first) - 1 - hot_tiles}, 1, [] {{ tocab_segments("
-                    f"{edges}, tile_first + {hot_tiles}, {rest}); }});\n"
+        cold = len(tiles.first) - 1 - hot_tiles
+        body.append(f"  hg_grid({min(hot_tiles, 2)}, 1, [] {{ tocab_hot({edges}, "
+                    f"tile_first, {rest}, {hot_tiles}, {hot}, {slots}); }});\n"
+                    f"  hg_grid({cold}, 1, [] {{ tocab_segments({edges}, tile_first + "
+                    f"{hot_tiles}, {rest}, {cold}); }});\n"
                     f"  hg_grid({part.num_shards}, 1, [] {{ tocab_reduce(shard_start, "
                     f"by_shard, order, seg_dst, dst_local, partial, values, new_values, "
                     f"flags, aux, {aux_per_vertex}, constant_at, out_degree, counters, "

@@ -270,22 +270,23 @@ def tocab_source(spec: ProgramSpec, aux_dtype, index_dtype, degree_dtype, *, wei
 
 
 def _segments_kernel(identity, hot):
-    """The segments kernel: ``tocab_hot`` (``hot``) first stages the values of the
-    vertices 0 .. hot_count - 1 after the replica slots (at slot ``hot_at``)."""
+    """The segments kernel: each block takes tiles ``blockIdx.x``, ``+ gridDim.x``, ...
+    below ``tile_count``; ``tocab_hot`` (``hot``) first stages the values of the
+    vertices 0 .. hot_count - 1 after the replica slots (at slot ``hot_at``), once for
+    all the tiles it takes (its launch has a block or a few an SM)."""
     head = _SEGMENTS_PROLOGUE.replace("IDENTITY", identity)
     if hot:
         head = head.replace("tocab_segments(", "tocab_hot(").replace(
-            "const unsigned long long* __restrict__ go)",
-            "const unsigned long long* __restrict__ go,\n    const int hot_count, "
-            "const int hot_at)").replace("  __syncthreads();\n", _HOT_STAGE, 1)
+            "const long long tile_count)",
+            "const long long tile_count,\n    const int hot_count, const int hot_at)").replace(
+            "  /* (the hot range's values) */\n", _HOT_STAGE)
     return "".join((head, gather_loop(identity, False, "hot" if hot else "values"),
                     _SEGMENTS_STORE))
 
 
 _HOT_STAGE = """\
-  value_t* hot = (value_t*)hg_shared + hot_at;
+  value_t* hot = (value_t*)hg_shared + hot_at;  /* (read after the first tile's barrier) */
   for (int k = threadIdx.x; k < hot_count; k += blockDim.x) hot[k] = values[k];
-  __syncthreads();
 """
 
 
@@ -297,11 +298,14 @@ extern "C" __global__ void tocab_segments(
     const int* __restrict__ seg_slot, const long long* __restrict__ tile_first,
     const long long* __restrict__ seg_edges, const long long* __restrict__ seg_dst,
     const unsigned short* __restrict__ dst_local, value_t* __restrict__ partial,
-    HG_VALUES values, const unsigned long long* __restrict__ go)
+    HG_VALUES values, const unsigned long long* __restrict__ go,
+    const long long tile_count)
 {
   if (*go == 0) return;  /* (see shard_pass) */
   extern __shared__ __align__(8) unsigned char hg_shared[];
-  const long long g0 = tile_first[blockIdx.x], g1 = tile_first[blockIdx.x + 1];
+  /* (the hot range's values) */
+  for (long long tile = blockIdx.x; tile < tile_count; tile += gridDim.x) {
+  const long long g0 = tile_first[tile], g1 = tile_first[tile + 1];
   /* only the replicas of the destinations a segment touches are read: they alone
      start at the identity */
   for (long long g = g0; g < g1; ++g) {
@@ -336,6 +340,8 @@ _SEGMENTS_STORE = """\
       for (int j = 1; j < (1 << log_r); ++j) acc = hg_combine(acc, p[j]);
       partial[d0 + i] = acc;
     }
+  }
+  __syncthreads();  /* (the next tile's replicas take the same slots) */
   }
 }
 
@@ -380,6 +386,18 @@ def compile_tocab(spec: ProgramSpec, aux_dtype, index_dtype, degree_dtype, *, we
     source = tocab_source(spec, aux_dtype, index_dtype, degree_dtype, weighted=weighted,
                           sync=sync)
     return compile_functions(spec, source, KERNELS)
+
+
+def resident_blocks(threads, shared_bytes):
+    """Blocks of ``threads`` threads and ``shared_bytes`` of dynamic shared memory that
+    the current device runs at once (each multiprocessor as many as its threads and
+    shared memory hold, 1 KiB of it the system's a block)."""
+    import cupy
+
+    props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.runtime.getDevice())
+    per_sm = min(props["maxThreadsPerMultiProcessor"] // threads,
+                 props["sharedMemPerMultiprocessor"] // (shared_bytes + 1024))
+    return max(1, per_sm) * props["multiProcessorCount"]
 
 
 def l2_bytes():
@@ -440,8 +458,10 @@ class BlockedPass:
         # the hot range's tiles come first (launch order is by range)
         self.hot_tiles = int(np.searchsorted(_host(segments.source_range)[
             _host(tiles.first[:-1])], 1)) if hot else 0
-        self._grids = (len(tiles.first) - 1 - self.hot_tiles, self.hot_tiles)
         self._shared = (shared_bytes, shared_bytes + hot * np.dtype(dtype).itemsize)
+        cold_tiles = len(tiles.first) - 1 - self.hot_tiles
+        self._grids = (cold_tiles, min(self.hot_tiles, resident_blocks(threads,
+                                                                      self._shared[1])))
         edges = dict(src=src, offsets=offsets, weight=no_weight if weight is None else weight,
                      shard_start=pages.shard_start, seg_shard=segments.shard,
                      seg_log_r=tiles.log_r, seg_slot=tiles.slot)
@@ -449,8 +469,9 @@ class BlockedPass:
                     partial=self.partial, values=None, go=None)
         self._launches = (
             PackedLaunch(kernels[0], dict(edges, tile_first=tiles.first[self.hot_tiles:],
-                                          **tail)),
+                                          **tail, tile_count=np.int64(cold_tiles))),
             PackedLaunch(kernels[1], dict(edges, tile_first=tiles.first, **tail,
+                                          tile_count=np.int64(self.hot_tiles),
                                           hot_count=np.int32(hot),
                                           hot_at=np.int32(pages.slots))))
         self._reduce = PackedLaunch(kernels[2], dict(
