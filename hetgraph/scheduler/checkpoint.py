@@ -157,23 +157,6 @@ def program_identity(spec, array_digest=crc32) -> tuple:
             _describe(vars(program), array_digest))
 
 
-_PLAIN = frozenset((bool, int, float, str, type(None)))  # parameters keyed as they are
-
-
-def program_key(spec, array_digest) -> tuple:
-    """What tells programs apart within one process (a warm call's calibration key), as
-    :func:`program_identity` does across processes, faster: the class and its functions
-    themselves, each parameter as (name, type, value), described as the fingerprint
-    describes it unless a bool, int, float, str or None (an array by
-    ``array_digest``)."""
-    program = spec.program
-    plain = _PLAIN
-    return (type(program), spec.dtype, spec.reduce, spec.gather, spec.apply, spec.activate,
-            tuple([(name, type(value), value if type(value) in plain
-                    else _describe(value, array_digest))
-                   for name, value in vars(program).items()]))
-
-
 _CODE_DIGESTS: dict = {}  # id(code) -> (code, its digest): a class's code, once a process
 _CODE_DIGESTS_KEPT = 1024  # (programs made in a loop must not grow it without bound)
 
