@@ -23,7 +23,6 @@ meanwhile is refused with a CheckpointError.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import logging
@@ -108,18 +107,9 @@ def _describe(value, digest=crc32):
         return tuple(_describe(v, digest) for v in value)
     if isinstance(value, dict):
         return tuple(sorted((str(k), _describe(v, digest)) for k, v in value.items()))
-    if isinstance(value, np.dtype):
-        return _dtype_repr(value)
-    if value is None or isinstance(value, (bool, int, float, str, np.generic)):
+    if value is None or isinstance(value, (bool, int, float, str, np.generic, np.dtype)):
         return repr(value)
     return type(value).__qualname__
-
-
-@functools.cache
-def _dtype_repr(dtype):
-    """``repr(dtype)``, once a dtype (NumPy's is slow, and every warm call's calibration
-    key describes the program's dtype)."""
-    return repr(dtype)
 
 
 def graph_blind_digest(spec, graph, array_digest=crc32):
