@@ -331,12 +331,13 @@ class Cluster:
         ``graph`` refers to: its aux, a program's array derived from the graph) held by
         every worker: sent by the first run that refers to it, found again by later runs
         whose array has the same contents (compared byte for byte with the copy kept
-        here; a read-only array, or one that nothing writes (``unchanged``: a program's
-        derived array, kept by the graph), that is the same object is not compared), let
-        go with the graph (``tuning.ARRAYS_KEPT`` per graph, the oldest first)."""
+        here; an array that nothing writes (``unchanged``: a program's derived array,
+        kept by the graph; :func:`_read_only`) that is the same object is not
+        compared), let go with the graph (``tuning.ARRAYS_KEPT`` per graph, the oldest
+        first)."""
         import numpy as np
 
-        same = unchanged or not array.flags.writeable  # (the object: its contents)
+        same = unchanged or _read_only(array)  # (the object: its contents)
         with self._placing:
             kept = self._arrays.get(graph.token)
             if kept is None:
@@ -458,6 +459,19 @@ class Cluster:
         where = "in-process" if self.in_process else "processes"
         return (f"<hetgraph.Cluster {where}: {len(self.cpu_workers)} CPU worker(s), "
                 f"{len(self.gpu_workers)} GPU worker(s), dashboard {self.dashboard_link}>")
+
+
+def _read_only(array) -> bool:
+    """Whether ``array`` and every array it views are read-only, down to memory of its
+    own or ``bytes``: nothing writes it unless made writable again (a read-only view of
+    a writable array, or of a writable buffer, changes with what it views)."""
+    import numpy as np
+
+    while isinstance(array, np.ndarray):
+        if array.flags.writeable:
+            return False
+        array = array.base
+    return array is None or isinstance(array, bytes)
 
 
 def _as_words(array):

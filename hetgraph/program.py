@@ -324,26 +324,61 @@ _NOT_PLAIN = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD,
 
 
 _SCALARS = (bool, int, float, str, bytes, type(None), np.dtype, np.generic, slice)
+# the scalars a loose key holds as they are (hashable: a slice is not, before Python 3.12)
+_HASHABLE = (bool, int, float, str, bytes, type(None), np.dtype, np.number, np.bool_)
+_PLAIN = frozenset((bool, int, float, str, type(None)))  # a program's attributes keyed
+# as they are, without a call (the calibration key is taken every warm call)
 
 
-def key_part(value, by_identity=False):
-    """``value`` as a part of a key (:meth:`ProgramSpec.initial_key`, a packed run's
-    plan: :func:`hetgraph.scheduler.tasks.plan_key`): numbers, strings, dtypes, slices
-    and tuples of them by value, a small array by content, a large one by identity;
-    anything else None (it cannot be), or with ``by_identity`` the object by identity."""
+def kept_apart(value) -> bool:
+    """Whether ``value`` is an array that a run packed for worker processes refers to by
+    key instead of carrying it (:func:`hetgraph.scheduler.tasks.pack`): a NumPy array
+    (no subclass) of ``tuning.KEPT_ARRAY_BYTES`` or more, C-contiguous, of no objects.
+    A pack finds such an array kept again by its contents (``Cluster.kept_array``)."""
+    return type(value) is np.ndarray and value.nbytes >= tuning.KEPT_ARRAY_BYTES and \
+        not value.dtype.hasobject and value.flags.c_contiguous
+
+
+def key_part(value, by_identity=False, digest=None):
+    """``value`` as a part of a key of what a process reuses for equal keys.
+
+    Strict (``digest`` None: :meth:`ProgramSpec.initial_key`, a packed run's plan
+    (:func:`hetgraph.scheduler.tasks.plan_key`), where a stale match would be a wrong
+    answer): numbers, strings, bytes, dtypes and slices by value; tuples, lists and
+    dicts by their items; an array kept apart (:func:`kept_apart`) by identity, any
+    other by its bytes (an array of objects has no key); anything else by identity
+    with ``by_identity``, else no key. None: no key, nor for what holds ``value``.
+    An array changed in place between two runs is seen: the plan that found a kept
+    apart array by identity compares its contents with the copy the workers hold before
+    it is reused (``Cluster.kept_array``), and the workers' kept copies are written by
+    nothing. An array changed while a run is under way is not supported.
+
+    Loose (``digest(array)`` given: the calibration key, where a stale match costs
+    speed, never an answer, and reading a large array whole every warm call would
+    cost more than it saves): an array by ``digest``, a number, string or dtype by
+    value, tuples, lists and dicts by their items, anything else by its class; never
+    None, always hashable."""
     if isinstance(value, np.ndarray):
-        return _Same(value) if value.nbytes >= tuning.KEPT_ARRAY_BYTES else \
-            ("array", value.dtype.str, value.shape, value.tobytes())
-    if isinstance(value, tuple):
-        parts = tuple(key_part(v, by_identity) for v in value)
-        return None if any(p is None for p in parts) else ("tuple",) + parts
-    if isinstance(value, _SCALARS):
+        if digest is not None:
+            return ("array", value.dtype.str, value.shape, digest(value))
+        if kept_apart(value):
+            return _Same(value)
+        return None if value.dtype.hasobject else \
+            ("array", type(value), value.dtype.str, value.shape, value.tobytes())
+    if isinstance(value, (tuple, list, dict)):  # (a dict by its (key, value) pairs)
+        items = value.items() if isinstance(value, dict) else value
+        parts = tuple([key_part(v, by_identity, digest) for v in items])
+        return None if any(p is None for p in parts) else (type(value),) + parts
+    if isinstance(value, _HASHABLE if digest is not None else _SCALARS):
         return ("value", type(value), value)
+    if digest is not None:
+        return type(value)
     return _Same(value) if by_identity else None
 
 
 class _Same:
-    """Equal to a _Same of the same object only (a large array, an object, in a key)."""
+    """Equal to a _Same of the same object only (an array kept apart, an object, in a
+    key)."""
 
     __slots__ = ("obj",)
     __hash__ = None
@@ -610,22 +645,34 @@ class ProgramSpec:
             flags = (active != 0).view(np.uint8)  # a new array: no copy
         return values, flags, self._checked_aux(graph, xp)
 
-    def initial_key(self, graph):
-        """A key of the program's initial state on ``graph``: two programs of equal keys
-        make the same initial state on it (their class and attributes equal; a large
-        array by identity, as a worker process finds a run's kept arrays, a small one
-        by content; ``graph`` itself). None where it has no such key: ``init`` may have
-        side effects (:attr:`init_apart` False), or an attribute is none of numbers,
-        strings, dtypes, slices, tuples of those, arrays, the graph."""
-        if not self.init_apart:
-            return None
-        parts = [type(self.program)]
-        for name, value in sorted(vars(self.program).items()):
-            part = ("graph",) if value is graph else key_part(value)
+    def key(self, graph, digest=None):
+        """What tells this program apart from others within this process: its class
+        first, its dtype, monoid and functions, then each of its attributes (``vars``)
+        as it is now, by :func:`key_part` (``graph`` itself as "graph"); a class
+        attribute changed on the class is not seen. Two programs of equal strict
+        keys (``digest`` None) are the same program with the same parameters; None
+        where an attribute has no strict key. With ``digest(array)``, the loose key
+        (:func:`key_part`: the dispatcher's calibration key, which must be cheap)."""
+        program = self.program
+        parts = [type(program), self.dtype, self.reduce, self.gather, self.apply,
+                 self.activate]
+        plain = _PLAIN
+        for name, value in vars(program).items():
+            if type(value) in plain:  # (1, 1.0 and True are equal: the type tells)
+                parts.append((name, type(value), value))
+                continue
+            part = ("graph",) if value is graph else key_part(value, False, digest)
             if part is None:
                 return None
             parts.append((name, part))
         return tuple(parts)
+
+    def initial_key(self, graph):
+        """A key of the program's initial state on ``graph``: two programs of equal keys
+        make the same initial state on it. The strict :meth:`key`, its class first;
+        None where it has none, or where ``init`` may have side effects
+        (:attr:`init_apart` False)."""
+        return self.key(graph) if self.init_apart else None
 
     def initial_aux(self, graph):
         """The checked aux array (NumPy, or None) for ``graph`` without the initial

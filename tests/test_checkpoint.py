@@ -4,7 +4,6 @@ answer, refused for another graph, program or mode, damaged ones skipped."""
 import json
 import logging
 import os
-import zlib
 
 import numpy as np
 import pytest
@@ -238,34 +237,3 @@ def test_fingerprints_are_stable_and_discriminating(graph, tmp_path):
     assert gf(graph) != gf(hg.generate.rmat(11, edge_factor=8, seed=7))  # no weights
     with pytest.raises(hg.CheckpointError, match="checkpoint_every=0"):
         hg.pagerank(graph, checkpoint=tmp_path / "c", checkpoint_every=0)
-
-
-def test_a_program_key_tells_programs_apart_within_a_process():
-    """The warm call's key of a program (checkpoint.program_key): equal for programs of
-    one class and equal parameters, whatever the objects; apart for another parameter,
-    its type (1, 1.0 and True), dtype, array contents, or another class; a parameter
-    of no plain type is described as the fingerprint describes it (by its type)."""
-    from hetgraph.algorithms.bfs import BreadthFirst
-    from hetgraph.algorithms.sssp import ShortestPaths
-    from hetgraph.program import ProgramSpec
-
-    def key(program, **attributes):
-        vars(program).update(attributes)
-        return checkpoint_mod.program_key(ProgramSpec(program), zlib.crc32)
-
-    class Opaque:  # (a new object each call)
-        pass
-
-    same = key(ShortestPaths(0), note=Opaque(), table={"a": [1, 2]})
-    assert same == key(ShortestPaths(0), note=Opaque(), table={"a": [1, 2]})
-    hash(same)
-    apart = [same, key(ShortestPaths(1), note=Opaque(), table={"a": [1, 2]}),
-             key(ShortestPaths(0), note=Opaque(), table={"a": [1, 3]}),
-             key(ShortestPaths(0, dtype=np.float32), note=Opaque(), table={"a": [1, 2]}),
-             key(ShortestPaths(0), note=1.0, table={"a": [1, 2]}),
-             key(ShortestPaths(0), note=True, table={"a": [1, 2]}),
-             key(ShortestPaths(0), note=1, table={"a": [1, 2]}),
-             key(ShortestPaths(0), note=np.arange(3), table={"a": [1, 2]}),
-             key(ShortestPaths(0), note=np.arange(1, 4), table={"a": [1, 2]}),
-             key(BreadthFirst(0), note=Opaque(), table={"a": [1, 2]})]
-    assert len(set(apart)) == len(apart)

@@ -658,8 +658,9 @@ def _run_spec(spec, graph, run_id, aux=None):
 
 def test_a_run_packed_again_is_its_plan_while_nothing_it_holds_changed(graph):
     """The client packs a run once for later runs of equal program, parameters and
-    options (the packed bytes hold no run id); other parameters, or an aux whose
-    contents changed, pack anew."""
+    options (the packed bytes hold no run id); other parameters, an aux whose
+    contents changed, or a program's array that the pack carries changed in place,
+    pack anew."""
     from hetgraph.program import ProgramSpec
     from hetgraph.scheduler import tasks
 
@@ -684,6 +685,13 @@ def test_a_run_packed_again_is_its_plan_while_nothing_it_holds_changed(graph):
     got = tasks._unpacked(after, graph, kept.arrays)
     tasks.drop_contexts("run-five")
     assert got.aux[0] == -1.0 and got.spec.program.source == 0
+    carried = Reach(0)
+    carried.table = np.full(6000, 0.5)[::2]  # (strided, 24 kB: carried, not kept)
+    assert carried.table.nbytes >= tuning.KEPT_ARRAY_BYTES
+    before, _ = packed(carried, "run-six")
+    carried.table[0] = 0.25  # (in place: the plan's key sees it; no kept copy compares)
+    after, _ = packed(carried, "run-seven")
+    assert after.data != before.data
 
 
 def test_a_worker_gives_an_ended_runs_spec_to_the_next_run_of_its_bytes(graph):

@@ -356,11 +356,29 @@ def test_owners_between_hosts_send_only_their_changes(graph, alone, spread2,
     assert sparse < 0.6 * whole, (sparse, whole)
 
 
-def test_a_program_array_changed_in_place_is_sent_again(graph, spread2):
-    """The workers keep a run's large arrays by content: a program's array that the
-    caller changed in place between two calls is not the one kept."""
+def _read_only_view(array):
+    """(a read-only view of ``array``, ``array``)."""
+    view = array.view()
+    view.flags.writeable = False
+    return view, array
+
+
+# a program's large array of n float64 as the caller may hand it, and the array the
+# caller writes: whole; a strided view, which a pack carries instead of keeping it
+# apart; a read-only view of a writable array, which the caller writes all the same
+_FORMS = {"whole": lambda n: (np.zeros(n),) * 2,
+          "strided": lambda n: (np.zeros(2 * n)[::2],) * 2,
+          "read-only view": lambda n: _read_only_view(np.zeros(n))}
+
+
+@pytest.mark.parametrize("form", _FORMS)
+def test_a_program_array_changed_in_place_is_sent_again(graph, spread2, form):
+    """The workers keep a run's large arrays by content, and a packed run's plan is
+    reused only for its arrays' contents: a program's array that the caller changed in
+    place between two calls is not the one kept, nor the one packed before."""
     n = graph.num_vertices
-    start = np.full(n, 1.0 / n)  # (large enough to be kept: 8 bytes a vertex)
+    start, written = _FORMS[form](n)
+    written[:] = 1.0 / n
     weights = np.linspace(1.0, 2.0, n)
     assert start.nbytes >= tuning.KEPT_ARRAY_BYTES
     with hg.Cluster(gpus=0, dashboard_address=None) as here:
@@ -370,7 +388,7 @@ def test_a_program_array_changed_in_place_is_sent_again(graph, spread2):
             got = _pagerank(graph, spread2, iterations=5,
                             program=PageRank(0.85, None, start=start))
             np.testing.assert_allclose(got.values, expected.values, rtol=1e-12)
-            start[:] = weights / weights.sum()  # (in place: the same array object)
+            written[:] = weights / weights.sum()  # (in place: the same array object)
 
 
 class FailsOnAWorker(PageRank):

@@ -23,7 +23,6 @@ meanwhile is refused with a CheckpointError.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import logging
@@ -108,18 +107,9 @@ def _describe(value, digest=crc32):
         return tuple(_describe(v, digest) for v in value)
     if isinstance(value, dict):
         return tuple(sorted((str(k), _describe(v, digest)) for k, v in value.items()))
-    if isinstance(value, np.dtype):
-        return _dtype_repr(value)
-    if value is None or isinstance(value, (bool, int, float, str, np.generic)):
+    if value is None or isinstance(value, (bool, int, float, str, np.generic, np.dtype)):
         return repr(value)
     return type(value).__qualname__
-
-
-@functools.cache
-def _dtype_repr(dtype):
-    """``repr(dtype)``, once a dtype (NumPy's is slow, and every warm call's calibration
-    key describes the program's dtype)."""
-    return repr(dtype)
 
 
 def graph_blind_digest(spec, graph, array_digest=crc32):
@@ -155,23 +145,6 @@ def program_identity(spec, array_digest=crc32) -> tuple:
             tuple(_code_digest(fn.__code__) for fn in (spec.gather, spec.apply,
                                                        spec.activate)),
             _describe(vars(program), array_digest))
-
-
-_PLAIN = frozenset((bool, int, float, str, type(None)))  # parameters keyed as they are
-
-
-def program_key(spec, array_digest) -> tuple:
-    """What tells programs apart within one process (a warm call's calibration key), as
-    :func:`program_identity` does across processes, faster: the class and its functions
-    themselves, each parameter as (name, type, value), described as the fingerprint
-    describes it unless a bool, int, float, str or None (an array by
-    ``array_digest``)."""
-    program = spec.program
-    plain = _PLAIN
-    return (type(program), spec.dtype, spec.reduce, spec.gather, spec.apply, spec.activate,
-            tuple([(name, type(value), value if type(value) in plain
-                    else _describe(value, array_digest))
-                   for name, value in vars(program).items()]))
 
 
 _CODE_DIGESTS: dict = {}  # id(code) -> (code, its digest): a class's code, once a process

@@ -47,7 +47,7 @@ from ..program import ProgramSpec
 from ..result import COLUMN, SECONDS, Result, history_row, with_overhead
 from . import tasks
 from .checkpoint import Checkpointer, graph_blind_digest, graph_fingerprint, \
-    program_fingerprint, program_key, sampled_crc32
+    program_fingerprint, sampled_crc32
 from .costmodel import CPU_MODES, CostModel, frontier_growth
 from .placement import PageQueue
 from .progress import ProgressBar, RunEvents, SchedulerLog, show_progress
@@ -674,7 +674,7 @@ class _Driver:
         (sync, async or colored), the run's options and the cluster's workers."""
         # (a sample of a large array: its CRC32 cost a warm call 0.3 ms)
         digest = graph_blind_digest(self.spec, self.graph, sampled_crc32)
-        return (self.graph.token, program_key(self.spec, digest),
+        return (self.graph.token, self.spec.key(self.graph, digest),
                 self.state.sync, options["coloring"] is not None, options["threads"],
                 options["partitions"],
                 options["cpu_mode"], options["rho"], options["page_bytes"],

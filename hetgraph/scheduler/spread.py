@@ -368,22 +368,14 @@ def cpu_spread(run, state, version, first, last, model, owners, me, frontier, ba
     contexts (they agree on the status); its shared files stay for the peers' reads
     (:func:`.hostshare.forget`), and an owner but the first keeps the state after it
     for the client, should the first owner's report be lost (:func:`held_state`)."""
-    worker = calls.this_worker()
-    if worker.address != owners.addresses[me]:  # Dask ran it again elsewhere: its result
-        # was lost with its worker; the segment went on without it
-        raise exchange.PeerLostError(owners.addresses[me], (first,))
+    worker = _owner(owners, me, first)
     seconds = tuning.SEGMENT_SECONDS if seconds is None else seconds
     with numba_threads(run.threads or cores_of_owner(owners.addresses, me)):
         own = _own_state(run, tasks.cpu_context_of(run.run_id), state, version)
         ctx = tasks._cpu_context(run, own)
         ctx.held = ctx.version = None  # (mid-segment; the engine recounts its frontier)
         iterations = _Iterations(run, ctx.engine, worker, owners, me, model, seconds)
-        try:
-            rows, status, after = iterations.run(first, last, frontier)
-        except BaseException:  # (the peers would wait for this owner's parts)
-            exchange.tell_failed(worker, list(owners.peers(me).values()), owners.channel,
-                                 me)
-            raise
+        rows, status, after = _telling_peers(iterations, first, last, frontier)
         ctx.held = version + 1 if iterations.holds else None
     # (the first owner's copy, when the client reads the state next)
     out = _whole(run, own, back) if me == 0 and status in ("converged", "limit") else None
@@ -410,9 +402,7 @@ def gpu_spread(run, state, version, first, last, model, owners, me, frontier, ba
     the segment began from, should it run again after a peer left; an owner but the
     first keeps the state after the run's last segment for the client, should the
     first owner's report be lost."""
-    worker = calls.this_worker()
-    if worker.address != owners.addresses[me]:  # (see cpu_spread)
-        raise exchange.PeerLostError(owners.addresses[me], (first,))
+    worker = _owner(owners, me, first)
     seconds = tuning.SEGMENT_SECONDS if seconds is None else seconds
     ctx = gpuowner.context(run, range(*owners.pages[me]))
     engine = ctx.engine
@@ -421,12 +411,7 @@ def gpu_spread(run, state, version, first, last, model, owners, me, frontier, ba
                                  count=frontier is None)
         frontier = counted if frontier is None else frontier
         iterations = _GpuIterations(run, engine, worker, owners, me, model, seconds)
-        try:
-            rows, status, after = iterations.run(first, last, frontier)
-        except BaseException:  # (the peers would wait for this owner's parts)
-            exchange.tell_failed(worker, list(owners.peers(me).values()), owners.channel,
-                                 me)
-            raise
+        rows, status, after = _telling_peers(iterations, first, last, frontier)
         ends = status in ("converged", "limit")
         out = _whole(run, engine, back) if me == 0 and ends else None
         dropped = final and ends
@@ -439,6 +424,29 @@ def gpu_spread(run, state, version, first, last, model, owners, me, frontier, ba
     return tasks.Report("gpu", [], rows=rows, status=status,
                         build_seconds=ctx.take_build_seconds(), frontier=after, out=out,
                         dropped=dropped, speeds=iterations.speeds() if me == 0 else ())
+
+
+def _owner(owners, me, first):
+    """This worker, owner ``me`` of ``owners`` in a segment from iteration ``first``;
+    PeerLostError where it is another (Dask ran the task again elsewhere: its result
+    was lost with its worker, and the segment went on without it)."""
+    worker = calls.this_worker()
+    if worker.address != owners.addresses[me]:
+        raise exchange.PeerLostError(owners.addresses[me], (first,))
+    return worker
+
+
+def _telling_peers(iterations, first, last, frontier):
+    """``iterations.run(first, last, frontier)`` (an owner's :class:`_Iterations` or
+    :class:`_GpuIterations`), its peers told of an error before it is raised: they
+    would wait for this owner's parts."""
+    owners, me = iterations.owners, iterations.me
+    try:
+        return iterations.run(first, last, frontier)
+    except BaseException:
+        exchange.tell_failed(iterations.worker, list(owners.peers(me).values()),
+                             owners.channel, me)
+        raise
 
 
 class _GpuIterations:

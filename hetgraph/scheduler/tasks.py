@@ -42,7 +42,7 @@ from ..engines.store import StoreEngine
 from ..io.store import StoredGraph
 from ..kernels import cpu
 from ..kernels.gpu import kept as kept_layouts
-from ..program import key_part
+from ..program import kept_apart, key_part
 from ..result import COLUMN, device_row, with_overhead
 from ..threadcount import numba_threads
 from . import callsocket, exchange
@@ -192,8 +192,7 @@ class _Refs:
             return "run_id"
         if obj is self.graph:
             return "graph"
-        if type(obj) is np.ndarray and obj.nbytes >= tuning.KEPT_ARRAY_BYTES and \
-                not obj.dtype.hasobject and obj.flags.c_contiguous:
+        if kept_apart(obj):
             if id(obj) not in self.ids:  # (an array met twice, compared with the
                 # kept one's contents once: the aux is a program's array too)
                 future = self.keep(obj)
