@@ -21,6 +21,7 @@ from hetgraph.program import ProgramSpec
 from hetgraph.result import COLUMN, HISTORY_COLUMNS
 from hetgraph.scheduler import tasks
 from hetgraph.scheduler.state import VertexState
+from seeded import FromSeeds, levels_from
 
 # the columns that hold wall or device seconds: the only ones two runs may differ in
 TIMES = {COLUMN[name] for name in ("cpu_seconds", "gpu_seconds", "seconds", "overhead")}
@@ -332,3 +333,23 @@ def test_a_settled_answer_is_dropped_when_its_device_slows_or_the_call_changes(
         assert questions > 0 and "cpu" in set(moved.history["placement"])
     for result in (cold, warm, slowed, moved):
         assert np.abs(result.values - reference).sum() < 1e-9
+
+
+def test_a_warm_auto_call_counts_its_own_frontier(monkeypatch):
+    """A warm call placed by the model takes the calibration kept under its key, whose
+    key tells programs apart by a sample of an array's elements and an object by its
+    type: a program of other seeds (a mask that differs where the sample does not
+    look, another set) starts from its own frontier, not the calibrated call's (which
+    had none: the warm call stopped at once, its values the initial ones)."""
+    import gpu_standin
+
+    gpu_standin.in_process(monkeypatch)
+    graph = hg.generate.grid(70, 70)  # (4,900 vertices: the key samples every other)
+    n = graph.num_vertices
+    with hg.Cluster(gpus=1, dashboard_address=None) as cluster:
+        for ids in ([], [1], [1, 3, 5]):  # (odd ids: where no sample looks)
+            mask = np.zeros(n, np.uint8)
+            mask[ids] = 1
+            for seeds in (set(ids), mask):
+                got = hg.run(FromSeeds(seeds), graph, cluster=cluster, max_iterations=n)
+                np.testing.assert_array_equal(got.values, levels_from(graph, ids))

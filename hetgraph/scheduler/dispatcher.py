@@ -782,13 +782,17 @@ class _Driver:
         """Start from a kept :class:`_Calibration`: a copy of the cost model its reports
         made, not made again (the model a run starts from depends on nothing that the
         calibration's key does not say); the first run to take it makes it
-        (:meth:`_take_calibration`) and keeps a copy."""
+        (:meth:`_take_calibration`) and keeps a copy. Not its frontier: the key
+        describes the program's parameters in part (an array by a sample of its
+        elements, an object by its type), so this run's initial state may differ; the
+        loop counts this run's own."""
         if kept.model is None:
             self._take_calibration(kept.reports)
             kept.model = self.model.copy()
-            return
-        self.model = kept.model.copy()
-        self._take_cpu_report(next(r for r in kept.reports if r.kind == "cpu"))
+        else:
+            self.model = kept.model.copy()
+            self._take_cpu_report(next(r for r in kept.reports if r.kind == "cpu"))
+        self.frontier = None
 
     def _settled(self, key, limit):
         """The :class:`_Settled` answer that the calibration kept under ``key`` holds for
