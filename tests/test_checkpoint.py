@@ -269,3 +269,23 @@ def test_a_program_key_tells_programs_apart_within_a_process():
              key(ShortestPaths(0), note=np.arange(1, 4), table={"a": [1, 2]}),
              key(BreadthFirst(0), note=Opaque(), table={"a": [1, 2]})]
     assert len(set(apart)) == len(apart)
+
+
+def test_a_checkpoint_of_other_seeds_in_a_set_is_refused(tmp_path):
+    """A program parameter held in a set (or bytes, a complex number) is part of the
+    fingerprint by its elements, not its type alone: a run from other seeds does not
+    resume from the checkpoint of another's (it would finish that run's levels)."""
+    from hetgraph.program import ProgramSpec
+    from seeded import FromSeeds, levels_from
+
+    graph = hg.generate.grid(12, 12)
+    hg.run(FromSeeds({0}), graph, devices="cpu", max_iterations=3, checkpoint=tmp_path)
+    with pytest.raises(hg.CheckpointError, match="another program"):
+        hg.run(FromSeeds({143}), graph, devices="cpu", checkpoint=tmp_path, resume=True)
+    resumed = hg.run(FromSeeds({0}), graph, devices="cpu", checkpoint=tmp_path,
+                     resume=True)
+    np.testing.assert_array_equal(resumed.values, levels_from(graph, [0]))
+    fp = checkpoint_mod.program_fingerprint
+    prints = [fp(ProgramSpec(FromSeeds(seeds))) for seeds in (
+        {1, 2}, frozenset((2, 1)), {1, 3}, b"\x01", b"\x02", 1j, 2j)]
+    assert prints[0] == prints[1] and len(set(prints[1:])) == 6

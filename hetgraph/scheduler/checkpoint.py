@@ -108,9 +108,12 @@ def _describe(value, digest=crc32):
         return tuple(_describe(v, digest) for v in value)
     if isinstance(value, dict):
         return tuple(sorted((str(k), _describe(v, digest)) for k, v in value.items()))
+    if isinstance(value, (set, frozenset)):  # (sorted: a set's order is its hashes')
+        return ("set",) + tuple(sorted((_describe(v, digest) for v in value), key=repr))
     if isinstance(value, np.dtype):
         return _dtype_repr(value)
-    if value is None or isinstance(value, (bool, int, float, str, np.generic)):
+    if value is None or isinstance(value, (bool, int, float, complex, str, bytes, range,
+                                           slice, np.generic)):
         return repr(value)
     return type(value).__qualname__
 
