@@ -289,3 +289,28 @@ def test_a_checkpoint_of_other_seeds_in_a_set_is_refused(tmp_path):
     prints = [fp(ProgramSpec(FromSeeds(seeds))) for seeds in (
         {1, 2}, frozenset((2, 1)), {1, 3}, b"\x01", b"\x02", 1j, 2j)]
     assert prints[0] == prints[1] and len(set(prints[1:])) == 6
+
+
+def test_a_checkpoint_of_a_program_calling_another_function_is_refused(graph, tmp_path):
+    """Programs of one class name whose code differs only in the names it reads (``min``
+    where the other has ``max``: the same bytecode and constants) are other programs:
+    a run of the one does not resume from the other's checkpoint (as after an edit of
+    the program between two processes)."""
+    from hetgraph.algorithms.sssp import ShortestPaths
+    from hetgraph.program import ProgramSpec
+
+    def picking(gather):  # (the same class name: the names alone tell them apart)
+        return type("Picking", (ShortestPaths,), {"gather": staticmethod(gather)})
+
+    low = picking(lambda src, weight, dst: min(src + weight, src))
+    high = picking(lambda src, weight, dst: max(src + weight, src))
+    assert checkpoint_mod.program_fingerprint(ProgramSpec(low(0))) != \
+        checkpoint_mod.program_fingerprint(ProgramSpec(high(0)))
+    spec = ProgramSpec(low(0))  # (its checkpoint as its run writes it: no compile)
+    values, flags, _ = spec.initial_state(graph)
+    checkpoint_mod.Checkpointer(
+        tmp_path, graph_fp=checkpoint_mod.graph_fingerprint(graph), mode="sync",
+        program_fp=checkpoint_mod.program_fingerprint(
+            spec, checkpoint_mod.graph_blind_digest(spec, graph))).save(0, values, flags, [])
+    with pytest.raises(hg.CheckpointError, match="another program"):
+        hg.run(high(0), graph, checkpoint=tmp_path, resume=True, **CPU)
