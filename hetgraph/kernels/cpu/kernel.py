@@ -277,13 +277,43 @@ class CpuKernel:
 
 
 def _function_key(fn):
-    cells = fn.__closure__ or ()
+    """What a program's compiled ``fn`` depends on in this process: its code, module,
+    and the values of its closure cells and of the globals it names (Numba compiles
+    both in: a global bound to another value compiles again), each with its type, an
+    unhashable one by identity (:class:`_Identity`); ``fn`` by identity where a cell
+    is empty."""
+    scope = fn.__globals__
     try:
-        contents = tuple(c.cell_contents for c in cells)
-        hash(contents)
-    except (TypeError, ValueError):
-        return id(fn)
-    return fn.__code__, contents, fn.__module__
+        values = [c.cell_contents for c in fn.__closure__ or ()]
+    except ValueError:
+        return _Identity(fn)
+    values += [scope[name] for name in fn.__code__.co_names if name in scope]
+    return fn.__code__, fn.__module__, tuple((type(v), _hashable(v)) for v in values)
+
+
+def _hashable(value):
+    """``value``, or an :class:`_Identity` of it where it cannot be hashed."""
+    try:
+        hash(value)
+    except TypeError:
+        return _Identity(value)
+    return value
+
+
+class _Identity:
+    """Equal to an _Identity of the same object only, which it keeps alive (a key's
+    object: its id is nobody else's while the key is kept)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __eq__(self, other):
+        return isinstance(other, _Identity) and other.obj is self.obj
+
+    def __hash__(self):
+        return id(self.obj)
 
 
 _CACHE: dict = {}
