@@ -353,3 +353,32 @@ def test_a_warm_auto_call_counts_its_own_frontier(monkeypatch):
             for seeds in (set(ids), mask):
                 got = hg.run(FromSeeds(seeds), graph, cluster=cluster, max_iterations=n)
                 np.testing.assert_array_equal(got.values, levels_from(graph, ids))
+
+
+class Until(BreadthFirst):
+    """BFS levels from ``source`` until ``target`` is reached (None: every level; its
+    instance has no converged test, as PageRank's of tol=None)."""
+
+    def __init__(self, source, target=None):
+        self.source, self.target = source, target
+        if target is None:
+            self.converged = None
+
+    def converged(self, graph, previous, values):
+        return values[self.target] < np.iinfo(np.int32).max
+
+
+def test_a_kept_kernel_serves_each_instance_as_its_own_flags_say():
+    """Two instances of one program class, one with a converged test and one without:
+    the kernel kept for the first serves the second without the first's flags (it ran
+    its iterations in bursts, which test no convergence, past the target's level)."""
+    graph = hg.generate.grid(30, 30)
+    target = 435  # (level 29 from vertex 0)
+    levels = levels_from(graph, [0])
+    for _ in range(2):
+        every = hg.run(Until(0), graph, devices="cpu", max_iterations=1000)
+        np.testing.assert_array_equal(every.values, levels)
+        until = hg.run(Until(0, target), graph, devices="cpu", max_iterations=1000)
+        assert until.iterations == levels[target] and until.converged
+        np.testing.assert_array_equal(until.values, np.where(
+            levels <= levels[target], levels, -1))

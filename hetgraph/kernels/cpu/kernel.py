@@ -321,12 +321,14 @@ _CACHE: dict = {}
 
 def compile_program(spec: ProgramSpec, aux_dtype=np.float32) -> CpuKernel:
     """The CpuKernel of a checked program, compiled on first use and kept for the process
-    (keyed by the program's functions, their closure constants and its dtype)."""
+    (keyed by the program's functions, the values they read, its dtype and every flag
+    the kernel reads of its ``spec``: instances of one class may differ in them)."""
     key = (tuple(_function_key(f) for f in (spec.gather, spec.apply, spec.activate)),
            spec.settled and _function_key(spec.settled),
            spec.priority and _function_key(spec.priority),
            spec.dtype, spec.reduce, spec.uses_constant, spec.activates_on_change,
-           spec.incremental, spec.needs_weights, np.dtype(aux_dtype))  # (the kernel reads weights by it)
+           spec.incremental, spec.needs_weights, spec.has_converged, spec.notify_self,
+           np.dtype(aux_dtype))
     kernel = _CACHE.get(key)
     if kernel is None:
         kernel = _CACHE[key] = CpuKernel(spec, np.dtype(aux_dtype))
