@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import hetgraph as hg
+from hetgraph.algorithms.bfs import BreadthFirst
 from hetgraph.scheduler import checkpoint as checkpoint_mod
 
 
@@ -314,3 +315,31 @@ def test_a_checkpoint_of_a_program_calling_another_function_is_refused(graph, tm
             spec, checkpoint_mod.graph_blind_digest(spec, graph))).save(0, values, flags, [])
     with pytest.raises(hg.CheckpointError, match="another program"):
         hg.run(high(0), graph, checkpoint=tmp_path, resume=True, **CPU)
+
+
+class _Noted(BreadthFirst):
+    """BFS whose init notes the graph's size on the program (a side effect)."""
+
+    init_side_effects = True
+
+    def init(self, graph, xp=np):
+        self.size = graph.num_vertices
+        return super().init(graph, xp)
+
+
+def test_the_program_that_wrote_a_checkpoint_resumes_from_it(tmp_path):
+    """A program whose init sets an attribute resumes from its checkpoint when the same
+    object runs again (its attributes now those its init left, as a new object's are
+    once its init ran), as a new object of the same parameters does; a new object of
+    other parameters is refused. Answers against SciPy."""
+    from seeded import levels_from
+
+    graph = hg.generate.grid(10, 10)
+    options = dict(devices="cpu", checkpoint=tmp_path, checkpoint_every=1)
+    program = _Noted(0)
+    hg.run(program, graph, max_iterations=3, **options)
+    for again in (program, _Noted(0)):
+        resumed = hg.run(again, graph, resume=True, **options)
+        np.testing.assert_array_equal(resumed.values, levels_from(graph, [0]))
+    with pytest.raises(hg.CheckpointError, match="another program"):
+        hg.run(_Noted(5), graph, resume=True, **options)
