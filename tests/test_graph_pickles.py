@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import hetgraph as hg
+from hetgraph.algorithms.bfs import BreadthFirst
 from hetgraph.program import VertexProgram
 
 
@@ -71,28 +72,12 @@ def _calls(graph):
     ]
 
 
-class _Reach(VertexProgram):
-    """Vertices reachable from vertex 0 (a user's program, of this test module)."""
+class _Reach(BreadthFirst):
+    """BFS levels from vertex 0, a user's program (of this test module; its functions
+    are BFS's: compiled once for both)."""
 
-    dtype = np.int32
-    reduce = "or"
-
-    @staticmethod
-    def gather(src, weight, dst):
-        return src
-
-    @staticmethod
-    def apply(old, acc, aux):
-        return old | acc
-
-    @staticmethod
-    def activate(new, old):
-        return new != old
-
-    def init(self, graph):
-        values = np.zeros(graph.num_vertices, np.int32)
-        values[0] = 1
-        return values, values.astype(np.uint8)
+    def __init__(self):
+        super().__init__(0)
 
 
 def _check_pickles(graph, name):
