@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import hetgraph as hg
+from hetgraph.algorithms.bfs import BreadthFirst
 from hetgraph.scheduler import checkpoint as checkpoint_mod
 
 
@@ -237,3 +238,76 @@ def test_fingerprints_are_stable_and_discriminating(graph, tmp_path):
     assert gf(graph) != gf(hg.generate.rmat(11, edge_factor=8, seed=7))  # no weights
     with pytest.raises(hg.CheckpointError, match="checkpoint_every=0"):
         hg.pagerank(graph, checkpoint=tmp_path / "c", checkpoint_every=0)
+
+
+def test_a_checkpoint_of_other_seeds_in_a_set_is_refused(tmp_path):
+    """A program parameter held in a set (or bytes, a complex number) is part of the
+    fingerprint by its elements, not its type alone: a run from other seeds does not
+    resume from the checkpoint of another's (it would finish that run's levels)."""
+    from hetgraph.program import ProgramSpec
+    from seeded import FromSeeds, levels_from
+
+    graph = hg.generate.grid(12, 12)
+    hg.run(FromSeeds({0}), graph, devices="cpu", max_iterations=3, checkpoint=tmp_path)
+    with pytest.raises(hg.CheckpointError, match="another program"):
+        hg.run(FromSeeds({143}), graph, devices="cpu", checkpoint=tmp_path, resume=True)
+    resumed = hg.run(FromSeeds({0}), graph, devices="cpu", checkpoint=tmp_path,
+                     resume=True)
+    np.testing.assert_array_equal(resumed.values, levels_from(graph, [0]))
+    fp = checkpoint_mod.program_fingerprint
+    prints = [fp(ProgramSpec(FromSeeds(seeds))) for seeds in (
+        {1, 2}, frozenset((2, 1)), {1, 3}, b"\x01", b"\x02", 1j, 2j)]
+    assert prints[0] == prints[1] and len(set(prints[1:])) == 6
+
+
+def test_a_checkpoint_of_a_program_calling_another_function_is_refused(graph, tmp_path):
+    """Programs of one class name whose code differs only in the names it reads (``min``
+    where the other has ``max``: the same bytecode and constants) are other programs:
+    a run of the one does not resume from the other's checkpoint (as after an edit of
+    the program between two processes)."""
+    from hetgraph.algorithms.sssp import ShortestPaths
+    from hetgraph.program import ProgramSpec
+
+    def picking(gather):  # (the same class name: the names alone tell them apart)
+        return type("Picking", (ShortestPaths,), {"gather": staticmethod(gather)})
+
+    low = picking(lambda src, weight, dst: min(src + weight, src))
+    high = picking(lambda src, weight, dst: max(src + weight, src))
+    assert checkpoint_mod.program_fingerprint(ProgramSpec(low(0))) != \
+        checkpoint_mod.program_fingerprint(ProgramSpec(high(0)))
+    spec = ProgramSpec(low(0))  # (its checkpoint as its run writes it: no compile)
+    values, flags, _ = spec.initial_state(graph)
+    checkpoint_mod.Checkpointer(
+        tmp_path, graph_fp=checkpoint_mod.graph_fingerprint(graph), mode="sync",
+        program_fp=checkpoint_mod.program_fingerprint(
+            spec, checkpoint_mod.graph_blind_digest(spec, graph))).save(0, values, flags, [])
+    with pytest.raises(hg.CheckpointError, match="another program"):
+        hg.run(high(0), graph, checkpoint=tmp_path, resume=True, **CPU)
+
+
+class _Noted(BreadthFirst):
+    """BFS whose init notes the graph's size on the program (a side effect)."""
+
+    init_side_effects = True
+
+    def init(self, graph, xp=np):
+        self.size = graph.num_vertices
+        return super().init(graph, xp)
+
+
+def test_the_program_that_wrote_a_checkpoint_resumes_from_it(tmp_path):
+    """A program whose init sets an attribute resumes from its checkpoint when the same
+    object runs again (its attributes now those its init left, as a new object's are
+    once its init ran), as a new object of the same parameters does; a new object of
+    other parameters is refused. Answers against SciPy."""
+    from seeded import levels_from
+
+    graph = hg.generate.grid(10, 10)
+    options = dict(devices="cpu", checkpoint=tmp_path, checkpoint_every=1)
+    program = _Noted(0)
+    hg.run(program, graph, max_iterations=3, **options)
+    for again in (program, _Noted(0)):
+        resumed = hg.run(again, graph, resume=True, **options)
+        np.testing.assert_array_equal(resumed.values, levels_from(graph, [0]))
+    with pytest.raises(hg.CheckpointError, match="another program"):
+        hg.run(_Noted(5), graph, resume=True, **options)

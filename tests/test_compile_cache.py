@@ -231,6 +231,32 @@ def test_the_program_key_follows_code_constants_and_globals():
         function_digest(scope["f"])
 
 
+def test_a_global_bound_again_in_the_process_takes_another_kernel():
+    """The kernel this process keeps for a program is the one compiled for the values
+    of the globals its functions read (Numba compiles them in, as the compile cache's
+    key knows): bound to another value (or type), the program takes another kernel,
+    not the one that gave the earlier value's answers; bound back, the first again."""
+    from hetgraph.algorithms.sssp import ShortestPaths
+    from hetgraph.kernels.cpu.kernel import compile_program
+
+    scope = {"STEP": 1.0, "ShortestPaths": ShortestPaths}
+    exec("class Stepped(ShortestPaths):\n    @staticmethod\n"
+         "    def gather(src, weight, dst):\n        return src + STEP", scope)
+
+    def kernel():
+        return compile_program(ProgramSpec(scope["Stepped"](0)))
+
+    first = kernel()
+    assert kernel() is first
+    kernels = [first]
+    for step in (2.0, 1):
+        scope["STEP"] = step
+        kernels.append(kernel())
+    assert len({id(k) for k in kernels}) == 3
+    scope["STEP"] = 1.0
+    assert kernel() is first
+
+
 def test_a_bundled_graph_is_kept_and_loads_as_read(tmp_path, monkeypatch):
     import hetgraph as hg
     from hetgraph import datasets

@@ -1361,7 +1361,8 @@ def test_a_warm_call_starts_from_a_copy_of_the_model_its_kept_calibration_made()
     assert reference["subgraph"] == 0.25 and reference["switch"] > 0
     for driver in (first, later):
         assert model_state(driver.model) == reference
-        assert (driver.frontier, driver._takeover) == ((1, 4), 1e-4)
+        # (the frontier the run counts itself: its initial state may be another's)
+        assert (driver.frontier, driver._takeover) == (None, 1e-4)
     assert later.model is not kept.model and first.model is not kept.model
     # a run's measurements change its model alone
     later.model.observe_rows([gpu_row(9e-4), notify_row(1e-3, 1e-3)], 10**6)

@@ -732,3 +732,49 @@ def test_a_worker_gives_an_ended_runs_spec_to_the_next_run_of_its_bytes(graph):
     del own, first, second, third, fourth, program, spec, idle, plans
     gc.collect()
     assert gone() is None  # (the idle plans let their graph go)
+
+
+def _power_iterations(graph, damping, iterations, start):
+    """PageRank of an unweighted ``graph`` after ``iterations`` power iterations from
+    ``start``, dangling rank spread evenly (the oracle)."""
+    n = graph.num_vertices
+    matrix = graph.to_scipy().astype(np.float64)
+    matrix.data[:] = 1.0
+    out = np.asarray(matrix.sum(axis=1)).ravel()
+    share = np.where(out > 0, 1.0 / np.maximum(out, 1.0), 0.0)
+    ranks = start
+    for _ in range(iterations):
+        ranks = (1 - damping) / n + damping * (matrix.T @ (ranks * share) +
+                                               ranks[out == 0].sum() / n)
+    return ranks
+
+
+def test_a_program_changed_between_calls_runs_as_it_is_now(two_cpu_processes):
+    """One program object, changed between calls on worker processes: its start ranks
+    written in place (an array the workers keep, and a run's plan holds by identity),
+    its damping set, a BFS's source set. Each call runs the program as it is then,
+    not the plan or kept array of the call before."""
+    from hetgraph.algorithms.bfs import BreadthFirst
+    import scipy.sparse.csgraph as csgraph
+
+    graph = hg.generate.erdos_renyi(3000, 0.002, seed=5)  # (start: 24 kB, kept)
+    n, rng = graph.num_vertices, np.random.default_rng(3)
+    options = dict(cluster=two_cpu_processes, devices="cpu", max_iterations=8)
+    start = rng.random(n)
+    start /= start.sum()  # (the program's start ranks sum to 1)
+    program = PageRank(0.85, None, weighted=False, start=start)
+    for change in range(4):
+        got = _bounded(lambda: hg.run(program, graph, **options)).values
+        np.testing.assert_allclose(got, _power_iterations(graph, program.damping, 8, start),
+                                   rtol=1e-12)
+        if change % 2:
+            program.damping = 0.5 if program.damping == 0.85 else 0.85
+        else:
+            start[rng.integers(n)] += 1.0
+            start /= start.sum()
+    program = BreadthFirst(0)
+    for source in (0, 7, 0):
+        program.source = source
+        got = _bounded(lambda: hg.run(program, graph, **dict(options, max_iterations=n)))
+        levels = csgraph.shortest_path(graph.to_scipy(), unweighted=True, indices=source)
+        np.testing.assert_array_equal(got.values, np.where(np.isinf(levels), -1, levels))

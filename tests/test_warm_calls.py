@@ -21,6 +21,7 @@ from hetgraph.program import ProgramSpec
 from hetgraph.result import COLUMN, HISTORY_COLUMNS
 from hetgraph.scheduler import tasks
 from hetgraph.scheduler.state import VertexState
+from seeded import FromSeeds, levels_from
 
 # the columns that hold wall or device seconds: the only ones two runs may differ in
 TIMES = {COLUMN[name] for name in ("cpu_seconds", "gpu_seconds", "seconds", "overhead")}
@@ -332,3 +333,52 @@ def test_a_settled_answer_is_dropped_when_its_device_slows_or_the_call_changes(
         assert questions > 0 and "cpu" in set(moved.history["placement"])
     for result in (cold, warm, slowed, moved):
         assert np.abs(result.values - reference).sum() < 1e-9
+
+
+def test_a_warm_auto_call_counts_its_own_frontier(monkeypatch):
+    """A warm call placed by the model takes the calibration kept under its key, whose
+    key tells programs apart by a sample of an array's elements and an object by its
+    type: a program of other seeds (a mask that differs where the sample does not
+    look, another set) starts from its own frontier, not the calibrated call's (which
+    had none: the warm call stopped at once, its values the initial ones)."""
+    import gpu_standin
+
+    gpu_standin.in_process(monkeypatch)
+    graph = hg.generate.grid(70, 70)  # (4,900 vertices: the key samples every other)
+    n = graph.num_vertices
+    with hg.Cluster(gpus=1, dashboard_address=None) as cluster:
+        for ids in ([], [1], [1, 3, 5]):  # (odd ids: where no sample looks)
+            mask = np.zeros(n, np.uint8)
+            mask[ids] = 1
+            for seeds in (set(ids), mask):
+                got = hg.run(FromSeeds(seeds), graph, cluster=cluster, max_iterations=n)
+                np.testing.assert_array_equal(got.values, levels_from(graph, ids))
+
+
+class Until(BreadthFirst):
+    """BFS levels from ``source`` until ``target`` is reached (None: every level; its
+    instance has no converged test, as PageRank's of tol=None)."""
+
+    def __init__(self, source, target=None):
+        self.source, self.target = source, target
+        if target is None:
+            self.converged = None
+
+    def converged(self, graph, previous, values):
+        return values[self.target] < np.iinfo(np.int32).max
+
+
+def test_a_kept_kernel_serves_each_instance_as_its_own_flags_say():
+    """Two instances of one program class, one with a converged test and one without:
+    the kernel kept for the first serves the second without the first's flags (it ran
+    its iterations in bursts, which test no convergence, past the target's level)."""
+    graph = hg.generate.grid(30, 30)
+    target = 435  # (level 29 from vertex 0)
+    levels = levels_from(graph, [0])
+    for _ in range(2):
+        every = hg.run(Until(0), graph, devices="cpu", max_iterations=1000)
+        np.testing.assert_array_equal(every.values, levels)
+        until = hg.run(Until(0, target), graph, devices="cpu", max_iterations=1000)
+        assert until.iterations == levels[target] and until.converged
+        np.testing.assert_array_equal(until.values, np.where(
+            levels <= levels[target], levels, -1))

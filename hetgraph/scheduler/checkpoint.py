@@ -107,7 +107,10 @@ def _describe(value, digest=crc32):
         return tuple(_describe(v, digest) for v in value)
     if isinstance(value, dict):
         return tuple(sorted((str(k), _describe(v, digest)) for k, v in value.items()))
-    if value is None or isinstance(value, (bool, int, float, str, np.generic, np.dtype)):
+    if isinstance(value, (set, frozenset)):  # (sorted: a set's order is its hashes')
+        return ("set",) + tuple(sorted((_describe(v, digest) for v in value), key=repr))
+    if value is None or isinstance(value, (bool, int, float, complex, str, bytes, range,
+                                           slice, np.generic, np.dtype)):
         return repr(value)
     return type(value).__qualname__
 
@@ -152,15 +155,18 @@ _CODE_DIGESTS_KEPT = 1024  # (programs made in a loop must not grow it without b
 
 
 def _code_digest(code) -> bytes:
-    """The bytes that stand for a function's ``code`` in a fingerprint (its bytecode and
-    constants), described once per code object, not again for every checkpointed
-    run's fingerprint."""
+    """The bytes that stand for a function's ``code`` in a fingerprint (its bytecode,
+    constants and the names it reads: ``min`` and ``max`` differ in them alone),
+    described once per code object, not again for every checkpointed run's
+    fingerprint."""
     kept = _CODE_DIGESTS.get(id(code))
     if kept is None or kept[0] is not code:
         if len(_CODE_DIGESTS) >= _CODE_DIGESTS_KEPT:
             _CODE_DIGESTS.clear()
+        # (no names: the bytes of the fingerprints that earlier checkpoints carry)
+        names = repr(code.co_names).encode() if code.co_names else b""
         kept = _CODE_DIGESTS[id(code)] = (
-            code, code.co_code + repr(_describe(list(code.co_consts))).encode())
+            code, code.co_code + repr(_describe(list(code.co_consts))).encode() + names)
     return kept[1]
 
 

@@ -248,8 +248,7 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
                          f"'notify-pull'")
     if rho is None:
         rho = 1.0 if in_memory else graph.store.read_ratio()
-    checkpointer = _checkpointer(checkpoint, checkpoint_every, resume, spec, graph, mode)
-    xp, device = _state_module(cluster, devices, spec, checkpointer, graph)
+    xp, device = _state_module(cluster, devices, spec, checkpoint, graph)
     # the workers make the initial state: here only the room it comes back to
     made_there = xp is np and not resume and max_iterations > 0 and spec.init_apart \
         and _held_on_workers(cluster, devices, graph)
@@ -267,6 +266,8 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
             xp, device = np, contextlib.nullcontext()
             values, flags, aux = spec.initial_state(graph, xp)
     state = VertexState(values, flags, sync=mode == "sync")
+    # (the program as its init leaves it: the one that wrote a checkpoint resumes it)
+    checkpointer = _checkpointer(checkpoint, checkpoint_every, resume, spec, graph, mode)
     coloring = _coloring(graph, mode, in_memory)
     aux = _NO_AUX if aux is None else aux
     history, converged = _resume(checkpointer, state) if resume else ([], False)
@@ -327,7 +328,7 @@ def _coloring(graph, mode, in_memory):
     return coloring_of(graph)
 
 
-def _state_module(cluster, devices, spec, checkpointer, graph):
+def _state_module(cluster, devices, spec, checkpoint, graph):
     """(array module, context making its device current) of a run's vertex state: CuPy
     on the first GPU of an in-process cluster with GPU workers, for a run of a program
     that can build and finish its state there (:attr:`ProgramSpec.any_device`), without
@@ -336,7 +337,7 @@ def _state_module(cluster, devices, spec, checkpointer, graph):
     only for its final values or when an iteration runs there
     (:meth:`VertexState.to_host`; several GPUs load it from the first and store their
     vertices back, GPU to GPU). Else NumPy."""
-    if spec.any_device and checkpointer is None and not isinstance(graph, StoredGraph) and (
+    if spec.any_device and checkpoint is None and not isinstance(graph, StoredGraph) and (
             devices == "gpu" or devices == "auto" and graph.num_arcs > tuning.SMALL_ARCS):
         with cluster_for(cluster) as active:
             if active.in_process and active.gpu_workers:
@@ -782,13 +783,17 @@ class _Driver:
         """Start from a kept :class:`_Calibration`: a copy of the cost model its reports
         made, not made again (the model a run starts from depends on nothing that the
         calibration's key does not say); the first run to take it makes it
-        (:meth:`_take_calibration`) and keeps a copy."""
+        (:meth:`_take_calibration`) and keeps a copy. Not its frontier: the key
+        describes the program's parameters in part (an array by a sample of its
+        elements, an object by its type), so this run's initial state may differ; the
+        loop counts this run's own."""
         if kept.model is None:
             self._take_calibration(kept.reports)
             kept.model = self.model.copy()
-            return
-        self.model = kept.model.copy()
-        self._take_cpu_report(next(r for r in kept.reports if r.kind == "cpu"))
+        else:
+            self.model = kept.model.copy()
+            self._take_cpu_report(next(r for r in kept.reports if r.kind == "cpu"))
+        self.frontier = None
 
     def _settled(self, key, limit):
         """The :class:`_Settled` answer that the calibration kept under ``key`` holds for

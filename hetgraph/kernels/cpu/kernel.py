@@ -277,13 +277,43 @@ class CpuKernel:
 
 
 def _function_key(fn):
-    cells = fn.__closure__ or ()
+    """What a program's compiled ``fn`` depends on in this process: its code, module,
+    and the values of its closure cells and of the globals it names (Numba compiles
+    both in: a global bound to another value compiles again), each with its type, an
+    unhashable one by identity (:class:`_Identity`); ``fn`` by identity where a cell
+    is empty."""
+    scope = fn.__globals__
     try:
-        contents = tuple(c.cell_contents for c in cells)
-        hash(contents)
-    except (TypeError, ValueError):
-        return id(fn)
-    return fn.__code__, contents, fn.__module__
+        values = [c.cell_contents for c in fn.__closure__ or ()]
+    except ValueError:
+        return _Identity(fn)
+    values += [scope[name] for name in fn.__code__.co_names if name in scope]
+    return fn.__code__, fn.__module__, tuple((type(v), _hashable(v)) for v in values)
+
+
+def _hashable(value):
+    """``value``, or an :class:`_Identity` of it where it cannot be hashed."""
+    try:
+        hash(value)
+    except TypeError:
+        return _Identity(value)
+    return value
+
+
+class _Identity:
+    """Equal to an _Identity of the same object only, which it keeps alive (a key's
+    object: its id is nobody else's while the key is kept)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __eq__(self, other):
+        return isinstance(other, _Identity) and other.obj is self.obj
+
+    def __hash__(self):
+        return id(self.obj)
 
 
 _CACHE: dict = {}
@@ -291,12 +321,14 @@ _CACHE: dict = {}
 
 def compile_program(spec: ProgramSpec, aux_dtype=np.float32) -> CpuKernel:
     """The CpuKernel of a checked program, compiled on first use and kept for the process
-    (keyed by the program's functions, their closure constants and its dtype)."""
+    (keyed by the program's functions, the values they read, its dtype and every flag
+    the kernel reads of its ``spec``: instances of one class may differ in them)."""
     key = (tuple(_function_key(f) for f in (spec.gather, spec.apply, spec.activate)),
            spec.settled and _function_key(spec.settled),
            spec.priority and _function_key(spec.priority),
            spec.dtype, spec.reduce, spec.uses_constant, spec.activates_on_change,
-           spec.incremental, spec.needs_weights, np.dtype(aux_dtype))  # (the kernel reads weights by it)
+           spec.incremental, spec.needs_weights, spec.has_converged, spec.notify_self,
+           np.dtype(aux_dtype))
     kernel = _CACHE.get(key)
     if kernel is None:
         kernel = _CACHE[key] = CpuKernel(spec, np.dtype(aux_dtype))
