@@ -766,7 +766,7 @@ class Spread:
         from its first segment on (None where they cannot: see ``shared_dir``);
         ``result``: a segment after which the client reads only the values, as the
         run's result: the flags stay on the worker."""
-        if self.back is None and self.shared_dir and os.path.isdir(self.shared_dir):
+        if self.back is None and self.shared_dir:
             self.back = hostshare.back_file(self.shared_dir, len(state.values),
                                             state.values.dtype)
         return dataclasses.replace(self.back, flags=False) if result and self.back \
@@ -934,10 +934,12 @@ class Spread:
         report = reports[0]
         rows = report.rows
         if isinstance(report.out, hostshare.Back):
-            if report.out.flags or self.lent or not hostshare.lendable(report.out):
+            # (the client's own Back lent: it goes back to the free files as it is)
+            lent = None if report.out.flags or self.lent else hostshare.lend(self.back)
+            if lent is None:
                 hostshare.take(report.out, state.values, state.flags)
             else:
-                state.values, self.lent = hostshare.lend(report.out), True
+                state.values, self.lent = lent, True
             self.collected, self.finalized = version + 1, report.out.finalized
         elif isinstance(report.out, Finalized):
             state.values, self.collected, self.finalized = report.out.values, version + 1, \
