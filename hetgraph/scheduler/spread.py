@@ -330,8 +330,8 @@ def _initial_frontier(run, flags):
 def gpu_alone(run, state, version, first, last, frontier, back=None, seconds=None,
               final=False):
     """A GPU segment on the one GPU worker process of a run, as :func:`tasks.gpu_segment`
-    runs it, from ``state`` as :func:`cpu_alone` takes it (no cost model; the initial state
-    made on the device). The worker then holds the state after it on the device
+    runs it, from ``state`` as :func:`cpu_alone` takes it (no cost model; the initial
+    state made on the device). The worker then holds the state after it on the device
     (:mod:`.gpuowner`), which comes back (``back``: see :func:`_whole`) only when the
     client reads it next: the segment reached ``last`` (the run's end, a checkpoint) or
     converged. ``final``: as :func:`cpu_alone`'s."""
@@ -800,10 +800,11 @@ class Spread:
         contexts). The owners that do not hold that version get it from the client
         (:meth:`_source`). One segment at a time on a cluster: two of them sharing
         workers would each wait for the other's parts. On one worker (:meth:`owners`),
-        or with ``model`` None, it is :meth:`alone`. ``final``: the run ends when the segment
-        reaches ``last`` (or converges), and each owner drops the run's contexts with
-        its report; ``result``: the client reads the state after it only as the run's
-        result (no checkpoint: the values alone come back, see :meth:`_ended`)."""
+        or with ``model`` None, it is :meth:`alone`. ``final``: the run ends when the
+        segment reaches ``last`` (or converges), and each owner drops the run's
+        contexts with its report; ``result``: the client reads the state after it only
+        as the run's result (no checkpoint: the values alone come back, see
+        :meth:`_ended`)."""
         if model is None or len(self.owners(version)) < 2:
             return self.alone(run_ref, state, version, first, last, frontier, final,
                               result)
