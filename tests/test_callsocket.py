@@ -273,13 +273,11 @@ class _Worker:
         self.data = data
 
 
-def test_a_calls_futures_are_found_in_its_workers_store_as_it_is_unpickled():
-    """A call's Dask futures go as their keys, and the worker's answerer finds each in
-    its store while it unpickles the call (what it lacks answers "missing"); Dask's
-    comms, which unpickle a call elsewhere, get the keys for the handler to swap."""
+def _keyed(key):
+    """A Dask future of no client: its ``key`` alone."""
     from distributed import Future
 
-    class Keyed(Future):  # (a future of no client: its key alone)
+    class Keyed(Future):
         def __init__(self, key):
             self._key = key
 
@@ -288,20 +286,59 @@ def test_a_calls_futures_are_found_in_its_workers_store_as_it_is_unpickled():
         def __del__(self):
             pass
 
+    return Keyed(key)
+
+
+def test_a_calls_futures_are_found_in_its_workers_store_as_it_is_unpickled():
+    """A call's Dask futures go as their keys, and the worker's answerer finds each in
+    its store while it unpickles the call (what it lacks answers "missing"); Dask's
+    comms, which unpickle a call elsewhere, get the keys for the handler to swap."""
     held = np.arange(5)
     answer = calls.answerer(_Worker({"held": held}))
-    args = ({"run": (Keyed("held"), 3)}, [Keyed("held")])
+    args = ({"run": (_keyed("held"), 3)}, [_keyed("held")])
     kind, got = callsocket.loads(answer(callsocket.dumps((_echo, calls.keyed(args)))))
     assert kind == "done" and got[0]["run"][1] == 3
     np.testing.assert_array_equal(got[0]["run"][0], held)
     np.testing.assert_array_equal(got[1][0], held)
     kind, key = callsocket.loads(answer(callsocket.dumps((_echo, calls.keyed(
-        (Keyed("gone"),))))))
+        (_keyed("gone"),))))))
     assert (kind, key) == ("missing", "gone")
-    elsewhere = pickle.loads(pickle.dumps(calls.keyed((Keyed("held"),))))
+    elsewhere = pickle.loads(pickle.dumps(calls.keyed((_keyed("held"),))))
     assert elsewhere == (calls._Key("held"),)
     assert calls._resolved(elsewhere, {"held": held})[0] is held
 
 
 def _echo(*args):
     return args
+
+
+class _CountedStore(dict):
+    """A worker's store that counts its lookups."""
+
+    looked = 0
+
+    def __getitem__(self, key):
+        self.looked += 1
+        return super().__getitem__(key)
+
+
+def test_a_key_found_once_is_not_looked_up_again_while_its_store_holds_it():
+    """A key's data that an earlier call found is found again without the store's
+    lookup (Dask's counts its metrics each time), but only while the store holds the
+    key: once it let go of it, a call answers "missing", though the data still lives,
+    and so does Dask's handler."""
+    key = f"kept-{os.getpid()}-{id(_CountedStore)}"
+    held = np.arange(5)
+    store = _CountedStore({key: held})
+    answer = calls.answerer(_Worker(store))
+    frame = callsocket.dumps((_echo, calls.keyed((_keyed(key),))))
+    for _ in range(3):
+        kind, got = callsocket.loads(answer(frame))
+        assert kind == "done"
+        np.testing.assert_array_equal(got[0], held)
+    assert store.looked == 1
+    assert calls._resolved((calls._Key(key),), store)[0] is held and store.looked == 1
+    del store[key]
+    assert callsocket.loads(answer(frame)) == ("missing", key)
+    with pytest.raises(calls.Missing):
+        calls._resolved((calls._Key(key),), store)

@@ -142,6 +142,7 @@ def test_a_state_handed_back_is_read_whole_its_file_kept_for_the_next_run(tmp_pa
     hostshare.free_back(back)
     assert hostshare.back_file(str(tmp_path), 5000, np.float64) == back  # reused
     assert hostshare.back_file(str(tmp_path), 5000, np.float32) != back  # (its size)
+    assert hostshare.back_file(str(tmp_path / "gone"), 5000, np.float64) is None
     hostshare._remove_made()  # (at the process's exit)
     assert _backs(tmp_path) == []
 
@@ -213,7 +214,6 @@ def test_a_result_is_lent_the_file_its_values_came_back_in(tmp_path, monkeypatch
     got, got_flags = np.empty(3000), np.empty(3000, np.uint8)
     hostshare.take(back, got, got_flags)
     assert (got_flags == 7).all()  # (the flags were not written)
-    assert hostshare.lendable(back)
     lent = hostshare.lend(back)
     np.testing.assert_array_equal(lent, values)
     assert lent.flags.writeable and not lent.flags.owndata
@@ -223,11 +223,12 @@ def test_a_result_is_lent_the_file_its_values_came_back_in(tmp_path, monkeypatch
     other = hostshare.back_file(str(tmp_path), 3000, np.float64)
     assert other.path != back.path  # (a view of the lent values still lives)
     second = hostshare.lend(other)
-    assert not hostshare.lendable(other)  # (two of its size lent: BACK_FILES_LENT)
-    assert hostshare.lendable(hostshare.back_file(str(tmp_path), 30, np.float64))
+    third = hostshare.back_file(str(tmp_path), 3000, np.float64)
+    assert hostshare.lend(third) is None  # (two of its size lent: BACK_FILES_LENT)
+    assert hostshare.lend(hostshare.back_file(str(tmp_path), 30, np.float64)) is not None
     np.testing.assert_array_equal(view, values[::7])
     del view, second
-    assert hostshare.lendable(back)
+    assert hostshare.lend(third) is not None  # (both returned)
     assert {hostshare.back_file(str(tmp_path), 3000, np.float64).path for _ in range(2)} \
         == {back.path, other.path}
     hostshare._remove_made()

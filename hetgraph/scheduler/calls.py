@@ -18,15 +18,19 @@ error is raised on the client.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import threading
 import traceback
+import weakref
 
 from . import callsocket
 
 HANDLER = "hetgraph_call"
 _THREAD = threading.local()  # .worker: the worker whose call this thread runs; .data:
 # the store of the worker whose call it unpickles
+# key -> the data a call found under it, while that lives (see _held)
+_SEEN = weakref.WeakValueDictionary()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,12 +50,25 @@ def _found(key):
     after; else (Dask's comms unpickle a call) a :class:`_Key`, which
     :func:`_resolved` swaps."""
     data = getattr(_THREAD, "data", None)
-    if data is None:
-        return _Key(key)
+    return _Key(key) if data is None else _held(data, key)
+
+
+def _held(data, key):
+    """The data of ``key`` in ``data`` (a worker's store; :class:`Missing` where it
+    lacks it): the object found there before while the store still holds the key, not
+    looked up again (Dask's store counts its metrics in every lookup; a key's data
+    never changes: the client's keys are never used twice)."""
+    if key in data:
+        found = _SEEN.get(key)
+        if found is not None:
+            return found
     try:
-        return data[key]
+        found = data[key]
     except KeyError:
         raise Missing(str(key)) from None
+    with contextlib.suppress(TypeError):  # (an object no weak reference can hold)
+        _SEEN[key] = found
+    return found
 
 
 class Missing(Exception):
@@ -98,12 +115,7 @@ def _resolved(args, data):
     """``args`` with their keys replaced by the data of ``data`` (a worker's store);
     :class:`Missing` when it lacks one."""
     def swap(value):
-        if not isinstance(value, _Key):
-            return value
-        try:
-            return data[value.key]
-        except KeyError:
-            raise Missing(str(value.key)) from None
+        return _held(data, value.key) if isinstance(value, _Key) else value
     return _swapped(args, swap)
 
 

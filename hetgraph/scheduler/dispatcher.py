@@ -984,11 +984,10 @@ class _Driver:
             return [], False
         last = max_iterations if checkpointer is None else \
             min(max_iterations, checkpointer.next_due(first))
-        segment = self._spread.segment if self.kinds[placement] > 1 and \
-            self.runspec.coloring is None else self._spread.alone
-        rows, status, self.frontier, built = segment(
-            self.run_ref, self.state, self.version, first, last, self.model, frontier,
-            final=last == max_iterations,
+        spread = self.kinds[placement] > 1 and self.runspec.coloring is None
+        rows, status, self.frontier, built = self._spread.segment(
+            self.run_ref, self.state, self.version, first, last,
+            self.model if spread else None, frontier, final=last == max_iterations,
             result=last == max_iterations and checkpointer is None)  # (nothing reads
         # the state after the run's last segment but its result: its values alone)
         self._made_there = False

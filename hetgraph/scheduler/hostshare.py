@@ -210,17 +210,19 @@ _MAPS: collections.OrderedDict = collections.OrderedDict()  # (path, writable) -
 def back_file(directory, size, dtype):
     """A :class:`Back` in ``directory`` for one run at a time (:func:`free_back` when
     it ends): a free one of this size and dtype, else a new file (mode 0600, a name
-    nobody can guess). Kept for later runs, its pages made once: a new file a call
-    cost the worker its pages' faults and the client their release."""
-    dtype = np.dtype(dtype).str
+    nobody can guess); None where ``directory`` is no directory (the state then comes
+    in the worker's report). Kept for later runs, its pages made once: a new file a
+    call cost the worker its pages' faults and the client their release."""
+    kind = (directory, size, np.dtype(dtype).str)
     _returned()
     with _LOCK:
         for i, back in enumerate(_FREE):
-            if (os.path.dirname(back.path), back.size, back.dtype) == (directory, size,
-                                                                       dtype):
+            if _kind(back) == kind:
                 return _FREE.pop(i)
+    if not os.path.isdir(directory):  # (checked only here: a free file's is one)
+        return None
     back = Back(os.path.join(directory, f"hetgraph-{os.getuid()}-back-"
-                                        f"{secrets.token_hex(8)}"), size, dtype)
+                                        f"{secrets.token_hex(8)}"), size, kind[2])
     fd = os.open(back.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         os.ftruncate(fd, back.nbytes)
@@ -236,7 +238,8 @@ def back_file(directory, size, dtype):
 def free_back(back):
     """Keep ``back`` (its run ended) for a later run, the newest
     ``tuning.BACK_FILES_KEPT`` of them: older ones are removed."""
-    back = dataclasses.replace(back, flags=True, finalized=False)
+    if not back.flags or back.finalized:  # (as the next run takes it)
+        back = dataclasses.replace(back, flags=True, finalized=False)
     with _LOCK:
         _FREE.append(back)
         dropped = _FREE[:-tuning.BACK_FILES_KEPT] if tuning.BACK_FILES_KEPT else _FREE[:]
@@ -348,14 +351,6 @@ def _returned():
         free_back(back)
 
 
-def lendable(back):
-    """Whether :func:`lend` may lend ``back``: fewer than ``tuning.BACK_FILES_LENT``
-    files of its size are lent now."""
-    _returned()
-    with _LOCK:
-        return _LENT[_kind(back)] < tuning.BACK_FILES_LENT
-
-
 def files_mapped():
     """How many state files a process keeps mapped (a GPU worker page-locked): those a
     client keeps free and, for two sizes, those it lends."""
@@ -367,11 +362,17 @@ def lend(back):
     array over the client's map of the file (writable), not a copy: a copy into new
     memory cost its page faults, more than the copy itself. The file is lent to that
     array: it goes back to the free files (:func:`free_back`) once nothing refers to
-    the array, its views included, so no later run writes it meanwhile."""
+    the array, its views included, so no later run writes it meanwhile. None where
+    ``tuning.BACK_FILES_LENT`` files of its size are lent already (the caller copies
+    the values out: :func:`take`)."""
     import weakref
 
+    _returned()
+    kind = _kind(back)
     with _LOCK:
-        _LENT[_kind(back)] += 1
+        if _LENT[kind] >= tuning.BACK_FILES_LENT:
+            return None
+        _LENT[kind] += 1
     whole = np.frombuffer(_mapped(back, (back.size, back.dtype), True), np.uint8)
     # (whole's base: a buffer of the map made for it alone, which every view of it keeps)
     weakref.finalize(whole.base, _RETURNED.append, back)

@@ -244,10 +244,11 @@ def _ends(status, first, rows, last):
 
 
 @tasks.resolved
-def cpu_alone(run, state, version, first, last, model, frontier, back=None, seconds=None,
+def cpu_alone(run, state, version, first, last, frontier, back=None, seconds=None,
               final=False):
     """A CPU segment (:func:`tasks.cpu_segment`: any CPU mode) on the one worker of a
-    run, from ``state`` as :func:`cpu_spread` takes it; the worker then holds the state
+    run, from ``state`` as :func:`cpu_spread` takes it, without the cost model (one
+    device kind: the CPU engine chooses its modes); the worker then holds the state
     after it, which comes back in the report too (a worker lost later would take it
     with it; ``back``: see :func:`_whole`). ``final``: the run ends when this segment
     reaches ``last`` or converges; the worker then drops the run's contexts itself
@@ -260,7 +261,7 @@ def cpu_alone(run, state, version, first, last, model, frontier, back=None, seco
         ctx.held = ctx.version = None  # (the engine recounts its frontier)
         if frontier is None and isinstance(state, Initial):
             frontier = _initial_frontier(run, own.flags)
-        rows, status, after = tasks.cpu_iterations(run, ctx, version, first, last, model,
+        rows, status, after = tasks.cpu_iterations(run, ctx, version, first, last, None,
                                                    False, False, frontier, seconds)
         ctx.held = version + 1
     ends = _ends(status, first, rows, last)
@@ -326,11 +327,11 @@ def _initial_frontier(run, flags):
 
 
 @tasks.resolved
-def gpu_alone(run, state, version, first, last, model, frontier, back=None, seconds=None,
+def gpu_alone(run, state, version, first, last, frontier, back=None, seconds=None,
               final=False):
     """A GPU segment on the one GPU worker process of a run, as :func:`tasks.gpu_segment`
-    runs it, from ``state`` as :func:`cpu_alone` takes it (the program's initial state
-    made on the device). The worker then holds the state after it on the device
+    runs it, from ``state`` as :func:`cpu_alone` takes it (no cost model; the initial
+    state made on the device). The worker then holds the state after it on the device
     (:mod:`.gpuowner`), which comes back (``back``: see :func:`_whole`) only when the
     client reads it next: the segment reached ``last`` (the run's end, a checkpoint) or
     converged. ``final``: as :func:`cpu_alone`'s."""
@@ -341,7 +342,7 @@ def gpu_alone(run, state, version, first, last, model, frontier, back=None, seco
         _own_gpu_state(run, ctx, state, version)
         engine.reset_frontier(frontier)
         rows, status = tasks.run_iterations(
-            run, engine, "gpu", first, last, tasks._chooser(model, run, "gpu", False),
+            run, engine, "gpu", first, last, tasks._chooser(None, run, "gpu", False),
             engine.partition.num_pages, None, seconds)
         after = None if status == "converged" else engine.frontier()
         ends = _ends(status, first, rows, last)
@@ -773,7 +774,7 @@ class Spread:
         from its first segment on (None where they cannot: see ``shared_dir``);
         ``result``: a segment after which the client reads only the values, as the
         run's result: the flags stay on the worker."""
-        if self.back is None and self.shared_dir and os.path.isdir(self.shared_dir):
+        if self.back is None and self.shared_dir:
             self.back = hostshare.back_file(self.shared_dir, len(state.values),
                                             state.values.dtype)
         return dataclasses.replace(self.back, flags=False) if result and self.back \
@@ -802,17 +803,19 @@ class Spread:
     def segment(self, run_ref, state, version, first, last, model, frontier, final=False,
                 result=False):
         """Run a spread segment from the state at ``version`` whose frontier is
-        ``frontier``; returns (rows, status, frontier after, seconds the workers spent
-        building their contexts). The owners that do not hold that version get it from
-        the client (:meth:`_source`). One segment at a time on a cluster: two of them
-        sharing workers would each wait for the other's parts. On one worker
-        (:meth:`owners`) it is :meth:`alone`. ``final``: the run ends when the segment
-        reaches ``last`` (or converges), and each owner drops the run's contexts with
-        its report; ``result``: the client reads the state after it only as the run's
-        result (no checkpoint: the values alone come back, see :meth:`_ended`)."""
-        if len(self.owners(version)) < 2:
-            return self.alone(run_ref, state, version, first, last, model, frontier,
-                              final, result)
+        ``frontier``, whose owners ask the cost model ``model`` where the pull ends;
+        returns (rows, status, frontier after, seconds the workers spent building their
+        contexts). The owners that do not hold that version get it from the client
+        (:meth:`_source`). One segment at a time on a cluster: two of them sharing
+        workers would each wait for the other's parts. On one worker (:meth:`owners`),
+        or with ``model`` None, it is :meth:`alone`. ``final``: the run ends when the
+        segment reaches ``last`` (or converges), and each owner drops the run's
+        contexts with its report; ``result``: the client reads the state after it only
+        as the run's result (no checkpoint: the values alone come back, see
+        :meth:`_ended`)."""
+        if model is None or len(self.owners(version)) < 2:
+            return self.alone(run_ref, state, version, first, last, frontier, final,
+                              result)
         start, self.run_ref = time.perf_counter(), run_ref
         task = gpu_spread if self.kind == "gpu" else cpu_spread
         with self.cluster.spreading:
@@ -892,11 +895,11 @@ class Spread:
                 chosen.add(address)
         return [a for a in self.addresses if a in chosen]
 
-    def alone(self, run_ref, state, version, first, last, model, frontier, final=False,
+    def alone(self, run_ref, state, version, first, last, frontier, final=False,
               result=False):
         """A segment on the run's one worker (:func:`cpu_alone`, :func:`gpu_alone`; one
-        that holds the state at ``version`` when one does); returns what :meth:`segment`
-        returns.
+        that holds the state at ``version`` when one does), which asks no cost model
+        (none is sent); returns what :meth:`segment` returns.
         ``final``: the run ends when the segment reaches ``last`` (or converges), and
         the worker drops the run's contexts with its last report; ``result``: see
         :meth:`segment`."""
@@ -908,7 +911,7 @@ class Spread:
                 reports = self._attempt(
                     [(address, gpu_alone if self.kind == "gpu" else cpu_alone, (
                         self.run_ref, self._source(address, version, state), version,
-                        first, last, model, frontier, self._back_for(state, result),
+                        first, last, frontier, self._back_for(state, result),
                         None, final))],
                     f"hetgraph-{self.kind}-iterations-from-{first}-{{}}-{self.run_id}-"
                     f"try{attempt}")
@@ -940,10 +943,12 @@ class Spread:
         report = reports[0]
         rows = report.rows
         if isinstance(report.out, hostshare.Back):
-            if report.out.flags or self.lent or not hostshare.lendable(report.out):
+            # (the client's own Back lent: it goes back to the free files as it is)
+            lent = None if report.out.flags or self.lent else hostshare.lend(self.back)
+            if lent is None:
                 hostshare.take(report.out, state.values, state.flags)
             else:
-                state.values, self.lent = hostshare.lend(report.out), True
+                state.values, self.lent = lent, True
             self.collected, self.finalized = version + 1, report.out.finalized
         elif isinstance(report.out, Finalized):
             state.values, self.collected, self.finalized = report.out.values, version + 1, \
