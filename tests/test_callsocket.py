@@ -143,6 +143,25 @@ def test_a_connection_is_kept_for_the_next_call(listening):
     assert callsocket.connect(listening, ADDRESS) is first
 
 
+def test_a_clients_idle_connections_close_when_it_goes(socket_dir):
+    """Left idle for the next call, a connection is closed once its client is collected
+    (not left to the interpreter's last collection, which warns of it)."""
+    import gc
+
+    assert callsocket.listen(str(socket_dir), ADDRESS, SECRET, callsocket.dumps)
+    try:
+        client = _Client()
+        callsocket.trust(client, str(socket_dir), SECRET)
+        sock = callsocket.connect(client, ADDRESS)
+        callsocket.done_with(client, ADDRESS, sock)
+        assert sock.fileno() >= 0
+        del client
+        gc.collect()
+        assert sock.fileno() == -1
+    finally:
+        callsocket.close(ADDRESS)
+
+
 def test_the_socket_is_its_users_alone_and_goes_with_its_worker(socket_dir, listening):
     path = callsocket.datagrams.path_of(str(socket_dir), ADDRESS, callsocket.PREFIX)
     assert stat.S_ISSOCK(os.stat(path).st_mode)

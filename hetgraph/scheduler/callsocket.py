@@ -237,8 +237,20 @@ def call_thread():
 
 def trust(client, directory, secret):
     """Call the workers of ``client`` through their sockets in ``directory`` with
-    ``secret`` (see :func:`listen`)."""
-    _CLIENTS[client] = (directory, secret, {})
+    ``secret`` (see :func:`listen`); the connections it leaves idle are closed when the
+    client is collected or the process exits."""
+    idle = {}
+    _CLIENTS[client] = (directory, secret, idle)
+    weakref.finalize(client, _close_idle, idle)
+
+
+def _close_idle(idle):
+    """Close the connections in ``idle`` (address -> sockets), a client's that is gone."""
+    with _LOCK:
+        for socks in idle.values():
+            for sock in socks:
+                sock.close()
+        idle.clear()
 
 
 def connect(client, address):
