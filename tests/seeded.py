@@ -11,14 +11,15 @@ from hetgraph.algorithms.bfs import BreadthFirst
 
 class FromSeeds(BreadthFirst):
     """BFS levels from every vertex of ``seeds``: a set of ids, or a 0/1 mask of every
-    vertex (an array the calibration key describes by a sample of its elements)."""
+    vertex (an array the calibration key describes by a sample of its elements, or
+    an array-like such as a pandas Series)."""
 
     def __init__(self, seeds):
         self.seeds = seeds
 
     def init(self, graph, xp=np):
-        ids = np.flatnonzero(self.seeds) if isinstance(self.seeds, np.ndarray) else \
-            np.array(sorted(self.seeds), np.int64)
+        ids = np.flatnonzero(np.asarray(self.seeds)) if hasattr(self.seeds, "__array__") \
+            else np.array(sorted(self.seeds), np.int64)
         values = np.full(graph.num_vertices, np.iinfo(np.int32).max, np.int32)
         active = np.zeros(graph.num_vertices, np.uint8)
         values[ids], active[ids] = 0, 1

@@ -260,6 +260,27 @@ def test_a_checkpoint_of_other_seeds_in_a_set_is_refused(tmp_path):
     assert prints[0] == prints[1] and len(set(prints[1:])) == 6
 
 
+def test_a_checkpoint_of_another_series_of_seeds_is_refused(tmp_path):
+    """An array-like parameter (a pandas Series mask) is part of the fingerprint by its
+    values, as an array is, not by its type alone."""
+    import pandas as pd
+
+    from seeded import FromSeeds, levels_from
+
+    graph = hg.generate.grid(12, 12)
+
+    def mask(seed):
+        return pd.Series(np.arange(graph.num_vertices) == seed, dtype=np.uint8)
+
+    hg.run(FromSeeds(mask(0)), graph, devices="cpu", max_iterations=3, checkpoint=tmp_path)
+    with pytest.raises(hg.CheckpointError, match="another program"):
+        hg.run(FromSeeds(mask(143)), graph, devices="cpu", checkpoint=tmp_path,
+               resume=True)
+    resumed = hg.run(FromSeeds(mask(0)), graph, devices="cpu", checkpoint=tmp_path,
+                     resume=True)
+    np.testing.assert_array_equal(resumed.values, levels_from(graph, [0]))
+
+
 def test_a_checkpoint_of_a_program_calling_another_function_is_refused(graph, tmp_path):
     """Programs of one class name whose code differs only in the names it reads (``min``
     where the other has ``max``: the same bytecode and constants) are other programs:

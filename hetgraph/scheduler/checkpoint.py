@@ -112,6 +112,11 @@ def _describe(value, digest=crc32):
     if value is None or isinstance(value, (bool, int, float, complex, str, bytes, range,
                                            slice, np.generic, np.dtype)):
         return repr(value)
+    if hasattr(value, "__array__"):  # (a pandas Series of ranks: by its values too)
+        try:
+            return (type(value).__qualname__,) + _describe(np.asarray(value), digest)
+        except (TypeError, ValueError):  # (a device array: by its type, as before)
+            pass
     return type(value).__qualname__
 
 
