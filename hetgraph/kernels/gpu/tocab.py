@@ -3,17 +3,21 @@
 The source vertices are cut into ranges whose values fit the device's L2 cache. A
 *segment* is the edges of one shard from one source range (with the source-ordered
 layout of :func:`.layout.page_layout`, a run of the shard's edges), and only segments
-that hold edges exist. A pass launches every segment, range after range (one block a
-segment, so the blocks running at once gather from one or two ranges, which stay in
-L2): the block combines its edges' gathers in shared memory as the shard kernel does,
-then stores one value for each destination it touches (its compact list of
-shard-local uint16 ids) into ``partial``, where a range's segments lie one after the
-other. A second kernel, one block a shard (GraphCage's Fig. 5), combines its segments'
+that hold edges exist. A pass launches every segment, range after range (a block a
+*tile*: consecutive segments of one range whose replica slots fit its shared memory,
+each segment with replicas for its own edges; the blocks running at once gather from
+one or two ranges, which stay in L2): the block combines its edges' gathers in shared
+memory as the shard kernel does, then stores one value for each destination a segment
+touches (its compact list of shard-local uint16 ids) into ``partial``, where a range's
+segments lie one after the other. An optional *hot range* of the first vertices comes
+first (``tuning.TOCAB_HOT_BYTES``): its blocks copy its values into shared memory once
+and gather from there, tile after tile. A second kernel, one block a shard (GraphCage's Fig. 5), combines its segments'
 partial values in range order into shared memory, then applies and activates as the
 shard kernel does. Answers: min/max/or/and reductions are order-free, so equal to the
 shard kernel's bit for bit; sums are added in another order.
 
-The host side (:func:`range_count`, :func:`page_segments`, :func:`segment_table`,
+The host side (:func:`range_count`, :func:`tocab_cuts`, :func:`hot_vertices`,
+:func:`page_segments`, :func:`segment_table`, :func:`tile_table`,
 :class:`KernelChoice`) is written for NumPy and CuPy alike; :class:`BlockedPass` is the
 device side of an engine's pass.
 """
