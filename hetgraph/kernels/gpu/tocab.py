@@ -5,16 +5,16 @@ The source vertices are cut into ranges whose values fit the device's L2 cache. 
 layout of :func:`.layout.page_layout`, a run of the shard's edges), and only segments
 that hold edges exist. A pass launches every segment, range after range (a block a
 *tile*: consecutive segments of one range whose replica slots fit its shared memory,
-each segment with replicas for its own edges; the blocks running at once gather from
-one or two ranges, which stay in L2): the block combines its edges' gathers in shared
-memory as the shard kernel does, then stores one value for each destination a segment
-touches (its compact list of shard-local uint16 ids) into ``partial``, where a range's
-segments lie one after the other. An optional *hot range* of the first vertices comes
-first (``tuning.TOCAB_HOT_BYTES``): its blocks copy its values into shared memory once
-and gather from there, tile after tile. A second kernel, one block a shard (GraphCage's Fig. 5), combines its segments'
-partial values in range order into shared memory, then applies and activates as the
-shard kernel does. Answers: min/max/or/and reductions are order-free, so equal to the
-shard kernel's bit for bit; sums are added in another order.
+each segment with replicas for its own edges; the blocks running at once gather from one
+or two ranges, which stay in L2): the block combines its edges' gathers in shared memory
+as the shard kernel does, then stores one value for each destination a segment touches
+(its compact list of shard-local uint16 ids) into ``partial``, where a range's segments
+lie one after the other. An optional *hot range* of the first vertices comes first
+(``tuning.TOCAB_HOT_BYTES``): its blocks copy its values into shared memory once and
+gather from there, tile after tile. A second kernel, one block a shard (GraphCage's Fig.
+5), combines its segments' partial values in range order into shared memory, then
+applies and activates as the shard kernel does. Answers: min/max/or/and reductions are
+order-free, so equal to the shard kernel's bit for bit; sums are added in another order.
 
 The host side (:func:`range_count`, :func:`tocab_cuts`, :func:`hot_vertices`,
 :func:`page_segments`, :func:`segment_table`, :func:`tile_table`,
@@ -35,6 +35,7 @@ import numpy as np
 from ... import tuning
 from ...program import ProgramSpec
 from ..transpile import literal
+from ..arrays import to_host
 from .launch import PackedLaunch
 from .layout import range_cuts
 from .source import apply_epilogue, compile_functions, gather_loop, kernel_head
@@ -195,18 +196,13 @@ def tile_table(xp, segments, shard_start, shard_log_r, slots):
     edges = segments.edges[:, 1] - segments.edges[:, 0]
     touched = xp.diff(segments.dst)
     ratio = xp.log2(xp.maximum(edges, 1) / xp.maximum(touched, 1))
-    shard = _host(segments.shard)
-    log_r = np.minimum(np.clip(_host(xp.ceil(ratio - 0.5)), 0, None).astype(np.int64),
+    shard = to_host(segments.shard)
+    log_r = np.minimum(np.clip(to_host(xp.ceil(ratio - 0.5)), 0, None).astype(np.int64),
                        np.asarray(shard_log_r, np.int64)[shard])
     need = np.diff(np.asarray(shard_start, np.int64))[shard] << log_r
-    first, slot = _pack_tiles(_host(segments.source_range), need, _host(edges), int(slots),
-                              int(tuning.TOCAB_TILE_EDGES))
+    first, slot = _pack_tiles(to_host(segments.source_range), need, to_host(edges),
+                              int(slots), int(tuning.TOCAB_TILE_EDGES))
     return Tiles(xp.asarray(first), xp.asarray(log_r.astype(np.uint8)), xp.asarray(slot))
-
-
-def _host(array):
-    """``array`` as a NumPy array (a CuPy one copied from its device)."""
-    return array.get() if hasattr(array, "get") else np.asarray(array)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -460,8 +456,8 @@ class BlockedPass:
         self.partial = cp.empty(max(int(segments.dst[-1]), 1), dtype)
         self.nbytes = self.partial.nbytes + sum(a.nbytes for a in (*segments, *tiles))
         # the hot range's tiles come first (launch order is by range)
-        self.hot_tiles = int(np.searchsorted(_host(segments.source_range)[
-            _host(tiles.first[:-1])], 1)) if hot else 0
+        self.hot_tiles = int(np.searchsorted(to_host(segments.source_range)[
+            to_host(tiles.first[:-1])], 1)) if hot else 0
         self._shared = (shared_bytes, shared_bytes + hot * np.dtype(dtype).itemsize)
         cold_tiles = len(tiles.first) - 1 - self.hot_tiles
         self._grids = (cold_tiles, min(self.hot_tiles, resident_blocks(threads,
