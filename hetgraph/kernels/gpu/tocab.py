@@ -460,8 +460,8 @@ class BlockedPass:
             to_host(tiles.first[:-1])], 1)) if hot else 0
         self._shared = (shared_bytes, shared_bytes + hot * np.dtype(dtype).itemsize)
         cold_tiles = len(tiles.first) - 1 - self.hot_tiles
-        self._grids = (cold_tiles, min(self.hot_tiles, resident_blocks(threads,
-                                                                      self._shared[1])))
+        self._grids = (cold_tiles, self.hot_tiles and min(
+            self.hot_tiles, resident_blocks(threads, self._shared[1])))
         edges = dict(src=src, offsets=offsets, weight=no_weight if weight is None else weight,
                      shard_start=pages.shard_start, seg_shard=segments.shard,
                      seg_log_r=tiles.log_r, seg_slot=tiles.slot)
