@@ -461,6 +461,15 @@ class Cluster:
                 f"{len(self.gpu_workers)} GPU worker(s), dashboard {self.dashboard_link}>")
 
 
+def _keep_newest(kept, key, value):
+    """``kept[key] = value`` as its newest entry, the oldest dropped beyond
+    ``tuning.CALIBRATIONS_KEPT`` (pop: runs in other threads may close at once)."""
+    kept.pop(key, None)
+    kept[key] = value
+    while len(kept) > tuning.CALIBRATIONS_KEPT:
+        kept.pop(next(iter(kept)), None)
+
+
 def _read_only(array) -> bool:
     """Whether ``array`` and every array it views are read-only, down to memory of its
     own or ``bytes``: nothing writes it unless made writable again (a read-only view of
@@ -683,11 +692,3 @@ def _close_quietly(cluster):
 __all__ = ["Cluster", "ClusterError", "WorkerLostError", "close_embedded_cluster", "cluster_for",
            "embedded_cluster", "gpu_count", "gpu_index"]
 
-
-def _keep_newest(kept, key, value):
-    """``kept[key] = value`` as its newest entry, the oldest dropped beyond
-    ``tuning.CALIBRATIONS_KEPT`` (pop: runs in other threads may close at once)."""
-    kept.pop(key, None)
-    kept[key] = value
-    while len(kept) > tuning.CALIBRATIONS_KEPT:
-        kept.pop(next(iter(kept)), None)
