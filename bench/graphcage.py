@@ -38,7 +38,7 @@ import hetgraph as hg  # noqa: E402
 from gpu import cusparse_pagerank, cusparse_spmv, step  # noqa: E402
 from machine import describe  # noqa: E402
 
-SHARES = (0.03125, 0.0625, 0.125, 0.25, 0.5, 1.0, 2.0)
+SHARES = (0.03125, 0.0625, 0.125, 0.25, 0.5, 1.0, 2.0, 4.0)
 SOURCE_RANGES = (1, 2, 4, 8)
 ORDERS = ("given", "degree")
 # the targets: speedups at the largest scale, the slowdown at RMAT-22 or less

@@ -108,9 +108,9 @@ MULTI_GPU_RUN_BYTES = 16 << 20
 GPU_VERTEX_EDGES = 1.5
 
 # --- cache blocking of the GPU pull (hetgraph.kernels.gpu.tocab; GraphCage's TOCAB) -------------
-# a source range's values take this share of the device's L2 (queried): GraphCage's Fig. 11
-# sweep; a range must stay cached while the blocks of the next one start
-TOCAB_L2_SHARE = 0.5
+# a source range's values take this share of the device's L2 (queried): the share whose
+# passes were fastest in bench/graphcage.py's sweep (GraphCage's Fig. 11), see docs/tuning.md
+TOCAB_L2_SHARE = 2.0
 # passes of each kernel (shard, TOCAB) timed before an engine keeps the faster (fastest
 # pass each: the first of a kernel warms it)
 TOCAB_CALIBRATION_PASSES = 3

@@ -219,8 +219,9 @@ def test_segments_of_a_graph_without_edges():
     assert segment_table(np, [], 4).by_shard.tolist() == [0] * 5
 
 
-def test_range_count_and_the_option():
+def test_range_count_and_the_option(monkeypatch):
     mib = 1 << 20
+    monkeypatch.setattr(tuning, "TOCAB_L2_SHARE", 0.5)
     assert range_count(1000, 4, 40 * mib, 0.5) == 1
     assert range_count(100 * mib, 4, 40 * mib, 0.5) == 20  # 400 MiB in 20 MiB ranges
     assert range_count(100 * mib, 4, 40 * mib, 0.25) == 40
