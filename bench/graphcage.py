@@ -10,8 +10,7 @@ For RMAT at ``--scale`` in its given (random) order and in degree order
 resident, no program hooks; the median device time of ``--iterations`` passes, CUDA
 events): today's shard kernel (``tocab=False``); TOCAB as a default engine chooses it
 (``tocab=None``: its choice, range count and the passes after its calibration); TOCAB
-forced at the default range rule (and with a hot range: the first vertices, whose
-values a block stages in shared memory, ``HOT_BYTES`` of them) and at each L2 share of ``--shares`` (GraphCage's
+forced at the default range rule and at each L2 share of ``--shares`` (GraphCage's
 Fig. 11 sweep: a range's values take that share of the L2); the simple blocking
 ``source_ranges`` K = 1, 2, 4, 8; cuSPARSE SpMV (cupyx CSR, float32) on the same
 matrix. PageRank's largest relative error after 20 iterations (float32, through
@@ -104,22 +103,6 @@ def pagerank_error(g, reference, tocab):
     return float(np.max(np.abs(ranks - reference) / reference))
 
 
-HOT_BYTES = 48 << 10  # the hot range's values a block stages (the "tocab_hot" row)
-
-
-def with_hot_range(measure):
-    """``measure()`` with a hot range of ``HOT_BYTES`` (``tuning.TOCAB_HOT_BYTES``
-    meanwhile; off by default)."""
-    from hetgraph import tuning
-
-    kept = tuning.TOCAB_HOT_BYTES
-    tuning.TOCAB_HOT_BYTES = HOT_BYTES
-    try:
-        return measure()
-    finally:
-        tuning.TOCAB_HOT_BYTES = kept
-
-
 def bench_order(cp, g, name, iterations, shares):
     """Every measurement of the module's docstring on ``g``."""
     from hetgraph.kernels.gpu.kept import release
@@ -133,10 +116,7 @@ def bench_order(cp, g, name, iterations, shares):
          ("values fit the L2: shard kernel" if tocab is None else
           f"TOCAB chosen: {tocab['chosen']}, {tocab['ranges']} ranges"))
     row["tocab_default"] = timed(cp, g, iterations, tocab=True)
-    row["tocab_hot"] = with_hot_range(lambda: timed(cp, g, iterations, tocab=True))
-    step(f"{name}: TOCAB {row['tocab_default']['seconds'] * 1e3:.3f} ms, with a hot range "
-         f"({row['tocab_hot']['tocab']['hot_vertices']} vertices) "
-         f"{row['tocab_hot']['seconds'] * 1e3:.3f} ms")
+    step(f"{name}: TOCAB {row['tocab_default']['seconds'] * 1e3:.3f} ms")
     row["tocab_sweep"] = {}
     for share in shares:
         row["tocab_sweep"][str(share)] = timed(cp, g, iterations, tocab=share)

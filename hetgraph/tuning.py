@@ -120,11 +120,6 @@ TOCAB_BUILD_CHUNK = 1 << 26
 # in-edges a block of TOCAB's segments kernel takes at least (a tile of one range's
 # segments of consecutive shards) before it starts another: about a shard kernel block's
 TOCAB_TILE_EDGES = 1 << 12
-# shared memory a block of the hot range's tiles stages its values in (vertices 0 ..
-# H - 1: a degree order's hubs; 0: no hot range until one is measured faster, see
-# docs/tuning.md), and the share of the edges whose sources must be there
-TOCAB_HOT_BYTES = 0
-TOCAB_HOT_SHARE = 0.1
 
 # --- active subgraphs and the GPU push (hetgraph.kernels.gpu.subgraph, .push; Subway) -----------
 # a streamed GPU iteration of an incremental program copies only its active vertices'

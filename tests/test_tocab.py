@@ -22,8 +22,7 @@ from hetgraph.kernels.gpu.layout import page_layout, range_cuts
 from hetgraph.kernels.gpu.source import kernel_source
 from hetgraph.kernels.gpu.tocab import (KernelChoice, Segments, page_segments,
                                         range_count, segment_table, tile_table,
-                                        tocab_cuts, tocab_ranges,
-                                        tocab_source)
+                                        tocab_ranges, tocab_source)
 from hetgraph.program import ProgramSpec
 from test_gpu_subgraph import EMULATION, _array
 from conftest import examples
@@ -59,9 +58,9 @@ def _layout(g, part):
     return src, offsets, weight, parts
 
 
-def _segments(g, part, ranges, hot=0):
+def _segments(g, part, ranges):
     src, offsets, weight, pages = _layout(g, part)
-    cuts = tocab_cuts(g.num_vertices, ranges, hot)
+    cuts = range_cuts(g.num_vertices, ranges)
     parts = [(s0, e0, page_segments(np, s, o, bounds, cuts))
              for s0, e0, s, o, bounds in pages]
     return src, offsets, weight, segment_table(np, parts, part.num_shards)
@@ -235,25 +234,6 @@ def test_range_count_and_the_option(monkeypatch):
     assert tocab_ranges(True, 1, 4, 40 * mib) == (1, True)
 
 
-def test_the_hot_range_comes_first_where_the_edges_sources_are(monkeypatch):
-    """Vertices 0 .. H - 1 (H values of TOCAB_HOT_BYTES) are a range of their own, before
-    equal ranges of the rest, when at least TOCAB_HOT_SHARE of the edges come from them."""
-    from hetgraph.kernels.gpu.tocab import hot_vertices
-
-    assert tocab_cuts(100, 3).tolist() == [0, 33, 66, 100]
-    assert tocab_cuts(100, 3, 10).tolist() == [0, 10, 40, 70, 100]
-    monkeypatch.setattr(tuning, "TOCAB_HOT_BYTES", 40)  # 10 float32 values
-    monkeypatch.setattr(tuning, "TOCAB_HOT_SHARE", 0.25)
-    src = np.r_[np.arange(10).repeat(3), np.arange(10, 100)].astype(np.uint32)  # 30 of 120
-    assert hot_vertices(np, src, 100, 4) == 10
-    assert hot_vertices(np, src[::-1][:110], 100, 4) == 0  # 20 of 110: too few
-    assert hot_vertices(np, src, 100, 8) == 0  # 5 vertices: 15 of 120 edges
-    monkeypatch.setattr(tuning, "TOCAB_HOT_SHARE", 0.125)
-    assert hot_vertices(np, src, 100, 8) == 5
-    assert hot_vertices(np, src[src < 3], 3, 4) == 3  # (every vertex)
-    assert hot_vertices(np, src[:0], 100, 4) == 0
-
-
 def test_kernel_choice_alternates_then_keeps_the_faster():
     choice = KernelChoice(2)
     order = [choice.next() for _ in range(5)]
@@ -286,9 +266,8 @@ def test_tocab_source_for_every_builtin_program(sync):
         spec = ProgramSpec(program)
         aux = np.float32 if program.dtype != np.float64 else np.float64
         source = tocab_source(spec, aux, np.int32, np.uint32, weighted=True, sync=sync)
-        assert source.count("__global__") == 3
-        assert all(f"{name}(" in source for name in ("tocab_segments", "tocab_hot",
-                                                       "tocab_reduce"))
+        assert source.count("__global__") == 2
+        assert all(f"{name}(" in source for name in ("tocab_segments", "tocab_reduce"))
         assert "hg_apply(old, acc" in source and "atomicAdd(&counters[0]" in source
 
 
@@ -323,15 +302,14 @@ def _values(spec, values):
     return c_type(spec.dtype), [literal(v, spec.dtype) for v in values]
 
 
-def _emulated(program, g, part, ranges, values, blocked, tmp_path, hot=0):
+def _emulated(program, g, part, ranges, values, blocked, tmp_path):
     """New values, flags and counters of one sync pull of ``program`` from ``values``:
-    by TOCAB's kernels (``blocked``; the vertices below ``hot`` a hot range, its tiles
-    by ``tocab_hot``) or by the shard kernel, each compiled with g++."""
+    by TOCAB's kernels (``blocked``) or by the shard kernel, each compiled with g++."""
     from hetgraph.kernels.transpile import c_type
 
     spec = ProgramSpec(program)
     weighted = bool(spec.needs_weights)
-    src, offsets, weight, seg = _segments(g, part, ranges, hot)
+    src, offsets, weight, seg = _segments(g, part, ranges)
     n = g.num_vertices
     value_t, shown = _values(spec, values)
     degree = g.out_degree().astype(np.uint32)
@@ -370,14 +348,11 @@ def _emulated(program, g, part, ranges, values, blocked, tmp_path, hot=0):
             "static unsigned long long counters[3], go[1] = {1};\n", "int main() {\n"]
     aux_per_vertex = int(aux.size > 1)
     if blocked:
-        hot_tiles = int(np.searchsorted(seg.source_range[tiles.first[:-1]], 1)) if hot else 0
         edges = "src, dst_offset, weight, shard_start, seg_shard, seg_log_r, seg_slot"
         rest = "seg_edges, seg_dst, dst_local, partial, values, go"
-        cold = len(tiles.first) - 1 - hot_tiles
-        body.append(f"  hg_grid({min(hot_tiles, 2)}, 1, [] {{ tocab_hot({edges}, "
-                    f"tile_first, {rest}, {hot_tiles}, {hot}, {slots}); }});\n"
-                    f"  hg_grid({cold}, 1, [] {{ tocab_segments({edges}, tile_first + "
-                    f"{hot_tiles}, {rest}, {cold}); }});\n"
+        count = len(tiles.first) - 1
+        body.append(f"  hg_grid({count}, 1, [] {{ tocab_segments({edges}, tile_first, "
+                    f"{rest}, {count}); }});\n"
                     f"  hg_grid({part.num_shards}, 1, [] {{ tocab_reduce(shard_start, "
                     f"by_shard, order, seg_dst, dst_local, partial, values, new_values, "
                     f"flags, aux, {aux_per_vertex}, constant_at, out_degree, counters, "
@@ -421,10 +396,8 @@ def _kernel_programs():
 
 @pytest.mark.skipif(GXX is None, reason="needs g++")
 @pytest.mark.parametrize("name", ["sssp", "bfs", "cc", "pagerank"])
-@pytest.mark.parametrize("ranges, replication, hot", [
-    (1, None, 0), (3, None, 0), (5, 4, 0), (40, 2, 0), (3, None, 10), (5, 4, 30)])
-def test_emulated_tocab_pass_equals_the_shard_kernel(name, ranges, replication, hot,
-                                                     tmp_path):
+@pytest.mark.parametrize("ranges, replication", [(1, None), (3, None), (5, 4), (40, 2)])
+def test_emulated_tocab_pass_equals_the_shard_kernel(name, ranges, replication, tmp_path):
     program = _kernel_programs()[name]
     g = _graph(90, 700, seed=ranges, weighted=True)
     part = g.partition(page_bytes=900, shard_vertices=16, max_shard_edges=None,
@@ -439,7 +412,7 @@ def test_emulated_tocab_pass_equals_the_shard_kernel(name, ranges, replication, 
         reached = rng.random(g.num_vertices) < 0.5
         values[reached] = rng.integers(0, 20, int(reached.sum()))
     values = values.astype(spec.dtype)
-    blocked = _emulated(program, g, part, ranges, values, True, tmp_path, hot)
+    blocked = _emulated(program, g, part, ranges, values, True, tmp_path)
     shard = _emulated(program, g, part, ranges, values, False, tmp_path)
     assert blocked[2] == shard[2]  # the counts of activated vertices and out-degrees
     assert np.array_equal(blocked[1], shard[1])
@@ -466,7 +439,7 @@ def test_device_segments_glue_pages_as_the_engine_lays_them_out(monkeypatch):
                             resident=(src, offsets, weight))
     assert part.num_pages > 3 and pages.plan.resident == part.num_pages
     monkeypatch.setattr(tuning, "TOCAB_BUILD_CHUNK", 37)
-    got = device_segments(np, g, pages, tocab_cuts(g.num_vertices, 7))
+    got = device_segments(np, g, pages, range_cuts(g.num_vertices, 7))
     assert len(got.local) > 10 * 37
     for a, b in zip(got, want):
         np.testing.assert_array_equal(a, b)

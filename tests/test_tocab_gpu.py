@@ -20,12 +20,13 @@ from hetgraph.program import ProgramSpec
 
 pytestmark = pytest.mark.gpu
 
-SMALL_L2 = 8192  # bytes: 2^14 float32 values in 16 ranges at the default share
+SMALL_L2 = 8192  # bytes: 2^14 float32 values in 16 ranges at a share of 0.5
 
 
 @pytest.fixture
 def small_l2(monkeypatch):
     monkeypatch.setattr(gpu_engine, "l2_bytes", lambda: SMALL_L2)
+    monkeypatch.setattr(tuning, "TOCAB_L2_SHARE", 0.5)
 
 
 def rmat():
@@ -43,14 +44,9 @@ RUNS = {
 }
 
 
-@pytest.mark.parametrize("hot_bytes", [0, 4096])
 @pytest.mark.parametrize("mode", ["sync", "async"])
 @pytest.mark.parametrize("algorithm", sorted(RUNS))
-def test_min_programs_equal_the_shard_kernel_bit_for_bit(algorithm, mode, hot_bytes, small_l2,
-                                                         monkeypatch):
-    """With and without a hot range (its values staged in shared memory)."""
-    monkeypatch.setattr(tuning, "TOCAB_HOT_BYTES", hot_bytes)
-    monkeypatch.setattr(tuning, "TOCAB_HOT_SHARE", 0.0)
+def test_min_programs_equal_the_shard_kernel_bit_for_bit(algorithm, mode, small_l2):
     g = rmat()
     call = RUNS[algorithm]
     blocked = call(g, devices="gpu", mode=mode, gpu={"tocab": True})
@@ -94,9 +90,7 @@ def _engine(g, **options):
     return gpu_engine.GpuEngine(spec, g, values, flags, aux, **options)
 
 
-def test_the_automatic_choice_times_both_kernels_then_keeps_the_faster(small_l2,
-                                                                     monkeypatch):
-    monkeypatch.setattr(tuning, "TOCAB_HOT_BYTES", 0)
+def test_the_automatic_choice_times_both_kernels_then_keeps_the_faster(small_l2):
     engine = _engine(rmat())
     passes = tuning.TOCAB_CALIBRATION_PASSES
     modes = [engine.iterate(1e-9)[0] for _ in range(2 * passes + 4)]
@@ -109,17 +103,6 @@ def test_the_automatic_choice_times_both_kernels_then_keeps_the_faster(small_l2,
     chosen = min(seconds["tocab"]) < min(seconds["shard"])
     assert described["chosen"] is chosen
     assert set(modes[2 * passes:]) == {"gpu-tocab" if chosen else "gpu-pull"}
-    assert described["hot_vertices"] == described["hot_tiles"] == 0
-
-
-def test_a_hot_range_is_described(small_l2, monkeypatch):
-    monkeypatch.setattr(tuning, "TOCAB_HOT_BYTES", 4096)  # 1024 float32 values
-    monkeypatch.setattr(tuning, "TOCAB_HOT_SHARE", 0.0)
-    engine = _engine(rmat(), tocab=True)
-    engine.iterate(1e-9)
-    described = engine.describe()["tocab"]
-    assert described["hot_vertices"] == 1024 and described["hot_tiles"] > 0
-    assert described["range_vertices"] == (2**14 - 1024) // described["ranges"]
 
 
 def test_values_that_fit_the_l2_keep_the_shard_kernel():

@@ -305,12 +305,11 @@ def _prologue(identity):
 """
 
 
-def gather_loop(identity, barrier=True, sources="values"):
+def gather_loop(identity, barrier=True):
     """Every edge of [e0, e1) gathered and combined into its destination's replica
     (``slots[(off << log_r) + lane]``): with warp shuffles first (edges in destination
     order), or ``HG_UNROLL`` edges a thread at once; then the block's barrier unless
-    ``barrier`` is False (the caller's loop gathers more first). ``sources``: the
-    array the sources' values are read from (the destinations' from ``values``)."""
+    ``barrier`` is False (the caller's loop gathers more first)."""
     return f"""\
   const int lane = threadIdx.x & ((1 << log_r) - 1);
   const int stride = blockDim.x;
@@ -322,7 +321,7 @@ def gather_loop(identity, barrier=True, sources="values"):
     const long long e = base + threadIdx.x;
     const bool valid = e < e1;
     const int off = valid ? (int)HG_EDGE(dst_offset, e) : -1 - warp_lane;
-    value_t g = valid ? (value_t)hg_gather({sources}[HG_EDGE(src, e)], HG_WEIGHT(e),
+    value_t g = valid ? (value_t)hg_gather(values[HG_EDGE(src, e)], HG_WEIGHT(e),
                                            values[v0 + off])
                       : ({identity});
 #pragma unroll
@@ -344,7 +343,7 @@ def gather_loop(identity, barrier=True, sources="values"):
     for (int u = 0; u < HG_UNROLL; ++u) off[u] = HG_EDGE(dst_offset, e + u * stride);
 #pragma unroll
     for (int u = 0; u < HG_UNROLL; ++u)
-      gathered[u] = hg_gather({sources}[HG_EDGE(src, e + u * stride)], HG_WEIGHT(e + u * stride),
+      gathered[u] = hg_gather(values[HG_EDGE(src, e + u * stride)], HG_WEIGHT(e + u * stride),
                               values[v0 + off[u]]);
 #pragma unroll
     for (int u = 0; u < HG_UNROLL; ++u) hg_atomic(&slots[(off[u] << log_r) + lane], gathered[u]);
@@ -358,7 +357,7 @@ def gather_loop(identity, barrier=True, sources="values"):
 #pragma unroll
     for (int u = 0; u < HG_UNROLL; ++u)
       if (e + u * stride < e1)
-        gathered[u] = hg_gather({sources}[HG_EDGE(src, e + u * stride)],
+        gathered[u] = hg_gather(values[HG_EDGE(src, e + u * stride)],
                                 HG_WEIGHT(e + u * stride), values[v0 + off[u]]);
 #pragma unroll
     for (int u = 0; u < HG_UNROLL; ++u)

@@ -9,16 +9,12 @@ each segment with replicas for its own edges; the blocks running at once gather 
 or two ranges, which stay in L2): the block combines its edges' gathers in shared memory
 as the shard kernel does, then stores one value for each destination a segment touches
 (its compact list of shard-local uint16 ids) into ``partial``, where a range's segments
-lie one after the other. An optional *hot range* of the first vertices comes first
-(``tuning.TOCAB_HOT_BYTES``): its blocks copy its values into shared memory once and
-gather from there, tile after tile. A second kernel, one block a shard (GraphCage's Fig.
-5), combines its segments' partial values in range order into shared memory, then
+lie one after the other. A second kernel, one block a shard (GraphCage's Fig. 5), combines its segments' partial values in range order into shared memory, then
 applies and activates as the shard kernel does. Answers: min/max/or/and reductions are
 order-free, so equal to the shard kernel's bit for bit; sums are added in another order.
 
-The host side (:func:`range_count`, :func:`tocab_cuts`, :func:`hot_vertices`,
-:func:`page_segments`, :func:`segment_table`, :func:`tile_table`,
-:class:`KernelChoice`) is written for NumPy and CuPy alike; :class:`BlockedPass` is the
+The host side (:func:`range_count`, :func:`tocab_ranges`, :func:`page_segments`,
+:func:`segment_table`, :func:`tile_table`, :class:`KernelChoice`) is written for NumPy and CuPy alike; :class:`BlockedPass` is the
 device side of an engine's pass.
 """
 
@@ -42,7 +38,7 @@ from .source import apply_epilogue, compile_functions, gather_loop, kernel_head
 
 log = logging.getLogger(__name__)
 
-KERNELS = ("tocab_segments", "tocab_hot", "tocab_reduce")
+KERNELS = ("tocab_segments", "tocab_reduce")
 
 
 def range_count(num_vertices, value_bytes, l2_bytes, share):
@@ -67,28 +63,6 @@ def tocab_ranges(option, num_vertices, value_bytes, l2_bytes):
         fits = int(num_vertices) * int(value_bytes) <= l2_bytes
         return (1 if fits else max(ranges, 2)), False
     return min(max(ranges, 2), max(int(num_vertices), 1)), True
-
-
-def hot_vertices(xp, src, num_vertices, value_bytes):
-    """The vertices 0 .. H - 1 whose values a block stages in its shared memory (the
-    hot range, ``tuning.TOCAB_HOT_BYTES`` of values of ``value_bytes``), H = 0 when the
-    resident edges' sources ``src`` (``xp``'s array) fall there less often than
-    ``tuning.TOCAB_HOT_SHARE`` of the time: a degree order puts the sources of most
-    edges first, a random one does not."""
-    hot = min(tuning.TOCAB_HOT_BYTES // int(value_bytes), int(num_vertices))
-    if hot == 0 or len(src) == 0:
-        return 0
-    sample = src[::max(1, len(src) >> 24)]  # (every k-th edge: 2^24 at most)
-    share = int(xp.count_nonzero(sample < hot)) / len(sample)
-    return hot if share >= tuning.TOCAB_HOT_SHARE else 0
-
-
-def tocab_cuts(num_vertices, ranges, hot=0):
-    """The first source vertex of each range and ``num_vertices`` after them (int64):
-    the hot range 0 .. ``hot`` - 1 first when ``hot`` (see :func:`hot_vertices`), then
-    ``ranges`` equal ranges of the other vertices."""
-    rest = hot + range_cuts(int(num_vertices) - hot, ranges)
-    return np.concatenate(([0], rest)) if hot else rest
 
 
 def page_segments(xp, src, offsets, shard_bounds, cuts):
@@ -257,37 +231,15 @@ class KernelChoice:
 
 def tocab_source(spec: ProgramSpec, aux_dtype, index_dtype, degree_dtype, *, weighted,
                  sync) -> str:
-    """CUDA source of :data:`KERNELS` for ``spec`` (see the module's docstring):
-    ``tocab_hot`` is the segments kernel of the hot range, whose values it reads from
-    shared memory."""
+    """CUDA source of :data:`KERNELS` for ``spec`` (see the module's docstring)."""
     identity = literal(spec.identity(), spec.dtype)
     return "".join((
         kernel_head(spec, aux_dtype, index_dtype, degree_dtype, weighted=weighted,
                     sync=sync),
-        _segments_kernel(identity, hot=False), _segments_kernel(identity, hot=True),
+        _SEGMENTS_PROLOGUE.replace("IDENTITY", identity), gather_loop(identity, False),
+        _SEGMENTS_STORE,
         _REDUCE_PROLOGUE.replace("IDENTITY", identity),
         apply_epilogue("    const value_t acc = slots[i];\n")))
-
-
-def _segments_kernel(identity, hot):
-    """The segments kernel: each block takes tiles ``blockIdx.x``, ``+ gridDim.x``, ...
-    below ``tile_count``; ``tocab_hot`` (``hot``) first stages the values of the
-    vertices 0 .. hot_count - 1 after the replica slots (at slot ``hot_at``), once for
-    all the tiles it takes (its launch has a block or a few an SM)."""
-    head = _SEGMENTS_PROLOGUE.replace("IDENTITY", identity)
-    if hot:
-        head = head.replace("tocab_segments(", "tocab_hot(").replace(
-            "const long long tile_count)",
-            "const long long tile_count,\n    const int hot_count, const int hot_at)").replace(
-            "  /* (the hot range's values) */\n", _HOT_STAGE)
-    return "".join((head, gather_loop(identity, False, "hot" if hot else "values"),
-                    _SEGMENTS_STORE))
-
-
-_HOT_STAGE = """\
-  value_t* hot = (value_t*)hg_shared + hot_at;  /* (read after the first tile's barrier) */
-  for (int k = threadIdx.x; k < hot_count; k += blockDim.x) hot[k] = values[k];
-"""
 
 
 _SEGMENTS_PROLOGUE = """\
@@ -303,7 +255,6 @@ extern "C" __global__ void tocab_segments(
 {
   if (*go == 0) return;  /* (see shard_pass) */
   extern __shared__ __align__(8) unsigned char hg_shared[];
-  /* (the hot range's values) */
   for (long long tile = blockIdx.x; tile < tile_count; tile += gridDim.x) {
   const long long g0 = tile_first[tile], g1 = tile_first[tile + 1];
   /* only the replicas of the destinations a segment touches are read: they alone
@@ -388,18 +339,6 @@ def compile_tocab(spec: ProgramSpec, aux_dtype, index_dtype, degree_dtype, *, we
     return compile_functions(spec, source, KERNELS)
 
 
-def resident_blocks(threads, shared_bytes):
-    """Blocks of ``threads`` threads and ``shared_bytes`` of dynamic shared memory that
-    the current device runs at once (each multiprocessor as many as its threads and
-    shared memory hold, 1 KiB of it the system's a block)."""
-    import cupy
-
-    props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.runtime.getDevice())
-    per_sm = min(props["maxThreadsPerMultiProcessor"] // threads,
-                 props["sharedMemPerMultiprocessor"] // (shared_bytes + 1024))
-    return max(1, per_sm) * props["multiProcessorCount"]
-
-
 def l2_bytes():
     """The current device's L2 cache (bytes), as the driver reports it."""
     import cupy
@@ -417,7 +356,7 @@ def _l2_bytes(device):
 def device_segments(cp, graph, pages, cuts):
     """:class:`Segments` of the resident pages ``pages`` (a :class:`.layout.DevicePages`
     all of whose pages are resident, source-ordered) in the source ranges that begin
-    at ``cuts`` (:func:`tocab_cuts`), built on the device page by page."""
+    at ``cuts`` (:func:`.layout.range_cuts`), built on the device page by page."""
     partition, plan = pages.partition, pages.plan
     src, offsets, _ = pages.resident
     first = plan.first_edge
@@ -434,11 +373,10 @@ def device_segments(cp, graph, pages, cuts):
 class BlockedPass:
     """TOCAB's pass over the resident pages ``pages`` (a :class:`.layout.DevicePages`
     all of whose pages are resident, source-ordered) of ``graph`` on the current
-    device: the segments of ``ranges`` source ranges (after the hot range, when
-    :func:`hot_vertices` finds one), the partial values (of ``dtype``) and the
+    device: the segments of ``ranges`` source ranges, the partial values (of ``dtype``) and the
     ``kernels``' arguments packed once (``flags``, ``aux``: the run's device arrays;
     ``no_weight``: a float32 device array passed for absent weights); ``threads`` and
-    ``shared_bytes`` a block (the hot range's blocks its values more). ``l2_bytes``
+    ``shared_bytes`` a block. ``l2_bytes``
     and ``choice`` (a :class:`KernelChoice`) are described. Raises MemoryError
     (CuPy's) when the device lacks room."""
 
@@ -447,49 +385,37 @@ class BlockedPass:
         self.ranges, self.l2_bytes, self.choice = ranges, l2_bytes, choice
         self.num_vertices, self.num_shards = graph.num_vertices, pages.partition.num_shards
         src, offsets, weight = pages.resident
-        self.hot = hot = hot_vertices(cp, src, graph.num_vertices, np.dtype(dtype).itemsize)
         self.segments = segments = device_segments(
-            cp, graph, pages, tocab_cuts(graph.num_vertices, ranges, hot))
+            cp, graph, pages, range_cuts(graph.num_vertices, ranges))
         partition = pages.partition
         self.tiles = tiles = tile_table(cp, segments, partition.shard_start,
                                         np.log2(partition.replication), pages.slots)
         self.partial = cp.empty(max(int(segments.dst[-1]), 1), dtype)
         self.nbytes = self.partial.nbytes + sum(a.nbytes for a in (*segments, *tiles))
-        # the hot range's tiles come first (launch order is by range)
-        self.hot_tiles = int(np.searchsorted(to_host(segments.source_range)[
-            to_host(tiles.first[:-1])], 1)) if hot else 0
-        self._shared = (shared_bytes, shared_bytes + hot * np.dtype(dtype).itemsize)
-        cold_tiles = len(tiles.first) - 1 - self.hot_tiles
-        self._grids = (cold_tiles, self.hot_tiles and min(
-            self.hot_tiles, resident_blocks(threads, self._shared[1])))
+        self.tile_count = len(tiles.first) - 1
         edges = dict(src=src, offsets=offsets, weight=no_weight if weight is None else weight,
                      shard_start=pages.shard_start, seg_shard=segments.shard,
                      seg_log_r=tiles.log_r, seg_slot=tiles.slot)
         tail = dict(seg_edges=segments.edges, seg_dst=segments.dst, dst_local=segments.local,
                     partial=self.partial, values=None, go=None)
-        self._launches = (
-            PackedLaunch(kernels[0], dict(edges, tile_first=tiles.first[self.hot_tiles:],
-                                          **tail, tile_count=np.int64(cold_tiles))),
-            PackedLaunch(kernels[1], dict(edges, tile_first=tiles.first, **tail,
-                                          tile_count=np.int64(self.hot_tiles),
-                                          hot_count=np.int32(hot),
-                                          hot_at=np.int32(pages.slots))))
-        self._reduce = PackedLaunch(kernels[2], dict(
+        self._segments = PackedLaunch(kernels[0], dict(
+            edges, tile_first=tiles.first, seg_edges=segments.edges, seg_dst=segments.dst,
+            dst_local=segments.local, partial=self.partial, values=None, go=None,
+            tile_count=np.int64(self.tile_count)))
+        self._reduce = PackedLaunch(kernels[1], dict(
             shard_start=pages.shard_start, by_shard=segments.by_shard, order=segments.order,
             seg_dst=segments.dst, dst_local=segments.local, partial=self.partial,
             values=None, new_values=None, flags=flags, aux=aux,
             aux_per_vertex=np.int32(aux.size > 1), constant_at=None,
             out_degree=pages.out_degree, counters=None, go=None))
-        self._changing = (*self._launches[0].holders("values", "go"),
-                          *self._launches[1].holders("values", "go"),
+        self._changing = (*self._segments.holders("values", "go"),
                           *self._reduce.holders("values", "new_values", "constant_at",
                                                 "counters", "go"))
         self.launch_shape = (threads, shared_bytes)
-        for kernel, shared in zip(kernels, (*self._shared, shared_bytes)):
-            kernel.max_dynamic_shared_size_bytes = shared
-        log.info("TOCAB: %d source ranges after %d hot vertices, %d segments in %d blocks, "
-                 "%d partial values", ranges, hot, len(segments.shard),
-                 len(tiles.first) - 1, int(segments.dst[-1]))
+        for kernel in kernels:
+            kernel.max_dynamic_shared_size_bytes = shared_bytes
+        log.info("TOCAB: %d source ranges, %d segments in %d blocks, %d partial values",
+                 ranges, len(segments.shard), self.tile_count, int(segments.dst[-1]))
 
     def set_aux(self, aux):
         """A later run's ``aux`` (a device array; see ``GpuEngine.bind``)."""
@@ -501,23 +427,20 @@ class BlockedPass:
         the values read and written, the iteration constant, the counters and the go
         flag (see the shard kernel)."""
         holders = self._changing
-        holders[0].value = holders[2].value = holders[4].value = values
-        holders[1].value = holders[3].value = holders[8].value = go
-        holders[5].value, holders[6].value, holders[7].value = new_values, constant_at, \
+        holders[0].value = holders[2].value = values
+        holders[1].value = holders[6].value = go
+        holders[3].value, holders[4].value, holders[5].value = new_values, constant_at, \
             counters
         threads, shared = self.launch_shape
-        for launch, grid, bytes_ in zip(self._launches[::-1], self._grids[::-1],
-                                        self._shared[::-1]):
-            if grid:  # (the hot range's tiles first)
-                launch(grid, threads, bytes_, stream.ptr)
+        if self.tile_count:
+            self._segments(self.tile_count, threads, shared, stream.ptr)
         self._reduce(self.num_shards, threads, shared, stream.ptr)
 
     def describe(self):
         """The blocking's choices, for the engine's description."""
         return {"ranges": self.ranges, "l2_bytes": self.l2_bytes,
-                "range_vertices": -(-(self.num_vertices - self.hot) // self.ranges),
-                "hot_vertices": self.hot, "hot_tiles": self.hot_tiles,
-                "segments": len(self.segments.shard), "tiles": len(self.tiles.first) - 1,
+                "range_vertices": -(-self.num_vertices // self.ranges),
+                "segments": len(self.segments.shard), "tiles": self.tile_count,
                 "partial_values": int(self.segments.dst[-1]), "chosen": self.choice.decided,
                 "seconds": {("tocab" if k else "shard"): v
                             for k, v in self.choice.seconds.items()}}
