@@ -260,6 +260,20 @@ def test_a_checkpoint_of_other_seeds_in_a_set_is_refused(tmp_path):
     assert prints[0] == prints[1] and len(set(prints[1:])) == 6
 
 
+def test_dict_parameters_differ_by_their_keys_types():
+    """A dict parameter is fingerprinted by its keys as they are, not as strings: a
+    program of weights {1: ...} is not the program of weights {"1": ...}; the items'
+    order does not matter."""
+    from hetgraph.program import ProgramSpec
+    from seeded import FromSeeds
+
+    fp = checkpoint_mod.program_fingerprint
+    prints = [fp(ProgramSpec(FromSeeds(seeds))) for seeds in (
+        {1: 0.5, 2: 1.0}, {2: 1.0, 1: 0.5}, {"1": 0.5, 2: 1.0}, {1: 0.5, 2.0: 1.0},
+        {1: 0.5, 2: 2.0})]
+    assert prints[0] == prints[1] and len(set(prints[1:])) == 4
+
+
 def test_a_checkpoint_of_another_series_of_seeds_is_refused(tmp_path):
     """An array-like parameter (a pandas Series mask) is part of the fingerprint by its
     values, as an array is, not by its type alone."""

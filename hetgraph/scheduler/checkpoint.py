@@ -105,8 +105,10 @@ def _describe(value, digest=crc32):
         return ("array", value.dtype.str, value.shape, digest(value))
     if isinstance(value, (list, tuple)):
         return tuple(_describe(v, digest) for v in value)
-    if isinstance(value, dict):
-        return tuple(sorted((str(k), _describe(v, digest)) for k, v in value.items()))
+    if isinstance(value, dict):  # (a key not a str described and tagged: 1 and "1" differ)
+        return tuple(sorted(((k if isinstance(k, str) else ("key", _describe(k, digest)),
+                              _describe(v, digest)) for k, v in value.items()),
+                            key=_str_keys_first))
     if isinstance(value, (set, frozenset)):  # (sorted: a set's order is its hashes')
         return ("set",) + tuple(sorted((_describe(v, digest) for v in value), key=repr))
     if value is None or isinstance(value, (bool, int, float, complex, str, bytes, range,
@@ -118,6 +120,13 @@ def _describe(value, digest=crc32):
         except (TypeError, ValueError):  # (a device array: by its type, as before)
             pass
     return type(value).__qualname__
+
+
+def _str_keys_first(item):
+    """The order of a described dict's items: str keys first, in their order (as
+    checkpoints written before carry them), then the others by their descriptions."""
+    key = item[0]
+    return (0, key) if isinstance(key, str) else (1, repr(key))
 
 
 def graph_blind_digest(spec, graph, array_digest=crc32):
