@@ -8,10 +8,15 @@ each edge in one segment of its (shard, source range), the destination lists, th
 partial offsets, the reduction's lists, the tiles' slots and edge bound. A pass of the
 two kernels emulated from these tables (a block of several threads, its shared memory
 holding the last tile's values) gives scipy's SpMV, and so does a PageRank pass of the
-kernels' own source compiled with g++.
+kernels' own source compiled with g++. BlockedPass itself runs with NumPy standing in
+for CuPy: its launches' arguments, read back by the kernels' signatures, give scipy's
+SpMV when the kernels are run from them as their text says.
 """
 
+import ctypes
+import re
 import shutil
+import sys
 from types import SimpleNamespace
 
 import numpy as np
@@ -22,7 +27,7 @@ from hypothesis import strategies as st
 
 import hetgraph as hg
 from hetgraph import tuning
-from hetgraph.kernels.gpu.layout import PagePlan
+from hetgraph.kernels.gpu.layout import PagePlan, unsigned_index
 from hetgraph.kernels.gpu.tocab import device_segments, hot_vertices, tile_table, tocab_cuts
 from hetgraph.partition import edge_bytes
 from conftest import examples
@@ -396,3 +401,213 @@ def test_compiled_pagerank_pass_equals_scipy(ranges, hot, replication, tmp_path)
     want = _spmv(g, values.astype(np.float64)) * np.asarray(aux, np.float64)
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-12)
     assert flags.all()
+
+
+# --- BlockedPass's launches, CuPy stood in for by NumPy ------------------------------------
+
+class _Device(np.ndarray):
+    """A NumPy array with CuPy's ``data.ptr`` (its host address) and ``get``; every one
+    made (views, copies, results) kept in ``made``, so that a launch's pointers lead
+    back to them."""
+
+    made: list = []
+
+    def __array_finalize__(self, obj):
+        _Device.made.append(self)
+
+    @property
+    def data(self):
+        return SimpleNamespace(ptr=self.ctypes.data)
+
+    def get(self):
+        return np.array(self)
+
+
+class _StandIn:
+    """CuPy for BlockedPass: NumPy's functions giving _Device arrays, sorts stable as
+    CuPy's, launches recorded, a device of ``sms`` multiprocessors of 64 threads."""
+
+    ndarray = _Device
+
+    def __init__(self, sms):
+        _Device.made = []
+        self.launches = []
+        props = dict(maxThreadsPerMultiProcessor=64, sharedMemPerMultiprocessor=1 << 30,
+                     multiProcessorCount=sms)
+        self.cuda = SimpleNamespace(
+            driver=SimpleNamespace(launchKernel=lambda *call: self.launches.append(call)),
+            runtime=SimpleNamespace(getDevice=lambda: 0,
+                                    getDeviceProperties=lambda device: props))
+
+    @staticmethod
+    def device(array):
+        return np.asarray(array).view(_Device)
+
+    def __getattr__(self, name):
+        function = getattr(np, name)
+
+        def on_device(*args, **options):
+            if name == "argsort":
+                options["kind"] = "stable"
+            out = function(*args, **options)
+            return self.device(out) if isinstance(out, np.ndarray) else out
+        return on_device
+
+    @staticmethod
+    def array_at(pointer, dtype):
+        """The array made that begins at ``pointer``, whose type must be ``dtype``."""
+        (array, *_) = found = [a for a in _Device.made if a.ndim and a.ctypes.data == pointer]
+        assert {a.dtype for a in found} == {np.dtype(dtype)}, (found, dtype)
+        return np.asarray(array).reshape(-1)
+
+
+def _parameters(source, kernel):
+    """(C type, pointer?, name) of each parameter of ``kernel`` in the CUDA ``source``."""
+    head = re.search(rf"__global__ void {kernel}\((.*?)\)\s*\{{", source, re.S).group(1)
+    out = []
+    for parameter in head.split(","):
+        words = parameter.replace("HG_VALUES", "const value_t*").replace("*", " * ").split()
+        words = [w for w in words if w not in ("const", "__restrict__")]
+        out.append((" ".join(w for w in words[:-1] if w != "*"), "*" in words, words[-1]))
+    return out
+
+
+def _decoded(cp, launch, parameters, types):
+    """A recorded launch's arguments by name: arrays (by the kernel's C types) or
+    numbers, as many as the kernel's parameters."""
+    assert len(launch._held) == len(parameters)
+    values = {}
+    for (ctype, pointer, name), value in zip(parameters, launch._held):
+        if not pointer:  # (a number of the parameter's size)
+            assert ctypes.sizeof(value) == np.dtype(types[ctype]).itemsize, name
+        values[name] = cp.array_at(value.value, types[ctype]) if pointer else value.value
+    return SimpleNamespace(**values)
+
+
+def _run_segments(a, grid, threads, shared_bytes, itemsize, hot):
+    """``tocab_segments`` (``tocab_hot`` when ``hot``) as its CUDA text runs, from its
+    arguments ``a``: block b takes tiles b, b + ``grid``, ... in shared memory of
+    ``shared_bytes`` (garbage at first, the hot range's values staged after the slots);
+    a thread's edges into replica threadIdx mod R."""
+    garbage = np.random.default_rng(1)
+    for b in range(grid):
+        shared = garbage.uniform(-1e9, 1e9, shared_bytes // itemsize)
+        if hot:
+            shared[a.hot_at:a.hot_at + a.hot_count] = a.values[:a.hot_count]
+        for tile in range(b, a.tile_count, grid):
+            segments = range(int(a.tile_first[tile]), int(a.tile_first[tile + 1]))
+            for g in segments:
+                r, at = 1 << int(a.seg_log_r[g]), int(a.seg_slot[g])
+                local = a.dst_local[a.seg_dst[g]:a.seg_dst[g + 1]].astype(np.int64)
+                assert not hot or at + (int(local.max()) + 1) * r <= a.hot_at
+                for d in local:
+                    shared[at + d * r:at + (d + 1) * r] = 0.0
+            for g in segments:
+                r, at = 1 << int(a.seg_log_r[g]), int(a.seg_slot[g])
+                for e in range(int(a.seg_edges[2 * g]), int(a.seg_edges[2 * g + 1])):
+                    u = int(a.src[e])
+                    x = shared[a.hot_at + u] if hot else a.values[u]
+                    lane = (e - int(a.seg_edges[2 * g])) % threads % r
+                    shared[at + int(a.dst_offset[e]) * r + lane] += x * a.weight[e]
+            for g in segments:
+                r, at = 1 << int(a.seg_log_r[g]), int(a.seg_slot[g])
+                for i, d in enumerate(a.dst_local[a.seg_dst[g]:a.seg_dst[g + 1]].tolist()):
+                    a.partial[a.seg_dst[g] + i] = shared[at + d * r:at + (d + 1) * r].sum()
+
+
+def _run_reduce(a, grid, shared_bytes, itemsize):
+    """``tocab_reduce`` for PageRank from its arguments ``a``: each shard's segments'
+    partial values in range order, then (constant + acc) * aux."""
+    for s in range(grid):
+        v0, v1 = int(a.shard_start[s]), int(a.shard_start[s + 1])
+        assert v1 - v0 <= shared_bytes // itemsize
+        acc = np.zeros(v1 - v0)
+        for g in a.order[a.by_shard[s]:a.by_shard[s + 1]]:
+            d0, d1 = int(a.seg_dst[g]), int(a.seg_dst[g + 1])
+            acc[a.dst_local[d0:d1].astype(np.int64)] += a.partial[d0:d1]
+        aux = a.aux[v0:v1] if a.aux_per_vertex else a.aux[0]
+        a.new_values[v0:v1] = (a.constant_at[0] + acc) * aux
+
+
+def _passed(cp, g, part, ranges, threads):
+    """A BlockedPass of PageRank (float64) on ``g``'s pages (CuPy stood in for by
+    ``cp``), its aux set by set_aux, run once: (the pass, the arrays it was given by
+    name, the kernels' source)."""
+    from hetgraph.algorithms.pagerank import PageRank
+    from hetgraph.kernels.gpu.tocab import BlockedPass, KernelChoice, tocab_source
+    from hetgraph.program import ProgramSpec
+
+    n, spec = g.num_vertices, ProgramSpec(PageRank(dtype=np.float64))
+    src, offsets, weight, _ = _layout(g, part)
+    slots = _slots(part)
+    pages = SimpleNamespace(
+        partition=part, plan=PagePlan(part, edge_bytes(g.index_dtype, True), 1 << 40, 1),
+        resident=tuple(cp.device(a) for a in (src, offsets, weight)), slots=slots,
+        shard_start=cp.device(part.shard_start),
+        out_degree=cp.device(g.out_degree().astype(np.uint32)))
+    kernels = [SimpleNamespace(kernel=SimpleNamespace(ptr=k)) for k in (1, 2, 3)]
+    blocked = BlockedPass(cp, g, pages, np.float64, cp.device(np.zeros(n, np.uint8)),
+                          cp.device(np.zeros(1)), cp.device(np.zeros(1, np.float32)),
+                          kernels=kernels, ranges=ranges, threads=threads,
+                          shared_bytes=slots * 8, l2_bytes=1 << 20, choice=KernelChoice(3))
+    given = dict(aux=cp.device(np.asarray(spec.initial_state(g)[2], np.float64)),
+                 values=cp.device(np.random.default_rng(ranges).uniform(0, 1e-2, n)),
+                 new_values=cp.device(np.full(n, np.nan)), constant_at=cp.device([1.25e-3]),
+                 counters=cp.device(np.zeros(3, np.uint64)),
+                 go=cp.device(np.ones(1, np.uint64)))
+    blocked.set_aux(given["aux"])
+    blocked.run(SimpleNamespace(ptr=0), *(given[k].data.ptr for k in (
+        "values", "new_values", "constant_at", "counters", "go")))
+    return blocked, given, tocab_source(spec, np.float64, g.index_dtype, np.uint32,
+                                        weighted=True, sync=True)
+
+
+def _c_types(index):
+    """The NumPy type of each C type of the kernels' parameters (float64 values)."""
+    return {"index_t": index, "unsigned short": np.uint16, "float": np.float32,
+            "long long": np.int64, "int": np.int32, "unsigned char": np.uint8,
+            "value_t": np.float64, "aux_t": np.float64, "double": np.float64,
+            "degree_t": np.uint32, "unsigned long long": np.uint64}
+
+
+@pytest.mark.parametrize("hot_bytes, ranges, threads, sms", [
+    (0, 3, 32, 2), (8 * 40, 4, 1, 1), (8 * 40, 9, 64, 3), (8 * 40, 2, 32, 1)])
+def test_blocked_pass_launches_give_scipy(monkeypatch, hot_bytes, ranges, threads, sms):
+    """BlockedPass's launches (NumPy for CuPy): the hot range's tiles first, then the
+    others, then the reduction, each with the arguments its CUDA signature names (of
+    the C types it declares), run()'s pointers where it puts them and grids that take
+    every tile; these launches, run as their kernels' text says, give scipy's SpMV."""
+    cp = _StandIn(sms)
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    monkeypatch.setattr(tuning, "TOCAB_HOT_BYTES", hot_bytes)
+    monkeypatch.setattr(tuning, "TOCAB_TILE_EDGES", 40)
+    g = _hub_at_a_cut(120, ranges, seed=ranges)
+    part = g.partition(page_bytes=900, shard_vertices=8, max_shard_edges=None)
+    blocked, given, source = _passed(cp, g, part, ranges, threads)
+    assert blocked.hot == hot_bytes // 8
+    launches = {launch._address: launch for launch in (*blocked._launches, blocked._reduce)}
+    names = {1: "tocab_segments", 2: "tocab_hot", 3: "tocab_reduce"}
+    assert [names[call[0]] for call in cp.launches] == \
+        ["tocab_hot"] * bool(blocked.hot) + ["tocab_segments", "tocab_reduce"]
+    slots, tiles = _slots(part), 0
+    for function, grid, _, _, block, _, _, shared, _, address, _ in cp.launches:
+        name = names[function]
+        a = _decoded(cp, launches[address], _parameters(source, name),
+                     _c_types(unsigned_index(g.index_dtype)))
+        assert block == threads
+        for key in set(given) & set(vars(a)):
+            assert getattr(a, key).ctypes.data == given[key].ctypes.data, key
+        if name == "tocab_reduce":
+            assert grid == part.num_shards and shared == slots * 8
+            _run_reduce(a, grid, shared, 8)
+            continue
+        hot = name == "tocab_hot"
+        assert 0 < grid <= a.tile_count and shared == (slots + blocked.hot * hot) * 8
+        assert not hot or a.hot_at >= slots  # (staged after any tile's slots)
+        ends = blocked.segments.source_range[[a.tile_first[0], a.tile_first[a.tile_count] - 1]]
+        assert (ends == 0).all() if hot else ends[0] >= bool(blocked.hot)  # (hot first)
+        tiles += a.tile_count
+        _run_segments(a, grid, threads, shared, 8, hot)
+    assert tiles == len(blocked.tiles.first) - 1
+    want = (1.25e-3 + _spmv(g, given["values"])) * given["aux"]
+    np.testing.assert_allclose(given["new_values"], want, rtol=1e-12, atol=1e-15)
