@@ -1,7 +1,7 @@
 """TOCAB's host-side build (kernels/gpu/tocab.py) against brute-force oracles.
 
 Hostile graphs (hubs at a range cut, every source in one range, shards without edges,
-more ranges than vertices, a hot range of every vertex, int64 indices, shards of 65,536
+more ranges than vertices, int64 indices, shards of 65,536
 vertices, a vertex of 10^5 in-edges) are cut into segments and tiles, and every table
 is checked by plain loops over the edges, written here without the module's searches:
 each edge in one segment of its (shard, source range), the destination lists, the
@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 
 import hetgraph as hg
 from hetgraph import tuning
-from hetgraph.kernels.gpu.layout import PagePlan, unsigned_index
-from hetgraph.kernels.gpu.tocab import device_segments, hot_vertices, tile_table, tocab_cuts
+from hetgraph.kernels.gpu.layout import PagePlan, range_cuts, unsigned_index
+from hetgraph.kernels.gpu.tocab import device_segments, tile_table
 from hetgraph.partition import edge_bytes
 from conftest import examples
 from test_tocab import _emulated, _layout
@@ -65,15 +65,14 @@ def _hostile_edges(shape, n, m, rng, cuts):
 
 @st.composite
 def hostile_cases(draw):
-    """(graph, partition, ranges, hot) of a hostile shape."""
+    """(graph, partition, ranges) of a hostile shape."""
     n = draw(st.one_of(st.integers(1, 12), st.integers(13, 260)))
     ranges = draw(st.integers(1, n + 3))  # (more than the vertices: empty ranges)
-    hot = draw(st.sampled_from([0, 0, 1, max(n // 3, 1), n]))
     shape = draw(st.sampled_from(["uniform", "hub at a cut", "one range", "empty shards",
                                   "hub destination"]))
     m = draw(st.integers(0, 500))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    src, dst = _hostile_edges(shape, n, m, rng, tocab_cuts(n, ranges, hot))
+    src, dst = _hostile_edges(shape, n, m, rng, range_cuts(n, ranges))
     weight = rng.uniform(0.5, 2.0, m) if draw(st.booleans()) else None
     g = hg.from_arrays(src, dst, weight, num_vertices=n, dedup=None)
     if draw(st.booleans()):
@@ -82,7 +81,7 @@ def hostile_cases(draw):
                        shard_vertices=draw(st.one_of(st.none(), st.integers(1, 70))),
                        replication=draw(st.sampled_from([None, None, 1, 4, 32])),
                        max_shard_edges=draw(st.sampled_from([None, 1, 7, 60])))
-    return g, part, ranges, hot
+    return g, part, ranges
 
 
 # --- the oracles ------------------------------------------------------------------------
@@ -111,15 +110,13 @@ def _check_layout(g, part, src, offsets, shard_of):
     assert all([u for u, _ in p] == sorted(u for u, _ in p) for p in laid.values())
 
 
-def _check_cuts(cuts, n, ranges, hot):
-    """Ranges cover [0, n) in order: the hot one [0, hot) first, then ``ranges`` of the
-    other vertices whose sizes differ by one at most."""
+def _check_cuts(cuts, n, ranges):
+    """``ranges`` ranges cover [0, n) in order, their sizes differing by one at most."""
     cuts = [int(c) for c in cuts]
     assert cuts[0] == 0 and cuts[-1] == n and cuts == sorted(cuts)
-    rest = cuts[1:] if hot else cuts
-    assert len(cuts) == ranges + 1 + bool(hot) and rest[0] == hot
-    sizes = [b - a for a, b in zip(rest[:-1], rest[1:])]
-    assert max(sizes) - min(sizes) <= 1 and sum(sizes) == n - hot
+    assert len(cuts) == ranges + 1
+    sizes = [b - a for a, b in zip(cuts[:-1], cuts[1:])]
+    assert max(sizes) - min(sizes) <= 1 and sum(sizes) == n
 
 
 def _oracle_segments(src, shard_of, cuts):
@@ -190,7 +187,7 @@ def _check_tiles(tiles, seg, part, slots, tile_edges):
         assert g1 - g0 == 1 or sum(edges[g0:g1 - 1]) < tile_edges
 
 
-def _build(g, part, ranges, hot, chunk=None):
+def _build(g, part, ranges, chunk=None):
     """(src, offsets, weight, Segments) of the pages laid out as on the device, their
     segments built by device_segments with NumPy standing in for CuPy."""
     src, offsets, weight, _ = _layout(g, part)
@@ -200,7 +197,7 @@ def _build(g, part, ranges, hot, chunk=None):
         if chunk is not None:
             patch.setattr(tuning, "TOCAB_BUILD_CHUNK", chunk)
         return src, offsets, weight, device_segments(np, g, pages,
-                                                     tocab_cuts(g.num_vertices, ranges, hot))
+                                                     range_cuts(g.num_vertices, ranges))
 
 
 def _slots(part):
@@ -215,11 +212,11 @@ def _slots(part):
 @given(hostile_cases(), st.sampled_from([None, 1, 5]), st.integers(0, 600),
        st.integers(0, 3))
 def test_tables_against_the_edges(case, chunk, tile_edges, extra_slots):
-    g, part, ranges, hot = case
-    src, offsets, _, seg = _build(g, part, ranges, hot, chunk)
+    g, part, ranges = case
+    src, offsets, _, seg = _build(g, part, ranges, chunk)
     shard_of = _shard_of_edges(g, part)
-    cuts = tocab_cuts(g.num_vertices, ranges, hot)
-    _check_cuts(cuts, g.num_vertices, ranges, hot)
+    cuts = range_cuts(g.num_vertices, ranges)
+    _check_cuts(cuts, g.num_vertices, ranges)
     _check_layout(g, part, src, offsets, shard_of)
     _check_segments(seg, _oracle_segments(src, shard_of, cuts), offsets, part)
     slots = _slots(part) << extra_slots
@@ -240,13 +237,13 @@ def _uint16_boundary(n, shard_vertices):
 
 @pytest.mark.parametrize("n, shard_vertices", [(65535, 65536), (65536, 65536),
                                                (65537, 65536), (65536, 32768)])
-@pytest.mark.parametrize("ranges, hot", [(2, 0), (3, 1), (5, 65535)])
-def test_tables_at_the_uint16_boundary(n, shard_vertices, ranges, hot):
+@pytest.mark.parametrize("ranges", [2, 3, 5])
+def test_tables_at_the_uint16_boundary(n, shard_vertices, ranges):
     g = _uint16_boundary(n, shard_vertices)
     part = g.partition(shard_vertices=shard_vertices, max_shard_edges=None, replication=1)
-    src, offsets, _, seg = _build(g, part, ranges, hot)
+    src, offsets, _, seg = _build(g, part, ranges)
     shard_of = _shard_of_edges(g, part)
-    groups = _oracle_segments(src, shard_of, tocab_cuts(n, ranges, hot))
+    groups = _oracle_segments(src, shard_of, range_cuts(n, ranges))
     _check_segments(seg, groups, offsets, part)
     assert int(seg.local.max()) == min(n, shard_vertices) - 1
     tiles = tile_table(np, seg, part.shard_start, np.zeros(part.num_shards), _slots(part))
@@ -262,8 +259,8 @@ def test_tables_of_a_vertex_of_huge_degree():
     dst = np.r_[np.full(big, 7), rng.integers(0, n, 50)]
     g = hg.from_arrays(src, dst, num_vertices=n, dedup=None)
     part = g.partition(shard_vertices=16, max_shard_edges=None)
-    src, offsets, _, seg = _build(g, part, 2, 0)
-    _check_segments(seg, _oracle_segments(src, _shard_of_edges(g, part), tocab_cuts(n, 2)),
+    src, offsets, _, seg = _build(g, part, 2)
+    _check_segments(seg, _oracle_segments(src, _shard_of_edges(g, part), range_cuts(n, 2)),
                     offsets, part)
     tiles = tile_table(np, seg, part.shard_start, np.log2(part.replication), _slots(part))
     _check_tiles(tiles, seg, part, _slots(part), tuning.TOCAB_TILE_EDGES)
@@ -273,39 +270,25 @@ def test_tables_of_a_vertex_of_huge_degree():
 
 @pytest.mark.parametrize("n, src, dst", [(1, [], []), (1, [0, 0, 0], [0, 0, 0]),
                                          (2, [1], [1]), (3, [0, 1, 2], [2, 2, 2])])
-@pytest.mark.parametrize("ranges, hot", [(1, 0), (2, 0), (4, 0), (1, 1), (3, 3)])
-def test_tables_of_tiny_graphs(n, src, dst, ranges, hot):
-    hot = min(hot, n)
+@pytest.mark.parametrize("ranges", [1, 2, 3, 4])
+def test_tables_of_tiny_graphs(n, src, dst, ranges):
     g = hg.from_arrays(np.array(src, int), np.array(dst, int), num_vertices=n, dedup=None)
     part = g.partition(shard_vertices=1, max_shard_edges=None)
-    src, offsets, _, seg = _build(g, part, ranges, hot)
-    cuts = tocab_cuts(n, ranges, hot)
-    _check_cuts(cuts, n, ranges, hot)
+    src, offsets, _, seg = _build(g, part, ranges)
+    cuts = range_cuts(n, ranges)
+    _check_cuts(cuts, n, ranges)
     _check_segments(seg, _oracle_segments(src, _shard_of_edges(g, part), cuts), offsets, part)
     tiles = tile_table(np, seg, part.shard_start, np.log2(part.replication), _slots(part))
     _check_tiles(tiles, seg, part, _slots(part), tuning.TOCAB_TILE_EDGES)
 
 
-def test_hot_vertices_at_its_bounds(monkeypatch):
-    """The hot range takes whole values of TOCAB_HOT_BYTES, never more than the vertices,
-    and only at TOCAB_HOT_SHARE of the edges or more (equality included)."""
-    monkeypatch.setattr(tuning, "TOCAB_HOT_BYTES", 43)  # 10 float32 values and 3 bytes
-    monkeypatch.setattr(tuning, "TOCAB_HOT_SHARE", 0.25)
-    src = np.r_[np.zeros(25), np.full(75, 50)].astype(np.uint32)  # 25% below 10
-    assert hot_vertices(np, src, 100, 4) == 10
-    assert hot_vertices(np, src[1:], 100, 4) == 0  # 24 of 99
-    assert hot_vertices(np, src, 7, 4) == 7  # (every vertex)
-    assert hot_vertices(np, src, 100, 64) == 0  # (no whole value)
-
-
 # --- passes from the tables --------------------------------------------------------------
 
-def _emulated_pass(seg, tiles, src, offsets, weight, part, slots, x, hot, threads, blocks):
+def _emulated_pass(seg, tiles, src, offsets, weight, part, slots, x, threads, blocks):
     """The reduced sums sum x[u] w_uv of every vertex v as TOCAB's kernels compute them
     from the tables: ``blocks`` blocks of ``threads`` threads, block b taking tiles b,
     b + blocks, ...; a thread's edges e0 + t, e0 + t + threads, ... of a segment into
-    replica t mod R; shared memory kept from tile to tile (garbage at first); the hot
-    range's tiles (``hot`` > 0: range 0) gather from their staged values."""
+    replica t mod R; shared memory kept from tile to tile (garbage at first)."""
     count_tiles = len(tiles.first) - 1
     partial = np.full(len(seg.local), np.nan)
     garbage = np.random.default_rng(0)
@@ -320,10 +303,9 @@ def _emulated_pass(seg, tiles, src, offsets, weight, part, slots, x, hot, thread
             for g in segments:
                 r, at = 1 << int(tiles.log_r[g]), int(tiles.slot[g])
                 e0, e1 = (int(e) for e in seg.edges[g])
-                staged = x[:hot] if hot and seg.source_range[g] == 0 else x
                 for e in range(e0, e1):
                     lane = (e - e0) % threads % r
-                    shared[at + int(offsets[e]) * r + lane] += staged[src[e]] * weight[e]
+                    shared[at + int(offsets[e]) * r + lane] += x[src[e]] * weight[e]
             for g in segments:
                 r, at = 1 << int(tiles.log_r[g]), int(tiles.slot[g])
                 for i, d in enumerate(seg.local[seg.dst[g]:seg.dst[g + 1]].tolist()):
@@ -352,8 +334,8 @@ def test_pagerank_passes_from_the_tables_equal_scipy(case, threads, blocks, tile
     iterations by scipy's SpMV."""
     from hetgraph.algorithms.pagerank import PageRank
 
-    g, part, ranges, hot = case
-    src, offsets, weight, seg = _build(g, part, ranges, hot)
+    g, part, ranges = case
+    src, offsets, weight, seg = _build(g, part, ranges)
     weight = np.ones(len(src)) if weight is None else weight.astype(np.float64)
     slots = _slots(part)
     with pytest.MonkeyPatch.context() as patch:
@@ -364,7 +346,7 @@ def test_pagerank_passes_from_the_tables_equal_scipy(case, threads, blocks, tile
     aux = np.asarray(program.aux(g), np.float64)
     for _ in range(3):
         acc = _emulated_pass(seg, tiles, src.astype(np.int64), offsets, weight, part, slots,
-                             blocked, hot, threads, blocks)
+                             blocked, threads, blocks)
         blocked = (program.iteration_constant(g, blocked) + acc) * aux
         want = (program.iteration_constant(g, want) + _spmv(g, want)) * aux
         np.testing.assert_allclose(blocked, want, rtol=1e-12, atol=1e-15)
@@ -375,16 +357,15 @@ def _hub_at_a_cut(n, ranges, seed):
     middle) without in-edges."""
     rng = np.random.default_rng(seed)
     m = 8 * n
-    src = np.where(rng.random(m) < 0.5, int(tocab_cuts(n, ranges)[1]), rng.integers(0, n, m))
+    src = np.where(rng.random(m) < 0.5, int(range_cuts(n, ranges)[1]), rng.integers(0, n, m))
     dst = rng.integers(0, n, m)
     dst = np.where((dst >= n // 3) & (dst < 2 * n // 3), dst // 3, dst)
     return hg.from_arrays(src, dst, rng.uniform(0.5, 2.0, m), num_vertices=n, dedup=None)
 
 
 @pytest.mark.skipif(GXX is None, reason="needs g++")
-@pytest.mark.parametrize("ranges, hot, replication", [(3, 0, None), (7, 0, 8), (2, 40, None),
-                                                      (120, 0, None)])
-def test_compiled_pagerank_pass_equals_scipy(ranges, hot, replication, tmp_path):
+@pytest.mark.parametrize("ranges, replication", [(3, None), (7, 8), (2, None), (120, None)])
+def test_compiled_pagerank_pass_equals_scipy(ranges, replication, tmp_path):
     """The kernels' own source (g++, one thread a block) on a graph with a hub at a range
     cut and shards without in-edges: a float32 pass within float32 rounding of scipy's
     float64 SpMV."""
@@ -396,7 +377,7 @@ def test_compiled_pagerank_pass_equals_scipy(ranges, hot, replication, tmp_path)
     part = g.partition(page_bytes=700, shard_vertices=8, max_shard_edges=None,
                        replication=replication)
     values = np.random.default_rng(ranges).uniform(0, 1e-2, g.num_vertices).astype(np.float32)
-    got, flags, _ = _emulated(program, g, part, ranges, values, True, tmp_path, hot)
+    got, flags, _ = _emulated(program, g, part, ranges, values, True, tmp_path)
     _, _, aux = ProgramSpec(program).initial_state(g)
     want = _spmv(g, values.astype(np.float64)) * np.asarray(aux, np.float64)
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-12)
@@ -425,19 +406,15 @@ class _Device(np.ndarray):
 
 class _StandIn:
     """CuPy for BlockedPass: NumPy's functions giving _Device arrays, sorts stable as
-    CuPy's, launches recorded, a device of ``sms`` multiprocessors of 64 threads."""
+    CuPy's, launches recorded."""
 
     ndarray = _Device
 
-    def __init__(self, sms):
+    def __init__(self):
         _Device.made = []
         self.launches = []
-        props = dict(maxThreadsPerMultiProcessor=64, sharedMemPerMultiprocessor=1 << 30,
-                     multiProcessorCount=sms)
         self.cuda = SimpleNamespace(
-            driver=SimpleNamespace(launchKernel=lambda *call: self.launches.append(call)),
-            runtime=SimpleNamespace(getDevice=lambda: 0,
-                                    getDeviceProperties=lambda device: props))
+            driver=SimpleNamespace(launchKernel=lambda *call: self.launches.append(call)))
 
     @staticmethod
     def device(array):
@@ -484,29 +461,24 @@ def _decoded(cp, launch, parameters, types):
     return SimpleNamespace(**values)
 
 
-def _run_segments(a, grid, threads, shared_bytes, itemsize, hot):
-    """``tocab_segments`` (``tocab_hot`` when ``hot``) as its CUDA text runs, from its
-    arguments ``a``: block b takes tiles b, b + ``grid``, ... in shared memory of
-    ``shared_bytes`` (garbage at first, the hot range's values staged after the slots);
+def _run_segments(a, grid, threads, shared_bytes, itemsize):
+    """``tocab_segments`` as its CUDA text runs, from its arguments ``a``: block b takes
+    tiles b, b + ``grid``, ... in shared memory of ``shared_bytes`` (garbage at first);
     a thread's edges into replica threadIdx mod R."""
     garbage = np.random.default_rng(1)
     for b in range(grid):
         shared = garbage.uniform(-1e9, 1e9, shared_bytes // itemsize)
-        if hot:
-            shared[a.hot_at:a.hot_at + a.hot_count] = a.values[:a.hot_count]
         for tile in range(b, a.tile_count, grid):
             segments = range(int(a.tile_first[tile]), int(a.tile_first[tile + 1]))
             for g in segments:
                 r, at = 1 << int(a.seg_log_r[g]), int(a.seg_slot[g])
                 local = a.dst_local[a.seg_dst[g]:a.seg_dst[g + 1]].astype(np.int64)
-                assert not hot or at + (int(local.max()) + 1) * r <= a.hot_at
                 for d in local:
                     shared[at + d * r:at + (d + 1) * r] = 0.0
             for g in segments:
                 r, at = 1 << int(a.seg_log_r[g]), int(a.seg_slot[g])
                 for e in range(int(a.seg_edges[2 * g]), int(a.seg_edges[2 * g + 1])):
-                    u = int(a.src[e])
-                    x = shared[a.hot_at + u] if hot else a.values[u]
+                    x = a.values[int(a.src[e])]
                     lane = (e - int(a.seg_edges[2 * g])) % threads % r
                     shared[at + int(a.dst_offset[e]) * r + lane] += x * a.weight[e]
             for g in segments:
@@ -545,7 +517,7 @@ def _passed(cp, g, part, ranges, threads):
         resident=tuple(cp.device(a) for a in (src, offsets, weight)), slots=slots,
         shard_start=cp.device(part.shard_start),
         out_degree=cp.device(g.out_degree().astype(np.uint32)))
-    kernels = [SimpleNamespace(kernel=SimpleNamespace(ptr=k)) for k in (1, 2, 3)]
+    kernels = [SimpleNamespace(kernel=SimpleNamespace(ptr=k)) for k in (1, 2)]
     blocked = BlockedPass(cp, g, pages, np.float64, cp.device(np.zeros(n, np.uint8)),
                           cp.device(np.zeros(1)), cp.device(np.zeros(1, np.float32)),
                           kernels=kernels, ranges=ranges, threads=threads,
@@ -570,26 +542,22 @@ def _c_types(index):
             "degree_t": np.uint32, "unsigned long long": np.uint64}
 
 
-@pytest.mark.parametrize("hot_bytes, ranges, threads, sms", [
-    (0, 3, 32, 2), (8 * 40, 4, 1, 1), (8 * 40, 9, 64, 3), (8 * 40, 2, 32, 1)])
-def test_blocked_pass_launches_give_scipy(monkeypatch, hot_bytes, ranges, threads, sms):
-    """BlockedPass's launches (NumPy for CuPy): the hot range's tiles first, then the
-    others, then the reduction, each with the arguments its CUDA signature names (of
-    the C types it declares), run()'s pointers where it puts them and grids that take
-    every tile; these launches, run as their kernels' text says, give scipy's SpMV."""
-    cp = _StandIn(sms)
+@pytest.mark.parametrize("ranges, threads", [(3, 32), (4, 1), (9, 64), (2, 32)])
+def test_blocked_pass_launches_give_scipy(monkeypatch, ranges, threads):
+    """BlockedPass's launches (NumPy for CuPy): the segments, then the reduction, each
+    with the arguments its CUDA signature names (of the C types it declares), run()'s
+    pointers where it puts them and a block a tile; these launches, run as their
+    kernels' text says, give scipy's SpMV."""
+    cp = _StandIn()
     monkeypatch.setitem(sys.modules, "cupy", cp)
-    monkeypatch.setattr(tuning, "TOCAB_HOT_BYTES", hot_bytes)
     monkeypatch.setattr(tuning, "TOCAB_TILE_EDGES", 40)
     g = _hub_at_a_cut(120, ranges, seed=ranges)
     part = g.partition(page_bytes=900, shard_vertices=8, max_shard_edges=None)
     blocked, given, source = _passed(cp, g, part, ranges, threads)
-    assert blocked.hot == hot_bytes // 8
-    launches = {launch._address: launch for launch in (*blocked._launches, blocked._reduce)}
-    names = {1: "tocab_segments", 2: "tocab_hot", 3: "tocab_reduce"}
-    assert [names[call[0]] for call in cp.launches] == \
-        ["tocab_hot"] * bool(blocked.hot) + ["tocab_segments", "tocab_reduce"]
-    slots, tiles = _slots(part), 0
+    launches = {launch._address: launch for launch in (blocked._segments, blocked._reduce)}
+    names = {1: "tocab_segments", 2: "tocab_reduce"}
+    assert [names[call[0]] for call in cp.launches] == ["tocab_segments", "tocab_reduce"]
+    slots = _slots(part)
     for function, grid, _, _, block, _, _, shared, _, address, _ in cp.launches:
         name = names[function]
         a = _decoded(cp, launches[address], _parameters(source, name),
@@ -601,13 +569,7 @@ def test_blocked_pass_launches_give_scipy(monkeypatch, hot_bytes, ranges, thread
             assert grid == part.num_shards and shared == slots * 8
             _run_reduce(a, grid, shared, 8)
             continue
-        hot = name == "tocab_hot"
-        assert 0 < grid <= a.tile_count and shared == (slots + blocked.hot * hot) * 8
-        assert not hot or a.hot_at >= slots  # (staged after any tile's slots)
-        ends = blocked.segments.source_range[[a.tile_first[0], a.tile_first[a.tile_count] - 1]]
-        assert (ends == 0).all() if hot else ends[0] >= bool(blocked.hot)  # (hot first)
-        tiles += a.tile_count
-        _run_segments(a, grid, threads, shared, 8, hot)
-    assert tiles == len(blocked.tiles.first) - 1
+        assert grid == a.tile_count == len(blocked.tiles.first) - 1 and shared == slots * 8
+        _run_segments(a, grid, threads, shared, 8)
     want = (1.25e-3 + _spmv(g, given["values"])) * given["aux"]
     np.testing.assert_allclose(given["new_values"], want, rtol=1e-12, atol=1e-15)
