@@ -337,6 +337,38 @@ def test_a_settled_answer_is_dropped_when_its_device_slows_or_the_call_changes(
         assert np.abs(result.values - reference).sum() < 1e-9
 
 
+def test_a_call_settled_on_the_cpu_makes_its_state_as_the_cpu_alone_does(monkeypatch):
+    """An auto run on a cluster with a GPU in process makes its initial state on the
+    GPU, which a run placed on the CPU copies back to the host; a warm call settled on
+    the CPU (every iteration of the call before it placed there) makes it where the
+    CPU alone does, as a call that the model places, or of another limit, still does
+    not; the answers are the CPU alone's. (The stand-in GPU's state is on the host:
+    the module asked for is what is counted.)"""
+    import gpu_standin
+    from hetgraph import tuning
+    from hetgraph.scheduler import dispatcher
+
+    # (the CPU's calibration 1000x faster, the "GPU" 1 ms an iteration: the CPU wins each)
+    gpu_standin.in_process(monkeypatch, cpu_slowdown=1e-3)
+    _paced(monkeypatch, 1e-3)
+    monkeypatch.setattr(tuning, "SETTLED_MARGIN", 5.0)  # (not this machine's noise)
+    asked, module = [], dispatcher._state_module
+    monkeypatch.setattr(dispatcher, "_state_module", lambda cluster, devices, *rest: (
+        asked.append(devices), module(cluster, devices, *rest))[1])
+    graph = hg.generate.grid(30, 30)
+
+    def call(devices="auto", limit=100):
+        return hg.bfs(graph, 0, devices=devices, max_iterations=limit, cluster=cluster)
+
+    with hg.Cluster(gpus=1, dashboard_address=None) as cluster:
+        reference = call("cpu").values
+        results = [call(), call(), call(), call(limit=99)]
+    assert asked == ["cpu", "auto", "cpu", "cpu", "auto"]
+    for result in results:
+        assert set(result.history["placement"]) == {"cpu"}
+        np.testing.assert_array_equal(result.values, reference)
+
+
 def test_a_warm_auto_call_counts_its_own_frontier(monkeypatch):
     """A warm call placed by the model takes the calibration kept under its key, whose
     key tells programs apart by a sample of an array's elements and an object by its

@@ -248,7 +248,13 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
                          f"'notify-pull'")
     if rho is None:
         rho = 1.0 if in_memory else graph.store.read_ratio()
-    xp, device = _state_module(cluster, devices, spec, checkpoint, graph)
+    coloring = _coloring(graph, mode, in_memory)
+    options = dict(threads=threads, partitions=partitions, cpu_mode=cpu_mode,
+                   rho=float(rho), page_bytes=page_bytes, gpu=dict(gpu or {}),
+                   host_budget=host_budget, coloring=coloring)
+    key, placed = _placed_ahead(cluster, devices, spec, graph, mode == "sync", options,
+                                max_iterations) if checkpoint is None else (None, devices)
+    xp, device = _state_module(cluster, placed, spec, checkpoint, graph)
     # the workers make the initial state: here only the room it comes back to
     made_there = xp is np and not resume and max_iterations > 0 and spec.init_apart \
         and _held_on_workers(cluster, devices, graph)
@@ -268,20 +274,15 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
     state = VertexState(values, flags, sync=mode == "sync")
     # (the program as its init leaves it: the one that wrote a checkpoint resumes it)
     checkpointer = _checkpointer(checkpoint, checkpoint_every, resume, spec, graph, mode)
-    coloring = _coloring(graph, mode, in_memory)
     aux = _NO_AUX if aux is None else aux
     history, converged = _resume(checkpointer, state) if resume else ([], False)
     compile_seconds = round_trips = 0.0
     finalized = False  # (by the GPU worker process that held the state: spread._whole)
     if not converged:  # (a resumed run that had converged is returned as it was)
         with cluster_for(cluster) as active_cluster:
-            driver = _Driver(active_cluster, spec, graph, state, aux, devices,
-                             dict(threads=threads, partitions=partitions, cpu_mode=cpu_mode,
-                                  rho=float(rho), page_bytes=page_bytes,
-                                  gpu=dict(gpu or {}), host_budget=host_budget,
-                                  coloring=coloring),
+            driver = _Driver(active_cluster, spec, graph, state, aux, devices, options,
                              fresh=not history, made_there=made_there,
-                             limit=max_iterations)
+                             limit=max_iterations, key=key)
             bar = ProgressBar(spec.name, max_iterations) if show_progress(progress) else None
             try:
                 history, converged = driver.run(max_iterations, history, checkpointer,
@@ -326,6 +327,40 @@ def _coloring(graph, mode, in_memory):
         raise OutOfCoreError("mode='colored' runs on a graph in memory; open the store "
                              "with hg.open_store, raise host_budget or use mode='async'")
     return coloring_of(graph)
+
+
+def _placed_ahead(cluster, devices, spec, graph, sync, options, limit):
+    """(calibration key, devices) of a run before its state is made: a run placed by
+    the cost model ("auto") on both device kinds, whose program's ``init`` leaves it as
+    it was (the key is then the one its driver would take after ``init``), takes the
+    key of its kept calibration (:meth:`_Driver._calibrate`) and, where that holds a
+    settled answer for ``limit`` iterations (:class:`_Settled`), its device kind: a run
+    settled on the CPU makes its state as the CPU alone does (on the host, not on a
+    GPU it will not use). (None, ``devices``) for any other run."""
+    if devices != "auto" or not spec.init_apart or isinstance(graph, StoredGraph):
+        return None, devices
+    with cluster_for(cluster) as active:
+        if len(_kinds(active, devices, False, graph.num_arcs <= tuning.SMALL_ARCS)) < 2:
+            return None, devices
+        key = _calibration_key(active, spec, graph, sync, options)
+        kept = active.calibrations.get(key)
+    settled = None if kept is None else kept.settled.get(limit)
+    return key, devices if settled is None else settled.kind
+
+
+def _calibration_key(cluster, spec, graph, sync, options):
+    """What a calibration of a run of ``spec`` on ``graph`` depends on: the graph, the
+    program with its parameters (which make the initial state; its arrays by a sample
+    of their elements: a calibration taken for another costs speed, not an answer;
+    those it derives from the graph not at all: the graph and the parameters say
+    them), the execution mode (``sync``, async or colored), the run's options and the
+    cluster's workers."""
+    # (a sample of a large array: its CRC32 cost a warm call 0.3 ms)
+    digest = graph_blind_digest(spec, graph, sampled_crc32)
+    return (graph.token, spec.key(graph, digest), sync, options["coloring"] is not None,
+            options["threads"], options["partitions"], options["cpu_mode"],
+            options["rho"], options["page_bytes"], tuple(sorted(options["gpu"].items())),
+            tuple(cluster.cpu_workers), tuple(cluster.gpu_workers))
 
 
 def _state_module(cluster, devices, spec, checkpoint, graph):
@@ -460,7 +495,8 @@ class _Driver:
     """One run's iteration loop on a cluster; ``fresh``: the state is the program's
     initial one (not a resumed run's); ``made_there``: ``state`` holds nothing yet, the
     workers that hold the run's state make the initial one (:func:`_held_on_workers`);
-    ``limit``: the run's ``max_iterations`` (None: unknown, nothing settled for it).
+    ``limit``: the run's ``max_iterations`` (None: unknown, nothing settled for it);
+    ``key``: the calibration key :func:`_placed_ahead` took (None: the driver takes it).
 
     A run placed by the cost model ("auto") whose kept calibration says that the last
     call like it ran on one device alone (:class:`_Settled`) runs there alone: no
@@ -468,7 +504,7 @@ class _Driver:
     iterations' time then keeps or drops that answer for the next call (:meth:`_settle`)."""
 
     def __init__(self, cluster, spec, graph, state, aux, devices, options, fresh=True,
-                 made_there=False, limit=None):
+                 made_there=False, limit=None, key=None):
         self.client = cluster.client
         self.shared = cluster.in_process
         self.spec, self.graph, self.state = spec, graph, state
@@ -541,7 +577,8 @@ class _Driver:
         self._key, self._kept, self._limit = None, None, limit  # (see _settle)
         self.settled = None  # the _Settled answer this run follows
         if len(self.kinds) == 2:
-            key = self._key = self._calibration_key(options) if fresh else None
+            key = self._key = (key or _calibration_key(cluster, spec, graph, state.sync,
+                                                       options)) if fresh else None
             self.settled = self._settled(key, limit)
             if self.settled is not None:  # (the partition above is the placed runs':
                 # their engines, kept by it, serve this run too)
@@ -666,21 +703,6 @@ class _Driver:
         for (a, b), v, f in zip(ranges, values, flags):
             target[a:b] = v
             self.state.flags[a:b] = f
-
-    def _calibration_key(self, options):
-        """What a calibration depends on: the graph, the program with its parameters
-        (which make the initial state; its arrays by a sample of their elements: a
-        calibration taken for another costs speed, not an answer; those it derives from
-        the graph not at all: the graph and the parameters say them), the execution mode
-        (sync, async or colored), the run's options and the cluster's workers."""
-        # (a sample of a large array: its CRC32 cost a warm call 0.3 ms)
-        digest = graph_blind_digest(self.spec, self.graph, sampled_crc32)
-        return (self.graph.token, self.spec.key(self.graph, digest),
-                self.state.sync, options["coloring"] is not None, options["threads"],
-                options["partitions"],
-                options["cpu_mode"], options["rho"], options["page_bytes"],
-                tuple(sorted(options["gpu"].items())), tuple(self.cluster.cpu_workers),
-                tuple(self.cluster.gpu_workers))
 
     def _calibrate(self, key=None):
         """Time a task round trip, then a pull on each device kind (building their
