@@ -1821,7 +1821,7 @@ def test_a_call_settles_on_the_one_device_the_model_placed_it_on_and_is_checked(
 
     from hetgraph.scheduler.dispatcher import _Calibration, _Driver, _Settled
 
-    kept = _Calibration([])
+    kept = _Calibration(["the CPU's report", "the GPU's"])  # (_settle reads neither)
 
     class Driver(_Driver):  # the fields _settle reads, a cluster keeping ``kept``
         def __init__(self, settled=None, limit=10, devices="auto"):

@@ -484,11 +484,18 @@ class _Calibration:
     :meth:`_Driver._calibrate`): its reports, the cost model they make, which the
     first later run makes and the others copy (None until then), and by iteration
     limit (``max_iterations``) what the last call under it settled (:class:`_Settled`;
-    none: the next call asks the model)."""
+    none: the next call asks the model). The CPU's report alone: a run's whose GPU
+    was still laying out its pages (:attr:`complete` False); a later run calibrates
+    the GPU alone and keeps both."""
 
     reports: list
     model: CostModel | None = None
     settled: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def complete(self):
+        """Whether it holds the GPU's report beside the CPU's."""
+        return len(self.reports) > 1
 
 
 class _Driver:
@@ -728,29 +735,40 @@ class _Driver:
         "calibrate"): done first, the layout made a graph's first auto run slower than
         the CPU alone. Not out of core: there the GPU's pages come with its passes, and
         a first pass on the CPU is one the GPU must read again, while the GPU's first
-        pass reads the pages it keeps once for the whole run."""
+        pass reads the pages it keeps once for the whole run. Meanwhile the CPU's report
+        is kept under ``key`` alone: a run that starts before the GPU is calibrated
+        takes it, and calibrates the GPU alone (once its pages are there)."""
         self._share_state()
         self._measure_round_trip()
         kept = None if key is None else self.cluster.calibrations.get(key)
-        if kept is not None:
+        if kept is not None and kept.complete:
             self._take_kept(kept)
             return
         from ..kernels.gpu.kept import keeps_pages_of
 
         device = self.cluster.gpu_devices[0] if self.shared else None
-        self._state_to_host()
-        cpu = self._run_task(tasks.calibrate, "cpu", "calibrate", "cpu",
-                             tasks.calibration_pages(len(self.page_edges)), self.version)
-        self.compile_seconds += cpu.build_seconds
+        cpu = self._calibrate_cpu() if kept is None else kept.reports[0]
         self._take_calibration([cpu])
+        if kept is not None:  # (its frontier: maybe another initial state's, see _take_kept)
+            self.frontier = None
         in_memory = not isinstance(self.graph, StoredGraph)
         if self.devices == "auto" and self.shared and in_memory and \
                 not keeps_pages_of(self.graph, device):
             self._layout = _LAYOUTS.submit(tasks.lay_out_gpu_pages, self.runspec, device)
             self.model.waiting = _LayoutHandle(self._layout)
             self._layout_key, self._cpu_report = key, cpu
+            if key is not None and kept is None:
+                self.cluster.keep_calibration(key, _Calibration([cpu]))
         else:
             self._calibrate_gpu(key, cpu)
+
+    def _calibrate_cpu(self):
+        """The report of the CPU's calibration (:func:`tasks.calibrate`) of this run."""
+        self._state_to_host()
+        cpu = self._run_task(tasks.calibrate, "cpu", "calibrate", "cpu",
+                             tasks.calibration_pages(len(self.page_edges)), self.version)
+        self.compile_seconds += cpu.build_seconds
+        return cpu
 
     def _calibrate_gpu(self, key, cpu, layout=None):
         """Calibrate the GPU, once ``layout`` (its pages laid out while the CPU ran, see
@@ -828,15 +846,15 @@ class _Driver:
         """After the run (``rows``: its history; None: it failed), what the next call
         under its kept calibration starts from: a run that followed a settled answer
         keeps it while its time agrees (:meth:`_Settled.after`); a run placed by the
-        model settles on the device it placed every iteration on, if one; any other
-        drops it."""
+        model settles on the device it placed every iteration on, if one, once the
+        GPU is calibrated; any other drops it."""
         if self.settled is not None:
             kept = self._kept
         elif self._key is not None and self.devices == "auto":  # (maybe made by this run)
             kept = self.cluster.calibrations.get(self._key)
         else:
             return
-        if kept is None:
+        if kept is None or not kept.complete:  # (the GPU not calibrated: no answer)
             return
         settled = kept.settled
         settled.pop(self._limit, None)  # (the newest last)
