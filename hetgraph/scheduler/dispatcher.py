@@ -343,9 +343,17 @@ def _placed_ahead(cluster, devices, spec, graph, sync, options, limit):
         if len(_kinds(active, devices, False, graph.num_arcs <= tuning.SMALL_ARCS)) < 2:
             return None, devices
         key = _calibration_key(active, spec, graph, sync, options)
-        kept = active.calibrations.get(key)
-    settled = None if kept is None else kept.settled.get(limit)
+        settled = _settled_answer(active, key, limit)[1]
     return key, devices if settled is None else settled.kind
+
+
+def _settled_answer(cluster, key, limit):
+    """(the calibration kept on ``cluster`` under ``key``, the :class:`_Settled` answer it
+    holds for runs of ``limit`` iterations at most), None for either where there is
+    none: what a run placed by the cost model looks up before its state is made
+    (:func:`_placed_ahead`) and its driver follows (:meth:`_Driver._settled`)."""
+    kept = None if key is None else cluster.calibrations.get(key)
+    return kept, None if kept is None else kept.settled.get(limit)
 
 
 def _calibration_key(cluster, spec, graph, sync, options):
@@ -838,9 +846,9 @@ class _Driver:
     def _settled(self, key, limit):
         """The :class:`_Settled` answer that the calibration kept under ``key`` holds for
         a run placed by the model ("auto") of ``limit`` iterations at most, else None."""
-        kept = self._kept = None if key is None or self.devices != "auto" else \
-            self.cluster.calibrations.get(key)
-        return None if kept is None else kept.settled.get(limit)
+        self._kept, settled = _settled_answer(self.cluster, key, limit) \
+            if self.devices == "auto" else (None, None)
+        return settled
 
     def _settle(self, rows):
         """After the run (``rows``: its history; None: it failed), what the next call
