@@ -660,10 +660,9 @@ def test_a_calibration_is_kept_apart_for_sync_async_and_colored_runs():
                    gpu={})
 
     def key(sync, coloring):
-        driver = SimpleNamespace(graph=g, spec=ProgramSpec(BreadthFirst(0)),
-                                 state=SimpleNamespace(sync=sync),
-                                 cluster=SimpleNamespace(cpu_workers=["c"], gpu_workers=["g"]))
-        return dispatcher._Driver._calibration_key(driver, {**options, "coloring": coloring})
+        return dispatcher._calibration_key(
+            SimpleNamespace(cpu_workers=["c"], gpu_workers=["g"]),
+            ProgramSpec(BreadthFirst(0)), g, sync, {**options, "coloring": coloring})
 
     assert key(False, None) == key(False, None)
     assert len({key(True, None), key(False, None), key(False, object())}) == 3

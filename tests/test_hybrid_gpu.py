@@ -113,8 +113,11 @@ PLACEMENTS = ["hybrid", "gpu", "gpu", "hybrid", "cpu", "hybrid", "cpu", "gpu", "
 
 def _unsettled(monkeypatch):
     """Every auto run asks ``_Driver._place`` (which the test scripts), none follows the
-    answer an earlier test's call under the same calibration settled on."""
-    monkeypatch.setattr(dispatcher._Driver, "_settled", lambda self, key, limit: None)
+    answer an earlier test's call under the same calibration settled on, nor makes its
+    state where that answer's device would."""
+    answer = dispatcher._settled_answer
+    monkeypatch.setattr(dispatcher, "_settled_answer",
+                        lambda *args: (answer(*args)[0], None))
 
 
 @pytest.mark.parametrize("name", ["pagerank", "sssp"])
@@ -255,8 +258,8 @@ def test_gpu_and_auto_runs_share_the_pages_kept_on_the_device(graph, cluster, ex
 def test_a_first_auto_run_goes_on_the_cpu_while_the_gpu_lays_out_its_pages(
         graph, cluster, expected, monkeypatch, inline):
     """An auto run on a graph whose pages the GPU does not keep lays them out in the
-    background and runs on the CPU meanwhile: a run that ends first is the CPU's alone
-    and does not wait for them; a longer one is calibrated once they are there, moves
+    background and runs on the CPU meanwhile: a run that ends first is the CPU's alone,
+    does not wait for them and keeps its CPU's calibration alone; a longer one is calibrated once they are there, moves
     to the GPU, keeps its calibration, and gives the CPU's answer. So too when its
     segments are tasks (``inline`` 0: Dask pickles their arguments, the cost model
     that asks whether the layout is done among them; RMAT-24 with a quarter of its
@@ -281,7 +284,10 @@ def test_a_first_auto_run_goes_on_the_cpu_while_the_gpu_lays_out_its_pages(
     gpu_kept.release()
     r = RUNS["bfs"](graph, cluster=cluster, devices="auto")
     assert started.is_set() and not layouts  # it ended with the layout held
-    assert set(r.history["placement"]) == {"cpu"} and not cluster.calibrations
+    assert set(r.history["placement"]) == {"cpu"}
+    (cpu_alone,) = cluster.calibrations.values()  # (the CPU's report, for the next run)
+    assert [report.kind for report in cpu_alone.reports] == ["cpu"]
+    assert not cpu_alone.settled  # (its GPU not calibrated: nothing settled)
     check("bfs", r.values, expected["bfs"].values)
 
     class Releasing(PageRank):  # lets the layout go in its fifth iteration on the CPU
@@ -298,7 +304,8 @@ def test_a_first_auto_run_goes_on_the_cpu_while_the_gpu_lays_out_its_pages(
                max_iterations=400)
     placements = r.history["placement"].tolist()
     assert placements[:5] == ["cpu"] * 5 and set(placements[5:]) - {"cpu"}
-    assert len(layouts) == 2 and len(cluster.calibrations) == 1
+    assert len(layouts) == 2 and [c.complete for c in cluster.calibrations.values()] == \
+        [False, True]  # (BFS's CPU report alone, PageRank's both)
     reference = hg.run(PageRank(tol=None), graph, cluster=cluster, devices="cpu",
                        max_iterations=400)
     np.testing.assert_allclose(r.values, reference.values, rtol=1e-9)

@@ -1468,18 +1468,16 @@ def test_the_models_memory_is_kept_apart_per_budget_and_options():
     from hetgraph.algorithms.bfs import BreadthFirst
     from hetgraph.io.generate import grid
     from hetgraph.program import ProgramSpec
-    from hetgraph.scheduler.dispatcher import _Driver
+    from hetgraph.scheduler.dispatcher import _calibration_key
 
     g = grid(4, 4, seed=1)
+    cluster = SimpleNamespace(cpu_workers=["a"], gpu_workers=["b"])
 
     def key(source=0, **options):
-        driver = SimpleNamespace(graph=g, spec=ProgramSpec(BreadthFirst(source)),
-                                 state=SimpleNamespace(sync=True),
-                                 cluster=SimpleNamespace(cpu_workers=["a"],
-                                                         gpu_workers=["b"]))
         given = dict(coloring=None, threads=None, partitions=None, cpu_mode="auto",
                      rho=1.0, page_bytes=None, gpu={}) | options
-        return _Driver._calibration_key(driver, given)
+        return _calibration_key(cluster, ProgramSpec(BreadthFirst(source)), g, True,
+                                given)
 
     assert key() == key()
     assert len({key(), key(gpu={"memory_budget": 1 << 20}),
@@ -1509,10 +1507,8 @@ def test_a_calibration_key_samples_no_array_the_program_derives_from_the_graph(
     def key(**parameters):
         spec = ProgramSpec(PageRank(**parameters))
         spec.initial_state(g)  # (the program takes its derived arrays)
-        driver = SimpleNamespace(graph=g, spec=spec, state=SimpleNamespace(sync=True),
-                                 cluster=SimpleNamespace(cpu_workers=["a"],
-                                                         gpu_workers=["b"]))
-        return dispatcher._Driver._calibration_key(driver, given)
+        return dispatcher._calibration_key(
+            SimpleNamespace(cpu_workers=["a"], gpu_workers=["b"]), spec, g, True, given)
 
     assert key() == key() and sampled == []
     assert key(damping=0.9) != key()
@@ -1825,7 +1821,7 @@ def test_a_call_settles_on_the_one_device_the_model_placed_it_on_and_is_checked(
 
     from hetgraph.scheduler.dispatcher import _Calibration, _Driver, _Settled
 
-    kept = _Calibration([])
+    kept = _Calibration(["the CPU's report", "the GPU's"])  # (_settle reads neither)
 
     class Driver(_Driver):  # the fields _settle reads, a cluster keeping ``kept``
         def __init__(self, settled=None, limit=10, devices="auto"):

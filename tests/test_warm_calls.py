@@ -337,6 +337,83 @@ def test_a_settled_answer_is_dropped_when_its_device_slows_or_the_call_changes(
         assert np.abs(result.values - reference).sum() < 1e-9
 
 
+def test_a_call_settled_on_the_cpu_makes_its_state_as_the_cpu_alone_does(monkeypatch):
+    """An auto run on a cluster with a GPU in process makes its initial state on the
+    GPU, which a run placed on the CPU copies back to the host; a warm call settled on
+    the CPU (every iteration of the call before it placed there) makes it where the
+    CPU alone does, as a call that the model places, or of another limit, still does
+    not; the answers are the CPU alone's. (The stand-in GPU's state is on the host:
+    the module asked for is what is counted.)"""
+    import gpu_standin
+    from hetgraph import tuning
+    from hetgraph.scheduler import dispatcher
+
+    # (the CPU's calibration 1000x faster, the "GPU" 1 ms an iteration: the CPU wins each)
+    gpu_standin.in_process(monkeypatch, cpu_slowdown=1e-3)
+    _paced(monkeypatch, 1e-3)
+    monkeypatch.setattr(tuning, "SETTLED_MARGIN", 5.0)  # (not this machine's noise)
+    asked, module = [], dispatcher._state_module
+    monkeypatch.setattr(dispatcher, "_state_module", lambda cluster, devices, *rest: (
+        asked.append(devices), module(cluster, devices, *rest))[1])
+    graph = hg.generate.grid(30, 30)
+
+    def call(devices="auto", limit=100):
+        return hg.bfs(graph, 0, devices=devices, max_iterations=limit, cluster=cluster)
+
+    with hg.Cluster(gpus=1, dashboard_address=None) as cluster:
+        reference = call("cpu").values
+        results = [call(), call(), call(), call(limit=99)]
+    assert asked == ["cpu", "auto", "cpu", "cpu", "auto"]
+    for result in results:
+        assert set(result.history["placement"]) == {"cpu"}
+        np.testing.assert_array_equal(result.values, reference)
+
+
+def test_auto_calls_while_the_gpu_lays_out_its_pages_calibrate_the_cpu_once(
+        monkeypatch):
+    """An auto run whose GPU does not keep the graph's pages lays them out in a thread
+    and runs on the CPU meanwhile; one that ends first keeps its CPU's calibration: the
+    calls after it, while the layout goes on and once it is done, do not calibrate the
+    CPU again (on grid-1000 BFS that took three times the CPU's whole run), the first
+    after the layout calibrates the GPU alone, and none settles on the CPU before the
+    GPU was calibrated. The answers are the CPU alone's."""
+    import threading
+
+    import gpu_standin
+    from hetgraph.kernels.gpu import kept
+    from hetgraph.scheduler import dispatcher
+
+    gpu_standin.in_process(monkeypatch)
+    laid_out, go = [False], threading.Event()
+
+    def lay_out(run, device):  # (held until the test lets it go, a minute at most)
+        go.wait(60)
+        laid_out[0] = True
+
+    monkeypatch.setattr(kept, "keeps_pages_of", lambda graph, index: laid_out[0])
+    monkeypatch.setattr(tasks, "lay_out_gpu_pages", lay_out)
+    calibrated, calibrate = [], tasks.calibrate
+    monkeypatch.setattr(tasks, "calibrate", lambda run, state, kind, *rest: (
+        calibrated.append(kind), calibrate(run, state, kind, *rest))[1])
+    graph = hg.generate.grid(30, 30)
+
+    def call(devices="auto"):
+        return hg.bfs(graph, 0, devices=devices, cluster=cluster)
+
+    with hg.Cluster(gpus=1, dashboard_address=None) as cluster:
+        reference = call("cpu").values
+        results = [call(), call()]
+        assert calibrated == ["cpu"]
+        for result in results:
+            assert set(result.history["placement"]) == {"cpu"}
+        go.set()
+        dispatcher.wait_for_gpu_layouts()
+        results += [call(), call()]
+        assert calibrated == ["cpu", "gpu"]
+    for result in results:
+        np.testing.assert_array_equal(result.values, reference)
+
+
 def test_a_warm_auto_call_counts_its_own_frontier(monkeypatch):
     """A warm call placed by the model takes the calibration kept under its key, whose
     key tells programs apart by a sample of an array's elements and an object by its

@@ -248,7 +248,13 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
                          f"'notify-pull'")
     if rho is None:
         rho = 1.0 if in_memory else graph.store.read_ratio()
-    xp, device = _state_module(cluster, devices, spec, checkpoint, graph)
+    coloring = _coloring(graph, mode, in_memory)
+    options = dict(threads=threads, partitions=partitions, cpu_mode=cpu_mode,
+                   rho=float(rho), page_bytes=page_bytes, gpu=dict(gpu or {}),
+                   host_budget=host_budget, coloring=coloring)
+    key, placed = _placed_ahead(cluster, devices, spec, graph, mode == "sync", options,
+                                max_iterations) if checkpoint is None else (None, devices)
+    xp, device = _state_module(cluster, placed, spec, checkpoint, graph)
     # the workers make the initial state: here only the room it comes back to
     made_there = xp is np and not resume and max_iterations > 0 and spec.init_apart \
         and _held_on_workers(cluster, devices, graph)
@@ -268,20 +274,15 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
     state = VertexState(values, flags, sync=mode == "sync")
     # (the program as its init leaves it: the one that wrote a checkpoint resumes it)
     checkpointer = _checkpointer(checkpoint, checkpoint_every, resume, spec, graph, mode)
-    coloring = _coloring(graph, mode, in_memory)
     aux = _NO_AUX if aux is None else aux
     history, converged = _resume(checkpointer, state) if resume else ([], False)
     compile_seconds = round_trips = 0.0
     finalized = False  # (by the GPU worker process that held the state: spread._whole)
     if not converged:  # (a resumed run that had converged is returned as it was)
         with cluster_for(cluster) as active_cluster:
-            driver = _Driver(active_cluster, spec, graph, state, aux, devices,
-                             dict(threads=threads, partitions=partitions, cpu_mode=cpu_mode,
-                                  rho=float(rho), page_bytes=page_bytes,
-                                  gpu=dict(gpu or {}), host_budget=host_budget,
-                                  coloring=coloring),
+            driver = _Driver(active_cluster, spec, graph, state, aux, devices, options,
                              fresh=not history, made_there=made_there,
-                             limit=max_iterations)
+                             limit=max_iterations, key=key)
             bar = ProgressBar(spec.name, max_iterations) if show_progress(progress) else None
             try:
                 history, converged = driver.run(max_iterations, history, checkpointer,
@@ -326,6 +327,48 @@ def _coloring(graph, mode, in_memory):
         raise OutOfCoreError("mode='colored' runs on a graph in memory; open the store "
                              "with hg.open_store, raise host_budget or use mode='async'")
     return coloring_of(graph)
+
+
+def _placed_ahead(cluster, devices, spec, graph, sync, options, limit):
+    """(calibration key, devices) of a run before its state is made: a run placed by
+    the cost model ("auto") on both device kinds, whose program's ``init`` leaves it as
+    it was (the key is then the one its driver would take after ``init``), takes the
+    key of its kept calibration (:meth:`_Driver._calibrate`) and, where that holds a
+    settled answer for ``limit`` iterations (:class:`_Settled`), its device kind: a run
+    settled on the CPU makes its state as the CPU alone does (on the host, not on a
+    GPU it will not use). (None, ``devices``) for any other run."""
+    if devices != "auto" or not spec.init_apart or isinstance(graph, StoredGraph):
+        return None, devices
+    with cluster_for(cluster) as active:
+        if len(_kinds(active, devices, False, graph.num_arcs <= tuning.SMALL_ARCS)) < 2:
+            return None, devices
+        key = _calibration_key(active, spec, graph, sync, options)
+        settled = _settled_answer(active, key, limit)[1]
+    return key, devices if settled is None else settled.kind
+
+
+def _settled_answer(cluster, key, limit):
+    """(the calibration kept on ``cluster`` under ``key``, the :class:`_Settled` answer it
+    holds for runs of ``limit`` iterations at most), None for either where there is
+    none: what a run placed by the cost model looks up before its state is made
+    (:func:`_placed_ahead`) and its driver follows (:meth:`_Driver._settled`)."""
+    kept = None if key is None else cluster.calibrations.get(key)
+    return kept, None if kept is None else kept.settled.get(limit)
+
+
+def _calibration_key(cluster, spec, graph, sync, options):
+    """What a calibration of a run of ``spec`` on ``graph`` depends on: the graph, the
+    program with its parameters (which make the initial state; its arrays by a sample
+    of their elements: a calibration taken for another costs speed, not an answer;
+    those it derives from the graph not at all: the graph and the parameters say
+    them), the execution mode (``sync``, async or colored), the run's options and the
+    cluster's workers."""
+    # (a sample of a large array: its CRC32 cost a warm call 0.3 ms)
+    digest = graph_blind_digest(spec, graph, sampled_crc32)
+    return (graph.token, spec.key(graph, digest), sync, options["coloring"] is not None,
+            options["threads"], options["partitions"], options["cpu_mode"],
+            options["rho"], options["page_bytes"], tuple(sorted(options["gpu"].items())),
+            tuple(cluster.cpu_workers), tuple(cluster.gpu_workers))
 
 
 def _state_module(cluster, devices, spec, checkpoint, graph):
@@ -449,18 +492,26 @@ class _Calibration:
     :meth:`_Driver._calibrate`): its reports, the cost model they make, which the
     first later run makes and the others copy (None until then), and by iteration
     limit (``max_iterations``) what the last call under it settled (:class:`_Settled`;
-    none: the next call asks the model)."""
+    none: the next call asks the model). The CPU's report alone: a run's whose GPU
+    was still laying out its pages (:attr:`complete` False); a later run calibrates
+    the GPU alone and keeps both."""
 
     reports: list
     model: CostModel | None = None
     settled: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def complete(self):
+        """Whether it holds the GPU's report beside the CPU's."""
+        return len(self.reports) > 1
 
 
 class _Driver:
     """One run's iteration loop on a cluster; ``fresh``: the state is the program's
     initial one (not a resumed run's); ``made_there``: ``state`` holds nothing yet, the
     workers that hold the run's state make the initial one (:func:`_held_on_workers`);
-    ``limit``: the run's ``max_iterations`` (None: unknown, nothing settled for it).
+    ``limit``: the run's ``max_iterations`` (None: unknown, nothing settled for it);
+    ``key``: the calibration key :func:`_placed_ahead` took (None: the driver takes it).
 
     A run placed by the cost model ("auto") whose kept calibration says that the last
     call like it ran on one device alone (:class:`_Settled`) runs there alone: no
@@ -468,7 +519,7 @@ class _Driver:
     iterations' time then keeps or drops that answer for the next call (:meth:`_settle`)."""
 
     def __init__(self, cluster, spec, graph, state, aux, devices, options, fresh=True,
-                 made_there=False, limit=None):
+                 made_there=False, limit=None, key=None):
         self.client = cluster.client
         self.shared = cluster.in_process
         self.spec, self.graph, self.state = spec, graph, state
@@ -541,7 +592,8 @@ class _Driver:
         self._key, self._kept, self._limit = None, None, limit  # (see _settle)
         self.settled = None  # the _Settled answer this run follows
         if len(self.kinds) == 2:
-            key = self._key = self._calibration_key(options) if fresh else None
+            key = self._key = (key or _calibration_key(cluster, spec, graph, state.sync,
+                                                       options)) if fresh else None
             self.settled = self._settled(key, limit)
             if self.settled is not None:  # (the partition above is the placed runs':
                 # their engines, kept by it, serve this run too)
@@ -667,21 +719,6 @@ class _Driver:
             target[a:b] = v
             self.state.flags[a:b] = f
 
-    def _calibration_key(self, options):
-        """What a calibration depends on: the graph, the program with its parameters
-        (which make the initial state; its arrays by a sample of their elements: a
-        calibration taken for another costs speed, not an answer; those it derives from
-        the graph not at all: the graph and the parameters say them), the execution mode
-        (sync, async or colored), the run's options and the cluster's workers."""
-        # (a sample of a large array: its CRC32 cost a warm call 0.3 ms)
-        digest = graph_blind_digest(self.spec, self.graph, sampled_crc32)
-        return (self.graph.token, self.spec.key(self.graph, digest),
-                self.state.sync, options["coloring"] is not None, options["threads"],
-                options["partitions"],
-                options["cpu_mode"], options["rho"], options["page_bytes"],
-                tuple(sorted(options["gpu"].items())), tuple(self.cluster.cpu_workers),
-                tuple(self.cluster.gpu_workers))
-
     def _calibrate(self, key=None):
         """Time a task round trip, then a pull on each device kind (building their
         contexts): of pages spread over the graph on the CPU
@@ -706,29 +743,40 @@ class _Driver:
         "calibrate"): done first, the layout made a graph's first auto run slower than
         the CPU alone. Not out of core: there the GPU's pages come with its passes, and
         a first pass on the CPU is one the GPU must read again, while the GPU's first
-        pass reads the pages it keeps once for the whole run."""
+        pass reads the pages it keeps once for the whole run. Meanwhile the CPU's report
+        is kept under ``key`` alone: a run that starts before the GPU is calibrated
+        takes it, and calibrates the GPU alone (once its pages are there)."""
         self._share_state()
         self._measure_round_trip()
         kept = None if key is None else self.cluster.calibrations.get(key)
-        if kept is not None:
+        if kept is not None and kept.complete:
             self._take_kept(kept)
             return
         from ..kernels.gpu.kept import keeps_pages_of
 
         device = self.cluster.gpu_devices[0] if self.shared else None
-        self._state_to_host()
-        cpu = self._run_task(tasks.calibrate, "cpu", "calibrate", "cpu",
-                             tasks.calibration_pages(len(self.page_edges)), self.version)
-        self.compile_seconds += cpu.build_seconds
+        cpu = self._calibrate_cpu() if kept is None else kept.reports[0]
         self._take_calibration([cpu])
+        if kept is not None:  # (its frontier: maybe another initial state's, see _take_kept)
+            self.frontier = None
         in_memory = not isinstance(self.graph, StoredGraph)
         if self.devices == "auto" and self.shared and in_memory and \
                 not keeps_pages_of(self.graph, device):
             self._layout = _LAYOUTS.submit(tasks.lay_out_gpu_pages, self.runspec, device)
             self.model.waiting = _LayoutHandle(self._layout)
             self._layout_key, self._cpu_report = key, cpu
+            if key is not None and kept is None:
+                self.cluster.keep_calibration(key, _Calibration([cpu]))
         else:
             self._calibrate_gpu(key, cpu)
+
+    def _calibrate_cpu(self):
+        """The report of the CPU's calibration (:func:`tasks.calibrate`) of this run."""
+        self._state_to_host()
+        cpu = self._run_task(tasks.calibrate, "cpu", "calibrate", "cpu",
+                             tasks.calibration_pages(len(self.page_edges)), self.version)
+        self.compile_seconds += cpu.build_seconds
+        return cpu
 
     def _calibrate_gpu(self, key, cpu, layout=None):
         """Calibrate the GPU, once ``layout`` (its pages laid out while the CPU ran, see
@@ -798,23 +846,23 @@ class _Driver:
     def _settled(self, key, limit):
         """The :class:`_Settled` answer that the calibration kept under ``key`` holds for
         a run placed by the model ("auto") of ``limit`` iterations at most, else None."""
-        kept = self._kept = None if key is None or self.devices != "auto" else \
-            self.cluster.calibrations.get(key)
-        return None if kept is None else kept.settled.get(limit)
+        self._kept, settled = _settled_answer(self.cluster, key, limit) \
+            if self.devices == "auto" else (None, None)
+        return settled
 
     def _settle(self, rows):
         """After the run (``rows``: its history; None: it failed), what the next call
         under its kept calibration starts from: a run that followed a settled answer
         keeps it while its time agrees (:meth:`_Settled.after`); a run placed by the
-        model settles on the device it placed every iteration on, if one; any other
-        drops it."""
+        model settles on the device it placed every iteration on, if one, once the
+        GPU is calibrated; any other drops it."""
         if self.settled is not None:
             kept = self._kept
         elif self._key is not None and self.devices == "auto":  # (maybe made by this run)
             kept = self.cluster.calibrations.get(self._key)
         else:
             return
-        if kept is None:
+        if kept is None or not kept.complete:  # (the GPU not calibrated: no answer)
             return
         settled = kept.settled
         settled.pop(self._limit, None)  # (the newest last)
