@@ -110,14 +110,19 @@ class SchedulerLog:
         self._sender = None
         self._period_ms = (tuning.EVENT_SEND_PERIOD if period is None else period) * 1e3
         self._sending = None  # an asyncio.Lock, made on the loop
+        self._reads_log = False  # a local scheduler logs the queue before a read of events
 
     def flush(self):
         """Send what is queued now and wait for it (for a scheduler that outlives this
         process: a run's end must reach it before the process exits). A scheduler in
         this process (a local cluster's) is not woken for it: it logs the queue at the
         next periodic send, or before it answers a request for its events
-        (:meth:`_logged_before_reads`), whichever comes first."""
+        (:meth:`_logged_before_reads`), whichever comes first; until that is in place,
+        the queue is handed to the client's loop, not waited for (the client's later
+        calls reach that scheduler after it)."""
         if self._local() is not None:
+            if not self._reads_log:
+                self.client.loop.add_callback(self._send_queued)
             return
         try:
             self.client.sync(self._send_queued)
@@ -152,7 +157,9 @@ class SchedulerLog:
         answers a request for its events (its ``events`` handler, which
         ``Client.get_events`` calls): a read after a run sees the run's end, and the
         run's end wakes no loop."""
-        read, ref = scheduler.handlers["events"], weakref.ref(self)
+        read, ref = scheduler.handlers.get("events"), weakref.ref(self)
+        if read is None:  # (a Dask without it: flush hands the queue to the loop)
+            return
 
         def events(*args, **kwargs):
             log_ = ref()
@@ -161,6 +168,7 @@ class SchedulerLog:
             return read(*args, **kwargs)
 
         scheduler.handlers["events"] = events
+        self._reads_log = True
 
     def _log_queued(self, scheduler):
         """Log the queue at ``scheduler`` (in this process), on its loop, in order."""
