@@ -133,9 +133,8 @@ def listen(directory, address, secret, answer):
     """Take calls for the worker at ``address`` (this process's) on its socket in
     ``directory`` from the clients that know ``secret``, each call's frame
     (:func:`dumps`) passed to ``answer(frame)`` (its answer's frame goes back) in the
-    process's call thread
-    (:func:`call_thread`); returns whether it listens (no: no such directory, or a
-    path too long)."""
+    process's call thread (:func:`call_thread`); returns whether it listens (no: no
+    such directory, or a path too long)."""
     with _LOCK:
         _SECRETS.add(secret)
         if address in _LISTENING or not directory or not os.path.isdir(directory):
