@@ -114,8 +114,9 @@ def _doubled(x):
 def test_a_frame_is_the_standard_pickle_unless_the_other_process_may_lack_a_name(
         monkeypatch):
     """Library values go as the standard pickle writes them (cloudpickle's writer, in
-    Python, costs a call several times more), arrays in band; a lambda, and a function
-    of a module registered with cloudpickle by value (this one), go by value."""
+    Python, costs a call several times more), a contiguous array's bytes out of band
+    (a view of the array: not copied), another's in band; a lambda, and a function of
+    a module registered with cloudpickle by value (this one), go by value."""
     from hetgraph.scheduler.spread import Initial
 
     written, dumps = [], cloudpickle.dumps
@@ -124,12 +125,15 @@ def test_a_frame_is_the_standard_pickle_unless_the_other_process_may_lack_a_name
                                                                                  **options))
     large = np.arange(1 << 17, dtype=np.float64)
     for plain in (("done", [(1, 2.5, "pull")], Initial()), ("done", large, large[::2])):
-        frame = callsocket.dumps(plain)
-        assert frame == pickle.dumps(plain, protocol=pickle.HIGHEST_PROTOCOL)
-        got = callsocket.loads(frame)
+        stream, buffers = frame = callsocket.dumps(plain)
+        got = pickle.loads(stream, buffers=buffers)  # (the standard pickle reads it)
         assert got[0] == "done" and len(got) == 3
-    np.testing.assert_array_equal(got[1], large)
-    np.testing.assert_array_equal(got[2], large[::2])
+    assert len(buffers) == 1 and np.shares_memory(np.asarray(buffers[0]), large)
+    assert len(stream) < large.nbytes  # (large's bytes not in the stream)
+    received = callsocket.loads((stream, [bytearray(b) for b in buffers]))
+    np.testing.assert_array_equal(received[1], large)
+    np.testing.assert_array_equal(received[2], large[::2])
+    assert received[1].flags.writeable  # (over the received buffer: the reader's own)
     assert written == []
     for by_value in (lambda x: 3 * x, _doubled):
         frame = callsocket.dumps(by_value)

@@ -445,6 +445,7 @@ def test_a_warm_calls_result_is_the_file_it_came_back_in_without_flags(
     calls run keeps its values (its file lent to it, written by no later call)."""
     from hetgraph.scheduler import hostshare
 
+    monkeypatch.setattr(tuning, "ANSWER_STATE_BYTES", 0)  # (the state through the file)
     gc.collect()  # (an earlier test's uncollected result would hold a file of this size)
     taken = []
     take = hostshare.take
@@ -466,12 +467,43 @@ def test_a_warm_calls_result_is_the_file_it_came_back_in_without_flags(
     assert (others.values >= 0).all() and others.values[5] == 0
 
 
+def test_a_small_state_comes_back_in_the_answer_not_a_file(graph, expected, monkeypatch):
+    """A state of at most ``tuning.ANSWER_STATE_BYTES`` comes back in the call's
+    answer: no file made or handed back into, each result its own writable arrays,
+    the same answers, and a run of several segments goes on from the state that came
+    back (each segment one iteration here)."""
+    from hetgraph.scheduler import hostshare
+
+    made = []
+    back_file = hostshare.back_file
+    monkeypatch.setattr(hostshare, "back_file",
+                        lambda *a: made.append(a) or back_file(*a))
+    monkeypatch.setattr(tuning, "ANSWER_STATE_BYTES", graph.num_vertices * 9)
+    with hg.Cluster(cpu_workers=1, gpus=0, processes=True, dashboard_address=None) as cluster:
+        cluster.client.run(_spy_hand_backs)
+        results = [_bounded(lambda: _pagerank(graph, cluster)) for _ in range(2)]
+        bfs = _bounded(lambda: hg.bfs(graph, graph.label_of(0), cluster=cluster,
+                                      devices="cpu"))
+        cluster.client.run(_segments_of, 0.0)
+        long = _bounded(lambda: _pagerank(graph, cluster, iterations=60))
+        handed = cluster.client.run(_spy_hand_backs)[cluster.cpu_workers[0]]
+    assert made == [] and handed == []
+    for result in results:
+        np.testing.assert_allclose(result.values, expected["pagerank"].values, rtol=1e-12)
+        assert result.values.flags.writeable
+    assert not np.shares_memory(results[0].values, results[1].values)
+    np.testing.assert_array_equal(bfs.values, expected["bfs"].values)
+    assert len(long.history) == 60
+    np.testing.assert_allclose(long.values, expected["long"].values, rtol=1e-12)
+
+
 def test_a_checkpointed_run_still_hands_back_its_flags(graph, expected, tmp_path,
                                                         monkeypatch):
     """A run that checkpoints gets the flags with the state (a checkpoint saves them):
     resumed from its checkpoint after two BFS levels, it ends as an undisturbed one."""
     from hetgraph.scheduler import hostshare
 
+    monkeypatch.setattr(tuning, "ANSWER_STATE_BYTES", 0)  # (the state through the file)
     taken = []
     take = hostshare.take
     monkeypatch.setattr(hostshare, "take", lambda *a: taken.append(a[0].flags) or take(*a))
@@ -566,12 +598,14 @@ def _segments_of(seconds):
     tuning.SEGMENT_SECONDS = seconds  # (in the worker: its segments' time slice)
 
 
-def test_a_run_of_several_segments_hands_its_flags_back_until_its_last(graph, expected):
+def test_a_run_of_several_segments_hands_its_flags_back_until_its_last(graph, expected,
+                                                                      monkeypatch):
     """A CPU worker hands the state back after each segment (it may die before the
     next): with its flags while the run goes on, its values alone after the last, which
     the result keeps (each segment one iteration here)."""
     from hetgraph.scheduler import hostshare
 
+    monkeypatch.setattr(tuning, "ANSWER_STATE_BYTES", 0)  # (the state through the file)
     with hg.Cluster(cpu_workers=1, gpus=0, processes=True, dashboard_address=None) as cluster:
         seconds = tuning.SEGMENT_SECONDS
         _bounded(lambda: _pagerank(graph, cluster))

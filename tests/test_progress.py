@@ -52,3 +52,29 @@ def test_a_joined_clusters_events_go_in_one_round_trip(monkeypatch):
     assert counts[1] == 1  # one answer, to the last: one round trip
     np.testing.assert_allclose(result.values, hg.pagerank(graph, tol=None,
                                                           max_iterations=5).values)
+
+
+
+def test_a_local_schedulers_events_are_there_for_a_read_without_a_wake(monkeypatch):
+    """A scheduler in this process logs the queued events before it answers a read of
+    them: a read right after a run sees its end, though no periodic send came, and a
+    flush hands nothing to the client's loop (no wake-up)."""
+    from hetgraph.scheduler import progress
+
+    monkeypatch.setattr(tuning, "EVENT_SEND_PERIOD", 3600.0)  # (no periodic send)
+    graph = hg.generate.rmat(8, edge_factor=4, seed=3)
+    with hg.Cluster(cpu_workers=1, gpus=0, dashboard_address=None) as cluster:
+        post = progress.SchedulerLog.of(cluster.client)
+        post({"run": "first", "event": "marker"})  # (starts the sender and the reads' hook)
+        assert cluster.client.get_events(events.TOPIC)[-1][1]["run"] == "first"
+        loop, handed = cluster.client.loop, []
+        with monkeypatch.context() as patch:
+            patch.setattr(loop, "add_callback", lambda *a, **k: handed.append(a))
+            post({"run": "second", "event": "marker"})
+            post.flush()
+        assert handed == []
+        result = hg.bfs(graph, 0, devices="cpu", cluster=cluster)
+        got = [m for _, m in cluster.client.get_events(events.TOPIC)]
+    assert [m["run"] for m in got[:2]] == ["first", "second"]
+    assert got[2]["event"] == "start" and got[-1]["event"] == "end"
+    assert got[-1]["run"] == got[2]["run"] and got[-1]["iterations"] == result.iterations

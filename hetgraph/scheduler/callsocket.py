@@ -17,13 +17,20 @@ which went to the workers with the handlers through Dask; the client connects on
 to a socket, and a process, of its own user. Only then are calls unpickled, as Dask
 unpickles them. Where no socket answers (another host, no such directory) the call
 goes through Dask's comms.
+
+A call and its answer are each a frame (:func:`dumps`): a pickle stream and the
+buffers it took out of band (arrays' bytes), written after it as they are and read
+into buffers of their own that the unpickled arrays then use: no array is copied
+into or out of a stream.
 """
 
 from __future__ import annotations
 
 import collections
 import concurrent.futures
+import copyreg
 import hmac
+import io
 import logging
 import os
 import pickle
@@ -34,13 +41,16 @@ import threading
 import weakref
 
 import cloudpickle
+import numpy as np
 
 from . import datagrams
 
 log = logging.getLogger("hetgraph.scheduler")
 
 PREFIX = "hetgraph-call-"  # the sockets' names in the directory
-_HEADER = struct.Struct("!Q")  # a frame's length, then its bytes
+_HEADER = struct.Struct("!Q")  # a secret's length, then its bytes
+_FRAME = struct.Struct("!QI")  # a frame's stream length and buffer count, then the
+# buffers' lengths (_HEADER each), the stream and the buffers
 _JOINED = 1 << 16  # a frame shorter than this goes out with its header, copied
 _CREDENTIALS = struct.Struct("3i")  # SO_PEERCRED: pid, uid, gid
 _PROBE_SECONDS = 0.1  # a sweep's wait for a listener to take its connection
@@ -56,24 +66,50 @@ _CALL_THREAD = None  # see call_thread
 # --- frames -------------------------------------------------------------------------------
 
 def _send(sock, data):
-    if len(data) < _JOINED:  # (one write: one wake-up of the reader)
-        sock.sendall(_HEADER.pack(len(data)) + data)
-    else:  # (a large frame: not copied into one buffer)
-        sock.sendall(_HEADER.pack(len(data)))
-        sock.sendall(data)
+    """Write the bytes ``data`` (a secret) after their length."""
+    sock.sendall(_HEADER.pack(len(data)) + data)
 
 
-def _receive(sock, most=None):
-    """A frame's bytes; None when the peer closed the connection, or the frame is longer
-    than ``most`` bytes (unread)."""
+def _receive(sock, most):
+    """The bytes :func:`_send` wrote; None when the peer closed the connection, or they
+    are longer than ``most`` bytes (unread)."""
     header = _exactly(sock, _HEADER.size)
     size = None if header is None else _HEADER.unpack(header)[0]
-    return None if size is None or most is not None and size > most else \
-        _exactly(sock, size)
+    return None if size is None or size > most else _exactly(sock, size)
+
+
+def _send_frame(sock, frame):
+    """Write ``frame`` (:func:`dumps`): its header, stream and buffers."""
+    stream, buffers = frame
+    head = _FRAME.pack(len(stream), len(buffers)) + b"".join(
+        _HEADER.pack(b.nbytes) for b in buffers)
+    if len(stream) + sum(b.nbytes for b in buffers) < _JOINED:  # (one write: one
+        # wake-up of the reader)
+        sock.sendall(b"".join([head, stream, *buffers]))
+        return
+    # (a large stream, and the buffers, from their own memory: not copied into one)
+    for part in ([head + stream] if len(stream) < _JOINED else [head, stream]) + buffers:
+        sock.sendall(part)
+
+
+def _receive_frame(sock):
+    """The next frame of ``sock`` (a stream, its buffers, each a bytearray of its own);
+    None when the peer closed the connection first."""
+    header = _exactly(sock, _FRAME.size)
+    if header is None:
+        return None
+    size, count = _FRAME.unpack(header)
+    lengths = _exactly(sock, _HEADER.size * count) if count else b""
+    if lengths is None:
+        return None
+    sizes = [size] + [n for (n,) in _HEADER.iter_unpack(lengths)]
+    parts = [_exactly(sock, n) for n in sizes]
+    return None if any(p is None for p in parts) else (parts[0], parts[1:])
 
 
 def _exactly(sock, size):
-    """The next ``size`` bytes of ``sock``; None when the peer closed it first."""
+    """The next ``size`` bytes of ``sock`` (a bytearray); None when the peer closed it
+    first."""
     buffer, got = bytearray(size), 0
     view = memoryview(buffer)
     while got < size:
@@ -95,10 +131,10 @@ def _same_user(sock):
 
 def listen(directory, address, secret, answer):
     """Take calls for the worker at ``address`` (this process's) on its socket in
-    ``directory`` from the clients that know ``secret``, each call's frame passed to
-    ``answer(frame)`` (its answer's frame goes back) in the process's call thread
-    (:func:`call_thread`); returns whether it listens (no: no such directory, or a
-    path too long)."""
+    ``directory`` from the clients that know ``secret``, each call's frame
+    (:func:`dumps`) passed to ``answer(frame)`` (its answer's frame goes back) in the
+    process's call thread (:func:`call_thread`); returns whether it listens (no: no
+    such directory, or a path too long)."""
     with _LOCK:
         _SECRETS.add(secret)
         if address in _LISTENING or not directory or not os.path.isdir(directory):
@@ -212,9 +248,9 @@ class CallThread(concurrent.futures.Executor):
 
     def _answer(self, connection, answer):
         try:
-            frame = _receive(connection)
+            frame = _receive_frame(connection)
             if frame is not None:
-                _send(connection, answer(frame))
+                _send_frame(connection, answer(frame))
                 return
         except OSError as exc:  # (the client went away)
             log.debug("a call connection ended: %s", exc)
@@ -294,8 +330,8 @@ def call_all(connections, frames, on_answer):
     closed before it answered: the worker died)."""
     if len(connections) == 1:  # (its answer read straight: no selector's system calls)
         try:
-            _send(connections[0], frames[0])
-            answer = _receive(connections[0])
+            _send_frame(connections[0], frames[0])
+            answer = _receive_frame(connections[0])
         except OSError:
             answer = None
         on_answer(0, answer)
@@ -304,7 +340,7 @@ def call_all(connections, frames, on_answer):
     try:
         for i, (sock, frame) in enumerate(zip(connections, frames)):
             try:
-                _send(sock, frame)
+                _send_frame(sock, frame)
             except OSError:
                 on_answer(i, None)
                 continue
@@ -313,7 +349,7 @@ def call_all(connections, frames, on_answer):
             for key, _ in selector.select():
                 selector.unregister(key.fileobj)
                 try:
-                    answer = _receive(key.fileobj)
+                    answer = _receive_frame(key.fileobj)
                 except OSError:
                     answer = None
                 on_answer(key.data, answer)
@@ -322,20 +358,45 @@ def call_all(connections, frames, on_answer):
 
 
 def dumps(value):
-    """A frame of ``value``: as the standard pickle writes it (several times faster than
-    cloudpickle's writer, in Python), unless it cannot or it names this process's
-    ``__main__`` or a module registered with cloudpickle by value, which the other
-    process may lack: then by cloudpickle (Dask's rule). The names are searched for in
-    a first stream with the arrays out of band (never in an array's bytes)."""
+    """The frame of ``value``: (a pickle stream, the buffers it took out of band: the
+    bytes of its contiguous arrays, as memoryviews of them). The stream as the standard
+    pickle writes it (several times faster than cloudpickle's writer, in Python),
+    unless it cannot or it names this process's ``__main__`` or a module registered
+    with cloudpickle by value, which the other process may lack: then by cloudpickle
+    (Dask's rule; the names are never searched for in an array's bytes)."""
     buffers = []
     try:
-        stream = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL,
-                              buffer_callback=buffers.append)
+        out = io.BytesIO()
+        writer = pickle.Pickler(out, protocol=pickle.HIGHEST_PROTOCOL,
+                                buffer_callback=buffers.append)
+        writer.dispatch_table = _DISPATCH
+        writer.dump(value)
+        stream = out.getvalue()
     except Exception:  # (a lambda, a local class: what only cloudpickle writes)
         stream = None
     if stream is None or not by_reference(stream):
-        return cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-    return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL) if buffers else stream
+        buffers = []
+        stream = cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL,
+                                   buffer_callback=buffers.append)
+    return stream, [b.raw() for b in buffers]
+
+
+def _array(buffer, dtype, shape):
+    """The array of ``dtype`` and ``shape`` over ``buffer`` (see :func:`_reduced`)."""
+    return np.frombuffer(buffer, dtype).reshape(shape)
+
+
+def _reduced(array):
+    """How a frame's standard pickle writes ``array``: a contiguous array of numbers by
+    its bytes (out of band) and its dtype's string (NumPy's own reduce writes a dtype
+    object: several times the cost of a small answer's other fields), else as NumPy
+    writes it."""
+    if array.flags.c_contiguous and array.dtype.kind in "biufc":
+        return _array, (pickle.PickleBuffer(array), array.dtype.str, array.shape)
+    return array.__reduce_ex__(pickle.HIGHEST_PROTOCOL)
+
+
+_DISPATCH = copyreg.dispatch_table | {np.ndarray: _reduced}
 
 
 def by_reference(stream):
@@ -347,4 +408,7 @@ def by_reference(stream):
 
 
 def loads(frame):
-    return pickle.loads(frame)
+    """The value of ``frame`` (:func:`dumps`, or as :func:`_receive_frame` read it: its
+    arrays then over the frame's own buffers, writable)."""
+    stream, buffers = frame
+    return pickle.loads(stream, buffers=buffers)

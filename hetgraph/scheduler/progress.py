@@ -110,14 +110,19 @@ class SchedulerLog:
         self._sender = None
         self._period_ms = (tuning.EVENT_SEND_PERIOD if period is None else period) * 1e3
         self._sending = None  # an asyncio.Lock, made on the loop
+        self._reads_log = False  # a local scheduler logs the queue before a read of events
 
     def flush(self):
         """Send what is queued now and wait for it (for a scheduler that outlives this
         process: a run's end must reach it before the process exits). A scheduler in
-        this process (a local cluster's) takes it on the client's event loop, not waited
-        for: the client's later calls reach that scheduler after it."""
+        this process (a local cluster's) is not woken for it: it logs the queue at the
+        next periodic send, or before it answers a request for its events
+        (:meth:`_logged_before_reads`), whichever comes first; until that is in place,
+        the queue is handed to the client's loop, not waited for (the client's later
+        calls reach that scheduler after it)."""
         if self._local() is not None:
-            self.client.loop.add_callback(self._send_queued)
+            if not self._reads_log:
+                self.client.loop.add_callback(self._send_queued)
             return
         try:
             self.client.sync(self._send_queued)
@@ -141,8 +146,34 @@ class SchedulerLog:
     def _start(self):
         from tornado.ioloop import PeriodicCallback
 
+        local = self._local()
+        if local is not None:
+            self._logged_before_reads(local)
         self._sender = PeriodicCallback(self._send_queued, self._period_ms)
         self._sender.start()
+
+    def _logged_before_reads(self, scheduler):
+        """Have ``scheduler`` (in this process, on this loop) log this queue before it
+        answers a request for its events (its ``events`` handler, which
+        ``Client.get_events`` calls): a read after a run sees the run's end, and the
+        run's end wakes no loop."""
+        read, ref = scheduler.handlers.get("events"), weakref.ref(self)
+        if read is None:  # (a Dask without it: flush hands the queue to the loop)
+            return
+
+        def events(*args, **kwargs):
+            log_ = ref()
+            if log_ is not None:
+                log_._log_queued(scheduler)
+            return read(*args, **kwargs)
+
+        scheduler.handlers["events"] = events
+        self._reads_log = True
+
+    def _log_queued(self, scheduler):
+        """Log the queue at ``scheduler`` (in this process), on its loop, in order."""
+        while self.queue:
+            scheduler.log_event(TOPIC, self.queue.popleft())
 
     async def _send_queued(self):
         if self.client.status == "closed":
@@ -150,9 +181,8 @@ class SchedulerLog:
                 self._sender.stop()
             return
         local = self._local()
-        if local is not None:  # (on its loop, without a wait: in order)
-            while self.queue:
-                local.log_event(TOPIC, self.queue.popleft())
+        if local is not None:
+            self._log_queued(local)
             return
         if self._sending is None:
             self._sending = asyncio.Lock()

@@ -771,10 +771,13 @@ class Spread:
 
     def _back_for(self, state, result=False):
         """The file the workers hand ``state`` back through (:func:`_whole`), the run's
-        from its first segment on (None where they cannot: see ``shared_dir``);
-        ``result``: a segment after which the client reads only the values, as the
-        run's result: the flags stay on the worker."""
-        if self.back is None and self.shared_dir:
+        from its first segment on (None where they cannot: see ``shared_dir``, or where
+        a state of at most ``tuning.ANSWER_STATE_BYTES`` comes back in the answer, its
+        arrays' bytes after the answer's, :mod:`.callsocket`); ``result``: a segment
+        after which the client reads only the values, as the run's result: the flags
+        stay on the worker."""
+        if self.back is None and self.shared_dir and \
+                state.values.nbytes + state.flags.nbytes > tuning.ANSWER_STATE_BYTES:
             self.back = hostshare.back_file(self.shared_dir, len(state.values),
                                             state.values.dtype)
         return dataclasses.replace(self.back, flags=False) if result and self.back \

@@ -3,7 +3,6 @@ never unpickled (by /metrics, the hetgraph page or :func:`message_rows`), malfor
 events are left out without breaking either, and every text the page shows is escaped
 (a failed run's error holds file paths, which may hold HTML)."""
 
-import asyncio
 import html
 import pickle
 import urllib.request
@@ -15,7 +14,6 @@ import hetgraph as hg
 from hetgraph import dashboard
 from hetgraph.result import HISTORY_COLUMNS, history_row
 from hetgraph import events
-from hetgraph.scheduler import progress
 
 pytest.importorskip("bokeh")
 pytest.importorskip("prometheus_client")
@@ -57,10 +55,9 @@ def served():
 
 def settled(cluster):
     """Wait until the run events queued by ``cluster``'s client reached the scheduler: a
-    local one takes them on the client's loop without a wait, so a no-op there after the
-    flush returns once they are in (this test reads the scheduler from its own thread)."""
-    progress.SchedulerLog.of(cluster.client).flush()
-    cluster.client.sync(asyncio.sleep, 0)
+    local one logs them before it answers a read of its events, on the client's loop
+    (this test then reads the scheduler from its own thread)."""
+    cluster.client.get_events(events.TOPIC)
 
 
 def test_posted_pickles_are_never_unpickled(served, tmp_path):
