@@ -132,6 +132,9 @@ SUBGRAPH_ACTIVE_EDGES = 0.8
 # to the most): a prediction from one slow push must not hold for the engine's life
 SUBGRAPH_PROBE = 4
 SUBGRAPH_PROBE_MAX = 64
+# a due try waits for a frontier of at most this many chunks' edges (a staging buffer's
+# each): a try that loses then costs a few chunks' gathers, not a whole graph's
+SUBGRAPH_PROBE_CHUNKS = 2
 # async-subgraph mode: pushes over one loaded subgraph at most, however long its
 # vertices keep changing each other (a bound on a chunk's stay, not a tuned speed)
 SUBGRAPH_INNER_PASSES = 10_000

@@ -375,6 +375,26 @@ def test_a_slow_push_does_not_keep_the_pages_streaming(monkeypatch):
     assert [choice.wanted(20) for _ in range(8)] == [False] * 7 + [True]
 
 
+def test_a_due_try_waits_for_a_frontier_of_a_few_chunks(monkeypatch):
+    """Once a try is due, frontiers of more than SUBGRAPH_PROBE_CHUNKS chunks' edges
+    still stream (a try there would gather most of the graph on the host, whatever its
+    outcome); the first frontier of at most that many is pushed, above ``large`` one
+    re-measuring the slope."""
+    from hetgraph import tuning
+    from hetgraph.engines.subway import SubgraphChoice
+
+    monkeypatch.setattr(tuning, "SUBGRAPH_PROBE", 2)
+    monkeypatch.setattr(tuning, "SUBGRAPH_PROBE_CHUNKS", 2)
+    choice = SubgraphChoice(arcs=10_000, large=100, stream=0.010)
+    choice.observe(5, 0.2, pushed=True)  # (the compile)
+    choice.observe(5, 0.001, pushed=True)
+    choice.observe(1000, 0.001 + 1000 * 1e-4, pushed=True)  # a slow slope: 10 us an edge
+    assert [choice.wanted(d) for d in (3000, 5000, 7000, 201)] == [False] * 4  # (due)
+    assert choice.wanted(150) and choice.trying  # a frontier of 1.5 chunks: the try
+    choice.observe(150, 0.001 + 150 * 1e-6, pushed=True)  # 1 us an edge now
+    assert choice.slope == pytest.approx(1e-6) and choice.wanted(3000)
+
+
 def test_page_locked_buffers_handed_back_are_reused(monkeypatch):
     from hetgraph.engines import subway
 

@@ -71,7 +71,10 @@ class SubgraphChoice:
     alone decides. An engine's first subgraph iteration pays for compiling the push and
     is not measured. While streaming is predicted faster, a subgraph iteration is tried
     again after ``tuning.SUBGRAPH_PROBE`` streamed ones under the threshold, after
-    twice as many each time it loses (up to ``tuning.SUBGRAPH_PROBE_MAX``); a try
+    twice as many each time it loses (up to ``tuning.SUBGRAPH_PROBE_MAX``), from the
+    first frontier of at most ``tuning.SUBGRAPH_PROBE_CHUNKS`` times ``large``
+    out-edges then (a try's loss bounded: it re-measures the fixed part or the slope
+    near ``large``, never a frontier of most of the graph's edges); a try
     replaces the part of the prediction it measures, so that one slow iteration does
     not keep the pages streaming for good (the engine, and this choice, outlive a
     run)."""
@@ -93,7 +96,7 @@ class SubgraphChoice:
                 (self.fixed or 0.0) + self.slope * degree < self.stream:
             return True
         self.wait -= 1
-        self.trying = self.wait <= 0
+        self.trying = self.wait <= 0 and degree <= tuning.SUBGRAPH_PROBE_CHUNKS * self.large
         return self.trying
 
     def observe(self, degree, seconds, pushed):
