@@ -107,6 +107,39 @@ def test_every_call_runs_in_the_one_call_thread(socket_dir):
         callsocket.close(address)
 
 
+def test_the_work_after_an_answer_runs_once_it_is_sent_before_the_next_call(socket_dir):
+    """Work an answer queues (``after_answer``) runs after that answer is sent, in the
+    call thread, before it takes the next call or handed function; outside a call
+    thread, at once."""
+    address, sent, done = "tcp://127.0.0.1:2007", threading.Event(), []
+
+    def answer(frame):
+        value = callsocket.loads(frame)
+        callsocket.after_answer(lambda: done.append((value, sent.wait(10))))
+        return callsocket.dumps(list(done))
+
+    assert callsocket.listen(str(socket_dir), address, SECRET, answer)
+    client = _Client()
+    callsocket.trust(client, str(socket_dir), SECRET)
+    sock = callsocket.connect(client, address)
+    try:
+        got = []
+
+        def take(i, frame):
+            got.append(callsocket.loads(frame))
+            sent.set()  # (the work after the answer waits for its answer here)
+
+        callsocket.call_all([sock], [callsocket.dumps(1)], take)
+        callsocket.call_all([sock], [callsocket.dumps(2)], take)
+        handed = callsocket.call_thread().submit(list, done).result(timeout=10)
+        assert got == [[], [(1, True)]] and handed == [(1, True), (2, True)]
+        callsocket.after_answer(done.append, 3)  # (not in the call thread: now)
+        assert done[-1] == 3
+    finally:
+        sock.close()
+        callsocket.close(address)
+
+
 def _doubled(x):
     return 2 * x
 

@@ -61,11 +61,20 @@ def _bounded(call):
             pytest.fail(f"the call did not return within {CALL_SECONDS} s: it hangs")
 
 
+def _in_call_thread(function):
+    """``function()`` in this worker's call thread: after the work that followed its
+    last call's answer (the run's contexts dropped, :func:`.callsocket.after_answer`)."""
+    from hetgraph.scheduler import callsocket
+
+    return callsocket.call_thread().submit(function).result(timeout=60)
+
+
 def _idle_engines():
-    """(ids of the idle engines this worker keeps, the graph objects they are kept on)."""
+    """The ids of the idle engines this worker keeps."""
     from hetgraph.scheduler import tasks
 
-    return sorted(id(e) for kept in tasks._IDLE.values() for e in kept.values())
+    return _in_call_thread(lambda: sorted(
+        id(e) for kept in tasks._IDLE.values() for e in kept.values()))
 
 
 def test_a_warm_call_sends_no_edges_and_finds_its_engine(graph, expected):
@@ -100,7 +109,8 @@ def _run_contexts():
     """The runs whose contexts (or unpacked RunSpec) this worker still keeps."""
     from hetgraph.scheduler import tasks
 
-    return sorted({key[0] for key in tasks._CONTEXTS} | set(tasks._UNPACKED))
+    return _in_call_thread(lambda: sorted({key[0] for key in tasks._CONTEXTS}
+                                          | set(tasks._UNPACKED)))
 
 
 def warm_call_messages(cluster, call):

@@ -61,6 +61,7 @@ _SECRETS: set = set()  # the secrets of the clients that installed the handlers 
 _LOCK = threading.Lock()
 _CLIENTS = weakref.WeakKeyDictionary()  # client -> (directory, secret, idle connections)
 _CALL_THREAD = None  # see call_thread
+_AFTER = threading.local()  # .work: [(function, args)] the call thread runs after its answer
 
 
 # --- frames -------------------------------------------------------------------------------
@@ -226,12 +227,14 @@ class CallThread(concurrent.futures.Executor):
         self.submit(self._selector.register, connection, selectors.EVENT_READ, answer)
 
     def _loop(self):
+        _AFTER.work = []
         while True:
             for key, _ in self._selector.select():
                 if key.data is None:
                     self._run_queued()
                 else:
                     self._answer(key.fileobj, key.data)
+                    _run_after()
 
     def _run_queued(self):
         try:
@@ -245,6 +248,7 @@ class CallThread(concurrent.futures.Executor):
                     future.set_result(function(*args, **kwargs))
                 except BaseException as exc:
                     future.set_exception(exc)
+                _run_after()
 
     def _answer(self, connection, answer):
         try:
@@ -258,6 +262,30 @@ class CallThread(concurrent.futures.Executor):
             log.exception("a call's answer failed; its connection is closed")
         self._selector.unregister(connection)
         connection.close()
+
+
+def after_answer(function, *args):
+    """Run ``function(*args)``, work that a call's answer does not need, once that
+    answer is sent (or handed to Dask's handler) when called in the call thread, before
+    the thread takes any other call or function (a next call finds it done); elsewhere
+    at once."""
+    work = getattr(_AFTER, "work", None)
+    if work is None:
+        function(*args)
+    else:
+        work.append((function, args))
+
+
+def _run_after():
+    """Run the call thread's work queued by :func:`after_answer` (a fault logged: the
+    answer is gone)."""
+    work = _AFTER.work
+    while work:
+        function, args = work.pop(0)
+        try:
+            function(*args)
+        except Exception:
+            log.exception("the work after a call's answer failed")
 
 
 def call_thread():

@@ -65,7 +65,7 @@ from ..kernels import cpu
 from ..kernels.arrays import module_of
 from ..result import SECONDS, history_row
 from ..threadcount import numba_threads
-from . import calls, exchange, gpuowner, hostshare, parts, tasks
+from . import calls, callsocket, exchange, gpuowner, hostshare, parts, tasks
 from .placement import owned_ranges
 from .state import VertexState
 
@@ -165,6 +165,17 @@ def _spare(run, state):
         made = None if kept is None else kept[1]
         if made is not None and made.given is state:
             made.spare, made.given = state, None
+
+
+def _drop_after_answer(run, files=True, spare=None):
+    """:func:`tasks.drop_contexts` of ``run`` (``files``: see there), then
+    :func:`_spare` of its host state ``spare`` (None: none), once the call's answer is
+    sent (:func:`.callsocket.after_answer`): the answer needs neither."""
+    def drop():
+        tasks.drop_contexts(run.run_id, files)
+        if spare is not None:
+            _spare(run, spare)
+    callsocket.after_answer(drop)
 
 
 def _own_state(run, ctx, state, version, backup=True):
@@ -267,10 +278,8 @@ def cpu_alone(run, state, version, first, last, frontier, back=None, seconds=Non
     ends = _ends(status, first, rows, last)
     dropped = final and ends
     out = _whole(run, own, back, ends)
-    if dropped:
-        tasks.drop_contexts(run.run_id)
-        if not isinstance(out, tuple):  # (its arrays copied out, not sent in the report)
-            _spare(run, own)
+    if dropped:  # (its arrays copied out, not sent in the report: spared)
+        _drop_after_answer(run, spare=None if isinstance(out, tuple) else own)
     return tasks.Report("cpu", [], rows=rows, status=status,
                         build_seconds=ctx.take_build_seconds(), frontier=after,
                         out=out, dropped=dropped)
@@ -350,7 +359,7 @@ def gpu_alone(run, state, version, first, last, frontier, back=None, seconds=Non
     tasks._holds(run, ctx, version + 1)
     dropped = final and ends
     if dropped:
-        tasks.drop_contexts(run.run_id)
+        _drop_after_answer(run)
     return tasks.Report("gpu", [], rows=rows, status=status,
                         build_seconds=ctx.take_build_seconds(), frontier=after, out=out,
                         dropped=dropped)
@@ -386,7 +395,7 @@ def cpu_spread(run, state, version, first, last, model, owners, me, frontier, ba
             # the state after the segment for the client, else the one it began from)
             _keep_final(run.run_id, (version + 1, own.values, own.flags)
                         if iterations.holds else ctx.backup, version)
-        tasks.drop_contexts(run.run_id, files=False)
+        _drop_after_answer(run, files=False)
     return tasks.Report("cpu", [], rows=rows, status=status,
                         build_seconds=ctx.take_build_seconds(), frontier=after, out=out,
                         held=iterations.holds, dropped=dropped)
@@ -421,7 +430,7 @@ def gpu_spread(run, state, version, first, last, model, owners, me, frontier, ba
                                      engine.flags.copy()), version)
     tasks._holds(run, ctx, version + 1)
     if dropped:
-        tasks.drop_contexts(run.run_id, files=False)
+        _drop_after_answer(run, files=False)
     return tasks.Report("gpu", [], rows=rows, status=status,
                         build_seconds=ctx.take_build_seconds(), frontier=after, out=out,
                         dropped=dropped, speeds=iterations.speeds() if me == 0 else ())
