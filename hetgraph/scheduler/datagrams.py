@@ -117,6 +117,7 @@ def _sender():
     if not _SENDER:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         sock.settimeout(tuning.PEER_CHECK_SECONDS)  # (a peer too busy to read)
+        atexit.register(sock.close)  # (else collected open at exit: a ResourceWarning)
         _SENDER.append(sock)
     return _SENDER[0]
 
