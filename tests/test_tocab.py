@@ -352,7 +352,7 @@ def _emulated(program, g, part, ranges, values, blocked, tmp_path):
         rest = "seg_edges, seg_dst, dst_local, partial, values, go"
         count = len(tiles.first) - 1
         body.append(f"  hg_grid({count}, 1, [] {{ tocab_segments({edges}, tile_first, "
-                    f"{rest}, {count}); }});\n"
+                    f"{rest}); }});\n"
                     f"  hg_grid({part.num_shards}, 1, [] {{ tocab_reduce(shard_start, "
                     f"by_shard, order, seg_dst, dst_local, partial, values, new_values, "
                     f"flags, aux, {aux_per_vertex}, constant_at, out_degree, counters, "

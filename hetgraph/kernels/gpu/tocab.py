@@ -250,12 +250,11 @@ extern "C" __global__ void tocab_segments(
     const int* __restrict__ seg_slot, const long long* __restrict__ tile_first,
     const long long* __restrict__ seg_edges, const long long* __restrict__ seg_dst,
     const unsigned short* __restrict__ dst_local, value_t* __restrict__ partial,
-    HG_VALUES values, const unsigned long long* __restrict__ go,
-    const long long tile_count)
+    HG_VALUES values, const unsigned long long* __restrict__ go)
 {
   if (*go == 0) return;  /* (see shard_pass) */
   extern __shared__ __align__(8) unsigned char hg_shared[];
-  for (long long tile = blockIdx.x; tile < tile_count; tile += gridDim.x) {
+  const long long tile = blockIdx.x;  /* one block a tile */
   const long long g0 = tile_first[tile], g1 = tile_first[tile + 1];
   /* only the replicas of the destinations a segment touches are read: they alone
      start at the identity */
@@ -291,8 +290,6 @@ _SEGMENTS_STORE = """\
       for (int j = 1; j < (1 << log_r); ++j) acc = hg_combine(acc, p[j]);
       partial[d0 + i] = acc;
     }
-  }
-  __syncthreads();  /* (the next tile's replicas take the same slots) */
   }
 }
 
@@ -396,12 +393,9 @@ class BlockedPass:
         edges = dict(src=src, offsets=offsets, weight=no_weight if weight is None else weight,
                      shard_start=pages.shard_start, seg_shard=segments.shard,
                      seg_log_r=tiles.log_r, seg_slot=tiles.slot)
-        tail = dict(seg_edges=segments.edges, seg_dst=segments.dst, dst_local=segments.local,
-                    partial=self.partial, values=None, go=None)
         self._segments = PackedLaunch(kernels[0], dict(
             edges, tile_first=tiles.first, seg_edges=segments.edges, seg_dst=segments.dst,
-            dst_local=segments.local, partial=self.partial, values=None, go=None,
-            tile_count=np.int64(self.tile_count)))
+            dst_local=segments.local, partial=self.partial, values=None, go=None))
         self._reduce = PackedLaunch(kernels[1], dict(
             shard_start=pages.shard_start, by_shard=segments.by_shard, order=segments.order,
             seg_dst=segments.dst, dst_local=segments.local, partial=self.partial,
