@@ -6,7 +6,8 @@ runs whose last pages stream give the CPU's converged answers exactly (SSSP also
 SciPy's) with subgraphs on, in async-subgraph mode and off, on RMAT and a grid; the
 bytes each iteration moves are those of the formula; async-subgraph needs no more
 iterations, on the grid at most 0.69x. The CPU's answers they are held to are checked
-to have converged without a GPU.
+to have converged without a GPU. Runs through ``hg`` use one GPU (a cluster of one):
+the active subgraph is a one-GPU engine's.
 """
 
 import shutil
@@ -125,10 +126,17 @@ def test_the_cpu_answers_streamed_runs_are_held_to_converged(kind):
             np.testing.assert_array_equal(result.values, widest_widths(g, 0))
 
 
+@pytest.fixture
+def one_gpu():
+    """Calls through ``hg`` on a cluster of one GPU, on a machine of several too."""
+    with hg.Cluster(gpus=1):
+        yield
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind", ["rmat", "grid"])
 @pytest.mark.parametrize("subgraph", [True, "async", False])
-def test_streamed_runs_equal_the_cpu(kind, subgraph):
+def test_streamed_runs_equal_the_cpu(kind, subgraph, one_gpu):
     g = _graphs()[kind]
     s = g.label_of(int(np.argmax(g.out_degree())))
     options = {"memory_budget": _quarter(g), "subgraph": subgraph}
@@ -213,7 +221,7 @@ def test_a_pull_moves_the_streamed_pages_bytes():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind, most", [("rmat", 1.0), ("grid", 0.69)])
-def test_async_subgraphs_take_fewer_iterations(kind, most):
+def test_async_subgraphs_take_fewer_iterations(kind, most, one_gpu):
     """The same answers in async-subgraph mode as in sync, in no more iterations; on the
     grid in at most 0.69x (Subway's Fig. 10; a model of the iterations,
     tests/test_subgraph.py's, gives 0.24x for SSSP, 0.19x for BFS, 0.32x for CC), for

@@ -278,6 +278,32 @@ def test_each_gpu_lays_out_only_its_pages():
 
 
 @pytest.mark.gpu
+def test_several_gpus_stream_their_pages_and_count_the_bytes():
+    """With a budget of a quarter of the edges a GPU, each streams the rest of its
+    pages every pass: the engine's h2d_bytes sum every GPU's, the answer is one GPU's."""
+    from hetgraph.engines.gpu import GpuEngine
+
+    g = GRAPHS["rmat"]()
+    source = int(np.argmax(g.out_degree()))
+    budget = g.num_arcs * (g.index_dtype.itemsize + 2 + 4) // 4
+    one, several = _both(ShortestPaths(source), g, memory_budget=budget)
+    np.testing.assert_array_equal(several, one)
+    spec = ProgramSpec(ShortestPaths(source))
+    values, flags, aux = spec.initial_state(g)
+    engine = MultiGpuEngine(spec, g, values, flags, aux, _devices(),
+                            partition=g.partition(page_bytes=max(4096, g.num_arcs)),
+                            memory_budget=budget)
+    placed = engine.describe()["gpus"]
+    streamed = sum(p["streamed_edges"] for p in placed)
+    assert streamed > 0 and engine.h2d_bytes == 0
+    engine.iterate(0.0)
+    assert engine.h2d_bytes == sum(e.h2d_bytes for e in engine.engines) \
+        == streamed * engine.engines[0].per_edge
+    assert engine.d2h_bytes == 0 and isinstance(engine.engines[0], GpuEngine)
+    engine.close()
+
+
+@pytest.mark.gpu
 def test_a_gpu_run_on_a_cluster_of_several_gpus_shares_its_pages(monkeypatch):
     import cupy as cp
 

@@ -382,6 +382,17 @@ class MultiGpuEngine(Engine):
         for device, engine in zip(self.devices, self.engines):
             self._on(device, engine.unbind)
 
+    @property
+    def h2d_bytes(self):
+        """The graph's bytes copied to the GPUs so far (their streamed pages), summed."""
+        return sum(engine.h2d_bytes for engine in self.engines)
+
+    @property
+    def d2h_bytes(self):
+        """The graph's bytes copied back from the GPUs so far, summed (none: the active
+        subgraph is a one-GPU engine's)."""
+        return sum(engine.d2h_bytes for engine in self.engines)
+
     def describe(self):
         """Each GPU's pages and placement."""
         return {"gpus": [dict(device=d, owned_pages=[e.owned.start, e.owned.stop],
