@@ -289,8 +289,8 @@ def test_several_gpus_stream_their_pages_and_count_the_bytes():
     one, several = _both(ShortestPaths(source), g, memory_budget=budget)
     np.testing.assert_array_equal(several, one)
     spec = ProgramSpec(ShortestPaths(source))
-    values, flags, aux = spec.initial_state(g)
-    engine = MultiGpuEngine(spec, g, values, flags, aux, _devices(),
+    values, flags, _ = spec.initial_state(g)
+    engine = MultiGpuEngine(spec, g, values, flags, np.zeros(1, np.float32), _devices(),
                             partition=g.partition(page_bytes=max(4096, g.num_arcs)),
                             memory_budget=budget)
     placed = engine.describe()["gpus"]
