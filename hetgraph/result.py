@@ -12,7 +12,8 @@ from .errors import GraphError, StoreError
 HISTORY_COLUMNS = ("iteration", "placement", "mode", "f", "rho", "alpha", "active",
                    "computed", "edges", "activated", "cpu_pages", "gpu_pages", "cpu_edges",
                    "gpu_edges", "cpu_seconds", "gpu_seconds", "read_bytes", "h2d_bytes",
-                   "d2h_bytes", "seconds", "overhead", "priority")
+                   "d2h_bytes", "generation_seconds", "transfer_seconds", "seconds",
+                   "overhead", "priority")
 # a history row is a tuple of the columns' values in this order, not a dict (a segment
 # makes one every iteration) nor a list (the garbage collector stops tracking a tuple of
 # numbers and strings, so thousands of rows bring on no full collection)
@@ -22,22 +23,26 @@ SECONDS, OVERHEAD = COLUMN["seconds"], COLUMN["overhead"]
 
 def device_row(kind, iteration, placement, mode, f, rho, alpha, active, computed, edges,
                activated, pages, read_bytes, seconds, overhead, kernel, front, zero=0,
-               zero_seconds=0.0, h2d_bytes=None, d2h_bytes=None) -> tuple:
+               zero_seconds=0.0, h2d_bytes=None, d2h_bytes=None, generation_seconds=None,
+               transfer_seconds=None) -> tuple:
     """The history row of an iteration that ran on one device ``kind`` ("cpu" or "gpu"),
     whose ``pages``, ``edges`` and ``kernel`` seconds are that kind's (the other kind's
     are ``zero`` and ``zero_seconds``), in :data:`HISTORY_COLUMNS`' order; the bytes
-    copied to and from a GPU default to ``zero``. Given columns instead (iterables,
-    constants as ``itertools.repeat``), the columns of several iterations in that
-    order, which ``zip(*...)`` makes rows."""
+    copied to and from a GPU default to ``zero``, the seconds of the active subgraph's
+    generation and of the copies in to ``zero_seconds``. Given columns instead
+    (iterables, constants as ``itertools.repeat``), the columns of several iterations
+    in that order, which ``zip(*...)`` makes rows."""
     h2d_bytes = zero if h2d_bytes is None else h2d_bytes
     d2h_bytes = zero if d2h_bytes is None else d2h_bytes
+    generation = zero_seconds if generation_seconds is None else generation_seconds
+    transfer = zero_seconds if transfer_seconds is None else transfer_seconds
     if kind == "cpu":
         return (iteration, placement, mode, f, rho, alpha, active, computed, edges,
                 activated, pages, zero, edges, zero, kernel, zero_seconds, read_bytes,
-                h2d_bytes, d2h_bytes, seconds, overhead, front)
+                h2d_bytes, d2h_bytes, generation, transfer, seconds, overhead, front)
     return (iteration, placement, mode, f, rho, alpha, active, computed, edges, activated,
             zero, pages, zero, edges, zero_seconds, kernel, read_bytes, h2d_bytes, d2h_bytes,
-            seconds, overhead, front)
+            generation, transfer, seconds, overhead, front)
 
 
 def history_row(**values) -> tuple:
@@ -79,14 +84,21 @@ class Result:
     events), bytes read from the page store (out-of-core runs), the graph's bytes a GPU
     segment's iteration copied to the device and back (h2d_bytes: streamed pages, or the
     active subgraph's edges and offsets; d2h_bytes: its active vertex list; 0
-    elsewhere), wall seconds (the time since the previous iteration finished, when GPU
-    iterations are queued; the dispatcher's count of the frontier and placement before a
-    segment count in its first row), overhead = wall seconds beyond the busiest device,
-    and priority: the lowest priority among the vertices the iteration ran, for a
-    program with priority buckets (see :class:`hetgraph.VertexProgram`; NaN otherwise,
-    and where not tracked: a CPU iteration outside a burst, the first of a GPU segment,
-    a hybrid one), whose rise per iteration is the run's progress); ``compile_seconds``:
-    time spent compiling the program (0 when it was already compiled in this process);
+    elsewhere), the seconds of that iteration's copies in (transfer_seconds: device
+    time, the union of the copies' spans on the copy streams; on several GPUs, their
+    sum) and of its active
+    subgraph's generation (generation_seconds: the device's scan of the active flags
+    and the list's copy out, then the host's offsets and gathers into pinned memory,
+    which overlap the copies and pushes of the chunks gathered before; 0.0 elsewhere;
+    Subway's Fig. 9 compares the two), wall seconds (the time since the previous
+    iteration finished, when GPU iterations are queued; the dispatcher's count of the
+    frontier and placement before a segment count in its first row), overhead = wall
+    seconds beyond the busiest device, and priority: the lowest priority among the
+    vertices the iteration ran, for a program with priority buckets (see
+    :class:`hetgraph.VertexProgram`; NaN otherwise, and where not tracked: a CPU
+    iteration outside a burst, the first of a GPU segment, a hybrid one), whose rise
+    per iteration is the run's progress); ``compile_seconds``: time spent compiling
+    the program (0 when it was already compiled in this process);
     ``round_trip_seconds``: the wall of a run's segments beyond the iterations they ran
     (their tasks' round trips, the calls to worker processes that held the run's state,
     the workers' work around the iterations, the state's moves between devices), which

@@ -122,6 +122,34 @@ def test_a_newer_checkpoint_format_is_refused(graph, tmp_path):
         _pagerank(graph, tmp_path, 4, resume=True)
 
 
+def test_a_checkpoint_whose_rows_lack_the_newer_history_columns_resumes(graph, tmp_path):
+    """Rows written before generation_seconds and transfer_seconds existed read back
+    with 0.0 there; a row lacking another column is damaged."""
+    from hetgraph.io import manifest as seals
+
+    expected = hg.pagerank(graph, max_iterations=4, tol=None, **CPU)
+    _pagerank(graph, tmp_path, 2)
+    meta_path = tmp_path / "ckpt-000000002" / "checkpoint.json"
+    written = meta_path.read_text()
+
+    def write_without(*columns):
+        meta = json.loads(written)
+        for row in meta["history"]:
+            for column in columns:
+                del row[column]
+        meta[checkpoint_mod.CHECKSUM] = seals.checksum(meta, checkpoint_mod.CHECKSUM)
+        meta_path.write_text(json.dumps(meta))
+
+    write_without("generation_seconds", "h2d_bytes")
+    with pytest.raises(hg.CheckpointError, match="no checkpoint reads back whole"):
+        _pagerank(graph, tmp_path, 4, resume=True)
+    write_without("generation_seconds", "transfer_seconds")
+    got = _pagerank(graph, tmp_path, 4, resume=True)
+    np.testing.assert_array_equal(got.values, expected.values)
+    assert got.history["iteration"].tolist() == [1, 2, 3, 4]
+    assert got.history["transfer_seconds"].tolist() == [0.0] * 4
+
+
 def test_disk_full_while_checkpointing_keeps_the_previous_one(graph, tmp_path, monkeypatch):
     _pagerank(graph, tmp_path, 4, checkpoint_every=2)
     real_write = checkpoint_mod._write

@@ -420,8 +420,8 @@ def test_result_is_keyed_by_original_labels():
     assert list(r.history.columns) == [
         "iteration", "placement", "mode", "f", "rho", "alpha", "active", "computed", "edges",
         "activated", "cpu_pages", "gpu_pages", "cpu_edges", "gpu_edges", "cpu_seconds",
-        "gpu_seconds", "read_bytes", "h2d_bytes", "d2h_bytes", "seconds", "overhead",
-        "priority"]
+        "gpu_seconds", "read_bytes", "h2d_bytes", "d2h_bytes", "generation_seconds",
+        "transfer_seconds", "seconds", "overhead", "priority"]
     assert r.iterations == len(r.history) == 4 and r.converged
     assert "ShortestPaths" in repr(r)
 
@@ -852,6 +852,49 @@ def test_queued_iterations_give_the_rows_of_one_at_a_time():
     # the two launched after the iteration that activated nothing were discarded
     assert fake.discarded == ["skipped", "skipped"] and fake.most_in_flight == 3
     assert fake.in_flight == 0 and plain[-1]["activated"] == 0
+
+
+class TimedQueuedCpu(QueuedCpu):
+    """QueuedCpu whose iteration i took i ms to generate and 2i ms to copy in, added to
+    the engine's totals when waited for (as the GPU engine reads its events then)."""
+
+    generation_seconds = transfer_seconds = 0.0
+
+    def launch(self, constant, frontier):
+        self.launches = getattr(self, "launches", 0) + 1
+        return super().launch(constant, frontier), self.launches
+
+    def wait(self, ticket):
+        ticket, i = ticket
+        self.generation_seconds += i * 1e-3
+        self.transfer_seconds += 2 * i * 1e-3
+        return super().wait(ticket)
+
+    def discard(self, tickets):
+        super().discard([ticket for ticket, _ in tickets])
+
+
+def test_a_rows_generation_and_transfer_seconds_are_its_own_iterations():
+    """Three iterations in flight: each row takes what the engine's totals gained while
+    its own iteration was waited for, not those of the iterations launched before."""
+    from types import SimpleNamespace
+
+    from hetgraph.scheduler import tasks
+
+    g = hg.generate.grid(12, 15, seed=3)
+    spec = ProgramSpec(BreadthFirst(0))
+    values, flags, aux = spec.initial_state(g)
+    engine = TimedQueuedCpu(CpuEngine(spec, g, VertexState(values, flags, sync=True),
+                                      np.zeros(1, np.float32), threads=2))
+    run = SimpleNamespace(spec=spec, graph=g, rho=1.0)
+    rows, status = tasks.run_iterations(run, engine, "cpu", 1, 10**6,
+                                        lambda f, ran=1: ("cpu", 1.0), 1, None, 1e9)
+    rows = [row_dict(row) for row in rows]
+    assert status == "converged" and engine.most_in_flight == 3 and len(rows) > 5
+    assert [r["generation_seconds"] for r in rows] == \
+        pytest.approx([i * 1e-3 for i in range(1, len(rows) + 1)])
+    assert [r["transfer_seconds"] for r in rows] == \
+        pytest.approx([2 * i * 1e-3 for i in range(1, len(rows) + 1)])
 
 
 def test_queued_iterations_stop_at_the_limit_the_slice_and_a_move():

@@ -154,6 +154,13 @@ def test_streamed_runs_equal_the_cpu(kind, subgraph, one_gpu):
         assert pushed.any() == (subgraph is not False)
         assert (history.loc[pushed, "f"] < hg.tuning.SUBGRAPH_ACTIVE_EDGES).all()
         assert (history.loc[~pushed, "d2h_bytes"] == 0).all()
+        # timed: copies wherever bytes came in, a generation in every push, within the
+        # iteration's device time
+        copied = history["transfer_seconds"] > 0
+        assert (copied == (history["h2d_bytes"] > 0)).all()
+        assert (history.loc[pushed, "generation_seconds"] > 0).all()
+        assert (history.loc[~pushed, "generation_seconds"] == 0).all()
+        assert (history["transfer_seconds"] <= history["gpu_seconds"]).all()
     distances = _distances(g, int(g.id_of(s)))
     for mode in ("sync", "async"):  # (async: the values change in place)
         result = hg.sssp(g, s, devices="gpu", gpu=options, mode=mode)
@@ -184,7 +191,10 @@ def test_each_iteration_moves_the_formula_bytes(program):
             break
         active = np.flatnonzero(engine.flags.get() & (streamed > 0))
         h2d, d2h = engine.h2d_bytes, engine.d2h_bytes
+        generation, transfer = engine.generation_seconds, engine.transfer_seconds
         mode = engine.wait(engine.launch(0.0, engine.frontier()))[0]
+        assert (engine.transfer_seconds > transfer) == (engine.h2d_bytes > h2d)
+        assert (engine.generation_seconds > generation) == (mode == "gpu-push")
         if mode != "gpu-push":
             continue
         edges = int(streamed[active].sum())
@@ -213,10 +223,12 @@ def test_a_pull_moves_the_streamed_pages_bytes():
     placed = engine.describe()
     assert placed["subgraph"] is None and placed["streamed_edges"] > g.num_arcs // 2
     for _ in range(3):
-        engine.wait(engine.launch(0.0, engine.frontier()))
+        transfer = engine.transfer_seconds
+        seconds = engine.wait(engine.launch(0.0, engine.frontier()))[4]
+        assert 0 < engine.transfer_seconds - transfer <= seconds
     per_edge = g.index_dtype.itemsize + 2 + (4 if spec.needs_weights else 0)
     assert engine.h2d_bytes == 3 * placed["streamed_edges"] * per_edge
-    assert engine.d2h_bytes == 0
+    assert engine.d2h_bytes == 0 and engine.generation_seconds == 0.0
 
 
 @pytest.mark.gpu

@@ -300,6 +300,8 @@ def test_several_gpus_stream_their_pages_and_count_the_bytes():
     assert engine.h2d_bytes == sum(e.h2d_bytes for e in engine.engines) \
         == streamed * engine.engines[0].per_edge
     assert engine.d2h_bytes == 0 and isinstance(engine.engines[0], GpuEngine)
+    assert engine.transfer_seconds == sum(e.transfer_seconds for e in engine.engines) > 0
+    assert engine.generation_seconds == 0
     engine.close()
 
 

@@ -1,15 +1,17 @@
 """ActiveSubgraphs (engines/subway.py) driven without a GPU: CuPy stood in for by NumPy
-(pointers are host addresses, a copy is a memmove, streams and events do nothing) and
-the kernels by Python that runs their threads one after another (the push and flag
-kernels of kernels/gpu/push.py, the engine's pull of the resident pages), so that the
-orchestration of sync and async-subgraph iterations runs here: SciPy's shortest paths,
-the CPU's BFS and a bottleneck Dijkstra's widest paths (a max relaxation) exactly, each
-run to its fixed point, fewer iterations in async mode, and the flags it leaves (the
-vertices whose value differs from the one they last pushed along their streamed
-out-edges). The kernels themselves are checked on the CPU in test_gpu_subgraph.py
-(g++) and on the device there (marked gpu)."""
+(pointers are host addresses, a copy is a memmove done at once, streams do nothing,
+events read the host's clock) and the kernels by Python that runs their threads one
+after another (the push and flag kernels of kernels/gpu/push.py, the engine's pull of
+the resident pages), so that the orchestration of sync and async-subgraph iterations
+runs here: SciPy's shortest paths, the CPU's BFS and a bottleneck Dijkstra's widest
+paths (a max relaxation) exactly, each run to its fixed point, fewer iterations in
+async mode, the flags it leaves (the vertices whose value differs from the one they
+last pushed along their streamed out-edges), and each iteration's generation and
+transfer seconds. The kernels themselves are checked on the CPU in
+test_gpu_subgraph.py (g++) and on the device there (marked gpu)."""
 
 import ctypes
+import time
 import types
 
 import numpy as np
@@ -19,6 +21,7 @@ import hetgraph as hg
 from hetgraph.algorithms.bfs import BreadthFirst
 from hetgraph.algorithms.sssp import ShortestPaths
 from hetgraph.engines import subway
+from hetgraph.kernels.gpu.spans import IterationTimes
 from hetgraph.program import ProgramSpec
 from test_gpu_subgraph import Widest, widest_widths
 from test_subgraph import _distances
@@ -49,7 +52,9 @@ class _Stream:
     ptr = 0
 
     def record(self):
-        return _Event()
+        event = _Event()
+        event.record(self)
+        return event
 
     def wait_event(self, event):
         pass
@@ -60,7 +65,7 @@ class _Stream:
 
 class _Event:
     def record(self, stream=None):
-        pass
+        self.at = time.perf_counter()  # (the work queued before it is done: done at once)
 
     def synchronize(self):
         pass
@@ -87,7 +92,8 @@ def _cupy():
     module.flatnonzero = lambda a: _device(np.flatnonzero(a))
     module.copyto = lambda dst, src, where=True: np.copyto(dst, src, where=where)
     module.cuda = types.SimpleNamespace(runtime=_runtime(), Event=_Event, Stream=_Stream,
-                                        get_elapsed_time=lambda start, end: 1.0)
+                                        get_elapsed_time=lambda start, end:
+                                        (end.at - start.at) * 1e3)
     return module
 
 
@@ -174,7 +180,10 @@ class StandInEngine:
         self.per_edge, self._no_weight = 10, _device(np.empty(1, np.float32))
         self._go = _device(np.ones(1, np.uint64))
         self.counters = _device(np.zeros(3, np.uint64))
+        self.times = IterationTimes(self.cupy)
         self.pulls = 0
+        self.moved = self.seconds = None  # the last iteration's (h2d, d2h) bytes and
+        # (generation, transfer) seconds
 
     def describe(self):
         return {"streamed_edges": self.graph.num_arcs - self.plan.resident_edges}
@@ -200,10 +209,12 @@ class StandInEngine:
             counters[0] += on
 
     def iterate(self, subgraphs):
-        """One iteration as GpuEngine.launch runs it over the active subgraph; returns
-        what it activated."""
+        """One iteration as GpuEngine.launch runs it over the active subgraph (and wait
+        reads its times); returns what it activated."""
         self.counters[:] = 0
-        subgraphs.run(_Stream())
+        self.times.clear()
+        self.moved = subgraphs.run(_Stream())[2:]
+        self.seconds = self.times.seconds()
         if self.sync:
             self.values, self.new_values = self.new_values, self.values
         return int(self.counters[0])
@@ -310,3 +321,37 @@ def test_a_vertex_cut_by_chunks_stays_flagged_when_it_changed_between_its_parts(
     assert values[3] == 2.0 and values[4] == 51.0 and values[7] == 3.0
     assert engine.iterate(subgraphs) == 0
     np.testing.assert_array_equal(np.array(engine.values), _distances(g, 0))
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+@pytest.mark.parametrize("stage_edges", [10**5, 12])
+def test_an_iteration_times_its_generation_and_its_copies(standin, asynchronous,
+                                                          stage_edges):
+    """SSSP on the RMAT graph to its fixed point: every iteration's generation and
+    transfer seconds are non-negative, the generation's above 0 (the scan runs even
+    when it lists nothing), the transfer's above 0 exactly when bytes were copied in."""
+    g = _graphs()["rmat"]
+    source, first = int(np.argmax(g.out_degree())), g.num_vertices // 3
+    engine, subgraphs = standin(ShortestPaths(source), g, first, stage_edges, asynchronous)
+    copied = []
+    for _ in range(g.num_vertices):
+        activated = engine.iterate(subgraphs)
+        (generation, transfer), (h2d, _) = engine.seconds, engine.moved
+        assert generation > 0 and transfer >= 0 and (transfer > 0) == (h2d > 0)
+        copied.append(h2d > 0)
+        if not activated:
+            break
+    assert any(copied)
+
+
+def test_an_iteration_that_lists_no_vertex_copies_nothing_in_no_time(standin):
+    """Vertex 0's out-edges stay among the resident vertices 0 and 1, vertex 1's go to
+    the streamed ones: the first sync iteration's scan lists nothing (its generation
+    takes time, its transfer none), the second copies vertex 1's edges in."""
+    g = hg.from_arrays([0, 1, 1, 1], [1, 2, 3, 4], [1.0, 1.0, 2.0, 3.0], num_vertices=5)
+    engine, subgraphs = standin(ShortestPaths(0), g, 2, 10**5, False)
+    assert engine.iterate(subgraphs) == 1
+    assert engine.moved == (0, 0) and engine.seconds[0] > 0 and engine.seconds[1] == 0.0
+    engine.iterate(subgraphs)
+    assert engine.moved[0] > 0 and engine.seconds[1] > 0
+    np.testing.assert_array_equal(np.array(engine.values)[2:], [2.0, 3.0, 4.0])

@@ -273,6 +273,9 @@ def test_a_settled_warm_auto_call_does_what_the_gpu_alone_does_and_little_more(
             assert counts == {"calibrate": 0, "engine": 0, "crc": 0, "code": 0,
                               "asked": 0}
             assert set(warm.history["placement"]) == {"gpu"} and warm.iterations == 10
+            # (the stand-in's pages are all "resident": nothing copied in nor generated)
+            moved = warm.history[["generation_seconds", "transfer_seconds"]]
+            assert (moved == 0).all(axis=None)
             np.testing.assert_array_equal(warm.values, call("gpu").values)
         reference = call("cpu").values
     assert np.abs(warm.values - reference).sum() < 1e-9

@@ -44,6 +44,8 @@ class Engine:
     read_bytes = 0  # bytes read from storage so far (0: the graph is in memory)
     h2d_bytes = 0  # the graph's bytes copied to a GPU so far (edges, offsets)
     d2h_bytes = 0  # ... and from it (active vertex lists)
+    transfer_seconds = 0.0  # device seconds of those copies to a GPU so far
+    generation_seconds = 0.0  # seconds a GPU's active subgraphs took to make so far
     subgraph_share = 0.0  # the share of the arcs a GPU streams as active subgraphs
     front = float("nan")  # the frontier's lowest priority, where the engine tracks it
 

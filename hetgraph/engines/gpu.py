@@ -29,6 +29,7 @@ from ..kernels.gpu.launch import PackedLaunch
 from ..kernels.gpu.layout import EDGE_ORDERS, DevicePages, page_bytes_for
 from ..kernels.gpu.reduce import count_frontier_kernel as _count_frontier_kernel
 from ..kernels.gpu.source import compile_kernel, front_of_key
+from ..kernels.gpu.spans import IterationTimes
 from ..kernels.gpu.tocab import BlockedPass, KernelChoice, compile_tocab, l2_bytes, tocab_ranges
 from ..kernels.transpile import c_type
 from .base import Engine
@@ -183,7 +184,12 @@ class GpuEngine(Engine):
     ranges of ``tuning.TOCAB_L2_SHARE`` of the L2; a number: always, with ranges of
     that share of the L2; False: never. ``h2d_bytes`` and ``d2h_bytes``
     count the graph's bytes copied in and out (edges and offsets in, the active
-    lists out; not the vertex state nor the counts).
+    lists out; not the vertex state nor the counts); ``transfer_seconds``, the device
+    seconds the copies in took (the union of their spans on the copy streams), and
+    ``generation_seconds``, those the active subgraphs' generation took (the device's
+    scans and the lists' copies out, the host's gathers), both added as each
+    iteration launched by :meth:`launch` is waited for (see
+    :mod:`hetgraph.kernels.gpu.spans`).
 
     It keeps up to ``tuning.QUEUED`` iterations launched (see :meth:`launch`), one when
     it streams pages: a chained pass after convergence skips its kernels but not its
@@ -238,6 +244,7 @@ class GpuEngine(Engine):
                           degree_dtype)
         self._tocab = self._blocked_pass(tocab, degree_dtype)
         self.h2d_bytes = self.d2h_bytes = 0
+        self.generation_seconds = self.transfer_seconds = 0.0
         self._subgraphs = active_subgraphs(self, subgraph)
         self._active, self._degree = self.count_frontier()
 
@@ -267,6 +274,9 @@ class GpuEngine(Engine):
             # it pushed an active subgraph, else None
             self._ran = [None] * ring
             self._blocked = [False] * ring  # whether each slot's pass ran TOCAB
+            # each slot's copies and generation, timed (read when it is waited for)
+            self._times = [IterationTimes(cp) for _ in range(ring)]
+            self.times = self._times[0]  # the slot's that begin() took
             self._next_slot, self._chain = 0, None
             self.counters = self._slots[0]
             self._go = self._one = cp.ones(1, cp.uint64)
@@ -585,6 +595,11 @@ class GpuEngine(Engine):
             self.front = front_of_key(key)
         seconds = self.cupy.cuda.get_elapsed_time(start, end) / 1e3
         ran, blocked = self._ran[ticket], self._blocked[ticket]
+        times = self._times[ticket]
+        if times.recorded:
+            generation, transfer = times.seconds()
+            self.generation_seconds += generation
+            self.transfer_seconds += transfer
         if self._subgraphs is not None:
             self._subgraphs.observe(ran, seconds)
         if ran is not None:
@@ -614,6 +629,8 @@ class GpuEngine(Engine):
         self._go_pointer = self._go.data.ptr
         self._chain = slot
         self.counters = self._slots[slot]
+        self.times = self._times[slot]
+        self.times.clear()
         self._counters_pointer = self._slot_pointers[slot]
         stream = cp.cuda.get_current_stream() if stream is None else stream
         cp.cuda.runtime.memsetAsync(self._counters_pointer, 0, self.counters.nbytes,
@@ -660,16 +677,18 @@ class GpuEngine(Engine):
             if self.after_run is not None:
                 self.after_run(s0, s1, main)
         if len(streamed):
-            split = self.plan.resident_edges
+            split, copies = self.plan.resident_edges, self.times.copies
             for k, p in enumerate(streamed):
                 stream = self.streams[k % len(self.streams)]
                 stream.wait_event(ready)
                 e0, e1 = (int(x) for x in self.plan.page_edges[p])
                 self.h2d_bytes += (e1 - e0) * self.per_edge
                 stage = self.stages[k % len(self.stages)]
+                copies.mark(stream)
                 for device, host in zip(stage, self.pages.pinned):
                     if device is not None:
                         device[:e1 - e0].set(host[e0 - split:e1 - split], stream=stream)
+                copies.mark(stream)
                 s0, s1 = int(part.page_shard[p]), int(part.page_shard[p + 1])
                 self._launch(s1 - s0, s0, e0, stage, stream)
             for stream in self.streams:

@@ -25,6 +25,11 @@ from .base import Engine
 from .gpu import GpuEngine
 
 
+def _summed(name, doc):
+    """A property: the attribute ``name`` summed over a MultiGpuEngine's engines."""
+    return property(lambda self: sum(getattr(e, name) for e in self.engines), doc=doc)
+
+
 def page_ranges(page_work, shares):
     """Contiguous ranges of page numbers, one a share in ``shares`` (positive numbers, a
     GPU's relative speed), holding about those shares of the work ``page_work`` (of
@@ -382,16 +387,12 @@ class MultiGpuEngine(Engine):
         for device, engine in zip(self.devices, self.engines):
             self._on(device, engine.unbind)
 
-    @property
-    def h2d_bytes(self):
-        """The graph's bytes copied to the GPUs so far (their streamed pages), summed."""
-        return sum(engine.h2d_bytes for engine in self.engines)
-
-    @property
-    def d2h_bytes(self):
-        """The graph's bytes copied back from the GPUs so far, summed (none: the active
-        subgraph is a one-GPU engine's)."""
-        return sum(engine.d2h_bytes for engine in self.engines)
+    # what the GPUs' engines counted, summed (no active subgraph: a one-GPU engine's)
+    h2d_bytes = _summed("h2d_bytes", "The graph's bytes copied to the GPUs so far.")
+    d2h_bytes = _summed("d2h_bytes", "The graph's bytes copied back from the GPUs so far.")
+    transfer_seconds = _summed("transfer_seconds",
+                               "Device seconds of those copies to the GPUs, each GPU's.")
+    generation_seconds = _summed("generation_seconds", "Seconds of active subgraphs made.")
 
     def describe(self):
         """Each GPU's pages and placement."""

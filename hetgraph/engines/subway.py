@@ -9,7 +9,10 @@ vertices and copies the list out; the resident pages pull as always while the ho
 the list's edges into chunks that fit the engine's staging buffers and gathers each
 into pinned memory; each chunk is copied in and pushed on the copy streams (a chunk's
 copy overlaps another's push and the next one's gather); then the streamed vertices'
-flags are set and counted.
+flags are set and counted. The engine's :attr:`times` of the iteration
+(:class:`~hetgraph.kernels.gpu.spans.IterationTimes`) get the generation's parts (the
+device's scan and the list's copy out, timed by events; the host's offsets, chunks and
+gathers) and the chunks' copies in.
 
 In ``async`` mode (Subway's asynchronous subgraph processing, section 3.2) what is on
 the device is iterated until it settles before the next subgraph is built: Subway
@@ -293,12 +296,15 @@ class ActiveSubgraphs:
         if self.asynchronous:
             return self._run_async(stream)
         engine, cp = self.engine, self.cupy
+        times = engine.times
+        times.scans.mark(stream)
         active = active_vertices(cp, engine.flags, self.device_tail_degree)  # (waits)
         count = int(active.size)
         active = active.astype(self.out_indices.dtype)
         host_active = self.active_host[:count]
         if count:
             active.get(out=host_active)
+        times.scans.mark(stream)
         target, before = (engine.new_values, engine.values) if engine.sync else \
             (engine.values, self.before)
         v0, v1 = self.first, self.end
@@ -309,8 +315,7 @@ class ActiveSubgraphs:
                                     cp.cuda.runtime.memcpyDeviceToDevice, stream.ptr)
         ready = stream.record()
         engine.run_pages(stream=stream, resident_only=True)  # (flags read above first)
-        offsets = subgraph_offsets(np, self.tail_degree[host_active])
-        chunks = chunk_bounds(offsets, self.max_edges, self.max_vertices)
+        offsets, chunks = times.host(self._cut, host_active)
         for k, chunk in enumerate(chunks):
             self._chunk(k % len(self.host), chunk, host_active, offsets, active, ready,
                         engine.values, target)
@@ -362,8 +367,7 @@ class ActiveSubgraphs:
         span chunks takes back its ``before`` value as the one it pushed (its parts may
         have sent different ones). Returns (edges pushed, bytes copied in)."""
         cp = self.cupy
-        offsets = subgraph_offsets(np, self.tail_degree[listed])
-        chunks = chunk_bounds(offsets, self.max_edges, self.max_vertices)
+        offsets, chunks = self.engine.times.host(self._cut, listed)
         ready = stream.record()
         for k, chunk in enumerate(chunks):
             self._chunk(k % len(self.host), chunk, listed, offsets, self.device_listed, ready,
@@ -376,6 +380,12 @@ class ActiveSubgraphs:
             cut = cp.asarray(np.unique(np.asarray(cut, np.int64)))
             self.pushed[cut] = before[cut]
         return int(offsets[-1]), chunk_bytes(chunks, self.edge_bytes)
+
+    def _cut(self, listed):
+        """(:func:`subgraph_offsets`, :func:`chunk_bounds`) of the streamed out-edges of
+        the ``listed`` vertices (host ids)."""
+        offsets = subgraph_offsets(np, self.tail_degree[listed])
+        return offsets, chunk_bounds(offsets, self.max_edges, self.max_vertices)
 
     def _settle(self, stream, target):
         """Pull the resident pages on ``stream`` from the latest values ``target`` into
@@ -405,18 +415,24 @@ class ActiveSubgraphs:
         the index type, increasing), copied to ``device_listed`` on ``stream``; the
         first list's length in ``_listed_out`` (it was copied out)."""
         cp, engine = self.cupy, self.engine
+        times = engine.times
+        times.scans.mark(stream)
         active = active_vertices(cp, engine.flags | self.start_flags,
                                  self.device_tail_degree)  # (waits)
         self._listed_out = int(active.size)
         host = self.active_host[:self._listed_out]
         if self._listed_out:
             active.astype(host.dtype).get(out=host)
-        listed = with_targets(self.starts, engine.graph.out_indptr, self.out_indices,
-                              self.tail_degree, host.astype(np.int64), self.host_marks)
+        times.scans.mark(stream)
+        listed = times.host(with_targets, self.starts, engine.graph.out_indptr,
+                            self.out_indices, self.tail_degree, host.astype(np.int64),
+                            self.host_marks)
         host_listed = self.listed_host[:len(listed)]
         host_listed[:] = listed
         if len(listed):
+            times.copies.mark(stream)
             self.device_listed[:len(listed)].set(host_listed, stream=stream)
+            times.copies.mark(stream)
         return host_listed
 
     def _chunk(self, k, chunk, host_active, offsets, active, ready, sources, target):
@@ -429,16 +445,19 @@ class ActiveSubgraphs:
         targets, weights, offsets_host = self.host[k]
         if self.free[k] is not None:
             self.free[k].synchronize()  # (its previous chunk's copy read these)
-        gather_chunk(self.starts, self.out_indices, self.out_weights, host_active, offsets,
-                     a0, a1, e0, e1, targets, self.out_weights if weights is None else
-                     weights, offsets_host, self.parts)
+        engine.times.host(gather_chunk, self.starts, self.out_indices, self.out_weights,
+                          host_active, offsets, a0, a1, e0, e1, targets,
+                          self.out_weights if weights is None else weights, offsets_host,
+                          self.parts)
         stage = engine.stages[k]
         stream.wait_event(ready)
+        engine.times.copies.mark(stream)
         stage[0][:e1 - e0].set(targets[:e1 - e0], stream=stream)
         if weights is not None:
             stage[2][:e1 - e0].set(weights[:e1 - e0], stream=stream)
         device_offsets = self.device_offsets[k]
         device_offsets[:a1 - a0 + 1].set(offsets_host[:a1 - a0 + 1], stream=stream)
+        engine.times.copies.mark(stream)
         self.free[k] = stream.record()
         edges = (active[a0:a1], device_offsets, stage[0],
                  engine._no_weight if weights is None else stage[2], e1 - e0)

@@ -57,6 +57,8 @@ _SEALS = (CHECKSUM, SIGNATURE)
 _KEYS = {"format", "version", "iteration", "converged", "graph", "program", "mode",
          "num_vertices", "dtype", "crc32", "history", CHECKSUM}
 _ARRAYS = ("values", "flags")
+# history columns a row may lack (checkpoints written before they existed): read as 0
+_NEWER_COLUMNS = frozenset({"generation_seconds", "transfer_seconds"})
 _DTYPE = re.compile(r"[<>|=][fiub][1248]\Z")
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
 
@@ -382,7 +384,8 @@ class _Schema:
             self.fail("history", f"has {len(rows)} rows for {self.m['iteration']} iterations")
         scalars = (int, float, str, bool, type(None))
         for i, row in enumerate(rows):
-            if not isinstance(row, dict) or set(row) != set(HISTORY_COLUMNS) or \
+            if not isinstance(row, dict) or not set(row) <= set(HISTORY_COLUMNS) or \
+                    not set(HISTORY_COLUMNS) - set(row) <= _NEWER_COLUMNS or \
                     not all(type(v) in scalars for v in row.values()):
                 self.fail("history", f"row {i} is not a history row of plain values")
             if row["iteration"] != i + 1:

@@ -864,6 +864,7 @@ class Segment:
             frontier = self.frontier_of()
             known = frontier, frontier[1] / self.arcs_or_one, engine.front
         (active, _), f, front = known
+        generation, transfer = engine.generation_seconds, engine.transfer_seconds  # (wait adds)
         mode, computed, edges, activated, kernel = self.wait(entry.ticket)
         converged = activated == 0 or (self.has_converged and self.program.converged(
             self.graph, engine.previous if entry.previous is None else entry.previous,
@@ -877,7 +878,9 @@ class Segment:
             engine.read_bytes - entry.read, seconds,
             seconds - kernel if seconds > kernel else 0.0, kernel, front,
             h2d_bytes=engine.h2d_bytes - entry.moved[0],
-            d2h_bytes=engine.d2h_bytes - entry.moved[1]))
+            d2h_bytes=engine.d2h_bytes - entry.moved[1],
+            generation_seconds=engine.generation_seconds - generation,
+            transfer_seconds=engine.transfer_seconds - transfer))
         if converged:
             launched = self.launched
             if launched:

@@ -18,6 +18,8 @@ them is :class:`hetgraph.engines.gpu.GpuEngine`. Import from the module itself:
   count).
 - :mod:`.subgraph`: the active subgraph of a streamed iteration, on the host (Subway):
   active list, offsets, chunks, gather, bytes.
+- :mod:`.spans`: an iteration's copies in and active-subgraph generation, timed by
+  events (``IterationTimes``).
 - :mod:`.push`: the push kernels of incremental programs over such a subgraph
   (``compile_push``).
 
