@@ -177,17 +177,6 @@ class Packed:
     data: bytes
     ended: tuple = ()  # runs that ended on the cluster: their contexts go first
 
-    def __reduce_ex__(self, protocol):
-        # (its bytes out of band where the pickle takes buffers: neither copied into
-        # the call's stream nor searched there, see callsocket.by_reference)
-        data = pickle.PickleBuffer(self.data) if protocol >= 5 else self.data
-        return _packed, (self.run_id, data, self.ended)
-
-
-def _packed(run_id, data, ended):
-    """A :class:`Packed` unpickled: its bytes as bytes (an out-of-band buffer's)."""
-    return Packed(run_id, bytes(data), ended)
-
 
 class _Refs:
     """What a packed run refers to instead of holding it: its id, its graph, and the
