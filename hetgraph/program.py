@@ -467,11 +467,12 @@ _SIGNATURES = {
 
 
 @functools.lru_cache(maxsize=256)
-def _check_activates_on_change(program, activate, dtype, reduce, identity):
+def _check_activates_on_change(program, activate, dtype, reduce):
     """activate(combine(old, g), old) must be (combine(old, g) != old) for sample values
-    old and g of ``dtype``; kept per function (checking the samples costs more than a
-    small run). ``program``: the program's name."""
-    samples = [0, 1, 2, 3, 100, identity]
+    old and g of ``dtype`` (the monoid's identity among them); kept per function
+    (checking the samples costs more than a small run). ``program``: the program's
+    name."""
+    samples = [0, 1, 2, 3, 100, _identity(dtype, reduce).item()]
     if dtype.kind != "u":
         samples += [-1, -100]
     if dtype.kind == "f":
@@ -488,6 +489,19 @@ def _check_activates_on_change(program, activate, dtype, reduce, identity):
             raise ProgramError(f"{program}.activates_on_change is set but activate({new}, "
                                f"{old}) is {active}, not {not active}; unset "
                                f"activates_on_change")
+
+
+def _identity(dtype, reduce):
+    """The identity of the monoid ``reduce`` in ``dtype`` (a NumPy scalar)."""
+    kind = dtype.kind
+    if reduce == "add" or reduce == "or":
+        return dtype.type(0)
+    if reduce == "and":
+        return dtype.type(np.iinfo(dtype).max if kind == "u" else -1)
+    if kind == "f":
+        return dtype.type(np.inf if reduce == "min" else -np.inf)
+    info = np.iinfo(dtype)
+    return dtype.type(info.max if reduce == "min" else info.min)
 
 
 class ProgramSpec:
@@ -567,7 +581,7 @@ class ProgramSpec:
         self.activates_on_change = bool(program.activates_on_change) and self.incremental
         if self.activates_on_change:
             _check_activates_on_change(program.name, self.activate, self.dtype,
-                                       self.reduce, self.identity().item())
+                                       self.reduce)
 
     @property
     def name(self):
@@ -606,15 +620,7 @@ class ProgramSpec:
 
     def identity(self):
         """The monoid's identity in the program's dtype."""
-        kind = self.dtype.kind
-        if self.reduce == "add" or self.reduce == "or":
-            return self.dtype.type(0)
-        if self.reduce == "and":
-            return self.dtype.type(np.iinfo(self.dtype).max if kind == "u" else -1)
-        if kind == "f":
-            return self.dtype.type(np.inf if self.reduce == "min" else -np.inf)
-        info = np.iinfo(self.dtype)
-        return self.dtype.type(info.max if self.reduce == "min" else info.min)
+        return _identity(self.dtype, self.reduce)
 
     def initial_state(self, graph, xp=np):
         """Checked (values, active, aux) arrays for ``graph``, built with the array module

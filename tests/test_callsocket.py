@@ -60,7 +60,7 @@ def _answers(client, values):
 
 
 def test_each_call_gets_its_own_answer_small_or_large(listening):
-    large = np.arange(1 << 17, dtype=np.float64)  # (a frame over the joined size)
+    large = np.arange(1 << 17, dtype=np.float64)  # (more than the socket buffer holds)
     small, big = _answers(listening, [21, large])
     assert small == 42
     np.testing.assert_array_equal(big, 2 * large)

@@ -95,20 +95,24 @@ def _swapped(value, swap):
     return swap(value)
 
 
-def futures_in(args):
-    """The Dask futures among ``args`` (in their tuples, lists and dicts)."""
+def keyed(args):
+    """``args`` with their Dask futures replaced by their keys (the client's side)."""
+    return keyed_futures(args)[0]
+
+
+def keyed_futures(args):
+    """(:func:`keyed` ``args``, the Dask futures among them), in one pass."""
     from distributed import Future
 
     found = []
-    _swapped(args, lambda v: found.append(v) if isinstance(v, Future) else None)
-    return found
 
+    def swap(value):
+        if not isinstance(value, Future):
+            return value
+        found.append(value)
+        return _Key(value.key)
 
-def keyed(args):
-    """``args`` with their Dask futures replaced by their keys (the client's side)."""
-    from distributed import Future
-
-    return _swapped(args, lambda v: _Key(v.key) if isinstance(v, Future) else v)
+    return _swapped(args, swap), found
 
 
 def _resolved(args, data):
@@ -200,11 +204,14 @@ def answerer(worker):
     return answer
 
 
-def call_all(client, calls, on_missing=None):
+def call_all(client, calls, on_missing=None, keyed_args=False):
     """Call each (address, function, args) of ``calls`` at once, directly on its worker;
     returns, in order, each one's result, or the exception it ended with (the task's own
     error, :class:`Missing`, :class:`Lost`). ``on_missing``: awaited when a worker
-    answers :class:`Missing` (the others may wait for the task it did not run)."""
+    answers :class:`Missing` (the others may wait for the task it did not run).
+    ``keyed_args``: each ``args`` is :func:`keyed` already (no pass over it here)."""
+    if not keyed_args:
+        calls = [(address, function, keyed(args)) for address, function, args in calls]
     connections = [callsocket.connect(client, address) for address, _, _ in calls]
     if all(connections):
         return _called_directly(client, calls, connections, on_missing)
@@ -232,7 +239,7 @@ def _called_directly(client, calls, connections, on_missing):
             value = Missing(value)
         outcomes[i] = value
 
-    callsocket.call_all(connections, [callsocket.dumps((function, keyed(args)))
+    callsocket.call_all(connections, [callsocket.dumps((function, args))
                                       for _, function, args in calls], take)
     return outcomes
 
@@ -245,7 +252,7 @@ def _called_through_dask(client, calls, on_missing):
     async def one(address, function, args):
         try:
             kind, value = await client.rpc(address).hetgraph_call(
-                task=to_serialize((function, keyed(args))))
+                task=to_serialize((function, args)))
         except (CommClosedError, OSError):
             return Lost(address)
         if kind == "missing":

@@ -51,7 +51,7 @@ PREFIX = "hetgraph-call-"  # the sockets' names in the directory
 _HEADER = struct.Struct("!Q")  # a secret's length, then its bytes
 _FRAME = struct.Struct("!QI")  # a frame's stream length and buffer count, then the
 # buffers' lengths (_HEADER each), the stream and the buffers
-_JOINED = 1 << 16  # a frame shorter than this goes out with its header, copied
+_GATHERED = 512  # parts of a frame one write takes at most (IOV_MAX is 1024 on Linux)
 _CREDENTIALS = struct.Struct("3i")  # SO_PEERCRED: pid, uid, gid
 _PROBE_SECONDS = 0.1  # a sweep's wait for a listener to take its connection
 ACCEPTED = b"\x01"  # the worker's answer to a connection's secret
@@ -80,17 +80,20 @@ def _receive(sock, most):
 
 
 def _send_frame(sock, frame):
-    """Write ``frame`` (:func:`dumps`): its header, stream and buffers."""
+    """Write ``frame`` (:func:`dumps`): its header, stream and buffers, from their own
+    memory, gathered into as few writes as the socket takes (one where its buffer holds
+    them: one wake-up of the reader, which a write a part would wake again)."""
     stream, buffers = frame
     head = _FRAME.pack(len(stream), len(buffers)) + b"".join(
         _HEADER.pack(b.nbytes) for b in buffers)
-    if len(stream) + sum(b.nbytes for b in buffers) < _JOINED:  # (one write: one
-        # wake-up of the reader)
-        sock.sendall(b"".join([head, stream, *buffers]))
-        return
-    # (a large stream, and the buffers, from their own memory: not copied into one)
-    for part in ([head + stream] if len(stream) < _JOINED else [head, stream]) + buffers:
-        sock.sendall(part)
+    parts = [memoryview(head), memoryview(stream), *buffers]
+    while parts:
+        sent = sock.sendmsg(parts[:_GATHERED])
+        while parts and sent >= parts[0].nbytes:
+            sent -= parts[0].nbytes
+            parts.pop(0)
+        if sent:  # (the socket took part of one: the rest goes next)
+            parts[0] = parts[0][sent:]
 
 
 def _receive_frame(sock):

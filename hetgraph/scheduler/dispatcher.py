@@ -22,11 +22,12 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import dataclasses
+import functools
 import itertools
 import logging
 import operator
+import os
 import time
-import uuid
 import weakref
 
 import numba
@@ -554,7 +555,7 @@ class _Driver:
             # pages (and degrades) alone
             partition, pages = None, np.array([[0, graph.num_vertices]], np.int64)
         self.gpu_devices = self._segment_gpus(partition, options["coloring"])
-        self.run_id = uuid.uuid4().hex[:8]
+        self.run_id = os.urandom(4).hex()  # (uuid4's object: several times the cost)
         self.runspec = tasks.RunSpec(self.run_id, spec, graph, aux, state.sync, self.shared,
                                  pages, partition, options["threads"], options["partitions"],
                                  options["cpu_mode"], options["rho"], gpu,
@@ -568,7 +569,7 @@ class _Driver:
         if made_there and not self._made_there:  # (the cluster changed meanwhile)
             state.values[:], state.flags[:] = spec.initial_state(graph)[:2]
         self.page_edges = partition.page_arcs if partition is not None else \
-            np.diff(graph.in_indptr[pages], axis=1)[:, 0].astype(np.int64)
+            (graph.in_indptr[pages[:, 1]] - graph.in_indptr[pages[:, 0]]).astype(np.int64)
         threads = options["threads"] or numba.config.NUMBA_NUM_THREADS
         pull_threads_used = pull_threads(graph.num_arcs, threads, options["partitions"])
         self.model = CostModel(skew=graph.in_degree_skew(),
@@ -689,12 +690,14 @@ class _Driver:
             return
         # the graph's arrays and the program's derived ones are never written: the
         # same object has the same contents, not compared again (a partition refers
-        # to the graph's in-edge offsets)
-        unchanged = {id(a) for a in self.spec.derived_arrays(self.graph)} | {
-            id(a) for a in vars(self.graph).values() if isinstance(a, np.ndarray)}
+        # to the graph's in-edge offsets); their ids taken once an array is kept
+        @functools.cache
+        def unchanged():
+            return {id(a) for a in self.spec.derived_arrays(self.graph)} | {
+                id(a) for a in vars(self.graph).values() if isinstance(a, np.ndarray)}
 
         def keep(array):
-            return self.cluster.kept_array(self.graph, array, id(array) in unchanged)
+            return self.cluster.kept_array(self.graph, array, id(array) in unchanged())
 
         packed, arrays = tasks.pack(self.runspec, keep, self.cluster.ended,
                                     self.cluster.plans(self.graph))

@@ -987,14 +987,16 @@ class Spread:
         spread segment, whose owners stop waiting for a task that did not run."""
         addresses = [w[0] for w in work]
         self.touched.update(addresses)
-        needed = {(a, f.key) for a, _, args in work for f in calls.futures_in(args)}
+        keyed = [(a, task, calls.keyed_futures(args)) for a, task, args in work]
+        needed = {(a, f.key) for a, _, (_, futures) in keyed for f in futures}
         self.cluster.hold(set())  # (forgets the released)
         if needed <= self.cluster.holding:
             async def stop_peers():
                 if channel is not None:
                     await exchange.tell_failed_from(self.client.rpc, addresses, channel,
                                                     "client")
-            outcomes = calls.call_all(self.client, work, stop_peers)
+            outcomes = calls.call_all(self.client, [(a, task, args) for a, task, (args, _)
+                                                    in keyed], stop_peers, keyed_args=True)
             # (again: the client's loop took the releases queued before the call by now)
             self.cluster.hold(set())
             if not any(isinstance(o, calls.Missing) for o in outcomes):
