@@ -7,6 +7,8 @@ import json
 import os
 import tempfile
 
+from hetgraph.kernels.gpu.spans import union_seconds
+
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 
 
@@ -49,15 +51,5 @@ def summarize(events, iterations, rows=12):
             "per_iteration_us": [dict(device=d, stream=s, category=c, name=n, count=k,
                                       us=round(t / iterations, 1))
                                  for (d, s, c, n), (k, t) in largest],
-            "kernel_busy_us": {str(d): round(_union(v) / iterations, 1)
+            "kernel_busy_us": {str(d): round(union_seconds(v) / iterations, 1)
                                for d, v in sorted(busy.items(), key=lambda kv: str(kv[0]))}}
-
-
-def _union(intervals):
-    """The length of the union of (start, end) ``intervals``."""
-    total, end = 0.0, float("-inf")
-    for a, b in sorted(intervals):
-        if b > end:
-            total += b - max(a, end)
-            end = b
-    return total
