@@ -178,3 +178,44 @@ def test_gpu_colored_pass_is_one_graph_captured_once(monkeypatch):
     queued = run(4, rebind=False)
     assert queued.describe()["graph_captures"] == 0
     np.testing.assert_allclose(replayed.result(), queued.result(), rtol=1e-12, atol=0)
+
+
+def test_gpu_colored_launches_cut_hubs_into_parts(monkeypatch, dispatcher_only):
+    """Under small shard bounds (wiki-Vote's hubs then hold more in-edges than their
+    colors' bounds) a colored launch runs a hub's shard as parts, a block each: more
+    blocks than shards, and the same answers: BFS, SSSP and CC exactly the CPU's sync
+    ones; PageRank the launches' without parts to rounding (the parts add in another
+    order) and the CPU's colored sweep to 1e-9."""
+    from hetgraph.algorithms.bfs import BreadthFirst
+    from hetgraph.engines.gpu import GpuEngine
+    from hetgraph.program import ProgramSpec
+
+    monkeypatch.setattr(tuning, "TARGET_SHARDS", 64)
+    monkeypatch.setattr(tuning, "MIN_SHARD_EDGES", 16)
+    g = hg.read(data_path("wiki-Vote.txt")).reorder("color")  # (partitioned afresh)
+    s = g.label_of(int(np.argmax(g.out_degree())))
+    spec = ProgramSpec(BreadthFirst(0))
+    values, flags, _ = spec.initial_state(g, np)
+    engine = GpuEngine(spec, g, values, flags, np.zeros(1, np.float32), sync=False,
+                       coloring=hc.coloring_of(g))
+    described = engine.describe()
+    assert described["split_shards"] >= 10
+    assert sum(described["launch_blocks"]) > engine.partition.num_shards
+    for what, call in (
+            ("bfs", lambda **o: hg.bfs(g, s, **o)),
+            ("sssp", lambda **o: hg.sssp(g, s, delta=np.inf, **o)),
+            ("cc", lambda **o: hg.connected_components(g, algorithm="label-propagation",
+                                                       **o))):
+        want = call(devices="cpu", mode="sync")
+        np.testing.assert_array_equal(call(devices="gpu", mode="colored").values,
+                                      want.values, err_msg=what)
+
+    def pagerank(device):
+        return hg.pagerank(g, devices=device, mode="colored", tol=None,
+                           max_iterations=10).values
+
+    parts, cpu = pagerank("gpu"), pagerank("cpu")
+    monkeypatch.setattr(tuning, "GPU_COLORED_SPLIT", False)
+    whole = pagerank("gpu")
+    np.testing.assert_allclose(parts, whole, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(parts, cpu, rtol=1e-9, atol=0)

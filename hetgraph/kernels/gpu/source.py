@@ -26,21 +26,24 @@ from .layout import unsigned_index
 
 
 def kernel_source(spec: ProgramSpec, aux_dtype, index_dtype, degree_dtype, *, weighted,
-                  sync, warp_combine=False, swept=False) -> str:
+                  sync, warp_combine=False, swept=False, split=False) -> str:
     """CUDA source of the shard kernel ``shard_pass`` for ``spec``; ``warp_combine``:
     the edges come in destination order and a warp combines equal destinations before
     its shared-memory atomics; ``swept``: a colored pass's kernel, which may sum its
     new values over the vertices of a constant and write the constant the next color
-    reads: ``hg_swept_tail``)."""
+    reads: ``hg_swept_tail``); ``split``: a colored pass's kernel whose blocks are
+    jobs, parts of a shard's edges (``split_jobs``: a hub's shard cut into parts,
+    combined by the part that finishes last, see ``_SPLIT_COMBINE``)."""
     identity = literal(spec.identity(), spec.dtype)
     return "".join((
         kernel_head(spec, aux_dtype, index_dtype, degree_dtype, weighted=weighted, sync=sync,
-                    warp_combine=warp_combine, swept=swept),
-        _PARAMETERS, _prologue(identity), gather_loop(identity), _MERGE, _EPILOGUE))
+                    warp_combine=warp_combine, swept=swept, split=split),
+        _PARAMETERS, _prologue(identity), gather_loop(identity), _MERGE, _SPLIT_COMBINE,
+        _EPILOGUE))
 
 
 def kernel_head(spec: ProgramSpec, aux_dtype, index_dtype, degree_dtype, *, weighted,
-                sync, warp_combine=False, swept=False) -> str:
+                sync, warp_combine=False, swept=False, split=False) -> str:
     """What every pull kernel of ``spec`` begins with (see :func:`kernel_source`): the
     types and switches, the program's functions, the monoid, the edge reads and (with
     ``swept``) the swept constant's sums."""
@@ -48,13 +51,13 @@ def kernel_head(spec: ProgramSpec, aux_dtype, index_dtype, degree_dtype, *, weig
     unsigned = unsigned_index(index_dtype)
     return "".join((
         _declarations(spec, aux_dtype, unsigned, degree_dtype, weighted, sync, warp_combine,
-                      swept),
+                      swept, split),
         _program_functions(spec, aux_dtype), _FRONT_KEY, _monoid(spec), _edge_reads(),
         _SWEPT_FUNCTIONS))
 
 
 def _declarations(spec, aux_dtype, unsigned, degree_dtype, weighted, sync, warp_combine,
-                  swept):
+                  swept, split):
     """The kernel's types and the switches its ``#if``s read."""
     return f"""
 typedef {c_type(spec.dtype)} value_t;
@@ -66,6 +69,7 @@ typedef {c_type(degree_dtype)} degree_t;
 #define HG_WARP_COMBINE {int(bool(warp_combine))}
 #define HG_PRIORITY {int(spec.priority is not None)}
 #define HG_SWEPT {int(bool(swept))}
+#define HG_SPLIT {int(bool(split))}
 """
 
 
@@ -276,6 +280,10 @@ extern "C" __global__ void shard_pass(
     unsigned int* swept_done, double* swept_sums, const double* __restrict__ swept_terms,
     const int swept_color, const int swept_count
 #endif
+#if HG_SPLIT
+    , const int4* __restrict__ split_jobs, value_t* split_values,
+    const long long* __restrict__ split_base, unsigned int* split_done
+#endif
     )
 {
 """
@@ -291,13 +299,25 @@ def _prologue(identity):
   extern __shared__ __align__(8) unsigned char hg_shared[];
   value_t* slots = (value_t*)hg_shared;
   __shared__ unsigned long long block_active, block_degree, block_front;
+#if HG_SPLIT
+  /* the block's job: (shard after first_shard, part, parts, split shard or -1) */
+  const int4 job = split_jobs[blockIdx.x];
+  const int s = first_shard + job.x;
+#else
   const int s = first_shard + blockIdx.x;
+#endif
   const long long v0 = shard_start[s];
   const int nv = (int)(shard_start[s + 1] - v0);
   const int log_r = shard_log_r[s];
   /* edges of source ranges [k_begin, k_end) of this shard (row s of the range table) */
   const long long* table = shard_edge + (long long)s * (ranges + 1);
+#if HG_SPLIT
+  /* (part job.y of job.z equal parts of them) */
+  const long long t0 = table[k_begin] - edge_base, span = table[k_end] - edge_base - t0;
+  const long long e0 = t0 + span * job.y / job.z, e1 = t0 + span * (job.y + 1) / job.z;
+#else
   const long long e0 = table[k_begin] - edge_base, e1 = table[k_end] - edge_base;
+#endif
   if (threadIdx.x == 0) {{ block_active = 0; block_degree = 0; block_front = 0; }}
   for (int k = threadIdx.x; k < (nv << log_r); k += blockDim.x)
     slots[k] = {identity};
@@ -378,13 +398,52 @@ _MERGE = """\
   }
 """
 
+# (a split shard's parts: each leaves its vertices' sums in split_values, and the part
+# whose block finishes last adds them in part order and applies; the others apply
+# nothing: their zero counts and swept sums still go through the block's tail)
+_SPLIT_COMBINE = """\
+#if HG_SPLIT
+  __shared__ bool split_last;
+  int applied = nv;  /* the vertices this block applies */
+  /* the job read again (an L1 hit), not held in registers through the gather */
+  const int4 part = __ldca(&split_jobs[blockIdx.x]);
+  if (part.z > 1) {
+    value_t* sums = split_values + split_base[part.w];
+    for (int i = threadIdx.x; i < nv; i += blockDim.x)
+      sums[(long long)part.y * nv + i] = slots[i << log_r];
+    __threadfence();  /* (written before the count that lets the last part read them) */
+    __syncthreads();
+    if (threadIdx.x == 0)
+      split_last = atomicAdd(&split_done[part.w], 1u) == (unsigned int)(part.z - 1);
+    __syncthreads();
+    if (split_last) {
+      __threadfence();
+      for (int i = threadIdx.x; i < nv; i += blockDim.x) {
+        value_t acc = *(volatile value_t*)&sums[i];
+        for (int j = 1; j < part.z; ++j)
+          acc = hg_combine(acc, *(volatile value_t*)&sums[(long long)j * nv + i]);
+        slots[i << log_r] = acc;
+      }
+      if (threadIdx.x == 0) split_done[part.w] = 0u;  /* (for the next pass) */
+      __syncthreads();
+    } else {
+      applied = 0;
+    }
+  }
+#endif
+"""
+
 _APPLY_HEAD = """\
   unsigned long long active = 0, degree = 0, front = 0;
   const double constant = *constant_at;
 #if HG_SWEPT
   double swept = 0.0;  /* this thread's new values over the constant's vertices */
 #endif
+#if HG_SPLIT
+  for (int i = threadIdx.x; i < applied; i += blockDim.x) {
+#else
   for (int i = threadIdx.x; i < nv; i += blockDim.x) {
+#endif
     const long long v = v0 + i;
 """
 
@@ -459,11 +518,11 @@ _KERNELS: dict = {}  # (source, kernel names) -> the compiled kernels, for the p
 
 
 def compile_kernel(spec: ProgramSpec, aux_dtype, index_dtype, degree_dtype, *, weighted,
-                   sync, warp_combine=False, swept=False):
+                   sync, warp_combine=False, swept=False, split=False):
     """The compiled ``shard_pass`` (a cupy.RawKernel), kept per source for the process
-    (``swept``: see :func:`kernel_source`)."""
+    (``swept``, ``split``: see :func:`kernel_source`)."""
     source = kernel_source(spec, aux_dtype, index_dtype, degree_dtype, weighted=weighted,
-                           sync=sync, warp_combine=warp_combine, swept=swept)
+                           sync=sync, warp_combine=warp_combine, swept=swept, split=split)
     return compile_functions(spec, source, ("shard_pass",))[0]
 
 

@@ -87,6 +87,7 @@ class SweptSums:
         self._done = cupy.zeros(2, cupy.uint32)  # (the first sums', the colors' tails')
         self._terms = cupy.zeros(2, cupy.float64)
         self._mask = cupy.zeros(values.size, cupy.uint8)
+        self.blocks = blocks  # (the most blocks a color's launch may have)
         self._partial = cupy.empty(max(blocks, self.count * SHARES, 1), cupy.float64)
         self._value_type = c_type(values.dtype)
         self._ids = self._begin = None
