@@ -294,8 +294,9 @@ def _prologue(identity):
     ``identity`` (a C literal)."""
     return f"""\
   /* go: the activated count of the iteration queued before this one; none activated,
-     this one changes nothing (it is discarded by the host) */
-  if (*go == 0) return;
+     this one changes nothing (it is discarded by the host); read with the shard's
+     bounds, tested once they are in (one wait on memory for both, not two) */
+  const unsigned long long going = *go;
   extern __shared__ __align__(8) unsigned char hg_shared[];
   value_t* slots = (value_t*)hg_shared;
   __shared__ unsigned long long block_active, block_degree, block_front;
@@ -318,6 +319,7 @@ def _prologue(identity):
 #else
   const long long e0 = table[k_begin] - edge_base, e1 = table[k_end] - edge_base;
 #endif
+  if (going == 0 || e1 < e0) return;  /* (e1 < e0 never: it keeps the loads before) */
   if (threadIdx.x == 0) {{ block_active = 0; block_degree = 0; block_front = 0; }}
   for (int k = threadIdx.x; k < (nv << log_r); k += blockDim.x)
     slots[k] = {identity};
