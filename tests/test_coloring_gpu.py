@@ -110,7 +110,8 @@ def test_gpu_swept_sums_equal_the_cpu_sums():
     """SweptSums' first sums of an iteration (every color's, then the constant) give the
     CPU's constant (``direct.swept_entry`` of a whole iteration) to rounding, and the
     same bits again; its arguments make a color's kernel sum it again unless the color
-    holds none of the constant's vertices or is color 0."""
+    holds none of the constant's vertices or is color 0, and the launch after add
+    those sums."""
     import cupy
 
     from hetgraph.engines.colored import swept_of
@@ -142,8 +143,18 @@ def test_gpu_swept_sums_equal_the_cpu_sums():
     again = SweptSums(swept, x, blocks=8)
     assert first_sums(again) == first and first_sums(device) == first
     sizes = np.diff(swept[1])
-    colors = [int(device.arguments(c)["swept_color"]) for c in range(coloring.count)]
-    assert colors == [c if sizes[c] and c > 0 else -1 for c in range(coloring.count)]
+    summing = [device.sums(c) for c in range(coloring.count)]
+    assert summing == [bool(sizes[c]) and c > 0 for c in range(coloring.count)]
+    # a summing launch's sums go to the buffer the launch before did not write, and
+    # the launch after adds them
+    first, after = device.arguments(3, 8, True, None)
+    second, last = device.arguments(2, 5, False, after)
+    assert after == (0, 8, 3) and last is None
+    assert (int(first["swept_color"]), int(first["prior_color"])) == (3, -1)
+    assert (int(second["swept_color"]), int(second["prior_color"])) == (-1, 3)
+    assert int(second["prior_blocks"]) == 8
+    assert second["prior_partial"] is first["swept_partial"]
+    assert second["swept_partial"] is not first["swept_partial"]
     assert int(device._mask.sum()) == len(swept[0])
 
 

@@ -6,9 +6,10 @@ after them (Jacobi within the partition), then each color's shards from the last
 to the first, in place: one launch a color (per source range). Where the program's
 constant is summed again after each color (a colored PageRank's dangling rank,
 :func:`.colored.swept_of`), the iteration's first sums are one launch
-(:class:`~hetgraph.kernels.gpu.swept.SweptSums`) and each color's kernel sums its own
-new values and writes the constant the next color reads (the shard kernel's ``swept``
-variant): no launch between the colors.
+(:class:`~hetgraph.kernels.gpu.swept.SweptSums`), each color's kernel sums its own new
+values a block at a time and every block of the next color's launch adds those sums
+into the constant it reads (the shard kernel's ``swept`` variant): no launch between
+the colors, no block waiting for the others.
 
 A hub's shard holds one vertex with more in-edges than its color's other shards (a
 color's shards are cut at :func:`~hetgraph.partition.shard_edge_bound` of its in-edges,
@@ -153,31 +154,39 @@ class ColoredLaunches:
             if blocks:
                 ops.append(("kernel", launch, blocks, threads, 0))
         s0, s1 = hybrid
+        prior = None  # (the swept sums the next launch adds: see SweptSums.arguments)
         if s1 > s0:
-            ops += self._color(len(colors), hybrid, self.hybrid_values)
+            launches, prior = self._color(len(colors), hybrid, self.hybrid_values, prior)
+            ops += launches
             v0, v1 = (int(v) for v in engine.partition.shard_start[[s0, s1]])
             size = engine.values.itemsize
             ops.append(("copy", engine.values.data.ptr + v0 * size,
                         self.hybrid_values.data.ptr + v0 * size, (v1 - v0) * size))
         for c in range(len(colors) - 1, -1, -1):
-            ops += self._color(c, colors[c], engine.values)
+            launches, prior = self._color(c, colors[c], engine.values, prior)
+            ops += launches
         return ops
 
-    def _color(self, c, shards, written):
+    def _color(self, c, shards, written, prior):
         """The launches (one per source range) of color ``c``'s ``shards``, writing
-        their values into ``written``."""
+        their values into ``written``, after a launch whose swept sums are ``prior``
+        (see :meth:`SweptSums.arguments`); returns (the launches, the ``prior`` of the
+        launch after)."""
         engine = self.engine
         s0, s1 = shards
         if s1 == s0:
-            return []
+            return [], prior
         src, offsets, weight = engine.pages.resident
         constant = engine.constant if self.swept is None else self.swept.constant
-        swept = {} if self.swept is None else self.swept.arguments(c)
         split = {} if self.split is None else self.split.arguments(c)
         kernel = self._kernel()
         blocks = self.blocks[c]
         ops = []
         for k in range(engine.ranges):
+            swept = {}
+            if self.swept is not None:
+                summing = k + 1 == engine.ranges and self.swept.sums(c)
+                swept, prior = self.swept.arguments(c, blocks, summing, prior)
             arguments = dict(
                 engine.shard_arguments, src=src, offsets=offsets,
                 weight=engine._no_weight if weight is None else weight,
@@ -189,7 +198,7 @@ class ColoredLaunches:
                 counters=self.counters, go=self.go, **swept, **split)
             ops.append(("kernel", PackedLaunch(kernel, arguments), blocks,
                         engine.threads_per_block, engine.shared_bytes))
-        return ops
+        return ops, prior
 
     def _kernel(self):
         """The shard kernel for the launches: the engine's, or its swept and split

@@ -31,7 +31,7 @@ def kernel_source(spec: ProgramSpec, aux_dtype, index_dtype, degree_dtype, *, we
     the edges come in destination order and a warp combines equal destinations before
     its shared-memory atomics; ``swept``: a colored pass's kernel, which may sum its
     new values over the vertices of a constant and write the constant the next color
-    reads: ``hg_swept_tail``); ``split``: a colored pass's kernel whose blocks are
+    reads: ``hg_swept_part``, ``hg_prior_constant``); ``split``: a colored pass's kernel whose blocks are
     jobs, parts of a shard's edges (``split_jobs``: a hub's shard cut into parts,
     combined by the part that finishes last, see ``_SPLIT_COMBINE``)."""
     identity = literal(spec.identity(), spec.dtype)
@@ -212,49 +212,60 @@ __device__ double hg_block_sum(double x) {
 }
 
 /* warp 0 (all its lanes): the constant offset + factor * (sums[0] + ... +
-   sums[count - 1]) in a fixed order, sums[color] taken as color_sum (this launch's, also
-   stored), written to *constant by lane 0; count at most 64 */
-__device__ void hg_swept_constant(double* sums, int color, double color_sum, int count,
-                                  const double* terms, double* constant) {
+   sums[count - 1]) in a fixed order, sums[color] taken as color_sum, whole in lane 0;
+   with store, lane 0 also stores color_sum in sums[color] and the constant in
+   *constant; count at most 64 */
+__device__ double hg_swept_constant(double* sums, int color, double color_sum, int count,
+                                    const double* terms, double* constant, bool store) {
   const int lane = threadIdx.x & 31;
   double total = 0.0;
   for (int k = lane; k < count; k += 32)
     total += k == color ? color_sum : __ldcg(&sums[k]);
   for (int d = 16; d > 0; d >>= 1) total += __shfl_down_sync(0xffffffffu, total, d);
-  if (lane == 0) {
+  const double value = terms[0] + terms[1] * total;
+  if (lane == 0 && store) {
     if (color >= 0) sums[color] = color_sum;
-    *constant = terms[0] + terms[1] * total;
+    *constant = value;
   }
+  return value;
 }
 """
 
 # (a colored pass's kernel: the constant summed again after each color, see kernel_source)
 _SWEPT_FUNCTIONS = "#if HG_SWEPT\n" + BLOCK_SUM + """\
 /* a color's launch: each block's sum of its new values over the constant's vertices
-   (mine) into partial[block]; the last block to finish adds them in block order into
-   sums[color] and writes the constant the next color's launch reads (no atomic add of
-   values: reruns give the same bits) */
-__device__ void hg_swept_tail(double mine, double* partial, unsigned int* done,
-                              double* sums, const double* terms, int color, int count,
-                              double* constant) {
-  __shared__ bool last_block;
+   (mine) into partial[block], where the next launch adds them (hg_prior_constant; no
+   atomic add of values: reruns give the same bits) */
+__device__ void hg_swept_part(double mine, double* partial) {
   mine = hg_block_sum(mine);
-  if (threadIdx.x == 0) {
-    partial[blockIdx.x] = mine;
-    __threadfence();  /* (written before the count that lets the last block read it) */
-    last_block = atomicAdd(done, 1u) == gridDim.x - 1;
+  if (threadIdx.x == 0) partial[blockIdx.x] = mine;
+}
+
+/* this thread's share of the launch before's block sums (those k = threadIdx.x +
+   j * blockDim.x < blocks, in that order) */
+__device__ double hg_prior_share(const double* partial, int blocks) {
+  double share = 0.0;
+#pragma unroll 4
+  for (int k = threadIdx.x; k < blocks; k += blockDim.x) share += __ldcg(&partial[k]);
+  return share;
+}
+
+/* *now (shared, read after a barrier): the constant this launch reads, every thread of
+   the block calling it: where the launch before summed its color (color >= 0), the
+   threads' shares of its blocks' sums added in a fixed order into that color's sum, and
+   the constant from every color's, the same in every block (block 0 stores both, for
+   the launches after); else *constant as the launches before left it */
+__device__ void hg_prior_constant(double share, int color, double* sums, int count,
+                                  const double* terms, double* constant, double* now) {
+  if (color < 0) {
+    if (threadIdx.x == 0) *now = *constant;
+    return;
   }
-  __syncthreads();
-  if (!last_block) return;
-  __threadfence();
-  double sum = 0.0;
-  for (unsigned int k = threadIdx.x; k < gridDim.x; k += blockDim.x)
-    sum += __ldcg(&partial[k]);
-  sum = hg_block_sum(sum);
+  const double sum = hg_block_sum(share);
   if (threadIdx.x < 32) {
-    hg_swept_constant(sums, color, __shfl_sync(0xffffffffu, sum, 0), count, terms,
-                      constant);
-    if (threadIdx.x == 0) *done = 0u;
+    const double value = hg_swept_constant(sums, color, __shfl_sync(0xffffffffu, sum, 0),
+                                           count, terms, constant, blockIdx.x == 0);
+    if (threadIdx.x == 0) *now = value;
   }
 }
 #define HG_CONSTANT double*
@@ -277,8 +288,9 @@ extern "C" __global__ void shard_pass(
     const unsigned long long* __restrict__ go
 #if HG_SWEPT
     , const unsigned char* __restrict__ swept_mask, double* swept_partial,
-    unsigned int* swept_done, double* swept_sums, const double* __restrict__ swept_terms,
-    const int swept_color, const int swept_count
+    double* swept_sums, const double* __restrict__ swept_terms, const int swept_color,
+    const int swept_count, const double* prior_partial, const int prior_blocks,
+    const int prior_color
 #endif
 #if HG_SPLIT
     , const int4* __restrict__ split_jobs, value_t* split_values,
@@ -437,9 +449,17 @@ _SPLIT_COMBINE = """\
 
 _APPLY_HEAD = """\
   unsigned long long active = 0, degree = 0, front = 0;
-  const double constant = *constant_at;
 #if HG_SWEPT
+  /* (here, not at the block's start: there it held more registers through the gather) */
+  __shared__ double swept_now;
+  hg_prior_constant(prior_color >= 0 ? hg_prior_share(prior_partial, prior_blocks) : 0.0,
+                    prior_color, swept_sums, swept_count, swept_terms, constant_at,
+                    &swept_now);
+  __syncthreads();
+  const double constant = swept_now;
   double swept = 0.0;  /* this thread's new values over the constant's vertices */
+#else
+  const double constant = *constant_at;
 #endif
 #if HG_SPLIT
   for (int i = threadIdx.x; i < applied; i += blockDim.x) {
@@ -499,8 +519,7 @@ _APPLY_TAIL = """\
   }
 #if HG_SWEPT
   if (swept_color >= 0 && last)  /* (the same for the whole grid) */
-    hg_swept_tail(swept, swept_partial, swept_done, swept_sums, swept_terms, swept_color,
-                  swept_count, constant_at);
+    hg_swept_part(swept, swept_partial);
 #endif
 }
 """
