@@ -89,7 +89,8 @@ def emulate(graph, part, runs, jobs, at, base, x, reduce):
         for shard, p, parts, k in jobs[at[r]:at[r + 1]]:
             s = s0 + int(shard)
             v0, nv = int(starts[s]), int(starts[s + 1] - starts[s])
-            e0, e1 = part_edges(int(ptr[v0]), int(ptr[v0 + nv] - ptr[v0]), int(p), int(parts))
+            span = int(ptr[v0 + nv] - ptr[v0])
+            e0, e1 = part_edges(int(ptr[v0]), span, int(p), int(parts))
             sums = np.full(nv, identity)
             ufunc.at(sums, dst[e0:e1] - v0, x[src[e0:e1]])
             if parts == 1:

@@ -30,10 +30,11 @@ def kernel_source(spec: ProgramSpec, aux_dtype, index_dtype, degree_dtype, *, we
     """CUDA source of the shard kernel ``shard_pass`` for ``spec``; ``warp_combine``:
     the edges come in destination order and a warp combines equal destinations before
     its shared-memory atomics; ``swept``: a colored pass's kernel, which may sum its
-    new values over the vertices of a constant and write the constant the next color
-    reads: ``hg_swept_part``, ``hg_prior_constant``); ``split``: a colored pass's kernel whose blocks are
-    jobs, parts of a shard's edges (``split_jobs``: a hub's shard cut into parts,
-    combined by the part that finishes last, see ``_SPLIT_COMBINE``)."""
+    new values over the vertices of a constant, and add the sums of the launch before
+    into the constant it reads: ``hg_swept_part``, ``hg_prior_constant``); ``split``:
+    a colored pass's kernel whose blocks are jobs, parts of a shard's edges
+    (``split_jobs``: a hub's shard cut into parts, combined by the part that finishes
+    last, see ``_SPLIT_COMBINE``)."""
     identity = literal(spec.identity(), spec.dtype)
     return "".join((
         kernel_head(spec, aux_dtype, index_dtype, degree_dtype, weighted=weighted, sync=sync,

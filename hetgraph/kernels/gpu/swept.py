@@ -10,9 +10,9 @@ buffers alternate between the colors that sum. This module holds their device ar
 (:class:`SweptSums`) and the iteration's first sums, of every color (``hg_swept``):
 each block sums a share of one color's vertices of the constant, and the last block to
 finish adds the shares of each color in a fixed order (a warp a color) and writes the
-constant, offset + factor * (the colors' sums in color order). No atomic add of values anywhere: reruns are
-bitwise equal (the CPU keeps a running total of the sums instead: the two agree to
-rounding).
+constant, offset + factor * (the colors' sums in color order). No atomic add of values
+anywhere: reruns are bitwise equal (the CPU keeps a running total of the sums instead:
+the two agree to rounding).
 """
 
 from __future__ import annotations
