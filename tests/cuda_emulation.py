@@ -97,6 +97,7 @@ static void hg_run_block(unsigned threads, vector<vector<char>>& stacks) {
 #define __global__
 #define __device__ static inline
 #define __forceinline__
+#define __noinline__
 #define __restrict__ __restrict
 #define __shared__ static
 

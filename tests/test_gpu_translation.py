@@ -249,7 +249,7 @@ def test_swept_kernels_compile(tmp_path):
         assert "#define HG_SWEPT 1" in swept and "#define HG_SWEPT 0" in plain
         assert swept.index("hg_swept_part(swept,") > swept.index("atomicAdd(&counters[0]")
         # (the launch before's sums added before the block's apply)
-        assert swept.index("two-way reduction") < swept.index("hg_prior_share(prior_") < \
+        assert swept.index("two-way reduction") < swept.index("hg_prior_constant(prior_partial") < \
             swept.index("hg_apply(old")
         if NVCC:
             compile_for_sm90(swept, tmp_path)

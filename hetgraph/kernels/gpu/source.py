@@ -212,16 +212,28 @@ __device__ double hg_block_sum(double x) {
   return x;
 }
 
+/* this lane's two of the colors' sums (colors lane and lane + 32 below count, but
+   color's, whose sum is being made: 0), read ahead of hg_swept_constant */
+struct hg_sums { double low, high; };
+__device__ hg_sums hg_sums_ahead(const double* sums, int color, int count) {
+  const int lane = threadIdx.x & 31;
+  hg_sums two = {0.0, 0.0};
+  if (lane < count && lane != color) two.low = __ldcg(&sums[lane]);
+  if (lane + 32 < count && lane + 32 != color) two.high = __ldcg(&sums[lane + 32]);
+  return two;
+}
+
 /* warp 0 (all its lanes): the constant offset + factor * (sums[0] + ... +
-   sums[count - 1]) in a fixed order, sums[color] taken as color_sum, whole in lane 0;
-   with store, lane 0 also stores color_sum in sums[color] and the constant in
-   *constant; count at most 64 */
-__device__ double hg_swept_constant(double* sums, int color, double color_sum, int count,
-                                    const double* terms, double* constant, bool store) {
+   sums[count - 1]) in a fixed order, sums[color] taken as color_sum, the others as
+   hg_sums_ahead read them, whole in lane 0; with store, lane 0 also stores color_sum
+   in sums[color] and the constant in *constant; count at most 64 */
+__device__ double hg_swept_constant(hg_sums two, double* sums, int color,
+                                    double color_sum, int count, const double* terms,
+                                    double* constant, bool store) {
   const int lane = threadIdx.x & 31;
   double total = 0.0;
   for (int k = lane; k < count; k += 32)
-    total += k == color ? color_sum : __ldcg(&sums[k]);
+    total += k == color ? color_sum : (k < 32 ? two.low : two.high);
   for (int d = 16; d > 0; d >>= 1) total += __shfl_down_sync(0xffffffffu, total, d);
   const double value = terms[0] + terms[1] * total;
   if (lane == 0 && store) {
@@ -252,20 +264,26 @@ __device__ double hg_prior_share(const double* partial, int blocks) {
 }
 
 /* *now (shared, read after a barrier): the constant this launch reads, every thread of
-   the block calling it: where the launch before summed its color (color >= 0), the
-   threads' shares of its blocks' sums added in a fixed order into that color's sum, and
-   the constant from every color's, the same in every block (block 0 stores both, for
-   the launches after); else *constant as the launches before left it */
-__device__ void hg_prior_constant(double share, int color, double* sums, int count,
-                                  const double* terms, double* constant, double* now) {
+   the block calling it: where the launch before summed its color (color >= 0), its
+   blocks' sums (partial[0 .. blocks - 1]) added in a fixed order into that color's
+   sum, and the constant from every color's, the same in every block (block 0 stores
+   both, for the launches after); else *constant as the launches before left it. (Not
+   inlined: inlined, the kernel took 48 registers, 5 blocks an SM, not 40.) */
+__device__ __noinline__ void hg_prior_constant(const double* partial, int blocks, int color,
+                                               double* sums, int count,
+                                               const double* terms, double* constant,
+                                               double* now) {
   if (color < 0) {
     if (threadIdx.x == 0) *now = *constant;
     return;
   }
-  const double sum = hg_block_sum(share);
+  /* (the other colors' sums read with the blocks' sums: one wait for both) */
+  const hg_sums two = threadIdx.x < 32 ? hg_sums_ahead(sums, color, count) : hg_sums{};
+  const double sum = hg_block_sum(hg_prior_share(partial, blocks));
   if (threadIdx.x < 32) {
-    const double value = hg_swept_constant(sums, color, __shfl_sync(0xffffffffu, sum, 0),
-                                           count, terms, constant, blockIdx.x == 0);
+    const double value = hg_swept_constant(two, sums, color,
+                                           __shfl_sync(0xffffffffu, sum, 0), count, terms,
+                                           constant, blockIdx.x == 0);
     if (threadIdx.x == 0) *now = value;
   }
 }
@@ -453,9 +471,8 @@ _APPLY_HEAD = """\
 #if HG_SWEPT
   /* (here, not at the block's start: there it held more registers through the gather) */
   __shared__ double swept_now;
-  hg_prior_constant(prior_color >= 0 ? hg_prior_share(prior_partial, prior_blocks) : 0.0,
-                    prior_color, swept_sums, swept_count, swept_terms, constant_at,
-                    &swept_now);
+  hg_prior_constant(prior_partial, prior_blocks, prior_color, swept_sums, swept_count,
+                    swept_terms, constant_at, &swept_now);
   __syncthreads();
   const double constant = swept_now;
   double swept = 0.0;  /* this thread's new values over the constant's vertices */

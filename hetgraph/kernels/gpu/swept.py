@@ -62,7 +62,8 @@ extern "C" __global__ void hg_swept(const VALUE* x, const long long* ids,
     }
     __syncthreads();  /* (every color's sum written) */
     if (warp == 0) {
-        hg_swept_constant(sums, -1, 0.0, count, terms, constant, true);
+        hg_swept_constant(hg_sums_ahead(sums, -1, count), sums, -1, 0.0, count, terms,
+                          constant, true);
         if (lane == 0)
             *done = 0u;
     }
