@@ -50,7 +50,7 @@ class Engine(types.SimpleNamespace):
     on the emulation's arrays: the graph's pages all resident, in source order."""
 
 
-def engine_for(program, graph, threads=64):
+def engine_for(program, graph, threads=64, ranges=1):
     from hetgraph.engines.gpu_colored import ColoredLaunches
 
     cp = sys.modules["cupy"]
@@ -61,7 +61,8 @@ def engine_for(program, graph, threads=64):
     weighted = bool(spec.needs_weights and graph.weighted)
     part = graph.partition(shared_bytes=tuning.GPU_SHARED_BYTES, replication=None,
                            vertex_bytes=spec.dtype.itemsize, cuts=coloring.cuts)
-    pages = [page_layout(np, graph, part, p, weighted) for p in range(part.num_pages)]
+    pages = [page_layout(np, graph, part, p, weighted, ranges=ranges)
+             for p in range(part.num_pages)]
     src, offsets = (emu.device(np.concatenate([p[k] for p in pages])) for k in (0, 1))
     weight = emu.device(np.concatenate([p[2] for p in pages])) if weighted else None
     table = emu.device(np.concatenate([p[3] for p in pages]))
@@ -74,20 +75,22 @@ def engine_for(program, graph, threads=64):
     e = Engine(cupy=cp, spec=spec, graph=graph, coloring=coloring, partition=part,
                values=emu.device(values), flags=emu.device(flags), aux=emu.device(aux),
                constant=cp.zeros(1, np.float64), _no_weight=cp.empty(1, np.float32),
-               ranges=1, threads_per_block=threads,
+               ranges=ranges, threads_per_block=threads,
                shared_bytes=slots * spec.dtype.itemsize,
                kernel_options=options, kernel=source.compile_kernel(spec, **options),
                pages=types.SimpleNamespace(resident=(src, offsets, weight)),
                plan=types.SimpleNamespace(first_edge=0), counters=cp.zeros(3, np.uint64),
                go=cp.ones(1, np.uint64))
     e._constant_at = e.constant
+    # (the source ranges' running sums: GpuEngine's ``partial``)
+    e.partial = cp.empty(graph.num_vertices, spec.dtype) if ranges > 1 else e._no_weight
     e._counters_pointer, e._go_pointer = e.counters.data.ptr, e.go.data.ptr
     # (GpuEngine._allocate's shard arguments, in the kernel's order)
     e.shard_arguments = dict(
         src=None, offsets=None, weight=None, shard_start=emu.device(part.shard_start),
-        shard_edge=table, shard_log_r=emu.device(log_r), ranges=np.int32(1),
+        shard_edge=table, shard_log_r=emu.device(log_r), ranges=np.int32(ranges),
         k_begin=np.int32(0), k_end=np.int32(0), first=np.int32(0), last=np.int32(0),
-        partial=e._no_weight, edge_base=np.int64(0), first_shard=np.int32(0),
+        partial=e.partial, edge_base=np.int64(0), first_shard=np.int32(0),
         values=None, new_values=None, flags=e.flags, aux=e.aux,
         aux_per_vertex=np.int32(e.aux.size > 1), constant_at=None,
         out_degree=emu.device(degree), counters=None, go=None)
@@ -112,12 +115,15 @@ def graphs():
             "rmat": hg.generate.rmat(11, seed=4).reorder("color")}
 
 
-@pytest.mark.parametrize("name, cut", [("wiki", False), ("rmat", True)])
+@pytest.mark.parametrize("name, cut, ranges", [("wiki", False, 1), ("rmat", True, 1),
+                                               ("rmat", True, 2)])
 def test_emulated_colored_pagerank_is_the_cpu_colored_sweep(emulated, monkeypatch, name,
-                                                            cut):
+                                                            cut, ranges):
     """The launches' ranks after 6 iterations are the CPU colored sweep's to rounding
     (the dangling rank summed again after each color by the next launch's blocks),
-    with hubs cut into parts (small shard bounds) or not."""
+    with hubs cut into parts (small shard bounds) or not, in one launch a color or one
+    a source range (two: the second applies and sums, the first reads the sums of the
+    color before)."""
     if cut:
         monkeypatch.setattr(tuning, "TARGET_SHARDS", 64)
         monkeypatch.setattr(tuning, "MIN_SHARD_EDGES", 16)
@@ -125,7 +131,7 @@ def test_emulated_colored_pagerank_is_the_cpu_colored_sweep(emulated, monkeypatc
     want = hg.pagerank(g, devices="cpu", mode="colored", tol=None, max_iterations=6)
     emulated()
     program = PageRank(rescale=True, tol=None)
-    e = engine_for(program, g)
+    e = engine_for(program, g, ranges=ranges)
     assert e.launches.swept is not None and (e.launches.split_shards > 0) == cut
     for _ in range(6):
         iterate(e, program, g)
