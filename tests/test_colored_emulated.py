@@ -162,3 +162,27 @@ def test_emulated_colored_bfs_and_components_equal_sync(emulated, monkeypatch):
         got = program.finalize(graph, np.array(e.values)) \
             if hasattr(program, "finalize") else np.array(e.values)
         np.testing.assert_array_equal(got, want, err_msg=type(program).__name__)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_emulated_normalize_scales_to_a_weighted_sum_of_one(emulated, dtype):
+    """The GPU's normalize (a colored PageRank's rescale: two launches) scales the
+    values by 1 / sum(values * weights) as NumPy does, to rounding (its sum in blocks),
+    and gives the same bits again."""
+    from hetgraph.kernels.gpu import reduce
+
+    rng = np.random.default_rng(3)
+    x, w = rng.random(70_001).astype(dtype), rng.random(70_001) + 0.5
+    emulated()
+    reduce._normalize_launches.cache_clear()
+    try:
+        got, again = emu.device(x), emu.device(x)
+        reduce.normalize(got, emu.device(w))
+        reduce.normalize(again, emu.device(w))
+    finally:
+        reduce._normalize_launches.cache_clear()
+    want = x * (1.0 / (x.astype(np.float64) @ w))
+    np.testing.assert_allclose(got, want.astype(dtype), rtol=1e-12 if dtype == np.float64
+                               else 1e-6)
+    assert got.dtype == dtype and got.tobytes() == again.tobytes()
+    assert float(np.asarray(got, np.float64) @ w) == pytest.approx(1.0, rel=1e-5)

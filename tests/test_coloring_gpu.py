@@ -230,3 +230,19 @@ def test_gpu_colored_launches_cut_hubs_into_parts(monkeypatch, dispatcher_only):
     whole = pagerank("gpu")
     np.testing.assert_allclose(parts, whole, rtol=1e-12, atol=0)
     np.testing.assert_allclose(parts, cpu, rtol=1e-9, atol=0)
+
+
+def test_gpu_normalize_scales_to_a_weighted_sum_of_one():
+    """normalize (a colored PageRank's rescale on the device) scales the values by
+    1 / sum(values * weights) as NumPy does, to rounding, the same bits again."""
+    import cupy
+
+    from hetgraph.kernels.arrays import normalize
+
+    rng = np.random.default_rng(3)
+    x, w = rng.random(1_000_003), rng.random(1_000_003) + 0.5
+    got, again, weights = cupy.asarray(x), cupy.asarray(x), cupy.asarray(w)
+    normalize(got, weights)
+    normalize(again, weights)
+    np.testing.assert_allclose(got.get(), x * (1.0 / (x @ w)), rtol=1e-12, atol=0)
+    assert got.get().tobytes() == again.get().tobytes()
