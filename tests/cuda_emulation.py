@@ -201,15 +201,16 @@ def _build(code, names):
         os.makedirs(folder, exist_ok=True)
         path = os.path.join(folder, f"{digest}.so")
         if not os.path.exists(path):
-            cpp = os.path.join(folder, f"{digest}.cpp")
-            with open(cpp, "w") as f:
+            mine = f"{path}.{os.getpid()}"  # (another process may build the same)
+            with open(mine + ".cpp", "w") as f:
                 f.write(source)
             done = subprocess.run(["g++", "-std=c++20", "-O1", "-w", "-shared", "-fPIC",
-                                   "-o", path + ".tmp", cpp],
+                                   "-o", mine, mine + ".cpp"],
                                   capture_output=True, text=True)
+            os.remove(mine + ".cpp")
             if done.returncode:
                 raise RuntimeError(done.stderr[-4000:])
-            os.replace(path + ".tmp", path)
+            os.replace(mine, path)
         library = _BUILT[digest] = ctypes.CDLL(path)
     return library
 
