@@ -356,3 +356,6 @@ COLORED_SPARSE_SHARE = 0.25  # a color's marked vertices from which its pass com
 # (an id list's pass costs its gather and its prefix: docs/tuning.md, "Colored execution")
 GPU_COLORED_GRAPH = True  # a colored GPU pass (a launch a color) replays one CUDA graph,
 # captured once per engine, instead of queuing its launches from Python every pass
+GPU_COLORED_SPLIT = True  # a colored launch cuts a hub's shard (more in-edges than its
+# color's shard bound) into parts run by several blocks: a color lasts its shards, not
+# its largest hub (engines/gpu_colored.split_jobs)

@@ -110,7 +110,8 @@ def test_gpu_swept_sums_equal_the_cpu_sums():
     """SweptSums' first sums of an iteration (every color's, then the constant) give the
     CPU's constant (``direct.swept_entry`` of a whole iteration) to rounding, and the
     same bits again; its arguments make a color's kernel sum it again unless the color
-    holds none of the constant's vertices or is color 0."""
+    holds none of the constant's vertices or is color 0, and the launch after add
+    those sums."""
     import cupy
 
     from hetgraph.engines.colored import swept_of
@@ -142,8 +143,18 @@ def test_gpu_swept_sums_equal_the_cpu_sums():
     again = SweptSums(swept, x, blocks=8)
     assert first_sums(again) == first and first_sums(device) == first
     sizes = np.diff(swept[1])
-    colors = [int(device.arguments(c)["swept_color"]) for c in range(coloring.count)]
-    assert colors == [c if sizes[c] and c > 0 else -1 for c in range(coloring.count)]
+    summing = [device.sums(c) for c in range(coloring.count)]
+    assert summing == [bool(sizes[c]) and c > 0 for c in range(coloring.count)]
+    # a summing launch's sums go to the buffer the launch before did not write, and
+    # the launch after adds them
+    first, after = device.arguments(3, 8, True, None)
+    second, last = device.arguments(2, 5, False, after)
+    assert after == (0, 8, 3) and last is None
+    assert (int(first["swept_color"]), int(first["prior_color"])) == (3, -1)
+    assert (int(second["swept_color"]), int(second["prior_color"])) == (-1, 3)
+    assert int(second["prior_blocks"]) == 8
+    assert second["prior_partial"] is first["swept_partial"]
+    assert second["swept_partial"] is not first["swept_partial"]
     assert int(device._mask.sum()) == len(swept[0])
 
 
@@ -178,3 +189,60 @@ def test_gpu_colored_pass_is_one_graph_captured_once(monkeypatch):
     queued = run(4, rebind=False)
     assert queued.describe()["graph_captures"] == 0
     np.testing.assert_allclose(replayed.result(), queued.result(), rtol=1e-12, atol=0)
+
+
+def test_gpu_colored_launches_cut_hubs_into_parts(monkeypatch, dispatcher_only):
+    """Under small shard bounds (wiki-Vote's hubs then hold more in-edges than their
+    colors' bounds) a colored launch runs a hub's shard as parts, a block each: more
+    blocks than shards, and the same answers: BFS, SSSP and CC exactly the CPU's sync
+    ones; PageRank the launches' without parts to rounding (the parts add in another
+    order) and the CPU's colored sweep to 1e-9."""
+    from hetgraph.algorithms.bfs import BreadthFirst
+    from hetgraph.engines.gpu import GpuEngine
+    from hetgraph.program import ProgramSpec
+
+    monkeypatch.setattr(tuning, "TARGET_SHARDS", 64)
+    monkeypatch.setattr(tuning, "MIN_SHARD_EDGES", 16)
+    g = hg.read(data_path("wiki-Vote.txt")).reorder("color")  # (partitioned afresh)
+    s = g.label_of(int(np.argmax(g.out_degree())))
+    spec = ProgramSpec(BreadthFirst(0))
+    values, flags, _ = spec.initial_state(g, np)
+    engine = GpuEngine(spec, g, values, flags, np.zeros(1, np.float32), sync=False,
+                       coloring=hc.coloring_of(g))
+    described = engine.describe()
+    assert described["split_shards"] >= 10
+    assert sum(described["launch_blocks"]) > engine.partition.num_shards
+    for what, call in (
+            ("bfs", lambda **o: hg.bfs(g, s, **o)),
+            ("sssp", lambda **o: hg.sssp(g, s, delta=np.inf, **o)),
+            ("cc", lambda **o: hg.connected_components(g, algorithm="label-propagation",
+                                                       **o))):
+        want = call(devices="cpu", mode="sync")
+        np.testing.assert_array_equal(call(devices="gpu", mode="colored").values,
+                                      want.values, err_msg=what)
+
+    def pagerank(device):
+        return hg.pagerank(g, devices=device, mode="colored", tol=None,
+                           max_iterations=10).values
+
+    parts, cpu = pagerank("gpu"), pagerank("cpu")
+    monkeypatch.setattr(tuning, "GPU_COLORED_SPLIT", False)
+    whole = pagerank("gpu")
+    np.testing.assert_allclose(parts, whole, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(parts, cpu, rtol=1e-9, atol=0)
+
+
+def test_gpu_normalize_scales_to_a_weighted_sum_of_one():
+    """normalize (a colored PageRank's rescale on the device) scales the values by
+    1 / sum(values * weights) as NumPy does, to rounding, the same bits again."""
+    import cupy
+
+    from hetgraph.kernels.arrays import normalize
+
+    rng = np.random.default_rng(3)
+    x, w = rng.random(1_000_003), rng.random(1_000_003) + 0.5
+    got, again, weights = cupy.asarray(x), cupy.asarray(x), cupy.asarray(w)
+    normalize(got, weights)
+    normalize(again, weights)
+    np.testing.assert_allclose(got.get(), x * (1.0 / (x @ w)), rtol=1e-12, atol=0)
+    assert got.get().tobytes() == again.get().tobytes()

@@ -247,12 +247,35 @@ def test_swept_kernels_compile(tmp_path):
         plain = kernel_source(spec, np.float64, np.int32, np.uint32, weighted=True,
                               sync=False)
         assert "#define HG_SWEPT 1" in swept and "#define HG_SWEPT 0" in plain
-        assert swept.index("hg_swept_tail(swept,") > swept.index("atomicAdd(&counters[0]")
+        assert swept.index("hg_swept_part(swept,") > swept.index("atomicAdd(&counters[0]")
+        # (the launch before's sums added before the block's apply)
+        assert swept.index("two-way reduction") < swept.index("hg_prior_constant(prior_partial") < \
+            swept.index("hg_apply(old")
         if NVCC:
             compile_for_sm90(swept, tmp_path)
     if NVCC:
         for value in ("double", "float"):
             compile_for_sm90(_SWEPT.replace("VALUE", value), tmp_path)
+
+
+@pytest.mark.parametrize("swept", [False, True])
+def test_split_kernels_compile(swept, tmp_path):
+    """A colored pass's split variant (its blocks jobs, parts of a hub's shard combined
+    by the last part) translates for every built-in program, its job read before the
+    shard and its combine between the merge and the apply; with nvcc it compiles for
+    sm_90. The kernel without ``split`` is the text it was before but the switch."""
+    for program in builtin_programs():
+        spec = ProgramSpec(program)
+        aux = np.float32 if program.dtype != np.float64 else np.float64
+        options = dict(weighted=True, sync=False, swept=swept)
+        split = kernel_source(spec, aux, np.int32, np.uint32, split=True, **options)
+        plain = kernel_source(spec, aux, np.int32, np.uint32, **options)
+        assert "#define HG_SPLIT 1" in split and "#define HG_SPLIT 0" in plain
+        assert split.index("split_jobs[blockIdx.x]") < split.index("shard_start[s]")
+        assert split.index("two-way reduction") < split.index("split_done[part.w]") < \
+            split.index("hg_apply(old")
+        if NVCC:
+            compile_for_sm90(split, tmp_path)
 
 
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc")

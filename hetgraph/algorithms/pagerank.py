@@ -30,7 +30,7 @@ import numpy as np
 from .. import tuning
 from ..errors import GraphError, OutOfCoreError
 from ..io.store import as_graph
-from ..kernels.arrays import in_module, indexed_sum, module_of, on_device_of, \
+from ..kernels.arrays import in_module, indexed_sum, module_of, normalize, on_device_of, \
     weighted_change
 from ..program import VertexProgram
 from ..registry import algorithm
@@ -145,7 +145,7 @@ class PageRank(PowerIteration):
         if self.rescale and isinstance(values, np.ndarray):
             return direct.colored_constant(self, values)
         if self.rescale and not _empty(self._dangling):
-            values *= 1.0 / (values @ on_device_of(values, self._rank_of))
+            normalize(values, on_device_of(values, self._rank_of))
         # a 0-d device array on the GPU: no wait for the device here
         return indexed_sum(values, self._dangling, 1.0 / n, (1.0 - self.damping) / n)
 

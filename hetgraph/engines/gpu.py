@@ -832,4 +832,6 @@ class GpuEngine(Engine):
                 **({} if self._colors is None else
                    {"mode": self.mode, **self.coloring.describe(),
                     "passes_per_iteration": self._colors.passes,
-                    "graph_captures": self._colors.replay.captures})}
+                    "graph_captures": self._colors.replay.captures,
+                    "launch_blocks": self._colors.blocks,
+                    "split_shards": self._colors.split_shards})}

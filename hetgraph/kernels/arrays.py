@@ -11,8 +11,8 @@ import numpy as np
 from .cpu import replace_value as _replace_on_host
 from .cpu import weighted_change as _weighted_change_on_host
 
-__all__ = ["indexed_sum", "on_device_of", "in_module", "module_of", "replace_value", "to_host",
-           "weighted_change"]
+__all__ = ["indexed_sum", "normalize", "on_device_of", "in_module", "module_of",
+           "replace_value", "to_host", "weighted_change"]
 
 
 def on_device_of(values, array):
@@ -57,6 +57,16 @@ def weighted_change(values, previous, weights):
     if isinstance(values, np.ndarray):
         return _weighted_change_on_host(values, previous, weights)
     return abs(values.astype(np.float64) - previous) @ weights
+
+
+def normalize(values, weights):
+    """Scale ``values`` (NumPy or CuPy) in place by 1 / sum(values * weights), so that
+    their weighted sum is 1 (``weights`` float64, on the device of ``values``); on a
+    GPU without waiting for it (see :func:`hetgraph.kernels.gpu.reduce.normalize`)."""
+    if isinstance(values, np.ndarray):
+        values *= 1.0 / (values @ weights)
+    else:
+        _gpu("reduce").normalize(values, weights)
 
 
 def to_host(values):

@@ -1,8 +1,10 @@
 """Small device reductions beside the shard kernel: a program hook's indexed sum
-(:func:`indexed_sum`) and the frontier's count (:func:`count_frontier_kernel`).
+(:func:`indexed_sum`), values scaled to a weighted sum of 1 (:func:`normalize`) and
+the frontier's count (:func:`count_frontier_kernel`).
 
-Each is a grid-stride loop whose warps sum by shuffles, then one atomic a warp; the
-kernels are built per value type and device and kept for the process.
+Each is a grid-stride loop whose warps sum by shuffles, then one atomic a warp (the
+weighted sum: its blocks' sums added in block order by the last block, the same bits
+on a rerun); the kernels are built per value type and device and kept for the process.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import numpy as np
 from ..transpile import c_type
 from .device import device_copy
 from .launch import PackedLaunch
+from .source import BLOCK_SUM
 
 _INDEXED_SUM = r"""
 extern "C" __global__ void hg_indexed_sum(const VALUE* values, const long long* index,
@@ -56,6 +59,45 @@ extern "C" __global__ void hg_count_frontier(const unsigned char* flags,
 }
 """
 
+_NORMALIZE = BLOCK_SUM + r"""
+extern "C" __global__ void hg_weighted_total(const VALUE* x, const double* w, long long n,
+                                             double* partial, unsigned int* done,
+                                             double* scale) {
+    /* *scale: 1 / sum(x * w), the blocks' sums added in block order by the last block;
+       done: zeroed before, zeroed again by the last block */
+    __shared__ bool last_block;
+    double sum = 0.0;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x)
+        sum += (double)x[i] * w[i];
+    sum = hg_block_sum(sum);
+    if (threadIdx.x == 0) {
+        partial[blockIdx.x] = sum;
+        __threadfence();  /* (written before the count that lets the last block read it) */
+        last_block = atomicAdd(done, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!last_block)
+        return;
+    __threadfence();
+    double total = 0.0;
+    for (unsigned int k = threadIdx.x; k < gridDim.x; k += blockDim.x)
+        total += __ldcg(&partial[k]);
+    total = hg_block_sum(total);
+    if (threadIdx.x == 0) {
+        *scale = 1.0 / total;
+        *done = 0u;
+    }
+}
+
+extern "C" __global__ void hg_scale(VALUE* x, long long n, const double* scale) {
+    const double s = *scale;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x)
+        x[i] = (VALUE)(x[i] * s);
+}
+"""
+
 _SUM_LOCK = threading.Lock()
 
 
@@ -88,6 +130,45 @@ def indexed_sum(values, index, scale=1.0, offset=0.0):
                       scale=float(scale), offset=float(offset), out=out)
         launch(blocks, 256, 0, stream)
     return out
+
+
+def normalize(values, weights):
+    """Scale CuPy ``values`` in place by 1 / sum(values * weights) (``weights``: float64,
+    on the same device; the host side is :func:`hetgraph.kernels.arrays.normalize`):
+    a memset and two launches on a scratch array of the pool, no wait for the device
+    (CuPy's dot product, reciprocal and product were three operations, each its own
+    Python and launch, every iteration of a colored PageRank)."""
+    import cupy
+
+    n = len(values)
+    blocks = int(min(1024, max(1, -(-n // 256))))
+    # the blocks' sums, the scale, and the last 8 bytes: the count of blocks done
+    scratch = cupy.empty(blocks + 2, cupy.float64)
+    stream = cupy.cuda.get_current_stream().ptr
+    done = scratch.data.ptr + (blocks + 1) * 8
+    cupy.cuda.runtime.memsetAsync(done, 0, 8, stream)
+    total, scale = _normalize_launches(c_type(values.dtype), cupy.cuda.runtime.getDevice())
+    with _SUM_LOCK:  # (packed launches shared by the runs of other threads)
+        total.update(x=values, w=weights, n=n, partial=scratch, scale=scratch[blocks:])
+        total.holders("done")[0].value = done
+        total(blocks, 256, 0, stream)
+        scale.update(x=values, n=n, scale=scratch[blocks:])
+        scale(blocks, 256, 0, stream)
+
+
+@functools.lru_cache(maxsize=None)
+def _normalize_launches(value_type, device):
+    """The packed launches of ``hg_weighted_total`` and ``hg_scale`` for ``value_type``
+    on ``device`` (the current one); every call sets all their arguments."""
+    import cupy
+
+    module = cupy.RawModule(code=_NORMALIZE.replace("VALUE", value_type))
+    total = PackedLaunch(module.get_function("hg_weighted_total"),
+                         dict(x=None, w=None, n=np.int64(0), partial=None, done=None,
+                              scale=None))
+    scale = PackedLaunch(module.get_function("hg_scale"),
+                         dict(x=None, n=np.int64(0), scale=None))
+    return total, scale
 
 
 @functools.lru_cache(maxsize=None)

@@ -26,21 +26,25 @@ from .layout import unsigned_index
 
 
 def kernel_source(spec: ProgramSpec, aux_dtype, index_dtype, degree_dtype, *, weighted,
-                  sync, warp_combine=False, swept=False) -> str:
+                  sync, warp_combine=False, swept=False, split=False) -> str:
     """CUDA source of the shard kernel ``shard_pass`` for ``spec``; ``warp_combine``:
     the edges come in destination order and a warp combines equal destinations before
     its shared-memory atomics; ``swept``: a colored pass's kernel, which may sum its
-    new values over the vertices of a constant and write the constant the next color
-    reads: ``hg_swept_tail``)."""
+    new values over the vertices of a constant, and add the sums of the launch before
+    into the constant it reads: ``hg_swept_part``, ``hg_prior_constant``); ``split``:
+    a colored pass's kernel whose blocks are jobs, parts of a shard's edges
+    (``split_jobs``: a hub's shard cut into parts, combined by the part that finishes
+    last, see ``_SPLIT_COMBINE``)."""
     identity = literal(spec.identity(), spec.dtype)
     return "".join((
         kernel_head(spec, aux_dtype, index_dtype, degree_dtype, weighted=weighted, sync=sync,
-                    warp_combine=warp_combine, swept=swept),
-        _PARAMETERS, _prologue(identity), gather_loop(identity), _MERGE, _EPILOGUE))
+                    warp_combine=warp_combine, swept=swept, split=split),
+        _PARAMETERS, _prologue(identity), gather_loop(identity), _MERGE, _SPLIT_COMBINE,
+        _EPILOGUE))
 
 
 def kernel_head(spec: ProgramSpec, aux_dtype, index_dtype, degree_dtype, *, weighted,
-                sync, warp_combine=False, swept=False) -> str:
+                sync, warp_combine=False, swept=False, split=False) -> str:
     """What every pull kernel of ``spec`` begins with (see :func:`kernel_source`): the
     types and switches, the program's functions, the monoid, the edge reads and (with
     ``swept``) the swept constant's sums."""
@@ -48,13 +52,13 @@ def kernel_head(spec: ProgramSpec, aux_dtype, index_dtype, degree_dtype, *, weig
     unsigned = unsigned_index(index_dtype)
     return "".join((
         _declarations(spec, aux_dtype, unsigned, degree_dtype, weighted, sync, warp_combine,
-                      swept),
+                      swept, split),
         _program_functions(spec, aux_dtype), _FRONT_KEY, _monoid(spec), _edge_reads(),
         _SWEPT_FUNCTIONS))
 
 
 def _declarations(spec, aux_dtype, unsigned, degree_dtype, weighted, sync, warp_combine,
-                  swept):
+                  swept, split):
     """The kernel's types and the switches its ``#if``s read."""
     return f"""
 typedef {c_type(spec.dtype)} value_t;
@@ -66,6 +70,7 @@ typedef {c_type(degree_dtype)} degree_t;
 #define HG_WARP_COMBINE {int(bool(warp_combine))}
 #define HG_PRIORITY {int(spec.priority is not None)}
 #define HG_SWEPT {int(bool(swept))}
+#define HG_SPLIT {int(bool(split))}
 """
 
 
@@ -207,50 +212,79 @@ __device__ double hg_block_sum(double x) {
   return x;
 }
 
+/* this lane's two of the colors' sums (colors lane and lane + 32 below count, but
+   color's, whose sum is being made: 0), read ahead of hg_swept_constant */
+struct hg_sums { double low, high; };
+__device__ hg_sums hg_sums_ahead(const double* sums, int color, int count) {
+  const int lane = threadIdx.x & 31;
+  hg_sums two = {0.0, 0.0};
+  if (lane < count && lane != color) two.low = __ldcg(&sums[lane]);
+  if (lane + 32 < count && lane + 32 != color) two.high = __ldcg(&sums[lane + 32]);
+  return two;
+}
+
 /* warp 0 (all its lanes): the constant offset + factor * (sums[0] + ... +
-   sums[count - 1]) in a fixed order, sums[color] taken as color_sum (this launch's, also
-   stored), written to *constant by lane 0; count at most 64 */
-__device__ void hg_swept_constant(double* sums, int color, double color_sum, int count,
-                                  const double* terms, double* constant) {
+   sums[count - 1]) in a fixed order, sums[color] taken as color_sum, the others as
+   hg_sums_ahead read them, whole in lane 0; with store, lane 0 also stores color_sum
+   in sums[color] and the constant in *constant; count at most 64 */
+__device__ double hg_swept_constant(hg_sums two, double* sums, int color,
+                                    double color_sum, int count, const double* terms,
+                                    double* constant, bool store) {
   const int lane = threadIdx.x & 31;
   double total = 0.0;
   for (int k = lane; k < count; k += 32)
-    total += k == color ? color_sum : __ldcg(&sums[k]);
+    total += k == color ? color_sum : (k < 32 ? two.low : two.high);
   for (int d = 16; d > 0; d >>= 1) total += __shfl_down_sync(0xffffffffu, total, d);
-  if (lane == 0) {
+  const double value = terms[0] + terms[1] * total;
+  if (lane == 0 && store) {
     if (color >= 0) sums[color] = color_sum;
-    *constant = terms[0] + terms[1] * total;
+    *constant = value;
   }
+  return value;
 }
 """
 
 # (a colored pass's kernel: the constant summed again after each color, see kernel_source)
 _SWEPT_FUNCTIONS = "#if HG_SWEPT\n" + BLOCK_SUM + """\
 /* a color's launch: each block's sum of its new values over the constant's vertices
-   (mine) into partial[block]; the last block to finish adds them in block order into
-   sums[color] and writes the constant the next color's launch reads (no atomic add of
-   values: reruns give the same bits) */
-__device__ void hg_swept_tail(double mine, double* partial, unsigned int* done,
-                              double* sums, const double* terms, int color, int count,
-                              double* constant) {
-  __shared__ bool last_block;
+   (mine) into partial[block], where the next launch adds them (hg_prior_constant; no
+   atomic add of values: reruns give the same bits) */
+__device__ void hg_swept_part(double mine, double* partial) {
   mine = hg_block_sum(mine);
-  if (threadIdx.x == 0) {
-    partial[blockIdx.x] = mine;
-    __threadfence();  /* (written before the count that lets the last block read it) */
-    last_block = atomicAdd(done, 1u) == gridDim.x - 1;
+  if (threadIdx.x == 0) partial[blockIdx.x] = mine;
+}
+
+/* this thread's share of the launch before's block sums (those k = threadIdx.x +
+   j * blockDim.x < blocks, in that order) */
+__device__ double hg_prior_share(const double* partial, int blocks) {
+  double share = 0.0;
+#pragma unroll 4
+  for (int k = threadIdx.x; k < blocks; k += blockDim.x) share += __ldcg(&partial[k]);
+  return share;
+}
+
+/* *now (shared, read after a barrier): the constant this launch reads, every thread of
+   the block calling it: where the launch before summed its color (color >= 0), its
+   blocks' sums (partial[0 .. blocks - 1]) added in a fixed order into that color's
+   sum, and the constant from every color's, the same in every block (block 0 stores
+   both, for the launches after); else *constant as the launches before left it. (Not
+   inlined: inlined, the kernel took 48 registers, 5 blocks an SM, not 40.) */
+__device__ __noinline__ void hg_prior_constant(const double* partial, int blocks, int color,
+                                               double* sums, int count,
+                                               const double* terms, double* constant,
+                                               double* now) {
+  if (color < 0) {
+    if (threadIdx.x == 0) *now = *constant;
+    return;
   }
-  __syncthreads();
-  if (!last_block) return;
-  __threadfence();
-  double sum = 0.0;
-  for (unsigned int k = threadIdx.x; k < gridDim.x; k += blockDim.x)
-    sum += __ldcg(&partial[k]);
-  sum = hg_block_sum(sum);
+  /* (the other colors' sums read with the blocks' sums: one wait for both) */
+  const hg_sums two = threadIdx.x < 32 ? hg_sums_ahead(sums, color, count) : hg_sums{};
+  const double sum = hg_block_sum(hg_prior_share(partial, blocks));
   if (threadIdx.x < 32) {
-    hg_swept_constant(sums, color, __shfl_sync(0xffffffffu, sum, 0), count, terms,
-                      constant);
-    if (threadIdx.x == 0) *done = 0u;
+    const double value = hg_swept_constant(two, sums, color,
+                                           __shfl_sync(0xffffffffu, sum, 0), count, terms,
+                                           constant, blockIdx.x == 0);
+    if (threadIdx.x == 0) *now = value;
   }
 }
 #define HG_CONSTANT double*
@@ -273,8 +307,13 @@ extern "C" __global__ void shard_pass(
     const unsigned long long* __restrict__ go
 #if HG_SWEPT
     , const unsigned char* __restrict__ swept_mask, double* swept_partial,
-    unsigned int* swept_done, double* swept_sums, const double* __restrict__ swept_terms,
-    const int swept_color, const int swept_count
+    double* swept_sums, const double* __restrict__ swept_terms, const int swept_color,
+    const int swept_count, const double* prior_partial, const int prior_blocks,
+    const int prior_color
+#endif
+#if HG_SPLIT
+    , const int4* __restrict__ split_jobs, value_t* split_values,
+    const long long* __restrict__ split_base, unsigned int* split_done
 #endif
     )
 {
@@ -286,18 +325,32 @@ def _prologue(identity):
     ``identity`` (a C literal)."""
     return f"""\
   /* go: the activated count of the iteration queued before this one; none activated,
-     this one changes nothing (it is discarded by the host) */
-  if (*go == 0) return;
+     this one changes nothing (it is discarded by the host); read with the shard's
+     bounds, tested once they are in (one wait on memory for both, not two) */
+  const unsigned long long going = *go;
   extern __shared__ __align__(8) unsigned char hg_shared[];
   value_t* slots = (value_t*)hg_shared;
   __shared__ unsigned long long block_active, block_degree, block_front;
+#if HG_SPLIT
+  /* the block's job: (shard after first_shard, part, parts, split shard or -1) */
+  const int4 job = split_jobs[blockIdx.x];
+  const int s = first_shard + job.x;
+#else
   const int s = first_shard + blockIdx.x;
+#endif
   const long long v0 = shard_start[s];
   const int nv = (int)(shard_start[s + 1] - v0);
   const int log_r = shard_log_r[s];
   /* edges of source ranges [k_begin, k_end) of this shard (row s of the range table) */
   const long long* table = shard_edge + (long long)s * (ranges + 1);
+#if HG_SPLIT
+  /* (part job.y of job.z equal parts of them) */
+  const long long t0 = table[k_begin] - edge_base, span = table[k_end] - edge_base - t0;
+  const long long e0 = t0 + span * job.y / job.z, e1 = t0 + span * (job.y + 1) / job.z;
+#else
   const long long e0 = table[k_begin] - edge_base, e1 = table[k_end] - edge_base;
+#endif
+  if (going == 0 || e1 < e0) return;  /* (e1 < e0 never: it keeps the loads before) */
   if (threadIdx.x == 0) {{ block_active = 0; block_degree = 0; block_front = 0; }}
   for (int k = threadIdx.x; k < (nv << log_r); k += blockDim.x)
     slots[k] = {identity};
@@ -378,13 +431,59 @@ _MERGE = """\
   }
 """
 
+# (a split shard's parts: each leaves its vertices' sums in split_values, and the part
+# whose block finishes last adds them in part order and applies; the others apply
+# nothing: their zero counts and swept sums still go through the block's tail)
+_SPLIT_COMBINE = """\
+#if HG_SPLIT
+  __shared__ bool split_last;
+  int applied = nv;  /* the vertices this block applies */
+  /* the job read again (an L1 hit), not held in registers through the gather */
+  const int4 part = __ldca(&split_jobs[blockIdx.x]);
+  if (part.z > 1) {
+    value_t* sums = split_values + split_base[part.w];
+    for (int i = threadIdx.x; i < nv; i += blockDim.x)
+      sums[(long long)part.y * nv + i] = slots[i << log_r];
+    __threadfence();  /* (written before the count that lets the last part read them) */
+    __syncthreads();
+    if (threadIdx.x == 0)
+      split_last = atomicAdd(&split_done[part.w], 1u) == (unsigned int)(part.z - 1);
+    __syncthreads();
+    if (split_last) {
+      __threadfence();
+      for (int i = threadIdx.x; i < nv; i += blockDim.x) {
+        value_t acc = *(volatile value_t*)&sums[i];
+        for (int j = 1; j < part.z; ++j)
+          acc = hg_combine(acc, *(volatile value_t*)&sums[(long long)j * nv + i]);
+        slots[i << log_r] = acc;
+      }
+      if (threadIdx.x == 0) split_done[part.w] = 0u;  /* (for the next pass) */
+      __syncthreads();
+    } else {
+      applied = 0;
+    }
+  }
+#endif
+"""
+
 _APPLY_HEAD = """\
   unsigned long long active = 0, degree = 0, front = 0;
-  const double constant = *constant_at;
 #if HG_SWEPT
+  /* (here, not at the block's start: there it held more registers through the gather) */
+  __shared__ double swept_now;
+  hg_prior_constant(prior_partial, prior_blocks, prior_color, swept_sums, swept_count,
+                    swept_terms, constant_at, &swept_now);
+  __syncthreads();
+  const double constant = swept_now;
   double swept = 0.0;  /* this thread's new values over the constant's vertices */
+#else
+  const double constant = *constant_at;
 #endif
+#if HG_SPLIT
+  for (int i = threadIdx.x; i < applied; i += blockDim.x) {
+#else
   for (int i = threadIdx.x; i < nv; i += blockDim.x) {
+#endif
     const long long v = v0 + i;
 """
 
@@ -438,8 +537,7 @@ _APPLY_TAIL = """\
   }
 #if HG_SWEPT
   if (swept_color >= 0 && last)  /* (the same for the whole grid) */
-    hg_swept_tail(swept, swept_partial, swept_done, swept_sums, swept_terms, swept_color,
-                  swept_count, constant_at);
+    hg_swept_part(swept, swept_partial);
 #endif
 }
 """
@@ -459,11 +557,11 @@ _KERNELS: dict = {}  # (source, kernel names) -> the compiled kernels, for the p
 
 
 def compile_kernel(spec: ProgramSpec, aux_dtype, index_dtype, degree_dtype, *, weighted,
-                   sync, warp_combine=False, swept=False):
+                   sync, warp_combine=False, swept=False, split=False):
     """The compiled ``shard_pass`` (a cupy.RawKernel), kept per source for the process
-    (``swept``: see :func:`kernel_source`)."""
+    (``swept``, ``split``: see :func:`kernel_source`)."""
     source = kernel_source(spec, aux_dtype, index_dtype, degree_dtype, weighted=weighted,
-                           sync=sync, warp_combine=warp_combine, swept=swept)
+                           sync=sync, warp_combine=warp_combine, swept=swept, split=split)
     return compile_functions(spec, source, ("shard_pass",))[0]
 
 

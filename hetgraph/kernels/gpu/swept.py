@@ -2,14 +2,17 @@
 :func:`hetgraph.kernels.cpu.direct.swept_pass`): a colored PageRank's dangling rank, so
 that the later colors read the rank the earlier ones gave.
 
-The sums after a color are taken by the color's own shard kernel (``hg_swept_tail`` of
-:mod:`.source`); this module holds their device arrays (:class:`SweptSums`) and the
-iteration's first sums, of every color (``hg_swept``): each block sums a share of one
-color's vertices of the constant, and the last block to finish adds the shares of each
-color in a fixed order (a warp a color) and writes the constant, offset + factor *
-(the colors' sums in color order). No atomic add of values anywhere: reruns are
-bitwise equal (the CPU keeps a running total of the sums instead: the two agree to
-rounding).
+The sums after a color are taken by the color's own shard kernel, each block's into a
+buffer (``hg_swept_part`` of :mod:`.source`), and added by every block of the next
+launch (``hg_prior_constant``: the same additions in the same order in each block, so
+no block waits for the others and no launch ends with a last block's reduction); the
+buffers alternate between the colors that sum. This module holds their device arrays
+(:class:`SweptSums`) and the iteration's first sums, of every color (``hg_swept``):
+each block sums a share of one color's vertices of the constant, and the last block to
+finish adds the shares of each color in a fixed order (a warp a color) and writes the
+constant, offset + factor * (the colors' sums in color order). No atomic add of values
+anywhere: reruns are bitwise equal (the CPU keeps a running total of the sums instead:
+the two agree to rounding).
 """
 
 from __future__ import annotations
@@ -59,7 +62,8 @@ extern "C" __global__ void hg_swept(const VALUE* x, const long long* ids,
     }
     __syncthreads();  /* (every color's sum written) */
     if (warp == 0) {
-        hg_swept_constant(sums, -1, 0.0, count, terms, constant);
+        hg_swept_constant(hg_sums_ahead(sums, -1, count), sums, -1, 0.0, count, terms,
+                          constant, true);
         if (lane == 0)
             *done = 0u;
     }
@@ -84,10 +88,13 @@ class SweptSums:
         self.count = len(swept[2]) - 1  # (the colors; the CPU's sums end with their total)
         self.constant = cupy.zeros(1, cupy.float64)
         self._sums = cupy.zeros(max(self.count, 1), cupy.float64)
-        self._done = cupy.zeros(2, cupy.uint32)  # (the first sums', the colors' tails')
+        self._done = cupy.zeros(1, cupy.uint32)  # (the first sums' blocks done)
         self._terms = cupy.zeros(2, cupy.float64)
         self._mask = cupy.zeros(values.size, cupy.uint8)
-        self._partial = cupy.empty(max(blocks, self.count * SHARES, 1), cupy.float64)
+        self.blocks = blocks  # (the most blocks a color's launch may have)
+        self._partial = cupy.empty(max(self.count * SHARES, 1), cupy.float64)
+        # (the colors' block sums: a launch's, read by the next, beside the next's own)
+        self._parts = [cupy.zeros(max(blocks, 1), cupy.float64) for _ in range(2)]
         self._value_type = c_type(values.dtype)
         self._ids = self._begin = None
         self.load(swept, values)
@@ -112,7 +119,7 @@ class SweptSums:
         self._begin = PackedLaunch(
             _swept_kernel(self._value_type, cp.cuda.runtime.getDevice()),
             dict(x=values, ids=self._ids, at=self._at, shares=np.int32(shares),
-                 partial=self._partial, sums=self._sums, done=self._done[:1],
+                 partial=self._partial, sums=self._sums, done=self._done,
                  terms=self._terms, constant=self.constant, count=np.int32(self.count)))
 
     @property
@@ -122,17 +129,28 @@ class SweptSums:
         the constant has no vertex)."""
         return self._begin, self._blocks, THREADS
 
-    def arguments(self, color):
-        """The shard kernel's swept arguments (``swept_*``) for a launch of ``color``
-        (its index: the hybrid partition's is the last): it sums its vertices of the
-        constant unless it holds none, or is color 0 (the last pass of a sweep,
-        whose constant nothing reads: the next iteration sums every color again)."""
-        size = int(self.at[color + 1] - self.at[color])
-        return dict(swept_mask=self._mask, swept_partial=self._partial,
-                    swept_done=self._done[1:], swept_sums=self._sums,
-                    swept_terms=self._terms,
-                    swept_color=np.int32(color if size and color > 0 else -1),
-                    swept_count=np.int32(self.count))
+    def sums(self, color) -> bool:
+        """Whether a launch of ``color`` (its index: the hybrid partition's is the last)
+        sums its vertices of the constant: unless it holds none, or is color 0 (the
+        last pass of a sweep, whose constant nothing reads: the next iteration sums
+        every color again)."""
+        return bool(self.at[color + 1] > self.at[color]) and color > 0
+
+    def arguments(self, color, blocks, summing, prior):
+        """The shard kernel's swept arguments for a launch of ``color`` in ``blocks``
+        blocks: ``summing`` whether it sums its color (:meth:`sums`, in its last source
+        range); ``prior`` (buffer, blocks, color) of the launch before where that one
+        summed its color, else None. Returns (the arguments, the ``prior`` of the
+        launch after)."""
+        buffer = 0 if prior is None else 1 - prior[0]
+        arguments = dict(
+            swept_mask=self._mask, swept_partial=self._parts[buffer], swept_sums=self._sums,
+            swept_terms=self._terms, swept_color=np.int32(color if summing else -1),
+            swept_count=np.int32(self.count),
+            prior_partial=self._parts[0 if prior is None else prior[0]],
+            prior_blocks=np.int32(0 if prior is None else prior[1]),
+            prior_color=np.int32(-1 if prior is None else prior[2]))
+        return arguments, (buffer, blocks, color) if summing else None
 
 
 def _shares(size):
