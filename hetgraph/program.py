@@ -114,6 +114,13 @@ class VertexProgram:
         ``converged(self, graph, previous, values) -> bool``: a global stopping test
         after an iteration, given the values before and after it (None: none; the run
         always stops when no vertex is active).
+    change_test : method or None, default None
+        ``change_test(self, graph, values) -> (weights, limit) or None`` for a program
+        whose ``converged`` is ``sum |values - previous| * weights < limit``: those
+        (``weights`` float64 on the device of ``values``, ``limit`` a number), so that a
+        GPU in sync mode makes the test on the device while the next iteration is
+        already queued (no wait between iterations); None: ``converged`` is called after
+        each iteration, the next launched once it has returned.
     iteration_constant : method, optional
         ``iteration_constant(self, graph, values) -> float``: not defined by default.
         Define it and give ``apply`` a fourth parameter to receive it; it is computed
@@ -273,6 +280,7 @@ class VertexProgram:
         return None
 
     converged = None
+    change_test = None
     settled = None
     priority = None
 

@@ -1176,3 +1176,40 @@ def test_pull_ranges_keep_their_edges():
     assert parts_of(1000 * size, 16) == 16 * per
     assert parts_of(size, 16, partitions=3) == 3
     assert pull_threads(32 * size, 16) == 16
+
+
+class _TestsOnDevice:
+    """An engine that makes convergence tests on its device, three iterations queued."""
+
+    tests_change, queued = True, 3
+
+    def __init__(self, n):
+        self.values = np.zeros(n)
+
+
+def test_a_convergence_test_on_the_device_keeps_iterations_queued():
+    from hetgraph.scheduler.tasks import device_test, queue_depth
+
+    g = hg.generate.rmat(8, seed=1)
+    program = PageRank(tol=1e-7)
+    program.derived(g)
+    spec, engine = ProgramSpec(program), _TestsOnDevice(g.num_vertices)
+    weights, limit = device_test(spec, engine, g)
+    # PageRank's change: the L1 change of the ranks (internal values times rank_of)
+    np.testing.assert_allclose(weights * program._scale, 1.0, rtol=1e-15)
+    assert limit == g.num_vertices * 1e-7
+    rng = np.random.default_rng(1)
+    for step in (1e-12, 1e-9, 1e-6):
+        previous = rng.random(g.num_vertices)
+        values = previous + step * rng.random(g.num_vertices)
+        assert (np.abs(values - previous) @ weights < limit) == \
+            program.converged(g, previous, values)
+    assert queue_depth(spec, engine, (weights, limit)) == 2  # (a third: its values)
+    # no test on the device: one in flight where a test is made, the engine's without
+    assert device_test(spec, CpuEngine.__new__(CpuEngine), g) is None
+    assert queue_depth(spec, engine, None) == 1
+    assert queue_depth(ProgramSpec(BreadthFirst(0)), engine, None) == 3
+    # a colored PageRank rescales its values before an iteration: tested on the host
+    colored = PageRank(tol=1e-7, rescale=True)
+    colored.derived(g)
+    assert device_test(ProgramSpec(colored), engine, g) is None

@@ -366,6 +366,47 @@ def test_pagerank_tolerance_hooks_run_on_the_device():
     np.testing.assert_allclose(on_gpu.values, on_cpu.values, rtol=1e-5)
 
 
+def _ranks(g, iterations):
+    """PageRank's ranks on the GPU after exactly ``iterations`` iterations (no test)."""
+    return hg.pagerank(g, devices="gpu", tol=None, max_iterations=iterations).values
+
+
+@pytest.fixture
+def segment_depths(monkeypatch):
+    """The iterations each segment made during the test keeps in flight."""
+    from hetgraph.scheduler import tasks
+
+    depths, made = [], tasks.Segment.__init__
+
+    def spied(self, *args, **kwargs):
+        made(self, *args, **kwargs)
+        depths.append(self.depth)
+
+    monkeypatch.setattr(tasks.Segment, "__init__", spied)
+    return depths
+
+
+@pytest.mark.parametrize("tol", [1e-8, 1e-10])
+def test_pagerank_stops_after_the_first_iteration_whose_change_is_below_tol(
+        tol, segment_depths):
+    g = real("wiki-Vote.txt")
+    result = hg.pagerank(g, devices="gpu", tol=tol, max_iterations=200)
+    k, limit = result.iterations, g.num_vertices * tol
+    assert result.converged and k > 2
+    assert max(segment_depths) > 1  # (the test on the device: the next one queued)
+    before, last = _ranks(g, k - 2), _ranks(g, k - 1)
+    # the iteration queued after the last one was undone: its values are the k-th (to
+    # the last bits, which the dangling sum's atomics may change between runs)
+    np.testing.assert_allclose(result.values, _ranks(g, k), rtol=1e-12, atol=0)
+    assert np.abs(result.values - last).sum() < limit <= np.abs(last - before).sum()
+
+
+def test_colored_pagerank_tests_convergence_on_the_host(segment_depths):
+    g = real("wiki-Vote.txt").reorder("color")
+    colored = hg.pagerank(g, devices="gpu", mode="colored", tol=1e-9, max_iterations=200)
+    assert colored.converged and segment_depths and max(segment_depths) == 1
+
+
 def test_user_programs_from_the_guide_run_on_the_gpu(doc):
     namespace = doc
     g = graph_of("rmat")

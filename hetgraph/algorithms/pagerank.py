@@ -161,6 +161,11 @@ class PageRank(PowerIteration):
         n = graph.num_vertices
         return (1.0 - self.damping) / n, 1.0 / n, self.derived(graph)[0]
 
+    def change_test(self, graph, values):
+        if self.rescale:  # (its constant rescales values that a queued iteration would keep)
+            return None
+        return on_device_of(values, self._rank_of), graph.num_vertices * self.tol
+
     def converged(self, graph, previous, values):
         if self.rescale and isinstance(values, np.ndarray):  # (the direct path's sum)
             return direct.colored_change(values, previous, self._rank_of) < \

@@ -48,6 +48,7 @@ class Engine:
     generation_seconds = 0.0  # seconds a GPU's active subgraphs took to make so far
     subgraph_share = 0.0  # the share of the arcs a GPU streams as active subgraphs
     front = float("nan")  # the frontier's lowest priority, where the engine tracks it
+    tests_change = False  # whether test_change makes convergence tests on the device (a GPU)
 
     def frontier(self):
         """(active vertices, their out-degree sum) that the next iteration starts from."""

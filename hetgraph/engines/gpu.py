@@ -27,6 +27,7 @@ from ..kernels.gpu.kept import (device_pages, first_pages, is_kept, kept_bytes,
                                partition_key, release)
 from ..kernels.gpu.launch import PackedLaunch
 from ..kernels.gpu.layout import EDGE_ORDERS, DevicePages, page_bytes_for
+from ..kernels.gpu.reduce import WeightedChange
 from ..kernels.gpu.reduce import count_frontier_kernel as _count_frontier_kernel
 from ..kernels.gpu.source import compile_kernel, front_of_key
 from ..kernels.gpu.spans import IterationTimes
@@ -293,6 +294,7 @@ class GpuEngine(Engine):
             self._count_host = pinned_empty(2, np.uint64)
             self._counted = cp.cuda.Event(disable_timing=True)
             self._counting = False
+            self._change = None  # a convergence test made on the device (test_change)
         except cp.cuda.memory.OutOfMemoryError:
             raise GpuMemoryError(f"the GPU cannot hold the vertex arrays of "
                                  f"{self.graph.num_vertices:,} vertices") from None
@@ -500,7 +502,7 @@ class GpuEngine(Engine):
 
     def unbind(self):
         """See :meth:`Engine.unbind`."""
-        self.spec = self.graph = self.aux = None
+        self.spec = self.graph = self.aux = self._change = None
         self._held = [None] * len(self._slots)
 
     # iteration ------------------------------------------------------------------------------
@@ -575,6 +577,8 @@ class GpuEngine(Engine):
                 self.run_pages(stream=stream)
             self._ran[slot] = None
         self._blocked[slot] = blocked
+        if self._change is not None:  # (sync: new_values from values, both still there)
+            self._change.queue(slot, self.new_values, self.values, stream)
         self.cupy.cuda.runtime.memcpyAsync(
             self._host_pointers[slot], self._counters_pointer, self.counters.nbytes,
             self.cupy.cuda.runtime.memcpyDeviceToHost, stream.ptr)
@@ -608,6 +612,27 @@ class GpuEngine(Engine):
             self._tocab.choice.observe(blocked, seconds)
         return ("gpu-tocab" if blocked else self.mode, self.graph.num_vertices, self.graph.num_arcs, self._active,
                 seconds)
+
+    @property
+    def tests_change(self) -> bool:
+        """Whether :meth:`test_change` makes a convergence test on the device: in sync
+        mode, where an iteration queued after the one that converged leaves that one's
+        values (:meth:`discard` swaps them back)."""
+        return self.sync
+
+    def test_change(self, weights):
+        """From the next launch on, sum |values - values before| * ``weights`` on the
+        device in every launch (float64 on this GPU, N of them; None, or not
+        :attr:`tests_change`: no sum), read by :meth:`change` once waited for."""
+        if weights is None or not self.tests_change:
+            self._change = None
+        elif self._change is None or self._change.weights is not weights:
+            self._change = WeightedChange(weights, self.values.dtype, len(self._slots))
+
+    def change(self, ticket) -> float:
+        """The sum :meth:`test_change` asked for, of launched iteration ``ticket``
+        (waited for)."""
+        return self._change.read(ticket)
 
     def discard(self, tickets):
         """Undo launched iterations that followed one activating nothing (their kernels

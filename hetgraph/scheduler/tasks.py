@@ -645,11 +645,26 @@ def gpu_pages(run, state, version, iteration, pages, constant):
 
 # --- segments ------------------------------------------------------------------------------------
 
-def queue_depth(spec, engine):
-    """Iterations a segment keeps in flight on ``engine``: its ``queued``, but one for a
-    program with a ``converged`` test, which must see each iteration's values before the
-    next is launched."""
-    return 1 if spec.has_converged else engine.queued
+def queue_depth(spec, engine, test):
+    """Iterations a segment keeps in flight on ``engine``: its ``queued``, but for a
+    program with a ``converged`` test one where the host makes it (``test``, of
+    :func:`device_test`, None: it must see each iteration's values before the next is
+    launched) and at most two where the device does (the one queued after the
+    iteration that converged writes a sync run's other array; a third would write
+    that iteration's)."""
+    if not spec.has_converged:
+        return engine.queued
+    return 1 if test is None else min(2, engine.queued)
+
+
+def device_test(spec, engine, graph):
+    """(weights, limit) of the program's convergence test on ``graph`` where ``engine``
+    makes it on the device (:meth:`Program.change_test`, an engine that
+    ``tests_change``), else None."""
+    if not (spec.has_converged and engine.tests_change):
+        return None
+    test = spec.program.change_test
+    return None if test is None else test(graph, engine.values)
 
 
 @dataclasses.dataclass(slots=True)
@@ -701,7 +716,7 @@ class Segment:
                  "rows", "clock", "frontier_of", "launch", "wait", "began", "finished",
                  "fold_due", "iteration", "status", "observed", "bursts", "may_burst",
                  "burst_seconds", "burst_degree", "ran", "alpha", "limits_of",
-                 "choose_seconds", "lead_seconds", "max_burst", "answer", "batches")
+                 "choose_seconds", "lead_seconds", "max_burst", "answer", "batches", "limit")
 
     def __init__(self, run, engine, kind, first, last, choose, pages, model, slice_seconds,
                  max_degree=cpu.NO_LIMIT):
@@ -717,7 +732,11 @@ class Segment:
         # call until then, which a run on one device kind does not pay either
         self.answer = choose if hasattr(choose, "due") else None
         self.model, self.slice_seconds = model, slice_seconds
-        self.depth = queue_depth(spec, engine)
+        test = device_test(spec, engine, run.graph)
+        self.limit = None if test is None else test[1]  # (None: the host tests)
+        if engine.tests_change:
+            engine.test_change(None if test is None else test[0])
+        self.depth = queue_depth(spec, engine, test)
         self.launched = collections.deque()
         self.ring, self.next_entry = [Launched() for _ in range(self.depth)], 0
         self.rows = []
@@ -841,8 +860,8 @@ class Segment:
         entry.known = None if launched else (frontier, f, engine.front)
         constant = self.program.iteration_constant(self.graph, engine.values) \
             if self.uses_constant else 0.0
-        entry.previous = engine.values.copy() if self.has_converged and not \
-            engine.keeps_previous(frontier) else None
+        entry.previous = engine.values.copy() if self.has_converged and \
+            self.limit is None and not engine.keeps_previous(frontier) else None
         entry.read = engine.read_bytes
         entry.moved = engine.h2d_bytes, engine.d2h_bytes
         entry.ticket = self.launch(constant, frontier)
@@ -866,9 +885,11 @@ class Segment:
         (active, _), f, front = known
         generation, transfer = engine.generation_seconds, engine.transfer_seconds  # (wait adds)
         mode, computed, edges, activated, kernel = self.wait(entry.ticket)
-        converged = activated == 0 or (self.has_converged and self.program.converged(
-            self.graph, engine.previous if entry.previous is None else entry.previous,
-            engine.values))
+        converged = activated == 0 or (self.has_converged and (
+            engine.change(entry.ticket) < self.limit if self.limit is not None else
+            self.program.converged(
+                self.graph, engine.previous if entry.previous is None else entry.previous,
+                engine.values)))
         now, start, finished = self.clock(), entry.start, self.finished
         seconds = now - (start if start > finished else finished)
         self.finished = now
@@ -900,6 +921,8 @@ class Segment:
 
     def end(self, status):
         """(rows, status), what the rows measured gone into the model first."""
+        if self.limit is not None:
+            self.engine.test_change(None)
         if self.model is not None:
             self.fold()
             self.model.observe_rows(self.rows[self.observed:], self.arcs)
@@ -1210,7 +1233,7 @@ def _calibrate_gpu(run, state, version, device):
             seconds, rows, edges = _fastest(lambda: engine.pull_sample(pages)), [], \
                 run.edges(pages)
         else:
-            depth = queue_depth(run.spec, engine)
+            depth = queue_depth(run.spec, engine, device_test(run.spec, engine, run.graph))
             start = time.perf_counter()
             _paced_passes(engine, depth, depth)  # (also warms up)
             passes = int(min(tuning.CALIBRATION_PASSES, max(

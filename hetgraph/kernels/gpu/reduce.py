@@ -1,6 +1,7 @@
 """Small device reductions beside the shard kernel: a program hook's indexed sum
-(:func:`indexed_sum`), values scaled to a weighted sum of 1 (:func:`normalize`) and
-the frontier's count (:func:`count_frontier_kernel`).
+(:func:`indexed_sum`), values scaled to a weighted sum of 1 (:func:`normalize`), a
+convergence test's weighted change (:class:`WeightedChange`) and the frontier's count
+(:func:`count_frontier_kernel`).
 
 Each is a grid-stride loop whose warps sum by shuffles, then one atomic a warp (the
 weighted sum: its blocks' sums added in block order by the last block, the same bits
@@ -59,17 +60,17 @@ extern "C" __global__ void hg_count_frontier(const unsigned char* flags,
 }
 """
 
-_NORMALIZE = BLOCK_SUM + r"""
-extern "C" __global__ void hg_weighted_total(const VALUE* x, const double* w, long long n,
-                                             double* partial, unsigned int* done,
-                                             double* scale) {
-    /* *scale: 1 / sum(x * w), the blocks' sums added in block order by the last block;
-       done: zeroed before, zeroed again by the last block */
+# (a sum of TERM over i < n, its blocks' sums added in block order by the last block,
+# which writes RESULT of their total to *out: the same bits on a rerun; done: zeroed
+# before, zeroed again by the last block)
+_BLOCK_ORDER_SUM = r"""
+extern "C" __global__ void NAME(PARAMETERS, long long n, double* partial,
+                                unsigned int* done, double* out) {
     __shared__ bool last_block;
     double sum = 0.0;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
          i += (long long)gridDim.x * blockDim.x)
-        sum += (double)x[i] * w[i];
+        sum += TERM;
     sum = hg_block_sum(sum);
     if (threadIdx.x == 0) {
         partial[blockIdx.x] = sum;
@@ -85,11 +86,25 @@ extern "C" __global__ void hg_weighted_total(const VALUE* x, const double* w, lo
         total += __ldcg(&partial[k]);
     total = hg_block_sum(total);
     if (threadIdx.x == 0) {
-        *scale = 1.0 / total;
+        *out = RESULT;
         *done = 0u;
     }
 }
+"""
 
+
+def _block_order_sum(name, parameters, term, result):
+    """The source of kernel ``name`` of :data:`_BLOCK_ORDER_SUM`."""
+    source = _BLOCK_ORDER_SUM
+    for key, value in (("NAME", name), ("PARAMETERS", parameters), ("TERM", term),
+                       ("RESULT", result)):
+        source = source.replace(key, value)
+    return source
+
+
+_NORMALIZE = BLOCK_SUM + _block_order_sum(
+    "hg_weighted_total", "const VALUE* x, const double* w", "(double)x[i] * w[i]",
+    "1.0 / total") + r"""
 extern "C" __global__ void hg_scale(VALUE* x, long long n, const double* scale) {
     const double s = *scale;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
@@ -97,6 +112,10 @@ extern "C" __global__ void hg_scale(VALUE* x, long long n, const double* scale) 
         x[i] = (VALUE)(x[i] * s);
 }
 """
+
+_CHANGE = BLOCK_SUM + _block_order_sum(
+    "hg_weighted_change", "const VALUE* x, const VALUE* y, const double* w",
+    "fabs((double)x[i] - (double)y[i]) * w[i]", "total")
 
 _SUM_LOCK = threading.Lock()
 
@@ -149,11 +168,57 @@ def normalize(values, weights):
     cupy.cuda.runtime.memsetAsync(done, 0, 8, stream)
     total, scale = _normalize_launches(c_type(values.dtype), cupy.cuda.runtime.getDevice())
     with _SUM_LOCK:  # (packed launches shared by the runs of other threads)
-        total.update(x=values, w=weights, n=n, partial=scratch, scale=scratch[blocks:])
+        total.update(x=values, w=weights, n=n, partial=scratch, out=scratch[blocks:])
         total.holders("done")[0].value = done
         total(blocks, 256, 0, stream)
         scale.update(x=values, n=n, scale=scratch[blocks:])
         scale(blocks, 256, 0, stream)
+
+
+class WeightedChange:
+    """sum |x - y| * w in float64 over CuPy arrays of one size, queued without waiting
+    (a convergence test made on the device beside the iterations): each
+    :meth:`queue` writes the sum to a device word and copies it to page-locked host
+    memory, read by :meth:`read` once the stream has run it. ``weights``: float64, on
+    the current device; ``slots``: the sums that may be in flight at once."""
+
+    def __init__(self, weights, dtype, slots):
+        import cupy
+
+        from .device import pinned_empty
+
+        self.weights, n = weights, len(weights)
+        self.blocks = int(min(1024, max(1, -(-n // 256))))
+        # (the blocks' sums, then the blocks done: zeroed here, then by each last block)
+        self._scratch = cupy.zeros(self.blocks + 1, cupy.float64)
+        self._sums = cupy.zeros(slots, cupy.float64)
+        self._host = pinned_empty(slots, np.float64)
+        self._launch = PackedLaunch(
+            _change_kernel(c_type(np.dtype(dtype)), cupy.cuda.runtime.getDevice()),
+            dict(x=None, y=None, w=weights, n=np.int64(n), partial=self._scratch,
+                 done=None, out=None))
+        self._launch.update(done=self._scratch.data.ptr + self.blocks * 8)
+        self._copy = cupy.cuda.runtime.memcpyAsync
+        self._to_host = cupy.cuda.runtime.memcpyDeviceToHost
+
+    def queue(self, slot, x, y, stream):
+        """Queue slot ``slot``'s sum of ``x`` against ``y`` on ``stream``."""
+        out = self._sums.data.ptr + slot * 8
+        self._launch.update(x=x, y=y, out=out)
+        self._launch(self.blocks, 256, 0, stream.ptr)
+        self._copy(self._host.ctypes.data + slot * 8, out, 8, self._to_host, stream.ptr)
+
+    def read(self, slot) -> float:
+        """Slot ``slot``'s last sum (its stream must have run it)."""
+        return float(self._host[slot])
+
+
+@functools.lru_cache(maxsize=None)
+def _change_kernel(value_type, device):
+    """``hg_weighted_change`` for ``value_type`` on ``device`` (the current one)."""
+    import cupy
+
+    return cupy.RawKernel(_CHANGE.replace("VALUE", value_type), "hg_weighted_change")
 
 
 @functools.lru_cache(maxsize=None)
@@ -165,7 +230,7 @@ def _normalize_launches(value_type, device):
     module = cupy.RawModule(code=_NORMALIZE.replace("VALUE", value_type))
     total = PackedLaunch(module.get_function("hg_weighted_total"),
                          dict(x=None, w=None, n=np.int64(0), partial=None, done=None,
-                              scale=None))
+                              out=None))
     scale = PackedLaunch(module.get_function("hg_scale"),
                          dict(x=None, n=np.int64(0), scale=None))
     return total, scale
