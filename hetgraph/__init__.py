@@ -17,7 +17,7 @@ _LAZY = {
     **dict.fromkeys(("HetGraphError", "InputFormatError", "UnsupportedFormatError",
                      "GraphError", "StoreError", "ChecksumError", "StoreVersionError",
                      "OutOfCoreError", "CheckpointError", "MissingDependencyError",
-                     "ResourceLimitError"),
+                     "ResourceLimitError", "RegistrationError"),
                     ".errors"),
     **dict.fromkeys(("generate", "PageStore", "read", "from_arrays", "from_pandas",
                      "from_scipy", "from_networkx", "open_store", "convert"), ".io"),

@@ -31,8 +31,8 @@ def _describe(graph, page_bytes):
 
 
 def _demo(page_bytes, top=5):
-    """The bundled wiki-vote graph: layout, then PageRank and BFS hops from its top
-    vertex, with original labels."""
+    """The bundled wiki-vote graph: layout, then PageRank and shortest paths (SSSP)
+    from its top vertex, with original labels."""
     from . import datasets
     from .algorithms import pagerank, sssp
 

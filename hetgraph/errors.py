@@ -33,6 +33,10 @@ class GraphError(HetGraphError, ValueError):
     """A graph or an argument about it is invalid (bad vertex, option, dtype)."""
 
 
+class RegistrationError(HetGraphError, ValueError):
+    """An algorithm name or a file extension is registered a second time."""
+
+
 class StoreError(HetGraphError, OSError):
     """The on-disk page store is missing, damaged or cannot be written."""
 

@@ -17,6 +17,8 @@ import inspect
 from dataclasses import dataclass
 from typing import Callable
 
+from .errors import RegistrationError
+
 ALGORITHMS: dict = {}  # CLI name -> Algorithm, in registration order
 READERS: dict = {}     # format name -> Reader
 EXTENSIONS: dict = {}  # file extension (".mtx") -> format name
@@ -66,8 +68,9 @@ def algorithm(name, *, program=None, needs_source=False, cli=True, smallest_firs
     """
     def register(function):
         if name in ALGORITHMS and ALGORITHMS[name].function is not function:
-            raise ValueError(f"algorithm {name!r} is already registered by "
-                             f"{ALGORITHMS[name].function.__module__}")
+            raise RegistrationError(f"algorithm {name!r} is already registered by "
+                                    f"{ALGORITHMS[name].function.__module__}; register "
+                                    f"yours under another name")
         ALGORITHMS[name] = Algorithm(name, function, program, needs_source, cli,
                                      smallest_first, tuple(networkx))
         return function
@@ -108,8 +111,9 @@ def reader(name, *extensions, **preset):
     def register(function):
         for ext in extensions:
             if EXTENSIONS.get(ext, name) != name:
-                raise ValueError(f"extension {ext!r} is already the format "
-                                 f"{EXTENSIONS[ext]!r}")
+                raise RegistrationError(f"extension {ext!r} is already the format "
+                                        f"{EXTENSIONS[ext]!r}; give your reader another "
+                                        f"extension, or pass format= to hg.read")
         READERS[name] = Reader(name, function, tuple(extensions), tuple(preset.items()))
         EXTENSIONS.update({ext: name for ext in extensions})
         return function

@@ -69,7 +69,7 @@ def test_a_registered_algorithm_runs_from_the_cli(scratch_registry, tmp_path, ca
     assert main(["run", "toy-rank", str(tmp_path / "g.txt"), "--iterations", "3",
                  "--quiet"]) == 0
     assert capsys.readouterr().out.startswith("toy-rank: ")
-    with pytest.raises(ValueError, match="already registered"):
+    with pytest.raises(hg.RegistrationError, match="already registered"):
         registry.algorithm("toy-rank")(lambda graph: None)
 
 
@@ -130,7 +130,7 @@ def test_a_registered_reader_is_read_by_extension(scratch_registry, tmp_path):
     g = hg.read(tmp_path / "g.pairs", name="p")
     assert (g.num_edges, g.name) == (2, "p")
     assert hg.read(tmp_path / "g.pairs", format="pairs").num_edges == 2
-    with pytest.raises(ValueError, match="already the format"):
+    with pytest.raises(hg.RegistrationError, match="already the format"):
         registry.reader("other", ".pairs")(read_pairs)
     with pytest.raises(hg.UnsupportedFormatError):
         hg.read(tmp_path / "g.pairs", format="nope")

@@ -13,6 +13,10 @@ compiled once per program and kept for the process; the program-independent help
 :mod:`.frontier` are cached on disk. The passes share :mod:`.vertexops` (the program's
 functions and the per-vertex operations they inline), :mod:`.structs` (the NamedTuples
 they take as arguments) and :mod:`.clock` (a clock compiled code can read).
+Beside them: :mod:`.threads` (helper threads claiming a pass's parts),
+:mod:`.direct` (whole algorithms in one compiled call, for small graphs),
+:mod:`.components` (connected components by Afforest) and :mod:`.diskcache` (the
+compiled passes kept on disk).
 """
 
 from ...program import ProgramError

@@ -14,8 +14,11 @@ them is :class:`hetgraph.engines.gpu.GpuEngine`. Import from the module itself:
 - :mod:`.replay`: a fixed sequence of launches and copies replayed as one CUDA graph
   (``GraphReplay``).
 - :mod:`.swept`: a colored run's constant summed again after each color (``SweptSums``).
-- :mod:`.reduce`: small device reductions (a hook's ``indexed_sum``, the frontier's
-  count).
+- :mod:`.reduce`: small device reductions (a hook's ``indexed_sum``, ``normalize``, a
+  convergence test's ``WeightedChange``, the frontier's count).
+- :mod:`.tocab`: GraphCage's cache blocking of the pull (TOCAB): source ranges sized
+  from the L2, segments, per-range partial sums merged per shard.
+- :mod:`.components`: connected components on one GPU (ECL-CC style union-find).
 - :mod:`.subgraph`: the active subgraph of a streamed iteration, on the host (Subway):
   active list, offsets, chunks, gather, bytes.
 - :mod:`.spans`: an iteration's copies in and active-subgraph generation, timed by
