@@ -486,6 +486,38 @@ def test_colored_history_and_description():
     assert description["passes_per_iteration"] == 2  # a grid has two colors
 
 
+def test_a_colored_pagerank_iteration_keeps_the_values_it_started_from():
+    """A colored CPU engine asked to keep the values before a PageRank iteration (a
+    convergence test then copies nothing) holds exactly them after it, in one array
+    kept from iteration to iteration; a sparse sweep (BFS) keeps none."""
+    from hetgraph.algorithms.bfs import BreadthFirst
+    from hetgraph.algorithms.pagerank import PageRank
+    from hetgraph.engines.cpu import CpuEngine
+    from hetgraph.program import ProgramSpec
+    from hetgraph.scheduler.state import VertexState
+
+    g = hg.datasets.load("wiki-vote").reorder("color")
+    spec = ProgramSpec(PageRank(rescale=True))
+    values, flags, aux = spec.initial_state(g, np)
+    engine = CpuEngine(spec, g, VertexState(values, flags, sync=False), aux, threads=1,
+                       coloring=hc.coloring_of(g))
+    kept = None
+    for _ in range(3):
+        constant = spec.program.iteration_constant(g, engine.values)
+        assert engine.keeps_previous(engine.frontier())
+        before = engine.values.copy()
+        engine.iterate(constant, engine.frontier())
+        np.testing.assert_array_equal(engine.previous, before)
+        assert not np.array_equal(engine.values, before)
+        assert kept is None or engine.previous is kept
+        kept = engine.previous
+    spec = ProgramSpec(BreadthFirst(0))
+    values, flags, _ = spec.initial_state(g, np)
+    engine = CpuEngine(spec, g, VertexState(values, flags, sync=False),
+                       np.zeros(1, np.float32), threads=1, coloring=hc.coloring_of(g))
+    assert not engine.keeps_previous(engine.frontier())
+
+
 def test_colored_cpu_engine_describes_its_coloring():
     from hetgraph.algorithms.bfs import BreadthFirst
     from hetgraph.engines.cpu import CpuEngine

@@ -160,12 +160,23 @@ class CpuEngine(Engine):
 
     def keeps_previous(self, frontier):
         """See :meth:`Engine.keeps_previous`: a sync pull of :meth:`iterate` (it swaps
-        the state's arrays; a subclass that iterates its own way keeps nothing)."""
-        return type(self).iterate is CpuEngine.iterate and self.state.sync and \
-            self.mode(frontier[1]) == "pull"
+        the state's arrays), or a colored iteration that computes every vertex (asked
+        before it, it then copies the values it starts from into an array it keeps: no
+        new array an iteration); a subclass that iterates its own way keeps nothing."""
+        if type(self).iterate is not CpuEngine.iterate:
+            return False
+        if self.sweep is not None:
+            self._keep = not self.sweep.sparse
+            return self._keep
+        return self.state.sync and self.mode(frontier[1]) == "pull"
+
+    _previous = None  # (a colored iteration's kept copy, made by the first)
+    _keep = False  # (whether the next colored iteration keeps the values it starts from)
 
     @property
     def previous(self):
+        if self.sweep is not None:
+            return self._previous
         return self.state.new_values  # (after a sync pull's swap: the values before it)
 
     def reset_frontier(self, counted=None):
@@ -284,6 +295,12 @@ class CpuEngine(Engine):
     def _colored(self, constant):
         """A colored iteration (:class:`ColorSweep`); returns :meth:`iterate`'s result."""
         self._frontier = None
+        if self._keep:
+            values, kept = self.state.values, self._previous
+            if kept is None or kept.shape != values.shape or kept.dtype != values.dtype:
+                kept = self._previous = np.empty_like(values)
+            np.copyto(kept, values)
+            self._keep = False
         choice = self.together
         apart = choice is None or choice.way()
         start = time.perf_counter()

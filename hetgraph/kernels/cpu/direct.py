@@ -506,20 +506,30 @@ def lane_change(values, previous, weights):
     return _lane_sums(values, previous, weights, _NO_IDS, 0, weights.shape[0], CHANGE)[1]
 
 
+@numba.njit(nogil=True, inline="always")
+def _unfed(zeros, cuts, s, x, scale, constant):
+    """x of segment ``s``'s vertices without in-edges, zeros[cuts[s]:cuts[s + 1]], as
+    their pull would give it (:func:`_apply` of an empty sum)."""
+    for i in range(cuts[s], cuts[s + 1]):
+        _apply(_index(zeros[i]), 0.0, x, None, x, None, scale, constant)
+
+
 @numba.njit(nogil=True)
-def colored_pagerank(order, starts, sources, factors, groups, edges, scale, rank_of,
-                     swept, rescale, bound, max_iterations, out, rows):
+def colored_pagerank(order, starts, sources, factors, groups, zeros, zero_cuts, edges,
+                     scale, rank_of, swept, rescale, bound, max_iterations, out, rows):
     """PageRank's colored run (``mode="colored"``, :mod:`hetgraph.engines.colored`) as
     the engine runs it, from uniform ranks, into ``out`` (the ranks): every iteration
     the values rescaled where ``rescale`` (:func:`rescaled_constant`'s; its rank total
     summed with the last iteration's change, its scaling with the copy of x the change
     reads), then a pass per color over the in-edges laid out by
     :func:`segment_lanes`, one segment a color in sweep order (``groups``: each one's
-    first group): the first (the hybrid partition, the last color) reads the values
-    before it and writes a second array, copied into x once it is done (Jacobi), the
-    others (the colors from the last to the first) write x in place, each seeing those
-    before it (Gauss-Seidel by color); x'[v] = (constant + sum_{u -> v} x[u] * w_uv) *
-    scale[v], the constant :func:`swept_begin`'s, then :func:`swept_pass`'s after each
+    first group), each color's vertices without in-edges apart (``zeros``, segment s's
+    at zero_cuts[s] .. zero_cuts[s + 1] - 1: x'[v] = (constant + 0) * scale[v], after
+    the color's pull): the first (the hybrid partition, the last color) reads the
+    values before it and writes a second array, copied into x once it is done
+    (Jacobi), the others (the colors from the last to the first) write x in place,
+    each seeing those before it (Gauss-Seidel by color); x'[v] = (constant +
+    sum_{u -> v} x[u] * w_uv) * scale[v], the constant :func:`swept_begin`'s, then :func:`swept_pass`'s after each
     pass (``swept``: the dangling vertices by color, as there); until
     :func:`lane_change` of x, weighted by ``rank_of``, is below ``bound`` (N * tol;
     negative: never) or ``max_iterations``; the ranks x / scale. The engine's values,
@@ -549,10 +559,12 @@ def colored_pagerank(order, starts, sources, factors, groups, edges, scale, rank
             v = order[p]
             if v < n:
                 x[v] = scratch[v]
+        _unfed(zeros, zero_cuts, 0, x, scale, constant)
         constant = swept_pass(x, swept, count - 1, constant)
         for s in range(1, count):  # (segment s: color count - 1 - s)
             _pull(order, starts, sources, factors, groups[s], groups[s + 1], x, None, x,
                   None, scale, constant)
+            _unfed(zeros, zero_cuts, s, x, scale, constant)
             constant = swept_pass(x, swept, count - 1 - s, constant)
         sums = _lane_sums(x, previous, rank_of, _NO_IDS, 0, n, BOTH)
         now = nanoseconds(clock)
