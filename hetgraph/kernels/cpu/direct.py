@@ -529,8 +529,9 @@ def colored_pagerank(order, starts, sources, factors, groups, zeros, zero_cuts, 
     values before it and writes a second array, copied into x once it is done
     (Jacobi), the others (the colors from the last to the first) write x in place,
     each seeing those before it (Gauss-Seidel by color); x'[v] = (constant +
-    sum_{u -> v} x[u] * w_uv) * scale[v], the constant :func:`swept_begin`'s, then :func:`swept_pass`'s after each
-    pass (``swept``: the dangling vertices by color, as there); until
+    sum_{u -> v} x[u] * w_uv) * scale[v], the constant :func:`swept_begin`'s, then
+    :func:`swept_pass`'s after each pass (``swept``: the dangling vertices by color,
+    as there); until
     :func:`lane_change` of x, weighted by ``rank_of``, is below ``bound`` (N * tol;
     negative: never) or ``max_iterations``; the ranks x / scale. The engine's values,
     bit for bit, wherever each of its passes runs in one range (the arithmetic of a
