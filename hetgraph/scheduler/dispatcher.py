@@ -254,9 +254,9 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
     options = dict(threads=threads, partitions=partitions, cpu_mode=cpu_mode,
                    rho=float(rho), page_bytes=page_bytes, gpu=dict(gpu or {}),
                    host_budget=host_budget, coloring=coloring)
-    repeat = None if checkpoint is not None or resume or not in_memory or \
-        show_progress(progress) else _repeat(cluster, spec, graph, devices, mode,
-                                             max_iterations, options)
+    # (progress None: a kept call's run ended in one time slice, before a bar is drawn)
+    repeat = None if checkpoint is not None or resume or not in_memory or progress else \
+        _repeat(cluster, spec, graph, devices, mode, max_iterations, options)
     if repeat is not None and repeat.entry is not None:
         result = _repeated(repeat, program, devices, mode, max_iterations, options)
         if result is not None:
