@@ -167,9 +167,9 @@ class Repeat:
                 gone.append(kept.entries.pop(0))
             watch = self.graph.token not in kept.watched
             kept.watched.add(self.graph.token)
-        if watch:
+        if watch:  # (not at exit: the workers go with the cluster)
             weakref.finalize(self.graph, _graph_gone, weakref.ref(self.cluster),
-                             self.graph.token)
+                             self.graph.token).atexit = False
         _unpark(self.cluster, gone)
 
 
@@ -195,6 +195,7 @@ def _graph_gone(cluster_ref, token):
 
 
 def _unpark(cluster, entries):
-    """Let the contexts of ``entries`` go on their workers (not waited for)."""
-    if entries:
+    """Let the contexts of ``entries`` go on the workers of ``cluster`` while it runs
+    (not waited for)."""
+    if entries and cluster.running():
         cluster.run_soon(spread.unpark, *[e.token for e in entries])

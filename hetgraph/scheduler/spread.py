@@ -265,8 +265,8 @@ def cpu_alone(run, state, version, first, last, frontier, back=None, seconds=Non
     reaches ``last`` or converges; the worker then drops the run's contexts itself
     (``Report.dropped``), which spares the client a message to every worker at the
     run's end. ``park``: a token under which the worker keeps the run's context
-    instead, for the call's repeats (:func:`park`; ``Report.parked`` says whether it
-    did)."""
+    instead, for the call's repeats (:func:`park_after_answer`; ``Report.parked``
+    says whether it did)."""
     with numba_threads(run.threads):
         own = _own_state(run, tasks.cpu_context_of(run.run_id), state, version,
                          backup=False)  # (the client holds the one it began from)
@@ -343,7 +343,8 @@ def _put_parked(token, parked):
 
 def unpark(*tokens):
     """Let the contexts parked under ``tokens`` go (their calls' keys are gone on the
-    client); one in use by a call goes at its end, by the oldest first."""
+    client); one a call is using (taken out meanwhile) is filed again after it, and
+    goes as the oldest beyond ``tuning.REPEATS_KEPT``."""
     with _PARKED_LOCK:
         gone = [_PARKED.pop(token) for token in tokens if token in _PARKED]
     for parked in gone:
