@@ -272,3 +272,24 @@ def test_a_repeat_that_fails_fails_as_the_whole_call_does(cluster, drivers):
     finally:
         cluster.client.run(_fail, False)
     np.testing.assert_array_equal(call().values, _levels(graph, 0))
+
+
+def test_a_repeat_posts_its_runs_events_as_a_whole_call_does(cluster, drivers):
+    """The dashboard sees a repeat as a run of its own: its start, its history rows and
+    its end, under a run id of its own."""
+    from hetgraph import events
+
+    graph = _graph(10)
+    results = [_bfs(graph, cluster, 0) for _ in range(2)]
+    assert len(drivers) == 1
+    got = [m for _, m in cluster.client.get_events(events.TOPIC)]
+    runs = [m["run"] for m in got if m["event"] == "start"][-2:]
+    assert len(set(runs)) == 2
+    for run, result in zip(runs, results):
+        mine = [m for m in got if m["run"] == run]
+        assert mine[0]["event"] == "start" and mine[-1]["event"] == "end"
+        assert mine[0]["program"] == "BreadthFirst" and mine[0]["kinds"] == {"cpu": 1}
+        assert mine[-1]["iterations"] == result.iterations and mine[-1]["converged"]
+        rows = [r for m in mine if m["event"] == "iterations" for r in events.message_rows(m)]
+        assert [r["iteration"] for r in rows] == result.history["iteration"].tolist()
+        assert [r["seconds"] for r in rows] == result.history["seconds"].tolist()
