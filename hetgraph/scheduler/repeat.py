@@ -14,8 +14,9 @@ the dispatcher does.
 
 The key: the graph (its token), the program's strict initial key (its class, functions
 and parameters: :meth:`.ProgramSpec.initial_key`; an array kept apart by identity, and
-by its contents against a copy taken with the key), its aux (made again each call, by
-its contents), the devices, mode, iteration limit and options, the tuning constants
+by its contents against a copy taken with the key), its aux (made again each call: by
+identity where it is one of the program's arrays derived from the graph, which nothing
+writes, else by its contents), the devices, mode, iteration limit and options, the tuning constants
 that place the run, and the cluster's workers (as they were after the kept call). Where the worker lacks the token (it
 restarted, or let the context go), has left, or the repeat failed, the key is dropped
 and the call runs the whole way (its errors as ever); a key another thread's call is
@@ -46,13 +47,15 @@ _PLACING = ("SPREAD_SEGMENTS", "SPREAD_ARCS", "OWNERS_PER_HOST", "ANSWER_STATE_B
 @dataclasses.dataclass(eq=False)
 class _Entry:
     """A kept call: its ``key``, (array, copy) of the program's arrays kept apart (by
-    identity in the key), a copy of its aux (None: none), the cluster's ``workers``
-    after it, the worker ``address`` and ``token`` its context is parked under, and
-    ``busy``, held by the call repeating it."""
+    identity in the key), its aux (None: none; itself where ``fixed``, one of the
+    program's arrays derived from the graph, which nothing writes; else a copy), the
+    cluster's ``workers`` after it, the worker ``address`` and ``token`` its context is
+    parked under, and ``busy``, held by the call repeating it."""
 
     key: tuple
     copies: list
     aux: object
+    fixed: bool
     workers: tuple
     address: str
     token: str
@@ -62,8 +65,9 @@ class _Entry:
         """Whether a call of ``key`` and ``aux`` on a cluster of ``workers`` repeats this
         one: equal keys and workers, and every array the key holds by identity as it
         was (contents), the aux too."""
-        return self.key == key and self.workers == workers and _equal(self.aux, aux) \
-            and all(_equal(array, copy) for array, copy in self.copies)
+        return self.key == key and self.workers == workers and (
+            aux is self.aux if self.fixed else _equal(self.aux, aux)) and all(
+            _equal(array, copy) for array, copy in self.copies)
 
 
 @dataclasses.dataclass
@@ -157,8 +161,9 @@ class Repeat:
         under :attr:`token`. An older call of the same key, and the oldest beyond
         ``tuning.REPEATS_KEPT``, are let go, their contexts too."""
         copies = [(array, array.copy()) for array in _apart(vars(self.spec.program))]
-        entry = _Entry(self.key, copies, None if self.aux is None else self.aux.copy(),
-                       _workers(self.cluster), address, self.token)
+        fixed = any(self.aux is a for a in self.spec.derived_arrays(self.graph))
+        entry = _Entry(self.key, copies, self.aux if fixed or self.aux is None else
+                       self.aux.copy(), fixed, _workers(self.cluster), address, self.token)
         with _LOCK:
             kept = _KEPT.setdefault(self.cluster, _Kept())
             gone = [e for e in kept.entries if e.key == self.key]
