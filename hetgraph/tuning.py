@@ -277,6 +277,8 @@ BACK_FILES_KEPT = 4  # files a client keeps in SHARED_MEMORY_DIR for states hand
 # not a new file a call
 ANSWER_STATE_BYTES = 1 << 18  # a state (values and flags) of at most this many bytes
 # comes back from a worker of the client's host in the call's answer, not a file
+REPEATS_KEPT = 4  # repeated calls whose worker contexts a cluster's client, and a worker
+# process, keeps (hetgraph.scheduler.repeat; the oldest let go): each holds a small state
 BACK_FILES_LENT = 2  # such files of one size a client lends to results at once (their
 # values not copied out, the file kept by the result): beyond, the values are copied
 PEER_CHECK_SECONDS = 0.5  # seconds a worker waits for a peer's part before it asks

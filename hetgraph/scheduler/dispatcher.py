@@ -52,6 +52,7 @@ from .checkpoint import Checkpointer, graph_blind_digest, graph_fingerprint, \
 from .costmodel import CPU_MODES, CostModel, frontier_growth
 from .placement import PageQueue
 from .progress import ProgressBar, RunEvents, SchedulerLog, show_progress
+from .repeat import Repeat
 from .spread import Spread
 from .state import VertexState
 
@@ -253,6 +254,13 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
     options = dict(threads=threads, partitions=partitions, cpu_mode=cpu_mode,
                    rho=float(rho), page_bytes=page_bytes, gpu=dict(gpu or {}),
                    host_budget=host_budget, coloring=coloring)
+    # (progress None: a kept call's run ended in one time slice, before a bar is drawn)
+    repeat = None if checkpoint is not None or resume or not in_memory or progress else \
+        _repeat(cluster, spec, graph, devices, mode, max_iterations, options)
+    if repeat is not None and repeat.entry is not None:
+        result = _repeated(repeat, program, devices, mode, max_iterations, options)
+        if result is not None:
+            return result
     key, placed = _placed_ahead(cluster, devices, spec, graph, mode == "sync", options,
                                 max_iterations) if checkpoint is None else (None, devices)
     xp, device = _state_module(cluster, placed, spec, checkpoint, graph)
@@ -283,18 +291,23 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
         with cluster_for(cluster) as active_cluster:
             driver = _Driver(active_cluster, spec, graph, state, aux, devices, options,
                              fresh=not history, made_there=made_there,
-                             limit=max_iterations, key=key)
+                             limit=max_iterations, key=key,
+                             park=None if repeat is None else repeat.token)
             bar = ProgressBar(spec.name, max_iterations) if show_progress(progress) else None
             try:
                 history, converged = driver.run(max_iterations, history, checkpointer,
                                                 bar=bar)
             finally:
                 driver.close()
+        if repeat is not None and driver.parked is not None:
+            repeat.keep(driver.parked)
         compile_seconds = driver.compile_seconds
         round_trips = driver.round_trips + (
             0.0 if driver._spread is None else driver._spread.round_trips)
         finalized = driver._spread is not None and driver._spread.finalized
-    values = state.values if finalized else _finalize(program, graph, state, xp, device)
+    values = state.values if finalized else _finalize(
+        program, graph, state.values, *((np, contextlib.nullcontext()) if state.on_host
+                                        else (xp, device)))
     # (the result's alone: the run's objects, in reference cycles, may outlive it, and
     # values over a file lent to the result would keep the file, see hostshare.lend)
     state.values = state.new_values = None
@@ -303,14 +316,66 @@ def run(program, graph, *, cluster=None, devices="auto", mode="sync", max_iterat
                   compile_seconds=compile_seconds, round_trip_seconds=round_trips)
 
 
-def _finalize(program, graph, state, xp, device):
-    """The program's finalized values of ``state`` (made with the array module ``xp``
-    in the context ``device``) as a host array."""
-    if state.on_host:  # (a state kept on the GPU that came to the host)
-        xp, device = np, contextlib.nullcontext()
+def _finalize(program, graph, values, xp=np, device=contextlib.nullcontext()):
+    """The program's finalized ``values`` (an array of the array module ``xp``, on the
+    device that ``device`` makes current) as a host array."""
     with device:
-        return to_host(program.finalize(graph, state.values, **(
-            {} if xp is np else {"xp": xp})))
+        return to_host(program.finalize(graph, values, **({} if xp is np else {"xp": xp})))
+
+
+def _repeat(cluster, spec, graph, devices, mode, max_iterations, options):
+    """The :class:`.repeat.Repeat` of a run that may repeat a kept call or leave one:
+    a run on worker processes of the CPU alone that hold its state
+    (:func:`_holds_state`: made there from the program's initial one, whose ``init``
+    has no side effects), small enough to come back in a call's answer
+    (``tuning.ANSWER_STATE_BYTES``); None for any other."""
+    if max_iterations < 1 or not spec.init_apart or graph.num_vertices * (
+            spec.dtype.itemsize + 1) > tuning.ANSWER_STATE_BYTES:
+        return None
+    with cluster_for(cluster) as active:
+        if active.in_process:
+            return None
+        kinds = _kinds(active, devices, False, graph.num_arcs <= tuning.SMALL_ARCS)
+        if "gpu" in kinds or not _holds_state(active, kinds, False):
+            return None
+        return Repeat.of(active, spec, graph, kinds, (
+            devices, mode, int(max_iterations), options["threads"], options["partitions"],
+            options["cpu_mode"], options["rho"], options["page_bytes"],
+            tuple(sorted(options["gpu"].items())), options["host_budget"]))
+
+
+def _repeated(repeat, program, devices, mode, max_iterations, options):
+    """The Result of a call that repeats the kept one of ``repeat`` on its worker (see
+    :mod:`.repeat`), its events posted as the driver posts a run's; None where the
+    kept call could not be repeated (the call then runs the whole way)."""
+    answer = repeat.answer()
+    if answer is None:
+        return None
+    report, wall = answer
+    rows, spec, graph = report.rows, repeat.spec, repeat.graph
+    converged = report.status == "converged" or (
+        bool(rows) and rows[-1][COLUMN["activated"]] == 0)
+    events = _run_events(repeat.cluster.client, os.urandom(4).hex(), spec, graph, devices,
+                         repeat.kinds, max_iterations, 1, options["coloring"])
+    events.rows(rows)
+    events.end(len(rows), converged)
+    events.post.flush()  # (the scheduler outlives this process: it must see the end)
+    values = report.out[2][0]
+    return Result(graph, _finalize(program, graph, values), program=spec.name,
+                  iterations=len(rows), converged=converged, history=rows, mode=mode,
+                  compile_seconds=report.build_seconds,
+                  round_trip_seconds=max(wall - report.build_seconds -
+                                         sum(row[SECONDS] for row in rows), 0.0))
+
+
+def _run_events(client, run_id, spec, graph, devices, kinds, max_iterations, first,
+                coloring):
+    """The :class:`RunEvents` of a run (its start posted) to ``client``'s scheduler."""
+    return RunEvents(SchedulerLog.of(client), run_id, program=spec.name,
+                     vertices=int(graph.num_vertices), arcs=int(graph.num_arcs),
+                     devices=devices, kinds=dict(kinds), max_iterations=int(max_iterations),
+                     first=first, **({} if coloring is None else
+                                     {"coloring": coloring.describe()}))
 
 
 def _color_cuts(coloring):
@@ -512,7 +577,10 @@ class _Driver:
     initial one (not a resumed run's); ``made_there``: ``state`` holds nothing yet, the
     workers that hold the run's state make the initial one (:func:`_held_on_workers`);
     ``limit``: the run's ``max_iterations`` (None: unknown, nothing settled for it);
-    ``key``: the calibration key :func:`_placed_ahead` took (None: the driver takes it).
+    ``key``: the calibration key :func:`_placed_ahead` took (None: the driver takes it);
+    ``park``: the token under which the worker of a run that ends in one segment on one
+    CPU worker process keeps its context for the call's repeats (:mod:`.repeat`; the
+    worker's address then in :attr:`parked`).
 
     A run placed by the cost model ("auto") whose kept calibration says that the last
     call like it ran on one device alone (:class:`_Settled`) runs there alone: no
@@ -520,7 +588,7 @@ class _Driver:
     iterations' time then keeps or drops that answer for the next call (:meth:`_settle`)."""
 
     def __init__(self, cluster, spec, graph, state, aux, devices, options, fresh=True,
-                 made_there=False, limit=None, key=None):
+                 made_there=False, limit=None, key=None, park=None):
         self.client = cluster.client
         self.shared = cluster.in_process
         self.spec, self.graph, self.state = spec, graph, state
@@ -566,6 +634,7 @@ class _Driver:
                               self._reshared, kind=next(iter(self.kinds)), pages=pages) \
             if _holds_state(cluster, self.kinds, out_of_core) else None
         self._made_there = made_there and self._spread is not None
+        self._park = park
         if made_there and not self._made_there:  # (the cluster changed meanwhile)
             state.values[:], state.flags[:] = spec.initial_state(graph)[:2]
         self.page_edges = partition.page_arcs if partition is not None else \
@@ -948,11 +1017,9 @@ class _Driver:
         every iteration it says is due, and at the end; ``bar``: a ProgressBar updated
         as iterations finish (as is the scheduler's event log)."""
         history = list(history)
-        self.events = RunEvents(SchedulerLog.of(self.client), self.run_id,
-                                program=self.spec.name, vertices=int(self.graph.num_vertices),
-                                arcs=int(self.graph.num_arcs), devices=self.devices,
-                                kinds=dict(self.kinds), max_iterations=int(max_iterations),
-                                first=len(history) + 1, **self._coloring_fields())
+        self.events = _run_events(self.client, self.run_id, self.spec, self.graph,
+                                  self.devices, self.kinds, max_iterations,
+                                  len(history) + 1, self.runspec.coloring)
         self.bar = bar
         converged, error = False, None
         try:
@@ -973,12 +1040,6 @@ class _Driver:
             checkpointer.save(len(history), self.state.values, self.state.flags, history,
                               converged=converged)
         return history, converged
-
-    def _coloring_fields(self):
-        """A colored run's start-event field: its coloring (colors, sizes, share,
-        passes per iteration), for the dashboard."""
-        coloring = self.runspec.coloring
-        return {} if coloring is None else {"coloring": coloring.describe()}
 
     def _loop(self, max_iterations, history, checkpointer):
         iteration = len(history) + 1
@@ -1036,15 +1097,22 @@ class _Driver:
         last = max_iterations if checkpointer is None else \
             min(max_iterations, checkpointer.next_due(first))
         spread = self.kinds[placement] > 1 and self.runspec.coloring is None
+        result = last == max_iterations and checkpointer is None  # (nothing reads the
+        # state after the run's last segment but its result: its values alone)
         rows, status, self.frontier, built = self._spread.segment(
             self.run_ref, self.state, self.version, first, last,
             self.model if spread else None, frontier, final=last == max_iterations,
-            result=last == max_iterations and checkpointer is None)  # (nothing reads
-        # the state after the run's last segment but its result: its values alone)
+            result=result, park=self._park if result and self.version == 0 else None)
         self._made_there = False
         self.compile_seconds += built
         self.version += 1
         return rows, status == "converged"
+
+    @property
+    def parked(self):
+        """The address of the worker that keeps the run's context for the call's
+        repeats (see ``park``), else None."""
+        return None if self._spread is None else self._spread.parked
 
     def _host_state(self):
         """Bring the host state up to date where the workers of spread segments hold a

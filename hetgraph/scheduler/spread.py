@@ -256,7 +256,7 @@ def _ends(status, first, rows, last):
 
 @tasks.resolved
 def cpu_alone(run, state, version, first, last, frontier, back=None, seconds=None,
-              final=False):
+              final=False, park=None):
     """A CPU segment (:func:`tasks.cpu_segment`: any CPU mode) on the one worker of a
     run, from ``state`` as :func:`cpu_spread` takes it, without the cost model (one
     device kind: the CPU engine chooses its modes); the worker then holds the state
@@ -264,7 +264,9 @@ def cpu_alone(run, state, version, first, last, frontier, back=None, seconds=Non
     with it; ``back``: see :func:`_whole`). ``final``: the run ends when this segment
     reaches ``last`` or converges; the worker then drops the run's contexts itself
     (``Report.dropped``), which spares the client a message to every worker at the
-    run's end."""
+    run's end. ``park``: a token under which the worker keeps the run's context
+    instead, for the call's repeats (:func:`park_after_answer`; ``Report.parked``
+    says whether it did)."""
     with numba_threads(run.threads):
         own = _own_state(run, tasks.cpu_context_of(run.run_id), state, version,
                          backup=False)  # (the client holds the one it began from)
@@ -278,11 +280,117 @@ def cpu_alone(run, state, version, first, last, frontier, back=None, seconds=Non
     ends = _ends(status, first, rows, last)
     dropped = final and ends
     out = _whole(run, own, back, ends)
-    if dropped:  # (its arrays copied out, not sent in the report: spared)
+    # (a run from the initial state whose state came back in the answer)
+    parked = dropped and park is not None and isinstance(state, Initial) and \
+        isinstance(out, tuple) and park_after_answer(park, run, own, frontier, last)
+    if dropped and not parked:  # (its arrays copied out, not sent in the report: spared)
         _drop_after_answer(run, spare=None if isinstance(out, tuple) else own)
     return tasks.Report("cpu", [], rows=rows, status=status,
                         build_seconds=ctx.take_build_seconds(), frontier=after,
-                        out=out, dropped=dropped)
+                        out=out, dropped=dropped, parked=parked)
+
+
+@dataclasses.dataclass
+class _Parked:
+    """A run's CPU context kept for the repeats of its call (:func:`cpu_again`): the
+    ``run`` (its RunSpec), its context ``ctx``, the host ``state`` its engine is bound
+    to, the program's initial state (``made``, :class:`_Made`) and its frontier, the
+    run's last iteration ``last``."""
+
+    run: object
+    ctx: object
+    state: VertexState
+    made: _Made
+    frontier: tuple
+    last: int
+
+
+_PARKED = collections.OrderedDict()  # token -> _Parked, the newest last
+_PARKED_LOCK = threading.Lock()
+
+
+def park_after_answer(token, run, state, frontier, last):
+    """Keep ``run``'s CPU context, bound to its host ``state`` (the program's initial
+    state of frontier ``frontier`` when the run began), under ``token`` once the call's
+    answer is sent, for :func:`cpu_again` (``tuning.REPEATS_KEPT`` at most, the oldest
+    let go); returns whether it will: not where the run changed its program (its
+    initial key is not the one it was unpacked with)."""
+    key = tasks.initial_key(run)
+    if key is None or run.spec.initial_key(run.graph) != key:
+        return False
+    made = _made(run)
+    if made.key != key:
+        return False
+
+    def keep():
+        ctx = tasks.keep_cpu_context(run.run_id)
+        if ctx is not None:
+            _put_parked(token, _Parked(run, ctx, state, made, frontier, last))
+    callsocket.after_answer(keep)
+    return True
+
+
+def _put_parked(token, parked):
+    """File ``parked`` under ``token``, the newest; let the oldest go beyond
+    ``tuning.REPEATS_KEPT``."""
+    with _PARKED_LOCK:
+        _PARKED[token] = parked
+        gone = [_PARKED.popitem(last=False)[1]
+                for _ in range(max(len(_PARKED) - tuning.REPEATS_KEPT, 0))]
+    for old in gone:
+        tasks.release(old.ctx)
+
+
+def unpark(*tokens):
+    """Let the contexts parked under ``tokens`` go (their calls' keys are gone on the
+    client); one a call is using (taken out meanwhile) is filed again after it, and
+    goes as the oldest beyond ``tuning.REPEATS_KEPT``."""
+    with _PARKED_LOCK:
+        gone = [_PARKED.pop(token) for token in tokens if token in _PARKED]
+    for parked in gone:
+        tasks.release(parked.ctx)
+
+
+def cpu_again(token):
+    """The report of a repeat of the call whose run's context is parked under ``token``
+    (:func:`park_after_answer`), as :func:`cpu_alone` gave it for that run's one
+    segment: the program's initial state refilled, the engine bound to it again, the
+    iterations run to the same last one (every time slice, here), the state after
+    them in the report. :class:`.calls.Missing` where no context is parked under
+    ``token`` (this worker restarted, or let it go): the client runs the call the
+    whole way. A context whose call failed is let go."""
+    with _PARKED_LOCK:  # (taken while in use: a second call of it misses)
+        parked = _PARKED.pop(token, None)
+    if parked is None:
+        raise calls.Missing(f"repeat {token}")
+    run, ctx, state = parked.run, parked.ctx, parked.state
+    try:
+        with numba_threads(run.threads):
+            np.copyto(state.values, parked.made.values)
+            np.copyto(state.flags, parked.made.flags)
+            ctx.engine.bind(run.spec, run.graph, state, run.aux)
+            ctx.held = ctx.version = None
+            rows, status, after = _to_the_end(run, ctx, parked.frontier, parked.last)
+    except BaseException:
+        tasks.release(ctx)
+        raise
+    _put_parked(token, parked)
+    return tasks.Report("cpu", [], rows=rows, status=status,
+                        build_seconds=ctx.take_build_seconds(), frontier=after,
+                        out=_whole(run, state, None), dropped=True, parked=True)
+
+
+def _to_the_end(run, ctx, frontier, last):
+    """(rows, status, frontier after) of ``run``'s iterations on the engine of ``ctx``
+    from the first to ``last`` or convergence, time slice after time slice."""
+    rows, version = [], 0
+    while True:
+        more, status, frontier = tasks.cpu_iterations(
+            run, ctx, version, 1 + len(rows), last, None, False, False, frontier)
+        rows += more
+        if not more or _ends(status, 1 + len(rows) - len(more), more, last):
+            return rows, status, frontier
+        version += 1
 
 
 def _own_gpu_state(run, ctx, state, version, backup=False, count=False):
@@ -768,6 +876,8 @@ class Spread:
         self.shared_dir = tuning.SHARED_MEMORY_DIR if cluster.local else ""
         self.back = None
         self.lent = False  # whether the run's result is an array over self.back's file
+        self.parked = None  # the worker that keeps the run's context for its call's
+        # repeats (cpu_alone's park)
         self.finalized = False  # whether the client's values are the finalized result
         if not cluster.exchanging:  # (once a cluster)
             exchange.install(self.client)
@@ -813,7 +923,7 @@ class Spread:
                               f"{', '.join(self.lost) or 'none known'})")
 
     def segment(self, run_ref, state, version, first, last, model, frontier, final=False,
-                result=False):
+                result=False, park=None):
         """Run a spread segment from the state at ``version`` whose frontier is
         ``frontier``, whose owners ask the cost model ``model`` where the pull ends;
         returns (rows, status, frontier after, seconds the workers spent building their
@@ -824,10 +934,10 @@ class Spread:
         segment reaches ``last`` (or converges), and each owner drops the run's
         contexts with its report; ``result``: the client reads the state after it only
         as the run's result (no checkpoint: the values alone come back, see
-        :meth:`_ended`)."""
+        :meth:`_ended`); ``park``: see :meth:`alone`."""
         if model is None or len(self.owners(version)) < 2:
             return self.alone(run_ref, state, version, first, last, frontier, final,
-                              result)
+                              result, park)
         start, self.run_ref = time.perf_counter(), run_ref
         task = gpu_spread if self.kind == "gpu" else cpu_spread
         with self.cluster.spreading:
@@ -908,13 +1018,15 @@ class Spread:
         return [a for a in self.addresses if a in chosen]
 
     def alone(self, run_ref, state, version, first, last, frontier, final=False,
-              result=False):
+              result=False, park=None):
         """A segment on the run's one worker (:func:`cpu_alone`, :func:`gpu_alone`; one
         that holds the state at ``version`` when one does), which asks no cost model
         (none is sent); returns what :meth:`segment` returns.
         ``final``: the run ends when the segment reaches ``last`` (or converges), and
         the worker drops the run's contexts with its last report; ``result``: see
-        :meth:`segment`."""
+        :meth:`segment`; ``park``: the token under which a CPU worker keeps them
+        instead for the call's repeats, where it can (:func:`cpu_alone`; its address
+        then in :attr:`parked`)."""
         start, self.run_ref = time.perf_counter(), run_ref
         with self.cluster.spreading:
             for attempt in itertools.count():
@@ -924,7 +1036,7 @@ class Spread:
                     [(address, gpu_alone if self.kind == "gpu" else cpu_alone, (
                         self.run_ref, self._source(address, version, state), version,
                         first, last, frontier, self._back_for(state, result),
-                        None, final))],
+                        None, final) + ((park,) if park and self.kind == "cpu" else ()))],
                     f"hetgraph-{self.kind}-iterations-from-{first}-{{}}-{self.run_id}-"
                     f"try{attempt}")
                 if reports:
@@ -933,6 +1045,8 @@ class Spread:
         self.holds[address] = version + 1
         if reports[0].dropped:
             self.dropped.add(address)
+        if reports[0].parked:
+            self.parked = address
         return self._ended(reports, state, version, start)
 
     def ended_on_workers(self):

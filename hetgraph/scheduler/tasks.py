@@ -120,6 +120,8 @@ class Report:
     stored: object = None
     held: bool = True  # a spread segment's worker holds the state after it (.spread)
     dropped: bool = False  # the run's last segment dropped its contexts (.spread)
+    parked: bool = False  # its worker kept its CPU context for the call's repeats
+    # (.spread.park)
     speeds: tuple = ()  # a spread GPU segment's owners' pulls, edges a second (.spread)
 
     def wait_stored(self):
@@ -410,12 +412,31 @@ def drop_contexts(run_id, files=True):
         if run is not None:
             _plan_ended(run)
         for key in [k for k in _CONTEXTS if k[0] == run_id]:
-            ctx = _CONTEXTS.pop(key)
-            if ctx.idle is None or not ctx.engine.reusable:
-                ctx.engine.close()
-            else:  # (one idle engine a kind: a second, of runs at once, is dropped)
-                ctx.engine.unbind()
-                ctx.idle.setdefault(ctx.idle_key, ctx.engine)
+            release(_CONTEXTS.pop(key))
+
+
+def release(ctx):
+    """Close the engine of context ``ctx``, which no run uses any more, or give it back
+    to its graph's idle engines (a ``reusable`` engine over a graph in memory)."""
+    with _LOCK:
+        if ctx.idle is None or not ctx.engine.reusable:
+            ctx.engine.close()
+        else:  # (one idle engine a kind: a second, of runs at once, is dropped)
+            ctx.engine.unbind()
+            ctx.idle.setdefault(ctx.idle_key, ctx.engine)
+
+
+def keep_cpu_context(run_id):
+    """Take the CPU context of run ``run_id`` out of this process's contexts, its engine
+    still bound to the run's state, for the run's repeats (:func:`.spread.park`); the
+    run's other contexts and its unpacked RunSpec dropped as :func:`drop_contexts` drops
+    them, but the RunSpec not kept as a plan (its program stays the parked run's)."""
+    with _LOCK:
+        ctx = _CONTEXTS.pop((run_id, "cpu", 0), None)
+        _UNPACKED.pop(run_id, None)
+        _PLANNED.pop(run_id, None)
+    drop_contexts(run_id)
+    return ctx
 
 
 def cpu_context_of(run_id):

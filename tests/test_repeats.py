@@ -1,0 +1,295 @@
+"""A warm call repeated on a CPU worker process (issue 51, :mod:`hetgraph.scheduler.repeat`):
+its worker keeps the first call's run context and a repeat sends a token alone. Each
+answer is checked against SciPy, each repeat counted (the drivers this process makes,
+the contexts the worker keeps), and whatever may make a kept context stale gives the
+right answer: a changed parameter, an array changed in place, another graph, a killed
+and restarted worker, another cluster, two threads at once, a failing call. No test
+here times anything."""
+
+import concurrent.futures
+import gc
+import os
+import signal
+import sys
+import time
+
+import cloudpickle
+import numpy as np
+import pytest
+from scipy.sparse import csgraph
+
+import hetgraph as hg
+from hetgraph import tuning
+from hetgraph.algorithms.bfs import BreadthFirst
+from hetgraph.scheduler import dispatcher
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+# the worker processes run this module's programs and functions: send them by value
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+CALL_SECONDS = 300  # a call that has not returned by then hangs: the test fails
+FAIL = "HETGRAPH_TEST_REPEAT_FAILS"  # set in a worker's environment: Failing fails there
+
+
+def _graph(seed, vertices=3000):
+    return hg.generate.erdos_renyi(vertices, 6 / vertices, seed=seed)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with hg.Cluster(cpu_workers=1, gpus=0, processes=True, dashboard_address=None) as c:
+        yield c
+
+
+@pytest.fixture
+def drivers(monkeypatch):
+    """A list that grows by one for every run this process drives the whole way (a
+    call that is no repeat)."""
+    made, init = [], dispatcher._Driver.__init__
+
+    def counted(self, *args, **kwargs):
+        made.append(1)
+        init(self, *args, **kwargs)
+
+    monkeypatch.setattr(dispatcher._Driver, "__init__", counted)
+    return made
+
+
+def _bounded(call):
+    """``call()``, failing the test (not hanging it) after CALL_SECONDS."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        try:
+            return pool.submit(call).result(timeout=CALL_SECONDS)
+        except concurrent.futures.TimeoutError:
+            pytest.fail(f"the call did not return within {CALL_SECONDS} s: it hangs")
+
+
+def _levels(graph, sources):
+    """BFS levels from the dense ids ``sources`` by SciPy, -1 where none reaches."""
+    levels = csgraph.shortest_path(graph.to_scipy(), unweighted=True,
+                                   indices=np.atleast_1d(sources))
+    levels = levels.min(axis=0)
+    return np.where(np.isinf(levels), -1, levels)
+
+
+def _bfs(graph, cluster, source):
+    return _bounded(lambda: hg.bfs(graph, graph.label_of(source), cluster=cluster,
+                                   devices="cpu"))
+
+
+def _parked():
+    """The tokens of the contexts this worker keeps for repeats, once its call thread
+    did what followed its last answer."""
+    from hetgraph.scheduler import callsocket, spread
+
+    return callsocket.call_thread().submit(lambda: sorted(spread._PARKED)).result(
+        timeout=60)
+
+
+def _parked_on(cluster):
+    return sorted(t for tokens in cluster.client.run(_parked).values() for t in tokens)
+
+
+def test_a_repeated_call_runs_on_the_context_its_worker_kept(cluster, drivers):
+    graph = _graph(1)
+    first = _bfs(graph, cluster, 0)
+    repeats = [_bfs(graph, cluster, 0) for _ in range(3)]
+    assert len(drivers) == 1  # the first call's run; the others repeated it
+    assert len(_parked_on(cluster)) >= 1
+    for result in [first] + repeats:
+        np.testing.assert_array_equal(result.values, _levels(graph, 0))
+        assert result.converged and result.iterations == first.iterations
+        for column in ("iteration", "active", "activated", "edges", "mode"):
+            assert result.history[column].tolist() == first.history[column].tolist()
+
+
+def test_a_changed_parameter_is_no_repeat(cluster, drivers):
+    """A BFS from other sources: each answer its own; a source seen before repeats its
+    call, one kept beside the others."""
+    graph = _graph(2)
+    for source in (0, 0, 7, 7, 0, 11, 7):
+        np.testing.assert_array_equal(_bfs(graph, cluster, source).values,
+                                      _levels(graph, source))
+    assert len(drivers) == 3  # one run for each source, the rest repeats
+    program = BreadthFirst(0)  # (one object changed between calls)
+    for source in (0, 5, 0):
+        program.source = source
+        got = _bounded(lambda: hg.run(program, graph, cluster=cluster, devices="cpu",
+                                      max_iterations=graph.num_vertices))
+        np.testing.assert_array_equal(got.values, _levels(graph, source))
+
+
+class Seeded(hg.VertexProgram):
+    """1 where any of the vertices that ``seeds`` marks 1 (an int32 array of a value a
+    vertex: kept apart from a packed run, ``tuning.KEPT_ARRAY_BYTES``) reaches."""
+
+    dtype = np.int32
+    reduce = "or"
+    incremental = True
+    init_side_effects = False
+
+    def __init__(self, seeds):
+        self.seeds = seeds
+
+    @staticmethod
+    def gather(src, weight, dst):
+        return src
+
+    @staticmethod
+    def apply(old, acc, aux):
+        return old | acc
+
+    @staticmethod
+    def activate(new, old):
+        return new != old
+
+    def init(self, graph):
+        values = self.seeds.copy()
+        return values, values == 1
+
+
+def test_an_array_changed_in_place_is_no_repeat(cluster, drivers):
+    graph = _graph(3, 5000)
+    seeds = np.zeros(graph.num_vertices, np.int32)
+    assert seeds.nbytes >= tuning.KEPT_ARRAY_BYTES  # (held by identity in the key)
+    seeds[0] = 1
+    program = Seeded(seeds)
+    for changed in range(3):
+        for _ in range(2):
+            got = _bounded(lambda: hg.run(program, graph, cluster=cluster, devices="cpu"))
+            np.testing.assert_array_equal(got.values,
+                                          _levels(graph, np.flatnonzero(seeds)) >= 0)
+        seeds[[5, 17][changed % 2] + changed] = 1  # (in place)
+    assert len(drivers) == 3  # one run for each contents, each repeated once
+
+
+def _tokens_of(cluster, graph):
+    """The tokens of the calls on ``graph`` that ``cluster``'s client keeps."""
+    from hetgraph.scheduler import repeat
+
+    return {e.token for e in repeat._KEPT[cluster].entries if e.key[0] == graph.token}
+
+
+def test_another_graph_is_no_repeat_and_its_end_lets_its_context_go(cluster, drivers):
+    graph, other = _graph(4), _graph(5)
+    assert not np.array_equal(_levels(graph, 0), _levels(other, 0))
+    for g in (graph, other, graph, other):
+        np.testing.assert_array_equal(_bfs(g, cluster, 0).values, _levels(g, 0))
+    assert len(drivers) == 2
+    kept, gone = _tokens_of(cluster, graph), _tokens_of(cluster, other)
+    assert len(kept) == len(gone) == 1 and gone <= set(_parked_on(cluster))
+    del g, other
+    gc.collect()
+    deadline = time.monotonic() + 30  # (let go on the worker without waiting)
+    while gone <= set(_parked_on(cluster)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not gone & set(_parked_on(cluster)) and kept <= set(_parked_on(cluster))
+    np.testing.assert_array_equal(_bfs(graph, cluster, 0).values, _levels(graph, 0))
+    assert len(drivers) == 2
+
+
+def _pid():
+    return os.getpid()
+
+
+def test_a_killed_and_restarted_worker_is_no_repeat(drivers):
+    graph = _graph(6)
+    with hg.Cluster(cpu_workers=1, gpus=0, processes=True, dashboard_address=None) as c:
+        for _ in range(2):
+            np.testing.assert_array_equal(_bfs(graph, c, 0).values, _levels(graph, 0))
+        assert len(drivers) == 1
+        (first, pid), = c.client.run(_pid).items()
+        os.kill(pid, signal.SIGKILL)
+        for _ in range(3):  # the run again (on the new worker), then its repeats
+            np.testing.assert_array_equal(_bfs(graph, c, 0).values, _levels(graph, 0))
+        assert first not in c.cpu_workers
+        assert len(drivers) == 2
+        assert len(_parked_on(c)) == 1
+
+
+def test_another_cluster_is_no_repeat(cluster, drivers):
+    graph = _graph(7)
+    with hg.Cluster(cpu_workers=1, gpus=0, processes=True, dashboard_address=None) as c:
+        for on in (cluster, c, cluster, c):
+            np.testing.assert_array_equal(_bfs(graph, on, 0).values, _levels(graph, 0))
+        assert len(drivers) == 2
+    np.testing.assert_array_equal(_bfs(graph, cluster, 0).values, _levels(graph, 0))
+    assert len(drivers) == 2
+
+
+def test_calls_from_two_threads_at_once_each_get_their_answer(cluster):
+    graph = _graph(8)
+    sources = (0, 7, 0, 11)
+    expected = {s: _levels(graph, s) for s in sources}
+
+    def calls(source):
+        return [_bfs(graph, cluster, source).values for _ in range(12)]
+
+    with concurrent.futures.ThreadPoolExecutor(len(sources)) as pool:
+        answers = dict(zip(range(len(sources)), pool.map(calls, sources)))
+    for i, source in enumerate(sources):
+        for values in answers[i]:
+            np.testing.assert_array_equal(values, expected[source])
+
+
+class Failing(BreadthFirst):
+    """A BFS whose convergence test fails on a worker whose environment says so."""
+
+    def converged(self, graph, previous, values):
+        if os.environ.get(FAIL):
+            raise ValueError("told to fail")
+        return False
+
+
+def _fail(on):
+    if on:
+        os.environ[FAIL] = "1"
+    else:
+        os.environ.pop(FAIL, None)
+
+
+def test_a_repeat_that_fails_fails_as_the_whole_call_does(cluster, drivers):
+    graph = _graph(9)
+    program = Failing(0)
+
+    def call():
+        return _bounded(lambda: hg.run(program, graph, cluster=cluster, devices="cpu",
+                                       max_iterations=graph.num_vertices))
+
+    try:
+        cluster.client.run(_fail, True)
+        with pytest.raises(ValueError, match="told to fail") as whole:
+            call()
+        cluster.client.run(_fail, False)
+        for _ in range(2):
+            np.testing.assert_array_equal(call().values, _levels(graph, 0))
+        ran = len(drivers)
+        cluster.client.run(_fail, True)
+        with pytest.raises(ValueError, match="told to fail") as repeated:
+            call()
+        assert len(drivers) == ran + 1  # (the repeat failed: the call ran the whole way)
+        assert str(repeated.value) == str(whole.value)
+    finally:
+        cluster.client.run(_fail, False)
+    np.testing.assert_array_equal(call().values, _levels(graph, 0))
+
+
+def test_a_repeat_posts_its_runs_events_as_a_whole_call_does(cluster, drivers):
+    """The dashboard sees a repeat as a run of its own: its start, its history rows and
+    its end, under a run id of its own."""
+    from hetgraph import events
+
+    graph = _graph(10)
+    results = [_bfs(graph, cluster, 0) for _ in range(2)]
+    assert len(drivers) == 1
+    got = [m for _, m in cluster.client.get_events(events.TOPIC)]
+    runs = [m["run"] for m in got if m["event"] == "start"][-2:]
+    assert len(set(runs)) == 2
+    for run, result in zip(runs, results):
+        mine = [m for m in got if m["run"] == run]
+        assert mine[0]["event"] == "start" and mine[-1]["event"] == "end"
+        assert mine[0]["program"] == "BreadthFirst" and mine[0]["kinds"] == {"cpu": 1}
+        assert mine[-1]["iterations"] == result.iterations and mine[-1]["converged"]
+        rows = [r for m in mine if m["event"] == "iterations" for r in events.message_rows(m)]
+        assert [r["iteration"] for r in rows] == result.history["iteration"].tolist()
+        assert [r["seconds"] for r in rows] == result.history["seconds"].tolist()
