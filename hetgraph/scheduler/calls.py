@@ -1,4 +1,4 @@
-"""Tasks sent straight to a worker process, not through the Dask scheduler (issue 51).
+"""Tasks sent straight to a worker process, not through the Dask scheduler.
 
 A Dask task costs two trips through the scheduler and a third for its result (client
 to scheduler to worker, the worker's word back through the scheduler, then the result

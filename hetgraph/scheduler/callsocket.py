@@ -1,5 +1,5 @@
 """Calls from the client to the worker processes of its own host over Unix stream
-sockets (issue 51), in place of Dask's comms (:mod:`.calls`).
+sockets, in place of Dask's comms (:mod:`.calls`).
 
 A call through Dask's comms costs about a millisecond on a local cluster: the client's
 thread hands it to its event loop, the worker's loop hands it to a thread and back, the

@@ -1,5 +1,5 @@
-"""Small messages between the worker processes of one host over Unix datagram sockets
-(issue 51): the word each spread owner sends its peers every iteration (its range is in
+"""Small messages between the worker processes of one host over Unix datagram sockets:
+the word each spread owner sends its peers every iteration (its range is in
 shared memory or staged on its GPU; the message only says so, with a few numbers).
 
 A message through Dask's comms costs hundreds of microseconds each way on a local

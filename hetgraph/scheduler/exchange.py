@@ -1,4 +1,4 @@
-"""Arrays sent from worker to worker, never through the client (issue 51).
+"""Arrays sent from worker to worker, never through the client.
 
 A worker process of a spread run (:mod:`.spread`) sends what it computed to its peers
 over Dask's worker-to-worker comms: a message to each peer's ``hetgraph_put`` handler,

@@ -1,5 +1,5 @@
 """The GPU side of a run on GPU worker processes that hold its vertex state between
-segments (issue 51; :mod:`.spread` runs the segments): this worker's GPU context of
+segments (:mod:`.spread` runs the segments): this worker's GPU context of
 the run, its engine over every page (the one the graph keeps for later runs, as the
 in-process GPU path keeps it) or over an owner's range of the pages, bound to the
 device copy this worker keeps of the run's aux, the state copied between that engine

@@ -1,5 +1,5 @@
 """GPU-to-GPU copies of a spread run's ranges between the GPU worker processes of one
-host, through CUDA IPC (issue 51): what :func:`.gpuowner.exchange` sends instead of a
+host, through CUDA IPC: what :func:`.gpuowner.exchange` sends instead of a
 range copied through host memory.
 
 An owner copies its range of the values and flags into one of two staging buffers on

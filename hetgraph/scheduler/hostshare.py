@@ -1,5 +1,5 @@
-"""A spread pull's values shared through memory between the worker processes of one host
-(issue 51), instead of sent over Dask's comms (:mod:`.exchange`), which copy them
+"""A spread pull's values shared through memory between the worker processes of one host,
+instead of sent over Dask's comms (:mod:`.exchange`), which copy them
 through a socket and cost more than the pull on a small machine.
 
 Each owner of a spread segment whose peers all run on its host writes its range's new

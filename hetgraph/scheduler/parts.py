@@ -1,4 +1,4 @@
-"""An owner's range of a sync iteration as it goes to its peers in a message (issue 51):
+"""An owner's range of a sync iteration as it goes to its peers in a message:
 whole, or where few of its vertices changed, only those (:func:`part_of`), and how a
 peer takes either (:func:`take_part`).
 

@@ -1,4 +1,4 @@
-"""A warm call repeated on a CPU worker process, the worker's run context kept (issue 51).
+"""A warm call repeated on a CPU worker process, the worker's run context kept.
 
 A call whose run on CPU worker processes alone took one segment on one worker from the
 program's initial state (:func:`.spread.cpu_alone`), its state small enough to come back

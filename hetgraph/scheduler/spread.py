@@ -1,5 +1,5 @@
 """Iterations on worker processes that hold the run's vertex state between segments
-(issue 51; the design's rule: state exchanged worker to worker, never through the
+(the design's rule: state exchanged worker to worker, never through the
 client).
 
 GPU worker processes alone (``devices="gpu"``) do as the CPU workers below, with the
