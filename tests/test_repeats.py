@@ -22,6 +22,7 @@ import hetgraph as hg
 from hetgraph import tuning
 from hetgraph.algorithms.bfs import BreadthFirst
 from hetgraph.scheduler import dispatcher
+from test_processes import Reach
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 # the worker processes run this module's programs and functions: send them by value
@@ -119,29 +120,12 @@ def test_a_changed_parameter_is_no_repeat(cluster, drivers):
         np.testing.assert_array_equal(got.values, _levels(graph, source))
 
 
-class Seeded(hg.VertexProgram):
+class Seeded(Reach):
     """1 where any of the vertices that ``seeds`` marks 1 (an int32 array of a value a
     vertex: kept apart from a packed run, ``tuning.KEPT_ARRAY_BYTES``) reaches."""
 
-    dtype = np.int32
-    reduce = "or"
-    incremental = True
-    init_side_effects = False
-
     def __init__(self, seeds):
         self.seeds = seeds
-
-    @staticmethod
-    def gather(src, weight, dst):
-        return src
-
-    @staticmethod
-    def apply(old, acc, aux):
-        return old | acc
-
-    @staticmethod
-    def activate(new, old):
-        return new != old
 
     def init(self, graph):
         values = self.seeds.copy()
