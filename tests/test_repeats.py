@@ -22,13 +22,12 @@ import hetgraph as hg
 from hetgraph import tuning
 from hetgraph.algorithms.bfs import BreadthFirst
 from hetgraph.scheduler import dispatcher
-from test_processes import Reach
+from test_processes import Reach, _bounded
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 # the worker processes run this module's programs and functions: send them by value
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
-CALL_SECONDS = 300  # a call that has not returned by then hangs: the test fails
 FAIL = "HETGRAPH_TEST_REPEAT_FAILS"  # set in a worker's environment: Failing fails there
 
 
@@ -54,15 +53,6 @@ def drivers(monkeypatch):
 
     monkeypatch.setattr(dispatcher._Driver, "__init__", counted)
     return made
-
-
-def _bounded(call):
-    """``call()``, failing the test (not hanging it) after CALL_SECONDS."""
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        try:
-            return pool.submit(call).result(timeout=CALL_SECONDS)
-        except concurrent.futures.TimeoutError:
-            pytest.fail(f"the call did not return within {CALL_SECONDS} s: it hangs")
 
 
 def _levels(graph, sources):
