@@ -366,9 +366,10 @@ def test_pagerank_tolerance_hooks_run_on_the_device():
     np.testing.assert_allclose(on_gpu.values, on_cpu.values, rtol=1e-5)
 
 
-def _ranks(g, iterations):
+def _ranks(g, iterations, dtype):
     """PageRank's ranks on the GPU after exactly ``iterations`` iterations (no test)."""
-    return hg.pagerank(g, devices="gpu", tol=None, max_iterations=iterations).values
+    return hg.pagerank(g, devices="gpu", tol=None, max_iterations=iterations,
+                       dtype=dtype).values
 
 
 @pytest.fixture
@@ -386,18 +387,20 @@ def segment_depths(monkeypatch):
     return depths
 
 
-@pytest.mark.parametrize("tol", [1e-8, 1e-10])
+@pytest.mark.parametrize("tol, dtype", [(1e-8, np.float64), (1e-10, np.float64),
+                                        (1e-7, np.float32)])
 def test_pagerank_stops_after_the_first_iteration_whose_change_is_below_tol(
-        tol, segment_depths):
+        tol, dtype, segment_depths):
     g = real("wiki-Vote.txt")
-    result = hg.pagerank(g, devices="gpu", tol=tol, max_iterations=200)
+    result = hg.pagerank(g, devices="gpu", tol=tol, max_iterations=200, dtype=dtype)
     k, limit = result.iterations, g.num_vertices * tol
     assert result.converged and k > 2
     assert max(segment_depths) > 1  # (the test on the device: the next one queued)
-    before, last = _ranks(g, k - 2), _ranks(g, k - 1)
+    before, last = _ranks(g, k - 2, dtype), _ranks(g, k - 1, dtype)
     # the iteration queued after the last one was undone: its values are the k-th (to
     # the last bits, which the dangling sum's atomics may change between runs)
-    np.testing.assert_allclose(result.values, _ranks(g, k), rtol=1e-12, atol=0)
+    np.testing.assert_allclose(result.values, _ranks(g, k, dtype), atol=0,
+                               rtol=1e-12 if dtype == np.float64 else 1e-6)
     assert np.abs(result.values - last).sum() < limit <= np.abs(last - before).sum()
 
 
