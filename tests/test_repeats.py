@@ -267,3 +267,119 @@ def test_a_repeat_posts_its_runs_events_as_a_whole_call_does(cluster, drivers):
         rows = [r for m in mine if m["event"] == "iterations" for r in events.message_rows(m)]
         assert [r["iteration"] for r in rows] == result.history["iteration"].tolist()
         assert [r["seconds"] for r in rows] == result.history["seconds"].tolist()
+
+
+STEP = 1  # what Hops.gather reads: a global that Numba compiles into the code
+
+
+class Hops(Reach):
+    """-STEP times the hops from ``source`` (a global read by ``gather``), UNREACHED
+    where it does not reach."""
+
+    reduce = "max"
+    UNREACHED = -10**6
+
+    @staticmethod
+    def gather(src, weight, dst):
+        return src - STEP
+
+    @staticmethod
+    def apply(old, acc, aux):
+        return max(old, acc)
+
+    def init(self, graph):
+        values = np.full(graph.num_vertices, self.UNREACHED, np.int32)
+        values[self.source] = 0
+        return values, values == 0
+
+
+@pytest.fixture(params=["repeats", "plans"])
+def repeats(request, monkeypatch):
+    """Whether calls repeat kept ones; else (a state too large to come back in an
+    answer) each runs the whole way, on a plan its worker may keep."""
+    if request.param == "plans":
+        monkeypatch.setattr(tuning, "ANSWER_STATE_BYTES", 0)
+    return request.param == "repeats"
+
+
+def test_a_global_its_functions_read_rebound_is_another_program(cluster, drivers,
+                                                                repeats):
+    """A global that ``gather`` reads, bound to another value between calls, is
+    compiled into the code anew: neither a repeat nor a run's kept plan may run the
+    code compiled with the old one."""
+    global STEP
+    graph = _graph(11)
+    levels = _levels(graph, 0)
+    try:
+        for step in (1, 1, 3, 3, 1):
+            STEP = step
+            got = _bounded(lambda: hg.run(Hops(0), graph, cluster=cluster, devices="cpu",
+                                          max_iterations=graph.num_vertices))
+            np.testing.assert_array_equal(
+                got.values, np.where(levels >= 0, -step * levels, Hops.UNREACHED))
+    finally:
+        STEP = 1
+    assert len(drivers) == (2 if repeats else 5)  # a repeat for each value's second call
+
+
+class Sources(Reach):
+    """Reach from the vertices of ``sources``, a small array (keyed by its bytes)."""
+
+    def __init__(self, sources):
+        self.sources = sources
+
+    def init(self, graph):
+        values = np.zeros(graph.num_vertices, np.int32)
+        values[self.sources] = 1
+        return values, values == 1
+
+
+def test_a_small_array_or_attribute_changed_on_the_object_is_no_repeat(cluster, drivers):
+    graph = _graph(13)
+    sources = np.array([0, 3])
+    assert sources.nbytes < tuning.KEPT_ARRAY_BYTES
+    program = Sources(sources)
+    for change in (None, 5, None, 9):
+        if change is not None:
+            sources[1] = change  # (in place)
+        for _ in range(2):
+            got = _bounded(lambda: hg.run(program, graph, cluster=cluster, devices="cpu"))
+            np.testing.assert_array_equal(got.values, _levels(graph, sources) >= 0)
+    program.sources = [0, 11]  # (an attribute of another kind on the same object)
+    for _ in range(2):
+        got = _bounded(lambda: hg.run(program, graph, cluster=cluster, devices="cpu"))
+        np.testing.assert_array_equal(got.values, _levels(graph, [0, 11]) >= 0)
+    assert len(drivers) == 4
+
+
+def test_other_programs_between_repeats_leave_each_its_own(cluster, drivers):
+    """BFS, Reach and Hops on one worker, one after another, each repeated: a parked
+    engine is no other run's."""
+    graph = _graph(14)
+    levels = _levels(graph, 0)
+    expected = {"bfs": levels, "reach": levels >= 0,
+                "hops": np.where(levels >= 0, -levels, Hops.UNREACHED)}
+    programs = {"bfs": lambda: BreadthFirst(0), "reach": lambda: Reach(0),
+                "hops": lambda: Hops(0)}
+    for name in ("bfs", "reach", "hops") * 3:
+        got = _bounded(lambda: hg.run(programs[name](), graph, cluster=cluster,
+                                      devices="cpu", max_iterations=graph.num_vertices))
+        np.testing.assert_array_equal(got.values, expected[name])
+    assert len(drivers) == 3
+
+
+def test_many_repeated_calls_keep_few_contexts(cluster, drivers):
+    """More keys than ``tuning.REPEATS_KEPT``, each called twice, then all again: the
+    client and the worker keep the newest few, and each answer is its own."""
+    from hetgraph.scheduler import repeat
+
+    graph = _graph(15)
+    sources = range(2 * tuning.REPEATS_KEPT + 3)
+    for rounds in range(2):
+        for source in sources:
+            for _ in range(2):
+                np.testing.assert_array_equal(_bfs(graph, cluster, source).values,
+                                              _levels(graph, source))
+        assert len(repeat._KEPT[cluster].entries) <= tuning.REPEATS_KEPT
+        assert len(_parked_on(cluster)) <= tuning.REPEATS_KEPT
+    assert len(drivers) == 2 * len(sources)

@@ -14,7 +14,9 @@ the dispatcher does.
 
 The key: the graph (its token), the program's strict initial key (its class, functions
 and parameters: :meth:`.ProgramSpec.initial_key`; an array kept apart by identity, and
-by its contents against a copy taken with the key), its aux (made again each call: by
+by its contents against a copy taken with the key), the values its functions read
+(globals and closure cells, which Numba compiles into the parked engine's code:
+:func:`.kernel.functions_key`; none where one is unhashable), its aux (made again each call: by
 identity where it is one of the program's arrays derived from the graph, which nothing
 writes, else by its contents), the devices, mode, iteration limit and options, the tuning constants
 that place the run, and the cluster's workers (as they were after the kept call). Where the worker lacks the token (it
@@ -34,6 +36,7 @@ import weakref
 import numpy as np
 
 from .. import tuning
+from ..kernels.cpu.kernel import functions_key
 from ..program import kept_apart
 from . import calls, spread
 
@@ -120,11 +123,12 @@ class Repeat:
         """The Repeat of a call of ``spec`` on ``graph`` with ``call`` (its devices,
         mode, iteration limit and options, as a tuple) whose run goes to the workers of
         ``kinds``; None where the program has no strict key
-        (:meth:`.ProgramSpec.initial_key`)."""
-        program = spec.initial_key(graph)
-        if program is None:
+        (:meth:`.ProgramSpec.initial_key`) or its functions read a value held by
+        identity (:func:`.kernel.functions_key`)."""
+        program, code = spec.initial_key(graph), functions_key(spec, strict=True)
+        if program is None or code is None:
             return None
-        key = (graph.token, program, call, tuple(getattr(tuning, n) for n in _PLACING))
+        key = (graph.token, program, code, call, tuple(getattr(tuning, n) for n in _PLACING))
         return cls(cluster, spec, graph, kinds, key, spec.initial_aux(graph))
 
     def answer(self):

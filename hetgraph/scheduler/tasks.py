@@ -41,6 +41,7 @@ from ..engines.cpu import CpuEngine
 from ..engines.store import StoreEngine
 from ..io.store import StoredGraph
 from ..kernels import cpu
+from ..kernels.cpu.kernel import functions_key
 from ..kernels.gpu import kept as kept_layouts
 from ..program import kept_apart, key_part
 from ..result import COLUMN, device_row, with_overhead
@@ -271,13 +272,14 @@ def _kept_again(arrays, keep):
 def plan_key(run):
     """A key of all that a packed ``run`` holds but its id: two runs of equal keys pack
     to the same bytes, the arrays they hold by identity kept again (see :func:`pack`).
-    The program's :meth:`.ProgramSpec.initial_key`, the other fields by value (small
-    arrays by content, large ones and other objects by identity); None where the
-    program has no such key."""
-    program = run.spec.initial_key(run.graph)
-    if program is None:
+    The program's :meth:`.ProgramSpec.initial_key` and the values its functions read
+    (:func:`.kernel.functions_key`: a global bound to another value is another plan),
+    the other fields by value (small arrays by content, large ones and other objects
+    by identity); None where the program has no such key."""
+    program, code = run.spec.initial_key(run.graph), functions_key(run.spec, strict=True)
+    if program is None or code is None:
         return None
-    parts = [program]
+    parts = [program, code]
     for name in _PLANNED_FIELDS:
         value = getattr(run, name)
         parts.append(tuple(sorted((k, key_part(v, True)) for k, v in value.items()))

@@ -276,6 +276,19 @@ class CpuKernel:
                                               int(first))
 
 
+def functions_key(spec: ProgramSpec, strict=False):
+    """What the compiled code of ``spec``'s functions (gather, apply, activate, settled,
+    priority; None for one it lacks) depends on in this process (:func:`_function_key`).
+    With ``strict``, None where a value they read is held by identity (unhashable: an
+    array changed in place would not be seen) or a closure cell is empty."""
+    key = tuple(fn and _function_key(fn) for fn in (
+        spec.gather, spec.apply, spec.activate, spec.settled, spec.priority))
+    if strict and any(isinstance(k, _Identity) or k is not None and any(
+            isinstance(v, _Identity) for _, v in k[2]) for k in key):
+        return None
+    return key
+
+
 def _function_key(fn):
     """What a program's compiled ``fn`` depends on in this process: its code, module,
     and the values of its closure cells and of the globals it names (Numba compiles
@@ -323,10 +336,7 @@ def compile_program(spec: ProgramSpec, aux_dtype=np.float32) -> CpuKernel:
     """The CpuKernel of a checked program, compiled on first use and kept for the process
     (keyed by the program's functions, the values they read, its dtype and every flag
     the kernel reads of its ``spec``: instances of one class may differ in them)."""
-    key = (tuple(_function_key(f) for f in (spec.gather, spec.apply, spec.activate)),
-           spec.settled and _function_key(spec.settled),
-           spec.priority and _function_key(spec.priority),
-           spec.dtype, spec.reduce, spec.uses_constant, spec.activates_on_change,
+    key = (functions_key(spec), spec.dtype, spec.reduce, spec.uses_constant, spec.activates_on_change,
            spec.incremental, spec.needs_weights, spec.has_converged, spec.notify_self,
            np.dtype(aux_dtype))
     kernel = _CACHE.get(key)
