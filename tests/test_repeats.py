@@ -322,6 +322,29 @@ def test_a_global_its_functions_read_rebound_is_another_program(cluster, drivers
     assert len(drivers) == (2 if repeats else 5)  # a repeat for each value's second call
 
 
+class Signed(Hops):
+    """Hops from ``source`` where ``sign``'s sign bit is clear, else from ``other``:
+    0.0 and -0.0 are equal numbers, and different parameters."""
+
+    def __init__(self, source, other, sign):
+        self.source, self.other, self.sign = source, other, sign
+
+    def init(self, graph):
+        values = np.full(graph.num_vertices, self.UNREACHED, np.int32)
+        values[self.source if np.copysign(1.0, self.sign) > 0 else self.other] = 0
+        return values, values == 0
+
+
+def test_a_zero_of_another_sign_is_another_parameter(cluster, repeats):
+    graph = _graph(12)
+    for sign in (0.0, -0.0, 0.0, np.float64(-0.0), (-0.0,)):
+        got = _bounded(lambda: hg.run(Signed(0, 7, sign), graph, cluster=cluster,
+                                      devices="cpu", max_iterations=graph.num_vertices))
+        levels = _levels(graph, 0 if np.copysign(1.0, sign) > 0 else 7)
+        np.testing.assert_array_equal(got.values, np.where(levels >= 0, -levels,
+                                                           Hops.UNREACHED))
+
+
 class Sources(Reach):
     """Reach from the vertices of ``sources``, a small array (keyed by its bytes)."""
 
