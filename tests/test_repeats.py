@@ -322,6 +322,45 @@ def test_a_global_its_functions_read_rebound_is_another_program(cluster, drivers
     assert len(drivers) == (2 if repeats else 5)  # a repeat for each value's second call
 
 
+SCALE = 1.0  # what Scaled.iteration_constant reads: a global a worker unpickles
+
+
+class Scaled(Hops):
+    """-SCALE times the hops from ``source``: SCALE a global read by
+    ``iteration_constant`` (a method a worker process calls), not by the functions."""
+
+    dtype = np.float64
+    incremental = False  # (apply takes a constant)
+
+    @staticmethod
+    def gather(src, weight, dst):
+        return src
+
+    @staticmethod
+    def apply(old, acc, aux, constant):
+        return max(old, acc - constant)
+
+    def iteration_constant(self, graph, values):
+        return SCALE
+
+
+def test_a_global_a_method_reads_rebound_is_another_program(cluster, drivers, repeats):
+    global SCALE
+    graph = _graph(18)
+    levels = _levels(graph, 0)
+    try:
+        for scale in (1.0, 1.0, 2.5, 2.5, 1.0):
+            SCALE = scale
+            got = _bounded(lambda: hg.run(Scaled(0), graph, cluster=cluster,
+                                          devices="cpu", max_iterations=graph.num_vertices))
+            np.testing.assert_array_equal(
+                got.values, np.where(levels >= 0, -scale * levels, Hops.UNREACHED))
+    finally:
+        SCALE = 1.0
+    # (the last runs whole: 2.5's run rebound the worker's class's methods, its globals)
+    assert len(drivers) == (3 if repeats else 5)
+
+
 class Signed(Hops):
     """Hops from ``source`` where ``sign``'s sign bit is clear, else from ``other``:
     0.0 and -0.0 are equal numbers, and different parameters."""
@@ -406,3 +445,65 @@ def test_many_repeated_calls_keep_few_contexts(cluster, drivers):
         assert len(repeat._KEPT[cluster].entries) <= tuning.REPEATS_KEPT
         assert len(_parked_on(cluster)) <= tuning.REPEATS_KEPT
     assert len(drivers) == 2 * len(sources)
+
+
+def _networkx_pagerank(graph, **kwargs):
+    """NetworkX's PageRank of ``graph`` in dense-id order."""
+    import networkx as nx
+
+    ranks = nx.pagerank(nx.from_scipy_sparse_array(graph.to_scipy(),
+                                                   create_using=nx.DiGraph), **kwargs)
+    return np.array([ranks[i] for i in range(graph.num_vertices)])
+
+
+def test_pagerank_arrays_and_tolerances_changed_between_calls(cluster, drivers):
+    """``personalization`` and ``nstart`` arrays changed in place, ``tol`` and
+    ``max_iterations`` changed: each answer NetworkX's."""
+    graph = hg.generate.erdos_renyi(2000, 4 / 2000, seed=16, directed=True)
+    teleport, start = np.ones(graph.num_vertices), np.ones(graph.num_vertices)
+    calls = [dict(), dict(), dict(tol=1e-9), dict(tol=1e-9, max_iterations=300)]
+    for change in range(3):
+        teleport[change * 10:change * 10 + 500] = 5.0 + change  # (in place)
+        start[change] = 100.0
+        for kwargs in calls:
+            got = _bounded(lambda: hg.pagerank(
+                graph, personalization=teleport, nstart=start, cluster=cluster,
+                devices="cpu", **kwargs))
+            expected = _networkx_pagerank(
+                graph, personalization=dict(enumerate(teleport)),
+                nstart=dict(enumerate(start)), tol=kwargs.get("tol", 1e-6),
+                max_iter=kwargs.get("max_iterations", 100))
+            np.testing.assert_allclose(got.values, expected, rtol=1e-5, atol=0)
+    assert len(drivers) == 3 * (len(calls) - 1)  # (each change's second call repeats)
+
+
+FINALIZE = "HETGRAPH_TEST_FINALIZE_FAILS"  # set here: FailingFinal.finalize fails
+
+
+class FailingFinal(Hops):
+    """Hops whose ``finalize`` (in the calling process) fails while FINALIZE is set."""
+
+    def finalize(self, graph, values):
+        if os.environ.get(FINALIZE):
+            raise ValueError("finalize told to fail")
+        return values
+
+
+def test_a_finalize_that_fails_after_a_repeat_leaves_the_next_right(cluster, drivers,
+                                                                    monkeypatch):
+    graph = _graph(17)
+    levels = _levels(graph, 0)
+    expected = np.where(levels >= 0, -levels, Hops.UNREACHED)
+
+    def call():
+        return _bounded(lambda: hg.run(FailingFinal(0), graph, cluster=cluster,
+                                       devices="cpu", max_iterations=graph.num_vertices))
+
+    np.testing.assert_array_equal(call().values, expected)
+    monkeypatch.setenv(FINALIZE, "1")
+    with pytest.raises(ValueError, match="finalize told to fail"):
+        call()
+    monkeypatch.delenv(FINALIZE)
+    for _ in range(2):
+        np.testing.assert_array_equal(call().values, expected)
+    assert len(drivers) == 1
