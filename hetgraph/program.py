@@ -40,6 +40,7 @@ import functools
 import hashlib
 import inspect
 import itertools
+import math
 import operator
 import types
 
@@ -352,10 +353,10 @@ def key_part(value, by_identity=False, digest=None):
 
     Strict (``digest`` None: :meth:`ProgramSpec.initial_key`, a packed run's plan
     (:func:`hetgraph.scheduler.tasks.plan_key`), where a stale match would be a wrong
-    answer): numbers, strings, bytes, dtypes and slices by value; tuples, lists and
-    dicts by their items; an array kept apart (:func:`kept_apart`) by identity, any
-    other by its bytes (an array of objects has no key); anything else by identity
-    with ``by_identity``, else no key. None: no key, nor for what holds ``value``.
+    answer): numbers (a float with its sign: 0.0 and -0.0 differ), strings, bytes,
+    dtypes and slices by value; tuples, lists and dicts by their items; an array kept
+    apart (:func:`kept_apart`) by identity, any other by its bytes (an array of
+    objects has no key); anything else by identity with ``by_identity``, else no key. None: no key, nor for what holds ``value``.
     An array changed in place between two runs is seen: the plan that found a kept
     apart array by identity compares its contents with the copy the workers hold before
     it is reused (``Cluster.kept_array``), and the workers' kept copies are written by
@@ -378,10 +379,18 @@ def key_part(value, by_identity=False, digest=None):
         parts = tuple([key_part(v, by_identity, digest) for v in items])
         return None if any(p is None for p in parts) else (type(value),) + parts
     if isinstance(value, _HASHABLE if digest is not None else _SCALARS):
-        return ("value", type(value), value)
+        return ("value", type(value), _signed(value))
     if digest is not None:
         return type(value)
     return _Same(value) if by_identity else None
+
+
+def _signed(value):
+    """``value`` as a key holds it: a float with its sign (0.0 and -0.0 are equal
+    numbers and different parameters)."""
+    if type(value) is float:
+        return value, math.copysign(1.0, value)
+    return (value, bool(np.signbit(value))) if isinstance(value, np.floating) else value
 
 
 class _Same:
@@ -673,7 +682,7 @@ class ProgramSpec:
         plain = _PLAIN
         for name, value in vars(program).items():
             if type(value) in plain:  # (1, 1.0 and True are equal: the type tells)
-                parts.append((name, type(value), value))
+                parts.append((name, type(value), _signed(value)))
                 continue
             part = ("graph",) if value is graph else key_part(value, False, digest)
             if part is None:

@@ -267,3 +267,243 @@ def test_a_repeat_posts_its_runs_events_as_a_whole_call_does(cluster, drivers):
         rows = [r for m in mine if m["event"] == "iterations" for r in events.message_rows(m)]
         assert [r["iteration"] for r in rows] == result.history["iteration"].tolist()
         assert [r["seconds"] for r in rows] == result.history["seconds"].tolist()
+
+
+STEP = 1  # what Hops.gather reads: a global that Numba compiles into the code
+
+
+class Hops(Reach):
+    """-STEP times the hops from ``source`` (a global read by ``gather``), UNREACHED
+    where it does not reach."""
+
+    reduce = "max"
+    UNREACHED = -10**6
+
+    @staticmethod
+    def gather(src, weight, dst):
+        return src - STEP
+
+    @staticmethod
+    def apply(old, acc, aux):
+        return max(old, acc)
+
+    def init(self, graph):
+        values = np.full(graph.num_vertices, self.UNREACHED, np.int32)
+        values[self.source] = 0
+        return values, values == 0
+
+
+@pytest.fixture(params=["repeats", "plans"])
+def repeats(request, monkeypatch):
+    """Whether calls repeat kept ones; else (a state too large to come back in an
+    answer) each runs the whole way, on a plan its worker may keep."""
+    if request.param == "plans":
+        monkeypatch.setattr(tuning, "ANSWER_STATE_BYTES", 0)
+    return request.param == "repeats"
+
+
+def test_a_global_its_functions_read_rebound_is_another_program(cluster, drivers,
+                                                                repeats):
+    """A global that ``gather`` reads, bound to another value between calls, is
+    compiled into the code anew: neither a repeat nor a run's kept plan may run the
+    code compiled with the old one."""
+    global STEP
+    graph = _graph(11)
+    levels = _levels(graph, 0)
+    try:
+        for step in (1, 1, 3, 3, 1):
+            STEP = step
+            got = _bounded(lambda: hg.run(Hops(0), graph, cluster=cluster, devices="cpu",
+                                          max_iterations=graph.num_vertices))
+            np.testing.assert_array_equal(
+                got.values, np.where(levels >= 0, -step * levels, Hops.UNREACHED))
+    finally:
+        STEP = 1
+    assert len(drivers) == (2 if repeats else 5)  # a repeat for each value's second call
+
+
+SCALE = 1.0  # what Scaled.iteration_constant reads: a global a worker unpickles
+
+
+class Scaled(Hops):
+    """-SCALE times the hops from ``source``: SCALE a global read by
+    ``iteration_constant`` (a method a worker process calls), not by the functions."""
+
+    dtype = np.float64
+    incremental = False  # (apply takes a constant)
+
+    @staticmethod
+    def gather(src, weight, dst):
+        return src
+
+    @staticmethod
+    def apply(old, acc, aux, constant):
+        return max(old, acc - constant)
+
+    def iteration_constant(self, graph, values):
+        return SCALE
+
+
+def test_a_global_a_method_reads_rebound_is_another_program(cluster, drivers, repeats):
+    global SCALE
+    graph = _graph(18)
+    levels = _levels(graph, 0)
+    try:
+        for scale in (1.0, 1.0, 2.5, 2.5, 1.0):
+            SCALE = scale
+            got = _bounded(lambda: hg.run(Scaled(0), graph, cluster=cluster,
+                                          devices="cpu", max_iterations=graph.num_vertices))
+            np.testing.assert_array_equal(
+                got.values, np.where(levels >= 0, -scale * levels, Hops.UNREACHED))
+    finally:
+        SCALE = 1.0
+    # (the last runs whole: 2.5's run rebound the worker's class's methods, its globals)
+    assert len(drivers) == (3 if repeats else 5)
+
+
+class Signed(Hops):
+    """Hops from ``source`` where ``sign``'s sign bit is clear, else from ``other``:
+    0.0 and -0.0 are equal numbers, and different parameters."""
+
+    def __init__(self, source, other, sign):
+        self.source, self.other, self.sign = source, other, sign
+
+    def init(self, graph):
+        values = np.full(graph.num_vertices, self.UNREACHED, np.int32)
+        values[self.source if np.copysign(1.0, self.sign) > 0 else self.other] = 0
+        return values, values == 0
+
+
+def test_a_zero_of_another_sign_is_another_parameter(cluster, repeats):
+    graph = _graph(12)
+    for sign in (0.0, -0.0, 0.0, np.float64(-0.0), (-0.0,)):
+        got = _bounded(lambda: hg.run(Signed(0, 7, sign), graph, cluster=cluster,
+                                      devices="cpu", max_iterations=graph.num_vertices))
+        levels = _levels(graph, 0 if np.copysign(1.0, sign) > 0 else 7)
+        np.testing.assert_array_equal(got.values, np.where(levels >= 0, -levels,
+                                                           Hops.UNREACHED))
+
+
+class Sources(Reach):
+    """Reach from the vertices of ``sources``, a small array (keyed by its bytes)."""
+
+    def __init__(self, sources):
+        self.sources = sources
+
+    def init(self, graph):
+        values = np.zeros(graph.num_vertices, np.int32)
+        values[self.sources] = 1
+        return values, values == 1
+
+
+def test_a_small_array_or_attribute_changed_on_the_object_is_no_repeat(cluster, drivers):
+    graph = _graph(13)
+    sources = np.array([0, 3])
+    assert sources.nbytes < tuning.KEPT_ARRAY_BYTES
+    program = Sources(sources)
+    for change in (None, 5, None, 9):
+        if change is not None:
+            sources[1] = change  # (in place)
+        for _ in range(2):
+            got = _bounded(lambda: hg.run(program, graph, cluster=cluster, devices="cpu"))
+            np.testing.assert_array_equal(got.values, _levels(graph, sources) >= 0)
+    program.sources = [0, 11]  # (an attribute of another kind on the same object)
+    for _ in range(2):
+        got = _bounded(lambda: hg.run(program, graph, cluster=cluster, devices="cpu"))
+        np.testing.assert_array_equal(got.values, _levels(graph, [0, 11]) >= 0)
+    assert len(drivers) == 4
+
+
+def test_other_programs_between_repeats_leave_each_its_own(cluster, drivers):
+    """BFS, Reach and Hops on one worker, one after another, each repeated: a parked
+    engine is no other run's."""
+    graph = _graph(14)
+    levels = _levels(graph, 0)
+    expected = {"bfs": levels, "reach": levels >= 0,
+                "hops": np.where(levels >= 0, -levels, Hops.UNREACHED)}
+    programs = {"bfs": lambda: BreadthFirst(0), "reach": lambda: Reach(0),
+                "hops": lambda: Hops(0)}
+    for name in ("bfs", "reach", "hops") * 3:
+        got = _bounded(lambda: hg.run(programs[name](), graph, cluster=cluster,
+                                      devices="cpu", max_iterations=graph.num_vertices))
+        np.testing.assert_array_equal(got.values, expected[name])
+    assert len(drivers) == 3
+
+
+def test_many_repeated_calls_keep_few_contexts(cluster, drivers):
+    """More keys than ``tuning.REPEATS_KEPT``, each called twice, then all again: the
+    client and the worker keep the newest few, and each answer is its own."""
+    from hetgraph.scheduler import repeat
+
+    graph = _graph(15)
+    sources = range(2 * tuning.REPEATS_KEPT + 3)
+    for rounds in range(2):
+        for source in sources:
+            for _ in range(2):
+                np.testing.assert_array_equal(_bfs(graph, cluster, source).values,
+                                              _levels(graph, source))
+        assert len(repeat._KEPT[cluster].entries) <= tuning.REPEATS_KEPT
+        assert len(_parked_on(cluster)) <= tuning.REPEATS_KEPT
+    assert len(drivers) == 2 * len(sources)
+
+
+def _networkx_pagerank(graph, **kwargs):
+    """NetworkX's PageRank of ``graph`` in dense-id order."""
+    import networkx as nx
+
+    ranks = nx.pagerank(nx.from_scipy_sparse_array(graph.to_scipy(),
+                                                   create_using=nx.DiGraph), **kwargs)
+    return np.array([ranks[i] for i in range(graph.num_vertices)])
+
+
+def test_pagerank_arrays_and_tolerances_changed_between_calls(cluster, drivers):
+    """``personalization`` and ``nstart`` arrays changed in place, ``tol`` and
+    ``max_iterations`` changed: each answer NetworkX's."""
+    graph = hg.generate.erdos_renyi(2000, 4 / 2000, seed=16, directed=True)
+    teleport, start = np.ones(graph.num_vertices), np.ones(graph.num_vertices)
+    calls = [dict(), dict(), dict(tol=1e-9), dict(tol=1e-9, max_iterations=300)]
+    for change in range(3):
+        teleport[change * 10:change * 10 + 500] = 5.0 + change  # (in place)
+        start[change] = 100.0
+        for kwargs in calls:
+            got = _bounded(lambda: hg.pagerank(
+                graph, personalization=teleport, nstart=start, cluster=cluster,
+                devices="cpu", **kwargs))
+            expected = _networkx_pagerank(
+                graph, personalization=dict(enumerate(teleport)),
+                nstart=dict(enumerate(start)), tol=kwargs.get("tol", 1e-6),
+                max_iter=kwargs.get("max_iterations", 100))
+            np.testing.assert_allclose(got.values, expected, rtol=1e-5, atol=0)
+    assert len(drivers) == 3 * (len(calls) - 1)  # (each change's second call repeats)
+
+
+FINALIZE = "HETGRAPH_TEST_FINALIZE_FAILS"  # set here: FailingFinal.finalize fails
+
+
+class FailingFinal(Hops):
+    """Hops whose ``finalize`` (in the calling process) fails while FINALIZE is set."""
+
+    def finalize(self, graph, values):
+        if os.environ.get(FINALIZE):
+            raise ValueError("finalize told to fail")
+        return values
+
+
+def test_a_finalize_that_fails_after_a_repeat_leaves_the_next_right(cluster, drivers,
+                                                                    monkeypatch):
+    graph = _graph(17)
+    levels = _levels(graph, 0)
+    expected = np.where(levels >= 0, -levels, Hops.UNREACHED)
+
+    def call():
+        return _bounded(lambda: hg.run(FailingFinal(0), graph, cluster=cluster,
+                                       devices="cpu", max_iterations=graph.num_vertices))
+
+    np.testing.assert_array_equal(call().values, expected)
+    monkeypatch.setenv(FINALIZE, "1")
+    with pytest.raises(ValueError, match="finalize told to fail"):
+        call()
+    monkeypatch.delenv(FINALIZE)
+    for _ in range(2):
+        np.testing.assert_array_equal(call().values, expected)
+    assert len(drivers) == 1

@@ -14,13 +14,16 @@ the dispatcher does.
 
 The key: the graph (its token), the program's strict initial key (its class, functions
 and parameters: :meth:`.ProgramSpec.initial_key`; an array kept apart by identity, and
-by its contents against a copy taken with the key), its aux (made again each call: by
-identity where it is one of the program's arrays derived from the graph, which nothing
-writes, else by its contents), the devices, mode, iteration limit and options, the tuning constants
-that place the run, and the cluster's workers (as they were after the kept call). Where the worker lacks the token (it
-restarted, or let the context go), has left, or the repeat failed, the key is dropped
-and the call runs the whole way (its errors as ever); a key another thread's call is
-using is not shared: that call runs the whole way too.
+by its contents against a copy taken with the key), the values its functions and the
+methods a worker calls read (globals and closure cells, frozen in the parked run:
+:func:`.kernel.reads_key`; no repeat where one is unhashable), its aux (made again each
+call: by identity where it is one of the program's arrays derived from the graph, which
+nothing writes, else by its contents), the devices, mode, iteration limit and options,
+the tuning constants that place the run, and the cluster's workers (as they were after
+the kept call). Where the worker lacks the token (it restarted, or let the context go),
+has left, or the repeat failed, the key is dropped and the call runs the whole way (its
+errors as ever); a key another thread's call is using is not shared: that call runs the
+whole way too.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import weakref
 import numpy as np
 
 from .. import tuning
+from ..kernels.cpu.kernel import reads_key
 from ..program import kept_apart
 from . import calls, spread
 
@@ -120,11 +124,12 @@ class Repeat:
         """The Repeat of a call of ``spec`` on ``graph`` with ``call`` (its devices,
         mode, iteration limit and options, as a tuple) whose run goes to the workers of
         ``kinds``; None where the program has no strict key
-        (:meth:`.ProgramSpec.initial_key`)."""
-        program = spec.initial_key(graph)
-        if program is None:
+        (:meth:`.ProgramSpec.initial_key`) or reads a value held by identity
+        (:func:`.kernel.reads_key`)."""
+        program, code = spec.initial_key(graph), reads_key(spec)
+        if program is None or code is None:
             return None
-        key = (graph.token, program, call, tuple(getattr(tuning, n) for n in _PLACING))
+        key = (graph.token, program, code, call, tuple(getattr(tuning, n) for n in _PLACING))
         return cls(cluster, spec, graph, kinds, key, spec.initial_aux(graph))
 
     def answer(self):

@@ -63,6 +63,7 @@ from ..cluster import WorkerLostError
 from ..engines.cpu_modes import notify_fraction
 from ..kernels import cpu
 from ..kernels.arrays import module_of
+from ..kernels.cpu.kernel import reads_key
 from ..result import SECONDS, history_row
 from ..threadcount import numba_threads
 from . import calls, callsocket, exchange, gpuowner, hostshare, parts, tasks
@@ -295,7 +296,8 @@ class _Parked:
     """A run's CPU context kept for the repeats of its call (:func:`cpu_again`): the
     ``run`` (its RunSpec), its context ``ctx``, the host ``state`` its engine is bound
     to, the program's initial state (``made``, :class:`_Made`) and its frontier, the
-    run's last iteration ``last``."""
+    run's last iteration ``last``, what its program read when unpacked (``reads``,
+    :func:`.kernel.reads_key`)."""
 
     run: object
     ctx: object
@@ -303,6 +305,7 @@ class _Parked:
     made: _Made
     frontier: tuple
     last: int
+    reads: tuple
 
 
 _PARKED = collections.OrderedDict()  # token -> _Parked, the newest last
@@ -314,9 +317,10 @@ def park_after_answer(token, run, state, frontier, last):
     state of frontier ``frontier`` when the run began), under ``token`` once the call's
     answer is sent, for :func:`cpu_again` (``tuning.REPEATS_KEPT`` at most, the oldest
     let go); returns whether it will: not where the run changed its program (its
-    initial key is not the one it was unpacked with)."""
-    key = tasks.initial_key(run)
-    if key is None or run.spec.initial_key(run.graph) != key:
+    initial key is not the one it was unpacked with), nor where what it reads has no
+    key (:func:`.kernel.reads_key`)."""
+    key, reads = tasks.initial_key(run), tasks.unpacked_reads(run)
+    if key is None or reads is None or run.spec.initial_key(run.graph) != key:
         return False
     made = _made(run)
     if made.key != key:
@@ -325,7 +329,7 @@ def park_after_answer(token, run, state, frontier, last):
     def keep():
         ctx = tasks.keep_cpu_context(run.run_id)
         if ctx is not None:
-            _put_parked(token, _Parked(run, ctx, state, made, frontier, last))
+            _put_parked(token, _Parked(run, ctx, state, made, frontier, last, reads))
     callsocket.after_answer(keep)
     return True
 
@@ -357,10 +361,14 @@ def cpu_again(token):
     segment: the program's initial state refilled, the engine bound to it again, the
     iterations run to the same last one (every time slice, here), the state after
     them in the report. :class:`.calls.Missing` where no context is parked under
-    ``token`` (this worker restarted, or let it go): the client runs the call the
-    whole way. A context whose call failed is let go."""
+    ``token`` (this worker restarted, or let it go), or where its program's methods
+    read other values now (a later run unpacked its class again, rebinding them): the
+    client runs the call the whole way. A context whose call failed is let go."""
     with _PARKED_LOCK:  # (taken while in use: a second call of it misses)
         parked = _PARKED.pop(token, None)
+    if parked is not None and reads_key(parked.run.spec) != parked.reads:
+        tasks.release(parked.ctx)
+        parked = None
     if parked is None:
         raise calls.Missing(f"repeat {token}")
     run, ctx, state = parked.run, parked.ctx, parked.state

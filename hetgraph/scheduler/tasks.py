@@ -41,6 +41,7 @@ from ..engines.cpu import CpuEngine
 from ..engines.store import StoreEngine
 from ..io.store import StoredGraph
 from ..kernels import cpu
+from ..kernels.cpu.kernel import reads_key
 from ..kernels.gpu import kept as kept_layouts
 from ..program import kept_apart, key_part
 from ..result import COLUMN, device_row, with_overhead
@@ -271,13 +272,14 @@ def _kept_again(arrays, keep):
 def plan_key(run):
     """A key of all that a packed ``run`` holds but its id: two runs of equal keys pack
     to the same bytes, the arrays they hold by identity kept again (see :func:`pack`).
-    The program's :meth:`.ProgramSpec.initial_key`, the other fields by value (small
-    arrays by content, large ones and other objects by identity); None where the
-    program has no such key."""
-    program = run.spec.initial_key(run.graph)
-    if program is None:
+    The program's :meth:`.ProgramSpec.initial_key` and the values its functions and
+    methods read (:func:`.kernel.reads_key`: a global bound to another value is
+    another plan), the other fields by value (small arrays by content, large ones and
+    other objects by identity); None where the program has no such key."""
+    program, code = run.spec.initial_key(run.graph), reads_key(run.spec)
+    if program is None or code is None:
         return None
-    parts = [program]
+    parts = [program, code]
     for name in _PLANNED_FIELDS:
         value = getattr(run, name)
         parts.append(tuple(sorted((k, key_part(v, True)) for k, v in value.items()))
@@ -301,12 +303,12 @@ def _written(pickler, value, refs):
 
 
 _UNPACKED: dict = {}  # run_id -> this process's RunSpec of a packed run (till its end)
-# run_id -> (packed bytes, the program's initial key) of the runs whose RunSpec goes to
-# _PLANS at their end
+# run_id -> (packed bytes, the program's initial key, its reads_key as unpacked) of the
+# runs whose RunSpec goes to _PLANS at their end
 _PLANNED: dict = {}
 # graph -> {packed bytes: (the RunSpec of an ended run unpacked from them, without its
 # id and graph, the names of its program's attributes that were the graph, the
-# program's initial key)}, the newest
+# program's initial key, its reads_key as unpacked)}, the newest
 # tuning.PLANS_KEPT last: what an idle plan holds lets its graph go (callers hold _LOCK)
 _PLANS = weakref.WeakKeyDictionary()
 
@@ -330,18 +332,22 @@ def _planned(packed, graph, arrays):
     (they name the same kept arrays), its program shared, given this run's id and
     ``graph``; else unpacked. Either goes back to :data:`_PLANS` at the run's end
     (:func:`_plan_ended`) when its program has an initial key
-    (:meth:`.ProgramSpec.initial_key`). One run at a time has a plan's RunSpec."""
+    (:meth:`.ProgramSpec.initial_key`). One run at a time has a plan's RunSpec. A plan
+    whose methods read other values now (:func:`.kernel.reads_key`: bytes unpacked
+    since rebound its class's methods, their globals with them) is unpacked again."""
     plan = _PLANS.setdefault(graph, collections.OrderedDict()).pop(packed.data, None)
+    if plan is not None and reads_key(plan[0].spec) != plan[3]:
+        plan = None
     if plan is None:
         run = _GraphIn(io.BytesIO(packed.data), packed.run_id, graph, arrays).load()
-        key = run.spec.initial_key(graph)
+        key, reads = run.spec.initial_key(graph), reads_key(run.spec)
     else:
-        idle, names, key = plan
+        idle, names, key, reads = plan
         for name in names:  # (its program refers to the run's graph again)
             setattr(idle.spec.program, name, graph)
         run = dataclasses.replace(idle, run_id=packed.run_id, graph=graph)
     if key is not None:
-        _PLANNED[packed.run_id] = (packed.data, key)
+        _PLANNED[packed.run_id] = (packed.data, key, reads)
     return run
 
 
@@ -352,11 +358,18 @@ def initial_key(run):
     return run.spec.initial_key(run.graph) if planned is None else planned[1]
 
 
+def unpacked_reads(run):
+    """``run``'s :func:`.kernel.reads_key`: as taken when this worker unpacked it
+    (:func:`_planned`), else computed."""
+    planned = _PLANNED.get(run.run_id)
+    return reads_key(run.spec) if planned is None else planned[2]
+
+
 def _plan_ended(run):
     """Keep ``run``'s RunSpec (its run ended) for the next run of its bytes, unless
     the run changed its program's attributes (their initial key differs): without its
     id and graph, nor the program's references to the graph."""
-    data, key = _PLANNED.pop(run.run_id, (None, None))
+    data, key, reads = _PLANNED.pop(run.run_id, (None, None, None))
     if key is None or run.spec.initial_key(run.graph) != key:
         return
     program, graph = run.spec.program, run.graph
@@ -364,7 +377,7 @@ def _plan_ended(run):
     for name in names:
         setattr(program, name, None)
     plans = _PLANS.setdefault(graph, collections.OrderedDict())
-    plans[data] = (dataclasses.replace(run, run_id="", graph=None), names, key)
+    plans[data] = (dataclasses.replace(run, run_id="", graph=None), names, key, reads)
     while len(plans) > tuning.PLANS_KEPT:
         plans.popitem(last=False)
 

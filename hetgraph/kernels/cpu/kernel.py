@@ -4,13 +4,14 @@ functions, and :func:`compile_program` keeps it for the process."""
 
 from __future__ import annotations
 
+import types
 import weakref
 from typing import Callable, NamedTuple
 
 import numba
 import numpy as np
 
-from ...program import ProgramSpec
+from ...program import ProgramSpec, VertexProgram
 from .buckets import build_buckets
 from .burst import build_burst
 from .clock import HAS_CLOCK
@@ -276,6 +277,37 @@ class CpuKernel:
                                               int(first))
 
 
+def functions_key(spec: ProgramSpec):
+    """What the compiled code of ``spec``'s functions (gather, apply, activate, settled,
+    priority; None for one it lacks) depends on in this process (:func:`_function_key`)."""
+    return tuple(fn and _function_key(fn) for fn in (
+        spec.gather, spec.apply, spec.activate, spec.settled, spec.priority))
+
+
+# the program's methods that a worker process calls (with the globals it unpickled)
+_HOOKS = ("init", "iteration_constant", "converged", "change_test", "finalize",
+          "bucket_width")
+
+
+def reads_key(spec: ProgramSpec):
+    """What a run of ``spec`` on worker processes reads beyond the program's attributes:
+    the values its compiled functions (:func:`functions_key`) and the methods a worker
+    calls (``_HOOKS``: plain functions, not VertexProgram's own) read, globals and
+    closure cells (one bound to another value makes another run). None where a value
+    is held by identity (unhashable: an array changed in place would not be seen) or a
+    cell is empty."""
+    cls = type(spec.program)
+    methods = [getattr(cls, name, None) for name in _HOOKS]
+    methods = [getattr(fn, "__func__", fn) for fn, name in zip(methods, _HOOKS)
+               if fn is not getattr(VertexProgram, name, None)]  # (a classmethod's too)
+    key = functions_key(spec) + tuple(_function_key(fn) for fn in methods
+                                      if isinstance(fn, types.FunctionType))
+    if any(isinstance(k, _Identity) or k is not None and any(
+            isinstance(v, _Identity) for _, v in k[2]) for k in key):
+        return None
+    return key
+
+
 def _function_key(fn):
     """What a program's compiled ``fn`` depends on in this process: its code, module,
     and the values of its closure cells and of the globals it names (Numba compiles
@@ -323,12 +355,9 @@ def compile_program(spec: ProgramSpec, aux_dtype=np.float32) -> CpuKernel:
     """The CpuKernel of a checked program, compiled on first use and kept for the process
     (keyed by the program's functions, the values they read, its dtype and every flag
     the kernel reads of its ``spec``: instances of one class may differ in them)."""
-    key = (tuple(_function_key(f) for f in (spec.gather, spec.apply, spec.activate)),
-           spec.settled and _function_key(spec.settled),
-           spec.priority and _function_key(spec.priority),
-           spec.dtype, spec.reduce, spec.uses_constant, spec.activates_on_change,
-           spec.incremental, spec.needs_weights, spec.has_converged, spec.notify_self,
-           np.dtype(aux_dtype))
+    key = (functions_key(spec), spec.dtype, spec.reduce, spec.uses_constant,
+           spec.activates_on_change, spec.incremental, spec.needs_weights,
+           spec.has_converged, spec.notify_self, np.dtype(aux_dtype))
     kernel = _CACHE.get(key)
     if kernel is None:
         kernel = _CACHE[key] = CpuKernel(spec, np.dtype(aux_dtype))
