@@ -356,7 +356,8 @@ def key_part(value, by_identity=False, digest=None):
     answer): numbers (a float with its sign: 0.0 and -0.0 differ), strings, bytes,
     dtypes and slices by value; tuples, lists and dicts by their items; an array kept
     apart (:func:`kept_apart`) by identity, any other by its bytes (an array of
-    objects has no key); anything else by identity with ``by_identity``, else no key. None: no key, nor for what holds ``value``.
+    objects has no key); anything else by identity with ``by_identity``, else no key.
+    None: no key, nor for what holds ``value``.
     An array changed in place between two runs is seen: the plan that found a kept
     apart array by identity compares its contents with the copy the workers hold before
     it is reused (``Cluster.kept_array``), and the workers' kept copies are written by
