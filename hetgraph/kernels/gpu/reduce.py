@@ -120,6 +120,12 @@ _CHANGE = BLOCK_SUM + _block_order_sum(
 _SUM_LOCK = threading.Lock()
 
 
+def _blocks(n):
+    """The blocks of 256 threads a reduction over ``n`` elements launches: one per 256,
+    at most 1024 (a grid-stride loop covers the rest), at least one."""
+    return int(min(1024, max(1, -(-n // 256))))
+
+
 def indexed_sum(values, index, scale=1.0, offset=0.0):
     """offset + scale * sum(values[index]) in float64 for CuPy ``values`` (the host
     side is :func:`hetgraph.kernels.arrays.indexed_sum`): a 0-d device array made by a
@@ -142,7 +148,7 @@ def indexed_sum(values, index, scale=1.0, offset=0.0):
     out = cupy.empty((), cupy.float64)
     stream = cupy.cuda.get_current_stream().ptr
     cupy.cuda.runtime.memsetAsync(out.data.ptr, 0, 8, stream)
-    blocks = int(min(1024, max(1, -(-n // 256))))
+    blocks = _blocks(n)
     launch = _indexed_sum_launch(c_type(values.dtype), cupy.cuda.runtime.getDevice())
     with _SUM_LOCK:  # one packed launch per device: runs in other threads share it
         launch.update(values=values, index=index, first=first, step=step, n=n,
@@ -160,7 +166,7 @@ def normalize(values, weights):
     import cupy
 
     n = len(values)
-    blocks = int(min(1024, max(1, -(-n // 256))))
+    blocks = _blocks(n)
     # the blocks' sums, the scale, and the last 8 bytes: the count of blocks done
     scratch = cupy.empty(blocks + 2, cupy.float64)
     stream = cupy.cuda.get_current_stream().ptr
@@ -188,7 +194,7 @@ class WeightedChange:
         from .device import pinned_empty
 
         self.weights, n = weights, len(weights)
-        self.blocks = int(min(1024, max(1, -(-n // 256))))
+        self.blocks = _blocks(n)
         # (the blocks' sums, then the blocks done: zeroed here, then by each last block)
         self._scratch = cupy.zeros(self.blocks + 1, cupy.float64)
         self._sums = cupy.zeros(slots, cupy.float64)
